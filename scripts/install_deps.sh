@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs the Debian packages lms needs, only those missing. Uses sudo when
+# not root. Safe to run repeatedly.
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config clang-format
+      libabsl-dev libfmt-dev libdnnl-dev libtomlplusplus-dev nlohmann-json3-dev
+      libgtest-dev libgmock-dev libbenchmark-dev libpng-dev libjpeg-dev libstb-dev
+      dpkg-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install_deps: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi

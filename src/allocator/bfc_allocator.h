@@ -1,0 +1,103 @@
+// BFC (best-fit with coalescing) allocator over one region of fixed capacity,
+// after TensorFlow's bfc_allocator: free chunks are kept in size bins; an
+// allocation takes the smallest free chunk that fits (splitting off the rest)
+// and a free merges the chunk with free neighbours. Assumes single-region
+// memory obtained up front from an injected SubAllocator; thread-safe.
+//
+//   auto alloc = BfcAllocator::create(std::make_unique<HeapSubAllocator>(),
+//                                     {.capacity_bytes = 256 << 20});
+//   LMS_ASSIGN_OR_RETURN(void* p, (*alloc)->allocate(1000));  // 1024 bytes used
+//   (*alloc)->deallocate(p);
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace lms {
+
+// Provides the physical memory the allocator carves. Tests inject fakes that
+// hand out addresses without touching memory.
+class SubAllocator {
+ public:
+  virtual ~SubAllocator() = default;
+  // Returns the base of a region of `bytes` aligned to at least 4096, or null.
+  virtual void* alloc(uint64_t bytes) = 0;
+  virtual void free(void* base, uint64_t bytes) = 0;
+};
+
+// Heap memory (aligned_alloc); with `lock_pages`, also mlock()s the region
+// where the process may (best effort: a refused mlock is not an error).
+class HeapSubAllocator : public SubAllocator {
+ public:
+  explicit HeapSubAllocator(bool lock_pages = false) : lock_pages_(lock_pages) {}
+  void* alloc(uint64_t bytes) override;
+  void free(void* base, uint64_t bytes) override;
+  bool pages_locked() const { return pages_locked_; }
+
+ private:
+  bool lock_pages_;
+  bool pages_locked_ = false;
+};
+
+struct AllocatorStats {
+  uint64_t capacity_bytes = 0;
+  uint64_t bytes_in_use = 0;        // sum of rounded sizes of live allocations
+  uint64_t peak_bytes_in_use = 0;   // since creation or reset_peak()
+  uint64_t largest_free_chunk = 0;  // bytes
+  uint64_t num_allocs = 0;          // live allocations
+  uint64_t total_allocs = 0;        // allocations ever made
+  // 1 - largest_free_chunk / free bytes (0 when no free bytes): how scattered
+  // the free space is.
+  double fragmentation = 0;
+};
+
+// Called after every allocate/deallocate with the new bytes in use; lets the
+// runtime forward memory counters to a profiler without this layer knowing it.
+class AllocationObserver {
+ public:
+  virtual ~AllocationObserver() = default;
+  virtual void on_allocation_change(int64_t delta_bytes, uint64_t bytes_in_use) = 0;
+};
+
+class BfcAllocator {
+ public:
+  struct Options {
+    uint64_t capacity_bytes = 0;  // region size, taken from the sub-allocator up front
+    uint64_t alignment = 256;     // bytes; a power of two; every size rounds up to it
+    std::string name = "device";  // used in error messages ("device", "pinned host")
+  };
+
+  // InvalidArgument for zero capacity or a bad alignment; ResourceExhausted if
+  // the sub-allocator cannot provide the region.
+  static absl::StatusOr<std::unique_ptr<BfcAllocator>> create(
+      std::unique_ptr<SubAllocator> sub, Options options);
+  ~BfcAllocator();
+
+  // Returns an `alignment`-aligned block of at least `bytes` (0 is allowed and
+  // gives a distinct alignment-sized block). ResourceExhausted when no free
+  // chunk fits, with requested, capacity, in use, free, largest free chunk and
+  // a hint, in the manner of PyTorch's caching allocator.
+  absl::StatusOr<void*> allocate(uint64_t bytes);
+  // `ptr` must come from allocate() and not be freed yet (LMS_CHECK otherwise).
+  void deallocate(void* ptr);
+
+  // Size in bytes an allocation of `bytes` occupies: rounded up to alignment,
+  // minimum one alignment unit. The swap planner uses this for exact accounting.
+  static uint64_t rounded_size(uint64_t bytes, uint64_t alignment = 256);
+
+  AllocatorStats stats() const;
+  void reset_peak();
+  void set_observer(AllocationObserver* observer);  // nullable, not owned
+  const Options& options() const;
+  void* base() const;  // start of the region
+
+ private:
+  class Impl;
+  explicit BfcAllocator(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace lms

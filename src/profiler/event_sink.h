@@ -1,0 +1,42 @@
+// The profiler's event sink: executor, device and allocators report what
+// happens to an injected sink (nullable, never a global). Times are seconds on
+// std::chrono::steady_clock (see now_s()); implementations must be
+// thread-safe, because stream worker threads report too.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace lms {
+
+// The streams of a device, plus the host thread that issues work.
+enum class StreamKind : uint8_t { kHost = 0, kCompute = 1, kD2H = 2, kH2D = 3 };
+
+// The memory a counter belongs to.
+enum class MemoryKind : uint8_t { kDevice = 0, kPinnedHost = 1 };
+
+const char* stream_name(StreamKind stream);  // "host", "compute", "d2h", "h2d"
+
+// Seconds since an arbitrary fixed origin on steady_clock.
+double now_s();
+
+class EventSink {
+ public:
+  virtual ~EventSink() = default;
+  // A kernel (or other node) ran on `stream` from start_s to end_s.
+  virtual void on_node(StreamKind stream, std::string_view node, std::string_view op,
+                       double start_s, double end_s) = 0;
+  // A copy of `bytes` ran on the D2H or H2D stream; `tensor` names what moved.
+  virtual void on_copy(StreamKind stream, std::string_view tensor, uint64_t bytes,
+                       double start_s, double end_s) = 0;
+  // Bytes in use of a memory changed at time t_s.
+  virtual void on_memory(MemoryKind memory, uint64_t bytes_in_use, double t_s) = 0;
+  // The host thread (issuing `node`) or the compute stream waited for a
+  // swap-in or a deferred free; `reason` says which.
+  virtual void on_stall(StreamKind stream, std::string_view reason, std::string_view node,
+                        double start_s, double end_s) = 0;
+  // One training step (Session::run) spanned start_s..end_s.
+  virtual void on_step(int64_t step, double start_s, double end_s) = 0;
+};
+
+}  // namespace lms
