@@ -27,8 +27,8 @@ class EventSink {
   virtual void on_node(StreamKind stream, std::string_view node, std::string_view op,
                        double start_s, double end_s) = 0;
   // A copy of `bytes` ran on the D2H or H2D stream; `tensor` names what moved.
-  virtual void on_copy(StreamKind stream, std::string_view tensor, uint64_t bytes,
-                       double start_s, double end_s) = 0;
+  virtual void on_copy(StreamKind stream, std::string_view tensor, uint64_t bytes, double start_s,
+                       double end_s) = 0;
   // Bytes in use of a memory changed at time t_s.
   virtual void on_memory(MemoryKind memory, uint64_t bytes_in_use, double t_s) = 0;
   // The host thread (issuing `node`) or the compute stream waited for a

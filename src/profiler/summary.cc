@@ -1,0 +1,115 @@
+#include "profiler/summary.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace lms {
+namespace {
+
+using Spans = std::vector<std::pair<double, double>>;
+
+Spans spans_of(const std::vector<Interval>& intervals, IntervalKind kind) {
+  Spans out;
+  for (const Interval& i : intervals) {
+    if (i.kind == kind) out.emplace_back(i.start_s, i.end_s);
+  }
+  return out;
+}
+
+uint64_t copy_bytes(const std::vector<Interval>& intervals) {
+  uint64_t total = 0;
+  for (const Interval& i : intervals) {
+    if (i.kind == IntervalKind::kCopy) total += i.bytes;
+  }
+  return total;
+}
+
+uint64_t peak(const std::vector<MemorySample>& samples) {
+  uint64_t p = 0;
+  for (const MemorySample& s : samples) p = std::max(p, s.bytes_in_use);
+  return p;
+}
+
+double gb_per_s(uint64_t bytes, double busy_s) {
+  return busy_s > 0 ? static_cast<double>(bytes) / busy_s / 1e9 : 0.0;
+}
+
+std::string mib(uint64_t bytes) {
+  return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+}
+
+}  // namespace
+
+double union_length_s(Spans intervals) {
+  std::sort(intervals.begin(), intervals.end());
+  double total = 0;
+  bool open = false;
+  double cur_start = 0, cur_end = 0;
+  for (const auto& [start, end] : intervals) {
+    if (end <= start) continue;
+    if (open && start <= cur_end) {
+      cur_end = std::max(cur_end, end);
+      continue;
+    }
+    if (open) total += cur_end - cur_start;
+    cur_start = start;
+    cur_end = end;
+    open = true;
+  }
+  if (open) total += cur_end - cur_start;
+  return total;
+}
+
+ProfileSummary summarize(const Timeline& t) {
+  ProfileSummary s;
+  s.span_s = t.last_s() - t.first_s();
+  s.steps = static_cast<int64_t>(t.steps.size());
+  double step_sum = 0;
+  for (const StepRecord& st : t.steps) step_sum += st.end_s - st.start_s;
+  s.step_time_s = t.steps.empty() ? s.span_s : step_sum / static_cast<double>(t.steps.size());
+
+  double compute_busy =
+      union_length_s(spans_of(t.stream(StreamKind::kCompute), IntervalKind::kNode));
+  s.compute_utilisation_pct = s.span_s > 0 ? 100.0 * compute_busy / s.span_s : 0.0;
+
+  const auto& d2h = t.stream(StreamKind::kD2H);
+  const auto& h2d = t.stream(StreamKind::kH2D);
+  s.bytes_d2h = copy_bytes(d2h);
+  s.bytes_h2d = copy_bytes(h2d);
+  s.d2h_gb_per_s = gb_per_s(s.bytes_d2h, union_length_s(spans_of(d2h, IntervalKind::kCopy)));
+  s.h2d_gb_per_s = gb_per_s(s.bytes_h2d, union_length_s(spans_of(h2d, IntervalKind::kCopy)));
+
+  Spans stalls;
+  for (const auto& v : t.intervals) {
+    Spans part = spans_of(v, IntervalKind::kStall);
+    stalls.insert(stalls.end(), part.begin(), part.end());
+  }
+  s.stall_s = union_length_s(std::move(stalls));
+
+  s.peak_device_bytes = peak(t.samples(MemoryKind::kDevice));
+  s.peak_pinned_host_bytes = peak(t.samples(MemoryKind::kPinnedHost));
+  return s;
+}
+
+ProfileSummary summarize(const Recorder& recorder) { return summarize(recorder.snapshot()); }
+
+std::string format_summary(const ProfileSummary& s) {
+  auto row = [](std::string_view label, std::string_view value) {
+    return fmt::format("  {:<24}{:>16}\n", label, value);
+  };
+  std::string out = "profile summary\n";
+  out += row("steps", fmt::format("{}", s.steps));
+  out += row("step time", fmt::format("{:.3f} ms", s.step_time_s * 1e3));
+  out += row("compute utilisation", fmt::format("{:.1f} %", s.compute_utilisation_pct));
+  out += row("H2D throughput", fmt::format("{:.2f} GB/s", s.h2d_gb_per_s));
+  out += row("D2H throughput", fmt::format("{:.2f} GB/s", s.d2h_gb_per_s));
+  out += row("bytes H2D", mib(s.bytes_h2d));
+  out += row("bytes D2H", mib(s.bytes_d2h));
+  out += row("stall time", fmt::format("{:.3f} ms", s.stall_s * 1e3));
+  out += row("peak device memory", mib(s.peak_device_bytes));
+  out += row("peak pinned host memory", mib(s.peak_pinned_host_bytes));
+  return out;
+}
+
+}  // namespace lms
