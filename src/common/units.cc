@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "lms/status.h"
+#include "lms/strings.h"
 
 namespace lms {
 namespace {
@@ -21,16 +22,16 @@ struct Unit {
 // Splits "12.5GiB" into 12.5 and "GiB"; fails on an empty or non-numeric head.
 absl::StatusOr<std::pair<double, std::string_view>> split_number(
     std::string_view what, std::string_view text) {
-  std::string_view t = absl::StripAsciiWhitespace(text);
+  std::string_view t = to_std(absl::StripAsciiWhitespace(to_absl(text)));
   std::string head(t);
   char* end = nullptr;
   double value = std::strtod(head.c_str(), &end);
   size_t used = static_cast<size_t>(end - head.c_str());
   if (used == 0 || !std::isfinite(value) || value < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "bad ", what, " '", text, "': expected a non-negative number followed by a unit"));
+        "bad ", to_absl(what), " '", to_absl(text), "': expected a non-negative number followed by a unit"));
   }
-  return std::make_pair(value, absl::StripAsciiWhitespace(t.substr(used)));
+  return std::make_pair(value, to_std(absl::StripAsciiWhitespace(to_absl(t.substr(used)))));
 }
 
 template <size_t N>
@@ -44,9 +45,9 @@ absl::StatusOr<double> parse_with_units(std::string_view what, std::string_view 
   for (const Unit& u : units) {
     if (suffix == u.suffix) return value * u.scale;
   }
-  return absl::InvalidArgumentError(absl::StrCat("bad ", what, " '", text,
-                                                 "': unknown unit '", suffix,
-                                                 "', allowed: ", allowed));
+  return absl::InvalidArgumentError(absl::StrCat("bad ", to_absl(what), " '", to_absl(text),
+                                                 "': unknown unit '", to_absl(suffix),
+                                                 "', allowed: ", to_absl(allowed)));
 }
 
 }  // namespace
@@ -65,7 +66,7 @@ absl::StatusOr<uint64_t> parse_bytes(std::string_view text) {
                             "B, KB, MB, GB, TB, KiB, MiB, GiB, TiB", false);
   if (!v.ok()) return v.status();
   if (*v >= 1.8e19) {
-    return absl::InvalidArgumentError(absl::StrCat("byte size '", text, "' is too large"));
+    return absl::InvalidArgumentError(absl::StrCat("byte size '", to_absl(text), "' is too large"));
   }
   return static_cast<uint64_t>(std::floor(*v));
 }
@@ -83,7 +84,7 @@ absl::StatusOr<double> parse_bandwidth(std::string_view text) {
   if (!v.ok()) return v.status();
   if (*v <= 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("bandwidth '", text, "' must be positive"));
+        absl::StrCat("bandwidth '", to_absl(text), "' must be positive"));
   }
   return *v;
 }

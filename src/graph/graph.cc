@@ -1,0 +1,245 @@
+#include "lms/graph.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "graph/op_registry.h"
+#include "lms/status.h"
+#include "lms/strings.h"
+
+namespace lms {
+
+const char* role_name(TensorRole role) {
+  switch (role) {
+    case TensorRole::kInput: return "input";
+    case TensorRole::kParameter: return "parameter";
+    case TensorRole::kOptimizerState: return "optimizer_state";
+    case TensorRole::kActivation: return "activation";
+    case TensorRole::kGradient: return "gradient";
+    case TensorRole::kHost: return "host";
+  }
+  return "unknown";
+}
+
+bool is_persistent(TensorRole role) {
+  return role == TensorRole::kParameter || role == TensorRole::kOptimizerState;
+}
+
+absl::Status Graph::check_new_name(std::string_view name) const {
+  if (name.empty()) return absl::InvalidArgumentError("empty tensor or node name");
+  if (name.find_first_of(" \t\n(),=[]{}") != std::string_view::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "name '", to_absl(name), "' contains whitespace or one of ( ) , = [ ] { }, which are not allowed"));
+  }
+  if (tensor_by_name_.contains(to_absl(name)) || node_by_name_.contains(to_absl(name))) {
+    return absl::InvalidArgumentError(absl::StrCat("name '", to_absl(name), "' is already used"));
+  }
+  return absl::OkStatus();
+}
+
+TensorId Graph::add_tensor(std::string_view name, Shape shape, TensorRole role, Init init) {
+  TensorId id = num_tensors();
+  Tensor t;
+  t.name = std::string(name);
+  t.shape = std::move(shape);
+  t.role = role;
+  t.init = init;
+  tensors_.push_back(std::move(t));
+  tensor_by_name_.emplace(std::string(name), id);
+  return id;
+}
+
+namespace {
+absl::Status check_shape(std::string_view name, const Shape& shape) {
+  for (int64_t d : shape) {
+    if (d <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor '", to_absl(name), "': every dimension must be positive, got [",
+          absl::StrJoin(shape, ","), "]"));
+    }
+  }
+  return absl::OkStatus();
+}
+}  // namespace
+
+TensorId Graph::input(std::string_view name, Shape shape) {
+  absl::Status s = check_new_name(name);
+  if (s.ok()) s = check_shape(name, shape);
+  if (!s.ok()) {
+    record_error(s);
+    return kNoTensor;
+  }
+  return add_tensor(name, std::move(shape), TensorRole::kInput, Init{});
+}
+
+TensorId Graph::parameter(std::string_view name, Shape shape, Init init) {
+  absl::Status s = check_new_name(name);
+  if (s.ok()) s = check_shape(name, shape);
+  if (!s.ok()) {
+    record_error(s);
+    return kNoTensor;
+  }
+  return add_tensor(name, std::move(shape), TensorRole::kParameter, init);
+}
+
+TensorId Graph::optimizer_state(std::string_view name, Shape shape, Init init) {
+  absl::Status s = check_new_name(name);
+  if (s.ok()) s = check_shape(name, shape);
+  if (!s.ok()) {
+    record_error(s);
+    return kNoTensor;
+  }
+  return add_tensor(name, std::move(shape), TensorRole::kOptimizerState, init);
+}
+
+void Graph::record_error(absl::Status error) {
+  if (status_.ok() && !error.ok()) status_ = std::move(error);
+}
+
+std::string Graph::unique_name(std::string_view base) const {
+  auto used = [&](const std::string& n) {
+    return tensor_by_name_.contains(n) || node_by_name_.contains(n);
+  };
+  std::string name(base);
+  for (int i = 1; used(name); ++i) name = absl::StrCat(to_absl(base), "_", i);
+  return name;
+}
+
+absl::StatusOr<std::vector<TensorId>> Graph::add_node(std::string_view op, std::string_view name,
+                                                      std::vector<TensorId> inputs, Attrs attrs,
+                                                      TensorRole output_role) {
+  if (!status_.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("node '", to_absl(name), "' not added: the graph already has an error: ",
+                     status_.message()));
+  }
+  auto fail = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("node '", to_absl(name), "' (", to_absl(op), "): ", why));
+  };
+  const OpDef* def = find_op(op);
+  if (def == nullptr) return fail("unknown op");
+  if (absl::Status s = check_new_name(name); !s.ok()) return fail(s.message());
+  int n = static_cast<int>(inputs.size());
+  if (n < def->min_inputs || (def->max_inputs >= 0 && n > def->max_inputs)) {
+    return fail(absl::StrCat("takes ", def->min_inputs, "..",
+                             def->max_inputs < 0 ? std::string("n")
+                                                 : std::to_string(def->max_inputs),
+                             " inputs, got ", n));
+  }
+  std::vector<Shape> in_shapes;
+  for (int i = 0; i < n; ++i) {
+    if (inputs[i] < 0 || inputs[i] >= num_tensors()) {
+      return fail(absl::StrCat("input ", i, " is not a tensor of this graph"));
+    }
+    in_shapes.push_back(tensors_[inputs[i]].shape);
+  }
+  auto out_shapes = def->infer(attrs, in_shapes);
+  if (!out_shapes.ok()) return fail(out_shapes.status().message());
+  size_t num_out = out_shapes->size();
+  for (size_t j = 0; j < num_out; ++j) {
+    std::string out_name = num_out == 1 ? std::string(name) : absl::StrCat(to_absl(name), ":", j);
+    if (num_out > 1 && !check_new_name(out_name).ok()) {
+      return fail(absl::StrCat("output name '", out_name, "' is already used"));
+    }
+  }
+  NodeId id = num_nodes();
+  Node node;
+  node.name = std::string(name);
+  node.op = std::string(op);
+  node.attrs = std::move(attrs);
+  node.inputs = std::move(inputs);
+  node_by_name_.emplace(node.name, id);
+  for (TensorId t : node.inputs) {
+    auto& consumers = tensors_[t].consumers;
+    if (consumers.empty() || consumers.back() != id) consumers.push_back(id);
+  }
+  for (size_t j = 0; j < num_out; ++j) {
+    // A single output shares the node's name: tensors and nodes have
+    // separate namespaces for lookups, so this is unambiguous.
+    std::string out_name = num_out == 1 ? node.name : absl::StrCat(to_absl(name), ":", j);
+    TensorId t = add_tensor(out_name, std::move((*out_shapes)[j]), output_role, Init{});
+    tensors_[t].producer = id;
+    node.outputs.push_back(t);
+  }
+  nodes_.push_back(std::move(node));
+  order_.push_back(id);
+  return nodes_[id].outputs;
+}
+
+std::vector<TensorId> Graph::add(std::string_view op, std::string_view name,
+                                 std::vector<TensorId> inputs, Attrs attrs,
+                                 TensorRole output_role) {
+  if (!status_.ok()) return {};
+  for (TensorId t : inputs) {
+    if (t == kNoTensor) return {};  // an earlier builder failed and recorded why
+  }
+  auto outs = add_node(op, name, std::move(inputs), std::move(attrs), output_role);
+  if (!outs.ok()) {
+    record_error(outs.status());
+    return {};
+  }
+  return *std::move(outs);
+}
+
+TensorId Graph::add1(std::string_view op, std::string_view name, std::vector<TensorId> inputs,
+                     Attrs attrs, TensorRole output_role) {
+  std::vector<TensorId> outs = add(op, name, std::move(inputs), std::move(attrs), output_role);
+  if (outs.size() != 1) {
+    if (!outs.empty()) {
+      record_error(absl::InvalidArgumentError(
+          absl::StrCat("node '", to_absl(name), "' (", to_absl(op), ") has ", outs.size(), " outputs, not 1")));
+    }
+    return kNoTensor;
+  }
+  return outs[0];
+}
+
+void Graph::add_control_edge(NodeId before, NodeId after) {
+  LMS_CHECK(before >= 0 && before < num_nodes() && after >= 0 && after < num_nodes());
+  auto& c = nodes_[after].control_inputs;
+  if (std::find(c.begin(), c.end(), before) == c.end()) c.push_back(before);
+}
+
+TensorId Graph::find_tensor(std::string_view name) const {
+  auto it = tensor_by_name_.find(to_absl(name));
+  return it == tensor_by_name_.end() ? kNoTensor : it->second;
+}
+
+NodeId Graph::find_node(std::string_view name) const {
+  auto it = node_by_name_.find(to_absl(name));
+  return it == node_by_name_.end() ? kNoNode : it->second;
+}
+
+void Graph::replace_input(NodeId consumer, int index, TensorId replacement) {
+  Node& n = nodes_[consumer];
+  LMS_CHECK(index >= 0 && index < static_cast<int>(n.inputs.size()));
+  TensorId old = n.inputs[index];
+  n.inputs[index] = replacement;
+  if (std::find(n.inputs.begin(), n.inputs.end(), old) == n.inputs.end()) {
+    auto& c = tensors_[old].consumers;
+    c.erase(std::remove(c.begin(), c.end(), consumer), c.end());
+  }
+  auto& rc = tensors_[replacement].consumers;
+  if (std::find(rc.begin(), rc.end(), consumer) == rc.end()) rc.push_back(consumer);
+}
+
+absl::Status Graph::set_order(std::vector<NodeId> order) {
+  if (static_cast<int32_t>(order.size()) != num_nodes()) {
+    return absl::InvalidArgumentError(absl::StrCat("order has ", order.size(),
+                                                   " nodes, the graph has ", num_nodes()));
+  }
+  std::vector<bool> seen(order.size(), false);
+  for (NodeId id : order) {
+    if (id < 0 || id >= num_nodes() || seen[id]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("order is not a permutation of the node ids (bad or repeated id ", id, ")"));
+    }
+    seen[id] = true;
+  }
+  order_ = std::move(order);
+  return absl::OkStatus();
+}
+
+}  // namespace lms

@@ -1,0 +1,284 @@
+#include "graph/text_parser.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "lms/status.h"
+
+namespace lms {
+namespace {
+
+constexpr std::string_view kDelimiters = " \t(),=[]{}\"";
+
+class Cursor {
+ public:
+  explicit Cursor(std::string_view text) : rest_(text) {}
+
+  void skip_space() { rest_ = absl::StripLeadingAsciiWhitespace(rest_); }
+  bool done() {
+    skip_space();
+    return rest_.empty();
+  }
+  bool peek(char c) {
+    skip_space();
+    return !rest_.empty() && rest_[0] == c;
+  }
+  bool try_consume(std::string_view token) {
+    skip_space();
+    if (rest_.substr(0, token.size()) != token) return false;
+    rest_.remove_prefix(token.size());
+    return true;
+  }
+  absl::Status expect(std::string_view token) {
+    if (try_consume(token)) return absl::OkStatus();
+    return error(absl::StrCat("expected '", token, "'"));
+  }
+  // A run of characters that are not delimiters (names, numbers, keywords).
+  absl::StatusOr<std::string> word(std::string_view what) {
+    skip_space();
+    size_t n = rest_.find_first_of(kDelimiters);
+    if (n == std::string_view::npos) n = rest_.size();
+    if (n == 0) return error(absl::StrCat("expected ", what));
+    std::string w(rest_.substr(0, n));
+    rest_.remove_prefix(n);
+    return w;
+  }
+  absl::StatusOr<std::string> quoted() {
+    LMS_RETURN_IF_ERROR(expect("\""));
+    size_t n = rest_.find('"');
+    if (n == std::string_view::npos) return error("unterminated string");
+    std::string s(rest_.substr(0, n));
+    rest_.remove_prefix(n + 1);
+    return s;
+  }
+  absl::Status error(std::string_view what) const {
+    std::string_view near = rest_.substr(0, 24);
+    return absl::InvalidArgumentError(absl::StrCat(what, " at '", near, "'"));
+  }
+
+ private:
+  std::string_view rest_;
+};
+
+absl::StatusOr<int64_t> parse_int(Cursor& c) {
+  LMS_ASSIGN_OR_RETURN(std::string w, c.word("an integer"));
+  int64_t v = 0;
+  if (!absl::SimpleAtoi(w, &v)) return c.error(absl::StrCat("'", w, "' is not an integer"));
+  return v;
+}
+
+// "[a,b,...]" with `a` parsed by `item`.
+absl::StatusOr<std::vector<int64_t>> parse_int_list(Cursor& c) {
+  LMS_RETURN_IF_ERROR(c.expect("["));
+  std::vector<int64_t> v;
+  if (c.try_consume("]")) return v;
+  do {
+    LMS_ASSIGN_OR_RETURN(int64_t x, parse_int(c));
+    v.push_back(x);
+  } while (c.try_consume(","));
+  LMS_RETURN_IF_ERROR(c.expect("]"));
+  return v;
+}
+
+absl::StatusOr<Shape> parse_type(Cursor& c) {
+  LMS_RETURN_IF_ERROR(c.expect("f32"));
+  LMS_ASSIGN_OR_RETURN(Shape s, parse_int_list(c));
+  return s;
+}
+
+absl::StatusOr<AttrValue> parse_attr_value(Cursor& c) {
+  if (c.peek('"')) {
+    LMS_ASSIGN_OR_RETURN(std::string s, c.quoted());
+    return AttrValue(s);
+  }
+  if (c.peek('[')) {
+    LMS_ASSIGN_OR_RETURN(auto v, parse_int_list(c));
+    return AttrValue(v);
+  }
+  LMS_ASSIGN_OR_RETURN(std::string w, c.word("an attribute value"));
+  if (w.find_first_of(".eEni") != std::string::npos) {
+    double d = 0;
+    if (!absl::SimpleAtod(w, &d)) return c.error(absl::StrCat("'", w, "' is not a real number"));
+    return AttrValue(d);
+  }
+  int64_t i = 0;
+  if (!absl::SimpleAtoi(w, &i)) return c.error(absl::StrCat("'", w, "' is not an integer"));
+  return AttrValue(i);
+}
+
+absl::StatusOr<Init> parse_init(Cursor& c) {
+  LMS_ASSIGN_OR_RETURN(std::string kind, c.word("an initialiser"));
+  if (kind == "zeros") return Init::zeros();
+  if (kind == "constant") {
+    LMS_RETURN_IF_ERROR(c.expect("("));
+    LMS_ASSIGN_OR_RETURN(AttrValue v, parse_attr_value(c));
+    LMS_RETURN_IF_ERROR(c.expect(")"));
+    if (!std::holds_alternative<double>(v)) return c.error("constant() takes a real");
+    return Init::constant(std::get<double>(v));
+  }
+  if (kind == "he_normal") {
+    LMS_RETURN_IF_ERROR(c.expect("("));
+    LMS_RETURN_IF_ERROR(c.expect("seed"));
+    LMS_RETURN_IF_ERROR(c.expect("="));
+    LMS_ASSIGN_OR_RETURN(int64_t seed, parse_int(c));
+    LMS_RETURN_IF_ERROR(c.expect(","));
+    LMS_RETURN_IF_ERROR(c.expect("fan_in"));
+    LMS_RETURN_IF_ERROR(c.expect("="));
+    LMS_ASSIGN_OR_RETURN(int64_t fan_in, parse_int(c));
+    LMS_RETURN_IF_ERROR(c.expect(")"));
+    if (fan_in <= 0) return c.error("fan_in must be positive");
+    return Init::he_normal(static_cast<uint64_t>(seed), fan_in);
+  }
+  return c.error(absl::StrCat("unknown initialiser '", kind,
+                              "', allowed: zeros, constant(V), he_normal(seed=S,fan_in=F)"));
+}
+
+absl::StatusOr<TensorRole> parse_role(Cursor& c) {
+  LMS_ASSIGN_OR_RETURN(std::string w, c.word("a tensor role"));
+  for (TensorRole r : {TensorRole::kInput, TensorRole::kParameter, TensorRole::kOptimizerState,
+                       TensorRole::kActivation, TensorRole::kGradient, TensorRole::kHost}) {
+    if (w == role_name(r)) return r;
+  }
+  return c.error(absl::StrCat("unknown role '", w,
+                              "', allowed: activation, gradient, host (for node outputs)"));
+}
+
+absl::Status parse_declaration(Graph& g, Cursor& c, const std::string& kind) {
+  LMS_ASSIGN_OR_RETURN(std::string name, c.word("a tensor name"));
+  LMS_ASSIGN_OR_RETURN(Shape shape, parse_type(c));
+  if (kind == "input") {
+    g.input(name, shape);
+  } else {
+    LMS_ASSIGN_OR_RETURN(Init init, parse_init(c));
+    if (kind == "parameter") {
+      g.parameter(name, shape, init);
+    } else {
+      g.optimizer_state(name, shape, init);
+    }
+  }
+  if (!c.done()) return c.error("unexpected text after the declaration");
+  return g.status();
+}
+
+absl::StatusOr<std::vector<TensorId>> parse_inputs(Graph& g, Cursor& c) {
+  std::vector<TensorId> inputs;
+  LMS_RETURN_IF_ERROR(c.expect("("));
+  if (c.try_consume(")")) return inputs;
+  do {
+    LMS_ASSIGN_OR_RETURN(std::string name, c.word("an input tensor name"));
+    TensorId t = g.find_tensor(name);
+    if (t == kNoTensor) return c.error(absl::StrCat("unknown tensor '", name, "'"));
+    inputs.push_back(t);
+  } while (c.try_consume(","));
+  LMS_RETURN_IF_ERROR(c.expect(")"));
+  return inputs;
+}
+
+absl::StatusOr<Attrs> parse_attrs(Cursor& c) {
+  Attrs attrs;
+  if (!c.try_consume("{")) return attrs;
+  if (c.try_consume("}")) return attrs;
+  do {
+    LMS_ASSIGN_OR_RETURN(std::string key, c.word("an attribute name"));
+    LMS_RETURN_IF_ERROR(c.expect("="));
+    LMS_ASSIGN_OR_RETURN(AttrValue v, parse_attr_value(c));
+    if (!attrs.emplace(key, std::move(v)).second) {
+      return c.error(absl::StrCat("attribute '", key, "' given twice"));
+    }
+  } while (c.try_consume(","));
+  LMS_RETURN_IF_ERROR(c.expect("}"));
+  return attrs;
+}
+
+absl::StatusOr<std::vector<NodeId>> parse_after(Graph& g, Cursor& c) {
+  std::vector<NodeId> after;
+  if (!c.try_consume("after")) return after;
+  LMS_RETURN_IF_ERROR(c.expect("("));
+  do {
+    LMS_ASSIGN_OR_RETURN(std::string name, c.word("a node name"));
+    NodeId n = g.find_node(name);
+    if (n == kNoNode) return c.error(absl::StrCat("unknown node '", name, "' in after()"));
+    after.push_back(n);
+  } while (c.try_consume(","));
+  LMS_RETURN_IF_ERROR(c.expect(")"));
+  return after;
+}
+
+struct OutputDecl {
+  std::string name;
+  Shape shape;
+  TensorRole role;
+};
+
+absl::StatusOr<std::vector<OutputDecl>> parse_outputs(Cursor& c) {
+  std::vector<OutputDecl> outs;
+  LMS_RETURN_IF_ERROR(c.expect("->"));
+  if (c.try_consume("()")) return outs;
+  do {
+    OutputDecl d;
+    LMS_ASSIGN_OR_RETURN(d.name, c.word("an output tensor name"));
+    LMS_ASSIGN_OR_RETURN(d.shape, parse_type(c));
+    LMS_ASSIGN_OR_RETURN(d.role, parse_role(c));
+    outs.push_back(std::move(d));
+  } while (c.try_consume(","));
+  return outs;
+}
+
+absl::Status check_outputs(Graph& g, NodeId id, const std::vector<OutputDecl>& decls) {
+  const Node& n = g.node(id);
+  if (n.outputs.size() != decls.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("node '", n.name, "' declares ", decls.size(),
+                                                   " outputs, the op gives ", n.outputs.size()));
+  }
+  for (size_t j = 0; j < decls.size(); ++j) {
+    Tensor& t = g.mutable_tensor(n.outputs[j]);
+    if (t.name != decls[j].name || t.shape != decls[j].shape) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "node '", n.name, "': output ", j, " declared as '", decls[j].name,
+          "' with another shape or name than the op gives ('", t.name, "')"));
+    }
+    t.role = decls[j].role;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status parse_node(Graph& g, Cursor& c) {
+  LMS_ASSIGN_OR_RETURN(std::string name, c.word("a node name"));
+  LMS_RETURN_IF_ERROR(c.expect("="));
+  LMS_ASSIGN_OR_RETURN(std::string op, c.word("an op name"));
+  LMS_ASSIGN_OR_RETURN(std::vector<TensorId> inputs, parse_inputs(g, c));
+  LMS_ASSIGN_OR_RETURN(Attrs attrs, parse_attrs(c));
+  LMS_ASSIGN_OR_RETURN(std::vector<NodeId> after, parse_after(g, c));
+  LMS_ASSIGN_OR_RETURN(std::vector<OutputDecl> outs, parse_outputs(c));
+  if (!c.done()) return c.error("unexpected text after the outputs");
+  LMS_RETURN_IF_ERROR(g.add_node(op, name, std::move(inputs), std::move(attrs)).status());
+  NodeId id = g.find_node(name);
+  for (NodeId a : after) g.add_control_edge(a, id);
+  return check_outputs(g, id, outs);
+}
+
+}  // namespace
+
+absl::Status parse_graph_line(Graph& graph, std::string_view line) {
+  Cursor c(line);
+  LMS_ASSIGN_OR_RETURN(std::string kind, c.word("a line keyword"));
+  if (kind == "input" || kind == "parameter" || kind == "optimizer_state") {
+    return parse_declaration(graph, c, kind);
+  }
+  if (kind == "node") return parse_node(graph, c);
+  if (kind == "loss") {
+    LMS_ASSIGN_OR_RETURN(std::string name, c.word("the loss tensor name"));
+    TensorId t = graph.find_tensor(name);
+    if (t == kNoTensor) return c.error(absl::StrCat("unknown tensor '", name, "'"));
+    if (!c.done()) return c.error("unexpected text after the loss");
+    graph.set_loss(t);
+    return absl::OkStatus();
+  }
+  return c.error(absl::StrCat("unknown line keyword '", kind,
+                              "', allowed: input, parameter, optimizer_state, node, loss"));
+}
+
+}  // namespace lms
