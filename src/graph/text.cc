@@ -20,6 +20,7 @@
 #include "graph/text_parser.h"
 #include "lms/graph.h"
 #include "lms/status.h"
+#include "lms/strings.h"
 
 namespace lms {
 namespace {
@@ -88,11 +89,11 @@ std::string to_text(const Graph& graph) {
 absl::StatusOr<Graph> parse_graph(std::string_view text) {
   Graph g;
   int line_no = 0;
-  for (std::string_view line : absl::StrSplit(text, '\n')) {
+  for (absl::string_view line : absl::StrSplit(to_absl(text), '\n')) {
     ++line_no;
     line = absl::StripAsciiWhitespace(line);
     if (line.empty() || line[0] == '#') continue;
-    absl::Status s = parse_graph_line(g, line);
+    absl::Status s = parse_graph_line(g, to_std(line));
     if (!s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("graph text line ", line_no, ": ", s.message()));
     }

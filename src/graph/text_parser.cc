@@ -7,15 +7,16 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "lms/status.h"
+#include "lms/strings.h"
 
 namespace lms {
 namespace {
 
-constexpr std::string_view kDelimiters = " \t(),=[]{}\"";
+constexpr absl::string_view kDelimiters = " \t(),=[]{}\"";
 
 class Cursor {
  public:
-  explicit Cursor(std::string_view text) : rest_(text) {}
+  explicit Cursor(absl::string_view text) : rest_(text) {}
 
   void skip_space() { rest_ = absl::StripLeadingAsciiWhitespace(rest_); }
   bool done() {
@@ -26,21 +27,21 @@ class Cursor {
     skip_space();
     return !rest_.empty() && rest_[0] == c;
   }
-  bool try_consume(std::string_view token) {
+  bool try_consume(absl::string_view token) {
     skip_space();
     if (rest_.substr(0, token.size()) != token) return false;
     rest_.remove_prefix(token.size());
     return true;
   }
-  absl::Status expect(std::string_view token) {
+  absl::Status expect(absl::string_view token) {
     if (try_consume(token)) return absl::OkStatus();
     return error(absl::StrCat("expected '", token, "'"));
   }
   // A run of characters that are not delimiters (names, numbers, keywords).
-  absl::StatusOr<std::string> word(std::string_view what) {
+  absl::StatusOr<std::string> word(absl::string_view what) {
     skip_space();
     size_t n = rest_.find_first_of(kDelimiters);
-    if (n == std::string_view::npos) n = rest_.size();
+    if (n == absl::string_view::npos) n = rest_.size();
     if (n == 0) return error(absl::StrCat("expected ", what));
     std::string w(rest_.substr(0, n));
     rest_.remove_prefix(n);
@@ -49,18 +50,18 @@ class Cursor {
   absl::StatusOr<std::string> quoted() {
     LMS_RETURN_IF_ERROR(expect("\""));
     size_t n = rest_.find('"');
-    if (n == std::string_view::npos) return error("unterminated string");
+    if (n == absl::string_view::npos) return error("unterminated string");
     std::string s(rest_.substr(0, n));
     rest_.remove_prefix(n + 1);
     return s;
   }
-  absl::Status error(std::string_view what) const {
-    std::string_view near = rest_.substr(0, 24);
+  absl::Status error(absl::string_view what) const {
+    absl::string_view near = rest_.substr(0, 24);
     return absl::InvalidArgumentError(absl::StrCat(what, " at '", near, "'"));
   }
 
  private:
-  std::string_view rest_;
+  absl::string_view rest_;
 };
 
 absl::StatusOr<int64_t> parse_int(Cursor& c) {
@@ -263,7 +264,7 @@ absl::Status parse_node(Graph& g, Cursor& c) {
 }  // namespace
 
 absl::Status parse_graph_line(Graph& graph, std::string_view line) {
-  Cursor c(line);
+  Cursor c(to_absl(line));
   LMS_ASSIGN_OR_RETURN(std::string kind, c.word("a line keyword"));
   if (kind == "input" || kind == "parameter" || kind == "optimizer_state") {
     return parse_declaration(graph, c, kind);

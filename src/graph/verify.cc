@@ -10,7 +10,7 @@
 namespace lms {
 namespace {
 
-absl::Status node_error(const Node& n, std::string_view why) {
+absl::Status node_error(const Node& n, absl::string_view why) {
   return absl::InvalidArgumentError(
       absl::StrCat("verify: node '", n.name, "' (", n.op, "): ", why));
 }
