@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Fetches the real photos the examples train and evaluate on, from Debian
+# packages, without root and without installing anything system-wide:
+#   DIR/train/*.jpg  photographic KDE Plasma wallpapers (2560x1600), from
+#                    plasma-workspace-wallpapers
+#   DIR/eval/*.png   real photos among scikit-image's data images (astronaut,
+#                    camera, chelsea, coffee, ...), from python3-skimage
+# The .deb files are fetched with `apt-get download` and unpacked with
+# `dpkg -x` into CACHE (default DIR/cache, i.e. ./data/cache).
+#
+# Usage: scripts/fetch_data.sh [DIR]      (DIR defaults to ./data)
+#        CACHE=/path scripts/fetch_data.sh [DIR]
+# Idempotent: files already in place are left alone. Needs apt's package
+# lists; when `apt-get download` finds nothing it runs `apt-get update` (with
+# sudo when not root) once and retries.
+set -euo pipefail
+
+dir="${1:-./data}"
+cache="${CACHE:-$dir/cache}"
+wallpaper_pkg=plasma-workspace-wallpapers
+skimage_pkg=python3-skimage
+
+# Photographs among the package's wallpapers (the others are vector art or
+# renders: Altai, Canopee, Cascade, Cluster, Elarun, Flow, FlyingKonqui,
+# Honeywave, IceCold, Kay, Kokkini, MilkyWay, Opal, PastelHills, Patak,
+# SafeLanding, Shell, Volna). Each ships images/2560x1600.jpg.
+train_photos=(Autumn BytheWater ColdRipple ColorfulCups DarkestHour EveningGlow FallenLeaf
+              Grey Kite OneStandsOut Path summer_1am)
+# Real photos among skimage/data (the rest are synthetic, binary or tiny).
+eval_photos=(astronaut camera chelsea coffee coins moon motorcycle_left brick grass gravel)
+
+log() { echo "fetch_data: $*"; }
+die() { echo "fetch_data: error: $*" >&2; exit 1; }
+
+command -v apt-get >/dev/null || die "apt-get not found (this script needs Debian/Ubuntu)"
+command -v dpkg >/dev/null || die "dpkg not found"
+mkdir -p "$cache" || die "cannot create cache folder $cache"
+cache=$(cd "$cache" && pwd)  # absolute: apt-get download runs in a subshell cd
+
+apt_update() {
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || die "apt-get update needs root and sudo is not installed"
+    sudo="sudo"
+  fi
+  log "running ${sudo:+sudo }apt-get update"
+  $sudo apt-get update -qq || die "apt-get update failed"
+}
+
+# Downloads package $1 into $cache/debs unless a .deb of it is already there.
+download() {
+  local pkg=$1 debs="$cache/debs"
+  mkdir -p "$debs"
+  if compgen -G "$debs/${pkg}_*.deb" >/dev/null; then
+    log "$pkg: .deb already in $debs"
+    return
+  fi
+  log "$pkg: apt-get download"
+  if ! (cd "$debs" && apt-get download "$pkg" 2>"$cache/apt.err"); then
+    log "$pkg: apt-get download failed ($(tail -n1 "$cache/apt.err")); updating package lists"
+    apt_update
+    (cd "$debs" && apt-get download "$pkg") ||
+      die "apt-get download $pkg failed even after apt-get update"
+  fi
+}
+
+# Unpacks package $1 into $cache/root unless already unpacked.
+unpack() {
+  local pkg=$1 stamp="$cache/root/.unpacked-$1"
+  if [ -e "$stamp" ]; then
+    log "$pkg: already unpacked in $cache/root"
+    return
+  fi
+  mkdir -p "$cache/root"
+  local deb
+  deb=$(compgen -G "$cache/debs/${pkg}_*.deb" | head -n1)
+  log "$pkg: dpkg -x $(basename "$deb")"
+  dpkg -x "$deb" "$cache/root" || die "dpkg -x $deb failed"
+  touch "$stamp"
+}
+
+# Copies $1 to $2 unless $2 exists; counts copies in $copied.
+place() {
+  local src=$1 dst=$2
+  [ -f "$src" ] || die "expected $src in the unpacked package, not found"
+  if [ -s "$dst" ]; then
+    skipped=$((skipped + 1))
+    return
+  fi
+  cp -L "$src" "$dst.tmp" && mv "$dst.tmp" "$dst"
+  copied=$((copied + 1))
+}
+
+all_present() {
+  local name
+  for name in "${train_photos[@]}"; do [ -s "$dir/train/$name.jpg" ] || return 1; done
+  for name in "${eval_photos[@]}"; do [ -s "$dir/eval/$name.png" ] || return 1; done
+}
+if all_present; then
+  log "all ${#train_photos[@]} train and ${#eval_photos[@]} eval photos already in $dir; nothing to do"
+  exit 0
+fi
+
+for pkg in "$wallpaper_pkg" "$skimage_pkg"; do
+  download "$pkg"
+  unpack "$pkg"
+done
+
+mkdir -p "$dir/train" "$dir/eval"
+copied=0 skipped=0
+walls="$cache/root/usr/share/wallpapers"
+for name in "${train_photos[@]}"; do
+  place "$walls/$name/contents/images/2560x1600.jpg" "$dir/train/$name.jpg"
+done
+log "train: ${#train_photos[@]} photos in $dir/train ($copied copied, $skipped already there)"
+
+copied=0 skipped=0
+skdata=$(dirname "$(compgen -G "$cache/root/usr/lib/python3*/dist-packages/skimage/data/astronaut.png" | head -n1)")
+[ -d "$skdata" ] || die "skimage/data not found under $cache/root"
+for name in "${eval_photos[@]}"; do
+  place "$skdata/$name.png" "$dir/eval/$name.png"
+done
+log "eval: ${#eval_photos[@]} photos in $dir/eval ($copied copied, $skipped already there)"
+du -sh "$dir/train" "$dir/eval" | sed 's/^/fetch_data: /'
