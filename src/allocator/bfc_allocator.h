@@ -26,6 +26,9 @@ class SubAllocator {
   // Returns the base of a region of `bytes` aligned to at least 4096, or null.
   virtual void* alloc(uint64_t bytes) = 0;
   virtual void free(void* base, uint64_t bytes) = 0;
+  // Whether the memory handed out is page-locked (pinned); false unless the
+  // implementation says so.
+  virtual bool pages_locked() const { return false; }
 };
 
 // Heap memory (aligned_alloc); with `lock_pages`, also mlock()s the region
@@ -35,7 +38,8 @@ class HeapSubAllocator : public SubAllocator {
   explicit HeapSubAllocator(bool lock_pages = false) : lock_pages_(lock_pages) {}
   void* alloc(uint64_t bytes) override;
   void free(void* base, uint64_t bytes) override;
-  bool pages_locked() const { return pages_locked_; }
+  // True once a region was mlock()ed successfully.
+  bool pages_locked() const override { return pages_locked_; }
 
  private:
   bool lock_pages_;
@@ -68,12 +72,18 @@ class BfcAllocator {
     uint64_t capacity_bytes = 0;  // region size, taken from the sub-allocator up front
     uint64_t alignment = 256;     // bytes; a power of two; every size rounds up to it
     std::string name = "device";  // used in error messages ("device", "pinned host")
+    // Last sentence of the out-of-memory message: what the user can do.
+    std::string oom_hint =
+        "Enable LMS (lms::rewrite), lower the device_memory_limit budget, or reduce the "
+        "batch size.";
   };
 
-  // InvalidArgument for zero capacity or a bad alignment; ResourceExhausted if
-  // the sub-allocator cannot provide the region.
-  static absl::StatusOr<std::unique_ptr<BfcAllocator>> create(
-      std::unique_ptr<SubAllocator> sub, Options options);
+  // InvalidArgument for a capacity below one alignment unit or an alignment
+  // that is not a power of two in [1, 1 GiB]; ResourceExhausted if the
+  // sub-allocator cannot provide the region. A capacity that is not a multiple
+  // of the alignment is rounded down to one (stats().capacity_bytes says so).
+  static absl::StatusOr<std::unique_ptr<BfcAllocator>> create(std::unique_ptr<SubAllocator> sub,
+                                                              Options options);
   ~BfcAllocator();
 
   // Returns an `alignment`-aligned block of at least `bytes` (0 is allowed and
@@ -81,18 +91,26 @@ class BfcAllocator {
   // chunk fits, with requested, capacity, in use, free, largest free chunk and
   // a hint, in the manner of PyTorch's caching allocator.
   absl::StatusOr<void*> allocate(uint64_t bytes);
-  // `ptr` must come from allocate() and not be freed yet (LMS_CHECK otherwise).
+  // `ptr` must come from allocate() and not be freed yet (LMS_CHECK otherwise);
+  // null is a no-op, as for free().
   void deallocate(void* ptr);
 
   // Size in bytes an allocation of `bytes` occupies: rounded up to alignment,
   // minimum one alignment unit. The swap planner uses this for exact accounting.
+  // Saturates at the largest multiple of `alignment` instead of overflowing;
+  // an alignment of 0 counts as 1.
   static uint64_t rounded_size(uint64_t bytes, uint64_t alignment = 256);
 
   AllocatorStats stats() const;
   void reset_peak();
-  void set_observer(AllocationObserver* observer);  // nullable, not owned
+  // Nullable, not owned. Called with the allocator's lock held, so callbacks
+  // arrive in the order of the operations; the observer must not call back
+  // into this allocator.
+  void set_observer(AllocationObserver* observer);
   const Options& options() const;
   void* base() const;  // start of the region
+  // Whether `ptr` lies inside the region [base(), base() + capacity).
+  bool contains(const void* ptr) const;
 
  private:
   class Impl;
