@@ -1,0 +1,159 @@
+// conv, conv_bwd_data, conv_bwd_weights, deconv, deconv_bwd_data,
+// deconv_bwd_weights on oneDNN (de)convolution primitives.
+#include <utility>
+#include <vector>
+
+#include "backend/cpu/kernels/spatial_kernels.h"
+#include "backend/cpu/kernels/spatial_plan.h"
+#include "backend/cpu/kernels/spatial_spec.h"
+#include "lms/status.h"
+
+namespace lms::cpu {
+namespace {
+
+using dnnl::memory;
+
+struct ConvFamily {
+  using Fwd = dnnl::convolution_forward;
+  using BwdData = dnnl::convolution_backward_data;
+  using BwdWeights = dnnl::convolution_backward_weights;
+  static constexpr dnnl::algorithm kAlg = dnnl::algorithm::convolution_direct;
+};
+
+struct DeconvFamily {
+  using Fwd = dnnl::deconvolution_forward;
+  using BwdData = dnnl::deconvolution_backward_data;
+  using BwdWeights = dnnl::deconvolution_backward_weights;
+  static constexpr dnnl::algorithm kAlg = dnnl::algorithm::deconvolution_direct;
+};
+
+// oneDNN descriptors of a ConvProblem. oneDNN's weights are always
+// {OC, IC, k..}: for conv that is the op's [K,C,k..] (plain oihw); for deconv
+// the op stores [C,K,k..], i.e. oneDNN's iohw / iodhw.
+struct ConvDescs {
+  memory::desc x_user, w_user, y_user, bias;
+  memory::desc x, w, y;  // what the primitives are created with
+  memory::dims strides, dilates, pad;
+};
+
+ConvDescs conv_descs(const ConvProblem& p, ConvLayout layout) {
+  ConvDescs d;
+  Shape w_dims = p.w;
+  if (p.transposed) std::swap(w_dims[0], w_dims[1]);
+  d.x_user = plain_desc(p.x);
+  d.y_user = plain_desc(p.y);
+  if (p.transposed) {
+    auto tag = p.rank == 2 ? memory::format_tag::iohw : memory::format_tag::iodhw;
+    d.w_user =
+        memory::desc(memory::dims(w_dims.begin(), w_dims.end()), memory::data_type::f32, tag);
+  } else {
+    d.w_user = plain_desc(w_dims);
+  }
+  d.bias = plain_desc({p.y[1]});
+  bool blocked = layout == ConvLayout::kBlocked;
+  d.x = blocked ? any_desc(p.x) : d.x_user;
+  d.w = blocked ? any_desc(w_dims) : d.w_user;
+  d.y = blocked ? any_desc(p.y) : d.y_user;
+  d.strides.assign(p.stride.begin(), p.stride.end());
+  d.pad.assign(p.pad.begin(), p.pad.end());
+  for (int64_t dil : p.dilation) d.dilates.push_back(dil - 1);  // oneDNN: 0 = dense
+  return d;
+}
+
+template <class F>
+typename F::Fwd::primitive_desc forward_pd(const ConvProblem& p, const ConvDescs& d,
+                                           const dnnl::engine& engine,
+                                           const dnnl::primitive_attr& attr) {
+  auto prop = dnnl::prop_kind::forward_training;
+  auto desc = p.bias ? typename F::Fwd::desc(prop, F::kAlg, d.x, d.w, d.bias, d.y, d.strides,
+                                             d.dilates, d.pad, d.pad)
+                     : typename F::Fwd::desc(prop, F::kAlg, d.x, d.w, d.y, d.strides, d.dilates,
+                                             d.pad, d.pad);
+  return typename F::Fwd::primitive_desc(desc, attr, engine);
+}
+
+// Inputs x, w, b?; output y.
+template <class F>
+std::unique_ptr<Kernel> make_forward(const KernelSpec& spec, const CpuKernelContext& ctx,
+                                     const ConvProblem& p, const ConvDescs& d) {
+  auto pd = forward_pd<F>(p, d, ctx.engine, user_scratchpad_attr());
+  PlanBuilder b(spec.name, ctx);
+  std::vector<StepArg> args = {
+      {DNNL_ARG_SRC, b.bind_input(0, d.x_user, pd.src_desc()), pd.src_desc()},
+      {DNNL_ARG_WEIGHTS, b.bind_input(1, d.w_user, pd.weights_desc()), pd.weights_desc()},
+      {DNNL_ARG_DST, b.bind_output(0, d.y_user, pd.dst_desc()), pd.dst_desc()}};
+  if (p.bias) {
+    args.push_back({DNNL_ARG_BIAS, b.bind_input(2, d.bias, pd.bias_desc()), pd.bias_desc()});
+  }
+  b.add_step(typename F::Fwd(pd), std::move(args), pd.scratchpad_desc());
+  return b.finish();
+}
+
+// Inputs dy, w; output dx.
+template <class F>
+std::unique_ptr<Kernel> make_backward_data(const KernelSpec& spec, const CpuKernelContext& ctx,
+                                           const ConvProblem& p, const ConvDescs& d) {
+  ConvProblem no_bias = p;
+  no_bias.bias = false;
+  auto hint = forward_pd<F>(no_bias, d, ctx.engine, dnnl::primitive_attr());
+  typename F::BwdData::desc desc(F::kAlg, d.x, d.w, d.y, d.strides, d.dilates, d.pad, d.pad);
+  typename F::BwdData::primitive_desc pd(desc, user_scratchpad_attr(), ctx.engine, hint);
+  PlanBuilder b(spec.name, ctx);
+  std::vector<StepArg> args = {
+      {DNNL_ARG_DIFF_DST, b.bind_input(0, d.y_user, pd.diff_dst_desc()), pd.diff_dst_desc()},
+      {DNNL_ARG_WEIGHTS, b.bind_input(1, d.w_user, pd.weights_desc()), pd.weights_desc()},
+      {DNNL_ARG_DIFF_SRC, b.bind_output(0, d.x_user, pd.diff_src_desc()), pd.diff_src_desc()}};
+  b.add_step(typename F::BwdData(pd), std::move(args), pd.scratchpad_desc());
+  return b.finish();
+}
+
+// Inputs x, dy; outputs dw, db?.
+template <class F>
+std::unique_ptr<Kernel> make_backward_weights(const KernelSpec& spec, const CpuKernelContext& ctx,
+                                              const ConvProblem& p, const ConvDescs& d) {
+  auto hint = forward_pd<F>(p, d, ctx.engine, dnnl::primitive_attr());
+  auto desc = p.bias ? typename F::BwdWeights::desc(F::kAlg, d.x, d.w, d.bias, d.y, d.strides,
+                                                    d.dilates, d.pad, d.pad)
+                     : typename F::BwdWeights::desc(F::kAlg, d.x, d.w, d.y, d.strides, d.dilates,
+                                                    d.pad, d.pad);
+  typename F::BwdWeights::primitive_desc pd(desc, user_scratchpad_attr(), ctx.engine, hint);
+  PlanBuilder b(spec.name, ctx);
+  auto dw_md = pd.diff_weights_desc();
+  std::vector<StepArg> args = {
+      {DNNL_ARG_SRC, b.bind_input(0, d.x_user, pd.src_desc()), pd.src_desc()},
+      {DNNL_ARG_DIFF_DST, b.bind_input(1, d.y_user, pd.diff_dst_desc()), pd.diff_dst_desc()},
+      {DNNL_ARG_DIFF_WEIGHTS, b.bind_output(0, d.w_user, dw_md), dw_md}};
+  if (p.bias) {
+    auto db_md = pd.diff_bias_desc();
+    args.push_back({DNNL_ARG_DIFF_BIAS, b.bind_output(1, d.bias, db_md), db_md});
+  }
+  b.add_step(typename F::BwdWeights(pd), std::move(args), pd.scratchpad_desc());
+  return b.finish();
+}
+
+template <class F>
+std::unique_ptr<Kernel> make_conv(const KernelSpec& spec, const CpuKernelContext& ctx,
+                                  const ConvProblem& p, ConvLayout layout) {
+  ConvDescs d = conv_descs(p, layout);
+  if (spec.op.ends_with("_bwd_data")) return make_backward_data<F>(spec, ctx, p, d);
+  if (spec.op.ends_with("_bwd_weights")) return make_backward_weights<F>(spec, ctx, p, d);
+  return make_forward<F>(spec, ctx, p, d);
+}
+
+bool is_conv_op(std::string_view op) {
+  return op == "conv" || op == "conv_bwd_data" || op == "conv_bwd_weights" || op == "deconv" ||
+         op == "deconv_bwd_data" || op == "deconv_bwd_weights";
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Kernel>> create_conv_kernel(const KernelSpec& spec,
+                                                           const CpuKernelContext& ctx,
+                                                           ConvLayout layout) {
+  if (!is_conv_op(spec.op)) return std::unique_ptr<Kernel>();
+  LMS_ASSIGN_OR_RETURN(ConvProblem p, conv_problem(spec));
+  if (p.transposed) return make_conv<DeconvFamily>(spec, ctx, p, layout);
+  return make_conv<ConvFamily>(spec, ctx, p, layout);
+}
+
+}  // namespace lms::cpu

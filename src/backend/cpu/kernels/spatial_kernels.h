@@ -1,0 +1,55 @@
+// Spatial kernels of the emulated CPU device (conv, conv_bwd_data,
+// conv_bwd_weights, deconv*, upsample*, max_pool*; docs/ops.md), on oneDNN 2.6.
+//
+//   CpuKernelContext ctx{dnnl::engine(dnnl::engine::kind::cpu, 0), ...};
+//   LMS_ASSIGN_OR_RETURN(auto k, create_spatial_kernel(spec, ctx));   // once
+//   void* ws = allocate(k->workspace_bytes());
+//   LMS_RETURN_IF_ERROR(k->run({{x, w}, {y}, ws}));                     // every step
+//
+// Tensors are plain float NCHW / NCDHW buffers. Convolutions run oneDNN's
+// blocked layouts by default (Note [Conv layouts]); the reorders from and to
+// the plain buffers and every oneDNN scratchpad live in the workspace, so
+// workspace_bytes() is the whole device memory the kernel touches besides its
+// inputs and outputs. Outputs are bit-identical across runs for a fixed
+// thread count.
+//
+// Note [Conv layouts]: on this machine oneDNN's convolutions run ~1.5x faster
+// on its blocked layouts (nChw16c, OIhw16i16o) than on plain NCHW, more than
+// paying for reordering the activations in run(); see bench/conv_bench.cc.
+#pragma once
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "backend/cpu/kernels/cpu_kernels.h"
+#include "backend/kernel.h"
+
+namespace lms::cpu {
+
+enum class ConvLayout {
+  kBlocked,  // format_tag::any, reorders from/to the plain user buffers in run()
+  kPlain,    // primitives on the plain buffers directly, no reorders
+};
+
+struct SpatialKernelOptions {
+  ConvLayout conv_layout = ConvLayout::kBlocked;
+};
+
+// As create_spatial_kernel(spec, ctx) (cpu_kernels.h), with explicit options.
+// Null kernel for an op that is not spatial; InvalidArgument naming spec.name
+// for shapes/attributes that contradict docs/ops.md; InternalError when oneDNN
+// refuses the problem.
+absl::StatusOr<std::unique_ptr<Kernel>> create_spatial_kernel(const KernelSpec& spec,
+                                                              const CpuKernelContext& ctx,
+                                                              const SpatialKernelOptions& options);
+
+// The per-family factories behind it (null kernel for an op not theirs).
+absl::StatusOr<std::unique_ptr<Kernel>> create_conv_kernel(const KernelSpec& spec,
+                                                           const CpuKernelContext& ctx,
+                                                           ConvLayout layout);
+absl::StatusOr<std::unique_ptr<Kernel>> create_upsample_kernel(const KernelSpec& spec,
+                                                               const CpuKernelContext& ctx);
+absl::StatusOr<std::unique_ptr<Kernel>> create_max_pool_kernel(const KernelSpec& spec,
+                                                               const CpuKernelContext& ctx);
+
+}  // namespace lms::cpu

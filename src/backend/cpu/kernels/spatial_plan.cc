@@ -1,0 +1,189 @@
+#include "backend/cpu/kernels/spatial_plan.h"
+
+#include <algorithm>
+#include <unordered_map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace lms::cpu {
+namespace {
+
+// Workspace slices start on cache-line boundaries (oneDNN's jit kernels are
+// faster on aligned buffers; correctness does not depend on it).
+constexpr uint64_t kSliceAlignBytes = 64;
+
+uint64_t align_up(uint64_t bytes) {
+  return (bytes + kSliceAlignBytes - 1) / kSliceAlignBytes * kSliceAlignBytes;
+}
+
+dnnl::memory::format_tag plain_tag(size_t rank) {
+  using tag = dnnl::memory::format_tag;
+  switch (rank) {
+    case 1:
+      return tag::a;
+    case 2:
+      return tag::ab;
+    case 3:
+      return tag::abc;
+    case 4:
+      return tag::abcd;
+    case 5:
+      return tag::abcde;
+    default:
+      return tag::abcdef;
+  }
+}
+
+}  // namespace
+
+dnnl::primitive_attr user_scratchpad_attr() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+dnnl::memory::desc plain_desc(const Shape& shape) {
+  return dnnl::memory::desc(dnnl::memory::dims(shape.begin(), shape.end()),
+                            dnnl::memory::data_type::f32, plain_tag(shape.size()));
+}
+
+dnnl::memory::desc any_desc(const Shape& shape) {
+  return dnnl::memory::desc(dnnl::memory::dims(shape.begin(), shape.end()),
+                            dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
+}
+
+// Executes the steps of a PlanBuilder. The dnnl::memory objects are created
+// once; run() only points them at this invocation's buffers.
+class PlanKernel final : public Kernel {
+ public:
+  PlanKernel(PlanBuilder&& b) : name_(std::move(b.name_)), ctx_(b.ctx_) {
+    scratch_offset_ = align_up(b.workspace_bytes_);
+    total_bytes_ = b.scratch_bytes_ > 0 ? scratch_offset_ + b.scratch_bytes_ : b.workspace_bytes_;
+    for (auto& s : b.steps_) {
+      Step step{std::move(s.prim), {}, {}};
+      for (const StepArg& a : s.args) {
+        dnnl::memory mem(a.desc, ctx_.engine, nullptr);
+        step.args.emplace(a.arg, mem);
+        step.bound.push_back({mem, a.buffer});
+      }
+      steps_.push_back(std::move(step));
+    }
+  }
+
+  uint64_t workspace_bytes() const override { return total_bytes_; }
+
+  absl::Status run(const KernelArgs& args) override {
+    if (total_bytes_ > 0 && args.workspace == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("node '", name_, "' needs ", total_bytes_,
+                                                     " bytes of workspace but got none"));
+    }
+    try {
+      for (Step& step : steps_) {
+        for (auto& [mem, ref] : step.bound) {
+          void* ptr = resolve(args, ref);
+          if (ptr == nullptr) return missing_buffer(ref);
+          mem.set_data_handle(ptr);
+        }
+        step.prim.execute(ctx_.stream, step.args);
+      }
+      ctx_.stream.wait();
+    } catch (const dnnl::error& e) {
+      return absl::InternalError(
+          absl::StrCat("oneDNN failed while running node '", name_, "': ", e.what()));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  struct Step {
+    dnnl::primitive prim;
+    std::unordered_map<int, dnnl::memory> args;
+    std::vector<std::pair<dnnl::memory, BufferRef>> bound;
+  };
+
+  void* resolve(const KernelArgs& args, const BufferRef& ref) const {
+    auto* ws = static_cast<char*>(args.workspace);
+    switch (ref.kind) {
+      case BufferRef::Kind::kInput:
+        return ref.index < args.inputs.size() ? args.inputs[ref.index] : nullptr;
+      case BufferRef::Kind::kOutput:
+        return ref.index < args.outputs.size() ? args.outputs[ref.index] : nullptr;
+      case BufferRef::Kind::kWorkspace:
+        return ws + ref.index;
+      case BufferRef::Kind::kScratch:
+        return ws + scratch_offset_;
+    }
+    return nullptr;
+  }
+
+  absl::Status missing_buffer(const BufferRef& ref) const {
+    const char* what = ref.kind == BufferRef::Kind::kInput ? "input" : "output";
+    return absl::InvalidArgumentError(absl::StrCat("node '", name_, "': ", what, " ", ref.index,
+                                                   " is missing or null in KernelArgs"));
+  }
+
+  std::string name_;
+  CpuKernelContext ctx_;
+  std::vector<Step> steps_;
+  uint64_t scratch_offset_ = 0;
+  uint64_t total_bytes_ = 0;
+};
+
+PlanBuilder::PlanBuilder(std::string name, const CpuKernelContext& ctx)
+    : name_(std::move(name)), ctx_(ctx) {}
+
+BufferRef PlanBuilder::reserve(uint64_t bytes) {
+  BufferRef ref{BufferRef::Kind::kWorkspace, align_up(workspace_bytes_)};
+  workspace_bytes_ = ref.index + bytes;
+  return ref;
+}
+
+BufferRef PlanBuilder::bind_input(int index, const dnnl::memory::desc& user,
+                                  const dnnl::memory::desc& want) {
+  BufferRef user_ref{BufferRef::Kind::kInput, static_cast<uint64_t>(index)};
+  if (user == want) return user_ref;
+  BufferRef internal = reserve(want.get_size());
+  add_reorder(user_ref, user, internal, want, &steps_);
+  return internal;
+}
+
+BufferRef PlanBuilder::bind_output(int index, const dnnl::memory::desc& user,
+                                   const dnnl::memory::desc& want) {
+  BufferRef user_ref{BufferRef::Kind::kOutput, static_cast<uint64_t>(index)};
+  if (user == want) return user_ref;
+  BufferRef internal = reserve(want.get_size());
+  add_reorder(internal, want, user_ref, user, &output_reorders_);
+  return internal;
+}
+
+void PlanBuilder::add_step(dnnl::primitive prim, std::vector<StepArg> args,
+                           const dnnl::memory::desc& scratchpad) {
+  uint64_t scratch = scratchpad.get_size();
+  if (scratch > 0) {
+    args.push_back({DNNL_ARG_SCRATCHPAD, {BufferRef::Kind::kScratch, 0}, scratchpad});
+    scratch_bytes_ = std::max(scratch_bytes_, scratch);
+  }
+  steps_.push_back({std::move(prim), std::move(args)});
+}
+
+void PlanBuilder::add_reorder(BufferRef from, const dnnl::memory::desc& from_md, BufferRef to,
+                              const dnnl::memory::desc& to_md, std::vector<Step>* steps) {
+  dnnl::reorder::primitive_desc pd(ctx_.engine, from_md, ctx_.engine, to_md,
+                                   user_scratchpad_attr());
+  std::vector<StepArg> args = {{DNNL_ARG_FROM, from, from_md}, {DNNL_ARG_TO, to, to_md}};
+  uint64_t scratch = pd.scratchpad_desc().get_size();
+  if (scratch > 0) {
+    args.push_back({DNNL_ARG_SCRATCHPAD, {BufferRef::Kind::kScratch, 0}, pd.scratchpad_desc()});
+    scratch_bytes_ = std::max(scratch_bytes_, scratch);
+  }
+  steps->push_back({dnnl::reorder(pd), std::move(args)});
+}
+
+std::unique_ptr<Kernel> PlanBuilder::finish() {
+  for (Step& s : output_reorders_) steps_.push_back(std::move(s));
+  output_reorders_.clear();
+  return std::make_unique<PlanKernel>(std::move(*this));
+}
+
+}  // namespace lms::cpu
