@@ -232,8 +232,8 @@ absl::StatusOr<Checkpoint> load_checkpoint(const std::string& path) {
   header.u32(&crc);
   header.u64(&payload);
   if (version != kCheckpointVersion) {
-    return absl::UnimplementedError(absl::StrCat(
-        path, ": checkpoint version ", version, "; this build reads version ", kCheckpointVersion));
+    return loss(absl::StrCat("unsupported format version ", version, " (this build reads ",
+                             kCheckpointVersion, ")"));
   }
   if (payload != bytes.size() - kHeaderBytes) {
     return loss(absl::StrCat("header promises ", payload, " payload bytes, file holds ",

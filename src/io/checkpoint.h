@@ -54,9 +54,9 @@ absl::Status save_checkpoint(const std::string& path, const std::vector<NamedTen
                              int64_t step, const std::map<std::string, std::string>& meta);
 
 // Reads a checkpoint written by save_checkpoint.
-// Errors: errno-derived codes when the file cannot be read; DataLoss naming
-// the path for a wrong magic, a truncated file, a checksum mismatch or a
-// malformed payload; Unimplemented for an unknown (newer) version.
+// Errors: errno-derived codes when the file cannot be read (NotFound, ...);
+// DataLoss naming the path for a wrong magic, an unsupported version, a
+// truncated file, a checksum mismatch or a malformed payload.
 absl::StatusOr<Checkpoint> load_checkpoint(const std::string& path);
 
 // CRC-32 (IEEE 802.3, as zlib's crc32) of `size` bytes.
