@@ -1,0 +1,172 @@
+// mse_loss, soft_dice_loss, reduce_mean (+ _bwd) of docs/ops.md as plain
+// loops: they reduce a whole tensor to a scalar, which oneDNN has no
+// primitive for in double precision. Every sum accumulates in double in
+// element order on one thread, so the result is deterministic and does not
+// lose the small per-element terms of a large tensor.
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "backend/cpu/kernels/pointwise_common.h"
+#include "lms/status.h"
+
+namespace lms::cpu::pointwise {
+namespace {
+
+using KernelOr = absl::StatusOr<std::unique_ptr<Kernel>>;
+
+// pred, target of the same shape (+ dloss[] for the backward).
+absl::Status check_pair(const KernelSpec& spec, bool backward) {
+  LMS_RETURN_IF_ERROR(check_arity(spec, backward ? 3 : 2, backward ? 3 : 2, 1));
+  const Shape& p = spec.input_shapes[0];
+  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.input_shapes[1], p, "input 1 (target)"));
+  if (!backward) return check_scalar(spec, spec.output_shapes[0], "output loss");
+  LMS_RETURN_IF_ERROR(check_scalar(spec, spec.input_shapes[2], "input dloss"));
+  return check_same_shape(spec, spec.output_shapes[0], p, "output 0 (gradient)");
+}
+
+// loss = mean((pred - target)^2).
+KernelOr make_mse(const KernelSpec& spec, const CpuKernelContext& ctx) {
+  LMS_RETURN_IF_ERROR(check_pair(spec, false));
+  const int64_t n = num_elements(spec.input_shapes[0]);
+  auto k = std::make_unique<StepKernel>(spec, ctx);
+  k->add_loop([=](const KernelArgs& a) {
+    const float* p = a.inputs[0];
+    const float* t = a.inputs[1];
+    double acc = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double d = static_cast<double>(p[i]) - t[i];
+      acc += d * d;
+    }
+    a.outputs[0][0] = static_cast<float>(acc / static_cast<double>(n));
+    return absl::OkStatus();
+  });
+  return k;
+}
+
+// dpred = dloss * 2 * (pred - target) / numel.
+KernelOr make_mse_bwd(const KernelSpec& spec, const CpuKernelContext& ctx) {
+  LMS_RETURN_IF_ERROR(check_pair(spec, true));
+  const int64_t n = num_elements(spec.input_shapes[0]);
+  auto k = std::make_unique<StepKernel>(spec, ctx);
+  k->add_loop([=](const KernelArgs& a) {
+    const float* p = a.inputs[0];
+    const float* t = a.inputs[1];
+    const float c = static_cast<float>(2.0 * a.inputs[2][0] / static_cast<double>(n));
+    float* g = a.outputs[0];
+    for (int64_t i = 0; i < n; ++i) g[i] = c * (p[i] - t[i]);
+    return absl::OkStatus();
+  });
+  return k;
+}
+
+// Sums of one (n, c) slice of S elements: I = sum p*t, P = sum p, T = sum t.
+struct DiceSums {
+  double inter = 0, p = 0, t = 0;
+};
+
+DiceSums dice_sums(const float* p, const float* t, int64_t s) {
+  DiceSums r;
+  for (int64_t i = 0; i < s; ++i) {
+    r.inter += static_cast<double>(p[i]) * t[i];
+    r.p += p[i];
+    r.t += t[i];
+  }
+  return r;
+}
+
+// Shared validation: probs[N,C,S] (rank >= 2), eps >= 0; returns eps.
+absl::StatusOr<double> check_dice(const KernelSpec& spec, bool backward) {
+  LMS_RETURN_IF_ERROR(check_pair(spec, backward));
+  LMS_RETURN_IF_ERROR(check_rank(spec, spec.input_shapes[0], 2, 12, "input probs"));
+  return real_attr_in(spec, "eps", 0.0, false, 1e300, false, "eps >= 0");
+}
+
+// loss = 1 - mean over (n, c) of (2 I + eps) / (P + T + eps).
+KernelOr make_dice(const KernelSpec& spec, const CpuKernelContext& ctx) {
+  LMS_ASSIGN_OR_RETURN(double eps, check_dice(spec, false));
+  const Shape& x = spec.input_shapes[0];
+  const int64_t slices = x[0] * x[1];
+  const int64_t s = num_elements(x) / slices;
+  auto k = std::make_unique<StepKernel>(spec, ctx);
+  k->add_loop([=](const KernelArgs& a) {
+    double acc = 0.0;
+    for (int64_t j = 0; j < slices; ++j) {
+      const DiceSums d = dice_sums(a.inputs[0] + j * s, a.inputs[1] + j * s, s);
+      acc += (2.0 * d.inter + eps) / (d.p + d.t + eps);
+    }
+    a.outputs[0][0] = static_cast<float>(1.0 - acc / static_cast<double>(slices));
+    return absl::OkStatus();
+  });
+  return k;
+}
+
+// d loss / d p_i = -(1/M) (2 t_i (P + T + eps) - (2 I + eps)) / (P + T + eps)^2,
+// M = N*C, times dloss.
+KernelOr make_dice_bwd(const KernelSpec& spec, const CpuKernelContext& ctx) {
+  LMS_ASSIGN_OR_RETURN(double eps, check_dice(spec, true));
+  const Shape& x = spec.input_shapes[0];
+  const int64_t slices = x[0] * x[1];
+  const int64_t s = num_elements(x) / slices;
+  auto k = std::make_unique<StepKernel>(spec, ctx);
+  k->add_loop([=](const KernelArgs& a) {
+    const double scale = -static_cast<double>(a.inputs[2][0]) / static_cast<double>(slices);
+    for (int64_t j = 0; j < slices; ++j) {
+      const float* t = a.inputs[1] + j * s;
+      const DiceSums d = dice_sums(a.inputs[0] + j * s, t, s);
+      const double den = d.p + d.t + eps;
+      const double num = 2.0 * d.inter + eps;
+      const double c1 = scale * 2.0 / den;
+      const double c0 = -scale * num / (den * den);
+      float* g = a.outputs[0] + j * s;
+      for (int64_t i = 0; i < s; ++i) g[i] = static_cast<float>(c1 * t[i] + c0);
+    }
+    return absl::OkStatus();
+  });
+  return k;
+}
+
+// y[] = mean of all elements of x.
+KernelOr make_reduce_mean(const KernelSpec& spec, const CpuKernelContext& ctx) {
+  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 1));
+  LMS_RETURN_IF_ERROR(check_scalar(spec, spec.output_shapes[0], "output y"));
+  const int64_t n = num_elements(spec.input_shapes[0]);
+  auto k = std::make_unique<StepKernel>(spec, ctx);
+  k->add_loop([=](const KernelArgs& a) {
+    double acc = 0.0;
+    for (int64_t i = 0; i < n; ++i) acc += a.inputs[0][i];
+    a.outputs[0][0] = static_cast<float>(acc / static_cast<double>(n));
+    return absl::OkStatus();
+  });
+  return k;
+}
+
+// dx (shape input_shape) filled with dy / numel.
+KernelOr make_reduce_mean_bwd(const KernelSpec& spec, const CpuKernelContext& ctx) {
+  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 1));
+  LMS_RETURN_IF_ERROR(check_scalar(spec, spec.input_shapes[0], "input dy"));
+  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ints_attr(spec, "input_shape"));
+  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], shape, "output dx"));
+  const int64_t n = num_elements(shape);
+  auto k = std::make_unique<StepKernel>(spec, ctx);
+  k->add_loop([=](const KernelArgs& a) {
+    const float v = static_cast<float>(static_cast<double>(a.inputs[0][0]) / n);
+    std::fill(a.outputs[0], a.outputs[0] + n, v);
+    return absl::OkStatus();
+  });
+  return k;
+}
+
+}  // namespace
+
+KernelOr create_loss_kernel(const KernelSpec& spec, const CpuKernelContext& ctx) {
+  if (spec.op == "mse_loss") return make_mse(spec, ctx);
+  if (spec.op == "mse_loss_bwd") return make_mse_bwd(spec, ctx);
+  if (spec.op == "soft_dice_loss") return make_dice(spec, ctx);
+  if (spec.op == "soft_dice_loss_bwd") return make_dice_bwd(spec, ctx);
+  if (spec.op == "reduce_mean") return make_reduce_mean(spec, ctx);
+  if (spec.op == "reduce_mean_bwd") return make_reduce_mean_bwd(spec, ctx);
+  return std::unique_ptr<Kernel>();
+}
+
+}  // namespace lms::cpu::pointwise

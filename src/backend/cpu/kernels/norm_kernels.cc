@@ -1,0 +1,185 @@
+// instance_norm and batch_norm (+ _bwd) of docs/ops.md on oneDNN
+// batch_normalization (training mode, biased variance, use_scale | use_shift).
+//
+// Note [Instance norm as batch norm]: instance norm of x[N,C,S] normalises
+// each (n, c) over S, which is batch norm of the same bytes viewed as
+// [1, N*C, S]. gamma and beta are per C, so they are tiled to N*C entries in
+// the workspace before the primitive runs, and the per-(n, c) dscale / dshift
+// of the backward primitive are summed over n (in order n = 0..N-1, so the
+// result is deterministic) into dgamma[C] / dbeta[C].
+//
+// The _bwd ops get x, gamma, dy but not the forward statistics, so the
+// backward kernels first run a forward-training primitive to recompute mean
+// and variance (its y goes to the dx buffer, overwritten by the backward).
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "backend/cpu/kernels/pointwise_common.h"
+#include "lms/status.h"
+
+namespace lms::cpu::pointwise {
+namespace {
+
+using dnnl::normalization_flags;
+using dnnl::prop_kind;
+using KernelOr = absl::StatusOr<std::unique_ptr<Kernel>>;
+
+const normalization_flags kScaleShift =
+    normalization_flags::use_scale | normalization_flags::use_shift;
+
+// Validates x[N,C,S], gamma[C], (beta[C] or dy like x), the outputs and eps.
+absl::StatusOr<double> check_norm(const KernelSpec& spec, bool backward, size_t min_rank) {
+  LMS_RETURN_IF_ERROR(check_arity(spec, 3, 3, backward ? 3 : 1));
+  const Shape& x = spec.input_shapes[0];
+  LMS_RETURN_IF_ERROR(check_rank(spec, x, min_rank, 5, "input x"));
+  const Shape c = {x[1]};
+  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.input_shapes[1], c, "input gamma"));
+  if (backward) {
+    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.input_shapes[2], x, "input dy"));
+    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], x, "output dx"));
+    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[1], c, "output dgamma"));
+    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[2], c, "output dbeta"));
+  } else {
+    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.input_shapes[2], c, "input beta"));
+    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], x, "output y"));
+  }
+  return real_attr_in(spec, "eps", 0.0, true, 1e300, false, "eps > 0");
+}
+
+// The batch-norm view of x: itself, or [1, N*C, S] for instance norm.
+Shape norm_view(const Shape& x, bool instance) {
+  if (!instance) return x;
+  Shape v = x;
+  v[0] = 1;
+  v[1] = x[0] * x[1];
+  return v;
+}
+
+dnnl::memory::desc channel_desc(int64_t c) { return flat_desc(c); }
+
+// Where the steps find scale/shift (and write dscale/dshift) plus the
+// workspace offsets of the statistics.
+struct NormSlots {
+  Slot scale, shift, dscale, dshift;
+  uint64_t mean = 0, variance = 0;
+};
+
+// Adds the loop that tiles src[C] N times into the workspace at `dst`.
+void add_tile_loop(StepKernel& k, Slot src, uint64_t dst, int64_t n, int64_t c) {
+  k.add_loop([=](const KernelArgs& a) {
+    const float* s = a.inputs[src.index];
+    float* d = ws_floats(a, dst);
+    for (int64_t i = 0; i < n; ++i) std::copy(s, s + c, d + i * c);
+    return absl::OkStatus();
+  });
+}
+
+KernelOr make_norm_fwd(const KernelSpec& spec, const CpuKernelContext& ctx, bool instance) {
+  LMS_ASSIGN_OR_RETURN(double eps, check_norm(spec, false, instance ? 3 : 2));
+  const Shape& x = spec.input_shapes[0];
+  const Shape view = norm_view(x, instance);
+  const int64_t channels = view[1];
+  auto k = std::make_unique<StepKernel>(spec, ctx);
+  NormSlots s{in(1), in(2), {}, {}};
+  if (instance) {
+    s.scale = ws(k->layout().add_floats(channels));
+    s.shift = ws(k->layout().add_floats(channels));
+    add_tile_loop(*k, in(1), s.scale.index, x[0], x[1]);
+    add_tile_loop(*k, in(2), s.shift.index, x[0], x[1]);
+  }
+  s.mean = k->layout().add_floats(channels);
+  s.variance = k->layout().add_floats(channels);
+
+  const dnnl::memory::desc md = plain_desc(view);
+  dnnl::batch_normalization_forward::desc d(prop_kind::forward_training, md,
+                                            static_cast<float>(eps), kScaleShift);
+  dnnl::batch_normalization_forward::primitive_desc pd(d, user_scratchpad_attr(), ctx.engine);
+  k->add_primitive(pd, dnnl::batch_normalization_forward(pd),
+                   {{DNNL_ARG_SRC, in(0), md},
+                    {DNNL_ARG_DST, out(0), md},
+                    {DNNL_ARG_SCALE, s.scale, channel_desc(channels)},
+                    {DNNL_ARG_SHIFT, s.shift, channel_desc(channels)},
+                    {DNNL_ARG_MEAN, ws(s.mean), pd.mean_desc()},
+                    {DNNL_ARG_VARIANCE, ws(s.variance), pd.variance_desc()}});
+  return k;
+}
+
+// Recomputes the statistics (y into dx), then runs the backward primitive.
+void add_norm_bwd_steps(StepKernel& k, const CpuKernelContext& ctx, const Shape& view, float eps,
+                        const NormSlots& s) {
+  const dnnl::memory::desc md = plain_desc(view);
+  const dnnl::memory::desc cmd = channel_desc(view[1]);
+  const dnnl::primitive_attr attr = user_scratchpad_attr();
+  dnnl::batch_normalization_forward::desc stats_d(prop_kind::forward_training, md, eps,
+                                                  normalization_flags::none);
+  dnnl::batch_normalization_forward::primitive_desc stats_pd(stats_d, attr, ctx.engine);
+  k.add_primitive(stats_pd, dnnl::batch_normalization_forward(stats_pd),
+                  {{DNNL_ARG_SRC, in(0), md},
+                   {DNNL_ARG_DST, out(0), md},
+                   {DNNL_ARG_MEAN, ws(s.mean), stats_pd.mean_desc()},
+                   {DNNL_ARG_VARIANCE, ws(s.variance), stats_pd.variance_desc()}});
+
+  dnnl::batch_normalization_forward::desc hint_d(prop_kind::forward_training, md, eps, kScaleShift);
+  dnnl::batch_normalization_forward::primitive_desc hint_pd(hint_d, attr, ctx.engine);
+  dnnl::batch_normalization_backward::desc d(prop_kind::backward, md, md, eps, kScaleShift);
+  dnnl::batch_normalization_backward::primitive_desc pd(d, attr, ctx.engine, hint_pd);
+  k.add_primitive(pd, dnnl::batch_normalization_backward(pd),
+                  {{DNNL_ARG_SRC, in(0), md},
+                   {DNNL_ARG_DIFF_DST, in(2), md},
+                   {DNNL_ARG_SCALE, s.scale, cmd},
+                   {DNNL_ARG_MEAN, ws(s.mean), pd.mean_desc()},
+                   {DNNL_ARG_VARIANCE, ws(s.variance), pd.variance_desc()},
+                   {DNNL_ARG_DIFF_SRC, out(0), md},
+                   {DNNL_ARG_DIFF_SCALE, s.dscale, cmd},
+                   {DNNL_ARG_DIFF_SHIFT, s.dshift, cmd}});
+}
+
+// out[c] = sum over i = 0..n-1 of ws[i*c_count + c] (fixed order).
+void add_sum_over_n_loop(StepKernel& k, uint64_t src, size_t out_index, int64_t n, int64_t c) {
+  k.add_loop([=](const KernelArgs& a) {
+    const float* s = ws_floats(a, src);
+    float* o = a.outputs[out_index];
+    for (int64_t j = 0; j < c; ++j) {
+      double acc = 0.0;
+      for (int64_t i = 0; i < n; ++i) acc += s[i * c + j];
+      o[j] = static_cast<float>(acc);
+    }
+    return absl::OkStatus();
+  });
+}
+
+KernelOr make_norm_bwd(const KernelSpec& spec, const CpuKernelContext& ctx, bool instance) {
+  LMS_ASSIGN_OR_RETURN(double eps, check_norm(spec, true, instance ? 3 : 2));
+  const Shape& x = spec.input_shapes[0];
+  const Shape view = norm_view(x, instance);
+  const int64_t channels = view[1];
+  auto k = std::make_unique<StepKernel>(spec, ctx);
+  NormSlots s{in(1), {}, out(1), out(2)};
+  if (instance) {
+    s.scale = ws(k->layout().add_floats(channels));
+    s.dscale = ws(k->layout().add_floats(channels));
+    s.dshift = ws(k->layout().add_floats(channels));
+    add_tile_loop(*k, in(1), s.scale.index, x[0], x[1]);
+  }
+  s.mean = k->layout().add_floats(channels);
+  s.variance = k->layout().add_floats(channels);
+  add_norm_bwd_steps(*k, ctx, view, static_cast<float>(eps), s);
+  if (instance) {
+    add_sum_over_n_loop(*k, s.dscale.index, 1, x[0], x[1]);
+    add_sum_over_n_loop(*k, s.dshift.index, 2, x[0], x[1]);
+  }
+  return k;
+}
+
+}  // namespace
+
+KernelOr create_norm_kernel(const KernelSpec& spec, const CpuKernelContext& ctx) {
+  if (spec.op == "instance_norm") return make_norm_fwd(spec, ctx, true);
+  if (spec.op == "instance_norm_bwd") return make_norm_bwd(spec, ctx, true);
+  if (spec.op == "batch_norm") return make_norm_fwd(spec, ctx, false);
+  if (spec.op == "batch_norm_bwd") return make_norm_bwd(spec, ctx, false);
+  return std::unique_ptr<Kernel>();
+}
+
+}  // namespace lms::cpu::pointwise

@@ -1,0 +1,177 @@
+// global_norm, increment, sgd_update, adam_update of docs/ops.md as plain
+// loops (oneDNN has no optimizer primitives). The updates mutate their
+// inputs in place and have no outputs. Per-step scalars (clip factor, bias
+// corrections) are computed in double; the per-element update is float.
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "backend/cpu/kernels/pointwise_common.h"
+#include "lms/status.h"
+
+namespace lms::cpu::pointwise {
+namespace {
+
+using KernelOr = absl::StatusOr<std::unique_ptr<Kernel>>;
+
+constexpr double kClipNormEps = 1e-6;  // docs/ops.md: clip_norm / (norm + 1e-6)
+constexpr double kMaxReal = 1e300;
+
+// norm[] = sqrt(sum over all inputs, in input order, of g^2), in double.
+KernelOr make_global_norm(const KernelSpec& spec, const CpuKernelContext& ctx) {
+  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1 << 16, 1));
+  LMS_RETURN_IF_ERROR(check_scalar(spec, spec.output_shapes[0], "output norm"));
+  std::vector<int64_t> sizes;
+  for (const Shape& s : spec.input_shapes) sizes.push_back(num_elements(s));
+  auto k = std::make_unique<StepKernel>(spec, ctx);
+  k->add_loop([sizes](const KernelArgs& a) {
+    double acc = 0.0;
+    for (size_t j = 0; j < sizes.size(); ++j) {
+      const float* g = a.inputs[j];
+      for (int64_t i = 0; i < sizes[j]; ++i) acc += static_cast<double>(g[i]) * g[i];
+    }
+    a.outputs[0][0] = static_cast<float>(std::sqrt(acc));
+    return absl::OkStatus();
+  });
+  return k;
+}
+
+KernelOr make_increment(const KernelSpec& spec, const CpuKernelContext& ctx) {
+  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 0));
+  LMS_RETURN_IF_ERROR(check_scalar(spec, spec.input_shapes[0], "input step"));
+  auto k = std::make_unique<StepKernel>(spec, ctx);
+  k->add_loop([](const KernelArgs& a) {
+    a.inputs[0][0] += 1.0f;
+    return absl::OkStatus();
+  });
+  return k;
+}
+
+// Validates param, grad and the `n_state` state tensors (all of param's
+// shape), then `n_scalars` scalars, then the optional norm[].
+absl::Status check_update(const KernelSpec& spec, size_t n_state, size_t n_scalars) {
+  const size_t n_fixed = 2 + n_state + n_scalars;
+  LMS_RETURN_IF_ERROR(check_arity(spec, n_fixed, n_fixed + 1, 0));
+  const Shape& p = spec.input_shapes[0];
+  for (size_t i = 1; i < 2 + n_state; ++i) {
+    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.input_shapes[i], p,
+                                         absl::StrCat("input ", i, " (like param)")));
+  }
+  for (size_t i = 2 + n_state; i < spec.input_shapes.size(); ++i) {
+    LMS_RETURN_IF_ERROR(check_scalar(spec, spec.input_shapes[i], absl::StrCat("input ", i)));
+  }
+  return absl::OkStatus();
+}
+
+// Hyper-parameters shared by both updates.
+struct Common {
+  double lr = 0, weight_decay = 0, clip_norm = 0;
+};
+
+absl::StatusOr<Common> common_attrs(const KernelSpec& spec) {
+  Common c;
+  LMS_ASSIGN_OR_RETURN(c.lr, real_attr_in(spec, "lr", 0, false, kMaxReal, false, "lr >= 0"));
+  LMS_ASSIGN_OR_RETURN(c.weight_decay, real_attr_in(spec, "weight_decay", 0, false, kMaxReal, false,
+                                                    "weight_decay >= 0"));
+  LMS_ASSIGN_OR_RETURN(c.clip_norm, real_attr_in(spec, "clip_norm", 0, false, kMaxReal, false,
+                                                 "clip_norm >= 0 (0 = off)"));
+  return c;
+}
+
+// min(1, clip_norm / (norm + 1e-6)) when clipping is on and the norm input
+// (index norm_index, if present) exists; else 1.
+double clip_factor(const KernelArgs& a, double clip_norm, size_t norm_index) {
+  if (clip_norm <= 0 || a.inputs.size() <= norm_index) return 1.0;
+  return std::min(1.0, clip_norm / (static_cast<double>(a.inputs[norm_index][0]) + kClipNormEps));
+}
+
+// g' = g + wd*p; v = momentum*v + g'; p -= lr*v.
+KernelOr make_sgd(const KernelSpec& spec, const CpuKernelContext& ctx) {
+  LMS_RETURN_IF_ERROR(check_update(spec, 1, 0));
+  LMS_ASSIGN_OR_RETURN(Common c, common_attrs(spec));
+  LMS_ASSIGN_OR_RETURN(double momentum,
+                       real_attr_in(spec, "momentum", 0, false, 1, true, "0 <= momentum < 1"));
+  const int64_t n = num_elements(spec.input_shapes[0]);
+  auto k = std::make_unique<StepKernel>(spec, ctx);
+  k->add_loop([=](const KernelArgs& a) {
+    float* p = a.inputs[0];
+    const float* g = a.inputs[1];
+    float* v = a.inputs[2];
+    const float clip = static_cast<float>(clip_factor(a, c.clip_norm, 3));
+    const float wd = static_cast<float>(c.weight_decay);
+    const float mom = static_cast<float>(momentum);
+    const float lr = static_cast<float>(c.lr);
+    for (int64_t i = 0; i < n; ++i) {
+      const float gi = clip * g[i] + wd * p[i];
+      v[i] = mom * v[i] + gi;
+      p[i] -= lr * v[i];
+    }
+    return absl::OkStatus();
+  });
+  return k;
+}
+
+struct AdamAttrs {
+  Common c;
+  double beta1 = 0, beta2 = 0, eps = 0;
+};
+
+absl::StatusOr<AdamAttrs> adam_attrs(const KernelSpec& spec) {
+  AdamAttrs h;
+  LMS_ASSIGN_OR_RETURN(h.c, common_attrs(spec));
+  LMS_ASSIGN_OR_RETURN(h.beta1, real_attr_in(spec, "beta1", 0, false, 1, true, "0 <= beta1 < 1"));
+  LMS_ASSIGN_OR_RETURN(h.beta2, real_attr_in(spec, "beta2", 0, false, 1, true, "0 <= beta2 < 1"));
+  LMS_ASSIGN_OR_RETURN(h.eps, real_attr_in(spec, "eps", 0, true, kMaxReal, false, "eps > 0"));
+  return h;
+}
+
+// g' = g + wd*p; m = b1 m + (1-b1) g'; v = b2 v + (1-b2) g'^2;
+// p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps), t = step.
+KernelOr make_adam(const KernelSpec& spec, const CpuKernelContext& ctx) {
+  LMS_RETURN_IF_ERROR(check_update(spec, 2, 1));
+  LMS_ASSIGN_OR_RETURN(AdamAttrs h, adam_attrs(spec));
+  const int64_t n = num_elements(spec.input_shapes[0]);
+  auto k = std::make_unique<StepKernel>(spec, ctx);
+  k->add_loop([=](const KernelArgs& a) {
+    float* p = a.inputs[0];
+    const float* g = a.inputs[1];
+    float* m = a.inputs[2];
+    float* v = a.inputs[3];
+    // t = 0 (the increment did not run first) would divide by zero.
+    const double t = a.inputs[4][0];
+    if (!(t >= 1.0)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("node '", spec.name, "' (op adam_update): step is ", t,
+                       "; it must be >= 1 (increment runs before the first update)"));
+    }
+    const float clip = static_cast<float>(clip_factor(a, h.c.clip_norm, 5));
+    const float wd = static_cast<float>(h.c.weight_decay);
+    const float b1 = static_cast<float>(h.beta1);
+    const float b2 = static_cast<float>(h.beta2);
+    const float inv_bc1 = static_cast<float>(1.0 / (1.0 - std::pow(h.beta1, t)));
+    const float inv_bc2 = static_cast<float>(1.0 / (1.0 - std::pow(h.beta2, t)));
+    const float lr = static_cast<float>(h.c.lr);
+    const float eps = static_cast<float>(h.eps);
+    for (int64_t i = 0; i < n; ++i) {
+      const float gi = clip * g[i] + wd * p[i];
+      m[i] = b1 * m[i] + (1.0f - b1) * gi;
+      v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
+      p[i] -= lr * (m[i] * inv_bc1) / (std::sqrt(v[i] * inv_bc2) + eps);
+    }
+    return absl::OkStatus();
+  });
+  return k;
+}
+
+}  // namespace
+
+KernelOr create_optimizer_kernel(const KernelSpec& spec, const CpuKernelContext& ctx) {
+  if (spec.op == "global_norm") return make_global_norm(spec, ctx);
+  if (spec.op == "increment") return make_increment(spec, ctx);
+  if (spec.op == "sgd_update") return make_sgd(spec, ctx);
+  if (spec.op == "adam_update") return make_adam(spec, ctx);
+  return std::unique_ptr<Kernel>();
+}
+
+}  // namespace lms::cpu::pointwise

@@ -1,0 +1,168 @@
+// Shared machinery of the non-spatial CPU kernels (element-wise, normalisation,
+// losses, optimizer updates): attribute and shape validation, and one Kernel
+// class that runs a fixed sequence of steps, each either a oneDNN primitive or
+// a plain loop.
+//
+//   auto k = std::make_unique<StepKernel>(spec, ctx);
+//   uint64_t mean = k->layout().add_floats(c);           // temp device buffer
+//   k->add_primitive(pd, dnnl::batch_normalization_forward(pd),
+//                    {{DNNL_ARG_SRC, in(0), md}, {DNNL_ARG_MEAN, ws(mean), stat_md}});
+//   k->add_loop([=](const KernelArgs& a) { ...; return absl::OkStatus(); });
+//
+// Note [Pointwise workspace]: every temporary a kernel needs (oneDNN
+// scratchpad in scratchpad_mode::user, batch-norm statistics, tiled
+// parameters) lives in KernelArgs::workspace, so the device allocator sees
+// every byte. The layout is: temp buffers in the order added (each aligned to
+// kWorkspaceAlign), then one scratchpad region of the largest scratchpad of
+// any step (steps run one after another, so they share it).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "backend/cpu/kernels/cpu_kernels.h"
+#include "backend/kernel.h"
+#include "dnnl.hpp"
+
+namespace lms::cpu::pointwise {
+
+inline constexpr uint64_t kWorkspaceAlign = 64;  // bytes, a cache line / AVX-512 vector
+
+// ---- Errors, attributes and shapes ------------------------------------------
+
+// InvalidArgument "node '<name>' (op <op>): <msg>".
+absl::Status invalid(const KernelSpec& spec, absl::string_view msg);
+std::string shape_str(const Shape& shape);
+
+// A `real` attribute (an `int` value is accepted and converted). Errors name
+// the key, the value found and what is allowed.
+absl::StatusOr<double> real_attr(const KernelSpec& spec, absl::string_view key);
+// real_attr that must also satisfy lo <= v (lo_open: lo < v) and v <= hi
+// (hi_open: v < hi); `allowed` describes the range in the message.
+absl::StatusOr<double> real_attr_in(const KernelSpec& spec, absl::string_view key, double lo,
+                                    bool lo_open, double hi, bool hi_open,
+                                    absl::string_view allowed);
+absl::StatusOr<int64_t> int_attr(const KernelSpec& spec, absl::string_view key);
+absl::StatusOr<std::vector<int64_t>> ints_attr(const KernelSpec& spec, absl::string_view key);
+
+// Input count in [min_in, max_in] and exactly n_out outputs; every shape has
+// dimensions >= 1 (a scalar is [] or [1]).
+absl::Status check_arity(const KernelSpec& spec, size_t min_in, size_t max_in, size_t n_out);
+absl::Status check_same_shape(const KernelSpec& spec, const Shape& got, const Shape& want,
+                              absl::string_view what);
+absl::Status check_scalar(const KernelSpec& spec, const Shape& shape, absl::string_view what);
+absl::Status check_rank(const KernelSpec& spec, const Shape& shape, size_t min_rank,
+                        size_t max_rank, absl::string_view what);
+
+// ---- oneDNN helpers --------------------------------------------------------
+
+// Dense row-major (NCHW / NCDHW) f32 descriptor of `dims`.
+dnnl::memory::desc plain_desc(const Shape& dims);
+// One-dimensional f32 descriptor of n elements (element-wise ops see any
+// shape as flat).
+dnnl::memory::desc flat_desc(int64_t n);
+// Attributes every primitive is created with: scratchpad_mode::user.
+dnnl::primitive_attr user_scratchpad_attr();
+
+// ---- StepKernel ------------------------------------------------------------
+
+// Where a primitive argument's memory lives at run time.
+struct Slot {
+  enum Kind : uint8_t { kInput, kOutput, kWorkspace };
+  Kind kind;
+  uint64_t index;  // input / output index, or byte offset into the workspace
+};
+inline Slot in(uint64_t i) { return {Slot::kInput, i}; }
+inline Slot out(uint64_t i) { return {Slot::kOutput, i}; }
+inline Slot ws(uint64_t offset_bytes) { return {Slot::kWorkspace, offset_bytes}; }
+
+struct Binding {
+  int arg;  // DNNL_ARG_*
+  Slot slot;
+  dnnl::memory::desc md;
+};
+
+// Byte layout of the workspace (Note [Pointwise workspace]).
+class WorkspaceLayout {
+ public:
+  // Reserves n floats; returns their byte offset.
+  uint64_t add_floats(int64_t n);
+  void need_scratchpad(uint64_t bytes);
+  uint64_t scratchpad_offset() const;
+  uint64_t total_bytes() const;
+
+ private:
+  uint64_t buffers_end_ = 0;
+  uint64_t scratchpad_bytes_ = 0;
+};
+
+// Pointer into the workspace at a byte offset of the layout.
+inline float* ws_floats(const KernelArgs& args, uint64_t offset_bytes) {
+  return reinterpret_cast<float*>(static_cast<char*>(args.workspace) + offset_bytes);
+}
+
+// A kernel made of steps run in order on the calling thread.
+class StepKernel final : public Kernel {
+ public:
+  using Loop = std::function<absl::Status(const KernelArgs&)>;
+
+  StepKernel(const KernelSpec& spec, const CpuKernelContext& ctx);
+
+  WorkspaceLayout& layout() { return layout_; }
+  // Adds a oneDNN primitive whose scratchpad (if any) is bound automatically.
+  void add_primitive(const dnnl::primitive_desc_base& pd, dnnl::primitive prim,
+                     const std::vector<Binding>& bindings);
+  // Adds a plain loop. It must be deterministic and must not throw; a non-OK
+  // status (a bad value found at run time) stops the kernel.
+  void add_loop(Loop loop);
+
+  uint64_t workspace_bytes() const override { return layout_.total_bytes(); }
+  absl::Status run(const KernelArgs& args) override;
+
+ private:
+  struct BoundMemory {
+    int arg;
+    Slot slot;
+    dnnl::memory mem;
+  };
+  struct Step {
+    dnnl::primitive prim;  // empty for a loop step
+    std::vector<BoundMemory> memories;
+    Loop loop;
+  };
+
+  absl::Status check_args(const KernelArgs& args) const;
+  absl::Status run_primitive(Step& step, const KernelArgs& args);
+
+  std::string name_;
+  std::string op_;
+  size_t n_inputs_;
+  size_t n_outputs_;
+  dnnl::engine engine_;
+  dnnl::stream stream_;
+  WorkspaceLayout layout_;
+  std::vector<Step> steps_;
+};
+
+// ---- Families (each returns a null kernel for an op that is not its own) ----
+
+// relu, leaky_relu, sigmoid, softmax (+ _bwd), add, mul, scale, concat, slice, fill.
+absl::StatusOr<std::unique_ptr<Kernel>> create_elementwise_kernel(const KernelSpec& spec,
+                                                                  const CpuKernelContext& ctx);
+// instance_norm, batch_norm (+ _bwd).
+absl::StatusOr<std::unique_ptr<Kernel>> create_norm_kernel(const KernelSpec& spec,
+                                                           const CpuKernelContext& ctx);
+// mse_loss, soft_dice_loss, reduce_mean (+ _bwd).
+absl::StatusOr<std::unique_ptr<Kernel>> create_loss_kernel(const KernelSpec& spec,
+                                                           const CpuKernelContext& ctx);
+// global_norm, increment, sgd_update, adam_update.
+absl::StatusOr<std::unique_ptr<Kernel>> create_optimizer_kernel(const KernelSpec& spec,
+                                                                const CpuKernelContext& ctx);
+
+}  // namespace lms::cpu::pointwise

@@ -1,0 +1,221 @@
+// Element-wise ops, activations, softmax, concat / slice / fill of
+// docs/ops.md. Activations, scale, add and mul are oneDNN eltwise / binary
+// primitives on a flat view of the tensor; softmax is oneDNN softmax over
+// axis 1; concat is oneDNN concat. Slice and fill are plain copies.
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "backend/cpu/kernels/pointwise_common.h"
+#include "lms/status.h"
+
+namespace lms::cpu::pointwise {
+namespace {
+
+using dnnl::algorithm;
+using dnnl::prop_kind;
+using KernelOr = absl::StatusOr<std::unique_ptr<Kernel>>;
+
+// One input x, one output y of the same shape.
+absl::Status check_unary(const KernelSpec& spec) {
+  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 1));
+  return check_same_shape(spec, spec.output_shapes[0], spec.input_shapes[0], "output y");
+}
+
+// Two inputs and one output, all of the same shape.
+absl::Status check_binary(const KernelSpec& spec, absl::string_view b_name) {
+  LMS_RETURN_IF_ERROR(check_arity(spec, 2, 2, 1));
+  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.input_shapes[1], spec.input_shapes[0], b_name));
+  return check_same_shape(spec, spec.output_shapes[0], spec.input_shapes[0], "output");
+}
+
+// y = f(x), f a oneDNN eltwise algorithm with parameters alpha, beta.
+KernelOr make_eltwise_fwd(const KernelSpec& spec, const CpuKernelContext& ctx, algorithm alg,
+                          float alpha, float beta) {
+  LMS_RETURN_IF_ERROR(check_unary(spec));
+  const dnnl::memory::desc md = flat_desc(num_elements(spec.input_shapes[0]));
+  dnnl::eltwise_forward::desc d(prop_kind::forward_training, alg, md, alpha, beta);
+  dnnl::eltwise_forward::primitive_desc pd(d, user_scratchpad_attr(), ctx.engine);
+  auto k = std::make_unique<StepKernel>(spec, ctx);
+  k->add_primitive(pd, dnnl::eltwise_forward(pd),
+                   {{DNNL_ARG_SRC, in(0), md}, {DNNL_ARG_DST, out(0), md}});
+  return k;
+}
+
+// dx = f'(data) * dy with inputs (data, dy); data is the forward output y
+// when use_dst (the *_use_dst_for_bwd algorithms), else the forward input x.
+KernelOr make_eltwise_bwd(const KernelSpec& spec, const CpuKernelContext& ctx, algorithm alg,
+                          float alpha, bool use_dst) {
+  LMS_RETURN_IF_ERROR(check_binary(spec, "input dy"));
+  const dnnl::memory::desc md = flat_desc(num_elements(spec.input_shapes[0]));
+  const dnnl::primitive_attr attr = user_scratchpad_attr();
+  dnnl::eltwise_forward::desc fwd_d(prop_kind::forward_training, alg, md, alpha, 0.f);
+  dnnl::eltwise_forward::primitive_desc fwd_pd(fwd_d, attr, ctx.engine);
+  dnnl::eltwise_backward::desc d(alg, md, md, alpha, 0.f);
+  dnnl::eltwise_backward::primitive_desc pd(d, attr, ctx.engine, fwd_pd);
+  auto k = std::make_unique<StepKernel>(spec, ctx);
+  k->add_primitive(pd, dnnl::eltwise_backward(pd),
+                   {{use_dst ? DNNL_ARG_DST : DNNL_ARG_SRC, in(0), md},
+                    {DNNL_ARG_DIFF_DST, in(1), md},
+                    {DNNL_ARG_DIFF_SRC, out(0), md}});
+  return k;
+}
+
+KernelOr make_binary(const KernelSpec& spec, const CpuKernelContext& ctx, algorithm alg) {
+  LMS_RETURN_IF_ERROR(check_binary(spec, "input b"));
+  const dnnl::memory::desc md = flat_desc(num_elements(spec.input_shapes[0]));
+  dnnl::binary::desc d(alg, md, md, md);
+  dnnl::binary::primitive_desc pd(d, user_scratchpad_attr(), ctx.engine);
+  auto k = std::make_unique<StepKernel>(spec, ctx);
+  k->add_primitive(
+      pd, dnnl::binary(pd),
+      {{DNNL_ARG_SRC_0, in(0), md}, {DNNL_ARG_SRC_1, in(1), md}, {DNNL_ARG_DST, out(0), md}});
+  return k;
+}
+
+KernelOr make_softmax(const KernelSpec& spec, const CpuKernelContext& ctx) {
+  LMS_RETURN_IF_ERROR(check_unary(spec));
+  LMS_RETURN_IF_ERROR(check_rank(spec, spec.input_shapes[0], 2, 12, "input x"));
+  const dnnl::memory::desc md = plain_desc(spec.input_shapes[0]);
+  dnnl::softmax_forward::desc d(prop_kind::forward_training, md, 1);
+  dnnl::softmax_forward::primitive_desc pd(d, user_scratchpad_attr(), ctx.engine);
+  auto k = std::make_unique<StepKernel>(spec, ctx);
+  k->add_primitive(pd, dnnl::softmax_forward(pd),
+                   {{DNNL_ARG_SRC, in(0), md}, {DNNL_ARG_DST, out(0), md}});
+  return k;
+}
+
+// dx = y * (dy - sum_c(dy * y)), from the forward output y.
+KernelOr make_softmax_bwd(const KernelSpec& spec, const CpuKernelContext& ctx) {
+  LMS_RETURN_IF_ERROR(check_binary(spec, "input dy"));
+  LMS_RETURN_IF_ERROR(check_rank(spec, spec.input_shapes[0], 2, 12, "input y"));
+  const dnnl::memory::desc md = plain_desc(spec.input_shapes[0]);
+  const dnnl::primitive_attr attr = user_scratchpad_attr();
+  dnnl::softmax_forward::desc fwd_d(prop_kind::forward_training, md, 1);
+  dnnl::softmax_forward::primitive_desc fwd_pd(fwd_d, attr, ctx.engine);
+  dnnl::softmax_backward::desc d(md, md, 1);
+  dnnl::softmax_backward::primitive_desc pd(d, attr, ctx.engine, fwd_pd);
+  auto k = std::make_unique<StepKernel>(spec, ctx);
+  k->add_primitive(
+      pd, dnnl::softmax_backward(pd),
+      {{DNNL_ARG_DST, in(0), md}, {DNNL_ARG_DIFF_DST, in(1), md}, {DNNL_ARG_DIFF_SRC, out(0), md}});
+  return k;
+}
+
+// y[N, sum Ci, S] from x_i[N, Ci, S]: every dimension but axis 1 must agree.
+absl::Status check_concat(const KernelSpec& spec) {
+  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1 << 16, 1));
+  const Shape& first = spec.input_shapes[0];
+  LMS_RETURN_IF_ERROR(check_rank(spec, first, 2, 12, "input 0"));
+  Shape want = first;
+  want[1] = 0;
+  for (size_t i = 0; i < spec.input_shapes.size(); ++i) {
+    const Shape& s = spec.input_shapes[i];
+    Shape other = s;
+    if (other.size() >= 2) other[1] = first[1];
+    if (other != first) {
+      return invalid(spec, absl::StrCat("input ", i, " has shape ", shape_str(s),
+                                        "; concat inputs must match input 0 ", shape_str(first),
+                                        " in every dimension but 1"));
+    }
+    want[1] += s[1];
+  }
+  return check_same_shape(spec, spec.output_shapes[0], want, "output y");
+}
+
+KernelOr make_concat(const KernelSpec& spec, const CpuKernelContext& ctx) {
+  LMS_RETURN_IF_ERROR(check_concat(spec));
+  std::vector<dnnl::memory::desc> srcs;
+  std::vector<Binding> bindings;
+  for (size_t i = 0; i < spec.input_shapes.size(); ++i) {
+    srcs.push_back(plain_desc(spec.input_shapes[i]));
+    bindings.push_back({DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), in(i), srcs.back()});
+  }
+  const dnnl::memory::desc dst = plain_desc(spec.output_shapes[0]);
+  bindings.push_back({DNNL_ARG_DST, out(0), dst});
+  dnnl::concat::primitive_desc pd(dst, 1, srcs, ctx.engine, user_scratchpad_attr());
+  auto k = std::make_unique<StepKernel>(spec, ctx);
+  k->add_primitive(pd, dnnl::concat(pd), bindings);
+  return k;
+}
+
+// y = x[:, begin:begin+size]: N contiguous runs of size*S floats.
+KernelOr make_slice(const KernelSpec& spec, const CpuKernelContext& ctx) {
+  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 1));
+  const Shape& x = spec.input_shapes[0];
+  LMS_RETURN_IF_ERROR(check_rank(spec, x, 2, 12, "input x"));
+  LMS_ASSIGN_OR_RETURN(int64_t begin, int_attr(spec, "begin"));
+  LMS_ASSIGN_OR_RETURN(int64_t size, int_attr(spec, "size"));
+  if (begin < 0 || size < 1 || begin + size > x[1]) {
+    return invalid(spec, absl::StrCat("begin=", begin, ", size=", size,
+                                      " does not fit axis 1 of input x ", shape_str(x),
+                                      "; allowed: begin >= 0, size >= 1, begin + size <= ", x[1]));
+  }
+  Shape want = x;
+  want[1] = size;
+  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], want, "output y"));
+  const int64_t n = x[0];
+  const int64_t inner = num_elements(x) / (x[0] * x[1]);
+  const int64_t in_stride = x[1] * inner;
+  const int64_t run = size * inner;
+  auto k = std::make_unique<StepKernel>(spec, ctx);
+  k->add_loop([=](const KernelArgs& a) {
+    for (int64_t i = 0; i < n; ++i) {
+      std::memcpy(a.outputs[0] + i * run, a.inputs[0] + i * in_stride + begin * inner,
+                  static_cast<size_t>(run) * sizeof(float));
+    }
+    return absl::OkStatus();
+  });
+  return k;
+}
+
+KernelOr make_fill(const KernelSpec& spec, const CpuKernelContext& ctx) {
+  LMS_RETURN_IF_ERROR(check_arity(spec, 0, 0, 1));
+  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ints_attr(spec, "shape"));
+  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], shape, "output"));
+  LMS_ASSIGN_OR_RETURN(double value, real_attr(spec, "value"));
+  const int64_t n = num_elements(shape);
+  const float v = static_cast<float>(value);
+  auto k = std::make_unique<StepKernel>(spec, ctx);
+  k->add_loop([=](const KernelArgs& a) {
+    std::fill(a.outputs[0], a.outputs[0] + n, v);
+    return absl::OkStatus();
+  });
+  return k;
+}
+
+}  // namespace
+
+KernelOr create_elementwise_kernel(const KernelSpec& spec, const CpuKernelContext& ctx) {
+  const std::string& op = spec.op;
+  if (op == "relu") return make_eltwise_fwd(spec, ctx, algorithm::eltwise_relu, 0.f, 0.f);
+  if (op == "relu_bwd") {
+    return make_eltwise_bwd(spec, ctx, algorithm::eltwise_relu_use_dst_for_bwd, 0.f, true);
+  }
+  if (op == "leaky_relu" || op == "leaky_relu_bwd") {
+    LMS_ASSIGN_OR_RETURN(double alpha, real_attr(spec, "alpha"));
+    if (op == "leaky_relu") {
+      return make_eltwise_fwd(spec, ctx, algorithm::eltwise_relu, static_cast<float>(alpha), 0.f);
+    }
+    return make_eltwise_bwd(spec, ctx, algorithm::eltwise_relu, static_cast<float>(alpha), false);
+  }
+  if (op == "sigmoid") return make_eltwise_fwd(spec, ctx, algorithm::eltwise_logistic, 0.f, 0.f);
+  if (op == "sigmoid_bwd") {
+    return make_eltwise_bwd(spec, ctx, algorithm::eltwise_logistic_use_dst_for_bwd, 0.f, true);
+  }
+  if (op == "softmax") return make_softmax(spec, ctx);
+  if (op == "softmax_bwd") return make_softmax_bwd(spec, ctx);
+  if (op == "add") return make_binary(spec, ctx, algorithm::binary_add);
+  if (op == "mul") return make_binary(spec, ctx, algorithm::binary_mul);
+  if (op == "scale") {
+    LMS_ASSIGN_OR_RETURN(double factor, real_attr(spec, "factor"));
+    return make_eltwise_fwd(spec, ctx, algorithm::eltwise_linear, static_cast<float>(factor), 0.f);
+  }
+  if (op == "concat") return make_concat(spec, ctx);
+  if (op == "slice") return make_slice(spec, ctx);
+  if (op == "fill") return make_fill(spec, ctx);
+  return std::unique_ptr<Kernel>();
+}
+
+}  // namespace lms::cpu::pointwise
