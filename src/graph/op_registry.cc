@@ -1,0 +1,166 @@
+// The op table: built once on first use from the family files (ops_*.cc) and
+// immutable afterwards. Every op's infer is wrapped here with the checks all
+// ops share (input count, known attribute names, required attributes), so a
+// family's infer can index its inputs and attributes without re-checking.
+#include "graph/op_registry.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "graph/ops_internal.h"
+#include "lms/status.h"
+
+namespace lms {
+namespace {
+
+using ops_internal::OpSpec;
+
+absl::Status check_arity(const OpDef& def, size_t n) {
+  const int count = static_cast<int>(n);
+  if (count >= def.min_inputs && (def.max_inputs < 0 || count <= def.max_inputs)) {
+    return absl::OkStatus();
+  }
+  std::string allowed = def.max_inputs < 0 ? ops_internal::str_cat("at least ", def.min_inputs)
+                        : def.min_inputs == def.max_inputs
+                            ? ops_internal::str_cat(def.min_inputs)
+                            : ops_internal::str_cat(def.min_inputs, " to ", def.max_inputs);
+  return ops_internal::op_error(def.name,
+                                ops_internal::str_cat("takes ", allowed, " inputs, got ", count));
+}
+
+absl::Status check_attr_names(const std::string& op, const std::vector<std::string>& allowed,
+                              const Attrs& attrs) {
+  const std::string list = allowed.empty() ? "none" : absl::StrJoin(allowed, ", ");
+  for (const auto& [key, value] : attrs) {
+    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+      return ops_internal::op_error(
+          op, ops_internal::str_cat("unknown attribute '", key, "' (allowed: ", list, ")"));
+    }
+  }
+  for (const std::string& key : allowed) {
+    if (!attrs.contains(key)) {
+      return ops_internal::op_error(
+          op, ops_internal::str_cat("missing attribute '", key, "' (required: ", list, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Wraps the family's infer with the shared checks.
+OpDef finish(OpSpec spec) {
+  OpDef def = std::move(spec.def);
+  auto inner = std::move(def.infer);
+  def.infer = [inner = std::move(inner), attrs_allowed = std::move(spec.attrs),
+               arity = OpDef{def.name, def.min_inputs, def.max_inputs, {}, {}, {}, {}}](
+                  const Attrs& attrs,
+                  const std::vector<Shape>& inputs) -> absl::StatusOr<std::vector<Shape>> {
+    LMS_RETURN_IF_ERROR(check_arity(arity, inputs.size()));
+    LMS_RETURN_IF_ERROR(check_attr_names(arity.name, attrs_allowed, attrs));
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      for (int64_t d : inputs[i]) {
+        if (d <= 0) {
+          return ops_internal::op_error(
+              arity.name, ops_internal::str_cat("input ", i, " has a non-positive dimension: ",
+                                                ops_internal::shape_str(inputs[i])));
+        }
+      }
+    }
+    return inner(attrs, inputs);
+  };
+  if (!def.flops) {
+    def.flops = [](const Attrs&, const std::vector<Shape>&, const std::vector<Shape>&) {
+      return 0.0;
+    };
+  }
+  return def;
+}
+
+const std::map<std::string, OpDef, std::less<>>& op_table() {
+  static const auto* const table = [] {
+    std::vector<OpSpec> specs;
+    ops_internal::register_conv_ops(specs);
+    ops_internal::register_pointwise_ops(specs);
+    ops_internal::register_norm_ops(specs);
+    ops_internal::register_loss_ops(specs);
+    ops_internal::register_optimizer_ops(specs);
+    ops_internal::register_swap_ops(specs);
+    auto* t = new std::map<std::string, OpDef, std::less<>>();
+    for (OpSpec& spec : specs) {
+      std::string name = spec.def.name;
+      LMS_CHECK(t->emplace(name, finish(std::move(spec))).second);  // registered twice
+    }
+    return t;
+  }();
+  return *table;
+}
+
+template <typename T>
+absl::StatusOr<T> attr_as(const Attrs& attrs, std::string_view key, std::string_view type) {
+  auto it = attrs.find(key);
+  if (it == attrs.end()) {
+    return absl::InvalidArgumentError(
+        ops_internal::str_cat("missing attribute '", key, "' (expected ", type, ")"));
+  }
+  const T* value = std::get_if<T>(&it->second);
+  if (value == nullptr) {
+    return absl::InvalidArgumentError(
+        ops_internal::str_cat("attribute '", key, "' must be of type ", type));
+  }
+  return *value;
+}
+
+}  // namespace
+
+const OpDef* find_op(std::string_view name) {
+  const auto& table = op_table();
+  auto it = table.find(name);
+  return it == table.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> registered_ops() {
+  std::vector<std::string> names;
+  for (const auto& [name, def] : op_table()) names.push_back(name);
+  return names;  // std::map keeps them sorted
+}
+
+absl::StatusOr<int64_t> attr_int(const Attrs& attrs, std::string_view key) {
+  return attr_as<int64_t>(attrs, key, "int");
+}
+
+absl::StatusOr<double> attr_real(const Attrs& attrs, std::string_view key) {
+  return attr_as<double>(attrs, key, "real");
+}
+
+absl::StatusOr<std::string> attr_str(const Attrs& attrs, std::string_view key) {
+  return attr_as<std::string>(attrs, key, "str");
+}
+
+absl::StatusOr<std::vector<int64_t>> attr_ints(const Attrs& attrs, std::string_view key) {
+  return attr_as<std::vector<int64_t>>(attrs, key, "ints");
+}
+
+int64_t attr_int_or(const Attrs& attrs, std::string_view key, int64_t fallback) {
+  auto v = attr_int(attrs, key);
+  return v.ok() ? *v : fallback;
+}
+
+double attr_real_or(const Attrs& attrs, std::string_view key, double fallback) {
+  auto v = attr_real(attrs, key);
+  return v.ok() ? *v : fallback;
+}
+
+double node_flops(const Graph& graph, NodeId node) {
+  if (node < 0 || node >= graph.num_nodes()) return 0;
+  const Node& n = graph.node(node);
+  const OpDef* def = find_op(n.op);
+  if (def == nullptr) return 0;
+  std::vector<Shape> in, out;
+  for (TensorId t : n.inputs) in.push_back(graph.tensor(t).shape);
+  for (TensorId t : n.outputs) out.push_back(graph.tensor(t).shape);
+  return def->flops(n.attrs, in, out);
+}
+
+}  // namespace lms

@@ -1,0 +1,132 @@
+// Helpers shared by the op families: attribute checks with messages that name
+// the op, the attribute and what is allowed, and gradient-rule plumbing.
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "graph/ops_internal.h"
+#include "lms/status.h"
+
+namespace lms::ops_internal {
+
+std::string shape_str(const Shape& shape) { return str_cat("[", absl::StrJoin(shape, ","), "]"); }
+
+absl::Status op_error(std::string_view op, absl::string_view message) {
+  return absl::InvalidArgumentError(str_cat(op, ": ", message));
+}
+
+namespace {
+
+const char* layout_name(size_t rank) { return rank == 5 ? "NCDHW" : "NCHW"; }
+
+}  // namespace
+
+absl::Status check_spatial_rank(std::string_view op, std::string_view what, const Shape& shape) {
+  if (shape.size() == 4 || shape.size() == 5) return absl::OkStatus();
+  return op_error(op, str_cat(what, " must be 4-D (NCHW) or 5-D (NCDHW), got ", shape_str(shape)));
+}
+
+absl::StatusOr<std::vector<int64_t>> spatial_attr(std::string_view op, const Attrs& attrs,
+                                                  std::string_view key, size_t rank,
+                                                  size_t input_rank, int64_t min_value) {
+  auto value = attr_ints(attrs, key);
+  if (!value.ok()) return op_error(op, value.status().message());
+  if (value->size() != rank) {
+    return op_error(op,
+                    str_cat(key, " must have ", rank, " entries for a ", input_rank, "-D input (",
+                            layout_name(input_rank), "), got ", shape_str(*value)));
+  }
+  for (int64_t v : *value) {
+    if (v < min_value) {
+      return op_error(op,
+                      str_cat(key, " entries must be >= ", min_value, ", got ", shape_str(*value)));
+    }
+  }
+  return value;
+}
+
+absl::StatusOr<double> real_attr_in(std::string_view op, const Attrs& attrs, std::string_view key,
+                                    double lo, double hi, bool open_lo, bool open_hi) {
+  auto value = attr_real(attrs, key);
+  if (!value.ok()) return op_error(op, value.status().message());
+  const double v = *value;
+  const bool below = open_lo ? !(v > lo) : !(v >= lo);
+  const bool above = open_hi ? !(v < hi) : !(v <= hi);
+  if (std::isnan(v) || below || above) {
+    return op_error(op, str_cat(key, " must be in ", open_lo ? "(" : "[", lo, ", ", hi,
+                                open_hi ? ")" : "]", ", got ", v));
+  }
+  return v;
+}
+
+absl::Status check_same_shapes(std::string_view op, const std::vector<Shape>& shapes,
+                               const std::vector<std::string_view>& names) {
+  for (size_t i = 1; i < shapes.size(); ++i) {
+    if (shapes[i] != shapes[0]) {
+      return op_error(op, str_cat(names[i], " ", shape_str(shapes[i]), " must have the shape of ",
+                                  names[0], " ", shape_str(shapes[0])));
+    }
+  }
+  return absl::OkStatus();
+}
+
+OpSpec make_spec(std::string name, int min_inputs, int max_inputs, std::vector<std::string> attrs,
+                 decltype(OpDef::infer) infer, decltype(OpDef::flops) flops,
+                 decltype(OpDef::grad) grad, std::vector<int> mutated_inputs) {
+  OpSpec s;
+  s.def.name = std::move(name);
+  s.def.min_inputs = min_inputs;
+  s.def.max_inputs = max_inputs;
+  s.def.infer = std::move(infer);
+  s.def.flops = std::move(flops);
+  s.def.grad = std::move(grad);
+  s.def.mutated_inputs = std::move(mutated_inputs);
+  s.attrs = std::move(attrs);
+  return s;
+}
+
+double numel(const Shape& s, size_t from_dim) {
+  double n = 1;
+  for (size_t i = from_dim; i < s.size(); ++i) n *= static_cast<double>(s[i]);
+  return n;
+}
+
+void decline_rest(GradContext& ctx) {
+  for (TensorId& g : ctx.input_grads) {
+    if (g == kWantGrad) g = kNoTensor;
+  }
+}
+
+absl::StatusOr<std::vector<TensorId>> add_grad_node(GradContext& ctx, std::string_view op,
+                                                    std::string_view suffix,
+                                                    std::vector<TensorId> inputs, Attrs attrs) {
+  const std::string name = ctx.graph.unique_name(str_cat(ctx.prefix, suffix));
+  auto outs =
+      ctx.graph.add_node(op, name, std::move(inputs), std::move(attrs), TensorRole::kGradient);
+  if (!outs.ok()) {
+    if (ctx.graph.status().ok()) ctx.graph.record_error(outs.status());
+    return outs.status();
+  }
+  return outs;
+}
+
+absl::StatusOr<TensorId> add_grad_node1(GradContext& ctx, std::string_view op,
+                                        std::string_view suffix, std::vector<TensorId> inputs,
+                                        Attrs attrs) {
+  LMS_ASSIGN_OR_RETURN(std::vector<TensorId> outs,
+                       add_grad_node(ctx, op, suffix, std::move(inputs), std::move(attrs)));
+  LMS_CHECK(outs.size() == 1);
+  return outs[0];
+}
+
+TensorId fwd_input(const GradContext& ctx, size_t i) { return ctx.graph.node(ctx.node).inputs[i]; }
+
+TensorId fwd_output(const GradContext& ctx, size_t j) {
+  return ctx.graph.node(ctx.node).outputs[j];
+}
+
+Shape input_shape(const GradContext& ctx, size_t i) {
+  return ctx.graph.tensor(fwd_input(ctx, i)).shape;
+}
+
+}  // namespace lms::ops_internal

@@ -1,0 +1,388 @@
+// Spatial ops of docs/ops.md: conv, deconv (transposed conv), upsample and
+// max_pool with their backward ops. Shapes are NCHW / NCDHW; every spatial
+// attribute has one entry per spatial dimension.
+#include "absl/strings/str_cat.h"
+#include "graph/ops_internal.h"
+#include "lms/status.h"
+
+namespace lms::ops_internal {
+namespace {
+
+using Shapes = std::vector<Shape>;
+
+struct Geometry {
+  std::vector<int64_t> stride, pad, dilation;
+};
+
+// Reads stride / pad (and dilation when `with_dilation`) for an input of rank
+// `rank` (4 or 5).
+absl::StatusOr<Geometry> read_geometry(std::string_view op, const Attrs& a, size_t rank,
+                                       bool with_dilation) {
+  Geometry g;
+  const size_t r = rank - 2;
+  LMS_ASSIGN_OR_RETURN(g.stride, spatial_attr(op, a, "stride", r, rank, 1));
+  LMS_ASSIGN_OR_RETURN(g.pad, spatial_attr(op, a, "pad", r, rank, 0));
+  if (with_dilation) {
+    LMS_ASSIGN_OR_RETURN(g.dilation, spatial_attr(op, a, "dilation", r, rank, 1));
+  } else {
+    g.dilation.assign(r, 1);
+  }
+  return g;
+}
+
+// Checks x[N,C,S] against a weight whose input-channel dim is `w_c_dim`
+// (1 for conv's [K,C,k..], 0 for deconv's [C,K,k..]).
+absl::Status check_weight(std::string_view op, const Shape& x, const Shape& w, int w_c_dim,
+                          std::string_view w_layout) {
+  LMS_RETURN_IF_ERROR(check_spatial_rank(op, "input x", x));
+  if (w.size() != x.size()) {
+    return op_error(op, str_cat("weight must be ", x.size(), "-D ", w_layout, " for a ", x.size(),
+                                "-D input, got ", shape_str(w)));
+  }
+  if (w[w_c_dim] != x[1]) {
+    return op_error(op, str_cat("weight ", shape_str(w), " has ", w[w_c_dim],
+                                " input channels but x ", shape_str(x), " has ", x[1]));
+  }
+  return absl::OkStatus();
+}
+
+// y[N,K,S'] of conv(x, w) with S' = (S + 2p - d(k-1) - 1)/s + 1.
+absl::StatusOr<Shape> conv_shape(std::string_view op, const Shape& x, const Shape& w,
+                                 const Geometry& g) {
+  LMS_RETURN_IF_ERROR(check_weight(op, x, w, 1, "[K,C,k..]"));
+  Shape y = {x[0], w[0]};
+  for (size_t i = 0; i + 2 < x.size(); ++i) {
+    const int64_t span = g.dilation[i] * (w[i + 2] - 1) + 1;
+    const int64_t room = x[i + 2] + 2 * g.pad[i] - span;
+    if (room < 0) {
+      return op_error(op, str_cat("output size is not positive in spatial dim ", i, " (input ",
+                                  x[i + 2], ", kernel ", w[i + 2], ", pad ", g.pad[i],
+                                  ", dilation ", g.dilation[i], ")"));
+    }
+    y.push_back(room / g.stride[i] + 1);
+  }
+  return y;
+}
+
+// y[N,K,S'] of deconv(x, w) with S' = (S-1)s - 2p + k.
+absl::StatusOr<Shape> deconv_shape(std::string_view op, const Shape& x, const Shape& w,
+                                   const Geometry& g) {
+  LMS_RETURN_IF_ERROR(check_weight(op, x, w, 0, "[C,K,k..]"));
+  Shape y = {x[0], w[1]};
+  for (size_t i = 0; i + 2 < x.size(); ++i) {
+    const int64_t out = (x[i + 2] - 1) * g.stride[i] - 2 * g.pad[i] + w[i + 2];
+    if (out <= 0) {
+      return op_error(
+          op, str_cat("output size is not positive in spatial dim ", i, " (input ", x[i + 2],
+                      ", kernel ", w[i + 2], ", pad ", g.pad[i], ", stride ", g.stride[i], ")"));
+    }
+    y.push_back(out);
+  }
+  return y;
+}
+
+absl::Status check_bias(std::string_view op, const Shapes& in, int64_t k) {
+  if (in.size() < 3) return absl::OkStatus();
+  if (in[2] != Shape{k}) {
+    return op_error(op, str_cat("bias must have shape [", k, "], got ", shape_str(in[2])));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Shape> shape_attr(std::string_view op, const Attrs& a, std::string_view key) {
+  auto s = attr_ints(a, key);
+  if (!s.ok()) return op_error(op, s.status().message());
+  for (int64_t d : *s) {
+    if (d <= 0) return op_error(op, str_cat(key, " has a non-positive dim: ", shape_str(*s)));
+  }
+  return s;
+}
+
+absl::Status check_dy(std::string_view op, const Shape& expected, const Shape& dy) {
+  if (expected == dy) return absl::OkStatus();
+  return op_error(op, str_cat("dy ", shape_str(dy), " does not match the forward output ",
+                              shape_str(expected)));
+}
+
+absl::StatusOr<bool> has_bias_attr(std::string_view op, const Attrs& a) {
+  auto v = attr_int(a, "has_bias");
+  if (!v.ok()) return op_error(op, v.status().message());
+  if (*v != 0 && *v != 1) return op_error(op, str_cat("has_bias must be 0 or 1, got ", *v));
+  return *v == 1;
+}
+
+// ---- conv ----
+
+absl::StatusOr<Shapes> infer_conv(const Attrs& a, const Shapes& in) {
+  LMS_RETURN_IF_ERROR(check_spatial_rank("conv", "input x", in[0]));
+  LMS_ASSIGN_OR_RETURN(Geometry g, read_geometry("conv", a, in[0].size(), true));
+  LMS_ASSIGN_OR_RETURN(Shape y, conv_shape("conv", in[0], in[1], g));
+  LMS_RETURN_IF_ERROR(check_bias("conv", in, in[1][0]));
+  return Shapes{y};
+}
+
+absl::StatusOr<Shapes> infer_conv_bwd_data(const Attrs& a, const Shapes& in) {
+  constexpr std::string_view kOp = "conv_bwd_data";
+  LMS_ASSIGN_OR_RETURN(Shape x, shape_attr(kOp, a, "input_shape"));
+  LMS_RETURN_IF_ERROR(check_spatial_rank(kOp, "input_shape", x));
+  LMS_ASSIGN_OR_RETURN(Geometry g, read_geometry(kOp, a, x.size(), true));
+  LMS_ASSIGN_OR_RETURN(Shape y, conv_shape(kOp, x, in[1], g));
+  LMS_RETURN_IF_ERROR(check_dy(kOp, y, in[0]));
+  return Shapes{x};
+}
+
+absl::StatusOr<Shapes> infer_conv_bwd_weights(const Attrs& a, const Shapes& in) {
+  constexpr std::string_view kOp = "conv_bwd_weights";
+  LMS_RETURN_IF_ERROR(check_spatial_rank(kOp, "input x", in[0]));
+  LMS_ASSIGN_OR_RETURN(Shape w, shape_attr(kOp, a, "weight_shape"));
+  LMS_ASSIGN_OR_RETURN(Geometry g, read_geometry(kOp, a, in[0].size(), true));
+  LMS_ASSIGN_OR_RETURN(Shape y, conv_shape(kOp, in[0], w, g));
+  LMS_RETURN_IF_ERROR(check_dy(kOp, y, in[1]));
+  LMS_ASSIGN_OR_RETURN(bool bias, has_bias_attr(kOp, a));
+  return bias ? Shapes{w, {w[0]}} : Shapes{w};
+}
+
+// 2*N*K*C*prod(k)*prod(S'): numel(y) * (numel(w)/K) multiply-adds.
+double conv_flops(const Shape& y, const Shape& w) { return 2 * numel(y) * numel(w, 1); }
+
+absl::Status conv_grad(GradContext& ctx) {
+  const TensorId dy = ctx.output_grads[0];
+  if (dy == kNoTensor) {
+    decline_rest(ctx);
+    return absl::OkStatus();
+  }
+  const Node fwd = ctx.graph.node(ctx.node);
+  const bool bias = fwd.inputs.size() > 2;
+  Attrs geom = {{"stride", fwd.attrs.at("stride")},
+                {"pad", fwd.attrs.at("pad")},
+                {"dilation", fwd.attrs.at("dilation")}};
+  if (wants(ctx, 0)) {
+    Attrs a = geom;
+    a["input_shape"] = input_shape(ctx, 0);
+    LMS_ASSIGN_OR_RETURN(ctx.input_grads[0],
+                         add_grad_node1(ctx, "conv_bwd_data", "data", {dy, fwd.inputs[1]}, a));
+  }
+  const bool want_db = bias && wants(ctx, 2);
+  if (wants(ctx, 1) || want_db) {
+    Attrs a = geom;
+    a["weight_shape"] = input_shape(ctx, 1);
+    a["has_bias"] = int64_t{want_db ? 1 : 0};
+    LMS_ASSIGN_OR_RETURN(auto outs,
+                         add_grad_node(ctx, "conv_bwd_weights", "weights", {fwd.inputs[0], dy}, a));
+    if (wants(ctx, 1)) ctx.input_grads[1] = outs[0];
+    if (want_db) ctx.input_grads[2] = outs[1];
+  }
+  decline_rest(ctx);
+  return absl::OkStatus();
+}
+
+// ---- deconv ----
+
+absl::StatusOr<Shapes> infer_deconv(const Attrs& a, const Shapes& in) {
+  LMS_RETURN_IF_ERROR(check_spatial_rank("deconv", "input x", in[0]));
+  LMS_ASSIGN_OR_RETURN(Geometry g, read_geometry("deconv", a, in[0].size(), false));
+  LMS_ASSIGN_OR_RETURN(Shape y, deconv_shape("deconv", in[0], in[1], g));
+  LMS_RETURN_IF_ERROR(check_bias("deconv", in, in[1][1]));
+  return Shapes{y};
+}
+
+absl::StatusOr<Shapes> infer_deconv_bwd_data(const Attrs& a, const Shapes& in) {
+  constexpr std::string_view kOp = "deconv_bwd_data";
+  LMS_ASSIGN_OR_RETURN(Shape x, shape_attr(kOp, a, "input_shape"));
+  LMS_RETURN_IF_ERROR(check_spatial_rank(kOp, "input_shape", x));
+  LMS_ASSIGN_OR_RETURN(Geometry g, read_geometry(kOp, a, x.size(), false));
+  LMS_ASSIGN_OR_RETURN(Shape y, deconv_shape(kOp, x, in[1], g));
+  LMS_RETURN_IF_ERROR(check_dy(kOp, y, in[0]));
+  return Shapes{x};
+}
+
+absl::StatusOr<Shapes> infer_deconv_bwd_weights(const Attrs& a, const Shapes& in) {
+  constexpr std::string_view kOp = "deconv_bwd_weights";
+  LMS_RETURN_IF_ERROR(check_spatial_rank(kOp, "input x", in[0]));
+  LMS_ASSIGN_OR_RETURN(Shape w, shape_attr(kOp, a, "weight_shape"));
+  LMS_ASSIGN_OR_RETURN(Geometry g, read_geometry(kOp, a, in[0].size(), false));
+  LMS_ASSIGN_OR_RETURN(Shape y, deconv_shape(kOp, in[0], w, g));
+  LMS_RETURN_IF_ERROR(check_dy(kOp, y, in[1]));
+  LMS_ASSIGN_OR_RETURN(bool bias, has_bias_attr(kOp, a));
+  return bias ? Shapes{w, {w[1]}} : Shapes{w};
+}
+
+absl::Status deconv_grad(GradContext& ctx) {
+  const TensorId dy = ctx.output_grads[0];
+  if (dy == kNoTensor) {
+    decline_rest(ctx);
+    return absl::OkStatus();
+  }
+  const Node fwd = ctx.graph.node(ctx.node);
+  const bool bias = fwd.inputs.size() > 2;
+  Attrs geom = {{"stride", fwd.attrs.at("stride")}, {"pad", fwd.attrs.at("pad")}};
+  if (wants(ctx, 0)) {
+    Attrs a = geom;
+    a["input_shape"] = input_shape(ctx, 0);
+    LMS_ASSIGN_OR_RETURN(ctx.input_grads[0],
+                         add_grad_node1(ctx, "deconv_bwd_data", "data", {dy, fwd.inputs[1]}, a));
+  }
+  const bool want_db = bias && wants(ctx, 2);
+  if (wants(ctx, 1) || want_db) {
+    Attrs a = geom;
+    a["weight_shape"] = input_shape(ctx, 1);
+    a["has_bias"] = int64_t{want_db ? 1 : 0};
+    LMS_ASSIGN_OR_RETURN(
+        auto outs, add_grad_node(ctx, "deconv_bwd_weights", "weights", {fwd.inputs[0], dy}, a));
+    if (wants(ctx, 1)) ctx.input_grads[1] = outs[0];
+    if (want_db) ctx.input_grads[2] = outs[1];
+  }
+  decline_rest(ctx);
+  return absl::OkStatus();
+}
+
+// ---- upsample ----
+
+absl::StatusOr<std::string> read_mode(std::string_view op, const Attrs& a) {
+  auto mode = attr_str(a, "mode");
+  if (!mode.ok()) return op_error(op, mode.status().message());
+  if (*mode != "nearest" && *mode != "linear") {
+    return op_error(op, str_cat("mode must be \"nearest\" or \"linear\", got \"", *mode, "\""));
+  }
+  return mode;
+}
+
+absl::StatusOr<Shape> upsample_shape(std::string_view op, const Attrs& a, const Shape& x) {
+  LMS_RETURN_IF_ERROR(check_spatial_rank(op, "input x", x));
+  LMS_ASSIGN_OR_RETURN(auto scale, spatial_attr(op, a, "scale", x.size() - 2, x.size(), 1));
+  LMS_RETURN_IF_ERROR(read_mode(op, a).status());
+  Shape y = x;
+  for (size_t i = 0; i < scale.size(); ++i) y[i + 2] *= scale[i];
+  return y;
+}
+
+absl::StatusOr<Shapes> infer_upsample(const Attrs& a, const Shapes& in) {
+  LMS_ASSIGN_OR_RETURN(Shape y, upsample_shape("upsample", a, in[0]));
+  return Shapes{y};
+}
+
+absl::StatusOr<Shapes> infer_upsample_bwd(const Attrs& a, const Shapes& in) {
+  LMS_ASSIGN_OR_RETURN(Shape x, shape_attr("upsample_bwd", a, "input_shape"));
+  LMS_ASSIGN_OR_RETURN(Shape y, upsample_shape("upsample_bwd", a, x));
+  LMS_RETURN_IF_ERROR(check_dy("upsample_bwd", y, in[0]));
+  return Shapes{x};
+}
+
+double upsample_flops(const Attrs& a, const Shape& big) {
+  const bool linear = attr_str(a, "mode").value_or("nearest") == "linear";
+  // Linear interpolation reads 2^r neighbours with a multiply-add each.
+  return numel(big) * (linear ? 2.0 * static_cast<double>(1 << (big.size() - 2)) : 1.0);
+}
+
+absl::Status upsample_grad(GradContext& ctx) {
+  if (ctx.output_grads[0] != kNoTensor && wants(ctx, 0)) {
+    const Node fwd = ctx.graph.node(ctx.node);
+    Attrs a = {{"scale", fwd.attrs.at("scale")},
+               {"mode", fwd.attrs.at("mode")},
+               {"input_shape", input_shape(ctx, 0)}};
+    LMS_ASSIGN_OR_RETURN(ctx.input_grads[0],
+                         add_grad_node1(ctx, "upsample_bwd", "data", {ctx.output_grads[0]}, a));
+  }
+  decline_rest(ctx);
+  return absl::OkStatus();
+}
+
+// ---- max_pool ----
+
+absl::StatusOr<Shape> pool_shape(std::string_view op, const Attrs& a, const Shape& x) {
+  LMS_RETURN_IF_ERROR(check_spatial_rank(op, "input x", x));
+  const size_t r = x.size() - 2;
+  LMS_ASSIGN_OR_RETURN(auto kernel, spatial_attr(op, a, "kernel", r, x.size(), 1));
+  LMS_ASSIGN_OR_RETURN(auto stride, spatial_attr(op, a, "stride", r, x.size(), 1));
+  LMS_ASSIGN_OR_RETURN(auto pad, spatial_attr(op, a, "pad", r, x.size(), 0));
+  Shape y = {x[0], x[1]};
+  for (size_t i = 0; i < r; ++i) {
+    // pad < kernel keeps every window overlapping the input.
+    if (pad[i] >= kernel[i]) {
+      return op_error(op, str_cat("pad must be smaller than kernel, got pad ", shape_str(pad),
+                                  " for kernel ", shape_str(kernel)));
+    }
+    const int64_t room = x[i + 2] + 2 * pad[i] - kernel[i];
+    if (room < 0) {
+      return op_error(op, str_cat("output size is not positive in spatial dim ", i, " (input ",
+                                  x[i + 2], ", kernel ", kernel[i], ", pad ", pad[i], ")"));
+    }
+    y.push_back(room / stride[i] + 1);
+  }
+  return y;
+}
+
+absl::StatusOr<Shapes> infer_max_pool(const Attrs& a, const Shapes& in) {
+  LMS_ASSIGN_OR_RETURN(Shape y, pool_shape("max_pool", a, in[0]));
+  return Shapes{y};
+}
+
+absl::StatusOr<Shapes> infer_max_pool_bwd(const Attrs& a, const Shapes& in) {
+  LMS_ASSIGN_OR_RETURN(Shape y, pool_shape("max_pool_bwd", a, in[0]));
+  LMS_RETURN_IF_ERROR(check_dy("max_pool_bwd", y, in[1]));
+  return Shapes{in[0]};
+}
+
+double pool_flops(const Attrs& a, const Shape& y) {
+  auto kernel = attr_ints(a, "kernel");
+  return numel(y) * (kernel.ok() ? numel(*kernel) : 1.0);
+}
+
+absl::Status max_pool_grad(GradContext& ctx) {
+  if (ctx.output_grads[0] != kNoTensor && wants(ctx, 0)) {
+    const Node fwd = ctx.graph.node(ctx.node);
+    LMS_ASSIGN_OR_RETURN(ctx.input_grads[0],
+                         add_grad_node1(ctx, "max_pool_bwd", "data",
+                                        {fwd.inputs[0], ctx.output_grads[0]}, fwd.attrs));
+  }
+  decline_rest(ctx);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void register_conv_ops(std::vector<OpSpec>& specs) {
+  specs.push_back(make_spec(
+      "conv", 2, 3, {"dilation", "pad", "stride"}, infer_conv,
+      [](const Attrs&, const Shapes& in, const Shapes& out) { return conv_flops(out[0], in[1]); },
+      conv_grad));
+  specs.push_back(make_spec(
+      "conv_bwd_data", 2, 2, {"dilation", "input_shape", "pad", "stride"}, infer_conv_bwd_data,
+      [](const Attrs&, const Shapes& in, const Shapes&) { return conv_flops(in[0], in[1]); }));
+  specs.push_back(make_spec(
+      "conv_bwd_weights", 2, 2, {"dilation", "has_bias", "pad", "stride", "weight_shape"},
+      infer_conv_bwd_weights,
+      [](const Attrs&, const Shapes& in, const Shapes& out) { return conv_flops(in[1], out[0]); }));
+  // Transposed conv: every input pixel scatters into K*prod(k) outputs.
+  auto deconv_flops = [](const Shape& x, const Shape& w) { return 2 * numel(x) * numel(w, 1); };
+  specs.push_back(make_spec(
+      "deconv", 2, 3, {"pad", "stride"}, infer_deconv,
+      [=](const Attrs&, const Shapes& in, const Shapes&) { return deconv_flops(in[0], in[1]); },
+      deconv_grad));
+  specs.push_back(make_spec("deconv_bwd_data", 2, 2, {"input_shape", "pad", "stride"},
+                            infer_deconv_bwd_data,
+                            [=](const Attrs&, const Shapes& in, const Shapes& out) {
+                              return deconv_flops(out[0], in[1]);
+                            }));
+  specs.push_back(make_spec("deconv_bwd_weights", 2, 2,
+                            {"has_bias", "pad", "stride", "weight_shape"}, infer_deconv_bwd_weights,
+                            [=](const Attrs&, const Shapes& in, const Shapes& out) {
+                              return deconv_flops(in[0], out[0]);
+                            }));
+  specs.push_back(make_spec(
+      "upsample", 1, 1, {"mode", "scale"}, infer_upsample,
+      [](const Attrs& a, const Shapes&, const Shapes& out) { return upsample_flops(a, out[0]); },
+      upsample_grad));
+  specs.push_back(make_spec(
+      "upsample_bwd", 1, 1, {"input_shape", "mode", "scale"}, infer_upsample_bwd,
+      [](const Attrs& a, const Shapes& in, const Shapes&) { return upsample_flops(a, in[0]); }));
+  specs.push_back(make_spec(
+      "max_pool", 1, 1, {"kernel", "pad", "stride"}, infer_max_pool,
+      [](const Attrs& a, const Shapes&, const Shapes& out) { return pool_flops(a, out[0]); },
+      max_pool_grad));
+  specs.push_back(make_spec(
+      "max_pool_bwd", 2, 2, {"kernel", "pad", "stride"}, infer_max_pool_bwd,
+      [](const Attrs& a, const Shapes& in, const Shapes&) { return pool_flops(a, in[1]); }));
+}
+
+}  // namespace lms::ops_internal

@@ -1,0 +1,113 @@
+// Shared helpers of the op families (ops_*.cc) and the registry
+// (op_registry.cc). Not part of the public API.
+//
+// Each family file defines one `register_*_ops` function that appends an
+// OpSpec per op; op_registry.cc wraps every `infer` with the arity and
+// attribute-name checks, so the family code may index inputs freely.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "graph/op_registry.h"
+#include "lms/graph.h"
+#include "lms/strings.h"
+#include "lms/types.h"
+
+namespace lms::ops_internal {
+
+// Note [Gradient request]: before calling a gradient rule the autodiff sets
+// ctx.input_grads[i] = kWantGrad for every input whose gradient is needed and
+// kNoTensor for the others. A rule replaces each kWantGrad by the gradient
+// tensor, or by kNoTensor where no gradient flows (for example the target of
+// a loss); it never leaves kWantGrad behind and never fills an input that was
+// not requested. This keeps rules from emitting unneeded backward nodes (no
+// conv_bwd_data for a first layer whose input is a graph input).
+inline constexpr TensorId kWantGrad = -2;
+
+struct OpSpec {
+  OpDef def;
+  std::vector<std::string> attrs;  // the attribute names the op accepts (all required)
+};
+
+OpSpec make_spec(std::string name, int min_inputs, int max_inputs, std::vector<std::string> attrs,
+                 decltype(OpDef::infer) infer, decltype(OpDef::flops) flops,
+                 decltype(OpDef::grad) grad = nullptr, std::vector<int> mutated_inputs = {});
+
+// numel as a double (FLOP counts overflow nothing this way).
+double numel(const Shape& s, size_t from_dim = 0);
+
+void register_conv_ops(std::vector<OpSpec>& specs);
+void register_pointwise_ops(std::vector<OpSpec>& specs);
+void register_norm_ops(std::vector<OpSpec>& specs);
+void register_loss_ops(std::vector<OpSpec>& specs);
+void register_optimizer_ops(std::vector<OpSpec>& specs);
+void register_swap_ops(std::vector<OpSpec>& specs);
+
+// absl::StrCat that also takes std::string_view (Debian's Abseil has its own
+// string_view type; see lms/strings.h).
+template <typename T>
+decltype(auto) cat_arg(const T& v) {
+  if constexpr (std::is_same_v<T, std::string_view>) {
+    return to_absl(v);
+  } else {
+    return (v);
+  }
+}
+template <typename... Args>
+std::string str_cat(const Args&... args) {
+  return absl::StrCat(cat_arg(args)...);
+}
+
+// "[2,3,4]"
+std::string shape_str(const Shape& shape);
+
+// InvalidArgument "<op>: <message>".
+absl::Status op_error(std::string_view op, absl::string_view message);
+
+// Requires `shape` to have rank 4 (NCHW) or 5 (NCDHW); `what` names the input.
+absl::Status check_spatial_rank(std::string_view op, std::string_view what, const Shape& shape);
+
+// Reads an ints attribute that must have `rank` entries, each >= `min_value`.
+// `rank_of` is the rank of the input the attribute refers to (for messages).
+absl::StatusOr<std::vector<int64_t>> spatial_attr(std::string_view op, const Attrs& attrs,
+                                                  std::string_view key, size_t rank,
+                                                  size_t input_rank, int64_t min_value);
+
+// Reads a real attribute that must lie in [lo, hi] (inclusive bounds unless
+// `open_lo` / `open_hi`).
+absl::StatusOr<double> real_attr_in(std::string_view op, const Attrs& attrs, std::string_view key,
+                                    double lo, double hi, bool open_lo = false,
+                                    bool open_hi = false);
+
+// Requires every shape in `shapes` to equal shapes[0]; `names` label them.
+absl::Status check_same_shapes(std::string_view op, const std::vector<Shape>& shapes,
+                               const std::vector<std::string_view>& names);
+
+// Gradient-rule helpers: true if input i was requested (Note [Gradient request]).
+inline bool wants(const GradContext& ctx, size_t i) {
+  return i < ctx.input_grads.size() && ctx.input_grads[i] == kWantGrad;
+}
+// Sets every still-requested input gradient to kNoTensor.
+void decline_rest(GradContext& ctx);
+// Adds one backward node named ctx.prefix + suffix (made unique) with
+// kGradient outputs; on failure returns the error recorded in graph.status().
+absl::StatusOr<std::vector<TensorId>> add_grad_node(GradContext& ctx, std::string_view op,
+                                                    std::string_view suffix,
+                                                    std::vector<TensorId> inputs, Attrs attrs);
+absl::StatusOr<TensorId> add_grad_node1(GradContext& ctx, std::string_view op,
+                                        std::string_view suffix, std::vector<TensorId> inputs,
+                                        Attrs attrs);
+
+// Shape (a copy: adding nodes may move tensors) of input i of the forward
+// node, and the ids of its input i / output j.
+Shape input_shape(const GradContext& ctx, size_t i);
+TensorId fwd_input(const GradContext& ctx, size_t i);
+TensorId fwd_output(const GradContext& ctx, size_t j);
+
+}  // namespace lms::ops_internal

@@ -1,0 +1,242 @@
+// Element-wise ops, activations and channel concat/slice of docs/ops.md.
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "graph/ops_internal.h"
+#include "lms/status.h"
+
+namespace lms::ops_internal {
+namespace {
+
+using Shapes = std::vector<Shape>;
+
+absl::StatusOr<double> finite_real(std::string_view op, const Attrs& a, std::string_view key) {
+  auto v = attr_real(a, key);
+  if (!v.ok()) return op_error(op, v.status().message());
+  if (!std::isfinite(*v)) return op_error(op, str_cat(key, " must be finite, got ", *v));
+  return *v;
+}
+
+// Unary ops: the output has the input's shape.
+decltype(OpDef::infer) same_shape(std::string op, std::string real_attr = "") {
+  return [op, real_attr](const Attrs& a, const Shapes& in) -> absl::StatusOr<Shapes> {
+    if (!real_attr.empty()) LMS_RETURN_IF_ERROR(finite_real(op, a, real_attr).status());
+    return Shapes{in[0]};
+  };
+}
+
+// (y or x, dy) -> dx, both of one shape.
+decltype(OpDef::infer) bwd_shape(std::string op, std::string first, std::string real_attr = "") {
+  return [=](const Attrs& a, const Shapes& in) -> absl::StatusOr<Shapes> {
+    if (!real_attr.empty()) LMS_RETURN_IF_ERROR(finite_real(op, a, real_attr).status());
+    LMS_RETURN_IF_ERROR(check_same_shapes(op, in, {first, "dy"}));
+    return Shapes{in[0]};
+  };
+}
+
+decltype(OpDef::flops) per_element(double factor) {
+  return [factor](const Attrs&, const Shapes&, const Shapes& out) {
+    return out.empty() ? 0.0 : factor * numel(out[0]);
+  };
+}
+
+// The rule of an activation whose backward op takes (saved, dy): `saved` is
+// the forward output ("y") or input ("x").
+decltype(OpDef::grad) activation_grad(std::string bwd_op, bool uses_output) {
+  return [=](GradContext& ctx) -> absl::Status {
+    if (ctx.output_grads[0] != kNoTensor && wants(ctx, 0)) {
+      const Node fwd = ctx.graph.node(ctx.node);
+      const TensorId saved = uses_output ? fwd.outputs[0] : fwd.inputs[0];
+      LMS_ASSIGN_OR_RETURN(
+          ctx.input_grads[0],
+          add_grad_node1(ctx, bwd_op, "data", {saved, ctx.output_grads[0]}, fwd.attrs));
+    }
+    decline_rest(ctx);
+    return absl::OkStatus();
+  };
+}
+
+absl::StatusOr<Shapes> infer_softmax(std::string_view op, const Shapes& in) {
+  if (in[0].size() < 2) {
+    return op_error(op, str_cat("input must have at least 2 dims [N,C,...] (softmax over "
+                                "axis 1), got ",
+                                shape_str(in[0])));
+  }
+  if (in.size() > 1) LMS_RETURN_IF_ERROR(check_same_shapes(op, in, {"y", "dy"}));
+  return Shapes{in[0]};
+}
+
+absl::StatusOr<Shapes> infer_binary(std::string_view op, const Shapes& in) {
+  LMS_RETURN_IF_ERROR(check_same_shapes(op, in, {"a", "b"}));
+  return Shapes{in[0]};
+}
+
+absl::Status add_grad(GradContext& ctx) {
+  for (size_t i = 0; i < 2; ++i) {
+    if (wants(ctx, i)) ctx.input_grads[i] = ctx.output_grads[0];
+  }
+  return absl::OkStatus();
+}
+
+absl::Status mul_grad(GradContext& ctx) {
+  const TensorId dy = ctx.output_grads[0];
+  const Node fwd = ctx.graph.node(ctx.node);
+  for (size_t i = 0; i < 2; ++i) {
+    if (!wants(ctx, i) || dy == kNoTensor) continue;
+    LMS_ASSIGN_OR_RETURN(ctx.input_grads[i], add_grad_node1(ctx, "mul", i == 0 ? "a" : "b",
+                                                            {dy, fwd.inputs[1 - i]}, {}));
+  }
+  decline_rest(ctx);
+  return absl::OkStatus();
+}
+
+absl::Status scale_grad(GradContext& ctx) {
+  if (ctx.output_grads[0] != kNoTensor && wants(ctx, 0)) {
+    const Node fwd = ctx.graph.node(ctx.node);
+    LMS_ASSIGN_OR_RETURN(ctx.input_grads[0],
+                         add_grad_node1(ctx, "scale", "data", {ctx.output_grads[0]}, fwd.attrs));
+  }
+  decline_rest(ctx);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Shapes> infer_concat(const Attrs&, const Shapes& in) {
+  Shape y = in[0];
+  if (y.size() < 2) {
+    return op_error("concat",
+                    str_cat("inputs must have at least 2 dims [N,C,...], got ", shape_str(y)));
+  }
+  for (size_t i = 1; i < in.size(); ++i) {
+    Shape a = in[i], b = in[0];
+    if (a.size() == b.size()) a[1] = b[1] = 0;
+    if (a != b) {
+      return op_error("concat",
+                      str_cat("input ", i, " ", shape_str(in[i]), " differs from input 0 ",
+                              shape_str(in[0]), " outside axis 1"));
+    }
+    y[1] += in[i][1];
+  }
+  return Shapes{y};
+}
+
+// The gradient of each concat input is the matching channel slice of dy.
+absl::Status concat_grad(GradContext& ctx) {
+  const TensorId dy = ctx.output_grads[0];
+  const size_t n = ctx.input_grads.size();
+  int64_t begin = 0;
+  for (size_t i = 0; i < n && dy != kNoTensor; ++i) {
+    const int64_t size = input_shape(ctx, i)[1];
+    if (wants(ctx, i)) {
+      Attrs a = {{"begin", begin}, {"size", size}};
+      LMS_ASSIGN_OR_RETURN(ctx.input_grads[i],
+                           add_grad_node1(ctx, "slice", str_cat("in", i), {dy}, a));
+    }
+    begin += size;
+  }
+  decline_rest(ctx);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Shapes> infer_slice(const Attrs& a, const Shapes& in) {
+  const Shape& x = in[0];
+  if (x.size() < 2) {
+    return op_error("slice",
+                    str_cat("input must have at least 2 dims [N,C,...], got ", shape_str(x)));
+  }
+  auto begin = attr_int(a, "begin");
+  auto size = attr_int(a, "size");
+  if (!begin.ok()) return op_error("slice", begin.status().message());
+  if (!size.ok()) return op_error("slice", size.status().message());
+  if (*begin < 0 || *size < 1 || *begin + *size > x[1]) {
+    return op_error("slice", str_cat("begin ", *begin, " and size ", *size,
+                                     " must satisfy 0 <= begin, 1 <= size, begin + size <= ", x[1],
+                                     " (channels of x)"));
+  }
+  Shape y = x;
+  y[1] = *size;
+  return Shapes{y};
+}
+
+// dx = concat(zeros[begin channels], dy, zeros[rest]).
+absl::Status slice_grad(GradContext& ctx) {
+  const TensorId dy = ctx.output_grads[0];
+  if (dy == kNoTensor || !wants(ctx, 0)) {
+    decline_rest(ctx);
+    return absl::OkStatus();
+  }
+  const Node fwd = ctx.graph.node(ctx.node);
+  const Shape x = input_shape(ctx, 0);
+  const int64_t begin = std::get<int64_t>(fwd.attrs.at("begin"));
+  const int64_t size = std::get<int64_t>(fwd.attrs.at("size"));
+  std::vector<TensorId> parts;
+  auto zeros = [&](int64_t channels, std::string_view suffix) -> absl::Status {
+    if (channels == 0) return absl::OkStatus();
+    Shape s = x;
+    s[1] = channels;
+    Attrs a = {{"shape", s}, {"value", 0.0}};
+    LMS_ASSIGN_OR_RETURN(TensorId z, add_grad_node1(ctx, "fill", suffix, {}, a));
+    parts.push_back(z);
+    return absl::OkStatus();
+  };
+  LMS_RETURN_IF_ERROR(zeros(begin, "zeros_before"));
+  parts.push_back(dy);
+  LMS_RETURN_IF_ERROR(zeros(x[1] - begin - size, "zeros_after"));
+  if (parts.size() == 1) {
+    ctx.input_grads[0] = dy;
+  } else {
+    LMS_ASSIGN_OR_RETURN(ctx.input_grads[0], add_grad_node1(ctx, "concat", "data", parts, {}));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Shapes> infer_fill(const Attrs& a, const Shapes&) {
+  auto shape = attr_ints(a, "shape");
+  if (!shape.ok()) return op_error("fill", shape.status().message());
+  for (int64_t d : *shape) {
+    if (d <= 0) {
+      return op_error("fill", str_cat("shape dims must be positive, got ", shape_str(*shape)));
+    }
+  }
+  LMS_RETURN_IF_ERROR(finite_real("fill", a, "value").status());
+  return Shapes{*shape};
+}
+
+}  // namespace
+
+void register_pointwise_ops(std::vector<OpSpec>& specs) {
+  specs.push_back(make_spec("relu", 1, 1, {}, same_shape("relu"), per_element(1),
+                            activation_grad("relu_bwd", true)));
+  specs.push_back(make_spec("relu_bwd", 2, 2, {}, bwd_shape("relu_bwd", "y"), per_element(1)));
+  specs.push_back(make_spec("leaky_relu", 1, 1, {"alpha"}, same_shape("leaky_relu", "alpha"),
+                            per_element(2), activation_grad("leaky_relu_bwd", false)));
+  specs.push_back(make_spec("leaky_relu_bwd", 2, 2, {"alpha"},
+                            bwd_shape("leaky_relu_bwd", "x", "alpha"), per_element(2)));
+  specs.push_back(make_spec("sigmoid", 1, 1, {}, same_shape("sigmoid"), per_element(4),
+                            activation_grad("sigmoid_bwd", true)));
+  specs.push_back(
+      make_spec("sigmoid_bwd", 2, 2, {}, bwd_shape("sigmoid_bwd", "y"), per_element(3)));
+  specs.push_back(make_spec(
+      "softmax", 1, 1, {},
+      [](const Attrs&, const Shapes& in) { return infer_softmax("softmax", in); }, per_element(5),
+      activation_grad("softmax_bwd", true)));
+  specs.push_back(make_spec(
+      "softmax_bwd", 2, 2, {},
+      [](const Attrs&, const Shapes& in) { return infer_softmax("softmax_bwd", in); },
+      per_element(4)));
+  specs.push_back(make_spec(
+      "add", 2, 2, {}, [](const Attrs&, const Shapes& in) { return infer_binary("add", in); },
+      per_element(1), add_grad));
+  specs.push_back(make_spec(
+      "mul", 2, 2, {}, [](const Attrs&, const Shapes& in) { return infer_binary("mul", in); },
+      per_element(1), mul_grad));
+  specs.push_back(make_spec("scale", 1, 1, {"factor"}, same_shape("scale", "factor"),
+                            per_element(1), scale_grad));
+  // Data movement only: no floating-point work.
+  specs.push_back(make_spec("concat", 1, -1, {}, infer_concat, per_element(0), concat_grad));
+  specs.push_back(
+      make_spec("slice", 1, 1, {"begin", "size"}, infer_slice, per_element(0), slice_grad));
+  specs.push_back(make_spec("fill", 0, 0, {"shape", "value"}, infer_fill, per_element(0),
+                            [](GradContext&) { return absl::OkStatus(); }));
+}
+
+}  // namespace lms::ops_internal
