@@ -1,0 +1,206 @@
+#include "io/checkpoint.h"
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <random>
+
+#include "gtest/gtest.h"
+
+namespace lms::io {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr uint32_t kSeed = 424242;
+
+class CheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("lms_ckpt_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    std::printf("seed %u\n", kSeed);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  int files_in_dir() const {
+    int n = 0;
+    for (const auto& e : fs::directory_iterator(dir_)) n += e.is_regular_file();
+    return n;
+  }
+  fs::path dir_;
+};
+
+// Random bit patterns, so NaN payloads, infinities, -0 and denormals all occur.
+std::vector<NamedTensor> random_tensors(uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<NamedTensor> ts = {{"conv1.weight", {8, 1, 3, 3}, {}},
+                                 {"conv1.bias", {8}, {}},
+                                 {"scalar", {}, {}},
+                                 {"empty", {0, 4}, {}},
+                                 {"adam.m/conv1.weight", {8, 1, 3, 3}, {}}};
+  for (NamedTensor& t : ts) {
+    size_t n = 1;
+    for (int64_t d : t.shape) n *= static_cast<size_t>(d);
+    for (size_t i = 0; i < n; ++i)
+      t.data.push_back(std::bit_cast<float>(static_cast<uint32_t>(rng())));
+  }
+  ts[1].data[0] = -0.0f;
+  ts[1].data[1] = std::numeric_limits<float>::infinity();
+  ts[1].data[2] = std::numeric_limits<float>::denorm_min();
+  return ts;
+}
+
+void expect_bit_equal(const std::vector<NamedTensor>& a, const std::vector<NamedTensor>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].name, b[i].name);
+    EXPECT_EQ(a[i].shape, b[i].shape);
+    ASSERT_EQ(a[i].data.size(), b[i].data.size()) << a[i].name;
+    EXPECT_EQ(std::memcmp(a[i].data.data(), b[i].data.data(), a[i].data.size() * 4), 0)
+        << a[i].name;
+  }
+}
+
+std::vector<uint8_t> slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+void spit(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
+}
+
+TEST(Crc32, MatchesTheStandardCheckValue) {
+  const char* check = "123456789";
+  EXPECT_EQ(crc32(reinterpret_cast<const uint8_t*>(check), 9), 0xCBF43926u);
+  EXPECT_EQ(crc32(nullptr, 0), 0u);
+}
+
+TEST_F(CheckpointTest, RoundTripIsBitExact) {
+  std::vector<NamedTensor> ts = random_tensors(kSeed);
+  std::map<std::string, std::string> meta = {{"model", "vdsr"}, {"lr", "1e-4"}, {"empty", ""}};
+  ASSERT_TRUE(save_checkpoint(path("a.ckpt"), ts, -123456789012345, meta).ok());
+  absl::StatusOr<Checkpoint> ck = load_checkpoint(path("a.ckpt"));
+  ASSERT_TRUE(ck.ok()) << ck.status();
+  EXPECT_EQ(ck->step, -123456789012345);
+  EXPECT_EQ(ck->meta, meta);
+  expect_bit_equal(ck->tensors, ts);
+  ASSERT_NE(ck->find("conv1.bias"), nullptr);
+  EXPECT_EQ(ck->find("conv1.bias")->shape, std::vector<int64_t>{8});
+  EXPECT_EQ(ck->find("missing"), nullptr);
+  EXPECT_EQ(files_in_dir(), 1);  // no temporary file left behind
+}
+
+TEST_F(CheckpointTest, EmptyCheckpointRoundTrips) {
+  ASSERT_TRUE(save_checkpoint(path("e.ckpt"), {}, 0, {}).ok());
+  absl::StatusOr<Checkpoint> ck = load_checkpoint(path("e.ckpt"));
+  ASSERT_TRUE(ck.ok()) << ck.status();
+  EXPECT_TRUE(ck->tensors.empty());
+  EXPECT_TRUE(ck->meta.empty());
+}
+
+// Any single corrupted byte is caught: in the header by the magic, version or
+// length checks, in the payload by the CRC.
+TEST_F(CheckpointTest, EveryCorruptedByteIsDataLossNamingThePath) {
+  ASSERT_TRUE(save_checkpoint(path("c.ckpt"), random_tensors(kSeed), 7, {{"k", "v"}}).ok());
+  std::vector<uint8_t> good = slurp(path("c.ckpt"));
+  std::mt19937 rng(kSeed);
+  for (size_t at = 0; at < good.size(); ++at) {
+    std::vector<uint8_t> bad = good;
+    bad[at] ^= static_cast<uint8_t>(1 + rng() % 255);
+    spit(path("bad.ckpt"), bad);
+    absl::Status s = load_checkpoint(path("bad.ckpt")).status();
+    ASSERT_EQ(s.code(), absl::StatusCode::kDataLoss) << "byte " << at << ": " << s;
+    ASSERT_NE(s.message().find(path("bad.ckpt")), std::string::npos) << s;
+  }
+}
+
+TEST_F(CheckpointTest, EveryTruncationAndWrongMagicIsDataLoss) {
+  ASSERT_TRUE(save_checkpoint(path("t.ckpt"), random_tensors(kSeed), 1, {}).ok());
+  std::vector<uint8_t> good = slurp(path("t.ckpt"));
+  for (size_t len = 0; len < good.size(); ++len) {
+    spit(path("cut.ckpt"), std::vector<uint8_t>(good.begin(), good.begin() + len));
+    ASSERT_EQ(load_checkpoint(path("cut.ckpt")).status().code(), absl::StatusCode::kDataLoss)
+        << "cut at " << len;
+  }
+  std::vector<uint8_t> padded = good;
+  padded.push_back(0);
+  spit(path("pad.ckpt"), padded);
+  EXPECT_EQ(load_checkpoint(path("pad.ckpt")).status().code(), absl::StatusCode::kDataLoss);
+  spit(path("png.ckpt"), {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 0, 0,
+                          0,    0,   0,   0,   0,    0,    0,    0,    0, 0, 0, 0});
+  absl::Status magic = load_checkpoint(path("png.ckpt")).status();
+  EXPECT_EQ(magic.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(magic.message().find("magic"), std::string::npos) << magic;
+  EXPECT_EQ(load_checkpoint(path("none.ckpt")).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(CheckpointTest, InvalidTensorsAreRejectedBeforeWriting) {
+  auto code = [&](std::vector<NamedTensor> ts) {
+    return save_checkpoint(path("x.ckpt"), ts, 0, {}).code();
+  };
+  EXPECT_EQ(code({{"", {1}, {1.0f}}}), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code({{"a", {1}, {1.0f}}, {"a", {1}, {2.0f}}}), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code({{"a", {2, 2}, {1.0f}}}), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code({{"a", {-1}, {}}}), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code({{"a", std::vector<int64_t>(9, 1), {1.0f}}}), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(files_in_dir(), 0);
+}
+
+// A save that fails part-way (the file-size limit stops the write with EFBIG,
+// which works even for root, unlike a read-only folder) must leave the old
+// checkpoint readable and no temporary file behind.
+TEST_F(CheckpointTest, FailedSaveLeavesTheOldCheckpointIntact) {
+  std::vector<NamedTensor> old_ts = {{"w", {4}, {1, 2, 3, 4}}};
+  ASSERT_TRUE(save_checkpoint(path("m.ckpt"), old_ts, 1, {}).ok());
+  std::vector<NamedTensor> big = {{"w", {1 << 16}, std::vector<float>(1 << 16, 0.5f)}};
+
+  struct rlimit saved;
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+  auto old_handler = ::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit limited = saved;
+  limited.rlim_cur = 4096;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &limited), 0);
+  absl::Status s = save_checkpoint(path("m.ckpt"), big, 2, {});
+  ::setrlimit(RLIMIT_FSIZE, &saved);
+  ::signal(SIGXFSZ, old_handler);
+
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  absl::StatusOr<Checkpoint> ck = load_checkpoint(path("m.ckpt"));
+  ASSERT_TRUE(ck.ok()) << ck.status();
+  EXPECT_EQ(ck->step, 1);
+  expect_bit_equal(ck->tensors, old_ts);
+  EXPECT_EQ(files_in_dir(), 1);
+}
+
+TEST_F(CheckpointTest, UnwritableDestinationsFailCleanly) {
+  std::vector<NamedTensor> ts = {{"w", {1}, {1.0f}}};
+  EXPECT_EQ(save_checkpoint(path("no/such/dir/a.ckpt"), ts, 0, {}).code(),
+            absl::StatusCode::kNotFound);
+  // Renaming over a non-empty directory fails after the temporary file is written.
+  fs::create_directories(dir_ / "taken" / "child");
+  absl::Status s = save_checkpoint(path("taken"), ts, 0, {});
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("taken"), std::string::npos) << s;
+  EXPECT_EQ(files_in_dir(), 0);
+  EXPECT_TRUE(fs::is_directory(dir_ / "taken" / "child"));
+  EXPECT_EQ(save_checkpoint(dir_.string() + "/", ts, 0, {}).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace lms::io
