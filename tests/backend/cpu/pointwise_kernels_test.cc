@@ -1,0 +1,245 @@
+// Element-wise, activation, softmax, concat / slice / fill kernels of the CPU
+// device against naive double-precision references; backward ops against
+// central finite differences (in double) of L(x) = sum(f(x) * r), r random.
+#include <algorithm>
+#include <cmath>
+
+#include "gtest/gtest.h"
+#include "pointwise_test_util.h"
+
+namespace lms::cpu {
+namespace {
+
+using testing::Buffers;
+using testing::make_spec;
+using testing::run_spec;
+
+// float vs double rounding of one element-wise op (a few ulps of float).
+constexpr double kFwdTol = 1e-6;
+// Float backward vs finite differences of the double reference (h = 1e-4).
+constexpr double kBwdTol = 1e-5;
+
+struct Activation {
+  const char* op;
+  Attrs attrs;
+  std::function<double(double)> f;
+  bool bwd_takes_y;  // relu_bwd / sigmoid_bwd take the forward output
+};
+
+std::vector<Activation> activations() {
+  return {
+      {"relu", {}, [](double x) { return x > 0 ? x : 0.0; }, true},
+      {"leaky_relu", {{"alpha", 0.01}}, [](double x) { return x > 0 ? x : 0.01 * x; }, false},
+      {"leaky_relu", {{"alpha", -0.3}}, [](double x) { return x > 0 ? x : -0.3 * x; }, false},
+      {"sigmoid", {}, [](double x) { return 1.0 / (1.0 + std::exp(-x)); }, true},
+  };
+}
+
+// Values away from 0 so the kinks of (leaky) relu are not within h.
+std::vector<float> away_from_zero(std::mt19937& rng, int64_t n) {
+  std::vector<float> v = testing::random_vector(rng, n, -3.f, 3.f);
+  for (float& x : v) x = x >= 0 ? x + 0.01f : x - 0.01f;
+  return v;
+}
+
+class PointwiseTest : public ::testing::Test {
+ protected:
+  CpuKernelContext ctx_ = testing::make_context();
+};
+
+TEST_F(PointwiseTest, ActivationsMatchReferenceAndFiniteDifferences) {
+  std::mt19937 rng = testing::seeded_rng(1234, "activations");
+  const Shape shape = {2, 3, 5, 7};
+  const int64_t n = num_elements(shape);
+  for (const Activation& act : activations()) {
+    SCOPED_TRACE(act.op);
+    Buffers in = {away_from_zero(rng, n)};
+    auto y = run_spec(make_spec(act.op, {shape}, {shape}, act.attrs), in, ctx_);
+    ASSERT_TRUE(y.ok()) << y.status();
+    std::vector<double> want(n);
+    for (int64_t i = 0; i < n; ++i) want[i] = act.f(in[0][i]);
+    EXPECT_LT(testing::max_rel_error((*y)[0], want), kFwdTol);
+
+    const std::vector<float> r = testing::random_vector(rng, n);
+    Buffers bwd_in = {act.bwd_takes_y ? (*y)[0] : in[0], r};
+    auto dx = run_spec(make_spec(std::string(act.op) + "_bwd", {shape, shape}, {shape}, act.attrs),
+                       bwd_in, ctx_);
+    ASSERT_TRUE(dx.ok()) << dx.status();
+    auto loss = [&](const std::vector<double>& x) {
+      double s = 0;
+      for (int64_t i = 0; i < n; ++i) s += act.f(x[i]) * r[i];
+      return s;
+    };
+    const std::vector<double> fd = testing::finite_diff(loss, testing::to_double(in[0]));
+    EXPECT_LT(testing::max_rel_error((*dx)[0], fd), kBwdTol);
+  }
+}
+
+TEST_F(PointwiseTest, ReluBackwardIsZeroWhereOutputIsZero) {
+  const Shape shape = {1, 1, 2, 2};
+  Buffers in = {{0.f, 2.f, 0.f, 0.5f}, {1.f, 1.f, -4.f, 3.f}};
+  auto dx = run_spec(make_spec("relu_bwd", {shape, shape}, {shape}), in, ctx_);
+  ASSERT_TRUE(dx.ok()) << dx.status();
+  EXPECT_EQ((*dx)[0], (std::vector<float>{0.f, 1.f, 0.f, 3.f}));
+}
+
+double softmax_ref_loss(const Shape& s, const std::vector<double>& x, const std::vector<float>& r,
+                        std::vector<double>* y_out) {
+  const int64_t c = s[1], inner = num_elements(s) / (s[0] * s[1]);
+  std::vector<double> y(x.size());
+  for (int64_t n = 0; n < s[0]; ++n) {
+    for (int64_t i = 0; i < inner; ++i) {
+      auto at = [&](int64_t ch) { return (n * c + ch) * inner + i; };
+      double mx = -1e300, sum = 0;
+      for (int64_t ch = 0; ch < c; ++ch) mx = std::max(mx, x[at(ch)]);
+      for (int64_t ch = 0; ch < c; ++ch) sum += std::exp(x[at(ch)] - mx);
+      for (int64_t ch = 0; ch < c; ++ch) y[at(ch)] = std::exp(x[at(ch)] - mx) / sum;
+    }
+  }
+  if (y_out) *y_out = y;
+  return testing::dot(y, r);
+}
+
+TEST_F(PointwiseTest, SoftmaxOverChannels2dAnd3d) {
+  std::mt19937 rng = testing::seeded_rng(77, "softmax");
+  for (const Shape& shape : {Shape{2, 5, 3, 4}, Shape{1, 3, 2, 3, 4}, Shape{4, 6}}) {
+    SCOPED_TRACE(::testing::Message() << "rank " << shape.size());
+    const int64_t n = num_elements(shape);
+    Buffers in = {testing::random_vector(rng, n, -4.f, 4.f)};
+    auto y = run_spec(make_spec("softmax", {shape}, {shape}), in, ctx_);
+    ASSERT_TRUE(y.ok()) << y.status();
+    const std::vector<float> r = testing::random_vector(rng, n);
+    std::vector<double> want;
+    softmax_ref_loss(shape, testing::to_double(in[0]), r, &want);
+    EXPECT_LT(testing::max_rel_error((*y)[0], want), 1e-5);
+
+    Buffers bwd_in = {(*y)[0], r};
+    auto dx = run_spec(make_spec("softmax_bwd", {shape, shape}, {shape}), bwd_in, ctx_);
+    ASSERT_TRUE(dx.ok()) << dx.status();
+    auto loss = [&](const std::vector<double>& x) {
+      return softmax_ref_loss(shape, x, r, nullptr);
+    };
+    const auto fd = testing::finite_diff(loss, testing::to_double(in[0]));
+    EXPECT_LT(testing::max_rel_error((*dx)[0], fd), 1e-4);
+  }
+}
+
+TEST_F(PointwiseTest, AddMulScaleAreExactFloatOps) {
+  std::mt19937 rng = testing::seeded_rng(99, "add_mul_scale");
+  const Shape shape = {3, 4, 5, 6, 2};
+  const int64_t n = num_elements(shape);
+  Buffers in = {testing::random_vector(rng, n, -10, 10), testing::random_vector(rng, n, -10, 10)};
+  auto sum = run_spec(make_spec("add", {shape, shape}, {shape}), in, ctx_);
+  auto prod = run_spec(make_spec("mul", {shape, shape}, {shape}), in, ctx_);
+  Buffers one = {in[0]};
+  auto scaled = run_spec(make_spec("scale", {shape}, {shape}, {{"factor", -0.75}}), one, ctx_);
+  ASSERT_TRUE(sum.ok() && prod.ok() && scaled.ok());
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ((*sum)[0][i], in[0][i] + in[1][i]) << i;
+    ASSERT_EQ((*prod)[0][i], in[0][i] * in[1][i]) << i;
+    ASSERT_FLOAT_EQ((*scaled)[0][i], -0.75f * in[0][i]) << i;
+  }
+}
+
+TEST_F(PointwiseTest, ConcatThenSliceRoundTrips) {
+  std::mt19937 rng = testing::seeded_rng(5, "concat_slice");
+  const std::vector<int64_t> channels = {2, 5, 1};
+  std::vector<Shape> shapes;
+  Buffers parts;
+  for (int64_t c : channels) {
+    shapes.push_back({3, c, 4, 3});
+    parts.push_back(testing::random_vector(rng, num_elements(shapes.back())));
+  }
+  const Shape y_shape = {3, 8, 4, 3};
+  auto y = run_spec(make_spec("concat", shapes, {y_shape}), parts, ctx_);
+  ASSERT_TRUE(y.ok()) << y.status();
+  // Reference layout: y[n, c0 + c, s] = part[n, c, s].
+  int64_t begin = 0;
+  for (size_t p = 0; p < parts.size(); ++p) {
+    const int64_t c = channels[p];
+    for (int64_t n = 0; n < 3; ++n) {
+      for (int64_t i = 0; i < c * 12; ++i) {
+        ASSERT_EQ((*y)[0][(n * 8 + begin) * 12 + i], parts[p][n * c * 12 + i]);
+      }
+    }
+    Buffers y_in = {(*y)[0]};
+    auto back = run_spec(
+        make_spec("slice", {y_shape}, {shapes[p]}, {{"begin", begin}, {"size", c}}), y_in, ctx_);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ((*back)[0], parts[p]);
+    begin += c;
+  }
+}
+
+TEST_F(PointwiseTest, FillWritesValue) {
+  Buffers none;
+  auto y = run_spec(
+      make_spec("fill", {}, {{2, 3}}, {{"shape", std::vector<int64_t>{2, 3}}, {"value", 2.5}}),
+      none, ctx_);
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_EQ((*y)[0], std::vector<float>(6, 2.5f));
+}
+
+TEST_F(PointwiseTest, RepeatedRunsAreBitIdentical) {
+  std::mt19937 rng = testing::seeded_rng(31, "determinism");
+  const Shape shape = {4, 16, 9, 9};
+  const int64_t n = num_elements(shape);
+  Buffers in = {testing::random_vector(rng, n), testing::random_vector(rng, n)};
+  for (const char* op : {"softmax_bwd", "sigmoid_bwd", "leaky_relu_bwd", "add"}) {
+    SCOPED_TRACE(op);
+    const KernelSpec spec = make_spec(op, {shape, shape}, {shape}, {{"alpha", 0.1}});
+    auto a = run_spec(spec, in, ctx_);
+    auto b = run_spec(spec, in, ctx_);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_TRUE(testing::bit_identical(*a, *b));
+  }
+}
+
+// Each invalid spec is rejected with InvalidArgument naming the node.
+TEST_F(PointwiseTest, InvalidSpecsAreRejected) {
+  const Shape s = {2, 3, 4, 4};
+  const std::vector<KernelSpec> bad = {
+      make_spec("relu", {s, s}, {s}),                                        // arity
+      make_spec("relu", {s}, {{2, 3, 4, 5}}),                                // output shape
+      make_spec("add", {s, {2, 3, 4, 5}}, {s}),                              // b shape
+      make_spec("leaky_relu", {s}, {s}),                                     // missing alpha
+      make_spec("leaky_relu", {s}, {s}, {{"alpha", std::string("x")}}),      // alpha type
+      make_spec("scale", {s}, {s}, {{"factor", std::nan("")}}),              // NaN factor
+      make_spec("softmax", {{12}}, {{12}}),                                  // rank 1
+      make_spec("concat", {s, {2, 3, 5, 4}}, {{2, 6, 4, 4}}),                // spatial mismatch
+      make_spec("concat", {s, s}, {{2, 5, 4, 4}}),                           // sum of channels
+      make_spec("slice", {s}, {{2, 2, 4, 4}}, {{"begin", 2}, {"size", 2}}),  // past C
+      make_spec("slice", {s}, {{2, 1, 4, 4}}, {{"begin", -1}, {"size", 1}}),
+      make_spec("fill", {}, {{2, 3}}, {{"shape", std::vector<int64_t>{3, 2}}, {"value", 1.0}}),
+      make_spec("relu", {{2, 0, 4}}, {{2, 0, 4}}),  // empty dimension
+  };
+  for (const KernelSpec& spec : bad) {
+    auto k = create_pointwise_kernel(spec, ctx_);
+    EXPECT_EQ(k.status().code(), absl::StatusCode::kInvalidArgument) << spec.op;
+    EXPECT_NE(k.status().message().find(spec.name), std::string::npos) << k.status();
+  }
+}
+
+TEST_F(PointwiseTest, OtherFamiliesOpsAreNotHandled) {
+  for (const char* op : {"conv", "max_pool", "upsample", "swap_out", "nonsense"}) {
+    auto k = create_pointwise_kernel(make_spec(op, {{1, 1, 2, 2}}, {{1, 1, 2, 2}}), ctx_);
+    ASSERT_TRUE(k.ok()) << k.status();
+    EXPECT_EQ(*k, nullptr) << op;
+  }
+}
+
+TEST_F(PointwiseTest, RunWithWrongArgumentsFails) {
+  const Shape s = {1, 2, 3, 3};
+  auto k = create_pointwise_kernel(make_spec("add", {s, s}, {s}), ctx_);
+  ASSERT_TRUE(k.ok() && *k);
+  std::vector<float> a(18), y(18);
+  KernelArgs args;
+  args.inputs = {a.data()};
+  args.outputs = {y.data()};
+  EXPECT_EQ((*k)->run(args).code(), absl::StatusCode::kInvalidArgument);
+  args.inputs = {a.data(), nullptr};
+  EXPECT_EQ((*k)->run(args).code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace lms::cpu
