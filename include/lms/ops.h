@@ -1,0 +1,144 @@
+// Model builders: each adds nodes of docs/ops.md to a Graph.
+//
+//   lms::Graph g;
+//   lms::TensorId x = g.input("lr", {16, 1, 64, 64});
+//   lms::TensorId h = lms::conv2d(g, "conv1", x, 64, {3, 3}, {.pad = {1, 1}, .seed = 1});
+//   h = lms::relu(g, "relu1", h);
+//   lms::TensorId y = lms::conv2d(g, "conv2", h, 1, {3, 3}, {.pad = {1, 1}, .seed = 2});
+//   lms::TensorId loss = lms::mse_loss(g, "loss", y, g.input("hr", {16, 1, 64, 64}));
+//   LMS_RETURN_IF_ERROR(g.status());
+//
+// Layouts are NCHW (2-D) and NCDHW (3-D); S is the spatial part and r its rank.
+// Low-level builders (conv, deconv, max_pool, instance_norm with gamma/beta,
+// ...) add exactly one node named `name` whose output tensor is also `name`.
+// Layer builders (conv2d, conv3d, conv_transpose, instance_norm / batch_norm
+// without gamma/beta) also create their parameters "<name>/w", "<name>/b",
+// "<name>/gamma", "<name>/beta".
+//
+// Errors never throw: a bad call records an InvalidArgument naming the node
+// and the attribute or input in g.status() and returns kNoTensor; builders
+// given kNoTensor (an earlier failure) add nothing and return kNoTensor.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "lms/graph.h"
+
+namespace lms {
+
+// ---- Convolution family ----
+
+// Spatial attributes, one entry per spatial dim; empty = default (stride 1,
+// pad 0, dilation 1).
+struct ConvOptions {
+  std::vector<int64_t> stride;
+  std::vector<int64_t> pad;       // symmetric, both sides
+  std::vector<int64_t> dilation;  // 1 = dense
+};
+
+// y[N,K,S'] = conv(x[N,C,S], w[K,C,k..]) + b[K], S' = (S + 2p - d(k-1) - 1)/s + 1.
+// b may be kNoTensor (no bias).
+TensorId conv(Graph& g, std::string_view name, TensorId x, TensorId w, TensorId b = kNoTensor,
+              const ConvOptions& options = {});
+
+struct DeconvOptions {
+  std::vector<int64_t> stride;  // empty = 1
+  std::vector<int64_t> pad;     // empty = 0
+};
+
+// Transposed convolution: y[N,K,S'] from x[N,C,S], w[C,K,k..], b?[K] with
+// S' = (S-1)s - 2p + k.
+TensorId deconv(Graph& g, std::string_view name, TensorId x, TensorId w, TensorId b = kNoTensor,
+                const DeconvOptions& options = {});
+
+// Options of the conv layer builders. A list with one entry is used for every
+// spatial dim ({.pad = {1}} = pad 1 everywhere); empty = default.
+struct ConvLayerOptions {
+  std::vector<int64_t> stride;
+  std::vector<int64_t> pad;
+  std::vector<int64_t> dilation;  // ignored by conv_transpose
+  bool bias = true;
+  uint64_t seed = 0;  // seed of the He-normal weight initialisation
+};
+
+// 2-D conv layer: x[N,C,H,W] -> y[N,out_channels,H',W']. Creates the parameters
+// "<name>/w" [out_channels,C,k..] He-normal (He et al., ICCV 2015) with
+// fan_in = C*prod(kernel) and "<name>/b" [out_channels] zeros (if bias).
+// `kernel` has r entries or one (used for every dim). Errors if x is not 4-D.
+TensorId conv2d(Graph& g, std::string_view name, TensorId x, int64_t out_channels,
+                std::vector<int64_t> kernel, const ConvLayerOptions& options = {});
+// The same for x[N,C,D,H,W]; errors if x is not 5-D.
+TensorId conv3d(Graph& g, std::string_view name, TensorId x, int64_t out_channels,
+                std::vector<int64_t> kernel, const ConvLayerOptions& options = {});
+// Transposed conv layer (2-D or 3-D): creates "<name>/w" [C,out_channels,k..]
+// He-normal with fan_in = max(1, C*prod(kernel)/prod(stride)) (the number of
+// inputs that reach one output pixel) and "<name>/b" zeros.
+TensorId conv_transpose(Graph& g, std::string_view name, TensorId x, int64_t out_channels,
+                        std::vector<int64_t> kernel, const ConvLayerOptions& options = {});
+
+// y[N,C,S*scale]; mode "nearest" or "linear" (bilinear/trilinear, half-pixel
+// centres). `scale` has r entries or one, each >= 1.
+TensorId upsample(Graph& g, std::string_view name, TensorId x, std::vector<int64_t> scale,
+                  std::string_view mode = "nearest");
+
+// ---- Element-wise and activations (any shape unless said) ----
+
+TensorId relu(Graph& g, std::string_view name, TensorId x);
+TensorId leaky_relu(Graph& g, std::string_view name, TensorId x, double alpha = 0.01);
+TensorId sigmoid(Graph& g, std::string_view name, TensorId x);
+// Softmax over axis 1 (channels) of x[N,C,...].
+TensorId softmax(Graph& g, std::string_view name, TensorId x);
+// a + b and a * b of one shape.
+TensorId add(Graph& g, std::string_view name, TensorId a, TensorId b);
+TensorId mul(Graph& g, std::string_view name, TensorId a, TensorId b);
+// factor * x.
+TensorId scale(Graph& g, std::string_view name, TensorId x, double factor);
+// Concatenation along axis 1 of xi[N,Ci,S] -> y[N,ΣCi,S].
+TensorId concat(Graph& g, std::string_view name, const std::vector<TensorId>& xs);
+// Channels [begin, begin+size) of x[N,C,S] -> y[N,size,S].
+TensorId slice(Graph& g, std::string_view name, TensorId x, int64_t begin, int64_t size);
+// A tensor of `shape` (empty = scalar) filled with `value`.
+TensorId fill(Graph& g, std::string_view name, Shape shape, double value);
+
+// ---- Pooling and normalisation ----
+
+struct PoolOptions {
+  std::vector<int64_t> kernel;  // required, r entries
+  std::vector<int64_t> stride;  // empty = kernel
+  std::vector<int64_t> pad;     // empty = 0; each < kernel
+};
+// Max pooling y[N,C,S'] with S' = (S + 2p - k)/s + 1.
+TensorId max_pool(Graph& g, std::string_view name, TensorId x, const PoolOptions& options);
+// Square / cubic windows on x[N,C,H,W] / x[N,C,D,H,W]; stride 0 = kernel.
+TensorId max_pool2d(Graph& g, std::string_view name, TensorId x, int64_t kernel, int64_t stride = 0,
+                    int64_t pad = 0);
+TensorId max_pool3d(Graph& g, std::string_view name, TensorId x, int64_t kernel, int64_t stride = 0,
+                    int64_t pad = 0);
+
+// Instance norm (Ulyanov et al. 2016) of x[N,C,S] with gamma[C], beta[C]:
+// statistics per (n, c) over S, biased variance.
+TensorId instance_norm(Graph& g, std::string_view name, TensorId x, TensorId gamma, TensorId beta,
+                       double eps = 1e-5);
+// Layer form: creates "<name>/gamma" [C] ones and "<name>/beta" [C] zeros.
+TensorId instance_norm(Graph& g, std::string_view name, TensorId x, double eps = 1e-5);
+// Batch norm (Ioffe & Szegedy 2015), training mode: batch statistics over N
+// and S. No running averages are kept.
+TensorId batch_norm(Graph& g, std::string_view name, TensorId x, TensorId gamma, TensorId beta,
+                    double eps = 1e-5);
+TensorId batch_norm(Graph& g, std::string_view name, TensorId x, double eps = 1e-5);
+
+// ---- Losses and reductions (scalar outputs, shape []) ----
+
+// mean((pred - target)^2) over all elements; same shapes.
+TensorId mse_loss(Graph& g, std::string_view name, TensorId pred, TensorId target);
+// 1 - mean over (n,c) of (2 Σ_S p t + eps) / (Σ_S p + Σ_S t + eps) (Milletari
+// et al. 2016, V-Net) on probs[N,C,S] and target[N,C,S]. No gradient flows
+// into the target.
+TensorId soft_dice_loss(Graph& g, std::string_view name, TensorId probs, TensorId target,
+                        double eps = 1e-5);
+// Mean of all elements.
+TensorId reduce_mean(Graph& g, std::string_view name, TensorId x);
+
+}  // namespace lms

@@ -1,0 +1,303 @@
+// training_graph: reverse-mode autodiff over the op registry's gradient rules,
+// then the optimizer step.
+//
+// Note [Gradient request] (see ops_internal.h) is how the autodiff tells a
+// rule which inputs need a gradient: a tensor needs one iff it depends on a
+// parameter and the loss depends on it. Every other input slot is kNoTensor,
+// so no backward node is emitted for, say, the data gradient of a first
+// convolution whose input is a graph input.
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "graph/op_registry.h"
+#include "graph/ops_internal.h"
+#include "lms/status.h"
+#include "lms/training.h"
+
+namespace lms {
+namespace {
+
+using ops_internal::kWantGrad;
+using ops_internal::shape_str;
+using ops_internal::str_cat;
+
+absl::Status error(absl::string_view message) {
+  return absl::InvalidArgumentError(str_cat("training_graph: ", message));
+}
+
+absl::Status check_loss(const Graph& g, TensorId loss) {
+  if (!g.status().ok()) {
+    return error(str_cat("the forward graph has an error: ", g.status().message()));
+  }
+  if (loss < 0 || loss >= g.num_tensors()) {
+    return error(str_cat("loss ", loss, " is not a tensor of the graph"));
+  }
+  const Tensor& t = g.tensor(loss);
+  if (!t.shape.empty()) {
+    return error(
+        str_cat("loss '", t.name, "' must be a scalar (shape []), got ", shape_str(t.shape)));
+  }
+  if (t.producer == kNoNode) {
+    return error(str_cat("loss '", t.name, "' is not produced by a node"));
+  }
+  return absl::OkStatus();
+}
+
+// Each field must lie in its range: name, value, lo, hi, hi open.
+struct Range {
+  const char* field;
+  double value, lo, hi;
+  bool open_hi;
+};
+
+absl::Status check_ranges(const char* opt, std::initializer_list<Range> ranges) {
+  for (const Range& r : ranges) {
+    const bool ok =
+        std::isfinite(r.value) && r.value >= r.lo && (r.open_hi ? r.value < r.hi : r.value <= r.hi);
+    if (!ok) {
+      return error(str_cat(opt, ".", r.field, " must be in [", r.lo, ", ", r.hi,
+                           r.open_hi ? ")" : "]", ", got ", r.value));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status check_optimizer(const Optimizer& opt) {
+  constexpr double kInf = HUGE_VAL;
+  if (const Sgd* s = std::get_if<Sgd>(&opt)) {
+    return check_ranges("Sgd", {{"lr", s->lr, 0, kInf, true},
+                                {"momentum", s->momentum, 0, 1, true},
+                                {"weight_decay", s->weight_decay, 0, kInf, true},
+                                {"clip_norm", s->clip_norm, 0, kInf, true}});
+  }
+  const Adam& a = std::get<Adam>(opt);
+  LMS_RETURN_IF_ERROR(check_ranges("Adam", {{"lr", a.lr, 0, kInf, true},
+                                            {"beta1", a.beta1, 0, 1, true},
+                                            {"beta2", a.beta2, 0, 1, true},
+                                            {"weight_decay", a.weight_decay, 0, kInf, true},
+                                            {"clip_norm", a.clip_norm, 0, kInf, true}}));
+  if (!(a.eps > 0) || !std::isfinite(a.eps)) {
+    return error(str_cat("Adam.eps must be positive and finite, got ", a.eps));
+  }
+  return absl::OkStatus();
+}
+
+// needs[t]: t depends on a parameter and the loss depends on t.
+std::vector<bool> needs_gradient(const Graph& g, const std::vector<NodeId>& order, TensorId loss) {
+  std::vector<bool> from_param(g.num_tensors(), false), to_loss(g.num_tensors(), false);
+  for (TensorId t = 0; t < g.num_tensors(); ++t) {
+    from_param[t] = g.tensor(t).role == TensorRole::kParameter;
+  }
+  for (NodeId n : order) {
+    bool any = false;
+    for (TensorId t : g.node(n).inputs) any = any || from_param[t];
+    for (TensorId t : g.node(n).outputs) from_param[t] = from_param[t] || any;
+  }
+  to_loss[loss] = true;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    bool any = false;
+    for (TensorId t : g.node(*it).outputs) any = any || to_loss[t];
+    for (TensorId t : g.node(*it).inputs) to_loss[t] = to_loss[t] || any;
+  }
+  std::vector<bool> needs(g.num_tensors());
+  for (TensorId t = 0; t < g.num_tensors(); ++t) needs[t] = from_param[t] && to_loss[t];
+  return needs;
+}
+
+// Reverse-mode accumulation of gradient contributions per forward tensor.
+class Backprop {
+ public:
+  Backprop(Graph& g, std::vector<bool> needs)
+      : g_(g), needs_(std::move(needs)), contributions_(g.num_tensors()) {}
+
+  absl::Status seed(TensorId loss) {
+    LMS_ASSIGN_OR_RETURN(auto outs,
+                         g_.add_node("fill", g_.unique_name("grad/seed"), {},
+                                     {{"shape", Shape{}}, {"value", 1.0}}, TensorRole::kGradient));
+    contributions_[loss].push_back(outs[0]);
+    return absl::OkStatus();
+  }
+
+  absl::Status visit(NodeId n);
+
+  // The summed gradient of t under the node name `final_name` (empty: any
+  // name); kNoTensor if no gradient reached t.
+  absl::StatusOr<TensorId> total(TensorId t, const std::string& final_name);
+
+ private:
+  absl::StatusOr<TensorId> add_grads(TensorId a, TensorId b, const std::string& name) {
+    LMS_ASSIGN_OR_RETURN(auto outs, g_.add_node("add", name, {a, b}, {}, TensorRole::kGradient));
+    return outs[0];
+  }
+  absl::Status take_input_grads(NodeId n, const GradContext& ctx);
+
+  Graph& g_;
+  std::vector<bool> needs_;
+  std::vector<std::vector<TensorId>> contributions_;
+};
+
+absl::StatusOr<TensorId> Backprop::total(TensorId t, const std::string& final_name) {
+  const std::vector<TensorId> parts = contributions_[t];
+  if (parts.empty()) return kNoTensor;
+  const std::string base = str_cat("grad/", g_.tensor(t).name, "/sum");
+  TensorId sum = parts[0];
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const bool last = i + 1 == parts.size();
+    const std::string name = last && !final_name.empty() ? final_name : g_.unique_name(base);
+    LMS_ASSIGN_OR_RETURN(sum, add_grads(sum, parts[i], name));
+  }
+  if (!final_name.empty() && parts.size() == 1) {
+    // A lone contribution may come from a multi-output node (dw of
+    // conv_bwd_weights); a scale(1) gives it the name users fetch.
+    LMS_ASSIGN_OR_RETURN(auto outs, g_.add_node("scale", final_name, {sum}, {{"factor", 1.0}},
+                                                TensorRole::kGradient));
+    sum = outs[0];
+  }
+  return sum;
+}
+
+absl::Status Backprop::visit(NodeId n) {
+  const Node node = g_.node(n);  // a copy: rules add nodes
+  GradContext ctx{g_, n, {}, {}, str_cat("grad/", node.name, "/")};
+  bool any_out = false, any_in = false;
+  for (TensorId t : node.outputs) {
+    TensorId grad = kNoTensor;
+    if (needs_[t]) {
+      LMS_ASSIGN_OR_RETURN(grad, total(t, ""));
+    }
+    ctx.output_grads.push_back(grad);
+    any_out = any_out || grad != kNoTensor;
+  }
+  for (TensorId t : node.inputs) {
+    ctx.input_grads.push_back(needs_[t] ? kWantGrad : kNoTensor);
+    any_in = any_in || needs_[t];
+  }
+  if (!any_out || !any_in) return absl::OkStatus();
+  const OpDef* def = find_op(node.op);
+  if (def == nullptr || !def->grad) {
+    return error(str_cat("a gradient reaches node '", node.name, "' (op '", node.op,
+                         "'), which has no gradient rule"));
+  }
+  if (absl::Status s = def->grad(ctx); !s.ok()) {
+    return error(str_cat("gradient of node '", node.name, "' (", node.op, "): ", s.message()));
+  }
+  return take_input_grads(n, ctx);
+}
+
+absl::Status Backprop::take_input_grads(NodeId n, const GradContext& ctx) {
+  const Node& node = g_.node(n);
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    const TensorId in = node.inputs[i], grad = ctx.input_grads[i];
+    if (grad == kNoTensor) continue;
+    if (!needs_[in] || grad < 0 || grad >= g_.num_tensors() ||
+        g_.tensor(grad).shape != g_.tensor(in).shape) {
+      return absl::InternalError(str_cat("training_graph: the gradient rule of '", node.op,
+                                         "' returned a bad gradient for input ", i, " of node '",
+                                         node.name, "'"));
+    }
+    contributions_[in].push_back(grad);
+  }
+  return absl::OkStatus();
+}
+
+struct ParamGrad {
+  TensorId param;
+  TensorId grad;
+};
+
+absl::StatusOr<NodeId> add_update(Graph& g, const ParamGrad& pg, const Optimizer& opt,
+                                  TensorId step, TensorId norm) {
+  const std::string p = g.tensor(pg.param).name;
+  const Shape shape = g.tensor(pg.param).shape;
+  std::vector<TensorId> in = {pg.param, pg.grad};
+  Attrs a;
+  std::string op;
+  if (const Sgd* s = std::get_if<Sgd>(&opt)) {
+    op = "sgd_update";
+    in.push_back(g.optimizer_state(str_cat(p, "/velocity"), shape));
+    a = {{"lr", s->lr},
+         {"momentum", s->momentum},
+         {"weight_decay", s->weight_decay},
+         {"clip_norm", s->clip_norm}};
+  } else {
+    const Adam& ad = std::get<Adam>(opt);
+    op = "adam_update";
+    in.push_back(g.optimizer_state(str_cat(p, "/adam_m"), shape));
+    in.push_back(g.optimizer_state(str_cat(p, "/adam_v"), shape));
+    in.push_back(step);
+    a = {{"lr", ad.lr},
+         {"beta1", ad.beta1},
+         {"beta2", ad.beta2},
+         {"eps", ad.eps},
+         {"weight_decay", ad.weight_decay},
+         {"clip_norm", ad.clip_norm}};
+  }
+  if (norm != kNoTensor) in.push_back(norm);
+  LMS_RETURN_IF_ERROR(g.status());  // a state name was already taken
+  const std::string name = str_cat("update/", p);
+  LMS_RETURN_IF_ERROR(g.add_node(op, name, std::move(in), std::move(a)).status());
+  return g.find_node(name);
+}
+
+// Optimizer state, optional clipping norm and one update node per parameter,
+// each after every other reader of its parameter.
+absl::Status add_optimizer(Graph& g, const std::vector<ParamGrad>& params, const Optimizer& opt) {
+  const double clip = std::visit([](const auto& o) { return o.clip_norm; }, opt);
+  TensorId norm = kNoTensor;
+  if (clip > 0) {
+    std::vector<TensorId> grads;
+    for (const ParamGrad& pg : params) grads.push_back(pg.grad);
+    LMS_ASSIGN_OR_RETURN(auto outs, g.add_node("global_norm", "optimizer/global_norm", grads, {},
+                                               TensorRole::kGradient));
+    norm = outs[0];
+  }
+  TensorId step = kNoTensor;
+  NodeId increment = kNoNode;
+  if (std::holds_alternative<Adam>(opt)) {
+    step = g.optimizer_state("optimizer/step", {});
+    LMS_RETURN_IF_ERROR(g.status());
+    LMS_RETURN_IF_ERROR(g.add_node("increment", "optimizer/increment", {step}, {}).status());
+    increment = g.find_node("optimizer/increment");
+  }
+  for (const ParamGrad& pg : params) {
+    LMS_ASSIGN_OR_RETURN(NodeId update, add_update(g, pg, opt, step, norm));
+    for (NodeId reader : g.tensor(pg.param).consumers) {
+      if (reader != update) g.add_control_edge(reader, update);
+    }
+    if (increment != kNoNode) g.add_control_edge(increment, update);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Graph> training_graph(const Graph& forward, TensorId loss, const Optimizer& opt) {
+  LMS_RETURN_IF_ERROR(check_loss(forward, loss));
+  LMS_RETURN_IF_ERROR(check_optimizer(opt));
+  Graph g = forward;
+  LMS_ASSIGN_OR_RETURN(std::vector<NodeId> order, schedule(g));
+  std::vector<bool> needs = needs_gradient(g, order, loss);
+  if (!needs[loss]) {
+    return error(str_cat("loss '", g.tensor(loss).name, "' depends on no parameter"));
+  }
+  const int32_t num_forward_tensors = g.num_tensors();
+  Backprop backprop(g, needs);
+  LMS_RETURN_IF_ERROR(backprop.seed(loss));
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    LMS_RETURN_IF_ERROR(backprop.visit(*it));
+  }
+  std::vector<ParamGrad> params;
+  for (TensorId t = 0; t < num_forward_tensors; ++t) {
+    if (g.tensor(t).role != TensorRole::kParameter || !needs[t]) continue;
+    LMS_ASSIGN_OR_RETURN(TensorId grad, backprop.total(t, str_cat(g.tensor(t).name, "/grad")));
+    if (grad != kNoTensor) params.push_back({t, grad});
+  }
+  LMS_RETURN_IF_ERROR(add_optimizer(g, params, opt));
+  LMS_RETURN_IF_ERROR(g.status());
+  g.set_loss(loss);
+  return g;
+}
+
+}  // namespace lms
