@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstring>
+#include <ostream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -47,6 +48,8 @@ struct ConvCase {
     return (transposed ? "deconv" : "conv") + suffix;
   }
 };
+
+void PrintTo(const ConvCase& cc, std::ostream* os) { *os << cc.name; }
 
 // The problem padded to 3 spatial dims (2-D gets a unit depth).
 struct Geometry3 {
