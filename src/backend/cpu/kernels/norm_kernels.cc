@@ -128,6 +128,9 @@ void add_norm_bwd_steps(StepKernel& k, const CpuKernelContext& ctx, const Shape&
                   {{DNNL_ARG_SRC, in(0), md},
                    {DNNL_ARG_DIFF_DST, in(2), md},
                    {DNNL_ARG_SCALE, s.scale, cmd},
+                   // oneDNN 2.6 wants a shift argument whenever use_shift is
+                   // set, though no gradient depends on it: bind gamma.
+                   {DNNL_ARG_SHIFT, s.scale, cmd},
                    {DNNL_ARG_MEAN, ws(s.mean), pd.mean_desc()},
                    {DNNL_ARG_VARIANCE, ws(s.variance), pd.variance_desc()},
                    {DNNL_ARG_DIFF_SRC, out(0), md},

@@ -1,0 +1,168 @@
+// instance_norm / batch_norm kernels (oneDNN batch_normalization) against a
+// naive double-precision reference; their backward ops (dx, dgamma, dbeta)
+// against central finite differences of L = sum(y * r), r random.
+#include <cmath>
+
+#include "gtest/gtest.h"
+#include "pointwise_test_util.h"
+
+namespace lms::cpu {
+namespace {
+
+using testing::Buffers;
+using testing::make_spec;
+using testing::run_spec;
+
+// Forward: float statistics over at most a few hundred elements.
+constexpr double kFwdTol = 1e-5;
+// Backward vs finite differences (h = 1e-4) of the double reference.
+constexpr double kBwdTol = 2e-4;
+constexpr double kEps = 1e-3;
+
+// y = gamma * (x - mean) / sqrt(var + eps) + beta; statistics over S per
+// (n, c) when instance, else over N and S per c.
+std::vector<double> norm_ref(const Shape& s, const std::vector<double>& x,
+                             const std::vector<double>& gamma, const std::vector<double>& beta,
+                             bool instance) {
+  const int64_t n_count = s[0], c_count = s[1], inner = num_elements(s) / (s[0] * s[1]);
+  std::vector<double> y(x.size());
+  const int64_t groups = instance ? n_count : 1;
+  const int64_t per_group = instance ? 1 : n_count;
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t c = 0; c < c_count; ++c) {
+      auto at = [&](int64_t j, int64_t i) {
+        return ((g * per_group + j) * c_count + c) * inner + i;
+      };
+      double mean = 0, var = 0;
+      const double count = static_cast<double>(per_group * inner);
+      for (int64_t j = 0; j < per_group; ++j)
+        for (int64_t i = 0; i < inner; ++i) mean += x[at(j, i)];
+      mean /= count;
+      for (int64_t j = 0; j < per_group; ++j)
+        for (int64_t i = 0; i < inner; ++i) var += (x[at(j, i)] - mean) * (x[at(j, i)] - mean);
+      var /= count;
+      const double inv = 1.0 / std::sqrt(var + kEps);
+      for (int64_t j = 0; j < per_group; ++j)
+        for (int64_t i = 0; i < inner; ++i)
+          y[at(j, i)] = gamma[c] * (x[at(j, i)] - mean) * inv + beta[c];
+    }
+  }
+  return y;
+}
+
+struct Case {
+  const char* op;
+  bool instance;
+  Shape shape;
+};
+
+class NormTest : public ::testing::TestWithParam<Case> {
+ protected:
+  CpuKernelContext ctx_ = testing::make_context();
+};
+
+TEST_P(NormTest, ForwardMatchesReference) {
+  const Case& c = GetParam();
+  std::mt19937 rng = testing::seeded_rng(2024, c.op);
+  const int64_t n = num_elements(c.shape), ch = c.shape[1];
+  Buffers in = {testing::random_vector(rng, n, -2.f, 3.f),
+                testing::random_vector(rng, ch, 0.5f, 2.f), testing::random_vector(rng, ch)};
+  const Attrs attrs = {{"eps", kEps}};
+  auto y = run_spec(make_spec(c.op, {c.shape, {ch}, {ch}}, {c.shape}, attrs), in, ctx_);
+  ASSERT_TRUE(y.ok()) << y.status();
+  const auto want = norm_ref(c.shape, testing::to_double(in[0]), testing::to_double(in[1]),
+                             testing::to_double(in[2]), c.instance);
+  EXPECT_LT(testing::max_rel_error((*y)[0], want), kFwdTol);
+}
+
+TEST_P(NormTest, BackwardMatchesFiniteDifferences) {
+  const Case& c = GetParam();
+  std::mt19937 rng = testing::seeded_rng(4048, c.op);
+  const int64_t n = num_elements(c.shape), ch = c.shape[1];
+  const auto x = testing::random_vector(rng, n, -2.f, 3.f);
+  const auto gamma = testing::random_vector(rng, ch, 0.5f, 2.f);
+  const auto beta = testing::random_vector(rng, ch);
+  const auto r = testing::random_vector(rng, n);
+  Buffers in = {x, gamma, r};
+  const Attrs attrs = {{"eps", kEps}};
+  const std::string op = std::string(c.op) + "_bwd";
+  auto grads =
+      run_spec(make_spec(op, {c.shape, {ch}, c.shape}, {c.shape, {ch}, {ch}}, attrs), in, ctx_);
+  ASSERT_TRUE(grads.ok()) << grads.status();
+
+  const auto xd = testing::to_double(x), gd = testing::to_double(gamma),
+             bd = testing::to_double(beta);
+  auto loss_x = [&](const std::vector<double>& v) {
+    return testing::dot(norm_ref(c.shape, v, gd, bd, c.instance), r);
+  };
+  auto loss_g = [&](const std::vector<double>& v) {
+    return testing::dot(norm_ref(c.shape, xd, v, bd, c.instance), r);
+  };
+  auto loss_b = [&](const std::vector<double>& v) {
+    return testing::dot(norm_ref(c.shape, xd, gd, v, c.instance), r);
+  };
+  EXPECT_LT(testing::max_rel_error((*grads)[0], testing::finite_diff(loss_x, xd)), kBwdTol);
+  EXPECT_LT(testing::max_rel_error((*grads)[1], testing::finite_diff(loss_g, gd)), kBwdTol);
+  EXPECT_LT(testing::max_rel_error((*grads)[2], testing::finite_diff(loss_b, bd)), kBwdTol);
+
+  // Same inputs again: bit-identical.
+  Buffers again = {x, gamma, r};
+  auto grads2 =
+      run_spec(make_spec(op, {c.shape, {ch}, c.shape}, {c.shape, {ch}, {ch}}, attrs), again, ctx_);
+  ASSERT_TRUE(grads2.ok());
+  EXPECT_TRUE(testing::bit_identical(*grads, *grads2));
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, NormTest,
+                         ::testing::Values(Case{"instance_norm", true, {2, 3, 4, 5}},
+                                           Case{"instance_norm", true, {2, 2, 3, 2, 4}},
+                                           Case{"batch_norm", false, {3, 4, 3, 3}},
+                                           Case{"batch_norm", false, {2, 3, 2, 3, 2}}),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return std::string(info.param.op) + "_rank" +
+                                  std::to_string(info.param.shape.size());
+                         });
+
+class NormSpecTest : public ::testing::Test {
+ protected:
+  CpuKernelContext ctx_ = testing::make_context();
+};
+
+TEST_F(NormSpecTest, WorkspaceHoldsStatisticsAndIsAccounted) {
+  const Shape s = {4, 8, 6, 6};
+  auto in_k = create_pointwise_kernel(
+      make_spec("instance_norm", {s, {8}, {8}}, {s}, {{"eps", 1e-5}}), ctx_);
+  auto bn_k =
+      create_pointwise_kernel(make_spec("batch_norm", {s, {8}, {8}}, {s}, {{"eps", 1e-5}}), ctx_);
+  ASSERT_TRUE(in_k.ok() && bn_k.ok());
+  // Instance norm: tiled gamma, beta, mean, variance of N*C = 32 floats.
+  EXPECT_GE((*in_k)->workspace_bytes(), 4u * 32 * sizeof(float));
+  // Batch norm: mean and variance of C = 8 floats.
+  EXPECT_GE((*bn_k)->workspace_bytes(), 2u * 8 * sizeof(float));
+  KernelArgs args;
+  std::vector<float> x(num_elements(s)), g(8), b(8), y(num_elements(s));
+  args.inputs = {x.data(), g.data(), b.data()};
+  args.outputs = {y.data()};
+  EXPECT_EQ((*in_k)->run(args).code(), absl::StatusCode::kInvalidArgument);  // no workspace
+}
+
+TEST_F(NormSpecTest, InvalidSpecsAreRejected) {
+  const Shape s = {2, 3, 4, 4};
+  const std::vector<KernelSpec> bad = {
+      make_spec("instance_norm", {s, {4}, {3}}, {s}, {{"eps", 1e-5}}),            // gamma size
+      make_spec("instance_norm", {s, {3}, {3}}, {s}, {{"eps", 0.0}}),             // eps <= 0
+      make_spec("instance_norm", {s, {3}, {3}}, {s}),                             // eps missing
+      make_spec("instance_norm", {{2, 3}, {3}, {3}}, {{2, 3}}, {{"eps", 1e-5}}),  // no spatial
+      make_spec("batch_norm", {s, {3}, {3}}, {s, s}, {{"eps", 1e-5}}),            // outputs
+      make_spec("batch_norm_bwd", {s, {3}, s}, {s, {3}}, {{"eps", 1e-5}}),
+      make_spec("batch_norm_bwd", {s, {3}, {2, 3, 4, 5}}, {s, {3}, {3}}, {{"eps", 1e-5}}),
+  };
+  for (const KernelSpec& spec : bad) {
+    auto k = create_pointwise_kernel(spec, ctx_);
+    EXPECT_EQ(k.status().code(), absl::StatusCode::kInvalidArgument) << spec.op;
+    EXPECT_NE(k.status().message().find(spec.name), std::string::npos) << k.status();
+  }
+}
+
+}  // namespace
+}  // namespace lms::cpu
