@@ -1,0 +1,93 @@
+// Runs a (possibly rewritten) training graph on a Device, one step per run().
+//
+//   LMS_ASSIGN_OR_RETURN(auto session, lms::Session::create(train, *device));
+//   lms::Feeds feeds = {{"lr", lr_batch}, {"hr", hr_batch}};   // NCHW float32
+//   lms::StepResult step;
+//   LMS_RETURN_IF_ERROR(session->run(feeds, &step));
+//   float loss = step.fetched.at("loss")[0];
+//
+// Execution follows DESIGN.md "Execution semantics" and docs/memory_model.md:
+// nodes are issued in schedule order from the calling thread, compute kernels
+// on the compute stream, swap_out / swap_in on the D2H / H2D copy streams,
+// outputs allocated at issue and released after their last consumer
+// (stream-ordered for copy-stream readers).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "lms/graph.h"
+
+namespace lms {
+
+class Device;
+class EventSink;
+
+// Host data of graph inputs by name, float32, in the tensor's layout
+// (NCHW / NCDHW); sizes must match the input's shape.
+using Feeds = std::map<std::string, std::vector<float>, std::less<>>;
+
+struct SessionOptions {
+  // Tensors downloaded after every step, by name (default: the graph's loss).
+  // They stay in device memory until the end of the step.
+  std::vector<std::string> fetches;
+  EventSink* sink = nullptr;  // profiler (nullable, not owned)
+};
+
+struct StepResult {
+  std::map<std::string, std::vector<float>, std::less<>> fetched;
+  double step_s = 0;                  // wall time of run()
+  double stall_s = 0;                 // host waits for deferred frees + compute waits for swap-ins
+  uint64_t peak_device_bytes = 0;     // allocator peak during the step, persistent tensors included
+  uint64_t peak_pinned_host_bytes = 0;
+  uint64_t bytes_d2h = 0;             // swapped out during the step
+  uint64_t bytes_h2d = 0;             // swapped in during the step
+};
+
+class Session {
+ public:
+  // Schedules and verifies the graph, compiles a kernel per compute node and
+  // allocates + initialises the persistent tensors (parameters, optimizer
+  // state) in device memory. `graph` and `device` must outlive the session.
+  // InvalidArgument for an invalid graph or unknown fetch, Unimplemented for
+  // an op the device lacks, ResourceExhausted if the persistent tensors do not
+  // fit.
+  static absl::StatusOr<std::unique_ptr<Session>> create(const Graph& graph, Device& device,
+                                                         SessionOptions options = {});
+  ~Session();
+
+  // Runs one step. InvalidArgument for a missing or mis-sized feed;
+  // ResourceExhausted naming the node being issued when device or pinned host
+  // memory runs out (the step is abandoned, every step buffer released, and
+  // the session stays usable). Persistent tensors updated by nodes issued
+  // before the failure keep their new values.
+  absl::Status run(const Feeds& feeds, StepResult* result);
+
+  // Reads / overwrites a persistent tensor (parameter or optimizer state) by
+  // name; NotFound for an unknown name, InvalidArgument for a wrong size.
+  absl::StatusOr<std::vector<float>> read(std::string_view name) const;
+  absl::Status write(std::string_view name, const std::vector<float>& values);
+  // Names of the persistent tensors, in tensor-id order.
+  std::vector<std::string> persistent_tensors() const;
+
+  // Workspace bytes of each node's kernel (indexed by NodeId), for the planner.
+  const std::vector<uint64_t>& workspace_bytes() const;
+
+ private:
+  class Impl;
+  explicit Session(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Compiles every compute node of `graph` on `device` and returns its kernel's
+// workspace bytes (indexed by NodeId; 0 for swap nodes). Lets lms::rewrite
+// account for workspace exactly before a session exists.
+absl::StatusOr<std::vector<uint64_t>> kernel_workspace_bytes(const Graph& graph, Device& device);
+
+}  // namespace lms

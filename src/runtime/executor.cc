@@ -1,0 +1,252 @@
+#include "runtime/executor.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "lms/status.h"
+#include "lms/strings.h"
+#include "profiler/event_sink.h"
+
+namespace lms {
+namespace {
+
+bool on_host(const Tensor& t) { return t.role == TensorRole::kHost; }
+
+absl::Status with_node(const absl::Status& s, const Node& n) {
+  return absl::Status(s.code(), absl::StrCat("while issuing node '", n.name, "' (", n.op,
+                                             "): ", s.message()));
+}
+
+}  // namespace
+
+Executor::Executor(const ExecutablePlan& plan, Device& device) : plan_(plan), device_(device) {}
+
+void* Executor::buffer(TensorId t) const {
+  return plan_.persistent[t] != nullptr ? plan_.persistent[t] : buffers_[t];
+}
+
+std::shared_ptr<Event> Executor::record_on(StreamKind stream) {
+  std::shared_ptr<Event> ev = device_.create_event();
+  device_.record(*ev, stream);
+  return ev;
+}
+
+// Note [Memory accounting], point 4: deferred frees return to the allocator
+// as soon as their copy has completed.
+void Executor::poll_deferred() {
+  for (auto it = deferred_.begin(); it != deferred_.end();) {
+    if (!device_.query(*it->event)) {
+      ++it;
+      continue;
+    }
+    if (it->host) {
+      device_.deallocate_host(it->ptr);
+    } else {
+      device_.deallocate(it->ptr);
+    }
+    it = deferred_.erase(it);
+  }
+}
+
+void Executor::wait_oldest_deferred() {
+  double start = now_s();
+  device_.synchronize(*deferred_.front().event);
+  host_stall_s_ += now_s() - start;
+  poll_deferred();
+}
+
+absl::StatusOr<void*> Executor::allocate(uint64_t bytes, bool host, NodeId id) {
+  poll_deferred();
+  while (true) {
+    absl::StatusOr<void*> p = host ? device_.allocate_host(bytes) : device_.allocate(bytes);
+    if (p.ok() || !absl::IsResourceExhausted(p.status())) return p;
+    bool pending = std::any_of(deferred_.begin(), deferred_.end(),
+                               [&](const Deferred& d) { return d.host == host; });
+    if (!pending) return with_node(p.status(), plan_.graph->node(id));
+    wait_oldest_deferred();
+  }
+}
+
+absl::Status Executor::upload_inputs(const Feeds& feeds) {
+  const Graph& g = *plan_.graph;
+  for (TensorId t = 0; t < g.num_tensors(); ++t) {
+    const Tensor& tensor = g.tensor(t);
+    if (tensor.role != TensorRole::kInput || tensor.consumers.empty()) continue;
+    auto it = feeds.find(tensor.name);
+    if (it == feeds.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("no feed for graph input '", tensor.name, "'"));
+    }
+    if (static_cast<int64_t>(it->second.size()) != num_elements(tensor.shape)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "feed '", tensor.name, "' has ", it->second.size(), " values, the input needs ",
+          num_elements(tensor.shape)));
+    }
+    absl::StatusOr<void*> p = device_.allocate(tensor.bytes());
+    if (!p.ok()) {
+      return absl::Status(p.status().code(), absl::StrCat("while uploading input '", tensor.name,
+                                                          "': ", p.status().message()));
+    }
+    buffers_[t] = *p;
+    LMS_RETURN_IF_ERROR(device_.upload(*p, it->second.data(), tensor.bytes()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::allocate_outputs(NodeId id) {
+  const Graph& g = *plan_.graph;
+  for (TensorId t : g.node(id).outputs) {
+    const Tensor& tensor = g.tensor(t);
+    LMS_ASSIGN_OR_RETURN(buffers_[t], allocate(tensor.bytes(), on_host(tensor), id));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::issue_compute(NodeId id, void* workspace) {
+  const Node& n = plan_.graph->node(id);
+  KernelArgs args;
+  for (TensorId t : n.inputs) {
+    // A tensor produced on a copy stream (swap-in) must be complete before
+    // the kernel reads it; one wait per tensor per step suffices because the
+    // compute stream is ordered.
+    if (ready_[t] != nullptr) {
+      device_.wait(StreamKind::kCompute, *ready_[t]);
+      ready_[t] = nullptr;
+    }
+    args.inputs.push_back(static_cast<float*>(buffer(t)));
+  }
+  for (TensorId t : n.outputs) args.outputs.push_back(static_cast<float*>(buffers_[t]));
+  args.workspace = workspace;
+  device_.launch(*plan_.kernels[id], std::move(args), n.name, n.op);
+  return absl::OkStatus();
+}
+
+// Note [Swap-out]: the D2H stream waits for the compute stream to reach this
+// point (the producer has run), then copies into the pinned host block.
+absl::Status Executor::issue_swap_out(NodeId id) {
+  const Node& n = plan_.graph->node(id);
+  TensorId src = n.inputs[0], dst = n.outputs[0];
+  device_.wait(StreamKind::kD2H, *record_on(StreamKind::kCompute));
+  if (ready_[src] != nullptr) device_.wait(StreamKind::kD2H, *ready_[src]);
+  uint64_t bytes = plan_.graph->tensor(src).bytes();
+  device_.copy_d2h(buffers_[dst], buffer(src), bytes, to_std(absl::string_view(plan_.graph->tensor(src).name)));
+  ready_[dst] = record_on(StreamKind::kD2H);
+  copy_read_[src] = ready_[dst];
+  bytes_d2h_ += bytes;
+  return absl::OkStatus();
+}
+
+// Note [Swap-in trigger]: issued right after its trigger node. The H2D copy
+// waits for the compute stream to reach the trigger (so device buffers freed
+// by compute before this point are no longer read) and for the swap-out.
+absl::Status Executor::issue_swap_in(NodeId id) {
+  const Node& n = plan_.graph->node(id);
+  TensorId src = n.inputs[0], dst = n.outputs[0];
+  device_.wait(StreamKind::kH2D, *record_on(StreamKind::kCompute));
+  if (ready_[src] != nullptr) device_.wait(StreamKind::kH2D, *ready_[src]);
+  uint64_t bytes = plan_.graph->tensor(dst).bytes();
+  device_.copy_h2d(buffers_[dst], buffers_[src], bytes, to_std(absl::string_view(plan_.graph->tensor(dst).name)));
+  ready_[dst] = record_on(StreamKind::kH2D);
+  copy_read_[src] = ready_[dst];
+  bytes_h2d_ += bytes;
+  return absl::OkStatus();
+}
+
+void Executor::release(TensorId t) {
+  void* p = buffers_[t];
+  if (p == nullptr) return;
+  buffers_[t] = nullptr;
+  bool host = on_host(plan_.graph->tensor(t));
+  std::shared_ptr<Event> reader = std::move(copy_read_[t]);
+  ready_[t] = nullptr;
+  if (reader != nullptr && !device_.query(*reader)) {
+    deferred_.push_back({std::move(reader), p, host});
+  } else if (host) {
+    device_.deallocate_host(p);
+  } else {
+    device_.deallocate(p);
+  }
+}
+
+void Executor::release_after(int32_t position) {
+  const Graph& g = *plan_.graph;
+  const Node& n = g.node(plan_.order[position]);
+  for (TensorId t : n.inputs) {
+    if (plan_.last_use[t] == position && !plan_.fetched[t]) release(t);
+  }
+  for (TensorId t : n.outputs) {
+    if (g.tensor(t).consumers.empty() && !plan_.fetched[t]) release(t);
+  }
+}
+
+absl::Status Executor::issue(int32_t position) {
+  NodeId id = plan_.order[position];
+  const Node& n = plan_.graph->node(id);
+  LMS_RETURN_IF_ERROR(allocate_outputs(id));
+  void* workspace = nullptr;
+  if (plan_.workspace_bytes[id] > 0) {
+    LMS_ASSIGN_OR_RETURN(workspace, allocate(plan_.workspace_bytes[id], false, id));
+  }
+  if (n.op == "swap_out") {
+    LMS_RETURN_IF_ERROR(issue_swap_out(id));
+  } else if (n.op == "swap_in") {
+    LMS_RETURN_IF_ERROR(issue_swap_in(id));
+  } else {
+    LMS_RETURN_IF_ERROR(issue_compute(id, workspace));
+  }
+  // The workspace is only used on the compute stream, so stream order makes
+  // an immediate free safe (Note [Memory accounting], point 3d).
+  if (workspace != nullptr) device_.deallocate(workspace);
+  release_after(position);
+  return absl::OkStatus();
+}
+
+void Executor::abandon_step() {
+  (void)device_.synchronize();
+  for (TensorId t = 0; t < static_cast<TensorId>(buffers_.size()); ++t) {
+    copy_read_[t] = nullptr;
+    release(t);
+  }
+  poll_deferred();
+  LMS_CHECK(deferred_.empty());
+}
+
+absl::Status Executor::finish_step(StepResult* result) {
+  LMS_RETURN_IF_ERROR(device_.synchronize());
+  const Graph& g = *plan_.graph;
+  for (const std::string& name : plan_.fetch_names) {
+    TensorId t = g.find_tensor(name);
+    std::vector<float> values(num_elements(g.tensor(t).shape));
+    LMS_RETURN_IF_ERROR(device_.download(values.data(), buffer(t), g.tensor(t).bytes()));
+    result->fetched[name] = std::move(values);
+  }
+  for (TensorId t = 0; t < static_cast<TensorId>(buffers_.size()); ++t) release(t);
+  poll_deferred();
+  LMS_CHECK(deferred_.empty());
+  return absl::OkStatus();
+}
+
+absl::Status Executor::run(const Feeds& feeds, StepResult* result) {
+  const Graph& g = *plan_.graph;
+  buffers_.assign(g.num_tensors(), nullptr);
+  ready_.assign(g.num_tensors(), nullptr);
+  copy_read_.assign(g.num_tensors(), nullptr);
+  host_stall_s_ = 0;
+  bytes_d2h_ = bytes_h2d_ = 0;
+  *result = StepResult{};
+  absl::Status s = upload_inputs(feeds);
+  for (int32_t pos = 0; s.ok() && pos < static_cast<int32_t>(plan_.order.size()); ++pos) {
+    s = issue(pos);
+  }
+  if (s.ok()) s = finish_step(result);
+  if (!s.ok()) {
+    abandon_step();
+    return s;
+  }
+  result->stall_s = host_stall_s_;
+  result->bytes_d2h = bytes_d2h_;
+  result->bytes_h2d = bytes_h2d_;
+  return absl::OkStatus();
+}
+
+}  // namespace lms

@@ -1,0 +1,71 @@
+// The step executor: issues the nodes of a scheduled graph on a Device and
+// keeps the memory contract of docs/memory_model.md (Note [Memory accounting]).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "backend/device.h"
+#include "lms/graph.h"
+#include "lms/session.h"
+
+namespace lms {
+
+// What the executor needs from a session: immutable after Session::create.
+struct ExecutablePlan {
+  const Graph* graph = nullptr;
+  std::vector<NodeId> order;                     // schedule
+  std::vector<std::unique_ptr<Kernel>> kernels;  // by NodeId; null for swap nodes
+  std::vector<uint64_t> workspace_bytes;         // by NodeId
+  std::vector<int32_t> last_use;                 // by TensorId: position of last consumer, -1 none
+  std::vector<bool> fetched;                     // by TensorId
+  std::vector<std::string> fetch_names;
+  std::vector<void*> persistent;                 // by TensorId: device buffer of persistent tensors
+};
+
+// Runs one step. Owns the per-step buffers and events; reusable across steps.
+class Executor {
+ public:
+  Executor(const ExecutablePlan& plan, Device& device);
+  absl::Status run(const Feeds& feeds, StepResult* result);
+
+ private:
+  struct Deferred {  // a free waiting for a copy-stream event
+    std::shared_ptr<Event> event;
+    void* ptr;
+    bool host;
+  };
+
+  absl::Status upload_inputs(const Feeds& feeds);
+  absl::Status issue(int32_t position);
+  absl::Status issue_compute(NodeId id, void* workspace);
+  absl::Status issue_swap_out(NodeId id);
+  absl::Status issue_swap_in(NodeId id);
+  absl::Status allocate_outputs(NodeId id);
+  absl::StatusOr<void*> allocate(uint64_t bytes, bool host, NodeId id);
+  void release_after(int32_t position);
+  void release(TensorId t);
+  void poll_deferred();
+  void wait_oldest_deferred();
+  std::shared_ptr<Event> record_on(StreamKind stream);
+  absl::Status finish_step(StepResult* result);
+  void abandon_step();
+  void* buffer(TensorId t) const;
+
+  const ExecutablePlan& plan_;
+  Device& device_;
+  // Per step, by TensorId.
+  std::vector<void*> buffers_;
+  std::vector<std::shared_ptr<Event>> ready_;      // copy that produced the tensor
+  std::vector<std::shared_ptr<Event>> copy_read_;  // last copy that read the tensor
+  std::deque<Deferred> deferred_;
+  double host_stall_s_ = 0;
+  uint64_t bytes_d2h_ = 0;
+  uint64_t bytes_h2d_ = 0;
+};
+
+}  // namespace lms

@@ -1,0 +1,221 @@
+#include "lms/session.h"
+
+#include <atomic>
+#include <cmath>
+#include <random>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "backend/device.h"
+#include "graph/op_registry.h"
+#include "lms/status.h"
+#include "lms/strings.h"
+#include "profiler/event_sink.h"
+#include "runtime/executor.h"
+#include "runtime/stall_counter.h"
+
+namespace lms {
+namespace {
+
+KernelSpec kernel_spec(const Graph& g, const Node& n) {
+  KernelSpec spec{n.name, n.op, n.attrs, {}, {}};
+  for (TensorId t : n.inputs) spec.input_shapes.push_back(g.tensor(t).shape);
+  for (TensorId t : n.outputs) spec.output_shapes.push_back(g.tensor(t).shape);
+  return spec;
+}
+
+bool is_swap(const Node& n) { return n.op == "swap_out" || n.op == "swap_in"; }
+
+// Values of a persistent tensor at creation: He-normal draws come from a
+// generator seeded per tensor, so they do not depend on creation order.
+std::vector<float> initial_values(const Tensor& t) {
+  std::vector<float> v(num_elements(t.shape), 0.0f);
+  switch (t.init.kind) {
+    case Init::Kind::kZeros: break;
+    case Init::Kind::kConstant: std::fill(v.begin(), v.end(), static_cast<float>(t.init.value)); break;
+    case Init::Kind::kHeNormal: {
+      std::mt19937_64 gen(t.init.seed);
+      std::normal_distribution<double> normal(0.0, std::sqrt(2.0 / static_cast<double>(t.init.fan_in)));
+      for (float& x : v) x = static_cast<float>(normal(gen));
+      break;
+    }
+  }
+  return v;
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<Kernel>>> compile_kernels(const Graph& g,
+                                                                     Device& device) {
+  std::vector<std::unique_ptr<Kernel>> kernels(g.num_nodes());
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    const Node& n = g.node(id);
+    if (is_swap(n)) continue;
+    LMS_ASSIGN_OR_RETURN(kernels[id], device.compile(kernel_spec(g, n)));
+  }
+  return kernels;
+}
+
+absl::Status resolve_fetches(const Graph& g, SessionOptions& options, ExecutablePlan& plan) {
+  if (options.fetches.empty() && g.loss() != kNoTensor) {
+    options.fetches.push_back(g.tensor(g.loss()).name);
+  }
+  plan.fetched.assign(g.num_tensors(), false);
+  for (const std::string& name : options.fetches) {
+    TensorId t = g.find_tensor(name);
+    if (t == kNoTensor) {
+      return absl::InvalidArgumentError(absl::StrCat("fetch '", name, "' is not a tensor of the graph"));
+    }
+    if (g.tensor(t).role == TensorRole::kHost) {
+      return absl::InvalidArgumentError(absl::StrCat("fetch '", name, "' is a host swap tensor"));
+    }
+    plan.fetched[t] = true;
+  }
+  plan.fetch_names = options.fetches;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+class Session::Impl {
+ public:
+  Impl(const Graph& g, Device& d, SessionOptions o)
+      : device_(d), options_(std::move(o)), stall_counter_(options_.sink) {
+    plan_.graph = &g;
+  }
+  ~Impl() {
+    (void)device_.synchronize();
+    for (void* p : plan_.persistent) {
+      if (p != nullptr) device_.deallocate(p);
+    }
+  }
+
+  absl::Status init() {
+    const Graph& g = *plan_.graph;
+    LMS_RETURN_IF_ERROR(verify(g));
+    LMS_ASSIGN_OR_RETURN(plan_.order, schedule(g));
+    LMS_RETURN_IF_ERROR(resolve_fetches(g, options_, plan_));
+    LMS_ASSIGN_OR_RETURN(plan_.kernels, compile_kernels(g, device_));
+    plan_.workspace_bytes.assign(g.num_nodes(), 0);
+    for (NodeId id = 0; id < g.num_nodes(); ++id) {
+      if (plan_.kernels[id]) plan_.workspace_bytes[id] = plan_.kernels[id]->workspace_bytes();
+    }
+    plan_.last_use.assign(g.num_tensors(), -1);
+    for (int32_t pos = 0; pos < static_cast<int32_t>(plan_.order.size()); ++pos) {
+      for (TensorId t : g.node(plan_.order[pos]).inputs) plan_.last_use[t] = pos;
+    }
+    LMS_RETURN_IF_ERROR(allocate_persistent());
+    executor_ = std::make_unique<Executor>(plan_, device_);
+    return absl::OkStatus();
+  }
+
+  absl::Status allocate_persistent() {
+    const Graph& g = *plan_.graph;
+    plan_.persistent.assign(g.num_tensors(), nullptr);
+    for (TensorId t = 0; t < g.num_tensors(); ++t) {
+      const Tensor& tensor = g.tensor(t);
+      if (!is_persistent(tensor.role)) continue;
+      absl::StatusOr<void*> p = device_.allocate(tensor.bytes());
+      if (!p.ok()) {
+        return absl::Status(p.status().code(),
+                            absl::StrCat("allocating persistent tensor '", tensor.name, "' (",
+                                         role_name(tensor.role), "): ", p.status().message()));
+      }
+      plan_.persistent[t] = *p;
+      std::vector<float> v = initial_values(tensor);
+      LMS_RETURN_IF_ERROR(device_.upload(*p, v.data(), tensor.bytes()));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status run(const Feeds& feeds, StepResult* result) {
+    device_.set_event_sink(&stall_counter_);
+    stall_counter_.reset();
+    device_.reset_peak_memory();
+    double start = now_s();
+    absl::Status s = executor_->run(feeds, result);
+    double end = now_s();
+    device_.set_event_sink(options_.sink);
+    if (options_.sink != nullptr) options_.sink->on_step(steps_, start, end);
+    ++steps_;
+    LMS_RETURN_IF_ERROR(s);
+    result->step_s = end - start;
+    result->stall_s += stall_counter_.compute_stall_s();
+    result->peak_device_bytes = device_.memory_stats().peak_bytes_in_use;
+    result->peak_pinned_host_bytes = device_.host_stats().peak_bytes_in_use;
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<TensorId> persistent_id(std::string_view name) const {
+    TensorId t = plan_.graph->find_tensor(name);
+    if (t == kNoTensor || plan_.persistent[t] == nullptr) {
+      return absl::NotFoundError(absl::StrCat("'", to_absl(name), "' is not a persistent tensor (parameter or optimizer state) of the session"));
+    }
+    return t;
+  }
+
+  absl::StatusOr<std::vector<float>> read(std::string_view name) const {
+    LMS_ASSIGN_OR_RETURN(TensorId t, persistent_id(name));
+    const Tensor& tensor = plan_.graph->tensor(t);
+    std::vector<float> v(num_elements(tensor.shape));
+    LMS_RETURN_IF_ERROR(device_.synchronize());
+    LMS_RETURN_IF_ERROR(device_.download(v.data(), plan_.persistent[t], tensor.bytes()));
+    return v;
+  }
+
+  absl::Status write(std::string_view name, const std::vector<float>& values) {
+    LMS_ASSIGN_OR_RETURN(TensorId t, persistent_id(name));
+    const Tensor& tensor = plan_.graph->tensor(t);
+    if (static_cast<int64_t>(values.size()) != num_elements(tensor.shape)) {
+      return absl::InvalidArgumentError(absl::StrCat("'", to_absl(name), "' has ", num_elements(tensor.shape),
+                                                     " values, got ", values.size()));
+    }
+    LMS_RETURN_IF_ERROR(device_.synchronize());
+    return device_.upload(plan_.persistent[t], values.data(), tensor.bytes());
+  }
+
+  std::vector<std::string> persistent_tensors() const {
+    std::vector<std::string> names;
+    for (TensorId t = 0; t < plan_.graph->num_tensors(); ++t) {
+      if (plan_.persistent[t] != nullptr) names.push_back(plan_.graph->tensor(t).name);
+    }
+    return names;
+  }
+
+  const std::vector<uint64_t>& workspace_bytes() const { return plan_.workspace_bytes; }
+
+ private:
+  Device& device_;
+  SessionOptions options_;
+  StallCounter stall_counter_;
+  ExecutablePlan plan_;
+  std::unique_ptr<Executor> executor_;
+  int64_t steps_ = 0;
+};
+
+Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Session::~Session() = default;
+
+absl::StatusOr<std::unique_ptr<Session>> Session::create(const Graph& graph, Device& device,
+                                                         SessionOptions options) {
+  auto impl = std::make_unique<Impl>(graph, device, std::move(options));
+  LMS_RETURN_IF_ERROR(impl->init());
+  return std::unique_ptr<Session>(new Session(std::move(impl)));
+}
+
+absl::Status Session::run(const Feeds& feeds, StepResult* result) { return impl_->run(feeds, result); }
+absl::StatusOr<std::vector<float>> Session::read(std::string_view name) const { return impl_->read(name); }
+absl::Status Session::write(std::string_view name, const std::vector<float>& values) {
+  return impl_->write(name, values);
+}
+std::vector<std::string> Session::persistent_tensors() const { return impl_->persistent_tensors(); }
+const std::vector<uint64_t>& Session::workspace_bytes() const { return impl_->workspace_bytes(); }
+
+absl::StatusOr<std::vector<uint64_t>> kernel_workspace_bytes(const Graph& graph, Device& device) {
+  LMS_ASSIGN_OR_RETURN(auto kernels, compile_kernels(graph, device));
+  std::vector<uint64_t> bytes(graph.num_nodes(), 0);
+  for (NodeId id = 0; id < graph.num_nodes(); ++id) {
+    if (kernels[id]) bytes[id] = kernels[id]->workspace_bytes();
+  }
+  return bytes;
+}
+
+}  // namespace lms
