@@ -7,7 +7,6 @@
 #include <bit>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -68,8 +67,10 @@ void expect_bit_equal(const std::vector<NamedTensor>& a, const std::vector<Named
     EXPECT_EQ(a[i].name, b[i].name);
     EXPECT_EQ(a[i].shape, b[i].shape);
     ASSERT_EQ(a[i].data.size(), b[i].data.size()) << a[i].name;
-    EXPECT_EQ(std::memcmp(a[i].data.data(), b[i].data.data(), a[i].data.size() * 4), 0)
-        << a[i].name;
+    for (size_t k = 0; k < a[i].data.size(); ++k) {
+      ASSERT_EQ(std::bit_cast<uint32_t>(a[i].data[k]), std::bit_cast<uint32_t>(b[i].data[k]))
+          << a[i].name << "[" << k << "]";
+    }
   }
 }
 
