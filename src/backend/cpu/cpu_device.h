@@ -1,0 +1,149 @@
+// The emulated CPU device (DESIGN.md, "The CPU backend is an emulated
+// device"): a faithful stand-in for a GPU, not a mock. Device memory is one
+// region of `capacity_bytes` carved by a BfcAllocator ("device"); pinned host
+// memory is a second BfcAllocator ("pinned host") over page-locked memory
+// (mlock best effort); compute, D2H and H2D are worker threads running their
+// queues in order; events are real synchronisation; copies are memcpy,
+// optionally throttled to a link bandwidth and latency (PCIe, NVLink);
+// kernels are oneDNN primitives from cpu/kernels, run on the compute thread.
+//
+//   LMS_ASSIGN_OR_RETURN(auto dev, CpuDevice::create({.capacity_bytes = 256 << 20,
+//                                                     .d2h_bytes_per_s = 12e9,
+//                                                     .h2d_bytes_per_s = 12e9}));
+//   LMS_ASSIGN_OR_RETURN(void* d, dev->allocate(bytes));
+//   LMS_ASSIGN_OR_RETURN(void* h, dev->allocate_host(bytes));
+//   dev->copy_d2h(h, d, bytes, "conv1/out");   // async, on the D2H worker
+//   LMS_RETURN_IF_ERROR(dev->synchronize());
+//
+// Note [CPU device async errors]: an async operation that fails (a kernel
+// returning an error, a copy naming memory outside the device region, an
+// event of another device) stores the first such error, prefixed with what
+// failed. From then on, launched kernels are skipped (as after a sticky CUDA
+// error: their inputs may be garbage) while copies, records and waits still
+// run, so no stream or host waiter can hang. synchronize() returns the error
+// and clears it; kernels launched after that run again.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "backend/cpu/kernels/cpu_kernels.h"
+#include "backend/cpu/stream.h"
+#include "backend/device.h"
+
+namespace lms::cpu {
+
+struct CpuDeviceOptions {
+  uint64_t capacity_bytes = uint64_t{256} << 20;  // device memory region
+  // Limit of the pinned host pool. Reserved lazily (mmap with MAP_NORESERVE),
+  // so a large limit costs no RAM until blocks are used.
+  uint64_t host_pool_bytes = uint64_t{4} << 30;
+  double d2h_bytes_per_s = 0;  // emulated link bandwidth; 0 = unthrottled
+  double h2d_bytes_per_s = 0;
+  double copy_latency_s = 0;  // added to every async copy (and upload/download)
+  // OpenMP threads for the kernels on the compute thread; 0 = all cores.
+  int compute_threads = 0;
+};
+
+class CpuDevice : public Device {
+ public:
+  // InvalidArgument for a zero capacity or host pool, a negative or non-finite
+  // bandwidth or latency, or negative compute_threads; ResourceExhausted when
+  // a region cannot be reserved; InternalError when oneDNN fails to start.
+  static absl::StatusOr<std::unique_ptr<CpuDevice>> create(CpuDeviceOptions options);
+  // Drains every stream (Note [Stream shutdown]) before freeing memory.
+  ~CpuDevice() override;
+
+  std::string name() const override { return "cpu-emulated"; }
+
+  absl::StatusOr<void*> allocate(uint64_t bytes) override;
+  void deallocate(void* ptr) override;
+  AllocatorStats memory_stats() const override;
+  void reset_peak_memory() override;
+  void set_memory_observer(AllocationObserver* observer) override;
+
+  absl::StatusOr<void*> allocate_host(uint64_t bytes) override;
+  void deallocate_host(void* ptr) override;
+  AllocatorStats host_stats() const override;
+  void set_host_observer(AllocationObserver* observer) override;
+
+  std::unique_ptr<Event> create_event() override;
+  void record(Event& event, StreamKind stream) override;
+  void wait(StreamKind stream, Event& event) override;
+  bool query(Event& event) override;
+  void synchronize(Event& event) override;
+  absl::Status synchronize() override;
+
+  // Async copies. The device side must lie inside the device region (else an
+  // async InvalidArgument, and nothing is copied); the host side may be any
+  // host memory, though the pinned pool is what the executor uses.
+  void copy_d2h(void* host, const void* device, uint64_t bytes, std::string_view tensor) override;
+  void copy_h2d(void* device, const void* host, uint64_t bytes, std::string_view tensor) override;
+  // Blocking; ordered after all work already launched on the compute stream
+  // and throttled like the async copies. InvalidArgument for a null pointer or
+  // a device range outside the device region.
+  absl::Status upload(void* device, const void* host, uint64_t bytes) override;
+  absl::Status download(void* host, const void* device, uint64_t bytes) override;
+
+  absl::StatusOr<std::unique_ptr<Kernel>> compile(const KernelSpec& spec) override;
+  // `kernel` and the buffers in `args` must stay alive until the launch has
+  // run (synchronize() or an event recorded after it).
+  void launch(Kernel& kernel, KernelArgs args, std::string_view node, std::string_view op) override;
+
+  // Reports nodes, copies, compute-stream event waits (on_stall) and memory
+  // counters (on_memory, both pools) to `sink`; nullable, not owned.
+  void set_event_sink(EventSink* sink) override;
+
+  // CpuDevice-specific.
+  const CpuDeviceOptions& options() const { return options_; }
+  // Whether the pinned pool's pages are really locked (mlock may be refused).
+  bool host_pages_locked() const;
+  // The oneDNN engine and stream the kernels use.
+  const CpuKernelContext& kernel_context() const { return kernel_ctx_; }
+
+ private:
+  class MemoryTee;
+  CpuDevice() = default;
+  absl::Status init(CpuDeviceOptions options);
+  CpuStream& stream(StreamKind kind);
+  void enqueue_copy(StreamKind kind, void* dst, const void* src, uint64_t bytes,
+                    std::string_view tensor);
+  absl::Status blocking_copy(StreamKind direction, void* dst, const void* src, uint64_t bytes);
+  absl::Status check_device_range(const void* ptr, uint64_t bytes, const std::string& what) const;
+  void throttle(StreamKind direction, uint64_t bytes, double start_s) const;
+  void set_async_error(absl::Status status);
+  bool has_async_error() const;
+
+  CpuDeviceOptions options_;
+  CpuKernelContext kernel_ctx_;
+  std::atomic<EventSink*> sink_{nullptr};
+  // Allocators outlive the streams (declared before them), so work still
+  // queued at destruction touches valid memory.
+  std::unique_ptr<MemoryTee> device_tee_;
+  std::unique_ptr<MemoryTee> host_tee_;
+  std::unique_ptr<BfcAllocator> device_mem_;
+  std::unique_ptr<BfcAllocator> host_mem_;
+  bool host_pages_locked_ = false;
+
+  mutable std::mutex error_mu_;
+  absl::Status first_error_;
+  std::atomic<bool> error_pending_{false};
+
+  std::unique_ptr<CpuStream> compute_;
+  std::unique_ptr<CpuStream> d2h_;
+  std::unique_ptr<CpuStream> h2d_;
+};
+
+}  // namespace lms::cpu
+
+namespace lms {
+// Callers outside the backend may spell these without cpu::.
+using cpu::CpuDevice;
+using cpu::CpuDeviceOptions;
+}  // namespace lms
