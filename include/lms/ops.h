@@ -33,9 +33,9 @@ namespace lms {
 // Spatial attributes, one entry per spatial dim; empty = default (stride 1,
 // pad 0, dilation 1).
 struct ConvOptions {
-  std::vector<int64_t> stride;
-  std::vector<int64_t> pad;       // symmetric, both sides
-  std::vector<int64_t> dilation;  // 1 = dense
+  std::vector<int64_t> stride = {};
+  std::vector<int64_t> pad = {};       // symmetric, both sides
+  std::vector<int64_t> dilation = {};  // 1 = dense
 };
 
 // y[N,K,S'] = conv(x[N,C,S], w[K,C,k..]) + b[K], S' = (S + 2p - d(k-1) - 1)/s + 1.
@@ -44,8 +44,8 @@ TensorId conv(Graph& g, std::string_view name, TensorId x, TensorId w, TensorId 
               const ConvOptions& options = {});
 
 struct DeconvOptions {
-  std::vector<int64_t> stride;  // empty = 1
-  std::vector<int64_t> pad;     // empty = 0
+  std::vector<int64_t> stride = {};  // empty = 1
+  std::vector<int64_t> pad = {};     // empty = 0
 };
 
 // Transposed convolution: y[N,K,S'] from x[N,C,S], w[C,K,k..], b?[K] with
@@ -56,9 +56,9 @@ TensorId deconv(Graph& g, std::string_view name, TensorId x, TensorId w, TensorI
 // Options of the conv layer builders. A list with one entry is used for every
 // spatial dim ({.pad = {1}} = pad 1 everywhere); empty = default.
 struct ConvLayerOptions {
-  std::vector<int64_t> stride;
-  std::vector<int64_t> pad;
-  std::vector<int64_t> dilation;  // ignored by conv_transpose
+  std::vector<int64_t> stride = {};
+  std::vector<int64_t> pad = {};
+  std::vector<int64_t> dilation = {};  // ignored by conv_transpose
   bool bias = true;
   uint64_t seed = 0;  // seed of the He-normal weight initialisation
 };
@@ -105,9 +105,9 @@ TensorId fill(Graph& g, std::string_view name, Shape shape, double value);
 // ---- Pooling and normalisation ----
 
 struct PoolOptions {
-  std::vector<int64_t> kernel;  // required, r entries
-  std::vector<int64_t> stride;  // empty = kernel
-  std::vector<int64_t> pad;     // empty = 0; each < kernel
+  std::vector<int64_t> kernel = {};  // required, r entries
+  std::vector<int64_t> stride = {};  // empty = kernel
+  std::vector<int64_t> pad = {};     // empty = 0; each < kernel
 };
 // Max pooling y[N,C,S'] with S' = (S + 2p - k)/s + 1.
 TensorId max_pool(Graph& g, std::string_view name, TensorId x, const PoolOptions& options);
