@@ -1,0 +1,73 @@
+// LMS configuration: what lms::rewrite swaps and how it models the machine.
+// Read from a TOML file (configs/lms.toml documents every key) and overridden
+// on the command line with `--lms key=value` (same keys, same validation).
+//
+//   LMS_ASSIGN_OR_RETURN(lms::LmsConfig cfg, lms::LmsConfig::from_file("lms.toml"));
+//   LMS_RETURN_IF_ERROR(cfg.apply_override("policy=tflms"));
+//   LMS_RETURN_IF_ERROR(cfg.apply_override("link.h2d_bandwidth=16GB/s"));
+//
+// Keys carry units: bytes ("256MiB", or an integer number of bytes),
+// bandwidths ("12GB/s", or a number of bytes/s), durations ("5us", or a
+// number of seconds), compute rates ("10TFLOP/s", or a number of FLOP/s).
+// Every error is InvalidArgument naming the key, the value and what is
+// allowed; nothing throws.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace lms {
+
+enum class SwapPolicy : uint8_t { kAuto, kTflms, kVdnn, kManual };
+const char* policy_name(SwapPolicy policy);  // "auto", "tflms", "vdnn", "manual"
+
+// The host link (TOML table [link]); also the emulated device's copy throttle.
+struct LinkConfig {
+  double d2h_bytes_per_s = 12e9;  // d2h_bandwidth
+  double h2d_bytes_per_s = 12e9;  // h2d_bandwidth
+  double copy_latency_s = 5e-6;   // copy_latency, per copy
+};
+
+// Roofline used for nodes without a measured time (TOML table [cost_model]).
+struct CostModelConfig {
+  double compute_flops_per_s = 1e12;  // compute_rate
+  double memory_bytes_per_s = 100e9;  // memory_bandwidth
+  double kernel_launch_s = 5e-6;      // kernel_launch, per compute node
+};
+
+struct LmsConfig {
+  bool enabled = true;
+  SwapPolicy policy = SwapPolicy::kAuto;
+  uint64_t device_memory_limit = 0;  // bytes for the step; 0 = the device capacity
+  uint64_t host_memory_limit = 0;    // pinned host bytes; 0 = unlimited
+  // TFLMS v2 (policy tflms; swapout_threshold/swapin_ahead/swapin_groupby/
+  // sync_mode also shape the manual policy), see swap/planner.h.
+  int32_t swapout_threshold = 1;        // >= 0
+  int32_t swapin_ahead = 1;             // >= 1
+  int32_t swapin_groupby = 5;           // >= 0
+  int32_t sync_mode = 0;                // 0..3
+  uint64_t min_tensor_bytes = 0;        // tflms and auto skip smaller tensors
+  std::vector<std::string> tensors;     // policy manual: tensor names
+  double fragmentation_reserve = 0.05;  // auto keeps this fraction of the budget free, [0, 0.9]
+  uint64_t alignment_bytes = 256;       // allocator alignment, a power of two
+  LinkConfig link;
+  CostModelConfig cost_model;
+
+  // InvalidArgument for unreadable files (naming the path), TOML syntax
+  // errors (with line and column), unknown keys and bad values.
+  static absl::StatusOr<LmsConfig> from_file(std::string_view path);
+  static absl::StatusOr<LmsConfig> from_toml_string(std::string_view text);
+  // "key=value" with the keys of the file, tables dotted ("link.copy_latency=8us").
+  // Values are TOML values; a bare word is taken as a string (policy=tflms,
+  // tensors=relu1,relu2). On error the config is unchanged.
+  absl::Status apply_override(std::string_view key_eq_value);
+  // The config as TOML that from_toml_string reads back to an equal config.
+  std::string to_toml() const;
+};
+
+}  // namespace lms

@@ -1,0 +1,41 @@
+#include "swap/cost_model.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "graph/op_registry.h"
+
+namespace lms::swap {
+
+CostModel::CostModel(const Graph& graph, CostOptions options)
+    : graph_(graph), options_(std::move(options)) {}
+
+double CostModel::d2h_time_s(uint64_t bytes) const {
+  return options_.copy_latency_s + static_cast<double>(bytes) / options_.d2h_bytes_per_s;
+}
+
+double CostModel::h2d_time_s(uint64_t bytes) const {
+  return options_.copy_latency_s + static_cast<double>(bytes) / options_.h2d_bytes_per_s;
+}
+
+double CostModel::node_time_s(NodeId node) const {
+  const Node& n = graph_.node(node);
+  if (n.op == "swap_out") return d2h_time_s(graph_.tensor(n.inputs[0]).bytes());
+  if (n.op == "swap_in") return h2d_time_s(graph_.tensor(n.inputs[0]).bytes());
+  const auto& measured = options_.measured_node_time_s;
+  if (static_cast<size_t>(node) < measured.size() && measured[node] >= 0) return measured[node];
+  double bytes = 0;
+  for (TensorId t : n.inputs) bytes += static_cast<double>(graph_.tensor(t).bytes());
+  for (TensorId t : n.outputs) bytes += static_cast<double>(graph_.tensor(t).bytes());
+  const double flops = node_flops(graph_, node);
+  return std::max(flops / options_.compute_flops_per_s, bytes / options_.memory_bytes_per_s) +
+         options_.kernel_launch_s;
+}
+
+std::vector<double> times_by_position(const CostModel& cost, const std::vector<NodeId>& order) {
+  std::vector<double> times(order.size());
+  for (size_t p = 0; p < order.size(); ++p) times[p] = cost.node_time_s(order[p]);
+  return times;
+}
+
+}  // namespace lms::swap

@@ -1,0 +1,49 @@
+// Predicted times for the planner and the simulator: per-node compute time
+// from FLOPs and bytes touched (a roofline: max(flops / F, bytes / B) plus a
+// launch overhead) or from measured per-node times of a profiling run, and
+// copy times over the host link, latency + bytes / bandwidth per direction.
+//
+//   swap::CostModel cost(graph, {.compute_flops_per_s = 2e12});
+//   double t = cost.node_time_s(node);         // seconds
+//   double c = cost.h2d_time_s(1 << 20);       // seconds to copy 1 MiB in
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "lms/graph.h"
+
+namespace lms::swap {
+
+struct CostOptions {
+  double compute_flops_per_s = 1e12;  // sustained FLOP/s of the device
+  double memory_bytes_per_s = 100e9;  // device memory bandwidth, bytes/s
+  double kernel_launch_s = 5e-6;      // per compute node
+  double d2h_bytes_per_s = 12e9;      // device-to-host link bandwidth
+  double h2d_bytes_per_s = 12e9;      // host-to-device link bandwidth
+  double copy_latency_s = 5e-6;       // per copy, each direction
+  // Measured seconds per NodeId from a profiling run; when an entry exists
+  // and is >= 0 it replaces the roofline estimate for that node.
+  std::vector<double> measured_node_time_s;
+};
+
+class CostModel {
+ public:
+  CostModel(const Graph& graph, CostOptions options);
+
+  // Seconds for `node` of the graph given at construction: compute nodes by
+  // the roofline (or measurement), swap_out / swap_in by the copy time.
+  double node_time_s(NodeId node) const;
+  double d2h_time_s(uint64_t bytes) const;
+  double h2d_time_s(uint64_t bytes) const;
+  const CostOptions& options() const { return options_; }
+
+ private:
+  const Graph& graph_;
+  CostOptions options_;
+};
+
+// node_time_s of each node of `order`, by position.
+std::vector<double> times_by_position(const CostModel& cost, const std::vector<NodeId>& order);
+
+}  // namespace lms::swap

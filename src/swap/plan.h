@@ -1,0 +1,69 @@
+// A swap plan: which tensors are copied to pinned host memory, after which
+// node each swap-out is issued, and for each later group of consumers the
+// trigger node after which its swap-in starts. Planners produce it; the
+// insertion pass (insert.h) applies it.
+//
+//   SwapPlan plan;
+//   plan.items.push_back({.tensor = t, .swap_out_after = producer,
+//                         .swap_ins = {{.trigger = g, .consumers = {c}}}});
+//   LMS_RETURN_IF_ERROR(swap::validate_plan(graph, live, plan));
+//   uint64_t peak = swap::plan_profile(live, plan).peak;
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "lms/graph.h"
+#include "swap/liveness.h"
+
+namespace lms::swap {
+
+struct SwapPlan {
+  struct SwapIn {
+    NodeId trigger = kNoNode;       // the swap-in is issued right after this node
+    std::vector<NodeId> consumers;  // later uses served by this copy
+  };
+  struct Item {
+    TensorId tensor = kNoTensor;
+    // The swap-out is issued right after this node (normally the producer).
+    // Consumers not served by a swap-in read the original, which is freed
+    // after the last of them or after the swap-out, whichever is later.
+    NodeId swap_out_after = kNoNode;
+    std::vector<SwapIn> swap_ins;
+    // TFLMS sync_mode 1/3: this node gets a control input from the swap-out,
+    // so it waits for the D2H copy. kNoNode: asynchronous.
+    NodeId sync_before = kNoNode;
+  };
+  std::vector<Item> items;
+};
+
+// One line per item:
+//   swap conv1 out_after=conv1 in=[relu9@{relu_bwd3, conv_bwd_weights1}] sync_before=-
+std::string to_text(const SwapPlan& plan, const Graph& graph);
+
+// Checks that `plan` can be applied to `graph` scheduled as `live`: each
+// tensor an unswapped device tensor that is not persistent or fetched, listed
+// once; swap_out_after at or after its producer; each trigger at or after
+// swap_out_after; each served consumer a consumer of the tensor, after its
+// trigger, served at most once. InvalidArgument naming the tensor otherwise.
+absl::Status validate_plan(const Graph& graph, const Liveness& live, const SwapPlan& plan);
+
+// The memory profile of the graph after `plan` is inserted, over the original
+// positions: a swapped tensor is freed after max(swap-out, unserved
+// consumers) and each copy lives from the node after its trigger to its last
+// served consumer. With the insertion order of insert.h (swap-outs, then
+// swap-ins, right after their anchor node) no swap node's own value exceeds
+// its neighbours', so the peak equals the rewritten graph's peak exactly.
+// Requires a valid plan.
+MemoryProfile plan_profile(const Liveness& live, const SwapPlan& plan);
+
+// Bytes copied each way per step (unrounded tensor bytes).
+struct PlanTraffic {
+  uint64_t bytes_out = 0;
+  uint64_t bytes_in = 0;
+  uint64_t host_bytes = 0;  // pinned host bytes held (one block per tensor)
+};
+PlanTraffic plan_traffic(const Graph& graph, const SwapPlan& plan);
+
+}  // namespace lms::swap

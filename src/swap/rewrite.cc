@@ -1,0 +1,151 @@
+#include "lms/rewrite.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "lms/status.h"
+#include "lms/units.h"
+#include "swap/cost_model.h"
+#include "swap/insert.h"
+#include "swap/liveness.h"
+#include "swap/planner.h"
+#include "swap/simulator.h"
+
+namespace lms {
+namespace {
+
+struct Analysis {
+  swap::Liveness live;
+  std::vector<double> times;  // by position
+};
+
+swap::CostOptions cost_options(const LmsConfig& c, const RewriteOptions& o) {
+  swap::CostOptions cost;
+  cost.compute_flops_per_s = c.cost_model.compute_flops_per_s;
+  cost.memory_bytes_per_s = c.cost_model.memory_bytes_per_s;
+  cost.kernel_launch_s = c.cost_model.kernel_launch_s;
+  cost.d2h_bytes_per_s = c.link.d2h_bytes_per_s;
+  cost.h2d_bytes_per_s = c.link.h2d_bytes_per_s;
+  cost.copy_latency_s = c.link.copy_latency_s;
+  cost.measured_node_time_s = o.node_time_s;
+  return cost;
+}
+
+absl::StatusOr<Analysis> analyse(const Graph& g, const LmsConfig& c, const RewriteOptions& o) {
+  swap::LivenessOptions lo{c.alignment_bytes, o.fetched, o.workspace_bytes};
+  Analysis a;
+  LMS_ASSIGN_OR_RETURN(a.live, swap::analyze(g, lo));
+  swap::CostModel cost(g, cost_options(c, o));
+  a.times = swap::times_by_position(cost, a.live.order);
+  return a;
+}
+
+swap::TflmsOptions tflms_options(const LmsConfig& c) {
+  return {c.swapout_threshold, c.swapin_ahead, c.swapin_groupby, c.sync_mode, c.min_tensor_bytes};
+}
+
+absl::StatusOr<swap::SwapPlan> make_plan(const Graph& g, const LmsConfig& c, const Analysis& a,
+                                         uint64_t budget) {
+  switch (c.policy) {
+    case SwapPolicy::kTflms:
+      return swap::plan_tflms(a.live, tflms_options(c));
+    case SwapPolicy::kVdnn:
+      return swap::plan_vdnn(g, a.live);
+    case SwapPolicy::kManual:
+      return swap::plan_manual(g, a.live, c.tensors, tflms_options(c));
+    case SwapPolicy::kAuto:
+      break;
+  }
+  if (budget == 0) {
+    return absl::InvalidArgumentError(
+        "lms rewrite: policy auto needs a device budget: set device_memory_limit or pass "
+        "RewriteOptions::device_capacity_bytes");
+  }
+  swap::AutoOptions ao;
+  ao.budget_bytes = budget;
+  ao.fragmentation_reserve = c.fragmentation_reserve;
+  ao.host_limit_bytes = c.host_memory_limit;
+  ao.min_tensor_bytes = c.min_tensor_bytes;
+  ao.h2d_bytes_per_s = c.link.h2d_bytes_per_s;
+  ao.copy_latency_s = c.link.copy_latency_s;
+  return swap::plan_auto(&g, a.live, a.times, ao);
+}
+
+void fill_before(const Graph& g, const Analysis& a, RewriteReport& rep) {
+  rep.peak_bytes_before = swap::memory_profile(a.live).peak;
+  rep.peak_bytes_after = rep.peak_bytes_before;
+  const swap::SimResult sim = swap::simulate(g, a.live, a.times, {});
+  rep.step_time_before_s = sim.step_time_s;
+  rep.step_time_after_s = sim.step_time_s;
+  const swap::WorkingSetLimit ws = swap::working_set_limit(a.live);
+  rep.working_set_limit_bytes = ws.bytes;
+  if (ws.position >= 0) rep.working_set_node = g.node(a.live.order[ws.position]).name;
+}
+
+}  // namespace
+
+std::string RewriteReport::summary() const {
+  if (!enabled) return "lms: disabled, graph unchanged\n";
+  return absl::StrFormat(
+      "lms: policy %s, %d tensors swapped\n"
+      "  device budget        %s (usable %s)\n"
+      "  predicted peak       %s -> %s (working-set limit %s at %s)\n"
+      "  swap traffic / step  %s out, %s in; pinned host %s\n"
+      "  predicted step       %.6f s -> %.6f s (stall %.6f s)\n",
+      policy_name(policy), swapped.size(), format_bytes(budget_bytes),
+      format_bytes(usable_budget_bytes), format_bytes(peak_bytes_before),
+      format_bytes(peak_bytes_after), format_bytes(working_set_limit_bytes), working_set_node,
+      format_bytes(bytes_out_per_step), format_bytes(bytes_in_per_step), format_bytes(host_bytes),
+      step_time_before_s, step_time_after_s, stall_s);
+}
+
+absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config,
+                                      const RewriteOptions& options) {
+  LMS_RETURN_IF_ERROR(verify(graph));
+  LMS_ASSIGN_OR_RETURN(Analysis before, analyse(graph, config, options));
+  RewriteReport rep;
+  rep.policy = config.policy;
+  rep.enabled = config.enabled;
+  rep.budget_bytes =
+      config.device_memory_limit ? config.device_memory_limit : options.device_capacity_bytes;
+  rep.usable_budget_bytes = swap::usable_budget(rep.budget_bytes, config.fragmentation_reserve);
+  fill_before(graph, before, rep);
+  if (!config.enabled) return rep;
+
+  LMS_ASSIGN_OR_RETURN(swap::SwapPlan plan, make_plan(graph, config, before, rep.budget_bytes));
+  const swap::PlanTraffic traffic = swap::plan_traffic(graph, plan);
+  if (config.host_memory_limit > 0 && traffic.host_bytes > config.host_memory_limit) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "lms rewrite: the plan holds ", format_bytes(traffic.host_bytes),
+        " of pinned host memory, over host_memory_limit ", format_bytes(config.host_memory_limit),
+        "; raise host_memory_limit or swap fewer tensors (min_tensor_bytes, swapout_threshold)"));
+  }
+  rep.plan_text = swap::to_text(plan, graph);
+  for (const auto& item : plan.items) rep.swapped.push_back(graph.tensor(item.tensor).name);
+  rep.bytes_out_per_step = traffic.bytes_out;
+  rep.bytes_in_per_step = traffic.bytes_in;
+  rep.host_bytes = traffic.host_bytes;
+
+  Graph rewritten = graph;
+  LMS_RETURN_IF_ERROR(swap::insert_swaps(rewritten, before.live, plan));
+  LMS_ASSIGN_OR_RETURN(Analysis after, analyse(rewritten, config, options));
+  rep.peak_bytes_after = swap::memory_profile(after.live).peak;
+  const swap::SimResult sim =
+      swap::simulate(rewritten, after.live, after.times, {rep.budget_bytes});
+  rep.step_time_after_s = sim.step_time_s;
+  rep.stall_s = sim.stall_s;
+  if (config.policy == SwapPolicy::kAuto && rep.peak_bytes_after > rep.usable_budget_bytes) {
+    return absl::InternalError(absl::StrCat("lms rewrite: auto plan peaks at ",
+                                            rep.peak_bytes_after, " bytes after insertion, over ",
+                                            rep.usable_budget_bytes, " (planner bug)"));
+  }
+  graph = std::move(rewritten);
+  return rep;
+}
+
+absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config) {
+  return rewrite(graph, config, RewriteOptions{});
+}
+
+}  // namespace lms
