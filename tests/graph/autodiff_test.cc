@@ -1,0 +1,276 @@
+// training_graph structure: backward ops emitted, gradient names and shapes,
+// optimizer state and update ordering, accumulation, errors.
+#include <algorithm>
+#include <map>
+
+#include "graph/op_registry.h"
+#include "gtest/gtest.h"
+#include "lms/ops.h"
+#include "lms/training.h"
+
+namespace lms {
+namespace {
+
+// x -> conv1 -> relu -> conv2 -> mse(target).
+struct Net {
+  Graph g;
+  TensorId loss = kNoTensor;
+};
+
+Net conv_relu_conv() {
+  Net n;
+  TensorId x = n.g.input("x", {2, 1, 8, 8});
+  TensorId t = n.g.input("target", {2, 1, 8, 8});
+  TensorId h = conv2d(n.g, "conv1", x, 4, {3, 3}, {.pad = {1}, .seed = 1});
+  h = relu(n.g, "relu1", h);
+  TensorId y = conv2d(n.g, "conv2", h, 1, {3, 3}, {.pad = {1}, .seed = 2});
+  n.loss = mse_loss(n.g, "loss", y, t);
+  return n;
+}
+
+// op -> count over the nodes added after the forward graph.
+std::map<std::string, int> new_op_counts(const Graph& train, int forward_nodes) {
+  std::map<std::string, int> counts;
+  for (NodeId n = forward_nodes; n < train.num_nodes(); ++n) ++counts[train.node(n).op];
+  return counts;
+}
+
+std::vector<int> positions(const std::vector<NodeId>& order, int num_nodes) {
+  std::vector<int> pos(num_nodes);
+  for (size_t i = 0; i < order.size(); ++i) pos[order[i]] = static_cast<int>(i);
+  return pos;
+}
+
+TEST(Autodiff, ConvReluConvSgdStructure) {
+  Net net = conv_relu_conv();
+  ASSERT_TRUE(net.g.status().ok()) << net.g.status();
+  auto train = training_graph(net.g, net.loss, Sgd{.lr = 0.1, .momentum = 0.9});
+  ASSERT_TRUE(train.ok()) << train.status();
+  const Graph& g = *train;
+  EXPECT_EQ(g.loss(), net.loss);
+  ASSERT_TRUE(verify(g).ok()) << verify(g);
+  // Golden list of added op kinds: seed, mse bwd, conv2 data+weights, relu
+  // bwd, conv1 weights only (its input is a graph input), one scale(1) per
+  // parameter gradient that came from a multi-output node, 4 updates.
+  const std::map<std::string, int> expected = {
+      {"fill", 1},     {"mse_loss_bwd", 1}, {"conv_bwd_data", 1}, {"conv_bwd_weights", 2},
+      {"relu_bwd", 1}, {"scale", 4},        {"sgd_update", 4}};
+  EXPECT_EQ(new_op_counts(g, net.g.num_nodes()), expected);
+  // conv_bwd_data reads conv2's weight, never conv1's.
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    if (g.node(n).op == "conv_bwd_data") {
+      EXPECT_EQ(g.tensor(g.node(n).inputs[1]).name, "conv2/w");
+    }
+  }
+  for (const char* p : {"conv1/w", "conv1/b", "conv2/w", "conv2/b"}) {
+    const TensorId param = g.find_tensor(p);
+    const TensorId grad = g.find_tensor(std::string(p) + "/grad");
+    ASSERT_NE(grad, kNoTensor) << p;
+    EXPECT_EQ(g.tensor(grad).shape, g.tensor(param).shape) << p;
+    EXPECT_EQ(g.tensor(grad).role, TensorRole::kGradient) << p;
+    const TensorId velocity = g.find_tensor(std::string(p) + "/velocity");
+    ASSERT_NE(velocity, kNoTensor) << p;
+    EXPECT_EQ(g.tensor(velocity).role, TensorRole::kOptimizerState);
+    EXPECT_EQ(g.tensor(velocity).shape, g.tensor(param).shape);
+    const NodeId update = g.find_node(std::string("update/") + p);
+    ASSERT_NE(update, kNoNode) << p;
+    EXPECT_EQ(g.node(update).inputs[0], param);
+    EXPECT_EQ(g.node(update).inputs[1], grad);
+    EXPECT_EQ(g.node(update).inputs[2], velocity);
+  }
+  EXPECT_EQ(g.find_node("optimizer/global_norm"), kNoNode);
+}
+
+TEST(Autodiff, UpdatesRunAfterEveryReaderOfTheirParameter) {
+  Net net = conv_relu_conv();
+  auto train = training_graph(net.g, net.loss, Adam{.lr = 1e-3});
+  ASSERT_TRUE(train.ok()) << train.status();
+  const Graph& g = *train;
+  auto order = schedule(g);
+  ASSERT_TRUE(order.ok()) << order.status();
+  const std::vector<int> pos = positions(*order, g.num_nodes());
+  const NodeId increment = g.find_node("optimizer/increment");
+  ASSERT_NE(increment, kNoNode);
+  int updates = 0;
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    const Node& node = g.node(n);
+    if (node.op != "adam_update") continue;
+    ++updates;
+    EXPECT_LT(pos[increment], pos[n]) << node.name;
+    for (NodeId reader : g.tensor(node.inputs[0]).consumers) {
+      if (reader != n) {
+        EXPECT_LT(pos[reader], pos[n]) << g.node(reader).name << " / " << node.name;
+      }
+    }
+  }
+  EXPECT_EQ(updates, 4);
+  // conv2/w is read by conv2 (forward) and conv_bwd_data (backward).
+  EXPECT_GE(g.tensor(g.find_tensor("conv2/w")).consumers.size(), 3u);
+}
+
+TEST(Autodiff, AdamAddsMomentsAndStep) {
+  Net net = conv_relu_conv();
+  auto train = training_graph(net.g, net.loss, Adam{.lr = 1e-3, .clip_norm = 1.0});
+  ASSERT_TRUE(train.ok()) << train.status();
+  const Graph& g = *train;
+  ASSERT_TRUE(verify(g).ok()) << verify(g);
+  const TensorId step = g.find_tensor("optimizer/step");
+  ASSERT_NE(step, kNoTensor);
+  EXPECT_TRUE(g.tensor(step).shape.empty());
+  EXPECT_EQ(g.tensor(step).role, TensorRole::kOptimizerState);
+  const NodeId norm_node = g.find_node("optimizer/global_norm");
+  ASSERT_NE(norm_node, kNoNode);
+  EXPECT_EQ(g.node(norm_node).inputs.size(), 4u);
+  const TensorId norm = g.node(norm_node).outputs[0];
+  for (const char* p : {"conv1/w", "conv1/b", "conv2/w", "conv2/b"}) {
+    for (const char* suffix : {"/adam_m", "/adam_v"}) {
+      const TensorId s = g.find_tensor(std::string(p) + suffix);
+      ASSERT_NE(s, kNoTensor) << p << suffix;
+      EXPECT_EQ(g.tensor(s).shape, g.tensor(g.find_tensor(p)).shape);
+    }
+    const Node& update = g.node(g.find_node(std::string("update/") + p));
+    EXPECT_EQ(update.op, "adam_update");
+    ASSERT_EQ(update.inputs.size(), 6u);
+    EXPECT_EQ(update.inputs[4], step);
+    EXPECT_EQ(update.inputs[5], norm);
+    EXPECT_EQ(std::get<double>(update.attrs.at("clip_norm")), 1.0);
+  }
+}
+
+TEST(Autodiff, TensorUsedTwiceAccumulatesWithAdd) {
+  Graph fwd;
+  TensorId x = fwd.input("x", {1, 2, 4, 4});
+  TensorId h = conv2d(fwd, "c", x, 2, {3}, {.pad = {1}, .bias = false, .seed = 5});
+  TensorId r = relu(fwd, "r", h);
+  TensorId s = add(fwd, "skip", r, h);  // h feeds relu and the skip
+  TensorId loss = reduce_mean(fwd, "loss", s);
+  ASSERT_TRUE(fwd.status().ok()) << fwd.status();
+  auto train = training_graph(fwd, loss, Sgd{.lr = 0.1});
+  ASSERT_TRUE(train.ok()) << train.status();
+  const Graph& g = *train;
+  ASSERT_TRUE(verify(g).ok()) << verify(g);
+  // The gradient of h is relu_bwd(...) + dskip: an add of gradient tensors
+  // feeding conv_bwd_weights.
+  const TensorId h_grad = g.find_tensor("grad/c/sum");
+  ASSERT_NE(h_grad, kNoTensor);
+  const Node& sum = g.node(g.tensor(h_grad).producer);
+  EXPECT_EQ(sum.op, "add");
+  EXPECT_EQ(g.node(g.tensor(sum.inputs[1]).producer).op, "relu_bwd");
+  EXPECT_EQ(new_op_counts(g, fwd.num_nodes()).at("add"), 1);
+  const TensorId wg = g.find_tensor("c/w/grad");
+  ASSERT_NE(wg, kNoTensor);
+  const Node& scale_node = g.node(g.tensor(wg).producer);
+  const Node& bwd = g.node(g.tensor(scale_node.inputs[0]).producer);
+  EXPECT_EQ(bwd.op, "conv_bwd_weights");
+  EXPECT_EQ(bwd.inputs[1], h_grad);
+}
+
+TEST(Autodiff, ParameterUsedTwiceSumsIntoNamedGradient) {
+  Graph fwd;
+  TensorId x = fwd.input("x", {1, 2, 4, 4});
+  TensorId w = fwd.parameter("w", {2, 2, 1, 1}, Init::he_normal(9, 2));
+  TensorId a = conv(fwd, "a", x, w);
+  TensorId b = conv(fwd, "b", a, w);
+  TensorId loss = mse_loss(fwd, "loss", b, x);
+  auto train = training_graph(fwd, loss, Sgd{.lr = 0.1});
+  ASSERT_TRUE(train.ok()) << train.status();
+  const Graph& g = *train;
+  const TensorId grad = g.find_tensor("w/grad");
+  ASSERT_NE(grad, kNoTensor);
+  EXPECT_EQ(g.node(g.tensor(grad).producer).op, "add");
+  EXPECT_EQ(g.tensor(grad).shape, (Shape{2, 2, 1, 1}));
+  EXPECT_EQ(new_op_counts(g, fwd.num_nodes()).at("conv_bwd_weights"), 2);
+  // Only b's data gradient is needed (a's input is a graph input).
+  EXPECT_EQ(new_op_counts(g, fwd.num_nodes()).at("conv_bwd_data"), 1);
+}
+
+TEST(Autodiff, NonDifferentiableOpErrors) {
+  Graph fwd;
+  TensorId x = fwd.input("x", {1, 1, 4, 4});
+  TensorId w = fwd.parameter("w", {1, 1, 1, 1}, Init::constant(1));
+  TensorId y = conv(fwd, "c", x, w);
+  auto swapped = fwd.add_node("swap_out", "s", {y}, {});
+  ASSERT_TRUE(swapped.ok()) << swapped.status();
+  TensorId loss = reduce_mean(fwd, "loss", (*swapped)[0]);
+  auto train = training_graph(fwd, loss, Sgd{.lr = 0.1});
+  ASSERT_FALSE(train.ok());
+  EXPECT_EQ(train.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(train.status().message().find("'s'"), absl::string_view::npos) << train.status();
+  EXPECT_NE(train.status().message().find("swap_out"), absl::string_view::npos);
+}
+
+TEST(Autodiff, DiceTargetGradientIsRejected) {
+  Graph fwd;
+  TensorId x = fwd.input("x", {1, 2, 4, 4});
+  TensorId p = softmax(fwd, "p", conv2d(fwd, "c", x, 2, {1}, {.seed = 1}));
+  TensorId loss = soft_dice_loss(fwd, "dice", p, p);
+  auto train = training_graph(fwd, loss, Sgd{.lr = 0.1});
+  ASSERT_FALSE(train.ok());
+  EXPECT_NE(train.status().message().find("target"), absl::string_view::npos) << train.status();
+}
+
+TEST(Autodiff, BadLossAndOptimizerErrors) {
+  Net net = conv_relu_conv();
+  const TensorId not_scalar = net.g.find_tensor("relu1");
+  auto r1 = training_graph(net.g, not_scalar, Sgd{.lr = 0.1});
+  ASSERT_FALSE(r1.ok());
+  EXPECT_NE(r1.status().message().find("scalar"), absl::string_view::npos) << r1.status();
+  const TensorId scalar_input = net.g.input("s", {});
+  auto r2 = training_graph(net.g, scalar_input, Sgd{.lr = 0.1});
+  ASSERT_FALSE(r2.ok());
+  EXPECT_NE(r2.status().message().find("not produced by a node"), absl::string_view::npos);
+  auto r3 = training_graph(net.g, 12345, Sgd{.lr = 0.1});
+  EXPECT_FALSE(r3.ok());
+  auto r4 = training_graph(net.g, net.loss, Adam{.lr = 1e-3, .beta1 = 1.0});
+  ASSERT_FALSE(r4.ok());
+  EXPECT_NE(r4.status().message().find("Adam.beta1"), absl::string_view::npos) << r4.status();
+  auto r5 = training_graph(net.g, net.loss, Sgd{.lr = -1});
+  ASSERT_FALSE(r5.ok());
+  EXPECT_NE(r5.status().message().find("Sgd.lr"), absl::string_view::npos) << r5.status();
+  // A loss with no parameter behind it.
+  Graph plain;
+  TensorId a = plain.input("a", {2, 2});
+  TensorId l = reduce_mean(plain, "l", a);
+  auto r6 = training_graph(plain, l, Sgd{.lr = 0.1});
+  ASSERT_FALSE(r6.ok());
+  EXPECT_NE(r6.status().message().find("depends on no parameter"), absl::string_view::npos);
+}
+
+TEST(Autodiff, UnetLikeGraphDifferentiatesEveryForwardOp) {
+  Graph fwd;
+  TensorId x = fwd.input("x", {1, 1, 8, 8, 8});
+  TensorId t = fwd.input("t", {1, 2, 8, 8, 8});
+  TensorId e = leaky_relu(
+      fwd, "e1a", instance_norm(fwd, "e1n", conv3d(fwd, "e1", x, 4, {3}, {.pad = {1}, .seed = 1})));
+  TensorId d = max_pool3d(fwd, "pool", e, 2);
+  d = conv3d(fwd, "b", d, 4, {3}, {.pad = {1}, .seed = 2});
+  d = sigmoid(fwd, "bs", batch_norm(fwd, "bn", d));
+  TensorId up = conv_transpose(fwd, "up", d, 4, {2}, {.stride = {2}, .seed = 3});
+  TensorId up2 = upsample(fwd, "us", max_pool3d(fwd, "p2", e, 2), {2}, "nearest");
+  TensorId cat = concat(fwd, "cat", {e, up, mul(fwd, "gate", up2, scale(fwd, "half", up2, 0.5))});
+  TensorId logits = conv3d(fwd, "head", slice(fwd, "sl", cat, 0, 8), 2, {1}, {.seed = 4});
+  TensorId loss = soft_dice_loss(fwd, "dice", softmax(fwd, "prob", logits), t);
+  ASSERT_TRUE(fwd.status().ok()) << fwd.status();
+  auto train = training_graph(fwd, loss, Adam{.lr = 1e-3});
+  ASSERT_TRUE(train.ok()) << train.status();
+  ASSERT_TRUE(verify(*train).ok()) << verify(*train);
+  auto counts = new_op_counts(*train, fwd.num_nodes());
+  for (const char* op :
+       {"conv_bwd_data", "conv_bwd_weights", "deconv_bwd_data", "deconv_bwd_weights",
+        "upsample_bwd", "max_pool_bwd", "instance_norm_bwd", "batch_norm_bwd", "leaky_relu_bwd",
+        "sigmoid_bwd", "softmax_bwd", "soft_dice_loss_bwd", "slice", "concat", "fill"}) {
+    EXPECT_GE(counts[op], 1) << op;
+  }
+  int params = 0;
+  for (TensorId p = 0; p < fwd.num_tensors(); ++p) {
+    if (fwd.tensor(p).role != TensorRole::kParameter) continue;
+    ++params;
+    const TensorId grad = train->find_tensor(fwd.tensor(p).name + "/grad");
+    ASSERT_NE(grad, kNoTensor) << fwd.tensor(p).name;
+    EXPECT_EQ(train->tensor(grad).shape, fwd.tensor(p).shape);
+  }
+  EXPECT_EQ(counts["adam_update"], params);
+}
+
+}  // namespace
+}  // namespace lms
