@@ -48,7 +48,7 @@ double Timeline::last_s() const {
 }
 
 Recorder::Recorder(size_t reserve_per_stream) : reserve_per_stream_(reserve_per_stream) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   reset();
 }
 
@@ -87,7 +87,7 @@ uint32_t Recorder::intern(std::string_view text) {
 
 void Recorder::on_node(StreamKind stream, std::string_view node, std::string_view op,
                        double start_s, double end_s) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (!valid_interval(stream, start_s, end_s)) return;
   intervals_[static_cast<size_t>(stream)].push_back(
       Interval{start_s, end_s, 0, intern(node), intern(op), IntervalKind::kNode});
@@ -95,14 +95,14 @@ void Recorder::on_node(StreamKind stream, std::string_view node, std::string_vie
 
 void Recorder::on_copy(StreamKind stream, std::string_view tensor, uint64_t bytes, double start_s,
                        double end_s) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (!valid_interval(stream, start_s, end_s)) return;
   intervals_[static_cast<size_t>(stream)].push_back(
       Interval{start_s, end_s, bytes, intern(tensor), 0, IntervalKind::kCopy});
 }
 
 void Recorder::on_memory(MemoryKind memory, uint64_t bytes_in_use, double t_s) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (static_cast<size_t>(memory) >= kNumMemories || !finite(t_s)) {
     ++dropped_;
     return;
@@ -112,14 +112,14 @@ void Recorder::on_memory(MemoryKind memory, uint64_t bytes_in_use, double t_s) {
 
 void Recorder::on_stall(StreamKind stream, std::string_view reason, std::string_view node,
                         double start_s, double end_s) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (!valid_interval(stream, start_s, end_s)) return;
   intervals_[static_cast<size_t>(stream)].push_back(
       Interval{start_s, end_s, 0, intern(node), intern(reason), IntervalKind::kStall});
 }
 
 void Recorder::on_step(int64_t step, double start_s, double end_s) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (!finite(start_s) || !finite(end_s) || end_s < start_s) {
     ++dropped_;
     return;
@@ -128,7 +128,7 @@ void Recorder::on_step(int64_t step, double start_s, double end_s) {
 }
 
 Timeline Recorder::snapshot() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   Timeline t;
   t.intervals = intervals_;
   t.memory = memory_;
@@ -144,7 +144,7 @@ Timeline Recorder::snapshot() const {
 }
 
 size_t Recorder::event_count() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   size_t n = steps_.size();
   for (const auto& v : intervals_) n += v.size();
   for (const auto& v : memory_) n += v.size();
@@ -152,12 +152,12 @@ size_t Recorder::event_count() const {
 }
 
 size_t Recorder::dropped_events() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return dropped_;
 }
 
 void Recorder::clear() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   reset();
 }
 

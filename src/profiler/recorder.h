@@ -7,9 +7,10 @@
 //   LMS_RETURN_IF_ERROR(lms::write_chrome_trace(rec, {}, "trace.json"));
 //   std::cout << lms::format_summary(lms::summarize(rec));
 //
-// Recording sits on the executor's hot path, so each call takes one mutex,
-// interns its strings (node, op, tensor and reason names repeat every step)
-// into 32-bit ids, and appends a fixed-size record to a pre-reserved vector.
+// Thread-safe. Recording sits on the executor's hot path, so each call takes
+// one mutex, interns its strings (node, op, tensor and reason names repeat
+// every step) into 32-bit ids, and appends a fixed-size record to a
+// pre-reserved vector.
 // Events with a non-finite time, an end before their start, or an unknown
 // stream / memory kind are dropped and counted (dropped_events()); the sink
 // interface returns void, so that is the only way to report them.
@@ -19,12 +20,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
 #include "profiler/event_sink.h"
 
 namespace lms {
@@ -118,21 +119,24 @@ class Recorder : public EventSink {
   void clear();
 
  private:
-  bool valid_interval(StreamKind stream, double start_s, double end_s)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  uint32_t intern(std::string_view text) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void reset() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool valid_interval(StreamKind stream, double start_s, double end_s);
+  uint32_t intern(std::string_view text);
+  void reset();
 
   const size_t reserve_per_stream_;
-  mutable absl::Mutex mu_;
-  std::array<std::vector<Interval>, kNumStreams> intervals_ ABSL_GUARDED_BY(mu_);
-  std::array<std::vector<MemorySample>, kNumMemories> memory_ ABSL_GUARDED_BY(mu_);
-  std::vector<StepRecord> steps_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::string> strings_ ABSL_GUARDED_BY(mu_);
+  // std::mutex rather than absl::Mutex: Debian's prebuilt Abseil is not
+  // instrumented, so ThreadSanitizer cannot see absl::Mutex and reports false
+  // races. Everything below is guarded by mu_; the private helpers above
+  // require it held.
+  mutable std::mutex mu_;
+  std::array<std::vector<Interval>, kNumStreams> intervals_;
+  std::array<std::vector<MemorySample>, kNumMemories> memory_;
+  std::vector<StepRecord> steps_;
+  std::vector<std::string> strings_;
   absl::flat_hash_map<std::string, uint32_t, recorder_internal::StringHash,
                       recorder_internal::StringEq>
-      string_ids_ ABSL_GUARDED_BY(mu_);
-  size_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
+      string_ids_;
+  size_t dropped_ = 0;
 };
 
 }  // namespace lms
