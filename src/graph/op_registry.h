@@ -18,7 +18,11 @@ namespace lms {
 // Passed to a gradient rule for one forward node. The rule adds backward
 // nodes to `graph` (names start with `prefix`, e.g. "grad/conv1/...") and sets
 // input_grads[i] to the gradient of the loss w.r.t. input i (kNoTensor when
-// the input gets none, e.g. a graph input or a target). output_grads[j] is the
+// the input gets none, e.g. a graph input or a target). The autodiff requests
+// gradients by pre-filling input_grads[i] with ops_internal::kWantGrad (-2)
+// for the inputs that need one and kNoTensor for the rest; the rule replaces
+// every kWantGrad and emits nothing for unrequested inputs (Note [Gradient
+// request] in ops_internal.h). output_grads[j] is the
 // incoming gradient of output j, or kNoTensor when no gradient reaches it
 // (the rule then treats it as zero). Errors go into graph.status() via the
 // builders; the rule returns them too.
