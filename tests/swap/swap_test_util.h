@@ -64,7 +64,8 @@ inline Graph random_chain(uint64_t seed, int n) {
   const int64_t channels = 1 + static_cast<int64_t>(rng() % 8);
   std::vector<TensorId> ts = {g.input("x", {1, channels, 8, 8})};
   for (int i = 0; i < n; ++i) {
-    const std::string name = "n" + std::to_string(i);
+    std::string name = "n";
+    name += std::to_string(i);
     const uint64_t kind = rng() % 3;
     TensorId prev = ts.back();
     if (kind == 0 || ts.size() < 3) {

@@ -1,0 +1,181 @@
+#include "lms/rewrite.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "gtest/gtest.h"
+#include "swap/cost_model.h"
+#include "swap/liveness.h"
+#include "swap/planner.h"
+#include "swap/simulator.h"
+#include "swap_test_util.h"
+
+namespace lms {
+namespace {
+
+std::string golden_path(const std::string& name) {
+  return std::string(LMS_SOURCE_DIR) + "/tests/swap/golden/" + name + ".txt";
+}
+
+// Compares `text` with the golden file; LMS_UPDATE_GOLDEN=1 rewrites it.
+void expect_golden(const std::string& name, const std::string& text) {
+  const std::string path = golden_path(name);
+  const char* update = std::getenv("LMS_UPDATE_GOLDEN");
+  if (update != nullptr && std::string(update) == "1") {
+    std::ofstream(path) << text;
+    return;
+  }
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << "missing " << path << " (run with LMS_UPDATE_GOLDEN=1)";
+  std::stringstream expected;
+  expected << in.rdbuf();
+  EXPECT_EQ(text, expected.str()) << "golden " << path
+                                  << " differs (LMS_UPDATE_GOLDEN=1 regenerates)";
+}
+
+uint64_t unswapped_peak(const Graph& g) {
+  auto live = swap::analyze(g, {});
+  EXPECT_TRUE(live.ok());
+  return swap::memory_profile(*live).peak;
+}
+
+uint64_t working_set(const Graph& g) {
+  auto live = swap::analyze(g, {});
+  EXPECT_TRUE(live.ok());
+  return swap::working_set_limit(*live).bytes;
+}
+
+struct PolicyCase {
+  const char* name;
+  const char* overrides;
+};
+
+TEST(Rewrite, GoldenPerPolicyOnConvTrainingGraph) {
+  const Graph original = swap_test::conv_training_graph();
+  const uint64_t peak = unswapped_peak(original), ws = working_set(original);
+  ASSERT_LT(ws, peak);
+  const std::vector<PolicyCase> cases = {
+      {"tflms", "policy=tflms"},
+      {"tflms_sync3", "policy=tflms,swapout_threshold=2,swapin_ahead=2,sync_mode=3"},
+      {"vdnn", "policy=vdnn"},
+      {"manual", "policy=manual,tensors=relu1"},
+      {"auto", "policy=auto"},
+  };
+  for (const PolicyCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    LmsConfig config;
+    std::stringstream overrides(c.overrides);
+    for (std::string kv; std::getline(overrides, kv, ',');) {
+      if (kv.find('=') == std::string::npos) kv = "tensors=" + kv;
+      ASSERT_TRUE(config.apply_override(kv).ok()) << kv;
+    }
+    config.fragmentation_reserve = 0;
+    config.device_memory_limit = (ws + peak) / 2;
+    Graph g = original;
+    auto rep = rewrite(g, config);
+    ASSERT_TRUE(rep.ok()) << rep.status();
+    ASSERT_TRUE(verify(g).ok());
+    EXPECT_FALSE(rep->swapped.empty());
+    EXPECT_EQ(rep->peak_bytes_after, unswapped_peak(g));
+    EXPECT_EQ(rep->peak_bytes_before, peak);
+    EXPECT_LE(rep->peak_bytes_after, rep->peak_bytes_before);
+    if (config.policy == SwapPolicy::kAuto) {
+      EXPECT_LE(rep->peak_bytes_after, config.device_memory_limit);
+    }
+    expect_golden(c.name, to_text(g) + "# plan\n" + rep->plan_text);
+  }
+}
+
+TEST(Rewrite, DisabledLeavesTheGraph) {
+  Graph g = swap_test::conv_training_graph();
+  const std::string before = to_text(g);
+  LmsConfig config;
+  config.enabled = false;
+  auto rep = rewrite(g, config);
+  ASSERT_TRUE(rep.ok()) << rep.status();
+  EXPECT_FALSE(rep->enabled);
+  EXPECT_TRUE(rep->swapped.empty());
+  EXPECT_EQ(to_text(g), before);
+  EXPECT_EQ(rep->peak_bytes_after, rep->peak_bytes_before);
+  EXPECT_NE(rep->summary().find("disabled"), std::string::npos);
+}
+
+TEST(Rewrite, ErrorsNameWhatIsWrong) {
+  Graph g = swap_test::conv_training_graph();
+  const std::string before = to_text(g);
+  LmsConfig manual;
+  manual.policy = SwapPolicy::kManual;
+  manual.tensors = {"relu1", "no_such_tensor"};
+  auto rep = rewrite(g, manual);
+  EXPECT_EQ(rep.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(rep.status().ToString().find("no_such_tensor"), std::string::npos);
+
+  LmsConfig tiny;  // auto under the working set
+  tiny.device_memory_limit = working_set(g) - 1;
+  rep = rewrite(g, tiny);
+  EXPECT_EQ(rep.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(rep.status().ToString().find("node '"), std::string::npos) << rep.status();
+
+  LmsConfig no_budget;  // auto without any budget
+  EXPECT_EQ(rewrite(g, no_budget).status().code(), absl::StatusCode::kInvalidArgument);
+
+  LmsConfig host;
+  host.policy = SwapPolicy::kTflms;
+  host.host_memory_limit = 1;
+  EXPECT_EQ(rewrite(g, host).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(to_text(g), before);  // failures leave the graph unchanged
+}
+
+TEST(Rewrite, ReportIsConsistent) {
+  Graph g = swap_test::conv_training_graph();
+  LmsConfig config;
+  config.policy = SwapPolicy::kTflms;
+  RewriteOptions options;
+  options.device_capacity_bytes = 1 << 30;
+  auto rep = rewrite(g, config, options);
+  ASSERT_TRUE(rep.ok()) << rep.status();
+  uint64_t out = 0;
+  for (const std::string& name : rep->swapped) out += g.tensor(g.find_tensor(name)).bytes();
+  EXPECT_EQ(rep->bytes_out_per_step, out);
+  EXPECT_GE(rep->bytes_in_per_step, out);
+  EXPECT_EQ(rep->budget_bytes, uint64_t{1} << 30);
+  EXPECT_GE(rep->step_time_after_s, rep->step_time_before_s - 1e-12);
+  EXPECT_GE(rep->stall_s, 0);
+  EXPECT_NE(rep->summary().find("tflms"), std::string::npos);
+}
+
+// Property: for random chain/skip graphs and random budgets between the
+// working-set limit and the unswapped peak, auto's plan fits the usable
+// budget in the rewritten graph's exact profile, the graph verifies, and the
+// simulated executor never runs out of memory under the budget.
+TEST(Rewrite, AutoFitsRandomBudgetsOnRandomGraphs) {
+  for (uint64_t seed = 1; seed <= 60; ++seed) {
+    std::mt19937_64 rng(seed * 7919);
+    Graph g = swap_test::random_chain(seed, 20 + static_cast<int>(rng() % 80));
+    const uint64_t peak = unswapped_peak(g), ws = working_set(g);
+    const double reserve = 0.05;
+    const uint64_t lo = static_cast<uint64_t>(ws / (1 - reserve)) + 1;
+    const uint64_t hi = static_cast<uint64_t>(peak / (1 - reserve));
+    if (lo >= hi) continue;
+    const uint64_t budget = lo + rng() % (hi - lo);
+    SCOPED_TRACE(testing::Message() << "seed " << seed << " budget " << budget);
+    LmsConfig config;
+    config.device_memory_limit = budget;
+    config.fragmentation_reserve = reserve;
+    auto rep = rewrite(g, config);
+    ASSERT_TRUE(rep.ok()) << rep.status();
+    ASSERT_TRUE(verify(g).ok());
+    EXPECT_LE(unswapped_peak(g), swap::usable_budget(budget, reserve));
+    auto live = swap::analyze(g, {});
+    swap::CostModel cost(g, {});
+    swap::SimResult sim = swap::simulate(g, *live, swap::times_by_position(cost, live->order),
+                                         {.device_budget_bytes = budget});
+    EXPECT_FALSE(sim.out_of_memory);
+    EXPECT_LE(sim.peak_device_bytes, budget);
+  }
+}
+
+}  // namespace
+}  // namespace lms
