@@ -1,5 +1,6 @@
 #include "profiler/chrome_trace.h"
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "profiler/atomic_file.h"
@@ -13,10 +14,12 @@ constexpr int kStepsTid = static_cast<int>(kNumStreams) + 1;
 
 int stream_tid(size_t stream) { return static_cast<int>(stream) + 1; }
 
-// Converts absolute seconds to trace microseconds relative to the origin.
+// Converts absolute seconds to trace microseconds relative to the origin,
+// rounded to whole nanoseconds (short numbers in the file). Rounding is
+// monotonic, so intervals that did not overlap still do not.
 struct Clock {
   double origin_s;
-  double us(double t_s) const { return (t_s - origin_s) * 1e6; }
+  double us(double t_s) const { return std::round((t_s - origin_s) * 1e9) / 1e3; }
 };
 
 json metadata(const char* name, int pid, int tid, json args) {
@@ -71,7 +74,7 @@ void add_intervals(const Timeline& t, const TraceOptions& opt, Clock clock, json
     for (const Interval& i : t.stream(stream)) {
       json e = interval_event(t, stream, i);
       e["ts"] = clock.us(i.start_s);
-      e["dur"] = i.duration_s() * 1e6;
+      e["dur"] = clock.us(i.end_s) - clock.us(i.start_s);
       e["pid"] = opt.pid;
       e["tid"] = stream_tid(s);
       events.push_back(std::move(e));
@@ -82,7 +85,7 @@ void add_intervals(const Timeline& t, const TraceOptions& opt, Clock clock, json
                           {"name", "step"},
                           {"cat", "step"},
                           {"ts", clock.us(st.start_s)},
-                          {"dur", (st.end_s - st.start_s) * 1e6},
+                          {"dur", clock.us(st.end_s) - clock.us(st.start_s)},
                           {"pid", opt.pid},
                           {"tid", kStepsTid},
                           {"args", {{"step", st.step}}}});

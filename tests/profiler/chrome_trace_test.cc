@@ -20,15 +20,7 @@ using json = nlohmann::json;
 constexpr uint32_t kSeed = 77123;
 constexpr uint64_t kCapacity = 96ull << 20;
 
-fs::path temp_dir() {
-  fs::path dir =
-      fs::temp_directory_path() /
-      ("lms_trace_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
-       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path temp_dir() { return testing::fresh_test_dir(); }
 
 json read_json(const fs::path& path) {
   std::ifstream in(path);
@@ -126,8 +118,9 @@ TEST_F(ChromeTraceTest, IntervalsMatchWhatWasReportedAndDoNotOverlap) {
     uint64_t want_bytes = 0;
     for (size_t i = 0; i < want.size(); ++i) {
       want_bytes += want[i].bytes;
-      EXPECT_NEAR(spans[i].first, (want[i].start_s - first_s) * 1e6, 1e-3);
-      EXPECT_NEAR(spans[i].second, (want[i].end_s - want[i].start_s) * 1e6, 1e-3);
+      // Timestamps are rounded to whole nanoseconds.
+      EXPECT_NEAR(spans[i].first, (want[i].start_s - first_s) * 1e6, 0.6e-3);
+      EXPECT_NEAR(spans[i].second, (want[i].end_s - want[i].start_s) * 1e6, 1.2e-3);
     }
     EXPECT_EQ(bytes, want_bytes);
     std::sort(spans.begin(), spans.end());

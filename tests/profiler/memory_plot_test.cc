@@ -9,6 +9,8 @@
 #include <regex>
 #include <sstream>
 
+#include "synthetic_run.h"
+
 namespace lms {
 namespace {
 
@@ -122,9 +124,7 @@ TEST(MemoryPlotTest, RejectsBadSeries) {
 }
 
 TEST(MemoryPlotTest, WritesAtomicallyAndReportsBadPaths) {
-  fs::path dir = fs::temp_directory_path() / "lms_memory_plot_test";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  fs::path dir = testing::fresh_test_dir();
   MemorySeries s{"s", {{0.0, 1}, {1.0, 2}}};
   fs::path path = dir / "m.svg";
   ASSERT_TRUE(write_memory_svg({s}, 4, path.string(), "t").ok());

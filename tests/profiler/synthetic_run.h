@@ -4,8 +4,12 @@
 // of what it reported, so tests can compare without trusting the Recorder.
 #pragma once
 
+#include <gtest/gtest.h>
+#include <unistd.h>
+
 #include <array>
 #include <cstdint>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <thread>
@@ -85,6 +89,22 @@ inline SyntheticRun run_synthetic(EventSink& sink, uint32_t seed, int per_thread
     dst.insert(dst.end(), mem_by_thread[s].begin(), mem_by_thread[s].end());
   }
   return run;
+}
+
+// A fresh, empty directory unique to this process and test case (ctest runs
+// the cases of one executable in parallel, and several builds may run at once).
+inline std::filesystem::path fresh_test_dir() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = "lms_profiler_";
+  name += info->test_suite_name();
+  name += "_";
+  name += info->name();
+  name += "_";
+  name += std::to_string(::getpid());
+  std::filesystem::path dir = std::filesystem::temp_directory_path() / name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
 }
 
 }  // namespace lms::testing
