@@ -193,6 +193,7 @@ const std::vector<KeySpec>& key_specs() {
 }
 
 std::string value_text(const toml::node& v) {
+  if (auto f = v.as_floating_point()) return absl::StrFormat("%g", f->get());
   std::ostringstream out;
   v.visit([&](const auto& x) { out << x; });
   std::string s = out.str();
