@@ -1,5 +1,5 @@
 // conv / deconv kernels (forward, backward data, backward weights) against a
-// naive double-precision reference, in both layouts; finite differences;
+// naive double-precision reference, in both layouts and both algorithms; finite differences;
 // determinism; exact workspace accounting (canaries); invalid specs.
 #include <gtest/gtest.h>
 
@@ -207,14 +207,33 @@ std::vector<ConvCase> conv_cases() {
   };
 }
 
-// Float accumulation over n terms stays well inside n * 2^-24 of the sum of
-// absolute terms; these problems have at most ~1000 terms per element.
-constexpr double kRelBound = 2e-5;
+// Direct convolution: float accumulation over n terms stays well inside
+// n * 2^-24 of the sum of absolute terms; these problems have at most ~1000
+// terms per element. Winograd F(4x4,3x3) (kAuto) transforms its inputs and
+// outputs with constants up to ~8 in float, so it gets a looser bound.
+constexpr double kRelBoundDirect = 2e-5;
+constexpr double kRelBoundWinograd = 2e-4;
 
-class ConvKernelTest : public ::testing::TestWithParam<std::tuple<ConvCase, ConvLayout>> {};
+struct OptionCase {
+  const char* name;
+  SpatialKernelOptions options;
+};
+
+const OptionCase kOptionCases[] = {
+    {"blocked_auto", {ConvLayout::kBlocked, ConvAlgorithm::kAuto}},
+    {"blocked_direct", {ConvLayout::kBlocked, ConvAlgorithm::kDirect}},
+    {"plain_direct", {ConvLayout::kPlain, ConvAlgorithm::kDirect}},
+};
+
+void PrintTo(const OptionCase& oc, std::ostream* os) { *os << oc.name; }
+
+class ConvKernelTest : public ::testing::TestWithParam<std::tuple<ConvCase, OptionCase>> {};
 
 TEST_P(ConvKernelTest, MatchesNaiveReference) {
-  const auto& [cc, layout] = GetParam();
+  const auto& [cc, option_case] = GetParam();
+  const SpatialKernelOptions& layout = option_case.options;
+  const double kRelBound =
+      layout.conv_algorithm == ConvAlgorithm::kAuto ? kRelBoundWinograd : kRelBoundDirect;
   std::mt19937 rng = seeded_rng(1234 + static_cast<uint32_t>(cc.x[1] * 7 + cc.out_channels));
   auto x = random_values(num_elements(cc.x), rng);
   auto w = random_values(num_elements(cc.w()), rng);
@@ -245,12 +264,9 @@ TEST_P(ConvKernelTest, MatchesNaiveReference) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, ConvKernelTest,
                          ::testing::Combine(::testing::ValuesIn(conv_cases()),
-                                            ::testing::Values(ConvLayout::kBlocked,
-                                                              ConvLayout::kPlain)),
+                                            ::testing::ValuesIn(kOptionCases)),
                          [](const auto& info) {
-                           return std::get<0>(info.param).name +
-                                  (std::get<1>(info.param) == ConvLayout::kBlocked ? "_blocked"
-                                                                                   : "_plain");
+                           return std::get<0>(info.param).name + "_" + std::get<1>(info.param).name;
                          });
 
 // L(x, w) = sum(conv(x, w) * r) in double via the naive forward; its central
@@ -287,13 +303,14 @@ TEST(ConvKernelFiniteDifference, GradientsMatchCentralDifferences) {
 }
 
 TEST(ConvKernelDeterminism, RepeatedRunsAreBitIdentical) {
-  ConvCase cc{"det", false, {4, 64, 16, 16}, 64, {3, 3}, {1, 1}, {1, 1}, {1, 1}, true};
+  ConvCase cc{"det", false, {16, 64, 16, 16}, 64, {3, 3}, {1, 1}, {1, 1}, {1, 1}, true};
   std::mt19937 rng = seeded_rng(7);
   auto x = random_values(num_elements(cc.x), rng);
   auto w = random_values(num_elements(cc.w()), rng);
   auto b = random_values(cc.out_channels, rng);
   auto dy = random_values(num_elements(cc.y()), rng);
-  for (ConvLayout layout : {ConvLayout::kBlocked, ConvLayout::kPlain}) {
+  for (const OptionCase& oc : kOptionCases) {
+    const SpatialKernelOptions& layout = oc.options;
     std::vector<std::vector<std::vector<float>>> runs;
     for (int rep = 0; rep < 2; ++rep) {
       auto y = run_spec(forward_spec(cc), {x, w, b}, layout);
@@ -307,6 +324,69 @@ TEST(ConvKernelDeterminism, RepeatedRunsAreBitIdentical) {
       EXPECT_EQ(0, std::memcmp(runs[0][t].data(), runs[1][t].data(), runs[0][t].size() * 4))
           << "output " << t << " differs between runs";
     }
+  }
+}
+
+// The Winograd path of ConvAlgorithm::kAuto only triggers on big problems
+// (here N=16, 64->64, 16x16), too big for the full naive loop: check a random
+// sample of elements of y, dx and dw against per-element double sums.
+TEST(ConvKernelWinograd, AutoAlgorithmMatchesSampledReference) {
+  ConvCase cc{"wino", false, {16, 64, 16, 16}, 64, {3, 3}, {1, 1}, {1, 1}, {1, 1}, true};
+  CpuKernelContext ctx = make_context();
+  auto md = [](const Shape& s) {
+    return dnnl::memory::desc(dnnl::memory::dims(s.begin(), s.end()), dnnl::memory::data_type::f32,
+                              dnnl::memory::format_tag::any);
+  };
+  dnnl::convolution_forward::primitive_desc probe({dnnl::prop_kind::forward_training,
+                                                   dnnl::algorithm::convolution_auto,
+                                                   md(cc.x),
+                                                   md(cc.w()),
+                                                   md(cc.y()),
+                                                   {1, 1},
+                                                   {0, 0},
+                                                   {1, 1},
+                                                   {1, 1}},
+                                                  ctx.engine);
+  if (std::string(probe.impl_info_str()).find("wino") == std::string::npos) {
+    GTEST_SKIP() << "oneDNN picks " << probe.impl_info_str() << ", not Winograd, on this CPU";
+  }
+  std::mt19937 rng = seeded_rng(31);
+  auto x = random_values(num_elements(cc.x), rng);
+  auto w = random_values(num_elements(cc.w()), rng);
+  auto b = random_values(cc.out_channels, rng);
+  auto dy = random_values(num_elements(cc.y()), rng);
+  SpatialKernelOptions opts{ConvLayout::kBlocked, ConvAlgorithm::kAuto};
+  auto y = run_spec(forward_spec(cc), {x, w, b}, opts);
+  auto dx = run_spec(backward_data_spec(cc), {dy, w}, opts);
+  auto dw = run_spec(backward_weights_spec(cc), {x, dy}, opts);
+  ASSERT_EQ(y.size() + dx.size() + dw.size(), 4u);
+  const int64_t C = 64, S = 16;
+  auto at = [&](const std::vector<float>& t, int64_t n, int64_t c, int64_t h, int64_t v) {
+    bool inside = h >= 0 && h < S && v >= 0 && v < S;
+    return inside ? double(t[((n * C + c) * S + h) * S + v]) : 0.0;
+  };
+  std::uniform_int_distribution<int64_t> pick(0, 16 * C * S * S - 1), pick_w(0, C * C * 9 - 1);
+  for (int sample = 0; sample < 200; ++sample) {
+    int64_t i = pick(rng), v = i % S, h = i / S % S, c = i / (S * S) % C, n = i / (C * S * S);
+    double y_ref = b[c], y_abs = std::fabs(b[c]), dx_ref = 0, dx_abs = 0;
+    for (int64_t ci = 0; ci < C; ++ci)
+      for (int64_t t = 0; t < 9; ++t) {
+        int64_t kh = t / 3, kw = t % 3;
+        double yt = at(x, n, ci, h - 1 + kh, v - 1 + kw) * w[(c * C + ci) * 9 + t];
+        double dxt = at(dy, n, ci, h + 1 - kh, v + 1 - kw) * w[(ci * C + c) * 9 + t];
+        y_ref += yt, y_abs += std::fabs(yt), dx_ref += dxt, dx_abs += std::fabs(dxt);
+      }
+    EXPECT_NEAR(y[0][i], y_ref, kRelBoundWinograd * y_abs + 1e-6) << "y[" << i << "]";
+    EXPECT_NEAR(dx[0][i], dx_ref, kRelBoundWinograd * dx_abs + 1e-6) << "dx[" << i << "]";
+    int64_t j = pick_w(rng), t = j % 9, ci = j / 9 % C, k = j / (9 * C);
+    double dw_ref = 0, dw_abs = 0;
+    for (int64_t nn = 0; nn < 16; ++nn)
+      for (int64_t p = 0; p < S * S; ++p) {
+        double term =
+            at(x, nn, ci, p / S - 1 + t / 3, p % S - 1 + t % 3) * at(dy, nn, k, p / S, p % S);
+        dw_ref += term, dw_abs += std::fabs(term);
+      }
+    EXPECT_NEAR(dw[0][j], dw_ref, kRelBoundWinograd * dw_abs + 1e-6) << "dw[" << j << "]";
   }
 }
 

@@ -70,9 +70,9 @@ inline std::mt19937 seeded_rng(uint32_t seed) {
 // returns the outputs.
 inline std::vector<std::vector<float>> run_spec(const KernelSpec& spec,
                                                 const std::vector<std::vector<float>>& inputs,
-                                                ConvLayout layout = ConvLayout::kBlocked) {
+                                                const SpatialKernelOptions& options = {}) {
   static CpuKernelContext ctx = make_context();
-  auto kernel = create_spatial_kernel(spec, ctx, SpatialKernelOptions{layout});
+  auto kernel = create_spatial_kernel(spec, ctx, options);
   EXPECT_TRUE(kernel.ok()) << kernel.status();
   if (!kernel.ok() || *kernel == nullptr) return {};
   std::vector<GuardedBuffer> in, out;

@@ -17,14 +17,12 @@ struct ConvFamily {
   using Fwd = dnnl::convolution_forward;
   using BwdData = dnnl::convolution_backward_data;
   using BwdWeights = dnnl::convolution_backward_weights;
-  static constexpr dnnl::algorithm kAlg = dnnl::algorithm::convolution_direct;
 };
 
 struct DeconvFamily {
   using Fwd = dnnl::deconvolution_forward;
   using BwdData = dnnl::deconvolution_backward_data;
   using BwdWeights = dnnl::deconvolution_backward_weights;
-  static constexpr dnnl::algorithm kAlg = dnnl::algorithm::deconvolution_direct;
 };
 
 // oneDNN descriptors of a ConvProblem. oneDNN's weights are always
@@ -34,10 +32,18 @@ struct ConvDescs {
   memory::desc x_user, w_user, y_user, bias;
   memory::desc x, w, y;  // what the primitives are created with
   memory::dims strides, dilates, pad;
+  dnnl::algorithm alg;
 };
 
-ConvDescs conv_descs(const ConvProblem& p, ConvLayout layout) {
+ConvDescs conv_descs(const ConvProblem& p, const SpatialKernelOptions& options) {
   ConvDescs d;
+  // convolution_auto lets oneDNN pick Winograd (3x3, stride 1, blocked
+  // layouts) where it expects it to be faster; deconv stays direct.
+  bool automatic = options.conv_algorithm == ConvAlgorithm::kAuto;
+  d.alg = p.transposed ? dnnl::algorithm::deconvolution_direct
+          : automatic  ? dnnl::algorithm::convolution_auto
+                       : dnnl::algorithm::convolution_direct;
+  ConvLayout layout = options.conv_layout;
   Shape w_dims = p.w;
   if (p.transposed) std::swap(w_dims[0], w_dims[1]);
   d.x_user = plain_desc(p.x);
@@ -65,9 +71,9 @@ typename F::Fwd::primitive_desc forward_pd(const ConvProblem& p, const ConvDescs
                                            const dnnl::engine& engine,
                                            const dnnl::primitive_attr& attr) {
   auto prop = dnnl::prop_kind::forward_training;
-  auto desc = p.bias ? typename F::Fwd::desc(prop, F::kAlg, d.x, d.w, d.bias, d.y, d.strides,
+  auto desc = p.bias ? typename F::Fwd::desc(prop, d.alg, d.x, d.w, d.bias, d.y, d.strides,
                                              d.dilates, d.pad, d.pad)
-                     : typename F::Fwd::desc(prop, F::kAlg, d.x, d.w, d.y, d.strides, d.dilates,
+                     : typename F::Fwd::desc(prop, d.alg, d.x, d.w, d.y, d.strides, d.dilates,
                                              d.pad, d.pad);
   return typename F::Fwd::primitive_desc(desc, attr, engine);
 }
@@ -96,7 +102,7 @@ std::unique_ptr<Kernel> make_backward_data(const KernelSpec& spec, const CpuKern
   ConvProblem no_bias = p;
   no_bias.bias = false;
   auto hint = forward_pd<F>(no_bias, d, ctx.engine, dnnl::primitive_attr());
-  typename F::BwdData::desc desc(F::kAlg, d.x, d.w, d.y, d.strides, d.dilates, d.pad, d.pad);
+  typename F::BwdData::desc desc(d.alg, d.x, d.w, d.y, d.strides, d.dilates, d.pad, d.pad);
   typename F::BwdData::primitive_desc pd(desc, user_scratchpad_attr(), ctx.engine, hint);
   PlanBuilder b(spec.name, ctx);
   std::vector<StepArg> args = {
@@ -112,9 +118,9 @@ template <class F>
 std::unique_ptr<Kernel> make_backward_weights(const KernelSpec& spec, const CpuKernelContext& ctx,
                                               const ConvProblem& p, const ConvDescs& d) {
   auto hint = forward_pd<F>(p, d, ctx.engine, dnnl::primitive_attr());
-  auto desc = p.bias ? typename F::BwdWeights::desc(F::kAlg, d.x, d.w, d.bias, d.y, d.strides,
+  auto desc = p.bias ? typename F::BwdWeights::desc(d.alg, d.x, d.w, d.bias, d.y, d.strides,
                                                     d.dilates, d.pad, d.pad)
-                     : typename F::BwdWeights::desc(F::kAlg, d.x, d.w, d.y, d.strides, d.dilates,
+                     : typename F::BwdWeights::desc(d.alg, d.x, d.w, d.y, d.strides, d.dilates,
                                                     d.pad, d.pad);
   typename F::BwdWeights::primitive_desc pd(desc, user_scratchpad_attr(), ctx.engine, hint);
   PlanBuilder b(spec.name, ctx);
@@ -133,8 +139,8 @@ std::unique_ptr<Kernel> make_backward_weights(const KernelSpec& spec, const CpuK
 
 template <class F>
 std::unique_ptr<Kernel> make_conv(const KernelSpec& spec, const CpuKernelContext& ctx,
-                                  const ConvProblem& p, ConvLayout layout) {
-  ConvDescs d = conv_descs(p, layout);
+                                  const ConvProblem& p, const SpatialKernelOptions& options) {
+  ConvDescs d = conv_descs(p, options);
   if (spec.op.ends_with("_bwd_data")) return make_backward_data<F>(spec, ctx, p, d);
   if (spec.op.ends_with("_bwd_weights")) return make_backward_weights<F>(spec, ctx, p, d);
   return make_forward<F>(spec, ctx, p, d);
@@ -149,11 +155,11 @@ bool is_conv_op(std::string_view op) {
 
 absl::StatusOr<std::unique_ptr<Kernel>> create_conv_kernel(const KernelSpec& spec,
                                                            const CpuKernelContext& ctx,
-                                                           ConvLayout layout) {
+                                                           const SpatialKernelOptions& options) {
   if (!is_conv_op(spec.op)) return std::unique_ptr<Kernel>();
   LMS_ASSIGN_OR_RETURN(ConvProblem p, conv_problem(spec));
-  if (p.transposed) return make_conv<DeconvFamily>(spec, ctx, p, layout);
-  return make_conv<ConvFamily>(spec, ctx, p, layout);
+  if (p.transposed) return make_conv<DeconvFamily>(spec, ctx, p, options);
+  return make_conv<ConvFamily>(spec, ctx, p, options);
 }
 
 }  // namespace lms::cpu

@@ -166,8 +166,7 @@ std::unique_ptr<Kernel> make_max_pool(const KernelSpec& spec, const CpuKernelCon
 absl::StatusOr<std::unique_ptr<Kernel>> dispatch(const KernelSpec& spec,
                                                  const CpuKernelContext& ctx,
                                                  const SpatialKernelOptions& options) {
-  LMS_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> conv,
-                       create_conv_kernel(spec, ctx, options.conv_layout));
+  LMS_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> conv, create_conv_kernel(spec, ctx, options));
   if (conv) return conv;
   LMS_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> upsample, create_upsample_kernel(spec, ctx));
   if (upsample) return upsample;

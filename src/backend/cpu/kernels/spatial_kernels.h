@@ -31,8 +31,15 @@ enum class ConvLayout {
   kPlain,    // primitives on the plain buffers directly, no reorders
 };
 
+enum class ConvAlgorithm {
+  kAuto,    // oneDNN's choice: Winograd F(4x4,3x3) for 3x3 stride-1 convs on
+            // blocked layouts, direct otherwise (Note [Conv algorithm])
+  kDirect,  // always direct convolution
+};
+
 struct SpatialKernelOptions {
   ConvLayout conv_layout = ConvLayout::kBlocked;
+  ConvAlgorithm conv_algorithm = ConvAlgorithm::kAuto;
 };
 
 // As create_spatial_kernel(spec, ctx) (cpu_kernels.h), with explicit options.
@@ -46,7 +53,7 @@ absl::StatusOr<std::unique_ptr<Kernel>> create_spatial_kernel(const KernelSpec& 
 // The per-family factories behind it (null kernel for an op not theirs).
 absl::StatusOr<std::unique_ptr<Kernel>> create_conv_kernel(const KernelSpec& spec,
                                                            const CpuKernelContext& ctx,
-                                                           ConvLayout layout);
+                                                           const SpatialKernelOptions& options);
 absl::StatusOr<std::unique_ptr<Kernel>> create_upsample_kernel(const KernelSpec& spec,
                                                                const CpuKernelContext& ctx);
 absl::StatusOr<std::unique_ptr<Kernel>> create_max_pool_kernel(const KernelSpec& spec,
