@@ -276,8 +276,9 @@ constexpr double kThrottledRate = 1e9;
 #endif
 
 TEST(CpuDeviceTest, CopiesAreThrottledToTheConfiguredBandwidth) {
-  // Release: 64 MiB at 1 GB/s takes 67.1 ms; allow up to twice that for a
-  // busy host.
+  // Release: 64 MiB at 1 GB/s takes 67.1 ms. The upper bound allows three
+  // times that: ctest runs tests in parallel on 2-core CI machines, and a
+  // contended memcpy alone has measured 135 ms there.
   const uint64_t bytes = kThrottledBytes;
   const double rate = kThrottledRate;
   auto dev = make_device({.capacity_bytes = 80 * kMiB,
@@ -309,7 +310,7 @@ TEST(CpuDeviceTest, CopiesAreThrottledToTheConfiguredBandwidth) {
     std::printf("%s: %.1f ms for %s at %.0f MB/s (expected %.1f ms)\n", stream_name(kind),
                 took_s * 1e3, format_bytes(bytes).c_str(), rate / 1e6, expected_s * 1e3);
     EXPECT_GE(took_s, expected_s);
-    EXPECT_LT(took_s, 2 * expected_s);
+    EXPECT_LT(took_s, 3 * expected_s);
   }
   std::lock_guard<std::mutex> lock(sink.mu);
   ASSERT_EQ(sink.copies.size(), 2u);
@@ -473,6 +474,46 @@ TEST(CpuDeviceTest, ComputeThreadsSetsOpenMpThreadsOnTheComputeThread) {
     if (probe.threads == -1) GTEST_SKIP() << "oneDNN is not built on OpenMP here";
     EXPECT_EQ(probe.threads, requested);
   }
+}
+
+TEST(CpuDeviceTest, CompiledKernelRunsOnDeviceMemoryThroughTheStreams) {
+  // relu through compile -> copy_h2d -> launch -> copy_d2h, checked against
+  // max(x, 0) computed here.
+  const unsigned seed = 11;
+  std::printf("seed %u\n", seed);
+  auto dev =
+      make_device({.capacity_bytes = 8 * kMiB, .host_pool_bytes = 8 * kMiB, .compute_threads = 2});
+  ASSERT_NE(dev, nullptr);
+  const Shape shape = {2, 3, 17, 19};
+  const int64_t n = num_elements(shape);
+  const uint64_t bytes = shape_bytes(shape);
+  KernelSpec spec;
+  spec.name = "relu1";
+  spec.op = "relu";
+  spec.input_shapes = {shape};
+  spec.output_shapes = {shape};
+  auto kernel = dev->compile(spec);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  auto x = dev->allocate(bytes);
+  auto y = dev->allocate(bytes);
+  auto h = dev->allocate_host(bytes);
+  ASSERT_TRUE(x.ok() && y.ok() && h.ok());
+  const std::vector<float> input = random_floats(n, seed);
+  std::memcpy(*h, input.data(), bytes);
+  auto ev = dev->create_event();
+  dev->copy_h2d(*x, *h, bytes, "x");
+  dev->record(*ev, StreamKind::kH2D);
+  dev->wait(StreamKind::kCompute, *ev);
+  KernelArgs args;
+  args.inputs = {static_cast<float*>(*x)};
+  args.outputs = {static_cast<float*>(*y)};
+  dev->launch(**kernel, args, "relu1", "relu");
+  dev->record(*ev, StreamKind::kCompute);
+  dev->wait(StreamKind::kD2H, *ev);
+  dev->copy_d2h(*h, *y, bytes, "y");
+  ASSERT_TRUE(dev->synchronize().ok());
+  const float* out = static_cast<const float*>(*h);
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out[i], std::max(input[i], 0.f)) << "element " << i;
 }
 
 TEST(CpuDeviceTest, CompileRejectsAnUnknownOp) {
