@@ -38,9 +38,11 @@ TEST_F(AtomicFileTest, WritesAndReplacesBinaryContents) {
   std::string big(1 << 20, '\0');
   for (char& c : big) c = static_cast<char>(rng());
   fs::path p = dir_ / "f.bin";
-  ASSERT_TRUE(write_file_atomically(p.string(), big).ok());
+  absl::Status first = write_file_atomically(p.string(), big);
+  ASSERT_TRUE(first.ok()) << first;
   EXPECT_EQ(read(p), big);
-  ASSERT_TRUE(write_file_atomically(p.string(), "short").ok());
+  absl::Status st = write_file_atomically(p.string(), "short");
+  ASSERT_TRUE(st.ok()) << st;
   EXPECT_EQ(read(p), "short");
   ASSERT_TRUE(write_file_atomically(p.string(), "").ok());
   EXPECT_EQ(fs::file_size(p), 0u);
