@@ -1,10 +1,10 @@
 // Convolution throughput of the CPU device's spatial kernels on the VDSR
 // shapes (N=16, 64x64, 3x3, pad 1; 64->64, 1->64, 64->1; forward, backward
 // data, backward weights, with bias), in GFLOP/s:
-//   kernel_blocked_auto  the lms kernel as configured by default: oneDNN's
-//                        blocked layouts (reorders from/to the plain buffers
-//                        inside run()) and convolution_auto (Winograd here)
-//   kernel_blocked       the same with direct convolution
+//   kernel_default       the lms kernel as configured by default: blocked
+//                        layouts where they pay (reorders from/to the plain
+//                        buffers inside run()), Winograd where oneDNN picks it
+//   kernel_blocked       blocked layouts, direct convolution
 //   kernel_plain         the lms kernel, direct, on the plain NCHW buffers
 //   direct_plain         the same primitive called straight through oneDNN on
 //                        NCHW buffers: kernel_plain minus this is the wrapper
@@ -32,7 +32,7 @@ using lms::Shape;
 
 enum class Pass { kForward, kBackwardData, kBackwardWeights };
 enum class Variant {
-  kKernelBlockedAuto,
+  kKernelDefault,
   kKernelBlocked,
   kKernelPlain,
   kDirectPlain,
@@ -181,8 +181,8 @@ void bench_conv(benchmark::State& state, Pass pass, Problem p, Variant v) {
   using lms::cpu::ConvAlgorithm;
   using lms::cpu::ConvLayout;
   switch (v) {
-    case Variant::kKernelBlockedAuto:
-      run_kernel(state, pass, p, {ConvLayout::kBlocked, ConvAlgorithm::kAuto});
+    case Variant::kKernelDefault:
+      run_kernel(state, pass, p, {});  // the defaults: ConvLayout::kAuto, ConvAlgorithm::kAuto
       break;
     case Variant::kKernelBlocked:
       run_kernel(state, pass, p, {ConvLayout::kBlocked, ConvAlgorithm::kDirect});
@@ -216,7 +216,7 @@ void register_all() {
                                                  {Pass::kBackwardData, "bwd_data"},
                                                  {Pass::kBackwardWeights, "bwd_weights"}};
   const std::pair<Variant, const char*> variants[] = {
-      {Variant::kKernelBlockedAuto, "kernel_blocked_auto"},
+      {Variant::kKernelDefault, "kernel_default"},
       {Variant::kKernelBlocked, "kernel_blocked"},
       {Variant::kKernelPlain, "kernel_plain"},
       {Variant::kDirectPlain, "direct_plain"},

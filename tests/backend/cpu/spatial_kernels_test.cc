@@ -220,7 +220,7 @@ struct OptionCase {
 };
 
 const OptionCase kOptionCases[] = {
-    {"blocked_auto", {ConvLayout::kBlocked, ConvAlgorithm::kAuto}},
+    {"default", {}},  // ConvLayout::kAuto, ConvAlgorithm::kAuto
     {"blocked_direct", {ConvLayout::kBlocked, ConvAlgorithm::kDirect}},
     {"plain_direct", {ConvLayout::kPlain, ConvAlgorithm::kDirect}},
 };

@@ -1,5 +1,7 @@
 // conv, conv_bwd_data, conv_bwd_weights, deconv, deconv_bwd_data,
 // deconv_bwd_weights on oneDNN (de)convolution primitives.
+#include <algorithm>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -35,15 +37,29 @@ struct ConvDescs {
   dnnl::algorithm alg;
 };
 
-ConvDescs conv_descs(const ConvProblem& p, const SpatialKernelOptions& options) {
+// Note [Conv layouts]: the blocked layouts pay off when the convolution has
+// enough channels on both sides to fill a 16-wide block; with 1 input or 1
+// output channel the reorders of the wide side cost more than the primitive
+// (bench/conv_bench.cc, 1to64 and 64to1), except for backward weights, whose
+// plain-layout (gemm) implementation is slower than any reorder.
+constexpr int64_t kMinBlockedChannels = 16;
+
+bool use_blocked(const ConvProblem& p, ConvLayout layout, bool backward_weights) {
+  if (layout != ConvLayout::kAuto) return layout == ConvLayout::kBlocked;
+  return backward_weights || std::min(p.x[1], p.y[1]) >= kMinBlockedChannels;
+}
+
+ConvDescs conv_descs(const ConvProblem& p, const SpatialKernelOptions& options,
+                     bool backward_weights) {
   ConvDescs d;
-  // convolution_auto lets oneDNN pick Winograd (3x3, stride 1, blocked
-  // layouts) where it expects it to be faster; deconv stays direct.
+  // Note [Conv algorithm]: convolution_auto lets oneDNN pick Winograd (3x3,
+  // stride 1, blocked layouts, large enough problems) where its heuristic
+  // expects it to be faster; pick_pd falls back to direct otherwise. Deconv
+  // stays direct.
   bool automatic = options.conv_algorithm == ConvAlgorithm::kAuto;
   d.alg = p.transposed ? dnnl::algorithm::deconvolution_direct
           : automatic  ? dnnl::algorithm::convolution_auto
                        : dnnl::algorithm::convolution_direct;
-  ConvLayout layout = options.conv_layout;
   Shape w_dims = p.w;
   if (p.transposed) std::swap(w_dims[0], w_dims[1]);
   d.x_user = plain_desc(p.x);
@@ -56,7 +72,7 @@ ConvDescs conv_descs(const ConvProblem& p, const SpatialKernelOptions& options) 
     d.w_user = plain_desc(w_dims);
   }
   d.bias = plain_desc({p.y[1]});
-  bool blocked = layout == ConvLayout::kBlocked;
+  bool blocked = use_blocked(p, options.conv_layout, backward_weights);
   d.x = blocked ? any_desc(p.x) : d.x_user;
   d.w = blocked ? any_desc(w_dims) : d.w_user;
   d.y = blocked ? any_desc(p.y) : d.y_user;
@@ -68,21 +84,34 @@ ConvDescs conv_descs(const ConvProblem& p, const SpatialKernelOptions& options) 
 
 template <class F>
 typename F::Fwd::primitive_desc forward_pd(const ConvProblem& p, const ConvDescs& d,
-                                           const dnnl::engine& engine,
+                                           dnnl::algorithm alg, const dnnl::engine& engine,
                                            const dnnl::primitive_attr& attr) {
   auto prop = dnnl::prop_kind::forward_training;
-  auto desc = p.bias ? typename F::Fwd::desc(prop, d.alg, d.x, d.w, d.bias, d.y, d.strides,
-                                             d.dilates, d.pad, d.pad)
-                     : typename F::Fwd::desc(prop, d.alg, d.x, d.w, d.y, d.strides, d.dilates,
-                                             d.pad, d.pad);
+  auto desc =
+      p.bias ? typename F::Fwd::desc(prop, alg, d.x, d.w, d.bias, d.y, d.strides, d.dilates, d.pad,
+                                     d.pad)
+             : typename F::Fwd::desc(prop, alg, d.x, d.w, d.y, d.strides, d.dilates, d.pad, d.pad);
   return typename F::Fwd::primitive_desc(desc, attr, engine);
+}
+
+// make(alg) -> primitive_desc. With convolution_auto, keeps oneDNN's choice
+// only when it is Winograd (Note [Conv algorithm]): its other choices can be
+// slower than the direct implementation.
+template <class MakePd>
+auto pick_pd(const ConvDescs& d, MakePd make) {
+  auto pd = make(d.alg);
+  if (d.alg != dnnl::algorithm::convolution_auto) return pd;
+  if (std::string(pd.impl_info_str()).find("wino") != std::string::npos) return pd;
+  return make(dnnl::algorithm::convolution_direct);
 }
 
 // Inputs x, w, b?; output y.
 template <class F>
 std::unique_ptr<Kernel> make_forward(const KernelSpec& spec, const CpuKernelContext& ctx,
                                      const ConvProblem& p, const ConvDescs& d) {
-  auto pd = forward_pd<F>(p, d, ctx.engine, user_scratchpad_attr());
+  auto pd = pick_pd(d, [&](dnnl::algorithm alg) {
+    return forward_pd<F>(p, d, alg, ctx.engine, user_scratchpad_attr());
+  });
   PlanBuilder b(spec.name, ctx);
   std::vector<StepArg> args = {
       {DNNL_ARG_SRC, b.bind_input(0, d.x_user, pd.src_desc()), pd.src_desc()},
@@ -101,9 +130,11 @@ std::unique_ptr<Kernel> make_backward_data(const KernelSpec& spec, const CpuKern
                                            const ConvProblem& p, const ConvDescs& d) {
   ConvProblem no_bias = p;
   no_bias.bias = false;
-  auto hint = forward_pd<F>(no_bias, d, ctx.engine, dnnl::primitive_attr());
-  typename F::BwdData::desc desc(d.alg, d.x, d.w, d.y, d.strides, d.dilates, d.pad, d.pad);
-  typename F::BwdData::primitive_desc pd(desc, user_scratchpad_attr(), ctx.engine, hint);
+  auto pd = pick_pd(d, [&](dnnl::algorithm alg) {
+    auto hint = forward_pd<F>(no_bias, d, alg, ctx.engine, dnnl::primitive_attr());
+    typename F::BwdData::desc desc(alg, d.x, d.w, d.y, d.strides, d.dilates, d.pad, d.pad);
+    return typename F::BwdData::primitive_desc(desc, user_scratchpad_attr(), ctx.engine, hint);
+  });
   PlanBuilder b(spec.name, ctx);
   std::vector<StepArg> args = {
       {DNNL_ARG_DIFF_DST, b.bind_input(0, d.y_user, pd.diff_dst_desc()), pd.diff_dst_desc()},
@@ -117,12 +148,14 @@ std::unique_ptr<Kernel> make_backward_data(const KernelSpec& spec, const CpuKern
 template <class F>
 std::unique_ptr<Kernel> make_backward_weights(const KernelSpec& spec, const CpuKernelContext& ctx,
                                               const ConvProblem& p, const ConvDescs& d) {
-  auto hint = forward_pd<F>(p, d, ctx.engine, dnnl::primitive_attr());
-  auto desc = p.bias ? typename F::BwdWeights::desc(d.alg, d.x, d.w, d.bias, d.y, d.strides,
-                                                    d.dilates, d.pad, d.pad)
-                     : typename F::BwdWeights::desc(d.alg, d.x, d.w, d.y, d.strides, d.dilates,
-                                                    d.pad, d.pad);
-  typename F::BwdWeights::primitive_desc pd(desc, user_scratchpad_attr(), ctx.engine, hint);
+  auto pd = pick_pd(d, [&](dnnl::algorithm alg) {
+    auto hint = forward_pd<F>(p, d, alg, ctx.engine, dnnl::primitive_attr());
+    auto desc = p.bias ? typename F::BwdWeights::desc(alg, d.x, d.w, d.bias, d.y, d.strides,
+                                                      d.dilates, d.pad, d.pad)
+                       : typename F::BwdWeights::desc(alg, d.x, d.w, d.y, d.strides, d.dilates,
+                                                      d.pad, d.pad);
+    return typename F::BwdWeights::primitive_desc(desc, user_scratchpad_attr(), ctx.engine, hint);
+  });
   PlanBuilder b(spec.name, ctx);
   auto dw_md = pd.diff_weights_desc();
   std::vector<StepArg> args = {
@@ -140,7 +173,7 @@ std::unique_ptr<Kernel> make_backward_weights(const KernelSpec& spec, const CpuK
 template <class F>
 std::unique_ptr<Kernel> make_conv(const KernelSpec& spec, const CpuKernelContext& ctx,
                                   const ConvProblem& p, const SpatialKernelOptions& options) {
-  ConvDescs d = conv_descs(p, options);
+  ConvDescs d = conv_descs(p, options, spec.op.ends_with("_bwd_weights"));
   if (spec.op.ends_with("_bwd_data")) return make_backward_data<F>(spec, ctx, p, d);
   if (spec.op.ends_with("_bwd_weights")) return make_backward_weights<F>(spec, ctx, p, d);
   return make_forward<F>(spec, ctx, p, d);

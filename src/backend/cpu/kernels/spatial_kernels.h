@@ -6,16 +6,13 @@
 //   void* ws = allocate(k->workspace_bytes());
 //   LMS_RETURN_IF_ERROR(k->run({{x, w}, {y}, ws}));                     // every step
 //
-// Tensors are plain float NCHW / NCDHW buffers. Convolutions run oneDNN's
-// blocked layouts by default (Note [Conv layouts]); the reorders from and to
-// the plain buffers and every oneDNN scratchpad live in the workspace, so
-// workspace_bytes() is the whole device memory the kernel touches besides its
+// Tensors are plain float NCHW / NCDHW buffers. Convolutions run on oneDNN's
+// blocked layouts where that pays (ConvLayout::kAuto) and on Winograd where
+// oneDNN picks it (ConvAlgorithm::kAuto); the reorders from and to the plain
+// buffers and every oneDNN scratchpad live in the workspace, so
+// workspace_bytes() is all the device memory the kernel touches besides its
 // inputs and outputs. Outputs are bit-identical across runs for a fixed
-// thread count.
-//
-// Note [Conv layouts]: on this machine oneDNN's convolutions run ~1.5x faster
-// on its blocked layouts (nChw16c, OIhw16i16o) than on plain NCHW, more than
-// paying for reordering the activations in run(); see bench/conv_bench.cc.
+// thread count. Measured choices: bench/conv_bench.cc.
 #pragma once
 
 #include <memory>
@@ -27,18 +24,21 @@
 namespace lms::cpu {
 
 enum class ConvLayout {
+  kAuto,     // blocked where both sides have >= 16 channels or for backward
+             // weights, plain otherwise (Note [Conv layouts] in conv_kernels.cc)
   kBlocked,  // format_tag::any, reorders from/to the plain user buffers in run()
   kPlain,    // primitives on the plain buffers directly, no reorders
 };
 
 enum class ConvAlgorithm {
-  kAuto,    // oneDNN's choice: Winograd F(4x4,3x3) for 3x3 stride-1 convs on
-            // blocked layouts, direct otherwise (Note [Conv algorithm])
+  kAuto,    // Winograd F(4x4,3x3) where oneDNN picks it (3x3, stride 1,
+            // blocked layouts, large problems), direct otherwise
+            // (Note [Conv algorithm] in conv_kernels.cc)
   kDirect,  // always direct convolution
 };
 
 struct SpatialKernelOptions {
-  ConvLayout conv_layout = ConvLayout::kBlocked;
+  ConvLayout conv_layout = ConvLayout::kAuto;
   ConvAlgorithm conv_algorithm = ConvAlgorithm::kAuto;
 };
 
