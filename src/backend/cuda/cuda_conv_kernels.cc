@@ -1,0 +1,228 @@
+// conv, conv_bwd_data, conv_bwd_weights, deconv, deconv_bwd_data,
+// deconv_bwd_weights (docs/ops.md) on cuDNN's legacy convolution API.
+//
+// Every op is one cuDNN convolution pass over a "conv problem" ci -> co with
+// filter [co channels, ci channels, k..]: for conv, ci = x and co = y; for a
+// transposed conv (deconv) the roles swap, ci = y and co = x, and the deconv
+// weights [C,K,k..] are exactly that filter. So:
+//   conv               forward      (x  -> y)       + bias
+//   deconv             backward data (x as dco -> y as dci) + bias
+//   conv_bwd_data      backward data (dy -> dx)
+//   deconv_bwd_data    forward      (dy as ci -> dx as co)
+//   conv_bwd_weights   backward filter (ci = x,  dco = dy)  + db
+//   deconv_bwd_weights backward filter (ci = dy, dco = x)   + db
+// Bias gradients are a deterministic per-channel sum (cuda_launch.h), not
+// cudnnConvolutionBackwardBias.
+//
+// Math is CUDNN_FMA_MATH: no TF32 tensor-core rounding, so results stay within
+// float rounding of the CPU device (Note [CUDA kernel determinism]).
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "backend/cpu/kernels/spatial_spec.h"
+#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/cuda_launch.h"
+#include "backend/cuda/cuda_status.h"
+#include "lms/status.h"
+
+namespace lms::cuda {
+namespace {
+
+enum class Pass { kForward, kBackwardData, kBackwardFilter };
+
+// Owns the cuDNN descriptors of one problem.
+struct ConvDescs {
+  cudnnTensorDescriptor_t ci = nullptr, co = nullptr, bias = nullptr;
+  cudnnFilterDescriptor_t filter = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  ConvDescs() = default;
+  ConvDescs(const ConvDescs&) = delete;
+  ConvDescs& operator=(const ConvDescs&) = delete;
+  ~ConvDescs() {
+    for (cudnnTensorDescriptor_t t : {ci, co, bias})
+      if (t != nullptr) (void)cudnnDestroyTensorDescriptor(t);
+    if (filter != nullptr) (void)cudnnDestroyFilterDescriptor(filter);
+    if (conv != nullptr) (void)cudnnDestroyConvolutionDescriptor(conv);
+  }
+};
+
+std::vector<int> to_int(const std::vector<int64_t>& v) { return {v.begin(), v.end()}; }
+
+absl::Status set_tensor(cudnnTensorDescriptor_t* desc, const Shape& shape) {
+  LMS_CUDNN_RETURN_IF_ERROR(cudnnCreateTensorDescriptor(desc), "cudnnCreateTensorDescriptor");
+  std::vector<int> dims = to_int(shape);
+  std::vector<int> strides(dims.size(), 1);
+  for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * dims[i + 1];
+  return cudnn_status(cudnnSetTensorNdDescriptor(*desc, CUDNN_DATA_FLOAT,
+                                                 static_cast<int>(dims.size()), dims.data(),
+                                                 strides.data()),
+                      "cudnnSetTensorNdDescriptor");
+}
+
+absl::Status make_descs(const cpu::ConvProblem& p, ConvDescs* d) {
+  const Shape& ci = p.transposed ? p.y : p.x;
+  const Shape& co = p.transposed ? p.x : p.y;
+  LMS_RETURN_IF_ERROR(set_tensor(&d->ci, ci));
+  LMS_RETURN_IF_ERROR(set_tensor(&d->co, co));
+  Shape bias_shape(p.y.size(), 1);
+  bias_shape[1] = p.y[1];
+  LMS_RETURN_IF_ERROR(set_tensor(&d->bias, bias_shape));
+  LMS_CUDNN_RETURN_IF_ERROR(cudnnCreateFilterDescriptor(&d->filter), "cudnnCreateFilterDescriptor");
+  std::vector<int> w = to_int(p.w);
+  LMS_CUDNN_RETURN_IF_ERROR(cudnnSetFilterNdDescriptor(d->filter, CUDNN_DATA_FLOAT,
+                                                       CUDNN_TENSOR_NCHW,
+                                                       static_cast<int>(w.size()), w.data()),
+                            "cudnnSetFilterNdDescriptor");
+  LMS_CUDNN_RETURN_IF_ERROR(cudnnCreateConvolutionDescriptor(&d->conv),
+                            "cudnnCreateConvolutionDescriptor");
+  std::vector<int> pad = to_int(p.pad), stride = to_int(p.stride), dil = to_int(p.dilation);
+  LMS_CUDNN_RETURN_IF_ERROR(
+      cudnnSetConvolutionNdDescriptor(d->conv, p.rank, pad.data(), stride.data(), dil.data(),
+                                      CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+      "cudnnSetConvolutionNdDescriptor");
+  return cudnn_status(cudnnSetConvolutionMathType(d->conv, CUDNN_FMA_MATH),
+                      "cudnnSetConvolutionMathType");
+}
+
+// The first algorithm of cuDNN's heuristic ranking that is deterministic,
+// runs in FMA math and fits the workspace limit.
+template <typename Perf>
+absl::StatusOr<std::pair<int, uint64_t>> pick(const KernelSpec& spec, const Perf* perf, int n,
+                                              uint64_t max_ws) {
+  for (int i = 0; i < n; ++i) {
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC &&
+        perf[i].mathType == CUDNN_FMA_MATH && perf[i].memory <= max_ws) {
+      return std::pair<int, uint64_t>(static_cast<int>(perf[i].algo), perf[i].memory);
+    }
+  }
+  return absl::UnimplementedError(absl::StrCat(
+      "node '", spec.name, "' (op ", spec.op, "): cuDNN offers no deterministic FMA-math "
+      "algorithm within the workspace limit of ", max_ws, " bytes among ", n, " candidates"));
+}
+
+absl::StatusOr<std::pair<int, uint64_t>> choose_algorithm(const KernelSpec& spec,
+                                                          const CudaKernelContext& ctx,
+                                                          const ConvDescs& d, Pass pass) {
+  constexpr int kMax = 16;
+  int n = 0;
+  const uint64_t ws = ctx.max_conv_workspace_bytes;
+  if (pass == Pass::kForward) {
+    cudnnConvolutionFwdAlgoPerf_t perf[kMax];
+    LMS_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionForwardAlgorithm_v7(
+                                  ctx.cudnn, d.ci, d.filter, d.conv, d.co, kMax, &n, perf),
+                              "cudnnGetConvolutionForwardAlgorithm_v7");
+    return pick(spec, perf, n, ws);
+  }
+  if (pass == Pass::kBackwardData) {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[kMax];
+    LMS_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                                  ctx.cudnn, d.filter, d.co, d.conv, d.ci, kMax, &n, perf),
+                              "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+    return pick(spec, perf, n, ws);
+  }
+  cudnnConvolutionBwdFilterAlgoPerf_t perf[kMax];
+  LMS_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                                ctx.cudnn, d.ci, d.co, d.conv, d.filter, kMax, &n, perf),
+                            "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+  return pick(spec, perf, n, ws);
+}
+
+class CudnnConvKernel final : public Kernel {
+ public:
+  CudnnConvKernel(const KernelSpec& spec, const CudaKernelContext& ctx, cpu::ConvProblem p,
+                  Pass pass)
+      : name_(spec.name), op_(spec.op), ctx_(ctx), p_(std::move(p)), pass_(pass) {}
+
+  absl::Status init(const KernelSpec& spec) {
+    LMS_RETURN_IF_ERROR(make_descs(p_, &d_));
+    LMS_ASSIGN_OR_RETURN(auto algo, choose_algorithm(spec, ctx_, d_, pass_));
+    algo_ = algo.first;
+    workspace_bytes_ = algo.second;
+    bias_count_ = p_.y[1];
+    bias_inner_ = num_elements(p_.y) / p_.y[0] / p_.y[1];
+    return absl::OkStatus();
+  }
+
+  uint64_t workspace_bytes() const override { return workspace_bytes_; }
+
+  absl::Status run(const KernelArgs& a) override {
+    const float one = 1.0f, zero = 0.0f;
+    const std::string what = absl::StrCat("node '", name_, "' (op ", op_, ")");
+    if (pass_ == Pass::kForward) {
+      LMS_CUDNN_RETURN_IF_ERROR(
+          cudnnConvolutionForward(ctx_.cudnn, &one, d_.ci, a.inputs[0], d_.filter, a.inputs[1],
+                                  d_.conv, static_cast<cudnnConvolutionFwdAlgo_t>(algo_),
+                                  a.workspace, workspace_bytes_, &zero, d_.co, a.outputs[0]),
+          what + ": cudnnConvolutionForward");
+    } else if (pass_ == Pass::kBackwardData) {
+      LMS_CUDNN_RETURN_IF_ERROR(
+          cudnnConvolutionBackwardData(ctx_.cudnn, &one, d_.filter, a.inputs[1], d_.co,
+                                       a.inputs[0], d_.conv,
+                                       static_cast<cudnnConvolutionBwdDataAlgo_t>(algo_),
+                                       a.workspace, workspace_bytes_, &zero, d_.ci, a.outputs[0]),
+          what + ": cudnnConvolutionBackwardData");
+    } else {
+      return run_backward_filter(a, what);
+    }
+    if (p_.bias && (op_ == "conv" || op_ == "deconv")) {
+      LMS_CUDNN_RETURN_IF_ERROR(cudnnAddTensor(ctx_.cudnn, &one, d_.bias, a.inputs[2], &one,
+                                               p_.transposed ? d_.ci : d_.co, a.outputs[0]),
+                                what + ": cudnnAddTensor (bias)");
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status run_backward_filter(const KernelArgs& a, const std::string& what) {
+    const float one = 1.0f, zero = 0.0f;
+    // conv: ci = x (input 0), dco = dy (input 1); deconv: ci = dy (1), dco = x (0).
+    const float* ci = p_.transposed ? a.inputs[1] : a.inputs[0];
+    const float* dco = p_.transposed ? a.inputs[0] : a.inputs[1];
+    LMS_CUDNN_RETURN_IF_ERROR(
+        cudnnConvolutionBackwardFilter(ctx_.cudnn, &one, d_.ci, ci, d_.co, dco, d_.conv,
+                                       static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo_),
+                                       a.workspace, workspace_bytes_, &zero, d_.filter,
+                                       a.outputs[0]),
+        what + ": cudnnConvolutionBackwardFilter");
+    if (!p_.bias) return absl::OkStatus();
+    // db[K] = sum of dy (input 1, [N,K,S']) over N and S'.
+    return cuda_status(launch::channel_sum(ctx_.stream, a.inputs[1], p_.y[0], bias_count_,
+                                           bias_inner_, a.outputs[1]),
+                       what + ": bias gradient");
+  }
+
+  std::string name_, op_;
+  CudaKernelContext ctx_;
+  cpu::ConvProblem p_;
+  Pass pass_;
+  ConvDescs d_;
+  int algo_ = 0;
+  uint64_t workspace_bytes_ = 0;
+  int64_t bias_count_ = 0, bias_inner_ = 0;
+};
+
+Pass pass_of(const std::string& op) {
+  if (op == "conv" || op == "deconv_bwd_data") return Pass::kForward;
+  if (op == "deconv" || op == "conv_bwd_data") return Pass::kBackwardData;
+  return Pass::kBackwardFilter;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Kernel>> create_cuda_conv_kernel(const KernelSpec& spec,
+                                                                const CudaKernelContext& ctx) {
+  static const char* const kOps[] = {"conv",   "conv_bwd_data",   "conv_bwd_weights",
+                                     "deconv", "deconv_bwd_data", "deconv_bwd_weights"};
+  bool mine = false;
+  for (const char* op : kOps) mine = mine || spec.op == op;
+  if (!mine) return std::unique_ptr<Kernel>();
+  LMS_ASSIGN_OR_RETURN(cpu::ConvProblem p, cpu::conv_problem(spec));
+  auto kernel = std::make_unique<CudnnConvKernel>(spec, ctx, std::move(p), pass_of(spec.op));
+  LMS_RETURN_IF_ERROR(kernel->init(spec));
+  return kernel;
+}
+
+}  // namespace lms::cuda

@@ -1,0 +1,408 @@
+#include "backend/cuda/cuda_device.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/cuda_memory.h"
+#include "backend/cuda/cuda_status.h"
+#include "lms/status.h"
+#include "lms/strings.h"
+
+namespace lms::cuda {
+namespace {
+
+class CudaEvent : public Event {
+ public:
+  CudaEvent(int ordinal, cudaEvent_t event) : ordinal_(ordinal), event_(event) {}
+  ~CudaEvent() override {
+    if (event_ != nullptr) (void)cudaEventDestroy(event_);
+  }
+  int ordinal() const { return ordinal_; }
+  cudaEvent_t get() const { return event_; }
+
+ private:
+  int ordinal_;
+  cudaEvent_t event_;
+};
+
+// A span on a stream, stamped by two host callbacks (Note [CUDA profiler
+// events]); the second callback reports it and deletes it.
+struct StreamSpan {
+  EventSink* sink;
+  StreamKind stream;
+  bool is_copy;
+  std::string name;
+  std::string op;
+  uint64_t bytes;
+  double start_s = 0;
+};
+
+void CUDART_CB stamp_start(void* data) { static_cast<StreamSpan*>(data)->start_s = now_s(); }
+
+void CUDART_CB report_span(void* data) {
+  std::unique_ptr<StreamSpan> span(static_cast<StreamSpan*>(data));
+  const double end_s = now_s();
+  if (span->is_copy) {
+    span->sink->on_copy(span->stream, span->name, span->bytes, span->start_s, end_s);
+  } else {
+    span->sink->on_node(span->stream, span->name, span->op, span->start_s, end_s);
+  }
+}
+
+absl::Status annotate(const absl::Status& status, std::string_view prefix) {
+  return absl::Status(status.code(), absl::StrCat(to_absl(prefix), status.message()));
+}
+
+absl::Status no_device_error(cudaError_t err, int count) {
+  if (err != cudaSuccess) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no CUDA device: cudaGetDeviceCount returned ", cudaGetErrorName(err), " (",
+                     cudaGetErrorString(err), ")"));
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat("no CUDA device: cudaGetDeviceCount reports ", count, " devices"));
+}
+
+}  // namespace
+
+// Forwards an allocator's changes to the user's observer and, as on_memory,
+// to the device's event sink.
+class CudaDevice::MemoryTee : public AllocationObserver {
+ public:
+  MemoryTee(MemoryKind kind, const std::atomic<EventSink*>* sink) : kind_(kind), sink_(sink) {}
+  void set_user(AllocationObserver* observer) { user_.store(observer); }
+  void on_allocation_change(int64_t delta_bytes, uint64_t bytes_in_use) override {
+    if (AllocationObserver* user = user_.load())
+      user->on_allocation_change(delta_bytes, bytes_in_use);
+    if (EventSink* sink = sink_->load()) sink->on_memory(kind_, bytes_in_use, now_s());
+  }
+
+ private:
+  const MemoryKind kind_;
+  const std::atomic<EventSink*>* sink_;
+  std::atomic<AllocationObserver*> user_{nullptr};
+};
+
+absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::create(CudaDeviceOptions options) {
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count <= 0) {
+    (void)cudaGetLastError();
+    return no_device_error(err, count);
+  }
+  if (options.device_ordinal < 0 || options.device_ordinal >= count) {
+    return absl::InvalidArgumentError(absl::StrCat("CudaDeviceOptions.device_ordinal is ",
+                                                   options.device_ordinal, "; allowed: 0..",
+                                                   count - 1, " (", count, " devices)"));
+  }
+  if (options.host_pool_bytes == 0) {
+    return absl::InvalidArgumentError("CudaDeviceOptions.host_pool_bytes is 0; it must be > 0");
+  }
+  std::unique_ptr<CudaDevice> device(new CudaDevice());
+  LMS_RETURN_IF_ERROR(device->init(options));
+  return device;
+}
+
+absl::Status CudaDevice::init(CudaDeviceOptions options) {
+  options_ = options;
+  LMS_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device_ordinal), "cudaSetDevice");
+  LMS_RETURN_IF_ERROR(init_memory());
+  return init_streams();
+}
+
+absl::Status CudaDevice::init_memory() {
+  uint64_t capacity = options_.capacity_bytes;
+  if (capacity == 0) {
+    size_t free_bytes = 0, total_bytes = 0;
+    LMS_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+    if (free_bytes <= options_.reserve_bytes) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cuda:", options_.device_ordinal, " has ", free_bytes,
+                       " bytes free, not more than reserve_bytes = ", options_.reserve_bytes,
+                       "; lower CudaDeviceOptions.reserve_bytes or free GPU memory"));
+    }
+    capacity = free_bytes - options_.reserve_bytes;
+    options_.capacity_bytes = capacity;
+  }
+  const int ordinal = options_.device_ordinal;
+  LMS_ASSIGN_OR_RETURN(device_mem_,
+                       BfcAllocator::create(std::make_unique<CudaSubAllocator>(ordinal),
+                                            {.capacity_bytes = capacity, .name = "device"}));
+  LMS_ASSIGN_OR_RETURN(host_mem_, BfcAllocator::create(std::make_unique<PinnedSubAllocator>(ordinal),
+                                                       {.capacity_bytes = options_.host_pool_bytes,
+                                                        .name = "pinned host"}));
+  device_tee_ = std::make_unique<MemoryTee>(MemoryKind::kDevice, &sink_);
+  host_tee_ = std::make_unique<MemoryTee>(MemoryKind::kPinnedHost, &sink_);
+  device_mem_->set_observer(device_tee_.get());
+  host_mem_->set_observer(host_tee_.get());
+  return absl::OkStatus();
+}
+
+absl::Status CudaDevice::init_streams() {
+  for (cudaStream_t* s : {&compute_, &d2h_, &h2d_}) {
+    LMS_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking),
+                             "cudaStreamCreateWithFlags");
+  }
+  kernel_ctx_ = std::make_unique<CudaKernelContext>();
+  kernel_ctx_->stream = compute_;
+  LMS_CUDNN_RETURN_IF_ERROR(cudnnCreate(&kernel_ctx_->cudnn), "cudnnCreate");
+  LMS_CUDNN_RETURN_IF_ERROR(cudnnSetStream(kernel_ctx_->cudnn, compute_), "cudnnSetStream");
+  LMS_RETURN_IF_ERROR(cublas_status(cublasCreate(&kernel_ctx_->cublas), "cublasCreate"));
+  LMS_RETURN_IF_ERROR(
+      cublas_status(cublasSetStream(kernel_ctx_->cublas, compute_), "cublasSetStream"));
+  return absl::OkStatus();
+}
+
+CudaDevice::~CudaDevice() {
+  bind();
+  for (cudaStream_t s : {compute_, d2h_, h2d_}) {
+    if (s != nullptr) (void)cudaStreamSynchronize(s);
+  }
+  if (kernel_ctx_ != nullptr) {
+    if (kernel_ctx_->cudnn != nullptr) (void)cudnnDestroy(kernel_ctx_->cudnn);
+    if (kernel_ctx_->cublas != nullptr) (void)cublasDestroy(kernel_ctx_->cublas);
+  }
+  for (cudaStream_t s : {compute_, d2h_, h2d_}) {
+    if (s != nullptr) (void)cudaStreamDestroy(s);
+  }
+  // device_mem_ / host_mem_ free their regions (cudaFree / cudaFreeHost) as
+  // members are destroyed, after every stream is idle.
+}
+
+std::string CudaDevice::name() const { return absl::StrCat("cuda:", options_.device_ordinal); }
+
+void CudaDevice::bind() const { (void)cudaSetDevice(options_.device_ordinal); }
+
+cudaStream_t CudaDevice::stream(StreamKind kind) const {
+  switch (kind) {
+    case StreamKind::kD2H:
+      return d2h_;
+    case StreamKind::kH2D:
+      return h2d_;
+    default:
+      return compute_;
+  }
+}
+
+void CudaDevice::set_async_error(absl::Status status) {
+  std::lock_guard<std::mutex> lock(error_mu_);
+  if (first_error_.ok()) first_error_ = std::move(status);
+}
+
+// ---- Memory ----
+
+absl::StatusOr<void*> CudaDevice::allocate(uint64_t bytes) { return device_mem_->allocate(bytes); }
+void CudaDevice::deallocate(void* ptr) { device_mem_->deallocate(ptr); }
+AllocatorStats CudaDevice::memory_stats() const { return device_mem_->stats(); }
+void CudaDevice::reset_peak_memory() { device_mem_->reset_peak(); }
+void CudaDevice::set_memory_observer(AllocationObserver* observer) {
+  device_tee_->set_user(observer);
+}
+
+absl::StatusOr<void*> CudaDevice::allocate_host(uint64_t bytes) {
+  return host_mem_->allocate(bytes);
+}
+void CudaDevice::deallocate_host(void* ptr) { host_mem_->deallocate(ptr); }
+AllocatorStats CudaDevice::host_stats() const { return host_mem_->stats(); }
+void CudaDevice::set_host_observer(AllocationObserver* observer) { host_tee_->set_user(observer); }
+
+absl::Status CudaDevice::check_device_range(const void* ptr, uint64_t bytes,
+                                            const std::string& what) const {
+  if (ptr == nullptr) return absl::InvalidArgumentError(absl::StrCat(what, ": null pointer"));
+  const char* p = static_cast<const char*>(ptr);
+  const char* base = static_cast<const char*>(device_mem_->base());
+  const uint64_t cap = device_mem_->stats().capacity_bytes;
+  if (p < base || static_cast<uint64_t>(p - base) > cap ||
+      bytes > cap - static_cast<uint64_t>(p - base)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": device range of ", bytes,
+                     " bytes lies outside the device region of ", cap, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+// ---- Streams and events ----
+
+std::unique_ptr<Event> CudaDevice::create_event() {
+  bind();
+  cudaEvent_t ev = nullptr;
+  absl::Status st = cuda_status(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming),
+                                "create_event: cudaEventCreateWithFlags");
+  if (!st.ok()) {
+    set_async_error(st);
+    ev = nullptr;  // behaves as a never-recorded event; the error surfaces at synchronize()
+  }
+  return std::make_unique<CudaEvent>(options_.device_ordinal, ev);
+}
+
+namespace {
+// The cudaEvent_t of `event` if it was created by device `ordinal` (null for
+// one whose creation failed), or an error.
+absl::StatusOr<cudaEvent_t> own_event(Event& event, int ordinal, std::string_view call) {
+  auto* ev = dynamic_cast<CudaEvent*>(&event);
+  if (ev == nullptr || ev->ordinal() != ordinal) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        to_absl(call), ": the event was not created by this CUDA device (use create_event)"));
+  }
+  return ev->get();
+}
+}  // namespace
+
+void CudaDevice::record(Event& event, StreamKind kind) {
+  absl::StatusOr<cudaEvent_t> ev = own_event(event, options_.device_ordinal, "record");
+  if (!ev.ok()) return set_async_error(ev.status());
+  if (*ev == nullptr) return;
+  bind();
+  absl::Status st = cuda_status(cudaEventRecord(*ev, stream(kind)), "record: cudaEventRecord");
+  if (!st.ok()) set_async_error(st);
+}
+
+void CudaDevice::wait(StreamKind kind, Event& event) {
+  absl::StatusOr<cudaEvent_t> ev = own_event(event, options_.device_ordinal, "wait");
+  if (!ev.ok()) return set_async_error(ev.status());
+  if (*ev == nullptr) return;
+  bind();
+  const double issue_s = now_s();
+  absl::Status st =
+      cuda_status(cudaStreamWaitEvent(stream(kind), *ev, 0), "wait: cudaStreamWaitEvent");
+  if (!st.ok()) set_async_error(st);
+  // Host-side stamps only: how long the GPU stream waited is not observable
+  // without a callback, so a stall is reported only when the event is still
+  // pending at issue (duration 0 marks "the stream had to wait").
+  EventSink* sink = sink_.load();
+  if (sink != nullptr && kind == StreamKind::kCompute && cudaEventQuery(*ev) == cudaErrorNotReady) {
+    sink->on_stall(StreamKind::kCompute, "event wait", "", issue_s, issue_s);
+  }
+}
+
+bool CudaDevice::query(Event& event) {
+  absl::StatusOr<cudaEvent_t> ev = own_event(event, options_.device_ordinal, "query");
+  if (!ev.ok()) {
+    set_async_error(ev.status());
+    return true;  // never hang a caller polling a foreign event
+  }
+  if (*ev == nullptr) return true;
+  bind();
+  cudaError_t err = cudaEventQuery(*ev);
+  if (err == cudaErrorNotReady) return false;
+  if (err != cudaSuccess) set_async_error(cuda_status(err, "query: cudaEventQuery"));
+  return true;
+}
+
+void CudaDevice::synchronize(Event& event) {
+  absl::StatusOr<cudaEvent_t> ev = own_event(event, options_.device_ordinal, "synchronize");
+  if (!ev.ok()) return set_async_error(ev.status());
+  if (*ev == nullptr) return;
+  bind();
+  absl::Status st = cuda_status(cudaEventSynchronize(*ev), "synchronize: cudaEventSynchronize");
+  if (!st.ok()) set_async_error(st);
+}
+
+absl::Status CudaDevice::synchronize() {
+  bind();
+  for (StreamKind kind : {StreamKind::kCompute, StreamKind::kD2H, StreamKind::kH2D}) {
+    absl::Status st = cuda_status(cudaStreamSynchronize(stream(kind)),
+                                  absl::StrCat("synchronize: stream ", stream_name(kind)));
+    if (!st.ok()) set_async_error(st);
+  }
+  std::lock_guard<std::mutex> lock(error_mu_);
+  absl::Status first = std::move(first_error_);
+  first_error_ = absl::OkStatus();
+  return first;
+}
+
+// ---- Copies ----
+
+void CudaDevice::enqueue_copy(StreamKind kind, void* dst, const void* src, uint64_t bytes,
+                              std::string_view tensor) {
+  const bool d2h = kind == StreamKind::kD2H;
+  const std::string what = absl::StrCat(d2h ? "copy_d2h" : "copy_h2d", " of '", to_absl(tensor), "'");
+  absl::Status range = check_device_range(d2h ? src : dst, bytes, what);
+  if (!range.ok()) return set_async_error(range);
+  if (dst == nullptr || src == nullptr) {
+    return set_async_error(absl::InvalidArgumentError(absl::StrCat(what, ": null host pointer")));
+  }
+  bind();
+  cudaStream_t s = stream(kind);
+  EventSink* sink = sink_.load();
+  StreamSpan* span = nullptr;
+  if (sink != nullptr) {
+    span = new StreamSpan{sink, kind, true, std::string(tensor), "", bytes};
+    if (cudaLaunchHostFunc(s, stamp_start, span) != cudaSuccess) {
+      delete span;
+      span = nullptr;
+    }
+  }
+  absl::Status st = cuda_status(
+      cudaMemcpyAsync(dst, src, bytes, d2h ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, s),
+      absl::StrCat(what, ": cudaMemcpyAsync"));
+  if (!st.ok()) set_async_error(st);
+  if (span != nullptr && cudaLaunchHostFunc(s, report_span, span) != cudaSuccess) {
+    set_async_error(absl::InternalError(absl::StrCat(what, ": cudaLaunchHostFunc failed")));
+  }
+}
+
+void CudaDevice::copy_d2h(void* host, const void* device, uint64_t bytes,
+                          std::string_view tensor) {
+  enqueue_copy(StreamKind::kD2H, host, device, bytes, tensor);
+}
+
+void CudaDevice::copy_h2d(void* device, const void* host, uint64_t bytes,
+                          std::string_view tensor) {
+  enqueue_copy(StreamKind::kH2D, device, host, bytes, tensor);
+}
+
+absl::Status CudaDevice::upload(void* device, const void* host, uint64_t bytes) {
+  LMS_RETURN_IF_ERROR(check_device_range(device, bytes, "upload"));
+  if (host == nullptr) return absl::InvalidArgumentError("upload: null host pointer");
+  bind();
+  LMS_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, compute_), "upload");
+  LMS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(compute_), "upload: cudaStreamSynchronize");
+  return absl::OkStatus();
+}
+
+absl::Status CudaDevice::download(void* host, const void* device, uint64_t bytes) {
+  LMS_RETURN_IF_ERROR(check_device_range(device, bytes, "download"));
+  if (host == nullptr) return absl::InvalidArgumentError("download: null host pointer");
+  bind();
+  LMS_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, compute_), "download");
+  LMS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(compute_), "download: cudaStreamSynchronize");
+  return absl::OkStatus();
+}
+
+// ---- Kernels ----
+
+absl::StatusOr<std::unique_ptr<Kernel>> CudaDevice::compile(const KernelSpec& spec) {
+  bind();
+  return create_cuda_kernel(spec, *kernel_ctx_);
+}
+
+void CudaDevice::launch(Kernel& kernel, KernelArgs args, std::string_view node,
+                        std::string_view op) {
+  bind();
+  EventSink* sink = sink_.load();
+  StreamSpan* span = nullptr;
+  if (sink != nullptr) {
+    span = new StreamSpan{sink, StreamKind::kCompute, false, std::string(node), std::string(op), 0};
+    if (cudaLaunchHostFunc(compute_, stamp_start, span) != cudaSuccess) {
+      delete span;
+      span = nullptr;
+    }
+  }
+  absl::Status st = kernel.run(args);
+  if (!st.ok()) {
+    set_async_error(annotate(st, absl::StrCat("kernel of node '", to_absl(node), "' (op ",
+                                              to_absl(op), "): ")));
+  }
+  if (span != nullptr && cudaLaunchHostFunc(compute_, report_span, span) != cudaSuccess) {
+    set_async_error(absl::InternalError(
+        absl::StrCat("launch of node '", to_absl(node), "': cudaLaunchHostFunc failed")));
+  }
+}
+
+void CudaDevice::set_event_sink(EventSink* sink) { sink_.store(sink); }
+
+}  // namespace lms::cuda

@@ -1,0 +1,160 @@
+// Element-wise kernels, the MSE gradient and the optimizer updates of the
+// CUDA backend (cuda_launch.h). Formulas are those of docs/ops.md and match
+// the CPU device's loops (per-step scalars in double, per-element in float).
+#include <cmath>
+
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_launch.h"
+
+namespace lms::cuda::launch {
+namespace {
+
+using detail::grid_for;
+using detail::kThreads;
+
+#define LMS_GRID_STRIDE(i, n)                                                     \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; \
+       i < (n); i += static_cast<int64_t>(blockDim.x) * gridDim.x)
+
+__global__ void unary_kernel(Unary op, const float* x, float* y, int64_t n, float alpha) {
+  LMS_GRID_STRIDE(i, n) {
+    const float v = x[i];
+    switch (op) {
+      case Unary::kRelu:
+        y[i] = v > 0.0f ? v : 0.0f;
+        break;
+      case Unary::kLeakyRelu:
+        y[i] = v > 0.0f ? v : alpha * v;
+        break;
+      case Unary::kSigmoid:
+        y[i] = 1.0f / (1.0f + expf(-v));
+        break;
+      case Unary::kScale:
+        y[i] = alpha * v;
+        break;
+    }
+  }
+}
+
+__global__ void binary_kernel(Binary op, const float* a, const float* b, float* y, int64_t n,
+                              float alpha) {
+  LMS_GRID_STRIDE(i, n) {
+    const float u = a[i], w = b[i];
+    switch (op) {
+      case Binary::kAdd:
+        y[i] = u + w;
+        break;
+      case Binary::kMul:
+        y[i] = u * w;
+        break;
+      case Binary::kReluBwd:
+        y[i] = u > 0.0f ? w : 0.0f;
+        break;
+      case Binary::kLeakyReluBwd:
+        y[i] = u > 0.0f ? w : alpha * w;
+        break;
+      case Binary::kSigmoidBwd:
+        y[i] = w * u * (1.0f - u);
+        break;
+    }
+  }
+}
+
+__global__ void fill_kernel(float* y, int64_t n, float value) {
+  LMS_GRID_STRIDE(i, n) y[i] = value;
+}
+
+__global__ void fill_from_scalar_kernel(const float* scalar, double divisor, float* y, int64_t n) {
+  const float v = static_cast<float>(static_cast<double>(scalar[0]) / divisor);
+  LMS_GRID_STRIDE(i, n) y[i] = v;
+}
+
+__global__ void mse_bwd_kernel(const float* p, const float* t, const float* dloss, float* g,
+                               int64_t n) {
+  const float c = static_cast<float>(2.0 * static_cast<double>(dloss[0]) / static_cast<double>(n));
+  LMS_GRID_STRIDE(i, n) g[i] = c * (p[i] - t[i]);
+}
+
+__global__ void increment_kernel(float* step) { step[0] += 1.0f; }
+
+// min(1, clip_norm / (norm + 1e-6)) when clipping is on, else 1.
+__device__ float clip_factor(const float* norm, float clip_norm) {
+  if (clip_norm <= 0.0f || norm == nullptr) return 1.0f;
+  const double f = static_cast<double>(clip_norm) / (static_cast<double>(norm[0]) + 1e-6);
+  return static_cast<float>(f < 1.0 ? f : 1.0);
+}
+
+__global__ void sgd_kernel(float* p, const float* g, float* v, const float* norm, int64_t n,
+                           SgdParams h) {
+  const float clip = clip_factor(norm, h.clip_norm);
+  LMS_GRID_STRIDE(i, n) {
+    const float gi = clip * g[i] + h.weight_decay * p[i];
+    v[i] = h.momentum * v[i] + gi;
+    p[i] -= h.lr * v[i];
+  }
+}
+
+__global__ void adam_kernel(float* p, const float* g, float* m, float* v, const float* step,
+                            const float* norm, int64_t n, AdamParams h) {
+  const double t = step[0];
+  if (!(t >= 1.0)) return;  // see cuda_launch.h
+  const float clip = clip_factor(norm, h.clip_norm);
+  const float inv_bc1 = static_cast<float>(1.0 / (1.0 - pow(static_cast<double>(h.beta1), t)));
+  const float inv_bc2 = static_cast<float>(1.0 / (1.0 - pow(static_cast<double>(h.beta2), t)));
+  LMS_GRID_STRIDE(i, n) {
+    const float gi = clip * g[i] + h.weight_decay * p[i];
+    m[i] = h.beta1 * m[i] + (1.0f - h.beta1) * gi;
+    v[i] = h.beta2 * v[i] + (1.0f - h.beta2) * gi * gi;
+    p[i] -= h.lr * (m[i] * inv_bc1) / (sqrtf(v[i] * inv_bc2) + h.eps);
+  }
+}
+
+}  // namespace
+
+cudaError_t unary(cudaStream_t stream, Unary op, const float* x, float* y, int64_t n,
+                  float alpha) {
+  unary_kernel<<<grid_for(n), kThreads, 0, stream>>>(op, x, y, n, alpha);
+  return cudaGetLastError();
+}
+
+cudaError_t binary(cudaStream_t stream, Binary op, const float* a, const float* b, float* y,
+                   int64_t n, float alpha) {
+  binary_kernel<<<grid_for(n), kThreads, 0, stream>>>(op, a, b, y, n, alpha);
+  return cudaGetLastError();
+}
+
+cudaError_t fill(cudaStream_t stream, float* y, int64_t n, float value) {
+  fill_kernel<<<grid_for(n), kThreads, 0, stream>>>(y, n, value);
+  return cudaGetLastError();
+}
+
+cudaError_t fill_from_scalar(cudaStream_t stream, const float* scalar, double divisor, float* y,
+                             int64_t n) {
+  fill_from_scalar_kernel<<<grid_for(n), kThreads, 0, stream>>>(scalar, divisor, y, n);
+  return cudaGetLastError();
+}
+
+cudaError_t mse_bwd(cudaStream_t stream, const float* p, const float* t, const float* dloss,
+                    float* g, int64_t n) {
+  mse_bwd_kernel<<<grid_for(n), kThreads, 0, stream>>>(p, t, dloss, g, n);
+  return cudaGetLastError();
+}
+
+cudaError_t increment(cudaStream_t stream, float* step) {
+  increment_kernel<<<1, 1, 0, stream>>>(step);
+  return cudaGetLastError();
+}
+
+cudaError_t sgd_update(cudaStream_t stream, float* p, const float* g, float* v, const float* norm,
+                       int64_t n, SgdParams h) {
+  sgd_kernel<<<grid_for(n), kThreads, 0, stream>>>(p, g, v, norm, n, h);
+  return cudaGetLastError();
+}
+
+cudaError_t adam_update(cudaStream_t stream, float* p, const float* g, float* m, float* v,
+                        const float* step, const float* norm, int64_t n, AdamParams h) {
+  adam_kernel<<<grid_for(n), kThreads, 0, stream>>>(p, g, m, v, step, norm, n, h);
+  return cudaGetLastError();
+}
+
+}  // namespace lms::cuda::launch

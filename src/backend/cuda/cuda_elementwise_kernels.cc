@@ -1,0 +1,227 @@
+// Element-wise ops, activations, softmax (cuDNN, channel mode), concat /
+// slice (strided cudaMemcpy2DAsync) and fill for the CUDA device. Validation
+// is the CPU device's (cpu::pointwise helpers), so both backends accept and
+// reject the same specs with the same messages.
+#include <climits>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "backend/cpu/kernels/pointwise_common.h"
+#include "backend/cuda/cuda_fn_kernel.h"
+#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/cuda_launch.h"
+#include "backend/cuda/cuda_status.h"
+#include "lms/status.h"
+
+namespace lms::cuda {
+namespace {
+
+namespace pw = ::lms::cpu::pointwise;
+using KernelOr = absl::StatusOr<std::unique_ptr<Kernel>>;
+
+absl::Status check_unary(const KernelSpec& spec) {
+  LMS_RETURN_IF_ERROR(pw::check_arity(spec, 1, 1, 1));
+  return pw::check_same_shape(spec, spec.output_shapes[0], spec.input_shapes[0], "output y");
+}
+
+absl::Status check_binary(const KernelSpec& spec, const char* b_name) {
+  LMS_RETURN_IF_ERROR(pw::check_arity(spec, 2, 2, 1));
+  LMS_RETURN_IF_ERROR(
+      pw::check_same_shape(spec, spec.input_shapes[1], spec.input_shapes[0], b_name));
+  return pw::check_same_shape(spec, spec.output_shapes[0], spec.input_shapes[0], "output");
+}
+
+KernelOr make_unary(const KernelSpec& spec, const CudaKernelContext& ctx, launch::Unary op,
+                    float alpha) {
+  LMS_RETURN_IF_ERROR(check_unary(spec));
+  const int64_t n = num_elements(spec.input_shapes[0]);
+  const std::string what = node_label(spec);
+  cudaStream_t s = ctx.stream;
+  return make_fn_kernel([=](const KernelArgs& a) {
+    return cuda_status(launch::unary(s, op, a.inputs[0], a.outputs[0], n, alpha), what);
+  });
+}
+
+KernelOr make_binary(const KernelSpec& spec, const CudaKernelContext& ctx, launch::Binary op,
+                     float alpha, const char* b_name) {
+  LMS_RETURN_IF_ERROR(check_binary(spec, b_name));
+  const int64_t n = num_elements(spec.input_shapes[0]);
+  const std::string what = node_label(spec);
+  cudaStream_t s = ctx.stream;
+  return make_fn_kernel([=](const KernelArgs& a) {
+    return cuda_status(launch::binary(s, op, a.inputs[0], a.inputs[1], a.outputs[0], n, alpha),
+                       what);
+  });
+}
+
+// A cuDNN tensor descriptor [N, C, inner, 1] of a dense [N, C, S..] tensor.
+class SoftmaxDesc {
+ public:
+  ~SoftmaxDesc() {
+    if (desc_ != nullptr) (void)cudnnDestroyTensorDescriptor(desc_);
+  }
+  absl::Status init(const KernelSpec& spec, const Shape& x) {
+    const int64_t inner = num_elements(x) / (x[0] * x[1]);
+    if (x[0] > INT_MAX || x[1] > INT_MAX || inner > INT_MAX) {
+      return pw::invalid(spec, "softmax dimensions must each fit in a 32-bit int for cuDNN");
+    }
+    LMS_CUDNN_RETURN_IF_ERROR(cudnnCreateTensorDescriptor(&desc_), "cudnnCreateTensorDescriptor");
+    return cudnn_status(
+        cudnnSetTensor4dDescriptor(desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+                                   static_cast<int>(x[0]), static_cast<int>(x[1]),
+                                   static_cast<int>(inner), 1),
+        "cudnnSetTensor4dDescriptor");
+  }
+  cudnnTensorDescriptor_t get() const { return desc_; }
+
+ private:
+  cudnnTensorDescriptor_t desc_ = nullptr;
+};
+
+KernelOr make_softmax(const KernelSpec& spec, const CudaKernelContext& ctx, bool backward) {
+  if (backward) {
+    LMS_RETURN_IF_ERROR(check_binary(spec, "input dy"));
+  } else {
+    LMS_RETURN_IF_ERROR(check_unary(spec));
+  }
+  LMS_RETURN_IF_ERROR(pw::check_rank(spec, spec.input_shapes[0], 2, 12, "input"));
+  auto desc = std::make_shared<SoftmaxDesc>();
+  LMS_RETURN_IF_ERROR(desc->init(spec, spec.input_shapes[0]));
+  const std::string what = node_label(spec);
+  cudnnHandle_t h = ctx.cudnn;
+  return make_fn_kernel([=](const KernelArgs& a) {
+    const float one = 1.0f, zero = 0.0f;
+    cudnnTensorDescriptor_t d = desc->get();
+    if (!backward) {
+      return cudnn_status(cudnnSoftmaxForward(h, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL,
+                                              &one, d, a.inputs[0], &zero, d, a.outputs[0]),
+                          what + ": cudnnSoftmaxForward");
+    }
+    return cudnn_status(cudnnSoftmaxBackward(h, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL,
+                                             &one, d, a.inputs[0], d, a.inputs[1], &zero, d,
+                                             a.outputs[0]),
+                        what + ": cudnnSoftmaxBackward");
+  });
+}
+
+// Copies a [N, c, inner] block between tensors of `src_c` and `dst_c`
+// channels, starting at channels src_c0 / dst_c0: N rows of c*inner floats.
+absl::Status copy_channels(cudaStream_t s, const float* src, int64_t src_c, int64_t src_c0,
+                           float* dst, int64_t dst_c, int64_t dst_c0, int64_t n, int64_t c,
+                           int64_t inner, const std::string& what) {
+  constexpr size_t kF = sizeof(float);
+  return cuda_status(
+      cudaMemcpy2DAsync(dst + dst_c0 * inner, dst_c * inner * kF, src + src_c0 * inner,
+                        src_c * inner * kF, c * inner * kF, n, cudaMemcpyDeviceToDevice, s),
+      what + ": cudaMemcpy2DAsync");
+}
+
+absl::Status check_concat(const KernelSpec& spec) {
+  LMS_RETURN_IF_ERROR(pw::check_arity(spec, 1, 1 << 16, 1));
+  const Shape& first = spec.input_shapes[0];
+  LMS_RETURN_IF_ERROR(pw::check_rank(spec, first, 2, 12, "input 0"));
+  Shape want = first;
+  want[1] = 0;
+  for (size_t i = 0; i < spec.input_shapes.size(); ++i) {
+    Shape other = spec.input_shapes[i];
+    if (other.size() >= 2) other[1] = first[1];
+    if (other != first) {
+      return pw::invalid(spec, absl::StrCat("input ", i, " has shape ",
+                                            pw::shape_str(spec.input_shapes[i]),
+                                            "; concat inputs must match input 0 ",
+                                            pw::shape_str(first), " in every dimension but 1"));
+    }
+    want[1] += spec.input_shapes[i][1];
+  }
+  return pw::check_same_shape(spec, spec.output_shapes[0], want, "output y");
+}
+
+KernelOr make_concat(const KernelSpec& spec, const CudaKernelContext& ctx) {
+  LMS_RETURN_IF_ERROR(check_concat(spec));
+  const Shape& y = spec.output_shapes[0];
+  const int64_t n = y[0], total_c = y[1], inner = num_elements(y) / (y[0] * y[1]);
+  std::vector<int64_t> channels;
+  for (const Shape& s : spec.input_shapes) channels.push_back(s[1]);
+  const std::string what = node_label(spec);
+  cudaStream_t s = ctx.stream;
+  return make_fn_kernel([=](const KernelArgs& a) {
+    int64_t c0 = 0;
+    for (size_t i = 0; i < channels.size(); ++i) {
+      LMS_RETURN_IF_ERROR(copy_channels(s, a.inputs[i], channels[i], 0, a.outputs[0], total_c, c0,
+                                        n, channels[i], inner, what));
+      c0 += channels[i];
+    }
+    return absl::OkStatus();
+  });
+}
+
+KernelOr make_slice(const KernelSpec& spec, const CudaKernelContext& ctx) {
+  LMS_RETURN_IF_ERROR(pw::check_arity(spec, 1, 1, 1));
+  const Shape& x = spec.input_shapes[0];
+  LMS_RETURN_IF_ERROR(pw::check_rank(spec, x, 2, 12, "input x"));
+  LMS_ASSIGN_OR_RETURN(int64_t begin, pw::int_attr(spec, "begin"));
+  LMS_ASSIGN_OR_RETURN(int64_t size, pw::int_attr(spec, "size"));
+  if (begin < 0 || size < 1 || begin + size > x[1]) {
+    return pw::invalid(spec, absl::StrCat("begin=", begin, ", size=", size,
+                                          " does not fit axis 1 of input x ", pw::shape_str(x),
+                                          "; allowed: begin >= 0, size >= 1, begin + size <= ",
+                                          x[1]));
+  }
+  Shape want = x;
+  want[1] = size;
+  LMS_RETURN_IF_ERROR(pw::check_same_shape(spec, spec.output_shapes[0], want, "output y"));
+  const int64_t n = x[0], c = x[1], inner = num_elements(x) / (x[0] * x[1]);
+  const std::string what = node_label(spec);
+  cudaStream_t s = ctx.stream;
+  return make_fn_kernel([=](const KernelArgs& a) {
+    return copy_channels(s, a.inputs[0], c, begin, a.outputs[0], size, 0, n, size, inner, what);
+  });
+}
+
+KernelOr make_fill(const KernelSpec& spec, const CudaKernelContext& ctx) {
+  LMS_RETURN_IF_ERROR(pw::check_arity(spec, 0, 0, 1));
+  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> shape, pw::ints_attr(spec, "shape"));
+  LMS_RETURN_IF_ERROR(pw::check_same_shape(spec, spec.output_shapes[0], shape, "output"));
+  LMS_ASSIGN_OR_RETURN(double value, pw::real_attr(spec, "value"));
+  const int64_t n = num_elements(shape);
+  const float v = static_cast<float>(value);
+  const std::string what = node_label(spec);
+  cudaStream_t s = ctx.stream;
+  return make_fn_kernel(
+      [=](const KernelArgs& a) { return cuda_status(launch::fill(s, a.outputs[0], n, v), what); });
+}
+
+}  // namespace
+
+KernelOr create_cuda_elementwise_kernel(const KernelSpec& spec, const CudaKernelContext& ctx) {
+  using launch::Binary;
+  using launch::Unary;
+  const std::string& op = spec.op;
+  if (op == "relu") return make_unary(spec, ctx, Unary::kRelu, 0.f);
+  if (op == "relu_bwd") return make_binary(spec, ctx, Binary::kReluBwd, 0.f, "input dy");
+  if (op == "leaky_relu" || op == "leaky_relu_bwd") {
+    LMS_ASSIGN_OR_RETURN(double alpha, pw::real_attr(spec, "alpha"));
+    const float a = static_cast<float>(alpha);
+    if (op == "leaky_relu") return make_unary(spec, ctx, Unary::kLeakyRelu, a);
+    return make_binary(spec, ctx, Binary::kLeakyReluBwd, a, "input dy");
+  }
+  if (op == "sigmoid") return make_unary(spec, ctx, Unary::kSigmoid, 0.f);
+  if (op == "sigmoid_bwd") return make_binary(spec, ctx, Binary::kSigmoidBwd, 0.f, "input dy");
+  if (op == "softmax") return make_softmax(spec, ctx, false);
+  if (op == "softmax_bwd") return make_softmax(spec, ctx, true);
+  if (op == "add") return make_binary(spec, ctx, Binary::kAdd, 0.f, "input b");
+  if (op == "mul") return make_binary(spec, ctx, Binary::kMul, 0.f, "input b");
+  if (op == "scale") {
+    LMS_ASSIGN_OR_RETURN(double factor, pw::real_attr(spec, "factor"));
+    return make_unary(spec, ctx, Unary::kScale, static_cast<float>(factor));
+  }
+  if (op == "concat") return make_concat(spec, ctx);
+  if (op == "slice") return make_slice(spec, ctx);
+  if (op == "fill") return make_fill(spec, ctx);
+  return std::unique_ptr<Kernel>();
+}
+
+}  // namespace lms::cuda

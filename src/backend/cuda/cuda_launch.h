@@ -1,0 +1,121 @@
+// Host-side launchers of the CUDA backend's own kernels (cuda_*.cu). Plain
+// C++ declarations so the Kernel classes (.cc, compiled by the host
+// compiler) can call them. Every launcher enqueues on `stream` and returns
+// cudaGetLastError() after the launch. Element counts are int64; tensors are
+// dense float32 NCHW / NCDHW. Reductions are deterministic: fixed launch
+// shapes, tree sums in double, no atomics (Note [CUDA kernel determinism]).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace lms::cuda::launch {
+
+// ---- Element-wise (cuda_elementwise.cu) ----
+
+enum class Unary : int {
+  kRelu,       // max(x, 0)
+  kLeakyRelu,  // x > 0 ? x : alpha*x
+  kSigmoid,    // 1 / (1 + exp(-x))
+  kScale,      // alpha*x
+};
+cudaError_t unary(cudaStream_t stream, Unary op, const float* x, float* y, int64_t n, float alpha);
+
+enum class Binary : int {
+  kAdd,           // a + b
+  kMul,           // a * b
+  kReluBwd,       // a = y, b = dy: dy * (y > 0)
+  kLeakyReluBwd,  // a = x, b = dy: x > 0 ? dy : alpha*dy
+  kSigmoidBwd,    // a = y, b = dy: dy * y * (1 - y)
+};
+cudaError_t binary(cudaStream_t stream, Binary op, const float* a, const float* b, float* y,
+                   int64_t n, float alpha);
+
+cudaError_t fill(cudaStream_t stream, float* y, int64_t n, float value);
+// y[i] = float(double(*scalar) / divisor) (reduce_mean_bwd).
+cudaError_t fill_from_scalar(cudaStream_t stream, const float* scalar, double divisor, float* y,
+                             int64_t n);
+// g = float(2 * dloss / n) * (p - t).
+cudaError_t mse_bwd(cudaStream_t stream, const float* p, const float* t, const float* dloss,
+                    float* g, int64_t n);
+cudaError_t increment(cudaStream_t stream, float* step);
+
+// docs/ops.md optimizer updates; `norm` may be null (no clipping).
+struct SgdParams {
+  float lr, momentum, weight_decay, clip_norm;
+};
+cudaError_t sgd_update(cudaStream_t stream, float* p, const float* g, float* v, const float* norm,
+                       int64_t n, SgdParams h);
+struct AdamParams {
+  float lr, beta1, beta2, eps, weight_decay, clip_norm;
+};
+// Reads t from `step`; with t < 1 (increment did not run) nothing is updated.
+cudaError_t adam_update(cudaStream_t stream, float* p, const float* g, float* m, float* v,
+                        const float* step, const float* norm, int64_t n, AdamParams h);
+
+// ---- Reductions (cuda_reduce.cu) ----
+
+enum class Reduce : int { kSum, kSumSquares, kSumSquaredDiff /* (a-b)^2 */ };
+// Number of partial sums reduce_partials writes for n elements (a function of
+// n only, so the summation tree is fixed).
+int reduce_blocks(int64_t n);
+cudaError_t reduce_partials(cudaStream_t stream, Reduce op, const float* a, const float* b,
+                            int64_t n, double* partials);
+// out[0] = float(sqrt_result ? sqrt(sum) : sum * scale), sum over `count`
+// partials in index order.
+cudaError_t finish_sum(cudaStream_t stream, const double* partials, int64_t count, double scale,
+                       bool sqrt_result, float* out);
+// out[c] = sum over n < N, s < S of x[(n*C + c)*S + s].
+cudaError_t channel_sum(cudaStream_t stream, const float* x, int64_t N, int64_t C, int64_t S,
+                        float* out);
+
+// Soft Dice: sums[3*j + {0,1,2}] = (sum p*t, sum p, sum t) of slice j.
+cudaError_t dice_sums(cudaStream_t stream, const float* p, const float* t, int64_t slices,
+                      int64_t S, double* sums);
+cudaError_t dice_loss(cudaStream_t stream, const double* sums, int64_t slices, double eps,
+                      float* loss);
+cudaError_t dice_bwd(cudaStream_t stream, const float* t, const double* sums, const float* dloss,
+                     int64_t slices, int64_t S, double eps, float* g);
+
+// Normalisation over groups: the tensor is viewed as [Nv, Cv, S]; group g
+// (< Cv) holds x[(n*Cv + g)*S + s] for all n, s; its parameter index is
+// g % C. Batch norm: Nv = N, Cv = C. Instance norm: Nv = 1, Cv = N*C.
+struct NormView {
+  int64_t nv, cv, s, c;
+  double eps;
+};
+// mean[g], var[g] (biased), two passes in double.
+cudaError_t norm_stats(cudaStream_t stream, const float* x, NormView v, double* mean, double* var);
+cudaError_t norm_forward(cudaStream_t stream, const float* x, const float* gamma,
+                         const float* beta, const double* mean, const double* var, NormView v,
+                         float* y);
+// sum_dy[g] = sum dy, sum_dyxmu[g] = sum dy*(x - mean).
+cudaError_t norm_bwd_sums(cudaStream_t stream, const float* x, const float* dy,
+                          const double* mean, NormView v, double* sum_dy, double* sum_dyxmu);
+cudaError_t norm_bwd_dx(cudaStream_t stream, const float* x, const float* dy, const float* gamma,
+                        const double* mean, const double* var, const double* sum_dy,
+                        const double* sum_dyxmu, NormView v, float* dx);
+// dbeta[c] = sum over groups of c of sum_dy; dgamma[c] likewise of
+// sum_dyxmu / sqrt(var + eps).
+cudaError_t norm_param_grads(cudaStream_t stream, const double* var, const double* sum_dy,
+                             const double* sum_dyxmu, NormView v, float* dgamma, float* dbeta);
+
+// ---- Spatial (cuda_spatial.cu) ----
+
+// A 2-D problem is a 3-D one with depth 1 (kernel 1, stride 1, pad 0).
+struct Geom3 {
+  int64_t nc;             // N*C
+  int64_t in[3], out[3];  // D, H, W
+  int64_t k[3], s[3], p[3];
+};
+// Max pooling; windows ignore padding; the gradient goes to the first
+// maximum of each window in (d, h, w) order, as the CPU device.
+cudaError_t max_pool_fwd(cudaStream_t stream, const float* x, Geom3 g, float* y);
+cudaError_t max_pool_bwd(cudaStream_t stream, const float* x, const float* dy, Geom3 g, float* dx);
+// Upsample by integer factors g.k (out = in * k); linear = half-pixel
+// centres with edge clamping (oneDNN resampling_linear), else nearest.
+cudaError_t upsample_fwd(cudaStream_t stream, const float* x, Geom3 g, bool linear, float* y);
+cudaError_t upsample_bwd(cudaStream_t stream, const float* dy, Geom3 g, bool linear, float* dx);
+
+}  // namespace lms::cuda::launch

@@ -1,0 +1,241 @@
+// Losses, reductions and optimizer updates (docs/ops.md) for the CUDA
+// device, over the launchers of cuda_launch.h. Sums use the deterministic
+// partials in KernelArgs::workspace (Note [CUDA kernel determinism]).
+// Validation mirrors the CPU device's kernels.
+//
+// Limitation: adam_update with step < 1 (increment did not run first) is a
+// FailedPrecondition on the CPU device; here the step lives in device memory,
+// so the kernel leaves param, m and v unchanged instead of failing.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "backend/cpu/kernels/pointwise_common.h"
+#include "backend/cuda/cuda_fn_kernel.h"
+#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/cuda_launch.h"
+#include "backend/cuda/cuda_status.h"
+#include "lms/status.h"
+
+namespace lms::cuda {
+namespace {
+
+namespace pw = ::lms::cpu::pointwise;
+using KernelOr = absl::StatusOr<std::unique_ptr<Kernel>>;
+
+constexpr double kMaxReal = 1e300;
+
+double* ws_doubles(const KernelArgs& a, int64_t offset = 0) {
+  return static_cast<double*>(a.workspace) + offset;
+}
+
+uint64_t doubles_bytes(int64_t n) { return static_cast<uint64_t>(n) * sizeof(double); }
+
+absl::Status check_pair(const KernelSpec& spec, bool backward) {
+  LMS_RETURN_IF_ERROR(pw::check_arity(spec, backward ? 3 : 2, backward ? 3 : 2, 1));
+  const Shape& p = spec.input_shapes[0];
+  LMS_RETURN_IF_ERROR(pw::check_same_shape(spec, spec.input_shapes[1], p, "input 1 (target)"));
+  if (!backward) return pw::check_scalar(spec, spec.output_shapes[0], "output loss");
+  LMS_RETURN_IF_ERROR(pw::check_scalar(spec, spec.input_shapes[2], "input dloss"));
+  return pw::check_same_shape(spec, spec.output_shapes[0], p, "output 0 (gradient)");
+}
+
+// out[] = scale * sum (or sqrt of it) of op over inputs 0 (and 1).
+KernelOr make_sum(const KernelSpec& spec, const CudaKernelContext& ctx, launch::Reduce op,
+                  int64_t n, double scale) {
+  const int blocks = launch::reduce_blocks(n);
+  const std::string what = node_label(spec);
+  cudaStream_t s = ctx.stream;
+  return make_fn_kernel(
+      [=](const KernelArgs& a) {
+        const float* b = a.inputs.size() > 1 ? a.inputs[1] : nullptr;
+        LMS_RETURN_IF_ERROR(
+            cuda_status(launch::reduce_partials(s, op, a.inputs[0], b, n, ws_doubles(a)), what));
+        return cuda_status(launch::finish_sum(s, ws_doubles(a), blocks, scale, false, a.outputs[0]),
+                           what);
+      },
+      doubles_bytes(blocks));
+}
+
+KernelOr make_mse(const KernelSpec& spec, const CudaKernelContext& ctx, bool backward) {
+  LMS_RETURN_IF_ERROR(check_pair(spec, backward));
+  const int64_t n = num_elements(spec.input_shapes[0]);
+  if (!backward) {
+    return make_sum(spec, ctx, launch::Reduce::kSumSquaredDiff, n, 1.0 / static_cast<double>(n));
+  }
+  const std::string what = node_label(spec);
+  cudaStream_t s = ctx.stream;
+  return make_fn_kernel([=](const KernelArgs& a) {
+    return cuda_status(launch::mse_bwd(s, a.inputs[0], a.inputs[1], a.inputs[2], a.outputs[0], n),
+                       what);
+  });
+}
+
+KernelOr make_dice(const KernelSpec& spec, const CudaKernelContext& ctx, bool backward) {
+  LMS_RETURN_IF_ERROR(check_pair(spec, backward));
+  LMS_RETURN_IF_ERROR(pw::check_rank(spec, spec.input_shapes[0], 2, 12, "input probs"));
+  LMS_ASSIGN_OR_RETURN(double eps, pw::real_attr_in(spec, "eps", 0.0, false, kMaxReal, false,
+                                                    "eps >= 0"));
+  const Shape& x = spec.input_shapes[0];
+  const int64_t slices = x[0] * x[1];
+  const int64_t inner = num_elements(x) / slices;
+  const std::string what = node_label(spec);
+  cudaStream_t s = ctx.stream;
+  return make_fn_kernel(
+      [=](const KernelArgs& a) {
+        LMS_RETURN_IF_ERROR(cuda_status(
+            launch::dice_sums(s, a.inputs[0], a.inputs[1], slices, inner, ws_doubles(a)), what));
+        if (!backward) {
+          return cuda_status(launch::dice_loss(s, ws_doubles(a), slices, eps, a.outputs[0]), what);
+        }
+        return cuda_status(launch::dice_bwd(s, a.inputs[1], ws_doubles(a), a.inputs[2], slices,
+                                            inner, eps, a.outputs[0]),
+                           what);
+      },
+      doubles_bytes(3 * slices));
+}
+
+KernelOr make_reduce_mean(const KernelSpec& spec, const CudaKernelContext& ctx, bool backward) {
+  LMS_RETURN_IF_ERROR(pw::check_arity(spec, 1, 1, 1));
+  if (!backward) {
+    LMS_RETURN_IF_ERROR(pw::check_scalar(spec, spec.output_shapes[0], "output y"));
+    const int64_t n = num_elements(spec.input_shapes[0]);
+    return make_sum(spec, ctx, launch::Reduce::kSum, n, 1.0 / static_cast<double>(n));
+  }
+  LMS_RETURN_IF_ERROR(pw::check_scalar(spec, spec.input_shapes[0], "input dy"));
+  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> shape, pw::ints_attr(spec, "input_shape"));
+  LMS_RETURN_IF_ERROR(pw::check_same_shape(spec, spec.output_shapes[0], shape, "output dx"));
+  const int64_t n = num_elements(shape);
+  const std::string what = node_label(spec);
+  cudaStream_t s = ctx.stream;
+  return make_fn_kernel([=](const KernelArgs& a) {
+    return cuda_status(
+        launch::fill_from_scalar(s, a.inputs[0], static_cast<double>(n), a.outputs[0], n), what);
+  });
+}
+
+// norm[] = sqrt(sum over every input of g^2): partials of each input in turn,
+// then one sum over all of them in order.
+KernelOr make_global_norm(const KernelSpec& spec, const CudaKernelContext& ctx) {
+  LMS_RETURN_IF_ERROR(pw::check_arity(spec, 1, 1 << 16, 1));
+  LMS_RETURN_IF_ERROR(pw::check_scalar(spec, spec.output_shapes[0], "output norm"));
+  std::vector<int64_t> sizes, offsets;
+  int64_t total = 0;
+  for (const Shape& shape : spec.input_shapes) {
+    sizes.push_back(num_elements(shape));
+    offsets.push_back(total);
+    total += launch::reduce_blocks(sizes.back());
+  }
+  const std::string what = node_label(spec);
+  cudaStream_t s = ctx.stream;
+  return make_fn_kernel(
+      [=](const KernelArgs& a) {
+        for (size_t j = 0; j < sizes.size(); ++j) {
+          LMS_RETURN_IF_ERROR(cuda_status(
+              launch::reduce_partials(s, launch::Reduce::kSumSquares, a.inputs[j], nullptr,
+                                      sizes[j], ws_doubles(a, offsets[j])),
+              what));
+        }
+        return cuda_status(launch::finish_sum(s, ws_doubles(a), total, 1.0, true, a.outputs[0]),
+                           what);
+      },
+      doubles_bytes(total));
+}
+
+KernelOr make_increment(const KernelSpec& spec, const CudaKernelContext& ctx) {
+  LMS_RETURN_IF_ERROR(pw::check_arity(spec, 1, 1, 0));
+  LMS_RETURN_IF_ERROR(pw::check_scalar(spec, spec.input_shapes[0], "input step"));
+  const std::string what = node_label(spec);
+  cudaStream_t s = ctx.stream;
+  return make_fn_kernel(
+      [=](const KernelArgs& a) { return cuda_status(launch::increment(s, a.inputs[0]), what); });
+}
+
+absl::Status check_update(const KernelSpec& spec, size_t n_state, size_t n_scalars) {
+  const size_t n_fixed = 2 + n_state + n_scalars;
+  LMS_RETURN_IF_ERROR(pw::check_arity(spec, n_fixed, n_fixed + 1, 0));
+  const Shape& p = spec.input_shapes[0];
+  for (size_t i = 1; i < 2 + n_state; ++i) {
+    LMS_RETURN_IF_ERROR(pw::check_same_shape(spec, spec.input_shapes[i], p,
+                                             absl::StrCat("input ", i, " (like param)")));
+  }
+  for (size_t i = 2 + n_state; i < spec.input_shapes.size(); ++i) {
+    LMS_RETURN_IF_ERROR(pw::check_scalar(spec, spec.input_shapes[i], absl::StrCat("input ", i)));
+  }
+  return absl::OkStatus();
+}
+
+struct Common {
+  double lr = 0, weight_decay = 0, clip_norm = 0;
+};
+
+absl::StatusOr<Common> common_attrs(const KernelSpec& spec) {
+  Common c;
+  LMS_ASSIGN_OR_RETURN(c.lr, pw::real_attr_in(spec, "lr", 0, false, kMaxReal, false, "lr >= 0"));
+  LMS_ASSIGN_OR_RETURN(c.weight_decay, pw::real_attr_in(spec, "weight_decay", 0, false, kMaxReal,
+                                                        false, "weight_decay >= 0"));
+  LMS_ASSIGN_OR_RETURN(c.clip_norm, pw::real_attr_in(spec, "clip_norm", 0, false, kMaxReal, false,
+                                                     "clip_norm >= 0 (0 = off)"));
+  return c;
+}
+
+KernelOr make_sgd(const KernelSpec& spec, const CudaKernelContext& ctx) {
+  LMS_RETURN_IF_ERROR(check_update(spec, 1, 0));
+  LMS_ASSIGN_OR_RETURN(Common c, common_attrs(spec));
+  LMS_ASSIGN_OR_RETURN(double momentum, pw::real_attr_in(spec, "momentum", 0, false, 1, true,
+                                                         "0 <= momentum < 1"));
+  const launch::SgdParams h{static_cast<float>(c.lr), static_cast<float>(momentum),
+                            static_cast<float>(c.weight_decay), static_cast<float>(c.clip_norm)};
+  const int64_t n = num_elements(spec.input_shapes[0]);
+  const std::string what = node_label(spec);
+  cudaStream_t s = ctx.stream;
+  return make_fn_kernel([=](const KernelArgs& a) {
+    const float* norm = a.inputs.size() > 3 ? a.inputs[3] : nullptr;
+    return cuda_status(
+        launch::sgd_update(s, a.inputs[0], a.inputs[1], a.inputs[2], norm, n, h), what);
+  });
+}
+
+KernelOr make_adam(const KernelSpec& spec, const CudaKernelContext& ctx) {
+  LMS_RETURN_IF_ERROR(check_update(spec, 2, 1));
+  LMS_ASSIGN_OR_RETURN(Common c, common_attrs(spec));
+  LMS_ASSIGN_OR_RETURN(double b1,
+                       pw::real_attr_in(spec, "beta1", 0, false, 1, true, "0 <= beta1 < 1"));
+  LMS_ASSIGN_OR_RETURN(double b2,
+                       pw::real_attr_in(spec, "beta2", 0, false, 1, true, "0 <= beta2 < 1"));
+  LMS_ASSIGN_OR_RETURN(double eps,
+                       pw::real_attr_in(spec, "eps", 0, true, kMaxReal, false, "eps > 0"));
+  const launch::AdamParams h{static_cast<float>(c.lr),  static_cast<float>(b1),
+                             static_cast<float>(b2),    static_cast<float>(eps),
+                             static_cast<float>(c.weight_decay), static_cast<float>(c.clip_norm)};
+  const int64_t n = num_elements(spec.input_shapes[0]);
+  const std::string what = node_label(spec);
+  cudaStream_t s = ctx.stream;
+  return make_fn_kernel([=](const KernelArgs& a) {
+    const float* norm = a.inputs.size() > 5 ? a.inputs[5] : nullptr;
+    return cuda_status(launch::adam_update(s, a.inputs[0], a.inputs[1], a.inputs[2], a.inputs[3],
+                                           a.inputs[4], norm, n, h),
+                       what);
+  });
+}
+
+}  // namespace
+
+KernelOr create_cuda_reduction_kernel(const KernelSpec& spec, const CudaKernelContext& ctx) {
+  const std::string& op = spec.op;
+  if (op == "mse_loss" || op == "mse_loss_bwd") return make_mse(spec, ctx, op == "mse_loss_bwd");
+  if (op == "soft_dice_loss" || op == "soft_dice_loss_bwd") {
+    return make_dice(spec, ctx, op == "soft_dice_loss_bwd");
+  }
+  if (op == "reduce_mean" || op == "reduce_mean_bwd") {
+    return make_reduce_mean(spec, ctx, op == "reduce_mean_bwd");
+  }
+  if (op == "global_norm") return make_global_norm(spec, ctx);
+  if (op == "increment") return make_increment(spec, ctx);
+  if (op == "sgd_update") return make_sgd(spec, ctx);
+  if (op == "adam_update") return make_adam(spec, ctx);
+  return std::unique_ptr<Kernel>();
+}
+
+}  // namespace lms::cuda

@@ -1,0 +1,197 @@
+// instance_norm, batch_norm (+ _bwd), max_pool (+ _bwd) and upsample
+// (+ _bwd) of docs/ops.md for the CUDA device, over the launchers of
+// cuda_launch.h (deterministic gathers and tree sums; no cuDNN, so the
+// semantics — biased variance, first-maximum routing, half-pixel linear
+// taps — are exactly those the CPU device documents). Validation mirrors the
+// CPU device's kernels.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "backend/cpu/kernels/pointwise_common.h"
+#include "backend/cpu/kernels/spatial_spec.h"
+#include "backend/cuda/cuda_fn_kernel.h"
+#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/cuda_launch.h"
+#include "backend/cuda/cuda_status.h"
+#include "lms/status.h"
+
+namespace lms::cuda {
+namespace {
+
+namespace pw = ::lms::cpu::pointwise;
+using KernelOr = absl::StatusOr<std::unique_ptr<Kernel>>;
+
+// ---- Normalisation ----
+
+absl::StatusOr<double> check_norm(const KernelSpec& spec, bool backward, size_t min_rank) {
+  LMS_RETURN_IF_ERROR(pw::check_arity(spec, 3, 3, backward ? 3 : 1));
+  const Shape& x = spec.input_shapes[0];
+  LMS_RETURN_IF_ERROR(pw::check_rank(spec, x, min_rank, 5, "input x"));
+  const Shape c = {x[1]};
+  LMS_RETURN_IF_ERROR(pw::check_same_shape(spec, spec.input_shapes[1], c, "input gamma"));
+  if (backward) {
+    LMS_RETURN_IF_ERROR(pw::check_same_shape(spec, spec.input_shapes[2], x, "input dy"));
+    LMS_RETURN_IF_ERROR(pw::check_same_shape(spec, spec.output_shapes[0], x, "output dx"));
+    LMS_RETURN_IF_ERROR(pw::check_same_shape(spec, spec.output_shapes[1], c, "output dgamma"));
+    LMS_RETURN_IF_ERROR(pw::check_same_shape(spec, spec.output_shapes[2], c, "output dbeta"));
+  } else {
+    LMS_RETURN_IF_ERROR(pw::check_same_shape(spec, spec.input_shapes[2], c, "input beta"));
+    LMS_RETURN_IF_ERROR(pw::check_same_shape(spec, spec.output_shapes[0], x, "output y"));
+  }
+  return pw::real_attr_in(spec, "eps", 0.0, true, 1e300, false, "eps > 0");
+}
+
+// Workspace: mean, var (and, backward, sum_dy, sum_dyxmu), cv doubles each.
+KernelOr make_norm(const KernelSpec& spec, const CudaKernelContext& ctx, bool instance,
+                   bool backward) {
+  LMS_ASSIGN_OR_RETURN(double eps, check_norm(spec, backward, instance ? 3 : 2));
+  const Shape& x = spec.input_shapes[0];
+  const int64_t n = x[0], c = x[1], s = num_elements(x) / (x[0] * x[1]);
+  const launch::NormView v{instance ? 1 : n, instance ? n * c : c, s, c, eps};
+  const std::string what = node_label(spec);
+  cudaStream_t st = ctx.stream;
+  const uint64_t ws = static_cast<uint64_t>(v.cv) * sizeof(double) * (backward ? 4 : 2);
+  return make_fn_kernel(
+      [=](const KernelArgs& a) {
+        double* mean = static_cast<double*>(a.workspace);
+        double* var = mean + v.cv;
+        LMS_RETURN_IF_ERROR(cuda_status(launch::norm_stats(st, a.inputs[0], v, mean, var), what));
+        if (!backward) {
+          return cuda_status(launch::norm_forward(st, a.inputs[0], a.inputs[1], a.inputs[2], mean,
+                                                  var, v, a.outputs[0]),
+                             what);
+        }
+        double* sum_dy = var + v.cv;
+        double* sum_dyxmu = sum_dy + v.cv;
+        LMS_RETURN_IF_ERROR(cuda_status(
+            launch::norm_bwd_sums(st, a.inputs[0], a.inputs[2], mean, v, sum_dy, sum_dyxmu),
+            what));
+        LMS_RETURN_IF_ERROR(
+            cuda_status(launch::norm_bwd_dx(st, a.inputs[0], a.inputs[2], a.inputs[1], mean, var,
+                                            sum_dy, sum_dyxmu, v, a.outputs[0]),
+                        what));
+        return cuda_status(launch::norm_param_grads(st, var, sum_dy, sum_dyxmu, v, a.outputs[1],
+                                                    a.outputs[2]),
+                           what);
+      },
+      ws);
+}
+
+// ---- Geometry shared by pooling and upsampling ----
+
+// x [N,C,S] (rank 2 or 3 spatial) as a 3-D problem with depth 1 for 2-D.
+launch::Geom3 geom_of(const Shape& x, int rank) {
+  launch::Geom3 g{};
+  g.nc = x[0] * x[1];
+  for (int d = 0; d < 3; ++d) {
+    g.in[d] = g.out[d] = 1;
+    g.k[d] = g.s[d] = 1;
+    g.p[d] = 0;
+  }
+  for (int i = 0; i < rank; ++i) g.in[3 - rank + i] = x[2 + i];
+  return g;
+}
+
+absl::StatusOr<launch::Geom3> pool_geometry(const KernelSpec& spec, const Shape& x, int rank,
+                                            Shape* y) {
+  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> kernel, cpu::required_ints(spec, "kernel", rank, 1));
+  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> stride, cpu::required_ints(spec, "stride", rank, 1));
+  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> pad, cpu::optional_ints(spec, "pad", rank, 0, 0));
+  launch::Geom3 g = geom_of(x, rank);
+  *y = x;
+  for (int i = 0; i < rank; ++i) {
+    if (pad[i] >= kernel[i]) {
+      return cpu::spec_error(spec, absl::StrCat("pad ", pad[i], " in spatial dim ", i,
+                                                " must be smaller than the kernel ", kernel[i]));
+    }
+    const int64_t span = x[2 + i] + 2 * pad[i] - kernel[i];
+    if (span < 0) {
+      return cpu::spec_error(spec, absl::StrCat("kernel ", kernel[i],
+                                                " exceeds the padded extent ", x[2 + i] + 2 * pad[i],
+                                                " of spatial dim ", i));
+    }
+    (*y)[2 + i] = span / stride[i] + 1;
+    const int d = 3 - rank + i;
+    g.k[d] = kernel[i];
+    g.s[d] = stride[i];
+    g.p[d] = pad[i];
+    g.out[d] = (*y)[2 + i];
+  }
+  return g;
+}
+
+KernelOr make_max_pool(const KernelSpec& spec, const CudaKernelContext& ctx, bool backward) {
+  LMS_RETURN_IF_ERROR(cpu::check_arity(spec, backward ? 2 : 1, backward ? 2 : 1, 1, 1));
+  const Shape& x = spec.input_shapes[0];
+  LMS_ASSIGN_OR_RETURN(int rank, cpu::spatial_rank(spec, x, "x"));
+  Shape y;
+  LMS_ASSIGN_OR_RETURN(launch::Geom3 g, pool_geometry(spec, x, rank, &y));
+  if (backward) {
+    LMS_RETURN_IF_ERROR(cpu::check_shape(spec, "input dy", spec.input_shapes[1], y));
+    LMS_RETURN_IF_ERROR(cpu::check_shape(spec, "output dx", spec.output_shapes[0], x));
+  } else {
+    LMS_RETURN_IF_ERROR(cpu::check_shape(spec, "output y", spec.output_shapes[0], y));
+  }
+  const std::string what = node_label(spec);
+  cudaStream_t s = ctx.stream;
+  return make_fn_kernel([=](const KernelArgs& a) {
+    if (!backward) return cuda_status(launch::max_pool_fwd(s, a.inputs[0], g, a.outputs[0]), what);
+    return cuda_status(launch::max_pool_bwd(s, a.inputs[0], a.inputs[1], g, a.outputs[0]), what);
+  });
+}
+
+KernelOr make_upsample(const KernelSpec& spec, const CudaKernelContext& ctx, bool backward) {
+  LMS_RETURN_IF_ERROR(cpu::check_arity(spec, 1, 1, 1, 1));
+  Shape x = spec.input_shapes[0];
+  if (backward) {
+    LMS_ASSIGN_OR_RETURN(x, cpu::required_shape(spec, "input_shape"));
+  }
+  LMS_ASSIGN_OR_RETURN(int rank, cpu::spatial_rank(spec, x, "x"));
+  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> scale, cpu::required_ints(spec, "scale", rank, 1));
+  LMS_ASSIGN_OR_RETURN(std::string mode, cpu::required_str(spec, "mode"));
+  if (mode != "nearest" && mode != "linear") {
+    return cpu::spec_error(
+        spec, absl::StrCat("mode '", mode, "' is not allowed (\"nearest\" or \"linear\")"));
+  }
+  launch::Geom3 g = geom_of(x, rank);
+  Shape y = x;
+  for (int i = 0; i < rank; ++i) {
+    y[2 + i] *= scale[i];
+    g.k[3 - rank + i] = scale[i];
+    g.out[3 - rank + i] = y[2 + i];
+  }
+  if (backward) {
+    LMS_RETURN_IF_ERROR(cpu::check_shape(spec, "input dy", spec.input_shapes[0], y));
+    LMS_RETURN_IF_ERROR(cpu::check_shape(spec, "output dx", spec.output_shapes[0], x));
+  } else {
+    LMS_RETURN_IF_ERROR(cpu::check_shape(spec, "output y", spec.output_shapes[0], y));
+  }
+  const bool linear = mode == "linear";
+  const std::string what = node_label(spec);
+  cudaStream_t s = ctx.stream;
+  return make_fn_kernel([=](const KernelArgs& a) {
+    if (!backward) {
+      return cuda_status(launch::upsample_fwd(s, a.inputs[0], g, linear, a.outputs[0]), what);
+    }
+    return cuda_status(launch::upsample_bwd(s, a.inputs[0], g, linear, a.outputs[0]), what);
+  });
+}
+
+}  // namespace
+
+KernelOr create_cuda_spatial_kernel(const KernelSpec& spec, const CudaKernelContext& ctx) {
+  const std::string& op = spec.op;
+  if (op == "instance_norm" || op == "instance_norm_bwd") {
+    return make_norm(spec, ctx, true, op == "instance_norm_bwd");
+  }
+  if (op == "batch_norm" || op == "batch_norm_bwd") {
+    return make_norm(spec, ctx, false, op == "batch_norm_bwd");
+  }
+  if (op == "max_pool" || op == "max_pool_bwd") return make_max_pool(spec, ctx, op == "max_pool_bwd");
+  if (op == "upsample" || op == "upsample_bwd") return make_upsample(spec, ctx, op == "upsample_bwd");
+  return std::unique_ptr<Kernel>();
+}
+
+}  // namespace lms::cuda
