@@ -46,6 +46,10 @@ struct RewriteReport {
   uint64_t usable_budget_bytes = 0;  // budget minus fragmentation_reserve (auto)
   uint64_t peak_bytes_before = 0;    // predicted profile peak (docs/memory_model.md)
   uint64_t peak_bytes_after = 0;
+  // A budget is known and peak_bytes_after <= usable_budget_bytes. Always
+  // true after a successful auto rewrite; tflms / vdnn / manual do not aim
+  // for the budget, so check it.
+  bool fits = false;
   double step_time_before_s = 0;         // simulated, no swaps
   double step_time_after_s = 0;          // simulated with the swaps and the budget
   double stall_s = 0;                    // compute-stream stall in the simulated step

@@ -5,6 +5,7 @@
 #include <toml++/toml.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <limits>
@@ -281,8 +282,9 @@ absl::StatusOr<LmsConfig> LmsConfig::from_toml_string(std::string_view text) {
 }
 
 absl::StatusOr<LmsConfig> LmsConfig::from_file(std::string_view path) {
+  std::error_code error;
   std::ifstream in{std::string(path), std::ios::binary};
-  if (!in) {
+  if (!std::filesystem::is_regular_file(std::filesystem::path(path), error) || !in) {
     return absl::InvalidArgumentError(
         absl::StrCat("lms config: cannot read '", to_absl(path), "'"));
   }

@@ -64,6 +64,9 @@ struct AutoOptions {
   double copy_latency_s = 5e-6;
 };
 
+// Candidates are the idle intervals (idle_intervals) of every non-persistent,
+// non-fetched device tensor of at least min_tensor_bytes: activations,
+// gradients, and graph inputs after their first read.
 // Least predicted stall plan whose exact profile (plan_profile) stays within
 // budget_bytes * (1 - fragmentation_reserve); the empty plan if the graph
 // already fits. `node_time_s` is by position. See Note [Auto planner].

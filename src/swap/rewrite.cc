@@ -75,6 +75,7 @@ absl::StatusOr<swap::SwapPlan> make_plan(const Graph& g, const LmsConfig& c, con
 void fill_before(const Graph& g, const Analysis& a, RewriteReport& rep) {
   rep.peak_bytes_before = swap::memory_profile(a.live).peak;
   rep.peak_bytes_after = rep.peak_bytes_before;
+  rep.fits = rep.budget_bytes > 0 && rep.peak_bytes_after <= rep.usable_budget_bytes;
   const swap::SimResult sim = swap::simulate(g, a.live, a.times, {});
   rep.step_time_before_s = sim.step_time_s;
   rep.step_time_after_s = sim.step_time_s;
@@ -89,15 +90,19 @@ std::string RewriteReport::summary() const {
   if (!enabled) return "lms: disabled, graph unchanged\n";
   return absl::StrFormat(
       "lms: policy %s, %d tensors swapped\n"
-      "  device budget        %s (usable %s)\n"
+      "  device budget        %s (usable %s): %s\n"
       "  predicted peak       %s -> %s (working-set limit %s at %s)\n"
       "  swap traffic / step  %s out, %s in; pinned host %s\n"
       "  predicted step       %.6f s -> %.6f s (stall %.6f s)\n",
       policy_name(policy), swapped.size(), format_bytes(budget_bytes),
-      format_bytes(usable_budget_bytes), format_bytes(peak_bytes_before),
-      format_bytes(peak_bytes_after), format_bytes(working_set_limit_bytes), working_set_node,
-      format_bytes(bytes_out_per_step), format_bytes(bytes_in_per_step), format_bytes(host_bytes),
-      step_time_before_s, step_time_after_s, stall_s);
+      format_bytes(usable_budget_bytes),
+      budget_bytes == 0 ? "no budget known"
+      : fits            ? "fits"
+                        : "DOES NOT FIT",
+      format_bytes(peak_bytes_before), format_bytes(peak_bytes_after),
+      format_bytes(working_set_limit_bytes), working_set_node, format_bytes(bytes_out_per_step),
+      format_bytes(bytes_in_per_step), format_bytes(host_bytes), step_time_before_s,
+      step_time_after_s, stall_s);
 }
 
 absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config,
@@ -131,6 +136,7 @@ absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config,
   LMS_RETURN_IF_ERROR(swap::insert_swaps(rewritten, before.live, plan));
   LMS_ASSIGN_OR_RETURN(Analysis after, analyse(rewritten, config, options));
   rep.peak_bytes_after = swap::memory_profile(after.live).peak;
+  rep.fits = rep.budget_bytes > 0 && rep.peak_bytes_after <= rep.usable_budget_bytes;
   const swap::SimResult sim =
       swap::simulate(rewritten, after.live, after.times, {rep.budget_bytes});
   rep.step_time_after_s = sim.step_time_s;

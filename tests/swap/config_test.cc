@@ -139,6 +139,8 @@ TEST(Config, SyntaxErrorsAndMissingFiles) {
   auto f = LmsConfig::from_file("/nonexistent/lms.toml");
   EXPECT_EQ(f.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(message(f.status()).find("/nonexistent/lms.toml"), std::string::npos);
+  EXPECT_EQ(LmsConfig::from_file(LMS_SOURCE_DIR).status().code(),
+            absl::StatusCode::kInvalidArgument);  // a directory
 }
 
 TEST(Config, OverridesUseTheSameKeysAndValidation) {
