@@ -147,6 +147,29 @@ TEST(Rewrite, ReportIsConsistent) {
   EXPECT_NE(rep->summary().find("tflms"), std::string::npos);
 }
 
+TEST(Rewrite, RuntimeWorkspaceAndMeasuredTimesAreUsed) {
+  Graph g = swap_test::conv_training_graph();
+  const int nodes = g.num_nodes();
+  RewriteOptions options;
+  options.workspace_bytes.assign(g.num_nodes(), 0);
+  options.workspace_bytes[g.find_node("conv2")] = 1 << 20;  // 1 MiB of scratch
+  options.node_time_s.assign(g.num_nodes(), 1e-3);
+  LmsConfig config;
+  config.device_memory_limit = 1 << 20;  // below conv2's working set
+  auto rep = rewrite(g, config, options);
+  EXPECT_EQ(rep.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(rep.status().ToString().find("'conv2'"), std::string::npos) << rep.status();
+  config.device_memory_limit = 4 << 20;
+  rep = rewrite(g, config, options);
+  ASSERT_TRUE(rep.ok()) << rep.status();
+  EXPECT_EQ(rep->working_set_node, "conv2");
+  EXPECT_GT(rep->working_set_limit_bytes, uint64_t{1} << 20);
+  EXPECT_GT(rep->peak_bytes_before, uint64_t{1} << 20);
+  // Every node takes 1 ms on the one compute stream: the unswapped step is
+  // exactly 1 ms per node.
+  EXPECT_NEAR(rep->step_time_before_s, 1e-3 * nodes, 1e-12);
+}
+
 // Property: for random chain/skip graphs and random budgets between the
 // working-set limit and the unswapped peak, auto's plan fits the usable
 // budget in the rewritten graph's exact profile, the graph verifies, and the
