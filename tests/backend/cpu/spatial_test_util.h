@@ -33,7 +33,7 @@ class GuardedBuffer {
     data_.assign(floats + kCanaryFloats, fill);
     for (size_t i = floats; i < data_.size(); ++i) std::memcpy(&data_[i], &kCanaryBits, 4);
   }
-  GuardedBuffer(const std::vector<float>& values) : GuardedBuffer(values.size()) {
+  explicit GuardedBuffer(const std::vector<float>& values) : GuardedBuffer(values.size()) {
     std::copy(values.begin(), values.end(), data_.begin());
   }
   float* data() { return size_ == 0 && data_.empty() ? nullptr : data_.data(); }

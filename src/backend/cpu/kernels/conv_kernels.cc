@@ -2,6 +2,7 @@
 // deconv_bwd_weights on oneDNN (de)convolution primitives.
 #include <algorithm>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -37,20 +38,24 @@ struct ConvDescs {
   dnnl::algorithm alg;
 };
 
-// Note [Conv layouts]: the blocked layouts pay off when the convolution has
-// enough channels on both sides to fill a 16-wide block; with 1 input or 1
-// output channel the reorders of the wide side cost more than the primitive
-// (bench/conv_bench.cc, 1to64 and 64to1), except for backward weights, whose
-// plain-layout (gemm) implementation is slower than any reorder.
+// Note [Conv layouts]: the blocked layouts pay off when the primitive has
+// enough channels to fill 16-wide blocks; with 1 channel on one side the
+// reorders of the other side can cost more than the primitive saves. Measured
+// on the VDSR shapes (bench/conv_bench.cc: 64to64, 1to64, 64to1): forward is
+// faster blocked only with >= 16 channels on both sides, backward data only
+// with >= 16 channels in dx, and backward weights always (its plain-layout
+// gemm implementation is 5-10x slower than any reorder).
 constexpr int64_t kMinBlockedChannels = 16;
 
-bool use_blocked(const ConvProblem& p, ConvLayout layout, bool backward_weights) {
+bool use_blocked(const ConvProblem& p, ConvLayout layout, std::string_view op) {
   if (layout != ConvLayout::kAuto) return layout == ConvLayout::kBlocked;
-  return backward_weights || std::min(p.x[1], p.y[1]) >= kMinBlockedChannels;
+  if (op.ends_with("_bwd_weights")) return true;
+  if (op.ends_with("_bwd_data")) return p.x[1] >= kMinBlockedChannels;
+  return std::min(p.x[1], p.y[1]) >= kMinBlockedChannels;
 }
 
 ConvDescs conv_descs(const ConvProblem& p, const SpatialKernelOptions& options,
-                     bool backward_weights) {
+                     std::string_view op) {
   ConvDescs d;
   // Note [Conv algorithm]: convolution_auto lets oneDNN pick Winograd (3x3,
   // stride 1, blocked layouts, large enough problems) where its heuristic
@@ -72,7 +77,7 @@ ConvDescs conv_descs(const ConvProblem& p, const SpatialKernelOptions& options,
     d.w_user = plain_desc(w_dims);
   }
   d.bias = plain_desc({p.y[1]});
-  bool blocked = use_blocked(p, options.conv_layout, backward_weights);
+  bool blocked = use_blocked(p, options.conv_layout, op);
   d.x = blocked ? any_desc(p.x) : d.x_user;
   d.w = blocked ? any_desc(w_dims) : d.w_user;
   d.y = blocked ? any_desc(p.y) : d.y_user;
@@ -173,7 +178,7 @@ std::unique_ptr<Kernel> make_backward_weights(const KernelSpec& spec, const CpuK
 template <class F>
 std::unique_ptr<Kernel> make_conv(const KernelSpec& spec, const CpuKernelContext& ctx,
                                   const ConvProblem& p, const SpatialKernelOptions& options) {
-  ConvDescs d = conv_descs(p, options, spec.op.ends_with("_bwd_weights"));
+  ConvDescs d = conv_descs(p, options, spec.op);
   if (spec.op.ends_with("_bwd_data")) return make_backward_data<F>(spec, ctx, p, d);
   if (spec.op.ends_with("_bwd_weights")) return make_backward_weights<F>(spec, ctx, p, d);
   return make_forward<F>(spec, ctx, p, d);

@@ -24,8 +24,9 @@
 namespace lms::cpu {
 
 enum class ConvLayout {
-  kAuto,     // blocked where both sides have >= 16 channels or for backward
-             // weights, plain otherwise (Note [Conv layouts] in conv_kernels.cc)
+  kAuto,     // per pass, whichever measured faster: blocked for backward
+             // weights and wherever the channels fill 16-wide blocks, plain
+             // otherwise (Note [Conv layouts] in conv_kernels.cc)
   kBlocked,  // format_tag::any, reorders from/to the plain user buffers in run()
   kPlain,    // primitives on the plain buffers directly, no reorders
 };

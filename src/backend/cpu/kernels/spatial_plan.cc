@@ -57,7 +57,7 @@ dnnl::memory::desc any_desc(const Shape& shape) {
 // once; run() only points them at this invocation's buffers.
 class PlanKernel final : public Kernel {
  public:
-  PlanKernel(PlanBuilder&& b) : name_(std::move(b.name_)), ctx_(b.ctx_) {
+  explicit PlanKernel(PlanBuilder&& b) : name_(std::move(b.name_)), ctx_(b.ctx_) {
     scratch_offset_ = align_up(b.workspace_bytes_);
     total_bytes_ = b.scratch_bytes_ > 0 ? scratch_offset_ + b.scratch_bytes_ : b.workspace_bytes_;
     for (auto& s : b.steps_) {
