@@ -56,10 +56,10 @@ absl::Status set_tensor(cudnnTensorDescriptor_t* desc, const Shape& shape) {
   std::vector<int> strides(dims.size(), 1);
   for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i)
     strides[i] = strides[i + 1] * dims[i + 1];
-  return cudnn_status(cudnnSetTensorNdDescriptor(*desc, CUDNN_DATA_FLOAT,
-                                                 static_cast<int>(dims.size()), dims.data(),
-                                                 strides.data()),
-                      "cudnnSetTensorNdDescriptor");
+  return cudnn_status(
+      cudnnSetTensorNdDescriptor(*desc, CUDNN_DATA_FLOAT, static_cast<int>(dims.size()),
+                                 dims.data(), strides.data()),
+      "cudnnSetTensorNdDescriptor");
 }
 
 absl::Status make_descs(const cpu::ConvProblem& p, ConvDescs* d) {
@@ -72,10 +72,10 @@ absl::Status make_descs(const cpu::ConvProblem& p, ConvDescs* d) {
   LMS_RETURN_IF_ERROR(set_tensor(&d->bias, bias_shape));
   LMS_CUDNN_RETURN_IF_ERROR(cudnnCreateFilterDescriptor(&d->filter), "cudnnCreateFilterDescriptor");
   std::vector<int> w = to_int(p.w);
-  LMS_CUDNN_RETURN_IF_ERROR(cudnnSetFilterNdDescriptor(d->filter, CUDNN_DATA_FLOAT,
-                                                       CUDNN_TENSOR_NCHW,
-                                                       static_cast<int>(w.size()), w.data()),
-                            "cudnnSetFilterNdDescriptor");
+  LMS_CUDNN_RETURN_IF_ERROR(
+      cudnnSetFilterNdDescriptor(d->filter, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+                                 static_cast<int>(w.size()), w.data()),
+      "cudnnSetFilterNdDescriptor");
   LMS_CUDNN_RETURN_IF_ERROR(cudnnCreateConvolutionDescriptor(&d->conv),
                             "cudnnCreateConvolutionDescriptor");
   std::vector<int> pad = to_int(p.pad), stride = to_int(p.stride), dil = to_int(p.dilation);
@@ -87,20 +87,28 @@ absl::Status make_descs(const cpu::ConvProblem& p, ConvDescs* d) {
                       "cudnnSetConvolutionMathType");
 }
 
-// The first algorithm of cuDNN's heuristic ranking that is deterministic,
-// runs in FMA math and fits the workspace limit.
+// The first algorithm of cuDNN's heuristic ranking that is deterministic and
+// fits the workspace limit, preferring those reported for FMA math; the
+// descriptor stays CUDNN_FMA_MATH either way, so no TF32 tensor-core math is
+// ever allowed. Algorithms reported only for tensor-op math are skipped.
 template <typename Perf>
 absl::StatusOr<std::pair<int, uint64_t>> pick(const KernelSpec& spec, const Perf* perf, int n,
                                               uint64_t max_ws) {
-  for (int i = 0; i < n; ++i) {
-    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC &&
-        perf[i].mathType == CUDNN_FMA_MATH && perf[i].memory <= max_ws) {
-      return std::pair<int, uint64_t>(static_cast<int>(perf[i].algo), perf[i].memory);
+  for (bool fma_only : {true, false}) {
+    for (int i = 0; i < n; ++i) {
+      const bool usable = perf[i].status == CUDNN_STATUS_SUCCESS &&
+                          perf[i].determinism == CUDNN_DETERMINISTIC && perf[i].memory <= max_ws;
+      const bool math_ok = perf[i].mathType == CUDNN_FMA_MATH ||
+                           (!fma_only && perf[i].mathType == CUDNN_DEFAULT_MATH);
+      if (usable && math_ok) {
+        return std::pair<int, uint64_t>(static_cast<int>(perf[i].algo), perf[i].memory);
+      }
     }
   }
   return absl::UnimplementedError(absl::StrCat(
-      "node '", spec.name, "' (op ", spec.op, "): cuDNN offers no deterministic FMA-math "
-      "algorithm within the workspace limit of ", max_ws, " bytes among ", n, " candidates"));
+      "node '", spec.name, "' (op ", spec.op,
+      "): cuDNN offers no deterministic FMA-math algorithm within the workspace limit of ", max_ws,
+      " bytes among ", n, " candidates"));
 }
 
 absl::StatusOr<std::pair<int, uint64_t>> choose_algorithm(const KernelSpec& spec,
@@ -111,8 +119,8 @@ absl::StatusOr<std::pair<int, uint64_t>> choose_algorithm(const KernelSpec& spec
   const uint64_t ws = ctx.max_conv_workspace_bytes;
   if (pass == Pass::kForward) {
     cudnnConvolutionFwdAlgoPerf_t perf[kMax];
-    LMS_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionForwardAlgorithm_v7(
-                                  ctx.cudnn, d.ci, d.filter, d.conv, d.co, kMax, &n, perf),
+    LMS_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionForwardAlgorithm_v7(ctx.cudnn, d.ci, d.filter,
+                                                                     d.conv, d.co, kMax, &n, perf),
                               "cudnnGetConvolutionForwardAlgorithm_v7");
     return pick(spec, perf, n, ws);
   }
@@ -159,9 +167,8 @@ class CudnnConvKernel final : public Kernel {
           what + ": cudnnConvolutionForward");
     } else if (pass_ == Pass::kBackwardData) {
       LMS_CUDNN_RETURN_IF_ERROR(
-          cudnnConvolutionBackwardData(ctx_.cudnn, &one, d_.filter, a.inputs[1], d_.co,
-                                       a.inputs[0], d_.conv,
-                                       static_cast<cudnnConvolutionBwdDataAlgo_t>(algo_),
+          cudnnConvolutionBackwardData(ctx_.cudnn, &one, d_.filter, a.inputs[1], d_.co, a.inputs[0],
+                                       d_.conv, static_cast<cudnnConvolutionBwdDataAlgo_t>(algo_),
                                        a.workspace, workspace_bytes_, &zero, d_.ci, a.outputs[0]),
           what + ": cudnnConvolutionBackwardData");
     } else {
@@ -181,12 +188,11 @@ class CudnnConvKernel final : public Kernel {
     // conv: ci = x (input 0), dco = dy (input 1); deconv: ci = dy (1), dco = x (0).
     const float* ci = p_.transposed ? a.inputs[1] : a.inputs[0];
     const float* dco = p_.transposed ? a.inputs[0] : a.inputs[1];
-    LMS_CUDNN_RETURN_IF_ERROR(
-        cudnnConvolutionBackwardFilter(ctx_.cudnn, &one, d_.ci, ci, d_.co, dco, d_.conv,
-                                       static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo_),
-                                       a.workspace, workspace_bytes_, &zero, d_.filter,
-                                       a.outputs[0]),
-        what + ": cudnnConvolutionBackwardFilter");
+    LMS_CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardFilter(
+                                  ctx_.cudnn, &one, d_.ci, ci, d_.co, dco, d_.conv,
+                                  static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo_), a.workspace,
+                                  workspace_bytes_, &zero, d_.filter, a.outputs[0]),
+                              what + ": cudnnConvolutionBackwardFilter");
     if (!p_.bias) return absl::OkStatus();
     // db[K] = sum of dy (input 1, [N,K,S']) over N and S'.
     return cuda_status(launch::channel_sum(ctx_.stream, a.inputs[1], p_.y[0], bias_count_,

@@ -129,9 +129,10 @@ absl::Status CudaDevice::init_memory() {
   LMS_ASSIGN_OR_RETURN(device_mem_,
                        BfcAllocator::create(std::make_unique<CudaSubAllocator>(ordinal),
                                             {.capacity_bytes = capacity, .name = "device"}));
-  LMS_ASSIGN_OR_RETURN(host_mem_, BfcAllocator::create(std::make_unique<PinnedSubAllocator>(ordinal),
-                                                       {.capacity_bytes = options_.host_pool_bytes,
-                                                        .name = "pinned host"}));
+  LMS_ASSIGN_OR_RETURN(
+      host_mem_,
+      BfcAllocator::create(std::make_unique<PinnedSubAllocator>(ordinal),
+                           {.capacity_bytes = options_.host_pool_bytes, .name = "pinned host"}));
   device_tee_ = std::make_unique<MemoryTee>(MemoryKind::kDevice, &sink_);
   host_tee_ = std::make_unique<MemoryTee>(MemoryKind::kPinnedHost, &sink_);
   device_mem_->set_observer(device_tee_.get());
@@ -215,9 +216,9 @@ absl::Status CudaDevice::check_device_range(const void* ptr, uint64_t bytes,
   const uint64_t cap = device_mem_->stats().capacity_bytes;
   if (p < base || static_cast<uint64_t>(p - base) > cap ||
       bytes > cap - static_cast<uint64_t>(p - base)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": device range of ", bytes,
-                     " bytes lies outside the device region of ", cap, " bytes"));
+    return absl::InvalidArgumentError(absl::StrCat(what, ": device range of ", bytes,
+                                                   " bytes lies outside the device region of ", cap,
+                                                   " bytes"));
   }
   return absl::OkStatus();
 }
@@ -317,7 +318,8 @@ absl::Status CudaDevice::synchronize() {
 void CudaDevice::enqueue_copy(StreamKind kind, void* dst, const void* src, uint64_t bytes,
                               std::string_view tensor) {
   const bool d2h = kind == StreamKind::kD2H;
-  const std::string what = absl::StrCat(d2h ? "copy_d2h" : "copy_h2d", " of '", to_absl(tensor), "'");
+  const std::string what =
+      absl::StrCat(d2h ? "copy_d2h" : "copy_h2d", " of '", to_absl(tensor), "'");
   absl::Status range = check_device_range(d2h ? src : dst, bytes, what);
   if (!range.ok()) return set_async_error(range);
   if (dst == nullptr || src == nullptr) {
@@ -343,13 +345,11 @@ void CudaDevice::enqueue_copy(StreamKind kind, void* dst, const void* src, uint6
   }
 }
 
-void CudaDevice::copy_d2h(void* host, const void* device, uint64_t bytes,
-                          std::string_view tensor) {
+void CudaDevice::copy_d2h(void* host, const void* device, uint64_t bytes, std::string_view tensor) {
   enqueue_copy(StreamKind::kD2H, host, device, bytes, tensor);
 }
 
-void CudaDevice::copy_h2d(void* device, const void* host, uint64_t bytes,
-                          std::string_view tensor) {
+void CudaDevice::copy_h2d(void* device, const void* host, uint64_t bytes, std::string_view tensor) {
   enqueue_copy(StreamKind::kH2D, device, host, bytes, tensor);
 }
 
@@ -357,8 +357,8 @@ absl::Status CudaDevice::upload(void* device, const void* host, uint64_t bytes) 
   LMS_RETURN_IF_ERROR(check_device_range(device, bytes, "upload"));
   if (host == nullptr) return absl::InvalidArgumentError("upload: null host pointer");
   bind();
-  LMS_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, compute_), "upload");
+  LMS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, compute_),
+                           "upload");
   LMS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(compute_), "upload: cudaStreamSynchronize");
   return absl::OkStatus();
 }
@@ -367,8 +367,8 @@ absl::Status CudaDevice::download(void* host, const void* device, uint64_t bytes
   LMS_RETURN_IF_ERROR(check_device_range(device, bytes, "download"));
   if (host == nullptr) return absl::InvalidArgumentError("download: null host pointer");
   bind();
-  LMS_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, compute_), "download");
+  LMS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, compute_),
+                           "download");
   LMS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(compute_), "download: cudaStreamSynchronize");
   return absl::OkStatus();
 }
@@ -394,8 +394,8 @@ void CudaDevice::launch(Kernel& kernel, KernelArgs args, std::string_view node,
   }
   absl::Status st = kernel.run(args);
   if (!st.ok()) {
-    set_async_error(annotate(st, absl::StrCat("kernel of node '", to_absl(node), "' (op ",
-                                              to_absl(op), "): ")));
+    set_async_error(annotate(
+        st, absl::StrCat("kernel of node '", to_absl(node), "' (op ", to_absl(op), "): ")));
   }
   if (span != nullptr && cudaLaunchHostFunc(compute_, report_span, span) != cudaSuccess) {
     set_async_error(absl::InternalError(

@@ -12,9 +12,9 @@ namespace {
 using detail::grid_for;
 using detail::kThreads;
 
-#define LMS_GRID_STRIDE(i, n)                                                     \
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; \
-       i < (n); i += static_cast<int64_t>(blockDim.x) * gridDim.x)
+#define LMS_GRID_STRIDE(i, n)                                                            \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x)
 
 __global__ void unary_kernel(Unary op, const float* x, float* y, int64_t n, float alpha) {
   LMS_GRID_STRIDE(i, n) {
@@ -111,8 +111,7 @@ __global__ void adam_kernel(float* p, const float* g, float* m, float* v, const 
 
 }  // namespace
 
-cudaError_t unary(cudaStream_t stream, Unary op, const float* x, float* y, int64_t n,
-                  float alpha) {
+cudaError_t unary(cudaStream_t stream, Unary op, const float* x, float* y, int64_t n, float alpha) {
   unary_kernel<<<grid_for(n), kThreads, 0, stream>>>(op, x, y, n, alpha);
   return cudaGetLastError();
 }

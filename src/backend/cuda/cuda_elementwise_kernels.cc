@@ -69,11 +69,10 @@ class SoftmaxDesc {
       return pw::invalid(spec, "softmax dimensions must each fit in a 32-bit int for cuDNN");
     }
     LMS_CUDNN_RETURN_IF_ERROR(cudnnCreateTensorDescriptor(&desc_), "cudnnCreateTensorDescriptor");
-    return cudnn_status(
-        cudnnSetTensor4dDescriptor(desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-                                   static_cast<int>(x[0]), static_cast<int>(x[1]),
-                                   static_cast<int>(inner), 1),
-        "cudnnSetTensor4dDescriptor");
+    return cudnn_status(cudnnSetTensor4dDescriptor(desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+                                                   static_cast<int>(x[0]), static_cast<int>(x[1]),
+                                                   static_cast<int>(inner), 1),
+                        "cudnnSetTensor4dDescriptor");
   }
   cudnnTensorDescriptor_t get() const { return desc_; }
 
@@ -100,10 +99,10 @@ KernelOr make_softmax(const KernelSpec& spec, const CudaKernelContext& ctx, bool
                                               &one, d, a.inputs[0], &zero, d, a.outputs[0]),
                           what + ": cudnnSoftmaxForward");
     }
-    return cudnn_status(cudnnSoftmaxBackward(h, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL,
-                                             &one, d, a.inputs[0], d, a.inputs[1], &zero, d,
-                                             a.outputs[0]),
-                        what + ": cudnnSoftmaxBackward");
+    return cudnn_status(
+        cudnnSoftmaxBackward(h, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL, &one, d,
+                             a.inputs[0], d, a.inputs[1], &zero, d, a.outputs[0]),
+        what + ": cudnnSoftmaxBackward");
   });
 }
 
@@ -129,10 +128,10 @@ absl::Status check_concat(const KernelSpec& spec) {
     Shape other = spec.input_shapes[i];
     if (other.size() >= 2) other[1] = first[1];
     if (other != first) {
-      return pw::invalid(spec, absl::StrCat("input ", i, " has shape ",
-                                            pw::shape_str(spec.input_shapes[i]),
-                                            "; concat inputs must match input 0 ",
-                                            pw::shape_str(first), " in every dimension but 1"));
+      return pw::invalid(
+          spec, absl::StrCat("input ", i, " has shape ", pw::shape_str(spec.input_shapes[i]),
+                             "; concat inputs must match input 0 ", pw::shape_str(first),
+                             " in every dimension but 1"));
     }
     want[1] += spec.input_shapes[i][1];
   }
@@ -165,10 +164,10 @@ KernelOr make_slice(const KernelSpec& spec, const CudaKernelContext& ctx) {
   LMS_ASSIGN_OR_RETURN(int64_t begin, pw::int_attr(spec, "begin"));
   LMS_ASSIGN_OR_RETURN(int64_t size, pw::int_attr(spec, "size"));
   if (begin < 0 || size < 1 || begin + size > x[1]) {
-    return pw::invalid(spec, absl::StrCat("begin=", begin, ", size=", size,
-                                          " does not fit axis 1 of input x ", pw::shape_str(x),
-                                          "; allowed: begin >= 0, size >= 1, begin + size <= ",
-                                          x[1]));
+    return pw::invalid(
+        spec,
+        absl::StrCat("begin=", begin, ", size=", size, " does not fit axis 1 of input x ",
+                     pw::shape_str(x), "; allowed: begin >= 0, size >= 1, begin + size <= ", x[1]));
   }
   Shape want = x;
   want[1] = size;

@@ -87,12 +87,11 @@ struct NormView {
 };
 // mean[g], var[g] (biased), two passes in double.
 cudaError_t norm_stats(cudaStream_t stream, const float* x, NormView v, double* mean, double* var);
-cudaError_t norm_forward(cudaStream_t stream, const float* x, const float* gamma,
-                         const float* beta, const double* mean, const double* var, NormView v,
-                         float* y);
+cudaError_t norm_forward(cudaStream_t stream, const float* x, const float* gamma, const float* beta,
+                         const double* mean, const double* var, NormView v, float* y);
 // sum_dy[g] = sum dy, sum_dyxmu[g] = sum dy*(x - mean).
-cudaError_t norm_bwd_sums(cudaStream_t stream, const float* x, const float* dy,
-                          const double* mean, NormView v, double* sum_dy, double* sum_dyxmu);
+cudaError_t norm_bwd_sums(cudaStream_t stream, const float* x, const float* dy, const double* mean,
+                          NormView v, double* sum_dy, double* sum_dyxmu);
 cudaError_t norm_bwd_dx(cudaStream_t stream, const float* x, const float* dy, const float* gamma,
                         const double* mean, const double* var, const double* sum_dy,
                         const double* sum_dyxmu, NormView v, float* dx);

@@ -33,8 +33,8 @@ __device__ double reduce_term(Reduce op, const float* a, const float* b, int64_t
 }
 
 // Block j sums elements j*chunk .. (j+1)*chunk - 1.
-__global__ void partials_kernel(Reduce op, const float* a, const float* b, int64_t n,
-                                int64_t chunk, double* partials) {
+__global__ void partials_kernel(Reduce op, const float* a, const float* b, int64_t n, int64_t chunk,
+                                double* partials) {
   const int64_t begin = blockIdx.x * chunk;
   const int64_t end = begin + chunk < n ? begin + chunk : n;
   double acc = 0.0;
@@ -43,8 +43,8 @@ __global__ void partials_kernel(Reduce op, const float* a, const float* b, int64
   if (threadIdx.x == 0) partials[blockIdx.x] = total;
 }
 
-__global__ void finish_kernel(const double* partials, int64_t count, double scale,
-                              bool sqrt_result, float* out) {
+__global__ void finish_kernel(const double* partials, int64_t count, double scale, bool sqrt_result,
+                              float* out) {
   double acc = 0.0;
   for (int64_t i = threadIdx.x; i < count; i += kThreads) acc += partials[i];
   const double total = block_sum(acc);
@@ -231,29 +231,25 @@ cudaError_t dice_loss(cudaStream_t stream, const double* sums, int64_t slices, d
 
 cudaError_t dice_bwd(cudaStream_t stream, const float* t, const double* sums, const float* dloss,
                      int64_t slices, int64_t S, double eps, float* g) {
-  dice_bwd_kernel<<<grid_for(slices * S), kThreads, 0, stream>>>(t, sums, dloss, slices, S, eps,
-                                                                 g);
+  dice_bwd_kernel<<<grid_for(slices * S), kThreads, 0, stream>>>(t, sums, dloss, slices, S, eps, g);
   return cudaGetLastError();
 }
 
-cudaError_t norm_stats(cudaStream_t stream, const float* x, NormView v, double* mean,
-                       double* var) {
+cudaError_t norm_stats(cudaStream_t stream, const float* x, NormView v, double* mean, double* var) {
   norm_stats_kernel<<<blocks_of(v.cv), kThreads, 0, stream>>>(x, v, mean, var);
   return cudaGetLastError();
 }
 
-cudaError_t norm_forward(cudaStream_t stream, const float* x, const float* gamma,
-                         const float* beta, const double* mean, const double* var, NormView v,
-                         float* y) {
+cudaError_t norm_forward(cudaStream_t stream, const float* x, const float* gamma, const float* beta,
+                         const double* mean, const double* var, NormView v, float* y) {
   norm_forward_kernel<<<grid_for(v.nv * v.cv * v.s), kThreads, 0, stream>>>(x, gamma, beta, mean,
                                                                             var, v, y);
   return cudaGetLastError();
 }
 
-cudaError_t norm_bwd_sums(cudaStream_t stream, const float* x, const float* dy,
-                          const double* mean, NormView v, double* sum_dy, double* sum_dyxmu) {
-  norm_bwd_sums_kernel<<<blocks_of(v.cv), kThreads, 0, stream>>>(x, dy, mean, v, sum_dy,
-                                                                 sum_dyxmu);
+cudaError_t norm_bwd_sums(cudaStream_t stream, const float* x, const float* dy, const double* mean,
+                          NormView v, double* sum_dy, double* sum_dyxmu) {
+  norm_bwd_sums_kernel<<<blocks_of(v.cv), kThreads, 0, stream>>>(x, dy, mean, v, sum_dy, sum_dyxmu);
   return cudaGetLastError();
 }
 
@@ -267,8 +263,8 @@ cudaError_t norm_bwd_dx(cudaStream_t stream, const float* x, const float* dy, co
 
 cudaError_t norm_param_grads(cudaStream_t stream, const double* var, const double* sum_dy,
                              const double* sum_dyxmu, NormView v, float* dgamma, float* dbeta) {
-  norm_param_grads_kernel<<<grid_for(v.c), kThreads, 0, stream>>>(var, sum_dy, sum_dyxmu, v,
-                                                                  dgamma, dbeta);
+  norm_param_grads_kernel<<<grid_for(v.c), kThreads, 0, stream>>>(var, sum_dy, sum_dyxmu, v, dgamma,
+                                                                  dbeta);
   return cudaGetLastError();
 }
 

@@ -75,8 +75,8 @@ KernelOr make_mse(const KernelSpec& spec, const CudaKernelContext& ctx, bool bac
 KernelOr make_dice(const KernelSpec& spec, const CudaKernelContext& ctx, bool backward) {
   LMS_RETURN_IF_ERROR(check_pair(spec, backward));
   LMS_RETURN_IF_ERROR(pw::check_rank(spec, spec.input_shapes[0], 2, 12, "input probs"));
-  LMS_ASSIGN_OR_RETURN(double eps, pw::real_attr_in(spec, "eps", 0.0, false, kMaxReal, false,
-                                                    "eps >= 0"));
+  LMS_ASSIGN_OR_RETURN(double eps,
+                       pw::real_attr_in(spec, "eps", 0.0, false, kMaxReal, false, "eps >= 0"));
   const Shape& x = spec.input_shapes[0];
   const int64_t slices = x[0] * x[1];
   const int64_t inner = num_elements(x) / slices;
@@ -132,10 +132,10 @@ KernelOr make_global_norm(const KernelSpec& spec, const CudaKernelContext& ctx) 
   return make_fn_kernel(
       [=](const KernelArgs& a) {
         for (size_t j = 0; j < sizes.size(); ++j) {
-          LMS_RETURN_IF_ERROR(cuda_status(
-              launch::reduce_partials(s, launch::Reduce::kSumSquares, a.inputs[j], nullptr,
-                                      sizes[j], ws_doubles(a, offsets[j])),
-              what));
+          LMS_RETURN_IF_ERROR(
+              cuda_status(launch::reduce_partials(s, launch::Reduce::kSumSquares, a.inputs[j],
+                                                  nullptr, sizes[j], ws_doubles(a, offsets[j])),
+                          what));
         }
         return cuda_status(launch::finish_sum(s, ws_doubles(a), total, 1.0, true, a.outputs[0]),
                            what);
@@ -183,8 +183,8 @@ absl::StatusOr<Common> common_attrs(const KernelSpec& spec) {
 KernelOr make_sgd(const KernelSpec& spec, const CudaKernelContext& ctx) {
   LMS_RETURN_IF_ERROR(check_update(spec, 1, 0));
   LMS_ASSIGN_OR_RETURN(Common c, common_attrs(spec));
-  LMS_ASSIGN_OR_RETURN(double momentum, pw::real_attr_in(spec, "momentum", 0, false, 1, true,
-                                                         "0 <= momentum < 1"));
+  LMS_ASSIGN_OR_RETURN(double momentum,
+                       pw::real_attr_in(spec, "momentum", 0, false, 1, true, "0 <= momentum < 1"));
   const launch::SgdParams h{static_cast<float>(c.lr), static_cast<float>(momentum),
                             static_cast<float>(c.weight_decay), static_cast<float>(c.clip_norm)};
   const int64_t n = num_elements(spec.input_shapes[0]);
@@ -192,8 +192,8 @@ KernelOr make_sgd(const KernelSpec& spec, const CudaKernelContext& ctx) {
   cudaStream_t s = ctx.stream;
   return make_fn_kernel([=](const KernelArgs& a) {
     const float* norm = a.inputs.size() > 3 ? a.inputs[3] : nullptr;
-    return cuda_status(
-        launch::sgd_update(s, a.inputs[0], a.inputs[1], a.inputs[2], norm, n, h), what);
+    return cuda_status(launch::sgd_update(s, a.inputs[0], a.inputs[1], a.inputs[2], norm, n, h),
+                       what);
   });
 }
 
@@ -206,9 +206,12 @@ KernelOr make_adam(const KernelSpec& spec, const CudaKernelContext& ctx) {
                        pw::real_attr_in(spec, "beta2", 0, false, 1, true, "0 <= beta2 < 1"));
   LMS_ASSIGN_OR_RETURN(double eps,
                        pw::real_attr_in(spec, "eps", 0, true, kMaxReal, false, "eps > 0"));
-  const launch::AdamParams h{static_cast<float>(c.lr),  static_cast<float>(b1),
-                             static_cast<float>(b2),    static_cast<float>(eps),
-                             static_cast<float>(c.weight_decay), static_cast<float>(c.clip_norm)};
+  const launch::AdamParams h{static_cast<float>(c.lr),
+                             static_cast<float>(b1),
+                             static_cast<float>(b2),
+                             static_cast<float>(eps),
+                             static_cast<float>(c.weight_decay),
+                             static_cast<float>(c.clip_norm)};
   const int64_t n = num_elements(spec.input_shapes[0]);
   const std::string what = node_label(spec);
   cudaStream_t s = ctx.stream;

@@ -178,10 +178,9 @@ cudaError_t max_pool_fwd(cudaStream_t stream, const float* x, Geom3 g, float* y)
   return cudaGetLastError();
 }
 
-cudaError_t max_pool_bwd(cudaStream_t stream, const float* x, const float* dy, Geom3 g,
-                         float* dx) {
-  max_pool_bwd_kernel<<<grid_for(g.nc * g.in[0] * g.in[1] * g.in[2]), kThreads, 0, stream>>>(
-      x, dy, g, dx);
+cudaError_t max_pool_bwd(cudaStream_t stream, const float* x, const float* dy, Geom3 g, float* dx) {
+  max_pool_bwd_kernel<<<grid_for(g.nc * g.in[0] * g.in[1] * g.in[2]), kThreads, 0, stream>>>(x, dy,
+                                                                                             g, dx);
   return cudaGetLastError();
 }
 

@@ -66,15 +66,14 @@ KernelOr make_norm(const KernelSpec& spec, const CudaKernelContext& ctx, bool in
         double* sum_dy = var + v.cv;
         double* sum_dyxmu = sum_dy + v.cv;
         LMS_RETURN_IF_ERROR(cuda_status(
-            launch::norm_bwd_sums(st, a.inputs[0], a.inputs[2], mean, v, sum_dy, sum_dyxmu),
-            what));
+            launch::norm_bwd_sums(st, a.inputs[0], a.inputs[2], mean, v, sum_dy, sum_dyxmu), what));
         LMS_RETURN_IF_ERROR(
             cuda_status(launch::norm_bwd_dx(st, a.inputs[0], a.inputs[2], a.inputs[1], mean, var,
                                             sum_dy, sum_dyxmu, v, a.outputs[0]),
                         what));
-        return cuda_status(launch::norm_param_grads(st, var, sum_dy, sum_dyxmu, v, a.outputs[1],
-                                                    a.outputs[2]),
-                           what);
+        return cuda_status(
+            launch::norm_param_grads(st, var, sum_dy, sum_dyxmu, v, a.outputs[1], a.outputs[2]),
+            what);
       },
       ws);
 }
@@ -108,9 +107,8 @@ absl::StatusOr<launch::Geom3> pool_geometry(const KernelSpec& spec, const Shape&
     }
     const int64_t span = x[2 + i] + 2 * pad[i] - kernel[i];
     if (span < 0) {
-      return cpu::spec_error(spec, absl::StrCat("kernel ", kernel[i],
-                                                " exceeds the padded extent ", x[2 + i] + 2 * pad[i],
-                                                " of spatial dim ", i));
+      return cpu::spec_error(spec, absl::StrCat("kernel ", kernel[i], " exceeds the padded extent ",
+                                                x[2 + i] + 2 * pad[i], " of spatial dim ", i));
     }
     (*y)[2 + i] = span / stride[i] + 1;
     const int d = 3 - rank + i;
@@ -189,8 +187,10 @@ KernelOr create_cuda_spatial_kernel(const KernelSpec& spec, const CudaKernelCont
   if (op == "batch_norm" || op == "batch_norm_bwd") {
     return make_norm(spec, ctx, false, op == "batch_norm_bwd");
   }
-  if (op == "max_pool" || op == "max_pool_bwd") return make_max_pool(spec, ctx, op == "max_pool_bwd");
-  if (op == "upsample" || op == "upsample_bwd") return make_upsample(spec, ctx, op == "upsample_bwd");
+  if (op == "max_pool" || op == "max_pool_bwd")
+    return make_max_pool(spec, ctx, op == "max_pool_bwd");
+  if (op == "upsample" || op == "upsample_bwd")
+    return make_upsample(spec, ctx, op == "upsample_bwd");
   return std::unique_ptr<Kernel>();
 }
 

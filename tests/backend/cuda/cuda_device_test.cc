@@ -1,0 +1,178 @@
+// CudaDevice: creation without a device (runs everywhere), and with a device
+// memory, OOM messages, copies, events between streams and error reporting.
+#include "backend/cuda/cuda_device.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "lms/strings.h"
+
+namespace lms::cuda {
+namespace {
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+std::unique_ptr<CudaDevice> make_device(uint64_t capacity = 64 * kMiB, uint64_t host = 16 * kMiB) {
+  auto dev = CudaDevice::create({.capacity_bytes = capacity, .host_pool_bytes = host});
+  EXPECT_TRUE(dev.ok()) << dev.status();
+  return dev.ok() ? std::move(*dev) : nullptr;
+}
+
+TEST(CudaDeviceCreate, ReturnsStatusNotCrashWhenNoDevice) {
+  auto dev = CudaDevice::create({.capacity_bytes = 16 * kMiB, .host_pool_bytes = kMiB});
+  const std::string reason = testing::no_device_reason();
+  if (reason.empty()) {
+    ASSERT_TRUE(dev.ok()) << dev.status();
+    EXPECT_EQ((*dev)->name(), "cuda:0");
+    return;
+  }
+  std::printf("%s\n", reason.c_str());
+  ASSERT_FALSE(dev.ok());
+  EXPECT_EQ(dev.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(to_std(dev.status().message()).find("no CUDA device"), std::string::npos)
+      << dev.status();
+}
+
+TEST(CudaDeviceCreate, RejectsBadOrdinalAndZeroHostPool) {
+  auto bad_ordinal = CudaDevice::create({.device_ordinal = 1000, .capacity_bytes = kMiB});
+  EXPECT_FALSE(bad_ordinal.ok());
+  auto zero_pool = CudaDevice::create({.capacity_bytes = kMiB, .host_pool_bytes = 0});
+  EXPECT_FALSE(zero_pool.ok());
+  LMS_SKIP_WITHOUT_CUDA();
+  EXPECT_EQ(bad_ordinal.status().code(), absl::StatusCode::kInvalidArgument)
+      << bad_ordinal.status();
+  EXPECT_EQ(zero_pool.status().code(), absl::StatusCode::kInvalidArgument) << zero_pool.status();
+}
+
+TEST(CudaDevice, AllocateAndFreeAccountBytes) {
+  LMS_SKIP_WITHOUT_CUDA();
+  auto dev = make_device();
+  ASSERT_NE(dev, nullptr);
+  auto a = dev->allocate(1000);
+  auto b = dev->allocate(3 * kMiB);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(*a, *b);
+  EXPECT_EQ(dev->memory_stats().bytes_in_use, 1024 + 3 * kMiB);
+  EXPECT_EQ(dev->memory_stats().capacity_bytes, 64 * kMiB);
+  dev->deallocate(*a);
+  dev->deallocate(*b);
+  EXPECT_EQ(dev->memory_stats().bytes_in_use, 0u);
+  EXPECT_EQ(dev->memory_stats().peak_bytes_in_use, 1024 + 3 * kMiB);
+}
+
+TEST(CudaDevice, OutOfMemoryNamesRequestAndCapacity) {
+  LMS_SKIP_WITHOUT_CUDA();
+  auto dev = make_device(8 * kMiB);
+  ASSERT_NE(dev, nullptr);
+  auto big = dev->allocate(9 * kMiB);
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted);
+  const std::string msg(to_std(big.status().message()));
+  EXPECT_NE(msg.find(std::to_string(9 * kMiB)), std::string::npos) << msg;
+  EXPECT_NE(msg.find(std::to_string(8 * kMiB)), std::string::npos) << msg;
+  auto host = dev->allocate_host(17 * kMiB);
+  ASSERT_FALSE(host.ok());
+  EXPECT_NE(to_std(host.status().message()).find("pinned host"), std::string::npos);
+}
+
+std::vector<float> random_floats(size_t n, uint32_t seed) {
+  std::printf("seed %u\n", seed);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+TEST(CudaDevice, UploadDownloadAndPinnedCopiesRoundTrip) {
+  LMS_SKIP_WITHOUT_CUDA();
+  auto dev = make_device();
+  ASSERT_NE(dev, nullptr);
+  const size_t n = 300000;
+  const uint64_t bytes = n * sizeof(float);
+  const std::vector<float> src = random_floats(n, 7);
+  auto d1 = dev->allocate(bytes), d2 = dev->allocate(bytes);
+  auto h = dev->allocate_host(bytes);
+  ASSERT_TRUE(d1.ok() && d2.ok() && h.ok());
+  ASSERT_TRUE(dev->upload(*d1, src.data(), bytes).ok());
+  dev->copy_d2h(*h, *d1, bytes, "t");
+  auto ev = dev->create_event();
+  dev->record(*ev, StreamKind::kD2H);
+  dev->wait(StreamKind::kH2D, *ev);  // H2D reads the host block only after D2H wrote it
+  dev->copy_h2d(*d2, *h, bytes, "t");
+  auto done = dev->create_event();
+  dev->record(*done, StreamKind::kH2D);
+  dev->wait(StreamKind::kCompute, *done);  // download runs on the compute stream
+  std::vector<float> out(n, 0.0f);
+  ASSERT_TRUE(dev->download(out.data(), *d2, bytes).ok());
+  ASSERT_TRUE(dev->synchronize().ok());
+  EXPECT_EQ(out, src);
+}
+
+TEST(CudaDevice, EventOrdersStreamsAndQueryCompletes) {
+  LMS_SKIP_WITHOUT_CUDA();
+  auto dev = make_device();
+  ASSERT_NE(dev, nullptr);
+  auto never = dev->create_event();
+  EXPECT_TRUE(dev->query(*never));  // never recorded counts as complete
+  const uint64_t bytes = 32 * kMiB;
+  auto d = dev->allocate(bytes);
+  auto h = dev->allocate_host(8 * kMiB);
+  ASSERT_TRUE(d.ok() && h.ok());
+  std::vector<float> ones(bytes / sizeof(float), 1.0f);
+  ASSERT_TRUE(dev->upload(*d, ones.data(), bytes).ok());
+  // Several large D2H copies, then an event; H2D writes the device buffer
+  // only after waiting for it, so every D2H copy saw the ones.
+  for (int i = 0; i < 4; ++i) dev->copy_d2h(*h, *d, 8 * kMiB, "ones");
+  auto ev = dev->create_event();
+  dev->record(*ev, StreamKind::kD2H);
+  dev->wait(StreamKind::kH2D, *ev);
+  std::vector<float> zeros(8 * kMiB / sizeof(float), 0.0f);
+  auto zeros_host = dev->allocate_host(8 * kMiB);
+  ASSERT_TRUE(zeros_host.ok());
+  std::memcpy(*zeros_host, zeros.data(), 8 * kMiB);
+  dev->copy_h2d(*d, *zeros_host, 8 * kMiB, "zeros");
+  dev->synchronize(*ev);
+  EXPECT_TRUE(dev->query(*ev));
+  ASSERT_TRUE(dev->synchronize().ok());
+  const float* host = static_cast<const float*>(*h);
+  EXPECT_EQ(host[0], 1.0f);
+  EXPECT_EQ(host[zeros.size() - 1], 1.0f);
+}
+
+TEST(CudaDevice, CopyOutsideRegionIsAsyncInvalidArgument) {
+  LMS_SKIP_WITHOUT_CUDA();
+  auto dev = make_device();
+  ASSERT_NE(dev, nullptr);
+  std::vector<float> host(16);
+  dev->copy_h2d(host.data(), host.data(), 64, "bogus");
+  absl::Status st = dev->synchronize();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(to_std(st.message()).find("bogus"), std::string::npos) << st;
+  EXPECT_TRUE(dev->synchronize().ok());  // cleared
+  EXPECT_FALSE(dev->upload(nullptr, host.data(), 64).ok());
+}
+
+TEST(CudaDevice, CompileUnknownOpIsUnimplemented) {
+  LMS_SKIP_WITHOUT_CUDA();
+  auto dev = make_device();
+  ASSERT_NE(dev, nullptr);
+  KernelSpec spec;
+  spec.name = "n";
+  spec.op = "no_such_op";
+  auto k = dev->compile(spec);
+  ASSERT_FALSE(k.ok());
+  EXPECT_EQ(k.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(to_std(k.status().message()).find("no_such_op"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace lms::cuda

@@ -1,0 +1,267 @@
+// Every CUDA kernel against the CPU device's kernel on the same random
+// inputs (fixed, printed seeds), within float tolerance; mutated inputs
+// (optimizer state) are compared too. Plus determinism (two runs are bit
+// identical) and that both backends reject the same bad spec.
+#include "backend/cuda/cuda_kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_device.h"
+#include "backend/cuda/cuda_device.h"
+#include "cuda_test_util.h"
+#include "lms/status.h"
+
+namespace lms::cuda {
+namespace {
+
+using Floats = std::vector<float>;
+
+struct Case {
+  std::string op;
+  std::vector<Shape> inputs;
+  std::vector<Shape> outputs;
+  Attrs attrs;
+  // Per-input value range [lo, hi]; default [-1, 1]. Scalars like the Adam
+  // step need fixed values: lo == hi.
+  std::vector<std::pair<float, float>> ranges = {};
+};
+
+struct Result {
+  std::vector<Floats> outputs;
+  std::vector<Floats> inputs_after;  // for ops that mutate inputs
+};
+
+std::vector<Floats> make_inputs(const Case& c, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<Floats> in;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    auto [lo, hi] = i < c.ranges.size() ? c.ranges[i] : std::pair<float, float>(-1.f, 1.f);
+    std::uniform_real_distribution<float> dist(lo, hi);
+    Floats v(static_cast<size_t>(num_elements(c.inputs[i])));
+    for (float& x : v) x = lo == hi ? lo : dist(rng);
+    in.push_back(std::move(v));
+  }
+  return in;
+}
+
+absl::StatusOr<Result> run_on(Device& dev, const Case& c, const std::vector<Floats>& in) {
+  KernelSpec spec{.name = c.op + "_node",
+                  .op = c.op,
+                  .attrs = c.attrs,
+                  .input_shapes = c.inputs,
+                  .output_shapes = c.outputs};
+  LMS_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> kernel, dev.compile(spec));
+  KernelArgs args;
+  std::vector<void*> owned;
+  for (size_t i = 0; i < in.size(); ++i) {
+    LMS_ASSIGN_OR_RETURN(void* p, dev.allocate(in[i].size() * sizeof(float)));
+    owned.push_back(p);
+    LMS_RETURN_IF_ERROR(dev.upload(p, in[i].data(), in[i].size() * sizeof(float)));
+    args.inputs.push_back(static_cast<float*>(p));
+  }
+  for (const Shape& s : c.outputs) {
+    LMS_ASSIGN_OR_RETURN(void* p, dev.allocate(shape_bytes(s)));
+    owned.push_back(p);
+    args.outputs.push_back(static_cast<float*>(p));
+  }
+  if (kernel->workspace_bytes() > 0) {
+    LMS_ASSIGN_OR_RETURN(args.workspace, dev.allocate(kernel->workspace_bytes()));
+    owned.push_back(args.workspace);
+  }
+  dev.launch(*kernel, args, spec.name, spec.op);
+  LMS_RETURN_IF_ERROR(dev.synchronize());
+  Result r;
+  for (size_t i = 0; i < c.outputs.size(); ++i) {
+    r.outputs.emplace_back(static_cast<size_t>(num_elements(c.outputs[i])));
+    LMS_RETURN_IF_ERROR(dev.download(r.outputs.back().data(), args.outputs[i],
+                                     r.outputs.back().size() * sizeof(float)));
+  }
+  for (size_t i = 0; i < in.size(); ++i) {
+    r.inputs_after.emplace_back(in[i].size());
+    LMS_RETURN_IF_ERROR(
+        dev.download(r.inputs_after.back().data(), args.inputs[i], in[i].size() * sizeof(float)));
+  }
+  for (void* p : owned) dev.deallocate(p);
+  return r;
+}
+
+void expect_close(const Floats& got, const Floats& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  int bad = 0;
+  for (size_t i = 0; i < got.size() && bad < 5; ++i) {
+    const float tol = 2e-4f + 2e-3f * std::fabs(want[i]);
+    if (!(std::fabs(got[i] - want[i]) <= tol)) {
+      ++bad;
+      ADD_FAILURE() << what << "[" << i << "]: cuda " << got[i] << " vs cpu " << want[i];
+    }
+  }
+}
+
+class CudaKernels : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    LMS_SKIP_WITHOUT_CUDA();
+    auto gpu = CudaDevice::create({.capacity_bytes = 256 << 20, .host_pool_bytes = 16 << 20});
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    gpu_ = std::move(*gpu);
+    auto cpu = cpu::CpuDevice::create({.capacity_bytes = 256 << 20, .host_pool_bytes = 16 << 20});
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    cpu_ = std::move(*cpu);
+  }
+
+  void compare(const Case& c, uint32_t seed = 1234) {
+    std::printf("op %s, seed %u\n", c.op.c_str(), seed);
+    const std::vector<Floats> in = make_inputs(c, seed);
+    auto want = run_on(*cpu_, c, in);
+    ASSERT_TRUE(want.ok()) << want.status();
+    auto got = run_on(*gpu_, c, in);
+    ASSERT_TRUE(got.ok()) << got.status();
+    for (size_t i = 0; i < c.outputs.size(); ++i)
+      expect_close(got->outputs[i], want->outputs[i], c.op + " output " + std::to_string(i));
+    for (size_t i = 0; i < in.size(); ++i)
+      expect_close(got->inputs_after[i], want->inputs_after[i],
+                   c.op + " input " + std::to_string(i));
+  }
+
+  std::unique_ptr<CudaDevice> gpu_;
+  std::unique_ptr<cpu::CpuDevice> cpu_;
+};
+
+using V = std::vector<int64_t>;
+
+Attrs conv_attrs(V stride, V pad, V dil) {
+  return {{"stride", stride}, {"pad", pad}, {"dilation", dil}};
+}
+
+TEST_F(CudaKernels, Conv2dFamilyMatchesCpu) {
+  Attrs a = conv_attrs({1, 1}, {1, 1}, {1, 1});
+  compare({"conv", {{2, 3, 9, 8}, {4, 3, 3, 3}, {4}}, {{2, 4, 9, 8}}, a});
+  Attrs bd = a;
+  bd["input_shape"] = V{2, 3, 9, 8};
+  compare({"conv_bwd_data", {{2, 4, 9, 8}, {4, 3, 3, 3}}, {{2, 3, 9, 8}}, bd});
+  Attrs bw = a;
+  bw["weight_shape"] = V{4, 3, 3, 3};
+  bw["has_bias"] = int64_t{1};
+  compare({"conv_bwd_weights", {{2, 3, 9, 8}, {2, 4, 9, 8}}, {{4, 3, 3, 3}, {4}}, bw});
+  // Strided and dilated: (9 + 2 - 2*2 - 1)/2 + 1 = 4, (8 + 2 - 4 - 1)/2 + 1 = 3.
+  compare(
+      {"conv", {{1, 2, 9, 8}, {3, 2, 3, 3}}, {{1, 3, 4, 3}}, conv_attrs({2, 2}, {1, 1}, {2, 2})});
+}
+
+TEST_F(CudaKernels, Conv3dAndDeconvMatchCpu) {
+  compare({"conv",
+           {{1, 2, 5, 6, 4}, {3, 2, 3, 3, 3}, {3}},
+           {{1, 3, 5, 6, 4}},
+           conv_attrs({1, 1, 1}, {1, 1, 1}, {1, 1, 1})});
+  // deconv: S' = (S-1)*2 - 0 + 2.
+  Attrs d = {{"stride", V{2, 2}}, {"pad", V{0, 0}}};
+  compare({"deconv", {{2, 3, 5, 4}, {3, 4, 2, 2}, {4}}, {{2, 4, 10, 8}}, d});
+  Attrs dd = d;
+  dd["input_shape"] = V{2, 3, 5, 4};
+  compare({"deconv_bwd_data", {{2, 4, 10, 8}, {3, 4, 2, 2}}, {{2, 3, 5, 4}}, dd});
+  Attrs dw = d;
+  dw["weight_shape"] = V{3, 4, 2, 2};
+  dw["has_bias"] = int64_t{1};
+  compare({"deconv_bwd_weights", {{2, 3, 5, 4}, {2, 4, 10, 8}}, {{3, 4, 2, 2}, {4}}, dw});
+}
+
+TEST_F(CudaKernels, ElementwiseMatchCpu) {
+  const Shape s = {2, 3, 7, 5};
+  compare({"relu", {s}, {s}, {}});
+  compare({"relu_bwd", {s, s}, {s}, {}});
+  compare({"leaky_relu", {s}, {s}, {{"alpha", 0.01}}});
+  compare({"leaky_relu_bwd", {s, s}, {s}, {{"alpha", 0.01}}});
+  compare({"sigmoid", {s}, {s}, {}});
+  compare({"sigmoid_bwd", {s, s}, {s}, {}});
+  compare({"softmax", {s}, {s}, {}});
+  compare({"softmax_bwd", {s, s}, {s}, {}, {{0.f, 1.f}, {-1.f, 1.f}}});
+  compare({"add", {s, s}, {s}, {}});
+  compare({"mul", {s, s}, {s}, {}});
+  compare({"scale", {s}, {s}, {{"factor", -2.5}}});
+  compare({"concat", {{2, 1, 4, 3}, {2, 3, 4, 3}}, {{2, 4, 4, 3}}, {}});
+  compare({"slice", {s}, {{2, 2, 7, 5}}, {{"begin", int64_t{1}}, {"size", int64_t{2}}}});
+  compare({"fill", {}, {s}, {{"shape", V{2, 3, 7, 5}}, {"value", 0.75}}});
+}
+
+TEST_F(CudaKernels, PoolingAndUpsampleMatchCpu) {
+  Attrs p = {{"kernel", V{3, 3}}, {"stride", V{2, 2}}, {"pad", V{1, 1}}};
+  // (9 + 2 - 3)/2 + 1 = 5, (8 + 2 - 3)/2 + 1 = 4.
+  compare({"max_pool", {{2, 3, 9, 8}}, {{2, 3, 5, 4}}, p});
+  compare({"max_pool_bwd", {{2, 3, 9, 8}, {2, 3, 5, 4}}, {{2, 3, 9, 8}}, p});
+  Attrs p3 = {{"kernel", V{2, 2, 2}}, {"stride", V{2, 2, 2}}};
+  compare({"max_pool_bwd", {{1, 2, 4, 6, 4}, {1, 2, 2, 3, 2}}, {{1, 2, 4, 6, 4}}, p3});
+  for (std::string mode : {"nearest", "linear"}) {
+    Attrs u = {{"scale", V{2, 3}}, {"mode", mode}};
+    compare({"upsample", {{2, 3, 4, 5}}, {{2, 3, 8, 15}}, u});
+    Attrs ub = u;
+    ub["input_shape"] = V{2, 3, 4, 5};
+    compare({"upsample_bwd", {{2, 3, 8, 15}}, {{2, 3, 4, 5}}, ub});
+    Attrs u3 = {{"scale", V{2, 2, 2}}, {"mode", mode}, {"input_shape", V{1, 2, 3, 4, 5}}};
+    compare({"upsample_bwd", {{1, 2, 6, 8, 10}}, {{1, 2, 3, 4, 5}}, u3});
+  }
+}
+
+TEST_F(CudaKernels, NormalisationMatchCpu) {
+  const Shape x = {2, 3, 4, 5, 6};
+  for (std::string op : {"instance_norm", "batch_norm"}) {
+    compare({op, {x, {3}, {3}}, {x}, {{"eps", 1e-5}}});
+    compare({op + "_bwd", {x, {3}, x}, {x, {3}, {3}}, {{"eps", 1e-5}}});
+  }
+}
+
+TEST_F(CudaKernels, LossesAndReductionsMatchCpu) {
+  const Shape s = {2, 3, 6, 7};
+  compare({"mse_loss", {s, s}, {{}}, {}});
+  compare({"mse_loss_bwd", {s, s, {}}, {s}, {}});
+  const std::vector<std::pair<float, float>> probs = {{0.f, 1.f}, {0.f, 1.f}, {1.f, 1.f}};
+  compare({"soft_dice_loss", {s, s}, {{}}, {{"eps", 1.0}}, probs});
+  compare({"soft_dice_loss_bwd", {s, s, {}}, {s}, {{"eps", 1.0}}, probs});
+  compare({"reduce_mean", {{100000}}, {{}}, {}});
+  compare({"reduce_mean_bwd", {{}}, {s}, {{"input_shape", V{2, 3, 6, 7}}}});
+  compare({"global_norm", {{300000}, {5}, {3, 4}}, {{}}, {}});
+}
+
+TEST_F(CudaKernels, OptimizersMatchCpu) {
+  const Shape p = {64, 3, 3, 3};
+  Attrs sgd = {{"lr", 0.1}, {"momentum", 0.9}, {"weight_decay", 1e-4}, {"clip_norm", 0.5}};
+  compare({"sgd_update", {p, p, p, {}}, {}, sgd, {{-1, 1}, {-1, 1}, {-1, 1}, {2.f, 2.f}}});
+  Attrs adam = {{"lr", 1e-3},  {"beta1", 0.9},         {"beta2", 0.999},
+                {"eps", 1e-8}, {"weight_decay", 1e-4}, {"clip_norm", 0.0}};
+  compare({"adam_update",
+           {p, p, p, p, {}},
+           {},
+           adam,
+           {{-1, 1}, {-1, 1}, {-1, 1}, {0.f, 1.f}, {3.f, 3.f}}});
+  compare({"increment", {{}}, {}, {}, {{4.f, 4.f}}});
+}
+
+TEST_F(CudaKernels, ConvBackwardWeightsIsDeterministic) {
+  Attrs bw = conv_attrs({1, 1}, {1, 1}, {1, 1});
+  bw["weight_shape"] = V{16, 8, 3, 3};
+  bw["has_bias"] = int64_t{1};
+  Case c{"conv_bwd_weights", {{4, 8, 32, 32}, {4, 16, 32, 32}}, {{16, 8, 3, 3}, {16}}, bw};
+  const std::vector<Floats> in = make_inputs(c, 99);
+  auto first = run_on(*gpu_, c, in);
+  auto second = run_on(*gpu_, c, in);
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_EQ(first->outputs, second->outputs);  // bitwise
+}
+
+TEST_F(CudaKernels, BadSpecRejectedLikeCpu) {
+  Case c{"conv", {{2, 3, 9, 8}, {4, 5, 3, 3}}, {{2, 4, 9, 8}}, conv_attrs({1, 1}, {1, 1}, {1, 1})};
+  auto got = run_on(*gpu_, c, make_inputs(c, 1));
+  auto want = run_on(*cpu_, c, make_inputs(c, 1));
+  ASSERT_FALSE(got.ok());
+  ASSERT_FALSE(want.ok());
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(got.status(), want.status());
+}
+
+}  // namespace
+}  // namespace lms::cuda
