@@ -40,7 +40,9 @@
 namespace lms::cpu {
 
 struct CpuDeviceOptions {
-  uint64_t capacity_bytes = uint64_t{256} << 20;  // device memory region
+  // Device memory region; reserved like the host pool, so pages cost RAM
+  // only once touched.
+  uint64_t capacity_bytes = uint64_t{256} << 20;
   // Limit of the pinned host pool. Reserved lazily (mmap with MAP_NORESERVE),
   // so a large limit costs no RAM until blocks are used.
   uint64_t host_pool_bytes = uint64_t{4} << 30;
@@ -73,6 +75,9 @@ class CpuDevice : public Device {
   AllocatorStats host_stats() const override;
   void set_host_observer(AllocationObserver* observer) override;
 
+  // Events are CpuEvents (cpu_event.h). StreamKind::kHost names no stream of
+  // its own: record/wait on it act on the compute stream. A compute-stream
+  // wait that really blocks is reported as on_stall(kCompute, "event wait").
   std::unique_ptr<Event> create_event() override;
   void record(Event& event, StreamKind stream) override;
   void wait(StreamKind stream, Event& event) override;
@@ -97,7 +102,9 @@ class CpuDevice : public Device {
   void launch(Kernel& kernel, KernelArgs args, std::string_view node, std::string_view op) override;
 
   // Reports nodes, copies, compute-stream event waits (on_stall) and memory
-  // counters (on_memory, both pools) to `sink`; nullable, not owned.
+  // counters (on_memory, both pools, from every allocate/deallocate) to
+  // `sink`; nullable, not owned, and must outlive the work already enqueued.
+  // Memory observers set above are called in addition, not instead.
   void set_event_sink(EventSink* sink) override;
 
   // CpuDevice-specific.

@@ -145,6 +145,18 @@ TEST(CpuDeviceTest, RejectsBadOptionsNamingTheField) {
   }
 }
 
+TEST(CpuDeviceTest, CapacityBeyondTheAddressSpaceIsResourceExhausted) {
+  // 2^60 bytes cannot be mapped even with MAP_NORESERVE (x86-64 user space
+  // is 2^47 bytes).
+  auto dev = CpuDevice::create({.capacity_bytes = uint64_t{1} << 60});
+  ASSERT_FALSE(dev.ok());
+  EXPECT_EQ(dev.status().code(), absl::StatusCode::kResourceExhausted) << dev.status();
+  auto host = CpuDevice::create({.capacity_bytes = kMiB, .host_pool_bytes = uint64_t{1} << 60});
+  ASSERT_FALSE(host.ok());
+  EXPECT_EQ(host.status().code(), absl::StatusCode::kResourceExhausted) << host.status();
+  EXPECT_NE(std::string(host.status().message()).find("pinned host"), std::string::npos);
+}
+
 TEST(CpuDeviceTest, LargeHostPoolLimitCostsNoMemoryUpFront) {
   // 64 GiB of pinned-pool limit on a small CI machine: reserved, not touched.
   auto dev = make_device({.capacity_bytes = 8 * kMiB, .host_pool_bytes = uint64_t{64} << 30});
