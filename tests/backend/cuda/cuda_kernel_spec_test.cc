@@ -1,0 +1,145 @@
+// Compile-time behaviour of the CUDA kernels that needs no GPU: every op the
+// backend covers compiles from a valid spec without touching the device
+// (except the cuDNN ones), a spec with a wrong output shape is rejected with
+// exactly the CPU device's InvalidArgument, and workspace sizes follow the
+// documented layouts. Runs everywhere, with or without a CUDA device.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_device.h"
+#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/cuda_launch.h"
+
+namespace lms::cuda {
+namespace {
+
+using V = std::vector<int64_t>;
+
+KernelSpec make(std::string op, std::vector<Shape> in, std::vector<Shape> out, Attrs attrs = {}) {
+  KernelSpec s;
+  s.name = op + "_node";
+  s.op = std::move(op);
+  s.attrs = std::move(attrs);
+  s.input_shapes = std::move(in);
+  s.output_shapes = std::move(out);
+  return s;
+}
+
+// Valid specs of every op whose CUDA kernel needs no library call to compile.
+std::vector<KernelSpec> valid_specs() {
+  const Shape s = {2, 3, 7, 5};
+  const Shape x3 = {2, 3, 4, 5, 6};
+  const Shape p = {64, 3, 3, 3};
+  Attrs adam = {{"lr", 1e-3},  {"beta1", 0.9},         {"beta2", 0.999},
+                {"eps", 1e-8}, {"weight_decay", 1e-4}, {"clip_norm", 1.0}};
+  return {
+      make("relu", {s}, {s}),
+      make("relu_bwd", {s, s}, {s}),
+      make("leaky_relu", {s}, {s}, {{"alpha", 0.01}}),
+      make("leaky_relu_bwd", {s, s}, {s}, {{"alpha", 0.01}}),
+      make("sigmoid", {s}, {s}),
+      make("sigmoid_bwd", {s, s}, {s}),
+      make("add", {s, s}, {s}),
+      make("mul", {s, s}, {s}),
+      make("scale", {s}, {s}, {{"factor", 2.0}}),
+      make("concat", {{2, 1, 7, 5}, s}, {{2, 4, 7, 5}}),
+      make("slice", {s}, {{2, 1, 7, 5}}, {{"begin", int64_t{2}}, {"size", int64_t{1}}}),
+      make("fill", {}, {s}, {{"shape", V{2, 3, 7, 5}}, {"value", 1.0}}),
+      make("max_pool", {s}, {{2, 3, 3, 2}}, {{"kernel", V{2, 2}}, {"stride", V{2, 2}}}),
+      make("max_pool_bwd", {s, {2, 3, 3, 2}}, {s}, {{"kernel", V{2, 2}}, {"stride", V{2, 2}}}),
+      make("upsample", {s}, {{2, 3, 14, 10}},
+           {{"scale", V{2, 2}}, {"mode", std::string("linear")}}),
+      make("upsample_bwd", {{2, 3, 14, 10}}, {s},
+           {{"scale", V{2, 2}}, {"mode", std::string("nearest")}, {"input_shape", V{2, 3, 7, 5}}}),
+      make("instance_norm", {x3, {3}, {3}}, {x3}, {{"eps", 1e-5}}),
+      make("instance_norm_bwd", {x3, {3}, x3}, {x3, {3}, {3}}, {{"eps", 1e-5}}),
+      make("batch_norm", {x3, {3}, {3}}, {x3}, {{"eps", 1e-5}}),
+      make("batch_norm_bwd", {x3, {3}, x3}, {x3, {3}, {3}}, {{"eps", 1e-5}}),
+      make("mse_loss", {s, s}, {{}}),
+      make("mse_loss_bwd", {s, s, {}}, {s}),
+      make("soft_dice_loss", {s, s}, {{}}, {{"eps", 1.0}}),
+      make("soft_dice_loss_bwd", {s, s, {}}, {s}, {{"eps", 1.0}}),
+      make("reduce_mean", {s}, {{}}),
+      make("reduce_mean_bwd", {{}}, {s}, {{"input_shape", V{2, 3, 7, 5}}}),
+      make("global_norm", {s, p}, {{}}),
+      make("increment", {{}}, {}),
+      make("sgd_update", {p, p, p}, {},
+           {{"lr", 0.1}, {"momentum", 0.9}, {"weight_decay", 0.0}, {"clip_norm", 0.0}}),
+      make("adam_update", {p, p, p, p, {}, {}}, {}, adam),
+  };
+}
+
+TEST(CudaKernelSpec, EveryNonCudnnOpCompilesWithoutADevice) {
+  const CudaKernelContext ctx;  // null stream and handles: compile must not use them
+  for (const KernelSpec& spec : valid_specs()) {
+    auto k = create_cuda_kernel(spec, ctx);
+    EXPECT_TRUE(k.ok()) << spec.op << ": " << k.status();
+  }
+}
+
+TEST(CudaKernelSpec, WrongOutputShapeRejectedExactlyLikeCpu) {
+  auto cpu = cpu::CpuDevice::create({.capacity_bytes = 16 << 20, .host_pool_bytes = 1 << 20});
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  const CudaKernelContext ctx;
+  for (KernelSpec spec : valid_specs()) {
+    if (spec.output_shapes.empty()) {
+      spec.input_shapes[0].push_back(2);  // updates: param no longer matches grad
+    } else {
+      spec.output_shapes[0].push_back(2);
+    }
+    auto want = (*cpu)->compile(spec);
+    auto got = create_cuda_kernel(spec, ctx);
+    ASSERT_FALSE(want.ok()) << spec.op;
+    ASSERT_FALSE(got.ok()) << spec.op;
+    EXPECT_EQ(got.status(), want.status()) << spec.op;
+  }
+}
+
+TEST(CudaKernelSpec, BadConvSpecRejectedBeforeCudnn) {
+  auto cpu = cpu::CpuDevice::create({.capacity_bytes = 16 << 20, .host_pool_bytes = 1 << 20});
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  // Weights expect 5 input channels, x has 3.
+  KernelSpec spec = make("conv", {{2, 3, 9, 8}, {4, 5, 3, 3}}, {{2, 4, 9, 8}},
+                         {{"stride", V{1, 1}}, {"pad", V{1, 1}}, {"dilation", V{1, 1}}});
+  auto got = create_cuda_kernel(spec, CudaKernelContext{});
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(got.status(), (*cpu)->compile(spec).status());
+}
+
+TEST(CudaKernelSpec, UnknownOpIsUnimplementedNamingIt) {
+  auto got = create_cuda_kernel(make("frobnicate", {{1}}, {{1}}), CudaKernelContext{});
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(std::string(got.status().message()).find("frobnicate"), std::string::npos);
+}
+
+// Workspaces: reductions keep reduce_blocks(n) double partials; global_norm
+// one set per input; norms 2 (forward) or 4 (backward) doubles per group.
+TEST(CudaKernelSpec, WorkspaceSizesFollowLayouts) {
+  const CudaKernelContext ctx;
+  const int64_t n = 2 * 3 * 7 * 5;
+  auto mse = create_cuda_kernel(valid_specs()[20], ctx);
+  ASSERT_TRUE(mse.ok());
+  EXPECT_EQ((*mse)->workspace_bytes(), launch::reduce_blocks(n) * sizeof(double));
+  auto gn = create_cuda_kernel(valid_specs()[26], ctx);
+  ASSERT_TRUE(gn.ok());
+  EXPECT_EQ((*gn)->workspace_bytes(),
+            (launch::reduce_blocks(n) + launch::reduce_blocks(64 * 27)) * sizeof(double));
+  auto in_bwd = create_cuda_kernel(valid_specs()[17], ctx);  // instance_norm_bwd: 6 groups
+  ASSERT_TRUE(in_bwd.ok());
+  EXPECT_EQ((*in_bwd)->workspace_bytes(), 4 * 6 * sizeof(double));
+  auto bn = create_cuda_kernel(valid_specs()[18], ctx);  // batch_norm: 3 groups
+  ASSERT_TRUE(bn.ok());
+  EXPECT_EQ((*bn)->workspace_bytes(), 2 * 3 * sizeof(double));
+  // reduce_blocks depends on n only and grows with it up to its cap.
+  EXPECT_EQ(launch::reduce_blocks(1), 1);
+  EXPECT_LE(launch::reduce_blocks(int64_t{1} << 40), 1024);
+  EXPECT_GE(launch::reduce_blocks(int64_t{1} << 24), launch::reduce_blocks(int64_t{1} << 20));
+}
+
+}  // namespace
+}  // namespace lms::cuda
