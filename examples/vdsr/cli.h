@@ -1,0 +1,73 @@
+// Command line of the `vdsr` example: `vdsr train ...` and `vdsr eval ...`.
+// A small hand parser (no global flag registry, so tests parse in-process):
+// flags are `--name value` or `--name=value`; booleans take no value.
+//
+//   LMS_ASSIGN_OR_RETURN(vdsr::Command cmd, vdsr::parse_command_line(args));
+//   if (cmd.kind == vdsr::CommandKind::kTrain) train(cmd.train, std::cout);
+//
+// Every error is InvalidArgument naming the flag, the value and what is
+// allowed; usage() gives the full help text.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace lms::vdsr {
+
+// Options shared by train and eval: where the data is and what runs it.
+struct RunOptions {
+  std::string data_dir = "data";                 // train reads <data>/train, eval <data>/eval
+  std::string device = "cpu";                    // "cpu" (emulated device); "cuda" is not built yet
+  uint64_t capacity_bytes = uint64_t{1} << 30;   // device memory
+  uint64_t host_pool_bytes = uint64_t{8} << 30;  // pinned host pool limit
+  int threads = 0;                               // compute threads, 0 = all cores
+  int max_images = 0;                            // 0 = all images of the folder
+};
+
+struct TrainOptions {
+  RunOptions run;
+  int batch = 16;
+  int crop = 48;                           // training patch side (pixels)
+  int64_t steps = 100;                     // total steps (a resumed run continues up to this)
+  double lr = 1e-4;                        // Adam learning rate
+  double clip_norm = 0.4;                  // global gradient-norm clip, 0 = off
+  int depth = 20;                          // conv layers (VDSR: 20)
+  int channels = 64;                       // filters per layer (VDSR: 64)
+  uint64_t seed = 1;                       // weights and batches
+  std::string lms_config;                  // TOML file; empty = no file
+  std::vector<std::string> lms_overrides;  // "key=value"; any makes LMS active
+  std::string checkpoint;                  // path; empty = none
+  int64_t checkpoint_every = 0;            // steps; 0 = only at the end
+  bool resume = false;                     // continue from `checkpoint`
+  std::string trace_dir;                   // profiler output; empty = none
+  int64_t log_every = 1;                   // progress line every N steps
+
+  bool lms_active() const { return !lms_config.empty() || !lms_overrides.empty(); }
+};
+
+struct EvalOptions {
+  RunOptions run;
+  std::string checkpoint;  // required
+  std::string out;         // side-by-side PNG; empty = none
+  int eval_crop = 256;     // centre crop side; 0 = the whole image
+  int scale = 2;
+};
+
+enum class CommandKind { kHelp, kTrain, kEval };
+
+struct Command {
+  CommandKind kind = CommandKind::kHelp;
+  TrainOptions train;
+  EvalOptions eval;
+};
+
+// args excludes the program name: {"train", "--steps", "10", ...}.
+absl::StatusOr<Command> parse_command_line(const std::vector<std::string>& args);
+
+// The help text listing every flag with its default.
+std::string usage();
+
+}  // namespace lms::vdsr

@@ -1,0 +1,62 @@
+#include "setup.h"
+
+#include <utility>
+#include <vector>
+
+#include "backend/cpu/cpu_device.h"
+#include "fmt/format.h"
+#include "lms/status.h"
+
+namespace lms::vdsr {
+
+absl::StatusOr<std::unique_ptr<Device>> make_device(const RunOptions& run, const LinkConfig& link) {
+  if (run.device == "cuda") {
+    return absl::UnimplementedError(
+        "--device cuda: this build of vdsr has no CUDA backend; use --device cpu (the emulated "
+        "device)");
+  }
+  if (run.device != "cpu") {
+    return absl::InvalidArgumentError(
+        fmt::format("--device: unknown device '{}' (allowed: cpu, cuda)", run.device));
+  }
+  LMS_ASSIGN_OR_RETURN(auto device, CpuDevice::create({.capacity_bytes = run.capacity_bytes,
+                                                       .host_pool_bytes = run.host_pool_bytes,
+                                                       .d2h_bytes_per_s = link.d2h_bytes_per_s,
+                                                       .h2d_bytes_per_s = link.h2d_bytes_per_s,
+                                                       .copy_latency_s = link.copy_latency_s,
+                                                       .compute_threads = run.threads}));
+  return std::unique_ptr<Device>(std::move(device));
+}
+
+absl::Status save_session(const Session& session, const Graph& graph, const std::string& path,
+                          int64_t step, const std::map<std::string, std::string>& meta) {
+  std::vector<io::NamedTensor> tensors;
+  for (const std::string& name : session.persistent_tensors()) {
+    LMS_ASSIGN_OR_RETURN(std::vector<float> values, session.read(name));
+    const Tensor& t = graph.tensor(graph.find_tensor(name));
+    tensors.push_back({name, t.shape, std::move(values)});
+  }
+  return io::save_checkpoint(path, tensors, step, meta);
+}
+
+absl::Status restore_session(Session& session, const Graph& graph, const io::Checkpoint& ck,
+                             bool parameters_only) {
+  for (const std::string& name : session.persistent_tensors()) {
+    const Tensor& t = graph.tensor(graph.find_tensor(name));
+    if (parameters_only && t.role != TensorRole::kParameter) continue;
+    const io::NamedTensor* saved = ck.find(name);
+    if (saved == nullptr) {
+      return absl::DataLossError(
+          fmt::format("checkpoint has no tensor '{}' ({})", name, role_name(t.role)));
+    }
+    if (saved->shape != t.shape) {
+      return absl::DataLossError(
+          fmt::format("checkpoint tensor '{}' has shape [{}], the model needs [{}]", name,
+                      fmt::join(saved->shape, ","), fmt::join(t.shape, ",")));
+    }
+    LMS_RETURN_IF_ERROR(session.write(name, saved->data));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace lms::vdsr

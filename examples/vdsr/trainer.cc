@@ -1,0 +1,256 @@
+#include "trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <utility>
+
+#include "dataset.h"
+#include "fmt/format.h"
+#include "io/checkpoint.h"
+#include "lms/session.h"
+#include "lms/status.h"
+#include "lms/strings.h"
+#include "lms/training.h"
+#include "lms/units.h"
+#include "models.h"
+#include "profiler/chrome_trace.h"
+#include "profiler/memory_plot.h"
+#include "profiler/recorder.h"
+#include "profiler/summary.h"
+#include "setup.h"
+
+namespace lms::vdsr {
+namespace {
+
+constexpr int kScale = 2;
+
+double now_s() {
+  using Clock = std::chrono::steady_clock;
+  return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+}
+
+// What a checkpoint must agree on for --resume to reproduce the same run.
+std::map<std::string, std::string> run_meta(const TrainOptions& o) {
+  return {{"model", "vdsr"},
+          {"depth", fmt::format("{}", o.depth)},
+          {"channels", fmt::format("{}", o.channels)},
+          {"scale", fmt::format("{}", kScale)},
+          {"batch", fmt::format("{}", o.batch)},
+          {"crop", fmt::format("{}", o.crop)},
+          {"seed", fmt::format("{}", o.seed)},
+          {"lr", fmt::format("{}", o.lr)},
+          {"clip_norm", fmt::format("{}", o.clip_norm)},
+          {"max_images", fmt::format("{}", o.run.max_images)}};
+}
+
+absl::Status check_resume(const io::Checkpoint& ck, const TrainOptions& o) {
+  for (const auto& [key, want] : run_meta(o)) {
+    auto it = ck.meta.find(key);
+    std::string have = it == ck.meta.end() ? "(missing)" : it->second;
+    if (have != want) {
+      return absl::FailedPreconditionError(fmt::format(
+          "--resume: checkpoint '{}' was written with {}={}, this run has {}={}; resuming "
+          "bit-exactly needs the same settings",
+          o.checkpoint, key, have, key, want));
+    }
+  }
+  if (ck.step >= o.steps) {
+    return absl::FailedPreconditionError(
+        fmt::format("--resume: checkpoint '{}' is at step {}, nothing to do for --steps {}",
+                    o.checkpoint, ck.step, o.steps));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LmsConfig> lms_config(const TrainOptions& o) {
+  LmsConfig cfg;
+  if (!o.lms_config.empty()) {
+    LMS_ASSIGN_OR_RETURN(cfg, LmsConfig::from_file(o.lms_config));
+  }
+  for (const std::string& kv : o.lms_overrides) {
+    absl::Status s = cfg.apply_override(kv);
+    if (!s.ok())
+      return absl::InvalidArgumentError(fmt::format("--lms-set {}: {}", kv, to_std(s.message())));
+  }
+  return cfg;
+}
+
+// One training run: the objects that must outlive the session, in order.
+class TrainRun {
+ public:
+  TrainRun(const TrainOptions& o, std::ostream& log) : o_(o), log_(log) {}
+
+  absl::Status prepare() {
+    LMS_ASSIGN_OR_RETURN(cfg_, lms_config(o_));
+    std::vector<std::string> warnings;
+    std::string dir = (std::filesystem::path(o_.run.data_dir) / "train").string();
+    LMS_ASSIGN_OR_RETURN(Dataset d, Dataset::load(dir, {kScale, o_.run.max_images}, &warnings));
+    for (const std::string& w : warnings) log_ << "warning: skipped " << w << "\n";
+    data_.emplace(std::move(d));
+    log_ << fmt::format("data: {} images from {}\n", data_->pairs().size(), dir);
+    LMS_RETURN_IF_ERROR(data_->batch(0, batch_options()).status());  // crop fits every image
+    LMS_RETURN_IF_ERROR(build_graph());
+    LMS_ASSIGN_OR_RETURN(device_, make_device(o_.run, cfg_.link));
+    if (o_.lms_active()) LMS_RETURN_IF_ERROR(apply_lms());
+    SessionOptions so{.fetches = {"loss"}, .sink = o_.trace_dir.empty() ? nullptr : &recorder_};
+    LMS_ASSIGN_OR_RETURN(session_, Session::create(train_, *device_, so));
+    if (o_.resume) LMS_RETURN_IF_ERROR(resume());
+    return absl::OkStatus();
+  }
+
+  absl::Status run() {
+    result_.first_step = next_step_;
+    double start = now_s();
+    for (int64_t step = next_step_; step <= o_.steps; ++step) {
+      LMS_RETURN_IF_ERROR(run_step(step));
+      bool periodic = o_.checkpoint_every > 0 && step % o_.checkpoint_every == 0;
+      if (!o_.checkpoint.empty() && (periodic || step == o_.steps)) {
+        LMS_RETURN_IF_ERROR(save_session(*session_, train_, o_.checkpoint, step, run_meta(o_)));
+      }
+    }
+    result_.total_s = now_s() - start;
+    int64_t ran = o_.steps - result_.first_step + 1;
+    result_.images_per_s = static_cast<double>(ran * o_.batch) / std::max(result_.total_s, 1e-9);
+    for (const std::string& name : session_->persistent_tensors()) {
+      LMS_ASSIGN_OR_RETURN(result_.persistent[name], session_->read(name));
+    }
+    LMS_RETURN_IF_ERROR(write_trace());
+    print_summary();
+    return absl::OkStatus();
+  }
+
+  TrainResult take_result() { return std::move(result_); }
+
+ private:
+  BatchOptions batch_options() const { return {o_.batch, o_.crop, o_.seed, true}; }
+
+  absl::Status build_graph() {
+    Graph g;
+    models::ModelTensors m = models::build_vdsr(g, {.batch = o_.batch,
+                                                    .height = o_.crop,
+                                                    .width = o_.crop,
+                                                    .depth = o_.depth,
+                                                    .channels = o_.channels,
+                                                    .seed = o_.seed});
+    LMS_RETURN_IF_ERROR(g.status());
+    LMS_ASSIGN_OR_RETURN(train_,
+                         training_graph(g, m.loss, Adam{.lr = o_.lr, .clip_norm = o_.clip_norm}));
+    return absl::OkStatus();
+  }
+
+  absl::Status apply_lms() {
+    LMS_ASSIGN_OR_RETURN(std::vector<uint64_t> ws, kernel_workspace_bytes(train_, *device_));
+    RewriteOptions ro{.device_capacity_bytes = o_.run.capacity_bytes,
+                      .workspace_bytes = std::move(ws),
+                      .node_time_s = {},
+                      .fetched = {"loss"}};
+    LMS_ASSIGN_OR_RETURN(result_.lms_report, rewrite(train_, cfg_, ro));
+    log_ << "LMS: " << result_.lms_report.summary() << "\n";
+    return absl::OkStatus();
+  }
+
+  absl::Status resume() {
+    LMS_ASSIGN_OR_RETURN(io::Checkpoint ck, io::load_checkpoint(o_.checkpoint));
+    LMS_RETURN_IF_ERROR(check_resume(ck, o_));
+    LMS_RETURN_IF_ERROR(restore_session(*session_, train_, ck, /*parameters_only=*/false));
+    next_step_ = ck.step + 1;
+    log_ << fmt::format("resumed from {} at step {}\n", o_.checkpoint, ck.step);
+    return absl::OkStatus();
+  }
+
+  absl::Status run_step(int64_t step) {
+    LMS_ASSIGN_OR_RETURN(Batch b, data_->batch(step - 1, batch_options()));
+    Feeds feeds;
+    feeds.emplace("lr", std::move(b.lr));
+    feeds.emplace("hr", std::move(b.hr));
+    StepResult r;
+    absl::Status s = session_->run(feeds, &r);
+    if (!s.ok())
+      return absl::Status(s.code(), fmt::format("step {}: {}", step, to_std(s.message())));
+    float loss = r.fetched.at("loss")[0];
+    if (!std::isfinite(loss)) {
+      return absl::InternalError(fmt::format("step {}: loss is {} (try a lower --lr)", step, loss));
+    }
+    result_.losses.push_back(loss);
+    result_.peak_device_bytes = std::max(result_.peak_device_bytes, r.peak_device_bytes);
+    result_.bytes_d2h_per_step = r.bytes_d2h;
+    result_.bytes_h2d_per_step = r.bytes_h2d;
+    if (step % o_.log_every == 0 || step == o_.steps) {
+      log_ << fmt::format(
+          "step {:>6}/{}  loss {:.6e}  {:7.1f} img/s  peak {}  swap out {} in {}  stall {:.3f} s\n",
+          step, o_.steps, loss, o_.batch / std::max(r.step_s, 1e-9),
+          format_bytes(r.peak_device_bytes), format_bytes(r.bytes_d2h), format_bytes(r.bytes_h2d),
+          r.stall_s);
+      log_.flush();
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status write_trace() {
+    if (o_.trace_dir.empty()) return absl::OkStatus();
+    std::error_code ec;
+    std::filesystem::create_directories(o_.trace_dir, ec);
+    if (ec) {
+      return absl::InvalidArgumentError(
+          fmt::format("--trace: cannot create '{}': {}", o_.trace_dir, ec.message()));
+    }
+    std::filesystem::path dir(o_.trace_dir);
+    LMS_RETURN_IF_ERROR(write_chrome_trace(recorder_,
+                                           {.device_capacity_bytes = o_.run.capacity_bytes},
+                                           (dir / "trace.json").string()));
+    int64_t last = static_cast<int64_t>(result_.losses.size()) - 1;
+    MemorySeries series = device_series(recorder_, o_.lms_active() ? "LMS on" : "LMS off", last);
+    LMS_RETURN_IF_ERROR(write_memory_svg({series}, o_.run.capacity_bytes,
+                                         (dir / "memory.svg").string(),
+                                         fmt::format("VDSR batch {}, last step", o_.batch)));
+    log_ << format_summary(summarize(recorder_));
+    log_ << fmt::format("trace: {}, {}\n", (dir / "trace.json").string(),
+                        (dir / "memory.svg").string());
+    return absl::OkStatus();
+  }
+
+  void print_summary() {
+    const RewriteReport& rep = result_.lms_report;
+    log_ << fmt::format("done: steps {}..{} in {:.1f} s ({:.1f} img/s), final loss {:.6e}\n",
+                        result_.first_step, o_.steps, result_.total_s, result_.images_per_s,
+                        result_.losses.back());
+    log_ << fmt::format("peak device memory {} of {}\n", format_bytes(result_.peak_device_bytes),
+                        format_bytes(o_.run.capacity_bytes));
+    if (rep.enabled) {
+      log_ << fmt::format("LMS {}: {} tensors swapped, {} out / {} in per step\n",
+                          policy_name(rep.policy), rep.swapped.size(),
+                          format_bytes(result_.bytes_d2h_per_step),
+                          format_bytes(result_.bytes_h2d_per_step));
+    } else {
+      log_ << "LMS off\n";
+    }
+    if (!o_.checkpoint.empty())
+      log_ << fmt::format("checkpoint: {} (step {})\n", o_.checkpoint, o_.steps);
+  }
+
+  const TrainOptions& o_;
+  std::ostream& log_;
+  LmsConfig cfg_;
+  std::optional<Dataset> data_;
+  Graph train_;
+  Recorder recorder_;
+  std::unique_ptr<Device> device_;
+  std::unique_ptr<Session> session_;  // declared last: destroyed before the device
+  int64_t next_step_ = 1;
+  TrainResult result_;
+};
+
+}  // namespace
+
+absl::StatusOr<TrainResult> train(const TrainOptions& opts, std::ostream& log) {
+  TrainRun run(opts, log);
+  LMS_RETURN_IF_ERROR(run.prepare());
+  LMS_RETURN_IF_ERROR(run.run());
+  return run.take_result();
+}
+
+}  // namespace lms::vdsr

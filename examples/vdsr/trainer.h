@@ -1,0 +1,52 @@
+// `vdsr train`: VDSR (Kim et al., CVPR 2016) trained with Adam on x2 bicubic
+// patches of the Y channel, optionally under Large Model Support.
+//
+//   vdsr::TrainOptions opts;          // or parse_command_line({"train", ...})
+//   opts.steps = 100;
+//   opts.lms_overrides = {"policy=auto"};
+//   LMS_ASSIGN_OR_RETURN(vdsr::TrainResult r, vdsr::train(opts, std::cout));
+//
+// Steps are numbered 1..opts.steps; step s trains on Dataset::batch(s - 1)
+// (Note [Batch determinism] in dataset.h). A checkpoint written after step k
+// holds every persistent tensor (weights, biases, Adam moments and step
+// counter) and k, so `--resume` continues with step k + 1 and reproduces the
+// uninterrupted run bit for bit.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "cli.h"
+#include "lms/rewrite.h"
+
+namespace lms::vdsr {
+
+struct TrainResult {
+  int64_t first_step = 1;     // the first step this call ran (k + 1 after a resume)
+  std::vector<float> losses;  // losses[i] is the loss of step first_step + i
+  // Final values of every persistent tensor, by name.
+  std::map<std::string, std::vector<float>> persistent;
+  RewriteReport lms_report;         // enabled == false without LMS
+  uint64_t peak_device_bytes = 0;   // max over steps
+  uint64_t bytes_d2h_per_step = 0;  // of the last step
+  uint64_t bytes_h2d_per_step = 0;
+  double images_per_s = 0;  // over all steps of this call
+  double total_s = 0;
+};
+
+// Loads <run.data_dir>/train, builds the training graph, applies lms::rewrite
+// when opts.lms_active(), runs the steps and writes the checkpoint and trace.
+// Progress lines and the final summary go to `log`.
+// Errors: InvalidArgument for bad options or LMS config, NotFound for a
+// missing data folder or checkpoint to resume, FailedPrecondition when the
+// checkpoint to resume was written with different model or data settings or
+// is already at or past opts.steps, ResourceExhausted when a step does not
+// fit the device (the message suggests LMS or a smaller batch), DataLoss for
+// a corrupt checkpoint.
+absl::StatusOr<TrainResult> train(const TrainOptions& opts, std::ostream& log);
+
+}  // namespace lms::vdsr
