@@ -29,9 +29,10 @@ class CudaEvent : public Event {
 // A span on a stream, stamped by two host callbacks (Note [CUDA profiler
 // events]); the second callback reports it and deletes it.
 struct StreamSpan {
+  enum Kind : uint8_t { kNode, kCopy, kStall };
   EventSink* sink;
   StreamKind stream;
-  bool is_copy;
+  Kind kind;
   std::string name;
   std::string op;
   uint64_t bytes;
@@ -43,10 +44,16 @@ void CUDART_CB stamp_start(void* data) { static_cast<StreamSpan*>(data)->start_s
 void CUDART_CB report_span(void* data) {
   std::unique_ptr<StreamSpan> span(static_cast<StreamSpan*>(data));
   const double end_s = now_s();
-  if (span->is_copy) {
-    span->sink->on_copy(span->stream, span->name, span->bytes, span->start_s, end_s);
-  } else {
-    span->sink->on_node(span->stream, span->name, span->op, span->start_s, end_s);
+  switch (span->kind) {
+    case StreamSpan::kCopy:
+      span->sink->on_copy(span->stream, span->name, span->bytes, span->start_s, end_s);
+      break;
+    case StreamSpan::kNode:
+      span->sink->on_node(span->stream, span->name, span->op, span->start_s, end_s);
+      break;
+    case StreamSpan::kStall:
+      span->sink->on_stall(span->stream, "event wait", "", span->start_s, end_s);
+      break;
   }
 }
 
@@ -264,16 +271,23 @@ void CudaDevice::wait(StreamKind kind, Event& event) {
   if (!ev.ok()) return set_async_error(ev.status());
   if (*ev == nullptr) return;
   bind();
-  const double issue_s = now_s();
+  // A compute-stream wait on an event still pending at issue may stall the
+  // stream: bracket it with host callbacks (Note [CUDA profiler events]) so
+  // on_stall reports how long the stream really waited.
+  EventSink* sink = sink_.load();
+  StreamSpan* span = nullptr;
+  if (sink != nullptr && kind == StreamKind::kCompute && cudaEventQuery(*ev) == cudaErrorNotReady) {
+    span = new StreamSpan{sink, kind, StreamSpan::kStall, "", "", 0};
+    if (cudaLaunchHostFunc(stream(kind), stamp_start, span) != cudaSuccess) {
+      delete span;
+      span = nullptr;
+    }
+  }
   absl::Status st =
       cuda_status(cudaStreamWaitEvent(stream(kind), *ev, 0), "wait: cudaStreamWaitEvent");
   if (!st.ok()) set_async_error(st);
-  // Host-side stamps only: how long the GPU stream waited is not observable
-  // without a callback, so a stall is reported only when the event is still
-  // pending at issue (duration 0 marks "the stream had to wait").
-  EventSink* sink = sink_.load();
-  if (sink != nullptr && kind == StreamKind::kCompute && cudaEventQuery(*ev) == cudaErrorNotReady) {
-    sink->on_stall(StreamKind::kCompute, "event wait", "", issue_s, issue_s);
+  if (span != nullptr && cudaLaunchHostFunc(stream(kind), report_span, span) != cudaSuccess) {
+    set_async_error(absl::InternalError("wait: cudaLaunchHostFunc failed"));
   }
 }
 
@@ -330,7 +344,7 @@ void CudaDevice::enqueue_copy(StreamKind kind, void* dst, const void* src, uint6
   EventSink* sink = sink_.load();
   StreamSpan* span = nullptr;
   if (sink != nullptr) {
-    span = new StreamSpan{sink, kind, true, std::string(tensor), "", bytes};
+    span = new StreamSpan{sink, kind, StreamSpan::kCopy, std::string(tensor), "", bytes};
     if (cudaLaunchHostFunc(s, stamp_start, span) != cudaSuccess) {
       delete span;
       span = nullptr;
@@ -386,7 +400,8 @@ void CudaDevice::launch(Kernel& kernel, KernelArgs args, std::string_view node,
   EventSink* sink = sink_.load();
   StreamSpan* span = nullptr;
   if (sink != nullptr) {
-    span = new StreamSpan{sink, StreamKind::kCompute, false, std::string(node), std::string(op), 0};
+    span = new StreamSpan{
+        sink, StreamKind::kCompute, StreamSpan::kNode, std::string(node), std::string(op), 0};
     if (cudaLaunchHostFunc(compute_, stamp_start, span) != cudaSuccess) {
       delete span;
       span = nullptr;

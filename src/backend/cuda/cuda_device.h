@@ -20,14 +20,14 @@
 // synchronize(). A launch after an error still runs (CUDA itself fails every
 // call after a sticky error).
 //
-// Note [CUDA profiler events]: with an event sink set, each kernel launch and
-// each copy is bracketed by two cudaLaunchHostFunc callbacks that take
-// now_s() when the stream reaches them; on_node / on_copy report that span.
-// The start stamp is taken when the preceding work of the stream is done, so
-// it is the real start up to the host-callback latency (a few microseconds),
-// and the callbacks themselves serialise the stream slightly: timings taken
-// with a sink are an upper bound. Without a sink nothing is added. The sink
-// must outlive the work issued while it was set (call synchronize() first).
+// Note [CUDA profiler events]: with an event sink set, each kernel launch,
+// each copy and each compute-stream wait on a pending event is bracketed by two cudaLaunchHostFunc
+// callbacks that take now_s() when the stream reaches them; on_node / on_copy / on_stall report
+// that span. The start stamp is taken when the preceding work of the stream is done, so it is the
+// real start up to the host-callback latency (a few microseconds), and the callbacks themselves
+// serialise the stream slightly: timings taken with a sink are an upper bound. Without a sink
+// nothing is added. The sink must outlive the work issued while it was set (call synchronize()
+// first).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -104,8 +104,9 @@ class CudaDevice : public Device {
   // until it has completed (an event recorded after it, or synchronize()).
   void launch(Kernel& kernel, KernelArgs args, std::string_view node, std::string_view op) override;
 
-  // Reports nodes, copies (Note [CUDA profiler events]), compute-stream event
-  // waits as on_stall with issue-time stamps, and memory counters.
+  // Reports nodes, copies and compute-stream waits on events still pending
+  // at issue (on_stall), all stamped by stream callbacks (Note [CUDA profiler
+  // events]), and memory counters of both pools; nullable, not owned.
   void set_event_sink(EventSink* sink) override;
 
   // CudaDevice-specific.

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <numeric>
 #include <random>
 #include <string>
@@ -14,6 +15,7 @@
 
 #include "cuda_test_util.h"
 #include "lms/strings.h"
+#include "lms/units.h"
 
 namespace lms::cuda {
 namespace {
@@ -76,8 +78,8 @@ TEST(CudaDevice, OutOfMemoryNamesRequestAndCapacity) {
   ASSERT_FALSE(big.ok());
   EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted);
   const std::string msg(to_std(big.status().message()));
-  EXPECT_NE(msg.find(std::to_string(9 * kMiB)), std::string::npos) << msg;
-  EXPECT_NE(msg.find(std::to_string(8 * kMiB)), std::string::npos) << msg;
+  EXPECT_NE(msg.find("tried to allocate " + format_bytes(9 * kMiB)), std::string::npos) << msg;
+  EXPECT_NE(msg.find("capacity " + format_bytes(8 * kMiB)), std::string::npos) << msg;
   auto host = dev->allocate_host(17 * kMiB);
   ASSERT_FALSE(host.ok());
   EXPECT_NE(to_std(host.status().message()).find("pinned host"), std::string::npos);
@@ -172,6 +174,83 @@ TEST(CudaDevice, CompileUnknownOpIsUnimplemented) {
   ASSERT_FALSE(k.ok());
   EXPECT_EQ(k.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_NE(to_std(k.status().message()).find("no_such_op"), std::string::npos);
+}
+
+// Records what the device reports; thread-safe (callbacks arrive on CUDA's
+// callback thread).
+class RecordingSink : public EventSink {
+ public:
+  void on_node(StreamKind s, std::string_view node, std::string_view, double a, double b) override {
+    add(s, node, a, b);
+  }
+  void on_copy(StreamKind s, std::string_view t, uint64_t, double a, double b) override {
+    add(s, t, a, b);
+  }
+  void on_memory(MemoryKind, uint64_t, double) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++memory_events_;
+  }
+  void on_stall(StreamKind, std::string_view, std::string_view, double, double) override {}
+  void on_step(int64_t, double, double) override {}
+
+  struct Span {
+    StreamKind stream;
+    std::string name;
+    double start_s, end_s;
+  };
+  std::vector<Span> spans() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return spans_;
+  }
+  int memory_events() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return memory_events_;
+  }
+
+ private:
+  void add(StreamKind s, std::string_view name, double a, double b) {
+    std::lock_guard<std::mutex> lock(mu_);
+    spans_.push_back({s, std::string(name), a, b});
+  }
+  std::mutex mu_;
+  std::vector<Span> spans_;
+  int memory_events_ = 0;
+};
+
+TEST(CudaDevice, SinkGetsCopiesKernelsAndMemoryWithOrderedStamps) {
+  LMS_SKIP_WITHOUT_CUDA();
+  auto dev = make_device();
+  ASSERT_NE(dev, nullptr);
+  RecordingSink sink;
+  dev->set_event_sink(&sink);
+  const uint64_t bytes = 4 * kMiB;
+  auto d = dev->allocate(bytes);
+  auto h = dev->allocate_host(bytes);
+  ASSERT_TRUE(d.ok() && h.ok());
+  KernelSpec spec;
+  spec.name = "fill0";
+  spec.op = "fill";
+  spec.attrs = {{"shape", std::vector<int64_t>{int64_t(bytes / 4)}}, {"value", 2.0}};
+  spec.output_shapes = {{int64_t(bytes / 4)}};
+  auto k = dev->compile(spec);
+  ASSERT_TRUE(k.ok()) << k.status();
+  dev->launch(**k, {.inputs = {}, .outputs = {static_cast<float*>(*d)}}, "fill0", "fill");
+  auto ev = dev->create_event();
+  dev->record(*ev, StreamKind::kCompute);
+  dev->wait(StreamKind::kD2H, *ev);
+  dev->copy_d2h(*h, *d, bytes, "filled");
+  ASSERT_TRUE(dev->synchronize().ok());
+  dev->set_event_sink(nullptr);
+  EXPECT_EQ(static_cast<const float*>(*h)[bytes / 4 - 1], 2.0f);
+  const auto spans = sink.spans();
+  ASSERT_EQ(spans.size(), 2u);
+  EXPECT_EQ(spans[0].name, "fill0");
+  EXPECT_EQ(spans[0].stream, StreamKind::kCompute);
+  EXPECT_EQ(spans[1].name, "filled");
+  EXPECT_EQ(spans[1].stream, StreamKind::kD2H);
+  for (const auto& s : spans) EXPECT_LE(s.start_s, s.end_s) << s.name;
+  EXPECT_LE(spans[0].end_s, spans[1].end_s);  // the copy waited for the kernel
+  EXPECT_EQ(sink.memory_events(), 2);         // one device and one host allocation
 }
 
 }  // namespace
