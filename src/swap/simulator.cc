@@ -122,14 +122,20 @@ void Simulator::launch(int32_t p) {
 
 void Simulator::free_after(int32_t p) {
   const bool copy_stream = stream_of(graph_.node(live_.order[p])) == kD2H;
+  if (copy_stream && options_.wait_at_release && !frees_at_[p].empty()) {
+    const double wait = std::max(0.0, result_.end_s[p] - host_);
+    result_.host_blocked_s += wait;
+    host_ += wait;
+  }
   for (TensorId t : frees_at_[p]) {
     const uint64_t bytes = live_.tensors[t].bytes;
     // Note [Memory accounting] point 4: a buffer last read by a D2H copy
     // returns to the pool only when that copy has completed.
-    if (copy_stream)
+    if (copy_stream && !options_.wait_at_release) {
       deferred_.push_back({result_.end_s[p], bytes});
-    else
+    } else {
       in_use_ -= bytes;
+    }
   }
 }
 

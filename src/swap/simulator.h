@@ -23,6 +23,11 @@ namespace lms::swap {
 
 struct SimOptions {
   uint64_t device_budget_bytes = 0;  // 0: unlimited (never blocks)
+  // false: docs/memory_model.md point 4, a buffer last read by a swap-out is
+  // returned when the copy completes (the host waits only when an allocation
+  // needs it). true: the host waits for the copy at the release point itself,
+  // so every release happens at a fixed point of the schedule.
+  bool wait_at_release = false;
 };
 
 struct SimResult {

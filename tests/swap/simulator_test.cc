@@ -82,5 +82,17 @@ TEST(Simulator, HostBlocksOnDeferredFreeUnderABudget) {
   EXPECT_TRUE(tight.out_of_memory);
 }
 
+TEST(Simulator, WaitAtReleaseBlocksTheHostAtTheSwapOut) {
+  // As above, but the host waits for the 3 s D2H right at the swap-out
+  // (t = 4): c is issued at 4 although the compute stream is free at 2 (2 s
+  // stall), e [5,6], swap_in [6,6.5], d [6.5,7.5] (0.5 s), loss [7.5,8.5].
+  Scenario s = make("e", 3.0, 0.5, "b");
+  SimResult r = simulate(s.graph, s.live, s.times, {.wait_at_release = true});
+  EXPECT_DOUBLE_EQ(r.step_time_s, 8.5);
+  EXPECT_DOUBLE_EQ(r.stall_s, 2.5);
+  EXPECT_DOUBLE_EQ(r.host_blocked_s, 4.0);
+  EXPECT_EQ(r.peak_device_bytes, memory_profile(s.live).peak);  // frees at fixed points
+}
+
 }  // namespace
 }  // namespace lms::swap
