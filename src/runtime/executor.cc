@@ -32,20 +32,13 @@ std::shared_ptr<Event> Executor::record_on(StreamKind stream) {
   return ev;
 }
 
-// Note [Memory accounting], point 4: deferred frees return to the allocator
-// as soon as their copy has completed.
+// Pinned host blocks return to the pool lazily, once the H2D copy that read
+// them last has completed; the host pool is not the budget the planner
+// replays, so timing-dependent order is harmless there.
 void Executor::poll_deferred() {
-  for (auto it = deferred_.begin(); it != deferred_.end();) {
-    if (!device_.query(*it->event)) {
-      ++it;
-      continue;
-    }
-    if (it->host) {
-      device_.deallocate_host(it->ptr);
-    } else {
-      device_.deallocate(it->ptr);
-    }
-    it = deferred_.erase(it);
+  while (!deferred_.empty() && device_.query(*deferred_.front().event)) {
+    device_.deallocate_host(deferred_.front().ptr);
+    deferred_.pop_front();
   }
 }
 
@@ -57,22 +50,24 @@ void Executor::wait_oldest_deferred() {
 }
 
 absl::StatusOr<void*> Executor::allocate(uint64_t bytes, bool host, NodeId id) {
+  if (!host) {
+    absl::StatusOr<void*> p = device_.allocate(bytes);
+    if (!p.ok()) return with_node(p.status(), plan_.graph->node(id));
+    return p;
+  }
   poll_deferred();
   while (true) {
-    absl::StatusOr<void*> p = host ? device_.allocate_host(bytes) : device_.allocate(bytes);
+    absl::StatusOr<void*> p = device_.allocate_host(bytes);
     if (p.ok() || !absl::IsResourceExhausted(p.status())) return p;
-    bool pending = std::any_of(deferred_.begin(), deferred_.end(),
-                               [&](const Deferred& d) { return d.host == host; });
-    if (!pending) return with_node(p.status(), plan_.graph->node(id));
+    if (deferred_.empty()) return with_node(p.status(), plan_.graph->node(id));
     wait_oldest_deferred();
   }
 }
 
 absl::Status Executor::upload_inputs(const Feeds& feeds) {
   const Graph& g = *plan_.graph;
-  for (TensorId t = 0; t < g.num_tensors(); ++t) {
+  for (TensorId t : plan_.release.inputs) {
     const Tensor& tensor = g.tensor(t);
-    if (tensor.role != TensorRole::kInput || tensor.consumers.empty()) continue;
     auto it = feeds.find(tensor.name);
     if (it == feeds.end()) {
       return absl::InvalidArgumentError(absl::StrCat("no feed for graph input '", tensor.name, "'"));
@@ -152,31 +147,50 @@ absl::Status Executor::issue_swap_in(NodeId id) {
   return absl::OkStatus();
 }
 
-void Executor::release(TensorId t) {
+// Note [Swap-out release]: a device buffer last read by a copy is freed at
+// its fixed point of the schedule; if the copy is still running the host
+// waits for it (stall), so the allocation sequence never depends on timing.
+void Executor::release_device(TensorId t) {
   void* p = buffers_[t];
   if (p == nullptr) return;
   buffers_[t] = nullptr;
-  bool host = on_host(plan_.graph->tensor(t));
-  std::shared_ptr<Event> reader = std::move(copy_read_[t]);
   ready_[t] = nullptr;
+  if (copy_read_[t] != nullptr && !device_.query(*copy_read_[t])) {
+    double start = now_s();
+    device_.synchronize(*copy_read_[t]);
+    host_stall_s_ += now_s() - start;
+  }
+  copy_read_[t] = nullptr;
+  device_.deallocate(p);
+}
+
+void Executor::release_host(TensorId t) {
+  void* p = buffers_[t];
+  if (p == nullptr) return;
+  buffers_[t] = nullptr;
+  ready_[t] = nullptr;
+  std::shared_ptr<Event> reader = std::move(copy_read_[t]);
   if (reader != nullptr && !device_.query(*reader)) {
-    deferred_.push_back({std::move(reader), p, host});
-  } else if (host) {
-    device_.deallocate_host(p);
+    deferred_.push_back({std::move(reader), p});
   } else {
-    device_.deallocate(p);
+    device_.deallocate_host(p);
+  }
+}
+
+void Executor::release_all() {
+  const Graph& g = *plan_.graph;
+  for (TensorId t = 0; t < static_cast<TensorId>(buffers_.size()); ++t) {
+    if (g.tensor(t).role == TensorRole::kHost) {
+      release_host(t);
+    } else {
+      release_device(t);
+    }
   }
 }
 
 void Executor::release_after(int32_t position) {
-  const Graph& g = *plan_.graph;
-  const Node& n = g.node(plan_.order[position]);
-  for (TensorId t : n.inputs) {
-    if (plan_.last_use[t] == position && !plan_.fetched[t]) release(t);
-  }
-  for (TensorId t : n.outputs) {
-    if (g.tensor(t).consumers.empty() && !plan_.fetched[t]) release(t);
-  }
+  for (TensorId t : plan_.release.release_after[position]) release_device(t);
+  for (TensorId t : plan_.host_release_after[position]) release_host(t);
 }
 
 absl::Status Executor::issue(int32_t position) {
@@ -203,10 +217,7 @@ absl::Status Executor::issue(int32_t position) {
 
 void Executor::abandon_step() {
   (void)device_.synchronize();
-  for (TensorId t = 0; t < static_cast<TensorId>(buffers_.size()); ++t) {
-    copy_read_[t] = nullptr;
-    release(t);
-  }
+  release_all();
   poll_deferred();
   LMS_CHECK(deferred_.empty());
 }
@@ -220,7 +231,7 @@ absl::Status Executor::finish_step(StepResult* result) {
     LMS_RETURN_IF_ERROR(device_.download(values.data(), buffer(t), g.tensor(t).bytes()));
     result->fetched[name] = std::move(values);
   }
-  for (TensorId t = 0; t < static_cast<TensorId>(buffers_.size()); ++t) release(t);
+  release_all();
   poll_deferred();
   LMS_CHECK(deferred_.empty());
   return absl::OkStatus();

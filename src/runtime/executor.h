@@ -12,6 +12,7 @@
 #include "backend/device.h"
 #include "lms/graph.h"
 #include "lms/session.h"
+#include "swap/release_plan.h"
 
 namespace lms {
 
@@ -21,8 +22,8 @@ struct ExecutablePlan {
   std::vector<NodeId> order;                     // schedule
   std::vector<std::unique_ptr<Kernel>> kernels;  // by NodeId; null for swap nodes
   std::vector<uint64_t> workspace_bytes;         // by NodeId
-  std::vector<int32_t> last_use;                 // by TensorId: position of last consumer, -1 none
-  std::vector<bool> fetched;                     // by TensorId
+  swap::ReleasePlan release;                     // device releases (Note [Swap-out release])
+  std::vector<std::vector<TensorId>> host_release_after;  // by position: pinned blocks freed
   std::vector<std::string> fetch_names;
   std::vector<void*> persistent;                 // by TensorId: device buffer of persistent tensors
 };
@@ -34,10 +35,9 @@ class Executor {
   absl::Status run(const Feeds& feeds, StepResult* result);
 
  private:
-  struct Deferred {  // a free waiting for a copy-stream event
+  struct Deferred {  // a pinned host block waiting for its H2D copy
     std::shared_ptr<Event> event;
     void* ptr;
-    bool host;
   };
 
   absl::Status upload_inputs(const Feeds& feeds);
@@ -48,7 +48,9 @@ class Executor {
   absl::Status allocate_outputs(NodeId id);
   absl::StatusOr<void*> allocate(uint64_t bytes, bool host, NodeId id);
   void release_after(int32_t position);
-  void release(TensorId t);
+  void release_device(TensorId t);
+  void release_host(TensorId t);
+  void release_all();
   void poll_deferred();
   void wait_oldest_deferred();
   std::shared_ptr<Event> record_on(StreamKind stream);

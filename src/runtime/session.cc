@@ -13,6 +13,7 @@
 #include "profiler/event_sink.h"
 #include "runtime/executor.h"
 #include "runtime/stall_counter.h"
+#include "swap/release_plan.h"
 
 namespace lms {
 namespace {
@@ -58,7 +59,6 @@ absl::Status resolve_fetches(const Graph& g, SessionOptions& options, Executable
   if (options.fetches.empty() && g.loss() != kNoTensor) {
     options.fetches.push_back(g.tensor(g.loss()).name);
   }
-  plan.fetched.assign(g.num_tensors(), false);
   for (const std::string& name : options.fetches) {
     TensorId t = g.find_tensor(name);
     if (t == kNoTensor) {
@@ -67,10 +67,24 @@ absl::Status resolve_fetches(const Graph& g, SessionOptions& options, Executable
     if (g.tensor(t).role == TensorRole::kHost) {
       return absl::InvalidArgumentError(absl::StrCat("fetch '", name, "' is a host swap tensor"));
     }
-    plan.fetched[t] = true;
   }
   plan.fetch_names = options.fetches;
   return absl::OkStatus();
+}
+
+// By position: pinned host blocks whose last reader (a swap_in) is there.
+std::vector<std::vector<TensorId>> host_releases(const Graph& g, const std::vector<NodeId>& order) {
+  std::vector<int32_t> position(g.num_nodes());
+  for (int32_t p = 0; p < static_cast<int32_t>(order.size()); ++p) position[order[p]] = p;
+  std::vector<std::vector<TensorId>> releases(order.size());
+  for (TensorId t = 0; t < g.num_tensors(); ++t) {
+    const Tensor& tensor = g.tensor(t);
+    if (tensor.role != TensorRole::kHost) continue;
+    int32_t last = position[tensor.producer];
+    for (NodeId c : tensor.consumers) last = std::max(last, position[c]);
+    releases[last].push_back(t);
+  }
+  return releases;
 }
 
 }  // namespace
@@ -98,10 +112,8 @@ class Session::Impl {
     for (NodeId id = 0; id < g.num_nodes(); ++id) {
       if (plan_.kernels[id]) plan_.workspace_bytes[id] = plan_.kernels[id]->workspace_bytes();
     }
-    plan_.last_use.assign(g.num_tensors(), -1);
-    for (int32_t pos = 0; pos < static_cast<int32_t>(plan_.order.size()); ++pos) {
-      for (TensorId t : g.node(plan_.order[pos]).inputs) plan_.last_use[t] = pos;
-    }
+    LMS_ASSIGN_OR_RETURN(plan_.release, swap::release_plan(g, plan_.fetch_names));
+    plan_.host_release_after = host_releases(g, plan_.order);
     LMS_RETURN_IF_ERROR(allocate_persistent());
     executor_ = std::make_unique<Executor>(plan_, device_);
     return absl::OkStatus();

@@ -1,5 +1,6 @@
 #include "lms/rewrite.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +11,7 @@
 #include "swap/insert.h"
 #include "swap/liveness.h"
 #include "swap/planner.h"
+#include "swap/replay.h"
 #include "swap/simulator.h"
 
 namespace lms {
@@ -46,7 +48,7 @@ swap::TflmsOptions tflms_options(const LmsConfig& c) {
 }
 
 absl::StatusOr<swap::SwapPlan> make_plan(const Graph& g, const LmsConfig& c, const Analysis& a,
-                                         uint64_t budget) {
+                                         uint64_t budget, double reserve) {
   switch (c.policy) {
     case SwapPolicy::kTflms:
       return swap::plan_tflms(a.live, tflms_options(c));
@@ -64,7 +66,7 @@ absl::StatusOr<swap::SwapPlan> make_plan(const Graph& g, const LmsConfig& c, con
   }
   swap::AutoOptions ao;
   ao.budget_bytes = budget;
-  ao.fragmentation_reserve = c.fragmentation_reserve;
+  ao.fragmentation_reserve = reserve;
   ao.host_limit_bytes = c.host_memory_limit;
   ao.min_tensor_bytes = c.min_tensor_bytes;
   ao.h2d_bytes_per_s = c.link.h2d_bytes_per_s;
@@ -82,6 +84,62 @@ void fill_before(const Graph& g, const Analysis& a, RewriteReport& rep) {
   const swap::WorkingSetLimit ws = swap::working_set_limit(a.live);
   rep.working_set_limit_bytes = ws.bytes;
   if (ws.position >= 0) rep.working_set_node = g.node(a.live.order[ws.position]).name;
+}
+
+// Replays the rewritten graph's allocations on the BFC allocator at the
+// budget (swap/replay.h). Sets rep.peak_bytes_after to the exact peak and
+// rep.fits; a failed replay (fragmentation) counts as not fitting.
+absl::Status replay_into(const Graph& rewritten, const LmsConfig& c, const RewriteOptions& o,
+                         RewriteReport& rep) {
+  if (rep.budget_bytes == 0) {
+    rep.fits = false;
+    return absl::OkStatus();
+  }
+  auto replay = swap::replay_step(
+      rewritten, {rep.budget_bytes, c.alignment_bytes, o.workspace_bytes, o.fetched});
+  if (!replay.ok() && !absl::IsResourceExhausted(replay.status())) return replay.status();
+  rep.fits = replay.ok() && replay->peak_bytes <= rep.budget_bytes;
+  if (replay.ok()) rep.peak_bytes_after = replay->peak_bytes;
+  return absl::OkStatus();
+}
+
+// Note [Fitting with fragmentation]: the planner's profile counts bytes, the
+// allocator also loses space to fragmentation. The auto policy plans for
+// budget * (1 - fragmentation_reserve), replays the result exactly, and while
+// the replay does not fit, plans again for a smaller share of the budget
+// (kFitShrink of the budget less each time, kFitAttempts times at most).
+// Other policies are replayed once and report whether they fit.
+constexpr int kFitAttempts = 8;
+constexpr double kFitShrink = 0.03;
+
+absl::Status plan_and_replay(const Graph& graph, const LmsConfig& config,
+                             const RewriteOptions& options, const Analysis& before,
+                             RewriteReport& rep, Graph& rewritten, swap::SwapPlan& plan) {
+  // The reserve never grows past the point where the usable budget drops
+  // below the working-set limit: no plan could meet that.
+  const double max_reserve =
+      rep.budget_bytes > 0
+          ? 1.0 - static_cast<double>(rep.working_set_limit_bytes) / rep.budget_bytes
+          : 0.0;
+  double reserve = config.fragmentation_reserve;
+  for (int attempt = 0;; ++attempt) {
+    LMS_ASSIGN_OR_RETURN(plan, make_plan(graph, config, before, rep.budget_bytes, reserve));
+    rewritten = graph;
+    LMS_RETURN_IF_ERROR(swap::insert_swaps(rewritten, before.live, plan));
+    LMS_ASSIGN_OR_RETURN(Analysis after, analyse(rewritten, config, options));
+    rep.peak_bytes_after = swap::memory_profile(after.live).peak;
+    LMS_RETURN_IF_ERROR(replay_into(rewritten, config, options, rep));
+    if (config.policy != SwapPolicy::kAuto || rep.fits) return absl::OkStatus();
+    if (attempt + 1 == kFitAttempts || reserve >= max_reserve) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "lms rewrite: the plan fits ", format_bytes(rep.budget_bytes),
+          " in bytes but not in the allocator once fragmentation is counted (replayed ",
+          attempt + 1, " plans, down to ", format_bytes(rep.usable_budget_bytes),
+          " planned); raise the budget or lower the batch"));
+    }
+    reserve = std::min(reserve + kFitShrink, max_reserve);
+    rep.usable_budget_bytes = swap::usable_budget(rep.budget_bytes, reserve);
+  }
 }
 
 }  // namespace
@@ -118,7 +176,9 @@ absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config,
   fill_before(graph, before, rep);
   if (!config.enabled) return rep;
 
-  LMS_ASSIGN_OR_RETURN(swap::SwapPlan plan, make_plan(graph, config, before, rep.budget_bytes));
+  Graph rewritten = graph;
+  swap::SwapPlan plan;
+  LMS_RETURN_IF_ERROR(plan_and_replay(graph, config, options, before, rep, rewritten, plan));
   const swap::PlanTraffic traffic = swap::plan_traffic(graph, plan);
   if (config.host_memory_limit > 0 && traffic.host_bytes > config.host_memory_limit) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -131,21 +191,11 @@ absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config,
   rep.bytes_out_per_step = traffic.bytes_out;
   rep.bytes_in_per_step = traffic.bytes_in;
   rep.host_bytes = traffic.host_bytes;
-
-  Graph rewritten = graph;
-  LMS_RETURN_IF_ERROR(swap::insert_swaps(rewritten, before.live, plan));
   LMS_ASSIGN_OR_RETURN(Analysis after, analyse(rewritten, config, options));
-  rep.peak_bytes_after = swap::memory_profile(after.live).peak;
-  rep.fits = rep.budget_bytes > 0 && rep.peak_bytes_after <= rep.usable_budget_bytes;
-  const swap::SimResult sim =
-      swap::simulate(rewritten, after.live, after.times, {rep.budget_bytes});
+  const swap::SimResult sim = swap::simulate(rewritten, after.live, after.times,
+                                             {rep.budget_bytes, /*wait_at_release=*/true});
   rep.step_time_after_s = sim.step_time_s;
   rep.stall_s = sim.stall_s;
-  if (config.policy == SwapPolicy::kAuto && rep.peak_bytes_after > rep.usable_budget_bytes) {
-    return absl::InternalError(absl::StrCat("lms rewrite: auto plan peaks at ",
-                                            rep.peak_bytes_after, " bytes after insertion, over ",
-                                            rep.usable_budget_bytes, " (planner bug)"));
-  }
   graph = std::move(rewritten);
   return rep;
 }

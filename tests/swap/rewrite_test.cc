@@ -9,6 +9,7 @@
 #include "swap/cost_model.h"
 #include "swap/liveness.h"
 #include "swap/planner.h"
+#include "swap/replay.h"
 #include "swap/simulator.h"
 #include "swap_test_util.h"
 
@@ -33,6 +34,14 @@ void expect_golden(const std::string& name, const std::string& text) {
   expected << in.rdbuf();
   EXPECT_EQ(text, expected.str()) << "golden " << path
                                   << " differs (LMS_UPDATE_GOLDEN=1 regenerates)";
+}
+
+// The smallest budget (in 256-byte steps) at which the exact allocator replay
+// of the un-swapped graph succeeds.
+uint64_t allocator_fit(const Graph& g) {
+  for (uint64_t cap = 256;; cap += 256) {
+    if (swap::replay_step(g, {.capacity_bytes = cap}).ok()) return cap;
+  }
 }
 
 uint64_t unswapped_peak(const Graph& g) {
@@ -73,15 +82,28 @@ TEST(Rewrite, GoldenPerPolicyOnConvTrainingGraph) {
     }
     config.fragmentation_reserve = 0;
     config.device_memory_limit = (ws + peak) / 2;
+    // At this toy scale (a few KiB of 256-byte blocks) the allocator loses
+    // much of any budget to fragmentation, which auto's exact replay refuses.
+    // Give auto 256 bytes less than the smallest budget the un-swapped graph
+    // fits in the allocator: it has to swap, and it has to fit.
+    if (config.policy == SwapPolicy::kAuto) {
+      config.device_memory_limit = allocator_fit(original) - 256;
+    }
     Graph g = original;
     auto rep = rewrite(g, config);
     ASSERT_TRUE(rep.ok()) << rep.status();
     ASSERT_TRUE(verify(g).ok());
     EXPECT_FALSE(rep->swapped.empty());
     EXPECT_EQ(rep->peak_bytes_after, unswapped_peak(g));
+    if (config.policy == SwapPolicy::kAuto) {
+      auto replay = swap::replay_step(g, {.capacity_bytes = config.device_memory_limit});
+      EXPECT_TRUE(replay.ok()) << replay.status();
+    }
     EXPECT_EQ(rep->peak_bytes_before, peak);
     EXPECT_LE(rep->peak_bytes_after, rep->peak_bytes_before);
-    EXPECT_EQ(rep->fits, rep->peak_bytes_after <= config.device_memory_limit);
+    // fits also needs the exact allocator replay to succeed (fragmentation).
+    if (rep->fits) EXPECT_LE(rep->peak_bytes_after, config.device_memory_limit);
+    if (rep->peak_bytes_after > config.device_memory_limit) EXPECT_FALSE(rep->fits);
     if (config.policy == SwapPolicy::kAuto) {
       EXPECT_TRUE(rep->fits);
     }
