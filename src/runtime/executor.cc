@@ -20,7 +20,19 @@ absl::Status with_node(const absl::Status& s, const Node& n) {
 
 }  // namespace
 
-Executor::Executor(const ExecutablePlan& plan, Device& device) : plan_(plan), device_(device) {}
+Executor::Executor(const ExecutablePlan& plan, Device& device, EventSink* sink)
+    : plan_(plan), device_(device), sink_(sink) {}
+
+void Executor::host_wait(Event& event, NodeId id, std::string_view reason) {
+  double start = now_s();
+  device_.synchronize(event);
+  double end = now_s();
+  host_stall_s_ += end - start;
+  if (sink_ != nullptr) {
+    std::string_view node = id == kNoNode ? std::string_view() : plan_.graph->node(id).name;
+    sink_->on_stall(StreamKind::kHost, reason, node, start, end);
+  }
+}
 
 void* Executor::buffer(TensorId t) const {
   return plan_.persistent[t] != nullptr ? plan_.persistent[t] : buffers_[t];
@@ -43,9 +55,7 @@ void Executor::poll_deferred() {
 }
 
 void Executor::wait_oldest_deferred() {
-  double start = now_s();
-  device_.synchronize(*deferred_.front().event);
-  host_stall_s_ += now_s() - start;
+  host_wait(*deferred_.front().event, kNoNode, "pinned host block in use by a swap-in");
   poll_deferred();
 }
 
@@ -97,8 +107,20 @@ absl::Status Executor::allocate_outputs(NodeId id) {
   return absl::OkStatus();
 }
 
+// A control input that is a copy (swap_out / swap_in) on another stream is an
+// event wait: TFLMS sync_mode 1-3 makes compute wait for a swap-out this way.
+// Control inputs on the compute stream are ordered by the stream already.
+void Executor::wait_for_control_inputs(NodeId id, StreamKind stream) {
+  for (NodeId c : plan_.graph->node(id).control_inputs) {
+    if (copy_done_[c] == nullptr) continue;
+    StreamKind other = plan_.graph->node(c).op == "swap_out" ? StreamKind::kD2H : StreamKind::kH2D;
+    if (other != stream) device_.wait(stream, *copy_done_[c]);
+  }
+}
+
 absl::Status Executor::issue_compute(NodeId id, void* workspace) {
   const Node& n = plan_.graph->node(id);
+  wait_for_control_inputs(id, StreamKind::kCompute);
   KernelArgs args;
   for (TensorId t : n.inputs) {
     // A tensor produced on a copy stream (swap-in) must be complete before
@@ -123,10 +145,12 @@ absl::Status Executor::issue_swap_out(NodeId id) {
   TensorId src = n.inputs[0], dst = n.outputs[0];
   device_.wait(StreamKind::kD2H, *record_on(StreamKind::kCompute));
   if (ready_[src] != nullptr) device_.wait(StreamKind::kD2H, *ready_[src]);
+  wait_for_control_inputs(id, StreamKind::kD2H);
   uint64_t bytes = plan_.graph->tensor(src).bytes();
   device_.copy_d2h(buffers_[dst], buffer(src), bytes, to_std(absl::string_view(plan_.graph->tensor(src).name)));
   ready_[dst] = record_on(StreamKind::kD2H);
   copy_read_[src] = ready_[dst];
+  copy_done_[id] = ready_[dst];
   bytes_d2h_ += bytes;
   return absl::OkStatus();
 }
@@ -139,10 +163,12 @@ absl::Status Executor::issue_swap_in(NodeId id) {
   TensorId src = n.inputs[0], dst = n.outputs[0];
   device_.wait(StreamKind::kH2D, *record_on(StreamKind::kCompute));
   if (ready_[src] != nullptr) device_.wait(StreamKind::kH2D, *ready_[src]);
+  wait_for_control_inputs(id, StreamKind::kH2D);
   uint64_t bytes = plan_.graph->tensor(dst).bytes();
   device_.copy_h2d(buffers_[dst], buffers_[src], bytes, to_std(absl::string_view(plan_.graph->tensor(dst).name)));
   ready_[dst] = record_on(StreamKind::kH2D);
   copy_read_[src] = ready_[dst];
+  copy_done_[id] = ready_[dst];
   bytes_h2d_ += bytes;
   return absl::OkStatus();
 }
@@ -156,9 +182,7 @@ void Executor::release_device(TensorId t) {
   buffers_[t] = nullptr;
   ready_[t] = nullptr;
   if (copy_read_[t] != nullptr && !device_.query(*copy_read_[t])) {
-    double start = now_s();
-    device_.synchronize(*copy_read_[t]);
-    host_stall_s_ += now_s() - start;
+    host_wait(*copy_read_[t], plan_.graph->tensor(t).producer, "swap-out copy before release");
   }
   copy_read_[t] = nullptr;
   device_.deallocate(p);
@@ -242,6 +266,7 @@ absl::Status Executor::run(const Feeds& feeds, StepResult* result) {
   buffers_.assign(g.num_tensors(), nullptr);
   ready_.assign(g.num_tensors(), nullptr);
   copy_read_.assign(g.num_tensors(), nullptr);
+  copy_done_.assign(g.num_nodes(), nullptr);
   host_stall_s_ = 0;
   bytes_d2h_ = bytes_h2d_ = 0;
   *result = StepResult{};

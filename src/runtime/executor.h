@@ -31,7 +31,8 @@ struct ExecutablePlan {
 // Runs one step. Owns the per-step buffers and events; reusable across steps.
 class Executor {
  public:
-  Executor(const ExecutablePlan& plan, Device& device);
+  // `sink` (nullable) receives the host-side stalls.
+  Executor(const ExecutablePlan& plan, Device& device, EventSink* sink);
   absl::Status run(const Feeds& feeds, StepResult* result);
 
  private:
@@ -42,6 +43,7 @@ class Executor {
 
   absl::Status upload_inputs(const Feeds& feeds);
   absl::Status issue(int32_t position);
+  void wait_for_control_inputs(NodeId id, StreamKind stream);
   absl::Status issue_compute(NodeId id, void* workspace);
   absl::Status issue_swap_out(NodeId id);
   absl::Status issue_swap_in(NodeId id);
@@ -53,6 +55,7 @@ class Executor {
   void release_all();
   void poll_deferred();
   void wait_oldest_deferred();
+  void host_wait(Event& event, NodeId id, std::string_view reason);
   std::shared_ptr<Event> record_on(StreamKind stream);
   absl::Status finish_step(StepResult* result);
   void abandon_step();
@@ -60,10 +63,12 @@ class Executor {
 
   const ExecutablePlan& plan_;
   Device& device_;
+  EventSink* sink_;
   // Per step, by TensorId.
   std::vector<void*> buffers_;
   std::vector<std::shared_ptr<Event>> ready_;      // copy that produced the tensor
   std::vector<std::shared_ptr<Event>> copy_read_;  // last copy that read the tensor
+  std::vector<std::shared_ptr<Event>> copy_done_;  // by NodeId: a swap node's copy
   std::deque<Deferred> deferred_;
   double host_stall_s_ = 0;
   uint64_t bytes_d2h_ = 0;

@@ -115,7 +115,7 @@ class Session::Impl {
     LMS_ASSIGN_OR_RETURN(plan_.release, swap::release_plan(g, plan_.fetch_names));
     plan_.host_release_after = host_releases(g, plan_.order);
     LMS_RETURN_IF_ERROR(allocate_persistent());
-    executor_ = std::make_unique<Executor>(plan_, device_);
+    executor_ = std::make_unique<Executor>(plan_, device_, &stall_counter_);
     return absl::OkStatus();
   }
 

@@ -173,10 +173,17 @@ TEST(LmsSessionTest, EveryPolicyIsBitIdentical) {
   auto device = make_device(256 * kMiB);
   auto baseline = train_steps(c, c.train, *device, 3);
   ASSERT_TRUE(baseline.ok()) << baseline.status();
-  for (SwapPolicy policy : {SwapPolicy::kTflms, SwapPolicy::kVdnn, SwapPolicy::kManual}) {
+  struct Variant {
+    SwapPolicy policy;
+    int sync_mode;
+  };
+  for (Variant v : {Variant{SwapPolicy::kTflms, 0}, Variant{SwapPolicy::kTflms, 3},
+                    Variant{SwapPolicy::kVdnn, 0}, Variant{SwapPolicy::kManual, 0}}) {
+    SwapPolicy policy = v.policy;
     Graph swapped = c.train;
     LmsConfig cfg;
     cfg.policy = policy;
+    cfg.sync_mode = v.sync_mode;
     cfg.swapout_threshold = 3;
     cfg.tensors = {"relu3", "relu7", "relu12"};
     auto report = rewrite(swapped, cfg, {.device_capacity_bytes = 256 * kMiB});
