@@ -102,11 +102,22 @@ typename F::Fwd::primitive_desc forward_pd(const ConvProblem& p, const ConvDescs
 // make(alg) -> primitive_desc. With convolution_auto, keeps oneDNN's choice
 // only when it is Winograd (Note [Conv algorithm]): its other choices can be
 // slower than the direct implementation.
+//
+// Note [Workspace bound]: a kernel's scratchpad is device memory in every
+// working set the swap planner must fit, so a Winograd choice whose
+// scratchpad exceeds kMaxWinogradScratchRatio times the bytes of the plain
+// input and output is refused (oneDNN's single-thread Winograd asks for ~16
+// activations at some sizes, which would cap LMS at a fraction of its reach).
+constexpr double kMaxWinogradScratchRatio = 1.0;
+
 template <class MakePd>
 auto pick_pd(const ConvDescs& d, MakePd make) {
   auto pd = make(d.alg);
   if (d.alg != dnnl::algorithm::convolution_auto) return pd;
-  if (std::string(pd.impl_info_str()).find("wino") != std::string::npos) return pd;
+  const double io_bytes = static_cast<double>(d.x_user.get_size() + d.y_user.get_size());
+  const bool winograd = std::string(pd.impl_info_str()).find("wino") != std::string::npos;
+  const double scratch = static_cast<double>(pd.scratchpad_desc().get_size());
+  if (winograd && scratch <= kMaxWinogradScratchRatio * io_bytes) return pd;
   return make(dnnl::algorithm::convolution_direct);
 }
 
