@@ -90,7 +90,7 @@ void fill_before(const Graph& g, const Analysis& a, RewriteReport& rep) {
 // budget (swap/replay.h). Sets rep.peak_bytes_after to the exact peak and
 // rep.fits; a failed replay (fragmentation) counts as not fitting.
 absl::Status replay_into(const Graph& rewritten, const LmsConfig& c, const RewriteOptions& o,
-                         RewriteReport& rep) {
+                         RewriteReport& rep, std::string* failure) {
   if (rep.budget_bytes == 0) {
     rep.fits = false;
     return absl::OkStatus();
@@ -99,6 +99,7 @@ absl::Status replay_into(const Graph& rewritten, const LmsConfig& c, const Rewri
       rewritten, {rep.budget_bytes, c.alignment_bytes, o.workspace_bytes, o.fetched});
   if (!replay.ok() && !absl::IsResourceExhausted(replay.status())) return replay.status();
   rep.fits = replay.ok() && replay->peak_bytes <= rep.budget_bytes;
+  if (!replay.ok()) *failure = std::string(replay.status().message());
   if (replay.ok()) rep.peak_bytes_after = replay->peak_bytes;
   return absl::OkStatus();
 }
@@ -122,20 +123,21 @@ absl::Status plan_and_replay(const Graph& graph, const LmsConfig& config,
           ? 1.0 - static_cast<double>(rep.working_set_limit_bytes) / rep.budget_bytes
           : 0.0;
   double reserve = config.fragmentation_reserve;
+  std::string failure;
   for (int attempt = 0;; ++attempt) {
     LMS_ASSIGN_OR_RETURN(plan, make_plan(graph, config, before, rep.budget_bytes, reserve));
     rewritten = graph;
     LMS_RETURN_IF_ERROR(swap::insert_swaps(rewritten, before.live, plan));
     LMS_ASSIGN_OR_RETURN(Analysis after, analyse(rewritten, config, options));
     rep.peak_bytes_after = swap::memory_profile(after.live).peak;
-    LMS_RETURN_IF_ERROR(replay_into(rewritten, config, options, rep));
+    LMS_RETURN_IF_ERROR(replay_into(rewritten, config, options, rep, &failure));
     if (config.policy != SwapPolicy::kAuto || rep.fits) return absl::OkStatus();
     if (attempt + 1 == kFitAttempts || reserve >= max_reserve) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "lms rewrite: the plan fits ", format_bytes(rep.budget_bytes),
           " in bytes but not in the allocator once fragmentation is counted (replayed ",
           attempt + 1, " plans, down to ", format_bytes(rep.usable_budget_bytes),
-          " planned); raise the budget or lower the batch"));
+          " planned; last replay: ", failure, "); raise the budget or lower the batch"));
     }
     reserve = std::min(reserve + kFitShrink, max_reserve);
     rep.usable_budget_bytes = swap::usable_budget(rep.budget_bytes, reserve);
