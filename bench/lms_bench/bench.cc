@@ -1,0 +1,144 @@
+#include "bench.h"
+
+#include "fmt/format.h"
+#include "lms/status.h"
+#include "lms/strings.h"
+#include "lms/units.h"
+#include "overhead.h"
+#include "report.h"
+#include "sweep.h"
+#include "vdsr_data.h"
+
+namespace lms::bench {
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+
+int fail(const absl::Status& s, std::ostream& err) {
+  err << "lms-bench: " << to_std(s.message()) << "\n";
+  return absl::IsInvalidArgument(s) ? kExitUsage : kExitFailure;
+}
+
+std::string link_text(double bytes_per_s) {
+  return bytes_per_s > 0 ? fmt::format("{:.1f} GB/s", bytes_per_s / 1e9) : "unthrottled";
+}
+
+absl::StatusOr<ModelFactory> command_factory(const BenchCommand& cmd, std::ostream& err) {
+  if (cmd.mode == Mode::kUnet3d) {
+    return unet_factory({.base_filters = cmd.base_filters, .levels = cmd.levels, .seed = cmd.seed});
+  }
+  return command_vdsr_factory(cmd, err);
+}
+
+absl::Status run_sweep_command(const BenchCommand& cmd, std::ostream& out, std::ostream& err) {
+  LMS_ASSIGN_OR_RETURN(LmsConfig cfg, command_config(cmd));
+  LMS_ASSIGN_OR_RETURN(ModelFactory f, command_factory(cmd, err));
+  SweepOptions o{.sizes = cmd.sizes,
+                 .steps = cmd.steps,
+                 .config = cfg,
+                 .device = command_device(cmd, cfg),
+                 .trace_dir = cmd.trace_dir,
+                 .search = cmd.search,
+                 .confirm = cmd.confirm};
+  err << fmt::format("lms-bench {}: capacity {} (CPU-emulated device), link {}, {} steps, {}\n",
+                     f.model, format_bytes(o.device.capacity_bytes),
+                     link_text(o.device.h2d_bytes_per_s), o.steps, f.data_note);
+  LMS_ASSIGN_OR_RETURN(SweepResult r, run_sweep(f, o, err));
+  out << fmt::format("{} under a {} CPU-emulated device ({}, link {}):\n", f.model,
+                     format_bytes(o.device.capacity_bytes), f.data_note,
+                     link_text(o.device.h2d_bytes_per_s));
+  out << format_table(r) << format_limits(r);
+  if (!cmd.json_path.empty()) LMS_RETURN_IF_ERROR(write_json(to_json(r), cmd.json_path));
+  return absl::OkStatus();
+}
+
+absl::Status run_overhead_command(const BenchCommand& cmd, std::ostream& out, std::ostream& err) {
+  LMS_ASSIGN_OR_RETURN(LmsConfig cfg, command_config(cmd));
+  LMS_ASSIGN_OR_RETURN(ModelFactory f, command_vdsr_factory(cmd, err));
+  OverheadOptions o{.size = cmd.sizes.at(0),
+                    .steps = cmd.steps,
+                    .config = cfg,
+                    .device = command_device(cmd, cfg),
+                    .budget_fraction = cmd.budget_fraction};
+  LMS_ASSIGN_OR_RETURN(OverheadResult r, run_overhead(f, o, err));
+  out << format_overhead(r);
+  if (!cmd.json_path.empty()) LMS_RETURN_IF_ERROR(write_json(to_json(r), cmd.json_path));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<LmsConfig> command_config(const BenchCommand& cmd) {
+  LmsConfig cfg;
+  if (!cmd.lms_file.empty()) {
+    absl::StatusOr<LmsConfig> file = LmsConfig::from_file(cmd.lms_file);
+    if (!file.ok()) {
+      return absl::InvalidArgumentError(
+          fmt::format("--lms {}: {}", cmd.lms_file, to_std(file.status().message())));
+    }
+    cfg = *file;
+  }
+  for (const std::string& kv : cmd.lms_sets) {
+    absl::Status s = cfg.apply_override(kv);
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(fmt::format("--lms-set {}: {}", kv, to_std(s.message())));
+    }
+  }
+  if (!cfg.enabled) {
+    return absl::InvalidArgumentError(
+        "the LMS config sets enabled = false; lms-bench compares LMS off and on by itself");
+  }
+  if (cmd.link_bytes_per_s > 0) {
+    cfg.link.d2h_bytes_per_s = cmd.link_bytes_per_s;
+    cfg.link.h2d_bytes_per_s = cmd.link_bytes_per_s;
+  }
+  return cfg;
+}
+
+DeviceSetup command_device(const BenchCommand& cmd, const LmsConfig& cfg) {
+  return {.capacity_bytes = cmd.capacity_bytes,
+          .host_pool_bytes = cmd.host_pool_bytes,
+          .d2h_bytes_per_s = cfg.link.d2h_bytes_per_s,
+          .h2d_bytes_per_s = cfg.link.h2d_bytes_per_s,
+          .copy_latency_s = cfg.link.copy_latency_s,
+          .compute_threads = cmd.threads};
+}
+
+absl::StatusOr<ModelFactory> command_vdsr_factory(const BenchCommand& cmd, std::ostream& err) {
+  VdsrBenchModel m{
+      .depth = cmd.depth, .channels = cmd.channels, .crop = cmd.crop, .seed = cmd.seed};
+  VdsrBatchSource source;
+  if (!cmd.data_dir.empty()) {
+    std::vector<std::string> warnings;
+    absl::StatusOr<VdsrBatchSource> photos = load_vdsr_photos(cmd.data_dir, cmd.seed, &warnings);
+    for (const std::string& w : warnings) err << "warning: skipped " << w << "\n";
+    if (photos.ok()) {
+      source = *photos;
+      // Fails now rather than mid-sweep when the crop exceeds a photo.
+      std::vector<float> lr, hr;
+      LMS_RETURN_IF_ERROR(source(0, 1, cmd.crop, &lr, &hr));
+    } else {
+      err << "warning: " << to_std(photos.status().message()) << "; using random data\n";
+    }
+  } else {
+    err << "warning: no --data folder; VDSR trains on random data\n";
+  }
+  return vdsr_factory(m, source);
+}
+
+int run_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<BenchCommand> cmd = parse_command_line(args);
+  if (!cmd.ok()) return fail(cmd.status(), err);
+  if (cmd->mode == Mode::kHelp) {
+    out << usage();
+    return kExitOk;
+  }
+  absl::Status s = cmd->mode == Mode::kOverhead ? run_overhead_command(*cmd, out, err)
+                                                : run_sweep_command(*cmd, out, err);
+  if (!s.ok()) return fail(s, err);
+  return kExitOk;
+}
+
+}  // namespace lms::bench

@@ -1,0 +1,36 @@
+// The lms-bench program as a function, so tests run it in-process.
+//
+//   int rc = lms::bench::run_main({"vdsr", "--batch", "4,8"}, std::cout, std::cerr);
+//
+// Exit codes: 0 done; 2 bad command line or config (the message names the
+// flag / key, the value and what is allowed); 1 a run failed for another
+// reason. Running out of device memory is a table row, not a failure.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "cli.h"
+#include "lms/config.h"
+#include "model_factory.h"
+#include "run_case.h"
+
+namespace lms::bench {
+
+int run_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+// The LMS config of a command: --lms file (or defaults), --lms-set overrides,
+// then --link for both directions. InvalidArgument naming the flag.
+absl::StatusOr<LmsConfig> command_config(const BenchCommand& cmd);
+
+// The emulated device of a command: capacity, host pool, threads, and copies
+// throttled to the config's link (PCIe-like by default).
+DeviceSetup command_device(const BenchCommand& cmd, const LmsConfig& config);
+
+// The VDSR factory of a command: real photo patches from --data when given
+// and loadable (a warning on `err` and random data otherwise).
+absl::StatusOr<ModelFactory> command_vdsr_factory(const BenchCommand& cmd, std::ostream& err);
+
+}  // namespace lms::bench

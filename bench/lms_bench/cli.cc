@@ -1,0 +1,290 @@
+#include "cli.h"
+
+#include <charconv>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "fmt/format.h"
+#include "lms/status.h"
+#include "lms/strings.h"
+#include "lms/units.h"
+
+namespace lms::bench {
+namespace {
+
+using Setter = std::function<absl::Status(BenchCommand&, const std::string&)>;
+
+struct FlagSpec {
+  std::set<Mode> modes;  // where the flag is allowed
+  Setter set;
+};
+
+absl::StatusOr<int64_t> parse_int(const std::string& flag, const std::string& text, int64_t min,
+                                  int64_t max) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v < min || v > max) {
+    return absl::InvalidArgumentError(
+        fmt::format("{} '{}': expected an integer in [{}, {}]", flag, text, min, max));
+  }
+  return v;
+}
+
+absl::Status with_flag(const std::string& flag, const std::string& text, absl::Status s) {
+  if (s.ok()) return s;
+  return absl::InvalidArgumentError(fmt::format("{} '{}': {}", flag, text, to_std(s.message())));
+}
+
+Setter int_flag(const std::string& flag, int64_t BenchCommand::*field, int64_t min, int64_t max) {
+  return [=](BenchCommand& c, const std::string& v) -> absl::Status {
+    LMS_ASSIGN_OR_RETURN(c.*field, parse_int(flag, v, min, max));
+    return absl::OkStatus();
+  };
+}
+
+Setter bytes_flag(const std::string& flag, uint64_t BenchCommand::*field) {
+  return [=](BenchCommand& c, const std::string& v) -> absl::Status {
+    absl::StatusOr<uint64_t> b = parse_bytes(v);
+    if (!b.ok()) return with_flag(flag, v, b.status());
+    if (*b == 0) return absl::InvalidArgumentError(fmt::format("{} '{}': must be > 0", flag, v));
+    c.*field = *b;
+    return absl::OkStatus();
+  };
+}
+
+Setter string_flag(std::string BenchCommand::*field) {
+  return [=](BenchCommand& c, const std::string& v) {
+    c.*field = v;
+    return absl::OkStatus();
+  };
+}
+
+const std::map<std::string, FlagSpec>& flags() {
+  const std::set<Mode> all = {Mode::kVdsr, Mode::kUnet3d, Mode::kOverhead};
+  const std::set<Mode> sweeps = {Mode::kVdsr, Mode::kUnet3d};
+  const std::set<Mode> vdsr_like = {Mode::kVdsr, Mode::kOverhead};
+  static const auto* table = new std::map<std::string, FlagSpec>{
+      {"--batch",
+       {vdsr_like,
+        [](BenchCommand& c, const std::string& v) -> absl::Status {
+          LMS_ASSIGN_OR_RETURN(c.sizes, parse_size_list("--batch", v));
+          if (c.mode == Mode::kOverhead && c.sizes.size() != 1) {
+            return absl::InvalidArgumentError(
+                fmt::format("--batch '{}': overhead takes one batch", v));
+          }
+          return absl::OkStatus();
+        }}},
+      {"--size",
+       {{Mode::kUnet3d},
+        [](BenchCommand& c, const std::string& v) -> absl::Status {
+          LMS_ASSIGN_OR_RETURN(c.sizes, parse_size_list("--size", v));
+          return absl::OkStatus();
+        }}},
+      {"--capacity", {all, bytes_flag("--capacity", &BenchCommand::capacity_bytes)}},
+      {"--host-pool", {all, bytes_flag("--host-pool", &BenchCommand::host_pool_bytes)}},
+      {"--steps",
+       {all,
+        [](BenchCommand& c, const std::string& v) -> absl::Status {
+          LMS_ASSIGN_OR_RETURN(int64_t n, parse_int("--steps", v, 1, 100000));
+          c.steps = static_cast<int>(n);
+          return absl::OkStatus();
+        }}},
+      {"--threads",
+       {all,
+        [](BenchCommand& c, const std::string& v) -> absl::Status {
+          LMS_ASSIGN_OR_RETURN(int64_t n, parse_int("--threads", v, 0, 1024));
+          c.threads = static_cast<int>(n);
+          return absl::OkStatus();
+        }}},
+      {"--seed",
+       {all,
+        [](BenchCommand& c, const std::string& v) -> absl::Status {
+          LMS_ASSIGN_OR_RETURN(int64_t n, parse_int("--seed", v, 0, int64_t{1} << 62));
+          c.seed = static_cast<uint64_t>(n);
+          return absl::OkStatus();
+        }}},
+      {"--lms", {all, string_flag(&BenchCommand::lms_file)}},
+      {"--lms-set",
+       {all,
+        [](BenchCommand& c, const std::string& v) -> absl::Status {
+          if (v.find('=') == std::string::npos) {
+            return absl::InvalidArgumentError(fmt::format("--lms-set '{}': expected key=value", v));
+          }
+          c.lms_sets.push_back(v);
+          return absl::OkStatus();
+        }}},
+      {"--link",
+       {all,
+        [](BenchCommand& c, const std::string& v) -> absl::Status {
+          absl::StatusOr<double> bw = parse_bandwidth(v);
+          if (!bw.ok()) return with_flag("--link", v, bw.status());
+          c.link_bytes_per_s = *bw;
+          return absl::OkStatus();
+        }}},
+      {"--trace", {sweeps, string_flag(&BenchCommand::trace_dir)}},
+      {"--json", {all, string_flag(&BenchCommand::json_path)}},
+      {"--data", {vdsr_like, string_flag(&BenchCommand::data_dir)}},
+      {"--crop", {vdsr_like, int_flag("--crop", &BenchCommand::crop, 1, 4096)}},
+      {"--depth", {vdsr_like, int_flag("--depth", &BenchCommand::depth, 2, 1000)}},
+      {"--channels", {vdsr_like, int_flag("--channels", &BenchCommand::channels, 1, 4096)}},
+      {"--filters", {{Mode::kUnet3d}, int_flag("--filters", &BenchCommand::base_filters, 1, 1024)}},
+      {"--levels", {{Mode::kUnet3d}, int_flag("--levels", &BenchCommand::levels, 1, 8)}},
+      {"--budget-fraction",
+       {{Mode::kOverhead},
+        [](BenchCommand& c, const std::string& v) -> absl::Status {
+          char* end = nullptr;
+          double f = std::strtod(v.c_str(), &end);
+          if (v.empty() || *end != '\0' || !(f > 0 && f < 1)) {
+            return absl::InvalidArgumentError(
+                fmt::format("--budget-fraction '{}': expected a number in (0, 1)", v));
+          }
+          c.budget_fraction = f;
+          return absl::OkStatus();
+        }}},
+  };
+  return *table;
+}
+
+const char* mode_name(Mode m) {
+  switch (m) {
+    case Mode::kVdsr:
+      return "vdsr";
+    case Mode::kUnet3d:
+      return "unet3d";
+    case Mode::kOverhead:
+      return "overhead";
+    case Mode::kHelp:
+      break;
+  }
+  return "help";
+}
+
+absl::StatusOr<Mode> parse_mode(const std::string& word) {
+  if (word == "vdsr") return Mode::kVdsr;
+  if (word == "unet3d") return Mode::kUnet3d;
+  if (word == "overhead") return Mode::kOverhead;
+  if (word == "help" || word == "--help" || word == "-h") return Mode::kHelp;
+  return absl::InvalidArgumentError(fmt::format(
+      "unknown command '{}': expected vdsr, unet3d, overhead or help (see lms-bench --help)",
+      word));
+}
+
+void apply_defaults(BenchCommand& c) {
+  const bool overhead = c.mode == Mode::kOverhead;
+  if (c.capacity_bytes == 0) c.capacity_bytes = (overhead ? uint64_t{1024} : uint64_t{256}) << 20;
+  if (c.steps == 0) c.steps = overhead ? 3 : 2;
+  if (c.sizes.empty()) {
+    if (c.mode == Mode::kVdsr) c.sizes = {4, 8, 16, 32, 64};
+    if (c.mode == Mode::kUnet3d) c.sizes = {32, 48, 64};
+    if (overhead) c.sizes = {8};
+  }
+}
+
+// One flag at args[*i] (and its value); advances *i past what it used.
+absl::Status parse_flag(const std::vector<std::string>& args, size_t* i, BenchCommand& c) {
+  std::string arg = args[*i];
+  if (arg == "--help" || arg == "-h") {
+    c.mode = Mode::kHelp;
+    return absl::OkStatus();
+  }
+  if (arg == "--search" || arg == "--no-search" || arg == "--no-confirm") {
+    if (c.mode == Mode::kOverhead) {
+      return absl::InvalidArgumentError(fmt::format("{}: not a flag of overhead", arg));
+    }
+    if (arg == "--no-confirm")
+      c.confirm = false;
+    else
+      c.search = arg == "--search";
+    return absl::OkStatus();
+  }
+  std::string value;
+  bool has_value = false;
+  if (size_t eq = arg.find('='); eq != std::string::npos) {
+    value = arg.substr(eq + 1);
+    arg = arg.substr(0, eq);
+    has_value = true;
+  }
+  auto it = flags().find(arg);
+  if (it == flags().end()) {
+    return absl::InvalidArgumentError(
+        fmt::format("unknown flag '{}' (see lms-bench --help)", args[*i]));
+  }
+  if (!it->second.modes.count(c.mode)) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: not a flag of `lms-bench {}`", arg, mode_name(c.mode)));
+  }
+  if (!has_value) {
+    if (*i + 1 >= args.size()) {
+      return absl::InvalidArgumentError(fmt::format("{}: missing value", arg));
+    }
+    value = args[++*i];
+  }
+  return it->second.set(c, value);
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<int64_t>> parse_size_list(const std::string& flag,
+                                                     const std::string& text) {
+  std::vector<int64_t> out;
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    size_t end = text.find(',', begin);
+    if (end == std::string::npos) end = text.size();
+    absl::StatusOr<int64_t> v = parse_int(flag, text.substr(begin, end - begin), 1, 1 << 20);
+    if (!v.ok()) {
+      return absl::InvalidArgumentError(
+          fmt::format("{} '{}': expected a comma-separated list of positive integers", flag, text));
+    }
+    out.push_back(*v);
+    begin = end + 1;
+  }
+  return out;
+}
+
+absl::StatusOr<BenchCommand> parse_command_line(const std::vector<std::string>& args) {
+  BenchCommand c;
+  if (args.empty()) return c;  // help
+  LMS_ASSIGN_OR_RETURN(c.mode, parse_mode(args[0]));
+  if (c.mode == Mode::kHelp) return c;
+  for (size_t i = 1; i < args.size(); ++i) {
+    LMS_RETURN_IF_ERROR(parse_flag(args, &i, c));
+    if (c.mode == Mode::kHelp) return c;
+  }
+  apply_defaults(c);
+  return c;
+}
+
+std::string usage() {
+  return R"(lms-bench: what Large Model Support buys under one device capacity (CPU-emulated device).
+
+  lms-bench vdsr     [--batch 4,8,16,32,64] [--capacity 256MiB] [--data DIR] [--crop 48]
+                     [--depth 20] [--channels 64] [--steps 2] [--trace DIR] [--json FILE]
+                     [--no-search] [--no-confirm]
+  lms-bench unet3d   [--size 32,48,64] [--capacity 256MiB] [--filters 8] [--levels 3] [...]
+  lms-bench overhead [--batch 8] [--capacity 1GiB] [--link 12GB/s] [--budget-fraction 0.6]
+                     [--steps 3] [--data DIR] [--json FILE]
+
+vdsr / unet3d: trains every batch (VDSR, Adam) or volume side (3-D U-Net, batch 1) for --steps
+steps with LMS off and on (lms::rewrite, auto policy, budget = the capacity unless the config
+sets device_memory_limit), prints the table (time/step is the mean after the first step), then
+searches the largest batch / size each way and the planner's working-set limit.
+overhead: one batch that fits both ways; time per step without LMS, with LMS forced to swap
+(budget = --budget-fraction of the no-LMS peak) on an unthrottled link and on a link throttled
+to --link; predicted (simulator) vs measured stall and step time.
+
+Common flags:
+  --capacity BYTES    emulated device memory (256MiB; overhead 1GiB)
+  --lms FILE          LMS config (TOML, configs/lms.toml); --lms-set key=value overrides a key
+  --link BW           link bandwidth both ways ("12GB/s"): device copy throttle and cost model
+                      (default: the config's [link])
+  --host-pool BYTES   pinned host pool limit (16GiB, reserved lazily)
+  --threads N         compute threads (0 = all cores)    --seed N   weights and batches (1)
+  --trace DIR         per run a Chrome trace, per size a memory SVG (LMS off and on)
+  --json FILE         every row and the limits as JSON, written atomically
+)";
+}
+
+}  // namespace lms::bench

@@ -1,0 +1,56 @@
+// Command line of lms-bench (a small hand parser: no global flag registry, so
+// tests parse in-process). Flags are `--name value` or `--name=value`.
+//
+//   lms-bench vdsr     --batch 4,8,16,32,64 --capacity 256MiB [--data DIR] [--crop 48]
+//   lms-bench unet3d   --size 32,48,64 --capacity 256MiB
+//   lms-bench overhead [--batch 8] [--capacity 1GiB] [--link 12GB/s]
+//
+//   LMS_ASSIGN_OR_RETURN(lms::bench::BenchCommand cmd, lms::bench::parse_command_line(args));
+//
+// Every error is InvalidArgument naming the flag, the value and what is
+// allowed; usage() is the full help text.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace lms::bench {
+
+enum class Mode { kHelp, kVdsr, kUnet3d, kOverhead };
+
+struct BenchCommand {
+  Mode mode = Mode::kHelp;
+  std::vector<int64_t> sizes;         // --batch (vdsr, overhead: one value) or --size (unet3d)
+  uint64_t capacity_bytes = 0;        // --capacity; mode default when 0
+  int steps = 0;                      // --steps; mode default when 0
+  std::string lms_file;               // --lms FILE (TOML)
+  std::vector<std::string> lms_sets;  // --lms-set key=value, repeatable
+  double link_bytes_per_s = 0;        // --link; 0 = the config's [link]
+  std::string trace_dir;              // --trace DIR
+  std::string json_path;              // --json FILE
+  std::string data_dir;               // --data DIR (vdsr); empty = random data
+  bool search = true;                 // --search / --no-search
+  bool confirm = true;                // --no-confirm: skip the real steps at the limits
+  int64_t crop = 48;                  // --crop (vdsr, overhead)
+  int64_t depth = 20;                 // --depth (vdsr, overhead)
+  int64_t channels = 64;              // --channels (vdsr, overhead)
+  int64_t base_filters = 8;           // --filters (unet3d)
+  int64_t levels = 3;                 // --levels (unet3d)
+  int threads = 0;                    // --threads, 0 = all cores
+  uint64_t host_pool_bytes = uint64_t{16} << 30;  // --host-pool
+  uint64_t seed = 1;                              // --seed
+  double budget_fraction = 0.6;                   // --budget-fraction (overhead), (0, 1)
+};
+
+absl::StatusOr<BenchCommand> parse_command_line(const std::vector<std::string>& args);
+std::string usage();
+
+// "4,8,16" -> {4, 8, 16}; InvalidArgument naming `flag` for an empty list,
+// a non-integer or a value < 1.
+absl::StatusOr<std::vector<int64_t>> parse_size_list(const std::string& flag,
+                                                     const std::string& text);
+
+}  // namespace lms::bench

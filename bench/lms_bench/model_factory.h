@@ -1,0 +1,71 @@
+// What lms-bench sweeps: a "model factory" builds the training graph of one
+// size (VDSR: the batch; 3-D U-Net: the volume side) and the feeds of each
+// step, so the table and search logic (sweep.h, search.h) are independent of
+// the model and testable on tiny networks.
+//
+//   lms::bench::VdsrBenchModel m{.depth = 4, .channels = 8, .crop = 16};
+//   LMS_ASSIGN_OR_RETURN(lms::bench::ModelFactory f, lms::bench::vdsr_factory(m, nullptr));
+//   LMS_ASSIGN_OR_RETURN(lms::Graph train, f.build(/*batch=*/8));
+//   LMS_ASSIGN_OR_RETURN(lms::Feeds feeds, f.feeds(/*batch=*/8, /*step=*/0));
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "lms/graph.h"
+#include "lms/session.h"
+
+namespace lms::bench {
+
+struct ModelFactory {
+  std::string model;               // "vdsr", "unet3d" (file names, JSON)
+  std::string size_label;          // "batch" or "size" (table header, JSON)
+  int64_t size_step = 1;           // valid sizes are positive multiples of this
+  int64_t max_search_size = 4096;  // the search stops doubling here
+  std::string data_note;           // where the feeds come from (printed)
+  // The training graph (forward + backward + optimizer) of one size.
+  std::function<absl::StatusOr<Graph>(int64_t size)> build;
+  // The graph inputs of training step `step` (0-based) at `size`.
+  std::function<absl::StatusOr<Feeds>(int64_t size, int64_t step)> feeds;
+};
+
+// Real VDSR training pairs: fills lr and hr (NCHW [batch, 1, crop, crop])
+// for a step. vdsr_data.h makes one from a photo folder.
+using VdsrBatchSource = std::function<absl::Status(int64_t step, int64_t batch, int64_t crop,
+                                                   std::vector<float>* lr, std::vector<float>* hr)>;
+
+// VDSR (Kim et al., CVPR 2016) trained with Adam, as examples/vdsr does.
+struct VdsrBenchModel {
+  int64_t depth = 20;
+  int64_t channels = 64;
+  int64_t crop = 48;  // square patch side (pixels)
+  uint64_t seed = 1;  // weights and random batches
+  double lr = 1e-4;
+  double clip_norm = 0.4;
+};
+
+// Random batches (uniform [0, 1) targets, inputs = targets + small noise,
+// seeded by (seed, step)) when `source` is empty. InvalidArgument for
+// depth < 2, channels < 1 or crop < 1.
+absl::StatusOr<ModelFactory> vdsr_factory(const VdsrBenchModel& model, VdsrBatchSource source);
+
+// 3-D U-Net after Isensee et al. (BraTS 2017), batch 1, random volumes.
+struct Unet3dBenchModel {
+  int64_t in_channels = 4;
+  int64_t classes = 4;
+  int64_t base_filters = 8;
+  int64_t levels = 3;
+  int spatial_dims = 3;  // 2 builds the same network in 2-D (tests)
+  uint64_t seed = 1;
+  double lr = 1e-4;
+};
+
+// Sizes are multiples of 2^(levels-1). Feeds: "image" N(0, 1) noise and
+// "labels" random one-hot over `classes`, seeded by (seed, step).
+// InvalidArgument for levels < 1, a channel count < 1 or spatial_dims not 2/3.
+absl::StatusOr<ModelFactory> unet_factory(const Unet3dBenchModel& model);
+
+}  // namespace lms::bench

@@ -1,0 +1,130 @@
+#include "report.h"
+
+#include "fmt/format.h"
+#include "lms/units.h"
+#include "profiler/atomic_file.h"
+
+namespace lms::bench {
+namespace {
+
+double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
+
+std::string limit_text(int64_t value, bool capped, bool confirmed, bool want_confirm) {
+  std::string s = fmt::format("{}{}", capped ? ">= " : "", value);
+  if (want_confirm) s += confirmed ? " (confirmed by a real step)" : " (not confirmed)";
+  return s;
+}
+
+}  // namespace
+
+double lms_ratio(const Limits& l) {
+  return l.no_lms_max > 0 ? static_cast<double>(l.lms_max) / l.no_lms_max : 0;
+}
+
+double working_set_pct(const Limits& l) {
+  return l.working_set_max > 0 ? 100.0 * l.lms_max / l.working_set_max : 0;
+}
+
+std::string format_table(const SweepResult& r) {
+  std::string out = fmt::format("{:>6} | {:<3} | {:>13} | {:>15} | {:>15} | {:>16} | {}\n",
+                                r.size_label, "LMS", "time/step (s)", "peak device MiB",
+                                "pinned host MiB", "swapped MiB/step", "status");
+  out += fmt::format("{:-<6}-+-{:-<3}-+-{:-<13}-+-{:-<15}-+-{:-<15}-+-{:-<16}-+-{:-<20}\n", "", "",
+                     "", "", "", "", "");
+  for (const CaseResult& row : r.rows) {
+    if (!row.ok) {
+      out += fmt::format("{:>6} | {:<3} | {:>13} | {:>15} | {:>15} | {:>16} | {}\n", row.size,
+                         row.lms ? "on" : "off", "-", "-", "-", "-", row.status);
+      continue;
+    }
+    out +=
+        fmt::format("{:>6} | {:<3} | {:>13.3f} | {:>15.1f} | {:>15.1f} | {:>16.1f} | {}\n",
+                    row.size, row.lms ? "on" : "off", row.mean_step_s, mib(row.peak_device_bytes),
+                    mib(row.peak_pinned_host_bytes), mib(row.bytes_d2h_per_step), row.status);
+  }
+  return out;
+}
+
+std::string format_limits(const SweepResult& r) {
+  if (!r.searched) return "";
+  const Limits& l = r.limits;
+  std::string out =
+      fmt::format("largest {} without LMS: {}\n", r.size_label,
+                  limit_text(l.no_lms_max, l.no_lms_capped, l.no_lms_confirmed, l.no_lms_max > 0));
+  out += fmt::format("largest {} with LMS:    {}\n", r.size_label,
+                     limit_text(l.lms_max, l.lms_capped, l.lms_confirmed, l.lms_max > 0));
+  out += fmt::format("LMS / no LMS:             {:.2f}x (target >= 4x)\n", lms_ratio(l));
+  out += fmt::format("working-set limit {}:  {}{} (largest whose busiest node fits {})\n",
+                     r.size_label, l.working_set_capped ? ">= " : "", l.working_set_max,
+                     format_bytes(r.lms_budget_bytes));
+  out += fmt::format("LMS max / working-set limit: {:.1f}% (target >= 85%)\n", working_set_pct(l));
+  out += fmt::format("search: {} planner probes in {:.1f} s, confirming steps {:.1f} s\n", l.probes,
+                     l.search_s, l.confirm_s);
+  out += l.notes;
+  return out;
+}
+
+nlohmann::json to_json(const CaseResult& row) {
+  return {{"size", row.size},
+          {"lms", row.lms},
+          {"ok", row.ok},
+          {"status", row.status},
+          {"planner_oom", row.planner_oom},
+          {"error", row.error},
+          {"step_s", row.step_s},
+          {"mean_step_s", row.mean_step_s},
+          {"mean_stall_s", row.mean_stall_s},
+          {"losses", row.losses},
+          {"peak_device_bytes", row.peak_device_bytes},
+          {"peak_pinned_host_bytes", row.peak_pinned_host_bytes},
+          {"bytes_d2h_per_step", row.bytes_d2h_per_step},
+          {"bytes_h2d_per_step", row.bytes_h2d_per_step},
+          {"swapped_tensors", row.swapped_tensors},
+          {"budget_bytes", row.budget_bytes},
+          {"predicted_peak_before_bytes", row.predicted_peak_before_bytes},
+          {"predicted_peak_after_bytes", row.predicted_peak_after_bytes},
+          {"working_set_limit_bytes", row.working_set_limit_bytes},
+          {"working_set_node", row.working_set_node},
+          {"predicted_step_s", row.predicted_step_s},
+          {"predicted_stall_s", row.predicted_stall_s}};
+}
+
+nlohmann::json to_json(const SweepResult& r) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const CaseResult& row : r.rows) rows.push_back(to_json(row));
+  nlohmann::json j = {{"model", r.model},
+                      {"size_label", r.size_label},
+                      {"data", r.data_note},
+                      {"device", "cpu-emulated"},
+                      {"capacity_bytes", r.capacity_bytes},
+                      {"lms_budget_bytes", r.lms_budget_bytes},
+                      {"link_bytes_per_s", r.link_bytes_per_s},
+                      {"steps", r.steps},
+                      {"rows", rows},
+                      {"files", r.files}};
+  if (r.searched) {
+    const Limits& l = r.limits;
+    j["search"] = {{"no_lms_max", l.no_lms_max},
+                   {"lms_max", l.lms_max},
+                   {"working_set_max", l.working_set_max},
+                   {"no_lms_capped", l.no_lms_capped},
+                   {"lms_capped", l.lms_capped},
+                   {"working_set_capped", l.working_set_capped},
+                   {"no_lms_confirmed", l.no_lms_confirmed},
+                   {"lms_confirmed", l.lms_confirmed},
+                   {"lms_over_no_lms", lms_ratio(l)},
+                   {"lms_pct_of_working_set", working_set_pct(l)},
+                   {"probes", l.probes},
+                   {"search_s", l.search_s},
+                   {"confirm_s", l.confirm_s},
+                   {"notes", l.notes}};
+  }
+  return j;
+}
+
+absl::Status write_json(const nlohmann::json& json, const std::string& path) {
+  return write_file_atomically(
+      path, json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+}
+
+}  // namespace lms::bench

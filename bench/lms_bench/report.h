@@ -1,0 +1,36 @@
+// lms-bench output: the table and limits as text, and everything as JSON.
+//
+//   std::cout << lms::bench::format_table(result) << lms::bench::format_limits(result);
+//   LMS_RETURN_IF_ERROR(lms::bench::write_json(lms::bench::to_json(result), "out/bench.json"));
+#pragma once
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "nlohmann/json.hpp"
+#include "sweep.h"
+
+namespace lms::bench {
+
+// One line per run: size | LMS | time/step (s, mean after the first step) |
+// peak device MiB | pinned host MiB | swapped MiB/step | status.
+std::string format_table(const SweepResult& result);
+
+// The searched limits, their ratio and the share of the working-set limit;
+// empty when the sweep did not search.
+std::string format_limits(const SweepResult& result);
+
+// LMS max / no-LMS max (0 when no-LMS max is 0) and LMS max / working-set
+// max in percent (0 when the latter is 0).
+double lms_ratio(const Limits& limits);
+double working_set_pct(const Limits& limits);
+
+nlohmann::json to_json(const CaseResult& row);
+nlohmann::json to_json(const SweepResult& result);
+
+// Writes json.dump(2) atomically (temp file + rename). Errors of
+// write_file_atomically (InvalidArgument for an empty path, Internal naming
+// the path otherwise).
+absl::Status write_json(const nlohmann::json& json, const std::string& path);
+
+}  // namespace lms::bench

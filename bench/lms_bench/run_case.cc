@@ -1,0 +1,163 @@
+#include "run_case.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "backend/cpu/cpu_device.h"
+#include "fmt/format.h"
+#include "lms/session.h"
+#include "lms/status.h"
+#include "lms/strings.h"
+#include "lms/units.h"
+
+namespace lms::bench {
+namespace {
+
+std::string quoted_after(std::string_view message, std::string_view prefix) {
+  size_t at = message.find(prefix);
+  if (at == std::string_view::npos) return "";
+  size_t begin = at + prefix.size();
+  size_t end = message.find('\'', begin);
+  if (end == std::string_view::npos) return "";
+  return std::string(message.substr(begin, end - begin));
+}
+
+double mean_after_first(const std::vector<double>& v) {
+  if (v.empty()) return 0;
+  size_t first = v.size() > 1 ? 1 : 0;
+  double sum = 0;
+  for (size_t i = first; i < v.size(); ++i) sum += v[i];
+  return sum / static_cast<double>(v.size() - first);
+}
+
+void mark_oom(CaseResult& row, const absl::Status& s) {
+  row.ok = false;
+  row.error = std::string(to_std(s.message()));
+  row.status = oom_status(row.error);
+}
+
+// The planner's figures for the graph as it is (no swaps): profile peak and
+// working-set limit. rewrite with enabled = false analyses and leaves the
+// graph unchanged.
+absl::Status fill_planner_before(const Graph& train, const CaseSpec& spec, const RewriteOptions& ro,
+                                 CaseResult& row) {
+  LmsConfig off = spec.config;
+  off.enabled = false;
+  Graph copy = train;
+  LMS_ASSIGN_OR_RETURN(RewriteReport rep, rewrite(copy, off, ro));
+  row.budget_bytes = rep.budget_bytes;
+  row.predicted_peak_before_bytes = rep.peak_bytes_before;
+  row.predicted_peak_after_bytes = rep.peak_bytes_before;
+  row.working_set_limit_bytes = rep.working_set_limit_bytes;
+  row.working_set_node = rep.working_set_node;
+  row.predicted_step_s = rep.step_time_before_s;
+  return absl::OkStatus();
+}
+
+// Applies lms::rewrite; a ResourceExhausted plan marks the row planner-OOM
+// (returns false: nothing to run).
+absl::StatusOr<bool> apply_lms(Graph& train, const CaseSpec& spec, const RewriteOptions& ro,
+                               CaseResult& row) {
+  absl::StatusOr<RewriteReport> rep = rewrite(train, spec.config, ro);
+  if (absl::IsResourceExhausted(rep.status())) {
+    row.planner_oom = true;
+    row.error = std::string(to_std(rep.status().message()));
+    row.status =
+        row.working_set_limit_bytes > row.budget_bytes
+            ? fmt::format("OOM (planner: working set {} > {})",
+                          format_bytes(row.working_set_limit_bytes), format_bytes(row.budget_bytes))
+            : "OOM (planner: no plan fits)";
+    return false;
+  }
+  LMS_RETURN_IF_ERROR(rep.status());
+  row.swapped_tensors = rep->swapped.size();
+  row.predicted_peak_after_bytes = rep->peak_bytes_after;
+  row.predicted_step_s = rep->step_time_after_s;
+  row.predicted_stall_s = rep->stall_s;
+  return true;
+}
+
+// Runs the steps; an out-of-memory step ends the run as a row status.
+absl::Status run_steps(const ModelFactory& f, const CaseSpec& spec, Session& session,
+                       CaseResult& row) {
+  for (int step = 0; step < spec.steps; ++step) {
+    LMS_ASSIGN_OR_RETURN(Feeds feeds, f.feeds(spec.size, step));
+    StepResult r;
+    ++row.steps_attempted;
+    absl::Status s = session.run(feeds, &r);
+    if (absl::IsResourceExhausted(s)) {
+      mark_oom(row, s);
+      return absl::OkStatus();
+    }
+    LMS_RETURN_IF_ERROR(s);
+    row.step_s.push_back(r.step_s);
+    row.mean_stall_s += step > 0 || spec.steps == 1 ? r.stall_s : 0;
+    auto loss = r.fetched.begin();
+    if (loss != r.fetched.end() && !loss->second.empty()) row.losses.push_back(loss->second[0]);
+    row.peak_device_bytes = std::max(row.peak_device_bytes, r.peak_device_bytes);
+    row.peak_pinned_host_bytes = std::max(row.peak_pinned_host_bytes, r.peak_pinned_host_bytes);
+    row.bytes_d2h_per_step = r.bytes_d2h;
+    row.bytes_h2d_per_step = r.bytes_h2d;
+  }
+  row.ok = true;
+  row.status = "ok";
+  row.mean_step_s = mean_after_first(row.step_s);
+  row.mean_stall_s /= spec.steps > 1 ? spec.steps - 1 : 1;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<CpuDevice>> make_device(const DeviceSetup& d) {
+  return CpuDevice::create({.capacity_bytes = d.capacity_bytes,
+                            .host_pool_bytes = d.host_pool_bytes,
+                            .d2h_bytes_per_s = d.d2h_bytes_per_s,
+                            .h2d_bytes_per_s = d.h2d_bytes_per_s,
+                            .copy_latency_s = d.copy_latency_s,
+                            .compute_threads = d.compute_threads});
+}
+
+}  // namespace
+
+std::string oom_status(std::string_view message) {
+  if (std::string n = quoted_after(message, "while issuing node '"); !n.empty())
+    return "OOM at " + n;
+  if (std::string n = quoted_after(message, "persistent tensor '"); !n.empty())
+    return "OOM at persistent " + n;
+  if (std::string n = quoted_after(message, "uploading input '"); !n.empty())
+    return "OOM at input " + n;
+  return "OOM";
+}
+
+absl::StatusOr<CaseResult> run_case(const ModelFactory& f, const CaseSpec& spec) {
+  if (spec.steps < 1) {
+    return absl::InvalidArgumentError(fmt::format("steps {} must be >= 1", spec.steps));
+  }
+  CaseResult row;
+  row.size = spec.size;
+  row.lms = spec.lms;
+  if (spec.record) row.recorder = std::make_shared<Recorder>();
+  LMS_ASSIGN_OR_RETURN(Graph train, f.build(spec.size));
+  // Declared after the recorder it reports to, so it is destroyed first.
+  LMS_ASSIGN_OR_RETURN(std::unique_ptr<CpuDevice> device, make_device(spec.device));
+  LMS_ASSIGN_OR_RETURN(std::vector<uint64_t> ws, kernel_workspace_bytes(train, *device));
+  const std::string loss = train.tensor(train.loss()).name;
+  RewriteOptions ro{.device_capacity_bytes = spec.device.capacity_bytes,
+                    .workspace_bytes = std::move(ws),
+                    .node_time_s = spec.node_time_s,
+                    .fetched = {loss}};
+  LMS_RETURN_IF_ERROR(fill_planner_before(train, spec, ro, row));
+  if (spec.lms) {
+    LMS_ASSIGN_OR_RETURN(bool runnable, apply_lms(train, spec, ro, row));
+    if (!runnable) return row;
+  }
+  SessionOptions so{.fetches = {loss}, .sink = row.recorder.get()};
+  absl::StatusOr<std::unique_ptr<Session>> session = Session::create(train, *device, so);
+  if (absl::IsResourceExhausted(session.status())) {
+    mark_oom(row, session.status());
+    return row;
+  }
+  LMS_RETURN_IF_ERROR(session.status());
+  LMS_RETURN_IF_ERROR(run_steps(f, spec, **session, row));
+  return row;
+}
+
+}  // namespace lms::bench

@@ -1,0 +1,85 @@
+// One row of the lms-bench table: a model at one size, trained for a few
+// steps on a fresh emulated device with LMS off or on.
+//
+//   lms::bench::CaseSpec spec{.size = 16, .lms = true, .steps = 2};
+//   spec.device.capacity_bytes = 256 << 20;
+//   LMS_ASSIGN_OR_RETURN(lms::bench::CaseResult row, lms::bench::run_case(factory, spec));
+//   if (!row.ok) std::cout << row.status;   // "OOM at conv7" / "OOM (planner: ...)"
+//
+// Running out of device memory is a result (row.ok == false), not an error:
+// the errors returned are those of a bad model, config or device setup.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "lms/config.h"
+#include "lms/rewrite.h"
+#include "model_factory.h"
+#include "profiler/recorder.h"
+
+namespace lms::bench {
+
+// The emulated device of a run (backend/cpu/cpu_device.h).
+struct DeviceSetup {
+  uint64_t capacity_bytes = uint64_t{256} << 20;
+  uint64_t host_pool_bytes = uint64_t{16} << 30;  // reserved lazily
+  double d2h_bytes_per_s = 0;                     // 0 = unthrottled
+  double h2d_bytes_per_s = 0;
+  double copy_latency_s = 0;
+  int compute_threads = 0;  // 0 = all cores
+};
+
+struct CaseSpec {
+  int64_t size = 0;  // batch (VDSR) or volume side (U-Net)
+  bool lms = false;
+  int steps = 2;
+  // LMS settings when `lms`; with device_memory_limit 0 the auto policy
+  // plans for the device capacity. Its link and cost model always feed the
+  // planner's predictions.
+  LmsConfig config;
+  DeviceSetup device;
+  // Measured seconds by NodeId of the graph before rewriting (optional;
+  // see RewriteOptions::node_time_s).
+  std::vector<double> node_time_s;
+  bool record = false;  // keep a profiler Recorder of the run
+};
+
+struct CaseResult {
+  int64_t size = 0;
+  bool lms = false;
+  bool ok = false;
+  bool planner_oom = false;    // LMS on and lms::rewrite found no plan: nothing was run
+  std::string status;          // "ok", "OOM at <node>", "OOM (planner: ...)"
+  std::string error;           // the full message when !ok
+  std::vector<double> step_s;  // every step that completed
+  std::vector<float> losses;
+  double mean_step_s = 0;          // mean over the steps after the first (the only one if 1)
+  double mean_stall_s = 0;         // likewise
+  uint64_t peak_device_bytes = 0;  // max over steps, persistent tensors included
+  uint64_t peak_pinned_host_bytes = 0;
+  uint64_t bytes_d2h_per_step = 0;  // measured, last step
+  uint64_t bytes_h2d_per_step = 0;
+  size_t swapped_tensors = 0;
+  // Planner figures (lms::rewrite on this graph and budget).
+  uint64_t budget_bytes = 0;                 // what LMS planned for (capacity if no limit)
+  uint64_t predicted_peak_before_bytes = 0;  // no swaps, profile peak
+  uint64_t predicted_peak_after_bytes = 0;   // with the plan (replayed); = before when off
+  uint64_t working_set_limit_bytes = 0;      // no plan gets below this
+  std::string working_set_node;
+  double predicted_step_s = 0;         // simulated step with the plan
+  double predicted_stall_s = 0;        // simulated compute-stream stall
+  std::shared_ptr<Recorder> recorder;  // when spec.record (also for OOM runs)
+  int64_t steps_attempted = 0;         // step ids 0..steps_attempted-1 in the recorder
+};
+
+absl::StatusOr<CaseResult> run_case(const ModelFactory& factory, const CaseSpec& spec);
+
+// "OOM at <node>" (or at a persistent tensor / input) from an out-of-memory
+// message of the runtime; "OOM" when it names none.
+std::string oom_status(std::string_view message);
+
+}  // namespace lms::bench

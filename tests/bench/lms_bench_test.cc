@@ -1,0 +1,316 @@
+// lms-bench at small scale: a 4-layer, 8-channel VDSR on 16x16 random crops
+// under a 1 MiB emulated device. Derivation of the sizes: one activation is
+// 8 ch * 16 * 16 * 4 B = 8 KiB per image, and without LMS about a dozen are
+// live at the start of the backward pass, so batch 4 (~0.3 MiB) fits and
+// batch 16 (~1.1 MiB) does not; the busiest node needs only ~4 activations,
+// so batch 16 fits with swapping.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "bench.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "overhead.h"
+#include "report.h"
+#include "search.h"
+#include "sweep.h"
+
+namespace lms::bench {
+namespace {
+
+constexpr uint64_t kSeed = 7;
+constexpr uint64_t kCapacity = uint64_t{1} << 20;
+
+ModelFactory tiny_vdsr() {
+  auto f = vdsr_factory({.depth = 4, .channels = 8, .crop = 16, .seed = kSeed}, nullptr);
+  EXPECT_TRUE(f.ok()) << f.status();
+  return *f;
+}
+
+DeviceSetup tiny_device() {
+  DeviceSetup d;
+  d.capacity_bytes = kCapacity;
+  d.host_pool_bytes = uint64_t{64} << 20;
+  d.compute_threads = 1;  // steps are milliseconds; threads only add contention
+  return d;
+}
+
+std::string temp_dir(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() /
+             (name + "_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
+              std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+const CaseResult& find_row(const SweepResult& r, int64_t size, bool lms) {
+  for (const CaseResult& row : r.rows)
+    if (row.size == size && row.lms == lms) return row;
+  ADD_FAILURE() << "no row for size " << size << " lms " << lms;
+  return r.rows.front();
+}
+
+TEST(SearchMax, DoublesThenBisectsToTheExactBoundary) {
+  for (int64_t limit : {1, 2, 3, 37, 64, 65, 1000}) {
+    int calls = 0;
+    auto probe = [&](int64_t s) -> absl::StatusOr<bool> {
+      ++calls;
+      return s <= limit;
+    };
+    bool capped = true;
+    auto got = search_max(probe, 1, 4096, &capped);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(*got, limit);
+    EXPECT_FALSE(capped);
+    EXPECT_LE(calls, 2 * 13 + 2) << "limit " << limit;  // log2(4096) doublings + bisection
+  }
+}
+
+TEST(SearchMax, RespectsTheStepTheCapAndErrors) {
+  auto below = [](int64_t limit) {
+    return [limit](int64_t s) -> absl::StatusOr<bool> { return s <= limit; };
+  };
+  EXPECT_EQ(*search_max(below(37), 4, 512), 36);
+  EXPECT_EQ(*search_max(below(3), 4, 512), 0);
+  bool capped = false;
+  EXPECT_EQ(*search_max(below(100000), 8, 100, &capped), 96);
+  EXPECT_TRUE(capped);
+  auto failing = [](int64_t s) -> absl::StatusOr<bool> {
+    if (s > 10) return absl::InternalError("probe broke");
+    return true;
+  };
+  EXPECT_EQ(search_max(failing, 1, 4096).status().code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(search_max(below(5), 0, 10).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Sweep, LmsTrainsWhereTheDeviceRunsOutWithoutIt) {
+  std::printf("seed %llu\n", static_cast<unsigned long long>(kSeed));
+  SweepOptions o;
+  o.sizes = {4, 16};
+  o.steps = 2;
+  o.device = tiny_device();
+  std::ostringstream log;
+  auto r = run_sweep(tiny_vdsr(), o, log);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->rows.size(), 4u);
+  const CaseResult& off4 = find_row(*r, 4, false);
+  const CaseResult& on4 = find_row(*r, 4, true);
+  const CaseResult& off16 = find_row(*r, 16, false);
+  const CaseResult& on16 = find_row(*r, 16, true);
+  EXPECT_TRUE(off4.ok) << off4.error;
+  EXPECT_TRUE(on4.ok) << on4.error;
+  EXPECT_EQ(off4.losses, on4.losses);  // same feeds, same weights
+  EXPECT_FALSE(off16.ok);
+  EXPECT_EQ(off16.status.rfind("OOM at ", 0), 0u) << off16.status;
+  ASSERT_TRUE(on16.ok) << on16.error;
+  EXPECT_GT(on16.bytes_d2h_per_step, 0u);
+  EXPECT_GT(on16.swapped_tensors, 0u);
+  EXPECT_LE(on16.peak_device_bytes, kCapacity);
+  EXPECT_GT(on16.peak_pinned_host_bytes, 0u);
+  EXPECT_EQ(on16.step_s.size(), 2u);
+  EXPECT_GT(on16.mean_step_s, 0);
+
+  const std::string table = format_table(*r);
+  EXPECT_NE(table.find(off16.status), std::string::npos) << table;
+  EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 2 + 4) << table;
+
+  ASSERT_TRUE(r->searched);
+  const Limits& l = r->limits;
+  EXPECT_GE(l.no_lms_max, 4);
+  EXPECT_LT(l.no_lms_max, 16);
+  EXPECT_GE(l.lms_max, 16);
+  EXPECT_GE(l.lms_max, l.no_lms_max);
+  EXPECT_GE(l.working_set_max, l.lms_max);
+  EXPECT_TRUE(l.no_lms_confirmed);
+  EXPECT_TRUE(l.lms_confirmed);
+  EXPECT_TRUE(l.notes.empty()) << l.notes;  // replay and real steps agree
+  EXPECT_NE(format_limits(*r).find("largest batch with LMS"), std::string::npos);
+}
+
+TEST(Sweep, SearchedLimitsAreTheRealBoundary) {
+  SweepOptions o;
+  o.sizes = {4};
+  o.steps = 1;
+  o.device = tiny_device();
+  std::ostringstream log;
+  auto r = run_sweep(tiny_vdsr(), o, log);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const Limits& l = r->limits;
+  // One past each limit really fails: without LMS a step runs out of memory,
+  // with LMS the planner finds no plan or the step runs out.
+  for (bool lms : {false, true}) {
+    CaseSpec spec;
+    spec.size = (lms ? l.lms_max : l.no_lms_max) + 1;
+    spec.lms = lms;
+    spec.steps = 1;
+    spec.device = tiny_device();
+    auto row = run_case(tiny_vdsr(), spec);
+    ASSERT_TRUE(row.ok()) << row.status();
+    EXPECT_FALSE(row->ok) << "LMS " << lms << " size " << spec.size;
+  }
+}
+
+TEST(RunCase, ForcedSwapsGiveTheSameLossesAsNoLms) {
+  CaseSpec spec;
+  spec.size = 4;
+  spec.steps = 3;
+  spec.device = tiny_device();
+  auto off = run_case(tiny_vdsr(), spec);
+  ASSERT_TRUE(off.ok() && off->ok) << off.status() << " " << off->error;
+  spec.lms = true;
+  // Halfway between the no-LMS peak and the least budget the auto policy can
+  // meet (working set over 1 - fragmentation_reserve, plus 2%).
+  const uint64_t least = static_cast<uint64_t>(off->working_set_limit_bytes / 0.95 * 1.02);
+  ASSERT_LT(least, off->predicted_peak_before_bytes);
+  spec.config.device_memory_limit = (least + off->predicted_peak_before_bytes) / 2;
+  auto on = run_case(tiny_vdsr(), spec);
+  ASSERT_TRUE(on.ok() && on->ok) << on.status() << " " << on->error;
+  EXPECT_GT(on->bytes_d2h_per_step, 0u);
+  EXPECT_LT(on->peak_device_bytes, off->peak_device_bytes);
+  EXPECT_EQ(on->losses, off->losses);
+}
+
+TEST(Sweep, WritesTracesAndMemoryPlots) {
+  const std::string dir = temp_dir("lms_bench_trace");
+  SweepOptions o;
+  o.sizes = {16};
+  o.steps = 1;
+  o.device = tiny_device();
+  o.trace_dir = dir;
+  o.search = false;
+  std::ostringstream log;
+  auto r = run_sweep(tiny_vdsr(), o, log);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->files.size(), 3u);  // two traces, one plot
+  for (const std::string& f : r->files) {
+    ASSERT_TRUE(std::filesystem::exists(f)) << f;
+    if (f.ends_with(".json")) {
+      std::ifstream in(f);
+      auto j = nlohmann::json::parse(in, nullptr, false);
+      ASSERT_FALSE(j.is_discarded()) << f;
+      EXPECT_FALSE(j["traceEvents"].empty()) << f;
+    }
+  }
+  std::ifstream svg(dir + "/vdsr_batch16_memory.svg");
+  std::stringstream text;
+  text << svg.rdbuf();
+  EXPECT_NE(text.str().find("LMS off"), std::string::npos);
+  EXPECT_NE(text.str().find("LMS on"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Unet, TwoDimensionalStandInSweeps) {
+  auto f = unet_factory({.in_channels = 2,
+                         .classes = 3,
+                         .base_filters = 4,
+                         .levels = 2,
+                         .spatial_dims = 2,
+                         .seed = kSeed});
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->size_step, 2);
+  SweepOptions o;
+  o.sizes = {16, 64};
+  o.steps = 1;
+  o.device = tiny_device();
+  o.confirm = false;
+  std::ostringstream log;
+  auto r = run_sweep(*f, o, log);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(find_row(*r, 16, false).ok) << find_row(*r, 16, false).error;
+  EXPECT_FALSE(find_row(*r, 64, false).ok);
+  EXPECT_GE(r->limits.lms_max, r->limits.no_lms_max);
+  EXPECT_EQ(r->limits.lms_max % 2, 0);
+  o.sizes = {15};
+  EXPECT_EQ(run_sweep(*f, o, log).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Overhead, ForcedSwapsRunAndPredictionsArePrinted) {
+  OverheadOptions o;
+  o.size = 4;
+  o.steps = 2;
+  o.device = tiny_device();
+  o.config.link.h2d_bytes_per_s = o.config.link.d2h_bytes_per_s = 1e9;
+  std::ostringstream log;
+  auto r = run_overhead(tiny_vdsr(), o, log);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->cases.size(), 2u);
+  EXPECT_LT(r->budget_bytes, r->baseline.predicted_peak_before_bytes);
+  for (const OverheadCase& c : r->cases) {
+    ASSERT_TRUE(c.row.ok) << c.name << ": " << c.row.error;
+    EXPECT_GT(c.row.bytes_d2h_per_step, 0u) << c.name;
+    EXPECT_GT(c.row.predicted_step_s, 0) << c.name;
+    EXPECT_EQ(c.row.losses, r->baseline.losses) << c.name;
+  }
+  EXPECT_EQ(r->cases[1].link_bytes_per_s, 1e9);
+  EXPECT_NE(format_overhead(*r).find("stall pred"), std::string::npos);
+  o.steps = 1;
+  EXPECT_EQ(run_overhead(tiny_vdsr(), o, log).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Cli, JsonHoldsEveryRowAndTheLimits) {
+  const std::string dir = temp_dir("lms_bench_json");
+  const std::string path = dir + "/bench.json";
+  std::ostringstream out, err;
+  int rc = run_main(
+      {"vdsr", "--depth", "4", "--channels", "8", "--crop=16", "--batch", "4,16", "--capacity",
+       "1MiB", "--threads", "1", "--steps", "1", "--no-confirm", "--seed", "7", "--json", path},
+      out, err);
+  ASSERT_EQ(rc, 0) << err.str();
+  EXPECT_NE(out.str().find("largest batch without LMS"), std::string::npos) << out.str();
+  EXPECT_NE(err.str().find("random data"), std::string::npos) << err.str();
+  std::ifstream in(path);
+  auto j = nlohmann::json::parse(in, nullptr, false);
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_EQ(j["model"], "vdsr");
+  EXPECT_EQ(j["capacity_bytes"], kCapacity);
+  ASSERT_EQ(j["rows"].size(), 4u);
+  EXPECT_EQ(j["rows"][2]["size"], 16);
+  EXPECT_EQ(j["rows"][2]["lms"], false);
+  EXPECT_EQ(j["rows"][2]["ok"], false);
+  EXPECT_EQ(j["rows"][3]["ok"], true);
+  EXPECT_GE(j["search"]["lms_max"].get<int64_t>(), j["search"]["no_lms_max"].get<int64_t>());
+  EXPECT_GE(j["search"]["lms_over_no_lms"].get<double>(), 1.0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Cli, BadFlagsAreClearErrors) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string expect;
+  };
+  const std::vector<Case> cases = {
+      {{"frobnicate"}, "unknown command 'frobnicate'"},
+      {{"vdsr", "--batch", "4,x"}, "--batch '4,x'"},
+      {{"vdsr", "--batch", "0"}, "--batch '0'"},
+      {{"vdsr", "--capacity", "lots"}, "--capacity 'lots'"},
+      {{"vdsr", "--capacity", "0"}, "--capacity '0': must be > 0"},
+      {{"vdsr", "--steps", "0"}, "--steps '0'"},
+      {{"vdsr", "--crop"}, "--crop: missing value"},
+      {{"vdsr", "--size", "32"}, "--size: not a flag of `lms-bench vdsr`"},
+      {{"unet3d", "--batch", "4"}, "--batch: not a flag of `lms-bench unet3d`"},
+      {{"overhead", "--batch", "4,8"}, "overhead takes one batch"},
+      {{"vdsr", "--frob", "1"}, "unknown flag '--frob'"},
+      {{"vdsr", "--link", "fast"}, "--link 'fast'"},
+      {{"vdsr", "--lms-set", "policy"}, "expected key=value"},
+      {{"vdsr", "--depth", "4", "--lms-set", "policy=bogus", "--batch", "1"},
+       "--lms-set policy=bogus"},
+      {{"vdsr", "--lms", "/nonexistent/lms.toml", "--batch", "1"}, "--lms /nonexistent/lms.toml"},
+      {{"unet3d", "--size", "30"}, "multiple of 4"},
+      {{"overhead", "--budget-fraction", "1.5"}, "--budget-fraction '1.5'"},
+  };
+  for (const Case& c : cases) {
+    std::ostringstream out, err;
+    int rc = run_main(c.args, out, err);
+    EXPECT_EQ(rc, 2) << c.args[0] << " ... " << err.str();
+    EXPECT_NE(err.str().find(c.expect), std::string::npos)
+        << "want '" << c.expect << "' in: " << err.str();
+  }
+  std::ostringstream out, err;
+  EXPECT_EQ(run_main({"--help"}, out, err), 0);
+  EXPECT_NE(out.str().find("lms-bench vdsr"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace lms::bench
