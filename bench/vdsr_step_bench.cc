@@ -1,0 +1,227 @@
+// Wall time of one VDSR training step (Kim et al., CVPR 2016: 20 3x3 conv
+// layers, 64 channels, ReLU, global residual, MSE, Adam) on the emulated CPU
+// device, the figure bench/pytorch_vdsr.py measures for PyTorch on the same
+// problem (bench/compare_pytorch.sh runs both; results in bench/SPEED.md).
+//
+//   build-*/bench/vdsr_step_bench --threads 2 --warmup 2 --steps 5 [--profile]
+//
+// Prints seconds per step (mean, min) and conv GFLOP/s; with --profile, the
+// compute-stream time per op (and per conv pass shape) over the timed steps,
+// read from the device's node events. No LMS rewrite: everything fits the
+// device, so this is pure compute + executor overhead.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backend/cpu/cpu_device.h"
+#include "fmt/format.h"
+#include "lms/session.h"
+#include "lms/status.h"
+#include "lms/strings.h"
+#include "lms/training.h"
+#include "models.h"
+#include "profiler/event_sink.h"
+
+namespace {
+
+struct Options {
+  int threads = 0;  // 0 = all cores (CpuDeviceOptions::compute_threads)
+  int warmup = 2;
+  int steps = 5;
+  int64_t batch = 16;
+  int64_t size = 64;
+  bool profile = false;
+};
+
+// Compute-stream busy time per op, summed over the recorded nodes; conv ops are
+// also keyed by the node's layer so the 1->64 and 64->1 layers show apart.
+class OpTimes final : public lms::EventSink {
+ public:
+  explicit OpTimes(int64_t depth) : last_(fmt::format("conv{}", depth)) {}
+
+  void on_node(lms::StreamKind stream, std::string_view node, std::string_view op, double start_s,
+               double end_s) override {
+    if (stream != lms::StreamKind::kCompute) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    by_op_[std::string(op)] += end_s - start_s;
+    by_node_[std::string(node)] += end_s - start_s;
+    busy_s_ += end_s - start_s;
+    if (op.starts_with("conv"))
+      by_conv_[fmt::format("{} {}", op, layer_kind(node))] += end_s - start_s;
+  }
+  void on_copy(lms::StreamKind, std::string_view, uint64_t, double, double) override {}
+  void on_memory(lms::MemoryKind, uint64_t, double) override {}
+  void on_stall(lms::StreamKind, std::string_view, std::string_view, double, double) override {}
+  void on_step(int64_t, double start_s, double end_s) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    step_s_ += end_s - start_s;
+  }
+  void clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    by_op_.clear();
+    by_conv_.clear();
+    by_node_.clear();
+    busy_s_ = step_s_ = 0;
+  }
+
+  void print(int steps) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<std::pair<double, std::string>> rows;
+    for (const auto& [op, s] : by_op_) rows.push_back({s, op});
+    for (const auto& [op, s] : by_conv_) rows.push_back({s, "  " + op});
+    std::sort(rows.rbegin(), rows.rend());
+    std::printf("per step: step %.3f s, compute busy %.3f s (%.1f%%)\n", step_s_ / steps,
+                busy_s_ / steps, 100 * busy_s_ / std::max(step_s_, 1e-12));
+    for (const auto& [s, op] : rows) {
+      std::printf("  %-34s %8.1f ms %5.1f%%\n", op.c_str(), 1e3 * s / steps, 100 * s / busy_s_);
+    }
+    std::vector<std::pair<double, std::string>> nodes;
+    for (const auto& [node, s] : by_node_) nodes.push_back({s, node});
+    std::sort(nodes.rbegin(), nodes.rend());
+    nodes.resize(std::min<size_t>(nodes.size(), kSlowestNodes));
+    std::printf("slowest nodes:\n");
+    for (const auto& [s, node] : nodes)
+      std::printf("  %-34s %8.1f ms\n", node.c_str(), 1e3 * s / steps);
+  }
+
+ private:
+  // VDSR layers are named conv1..convD by build_vdsr (backward nodes
+  // "grad/convI/..."); the first and last are the 1->64 and 64->1 layers.
+  std::string layer_kind(std::string_view node) const {
+    auto is = [&](std::string_view layer) {
+      return node == layer || node.find(fmt::format("{}/", layer)) != std::string_view::npos;
+    };
+    if (is("conv1")) return "first";
+    if (is(last_)) return "last";
+    return "64to64";
+  }
+
+  static constexpr size_t kSlowestNodes = 12;
+  const std::string last_;
+
+  mutable std::mutex mu_;
+  std::map<std::string, double> by_op_, by_conv_, by_node_;
+  double busy_s_ = 0;
+  double step_s_ = 0;
+};
+
+absl::Status parse_int(std::string_view flag, const char* value, int64_t min, int64_t* out) {
+  char* end = nullptr;
+  long long v = value == nullptr ? 0 : std::strtoll(value, &end, 10);
+  if (value == nullptr || *end != '\0' || v < min) {
+    return absl::InvalidArgumentError(fmt::format("{} needs an integer >= {}", flag, min));
+  }
+  *out = v;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Options> parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
+    int64_t n = 0;
+    if (a == "--profile") {
+      o.profile = true;
+      continue;
+    }
+    if (a == "--threads") {
+      LMS_RETURN_IF_ERROR(parse_int(a, v, 0, &n));
+      o.threads = static_cast<int>(n);
+    } else if (a == "--warmup") {
+      LMS_RETURN_IF_ERROR(parse_int(a, v, 0, &n));
+      o.warmup = static_cast<int>(n);
+    } else if (a == "--steps") {
+      LMS_RETURN_IF_ERROR(parse_int(a, v, 1, &n));
+      o.steps = static_cast<int>(n);
+    } else if (a == "--batch") {
+      LMS_RETURN_IF_ERROR(parse_int(a, v, 1, &o.batch));
+    } else if (a == "--size") {
+      LMS_RETURN_IF_ERROR(parse_int(a, v, 8, &o.size));
+    } else {
+      return absl::InvalidArgumentError(
+          fmt::format("unknown argument '{}' (allowed: --threads N, --warmup N, --steps N, "
+                      "--batch N, --size N, --profile)",
+                      a));
+    }
+    ++i;
+  }
+  return o;
+}
+
+// Conv FLOPs of one training step (2*MACs): forward and backward weights of
+// every layer, backward data of all but the first (the input needs no gradient).
+double step_flops(const lms::models::VdsrConfig& c) {
+  double per_ck = 2.0 * c.batch * c.height * c.width * 9;
+  double first = per_ck * c.channels, mid = per_ck * c.channels * c.channels;
+  double fwd = 2 * first + (c.depth - 2) * mid;
+  return 3 * fwd - first;
+}
+
+std::vector<float> random_values(int64_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(0.f, 1.f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+absl::Status run(const Options& o) {
+  lms::models::VdsrConfig cfg{.batch = o.batch, .height = o.size, .width = o.size};
+  lms::Graph g;
+  lms::models::ModelTensors m = lms::models::build_vdsr(g, cfg);
+  LMS_RETURN_IF_ERROR(g.status());
+  LMS_ASSIGN_OR_RETURN(lms::Graph train, lms::training_graph(g, m.loss, lms::Adam{.lr = 1e-4}));
+  LMS_ASSIGN_OR_RETURN(auto device, lms::CpuDevice::create({.capacity_bytes = uint64_t{6} << 30,
+                                                            .compute_threads = o.threads}));
+  OpTimes times(cfg.depth);
+  LMS_ASSIGN_OR_RETURN(
+      auto session,
+      lms::Session::create(train, *device, {.fetches = {}, .sink = o.profile ? &times : nullptr}));
+  const uint32_t seed = 1;
+  std::printf(
+      "VDSR step: batch %lld, %lldx%lld, depth %lld, %lld channels, Adam; threads %d; "
+      "seed %u; OMP_WAIT_POLICY=%s\n",
+      static_cast<long long>(o.batch), static_cast<long long>(o.size),
+      static_cast<long long>(o.size), static_cast<long long>(cfg.depth),
+      static_cast<long long>(cfg.channels), o.threads, seed,
+      std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "(unset)");
+  std::mt19937 rng(seed);
+  int64_t n = o.batch * o.size * o.size;
+  lms::Feeds feeds = {{"lr", random_values(n, rng)}, {"hr", random_values(n, rng)}};
+  std::vector<double> step_s;
+  for (int i = 0; i < o.warmup + o.steps; ++i) {
+    lms::StepResult r;
+    if (i == o.warmup) times.clear();
+    LMS_RETURN_IF_ERROR(session->run(feeds, &r));
+    if (i >= o.warmup) step_s.push_back(r.step_s);
+    std::printf("step %d%s: %.3f s, loss %.6f\n", i, i < o.warmup ? " (warm-up)" : "", r.step_s,
+                r.fetched.begin()->second.at(0));
+  }
+  double mean = 0;
+  for (double s : step_s) mean += s / step_s.size();
+  double best = *std::min_element(step_s.begin(), step_s.end());
+  double gflop = step_flops(cfg) * 1e-9;
+  std::printf("lms seconds/step: mean %.3f min %.3f  (%.1f GFLOP conv, %.1f GFLOP/s at mean)\n",
+              mean, best, gflop, gflop / mean);
+  if (o.profile) times.print(o.steps);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::StatusOr<Options> o = parse(argc, argv);
+  absl::Status st = o.ok() ? run(*o) : o.status();
+  if (!st.ok()) {
+    std::fprintf(stderr, "vdsr_step_bench: %s\n", std::string(lms::to_std(st.message())).c_str());
+    return 1;
+  }
+  return 0;
+}
