@@ -192,7 +192,7 @@ usage: vdsr train [flags]    train on <data>/train/*.{png,jpg}
 
 common flags:
   --data DIR            data folder (default data)
-  --device cpu          the emulated device (cuda: not available in this build)
+  --device cpu          cpu: the emulated device; cuda: a GPU (needs the CUDA backend and a device)
   --capacity BYTES      device memory, e.g. 256MiB (default 1GiB)
   --host-memory BYTES   pinned host pool limit (default 8GiB)
   --threads N           compute threads, 0 = all cores (default 0)

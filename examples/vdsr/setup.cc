@@ -4,6 +4,9 @@
 #include <vector>
 
 #include "backend/cpu/cpu_device.h"
+#ifdef LMS_HAVE_CUDA
+#include "backend/cuda/cuda_device.h"
+#endif
 #include "fmt/format.h"
 #include "lms/status.h"
 
@@ -11,9 +14,21 @@ namespace lms::vdsr {
 
 absl::StatusOr<std::unique_ptr<Device>> make_device(const RunOptions& run, const LinkConfig& link) {
   if (run.device == "cuda") {
+#ifdef LMS_HAVE_CUDA
+    // The emulated link options do not apply: the real PCIe/NVLink sets the pace.
+    auto device = cuda::CudaDevice::create(
+        {.capacity_bytes = run.capacity_bytes, .host_pool_bytes = run.host_pool_bytes});
+    if (!device.ok()) {
+      return absl::Status(device.status().code(),
+                          fmt::format("--device cuda: {} (use --device cpu for the emulated device)",
+                                      std::string(device.status().message())));
+    }
+    return std::unique_ptr<Device>(std::move(device).value());
+#else
     return absl::UnimplementedError(
         "--device cuda: this build of vdsr has no CUDA backend; use --device cpu (the emulated "
         "device)");
+#endif
   }
   if (run.device != "cpu") {
     return absl::InvalidArgumentError(

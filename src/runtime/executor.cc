@@ -118,7 +118,7 @@ void Executor::wait_for_control_inputs(NodeId id, StreamKind stream) {
   }
 }
 
-absl::Status Executor::issue_compute(NodeId id, void* workspace) {
+absl::Status Executor::issue_compute(NodeId id) {
   const Node& n = plan_.graph->node(id);
   wait_for_control_inputs(id, StreamKind::kCompute);
   KernelArgs args;
@@ -133,7 +133,9 @@ absl::Status Executor::issue_compute(NodeId id, void* workspace) {
     args.inputs.push_back(static_cast<float*>(buffer(t)));
   }
   for (TensorId t : n.outputs) args.outputs.push_back(static_cast<float*>(buffers_[t]));
-  args.workspace = workspace;
+  // Note [Shared workspace]: kernels run one at a time on the compute
+  // stream, so they can all use the one block; copies never touch it.
+  args.workspace = plan_.workspace_bytes[id] > 0 ? plan_.workspace : nullptr;
   device_.launch(*plan_.kernels[id], std::move(args), n.name, n.op);
   return absl::OkStatus();
 }
@@ -221,20 +223,13 @@ absl::Status Executor::issue(int32_t position) {
   NodeId id = plan_.order[position];
   const Node& n = plan_.graph->node(id);
   LMS_RETURN_IF_ERROR(allocate_outputs(id));
-  void* workspace = nullptr;
-  if (plan_.workspace_bytes[id] > 0) {
-    LMS_ASSIGN_OR_RETURN(workspace, allocate(plan_.workspace_bytes[id], false, id));
-  }
   if (n.op == "swap_out") {
     LMS_RETURN_IF_ERROR(issue_swap_out(id));
   } else if (n.op == "swap_in") {
     LMS_RETURN_IF_ERROR(issue_swap_in(id));
   } else {
-    LMS_RETURN_IF_ERROR(issue_compute(id, workspace));
+    LMS_RETURN_IF_ERROR(issue_compute(id));
   }
-  // The workspace is only used on the compute stream, so stream order makes
-  // an immediate free safe (Note [Memory accounting], point 3d).
-  if (workspace != nullptr) device_.deallocate(workspace);
   release_after(position);
   return absl::OkStatus();
 }

@@ -22,6 +22,7 @@ struct ExecutablePlan {
   std::vector<NodeId> order;                     // schedule
   std::vector<std::unique_ptr<Kernel>> kernels;  // by NodeId; null for swap nodes
   std::vector<uint64_t> workspace_bytes;         // by NodeId
+  void* workspace = nullptr;                     // shared by all kernels (Note [Shared workspace])
   swap::ReleasePlan release;                     // device releases (Note [Swap-out release])
   std::vector<std::vector<TensorId>> host_release_after;  // by position: pinned blocks freed
   std::vector<std::string> fetch_names;
@@ -44,7 +45,7 @@ class Executor {
   absl::Status upload_inputs(const Feeds& feeds);
   absl::Status issue(int32_t position);
   void wait_for_control_inputs(NodeId id, StreamKind stream);
-  absl::Status issue_compute(NodeId id, void* workspace);
+  absl::Status issue_compute(NodeId id);
   absl::Status issue_swap_out(NodeId id);
   absl::Status issue_swap_in(NodeId id);
   absl::Status allocate_outputs(NodeId id);

@@ -100,6 +100,7 @@ class Session::Impl {
     for (void* p : plan_.persistent) {
       if (p != nullptr) device_.deallocate(p);
     }
+    if (plan_.workspace != nullptr) device_.deallocate(plan_.workspace);
   }
 
   absl::Status init() {
@@ -115,6 +116,7 @@ class Session::Impl {
     LMS_ASSIGN_OR_RETURN(plan_.release, swap::release_plan(g, plan_.fetch_names));
     plan_.host_release_after = host_releases(g, plan_.order);
     LMS_RETURN_IF_ERROR(allocate_persistent());
+    LMS_RETURN_IF_ERROR(allocate_workspace());
     executor_ = std::make_unique<Executor>(plan_, device_, &stall_counter_);
     return absl::OkStatus();
   }
@@ -135,6 +137,23 @@ class Session::Impl {
       std::vector<float> v = initial_values(tensor);
       LMS_RETURN_IF_ERROR(device_.upload(*p, v.data(), tensor.bytes()));
     }
+    return absl::OkStatus();
+  }
+
+  // Note [Shared workspace]: one block of the largest kernel workspace, held
+  // for the session right after the persistent tensors. Kernels on the one
+  // compute stream never overlap, so they share it; no workspace is carved
+  // per node, which would split device memory into pieces (fragmentation).
+  absl::Status allocate_workspace() {
+    uint64_t bytes = 0;
+    for (uint64_t w : plan_.workspace_bytes) bytes = std::max(bytes, w);
+    if (bytes == 0) return absl::OkStatus();
+    absl::StatusOr<void*> p = device_.allocate(bytes);
+    if (!p.ok()) {
+      return absl::Status(p.status().code(), absl::StrCat("allocating the shared kernel workspace: ",
+                                                          p.status().message()));
+    }
+    plan_.workspace = *p;
     return absl::OkStatus();
   }
 

@@ -26,7 +26,8 @@ struct ReplayResult {
 };
 
 // Allocates the persistent tensors (tensor-id order, as Session::create does),
-// the consumed graph inputs, then per node its outputs and workspace, freeing
+// the shared kernel workspace, the consumed graph inputs, then per node its
+// outputs, freeing
 // as release_plan() says. ResourceExhausted naming the node (or tensor) and
 // the allocator's message when an allocation fails.
 absl::StatusOr<ReplayResult> replay_step(const Graph& graph, const ReplayOptions& options);

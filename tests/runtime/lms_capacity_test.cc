@@ -1,10 +1,7 @@
 // How much larger a batch LMS trains under a fixed device capacity (issue 3's
 // targets at test scale): the largest VDSR-shaped batch with the auto policy
-// reaches >= 4x the largest batch without LMS, and close to the working-set
-// limit. Issue 3 asks for >= 85% of that limit; the auto planner reaches 78%
-// here (67 of 86): past that, plans that fit in bytes no longer fit in the
-// BFC allocator (fragmentation, which rewrite's exact replay refuses), so the
-// test holds the line at 75% until the layout improves. Fit decisions come from the planner's exact allocator replay;
+// reaches >= 85% of the working-set limit and >= 4x the largest batch
+// without LMS (measured: 66 vs 14 at a limit of 70). Fit decisions come from the planner's exact allocator replay;
 // the batches at the boundaries are then run for real.
 #include <gtest/gtest.h>
 
@@ -101,7 +98,7 @@ TEST(LmsCapacityTest, AutoReachesTheWorkingSetLimitAndFourTimesTheBatch) {
   ASSERT_GT(without, 0);
   ASSERT_LT(limit, kMaxBatch);
   EXPECT_GE(with, 4 * without);
-  EXPECT_GE(static_cast<double>(with), 0.75 * static_cast<double>(limit));
+  EXPECT_GE(static_cast<double>(with), 0.85 * static_cast<double>(limit));
 
   // The boundaries hold for real on the emulated device.
   EXPECT_TRUE(run_one_step(vdsr_training(without), **device, without).ok());

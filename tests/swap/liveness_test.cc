@@ -57,11 +57,12 @@ TEST(Liveness, WorkspaceAlignmentAndFetchedOptions) {
   auto live = analyze(g, options);
   ASSERT_TRUE(live.ok());
   MemoryProfile prof = memory_profile(*live);
-  // c: a, b, c + workspace = 4 x 4 KiB; loss is no longer fetched, b is.
+  // c: a, b, c + the shared workspace = 4 x 4 KiB; loss is no longer
+  // fetched, b is.
   EXPECT_EQ(prof.during[pos(g, *live, "c")], 16 * kKiB);
   EXPECT_EQ(live->tensors[g.find_tensor("b")].last, live->size() - 1);
-  // loss: b (fetched), d, loss.
-  EXPECT_EQ(prof.during[pos(g, *live, "loss")], 12 * kKiB);
+  // loss: b (fetched), d, loss, and the shared workspace, held all step.
+  EXPECT_EQ(prof.during[pos(g, *live, "loss")], 16 * kKiB);
   options.fetched = {"nope"};
   auto bad = analyze(g, options);
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);

@@ -177,14 +177,15 @@ TEST(Rewrite, RuntimeWorkspaceAndMeasuredTimesAreUsed) {
   options.workspace_bytes[g.find_node("conv2")] = 1 << 20;  // 1 MiB of scratch
   options.node_time_s.assign(g.num_nodes(), 1e-3);
   LmsConfig config;
-  config.device_memory_limit = 1 << 20;  // below conv2's working set
+  // The workspace is one shared block held all step (Note [Shared
+  // workspace]), so every node's working set holds the 1 MiB.
+  config.device_memory_limit = 1 << 20;
   auto rep = rewrite(g, config, options);
   EXPECT_EQ(rep.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_NE(rep.status().ToString().find("'conv2'"), std::string::npos) << rep.status();
+  EXPECT_NE(rep.status().ToString().find("needs"), std::string::npos) << rep.status();
   config.device_memory_limit = 4 << 20;
   rep = rewrite(g, config, options);
   ASSERT_TRUE(rep.ok()) << rep.status();
-  EXPECT_EQ(rep->working_set_node, "conv2");
   EXPECT_GT(rep->working_set_limit_bytes, uint64_t{1} << 20);
   EXPECT_GT(rep->peak_bytes_before, uint64_t{1} << 20);
   // Every node takes 1 ms on the one compute stream: the unswapped step is
