@@ -53,7 +53,13 @@ std::string format_limits(const SweepResult& r) {
                   limit_text(l.no_lms_max, l.no_lms_capped, l.no_lms_confirmed, l.no_lms_max > 0));
   out += fmt::format("largest {} with LMS:    {}\n", r.size_label,
                      limit_text(l.lms_max, l.lms_capped, l.lms_confirmed, l.lms_max > 0));
-  out += fmt::format("LMS / no LMS:             {:.2f}x (target >= 4x)\n", lms_ratio(l));
+  if (r.size_label == "size") {  // volume side: voxels grow with its cube
+    const double ratio = lms_ratio(l);
+    out += fmt::format("LMS / no LMS:             {:.2f}x in side, {:.2f}x in voxels\n", ratio,
+                       ratio * ratio * ratio);
+  } else {
+    out += fmt::format("LMS / no LMS:             {:.2f}x (target >= 4x)\n", lms_ratio(l));
+  }
   out += fmt::format("working-set limit {}:  {}{} (largest whose busiest node fits {})\n",
                      r.size_label, l.working_set_capped ? ">= " : "", l.working_set_max,
                      format_bytes(r.lms_budget_bytes));
