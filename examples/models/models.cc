@@ -62,8 +62,9 @@ ModelTensors build_unet(Graph& g, const UnetConfig& c) {
     x = context_module(g, absl::StrCat("down", level), x, filters, c, seed);
     if (level + 1 < c.levels) {
       skips.push_back(x);
-      x = max_pool(g, absl::StrCat("pool", level), x,
-                   {.kernel = unit, .stride = unit, .pad = std::vector<int64_t>(c.spatial_dims, 0)});
+      x = max_pool(
+          g, absl::StrCat("pool", level), x,
+          {.kernel = unit, .stride = unit, .pad = std::vector<int64_t>(c.spatial_dims, 0)});
     }
   }
   for (int64_t level = c.levels - 2; level >= 0; --level) {

@@ -19,9 +19,10 @@ absl::StatusOr<std::unique_ptr<Device>> make_device(const RunOptions& run, const
     auto device = cuda::CudaDevice::create(
         {.capacity_bytes = run.capacity_bytes, .host_pool_bytes = run.host_pool_bytes});
     if (!device.ok()) {
-      return absl::Status(device.status().code(),
-                          fmt::format("--device cuda: {} (use --device cpu for the emulated device)",
-                                      std::string(device.status().message())));
+      return absl::Status(
+          device.status().code(),
+          fmt::format("--device cuda: {} (use --device cpu for the emulated device)",
+                      std::string(device.status().message())));
     }
     return std::unique_ptr<Device>(std::move(device).value());
 #else

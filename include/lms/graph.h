@@ -51,9 +51,9 @@ bool is_persistent(TensorRole role);
 struct Init {
   enum class Kind : uint8_t { kZeros, kConstant, kHeNormal };
   Kind kind = Kind::kZeros;
-  double value = 0;     // kConstant
-  int64_t fan_in = 1;   // kHeNormal
-  uint64_t seed = 0;    // kHeNormal
+  double value = 0;    // kConstant
+  int64_t fan_in = 1;  // kHeNormal
+  uint64_t seed = 0;   // kHeNormal
   static Init zeros() { return {}; }
   static Init constant(double v) { return {Kind::kConstant, v, 1, 0}; }
   static Init he_normal(uint64_t seed, int64_t fan_in) {
@@ -66,9 +66,9 @@ struct Tensor {
   Shape shape;
   DType dtype = DType::kFloat32;
   TensorRole role = TensorRole::kActivation;
-  Init init;                       // persistent tensors only
-  NodeId producer = kNoNode;       // kNoNode for inputs and persistent tensors
-  std::vector<NodeId> consumers;   // in order of node creation, no duplicates
+  Init init;                      // persistent tensors only
+  NodeId producer = kNoNode;      // kNoNode for inputs and persistent tensors
+  std::vector<NodeId> consumers;  // in order of node creation, no duplicates
   uint64_t bytes() const { return shape_bytes(shape, dtype); }
 };
 
@@ -169,8 +169,9 @@ absl::Status verify(const Graph& graph);
 // Text form, one line per tensor declaration and node, in schedule order:
 //   input lr f32[16,1,64,64]
 //   parameter conv1/w f32[64,1,3,3] he_normal(seed=1,fan_in=9)
-//   node conv1 = conv(lr, conv1/w) {dilation=[1,1], pad=[1,1], stride=[1,1]} -> conv1 f32[16,64,64,64] activation
-//   node swap_in/x/0 = swap_in(swap_out/x) after(relu3) -> swap_in/x/0 f32[...] activation
+//   node conv1 = conv(lr, conv1/w) {dilation=[1,1], pad=[1,1], stride=[1,1]} -> conv1
+//   f32[16,64,64,64] activation node swap_in/x/0 = swap_in(swap_out/x) after(relu3) -> swap_in/x/0
+//   f32[...] activation
 // parse_graph(to_text(g)) gives a graph whose to_text is identical.
 std::string to_text(const Graph& graph);
 // InvalidArgument with the line number and what was expected for malformed text.

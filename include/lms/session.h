@@ -42,12 +42,12 @@ struct SessionOptions {
 
 struct StepResult {
   std::map<std::string, std::vector<float>, std::less<>> fetched;
-  double step_s = 0;                  // wall time of run()
-  double stall_s = 0;                 // host waits for deferred frees + compute waits for swap-ins
-  uint64_t peak_device_bytes = 0;     // allocator peak during the step, persistent tensors included
+  double step_s = 0;               // wall time of run()
+  double stall_s = 0;              // host waits for deferred frees + compute waits for swap-ins
+  uint64_t peak_device_bytes = 0;  // allocator peak during the step, persistent tensors included
   uint64_t peak_pinned_host_bytes = 0;
-  uint64_t bytes_d2h = 0;             // swapped out during the step
-  uint64_t bytes_h2d = 0;             // swapped in during the step
+  uint64_t bytes_d2h = 0;  // swapped out during the step
+  uint64_t bytes_h2d = 0;  // swapped in during the step
 };
 
 class Session {

@@ -21,10 +21,10 @@
 #define LMS_CONCAT_INNER_(a, b) a##b
 #define LMS_CONCAT_(a, b) LMS_CONCAT_INNER_(a, b)
 
-#define LMS_RETURN_IF_ERROR(expr)                  \
-  do {                                             \
-    ::absl::Status lms_status_ = (expr);           \
-    if (!lms_status_.ok()) return lms_status_;     \
+#define LMS_RETURN_IF_ERROR(expr)              \
+  do {                                         \
+    ::absl::Status lms_status_ = (expr);       \
+    if (!lms_status_.ok()) return lms_status_; \
   } while (false)
 
 #define LMS_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
@@ -35,11 +35,10 @@
 #define LMS_ASSIGN_OR_RETURN(lhs, expr) \
   LMS_ASSIGN_OR_RETURN_IMPL_(LMS_CONCAT_(lms_statusor_, __LINE__), lhs, expr)
 
-#define LMS_CHECK(cond)                                                   \
-  do {                                                                    \
-    if (!(cond)) {                                                        \
-      std::fprintf(stderr, "%s:%d: LMS_CHECK failed: %s\n", __FILE__,     \
-                   __LINE__, #cond);                                      \
-      std::abort();                                                       \
-    }                                                                     \
+#define LMS_CHECK(cond)                                                                 \
+  do {                                                                                  \
+    if (!(cond)) {                                                                      \
+      std::fprintf(stderr, "%s:%d: LMS_CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+      std::abort();                                                                     \
+    }                                                                                   \
   } while (false)

@@ -13,12 +13,18 @@ namespace lms {
 
 const char* role_name(TensorRole role) {
   switch (role) {
-    case TensorRole::kInput: return "input";
-    case TensorRole::kParameter: return "parameter";
-    case TensorRole::kOptimizerState: return "optimizer_state";
-    case TensorRole::kActivation: return "activation";
-    case TensorRole::kGradient: return "gradient";
-    case TensorRole::kHost: return "host";
+    case TensorRole::kInput:
+      return "input";
+    case TensorRole::kParameter:
+      return "parameter";
+    case TensorRole::kOptimizerState:
+      return "optimizer_state";
+    case TensorRole::kActivation:
+      return "activation";
+    case TensorRole::kGradient:
+      return "gradient";
+    case TensorRole::kHost:
+      return "host";
   }
   return "unknown";
 }
@@ -30,8 +36,9 @@ bool is_persistent(TensorRole role) {
 absl::Status Graph::check_new_name(std::string_view name) const {
   if (name.empty()) return absl::InvalidArgumentError("empty tensor or node name");
   if (name.find_first_of(" \t\n(),=[]{}") != std::string_view::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "name '", to_absl(name), "' contains whitespace or one of ( ) , = [ ] { }, which are not allowed"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("name '", to_absl(name),
+                     "' contains whitespace or one of ( ) , = [ ] { }, which are not allowed"));
   }
   if (tensor_by_name_.contains(to_absl(name)) || node_by_name_.contains(to_absl(name))) {
     return absl::InvalidArgumentError(absl::StrCat("name '", to_absl(name), "' is already used"));
@@ -55,9 +62,9 @@ namespace {
 absl::Status check_shape(std::string_view name, const Shape& shape) {
   for (int64_t d : shape) {
     if (d <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tensor '", to_absl(name), "': every dimension must be positive, got [",
-          absl::StrJoin(shape, ","), "]"));
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", to_absl(name),
+                                                     "': every dimension must be positive, got [",
+                                                     absl::StrJoin(shape, ","), "]"));
     }
   }
   return absl::OkStatus();
@@ -112,21 +119,22 @@ absl::StatusOr<std::vector<TensorId>> Graph::add_node(std::string_view op, std::
                                                       TensorRole output_role) {
   if (!status_.ok()) {
     return absl::FailedPreconditionError(
-        absl::StrCat("node '", to_absl(name), "' not added: the graph already has an error: ",
-                     status_.message()));
+        absl::StrCat("node '", to_absl(name),
+                     "' not added: the graph already has an error: ", status_.message()));
   }
   auto fail = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(absl::StrCat("node '", to_absl(name), "' (", to_absl(op), "): ", why));
+    return absl::InvalidArgumentError(
+        absl::StrCat("node '", to_absl(name), "' (", to_absl(op), "): ", why));
   };
   const OpDef* def = find_op(op);
   if (def == nullptr) return fail("unknown op");
   if (absl::Status s = check_new_name(name); !s.ok()) return fail(s.message());
   int n = static_cast<int>(inputs.size());
   if (n < def->min_inputs || (def->max_inputs >= 0 && n > def->max_inputs)) {
-    return fail(absl::StrCat("takes ", def->min_inputs, "..",
-                             def->max_inputs < 0 ? std::string("n")
-                                                 : std::to_string(def->max_inputs),
-                             " inputs, got ", n));
+    return fail(
+        absl::StrCat("takes ", def->min_inputs, "..",
+                     def->max_inputs < 0 ? std::string("n") : std::to_string(def->max_inputs),
+                     " inputs, got ", n));
   }
   std::vector<Shape> in_shapes;
   for (int i = 0; i < n; ++i) {
@@ -188,8 +196,8 @@ TensorId Graph::add1(std::string_view op, std::string_view name, std::vector<Ten
   std::vector<TensorId> outs = add(op, name, std::move(inputs), std::move(attrs), output_role);
   if (outs.size() != 1) {
     if (!outs.empty()) {
-      record_error(absl::InvalidArgumentError(
-          absl::StrCat("node '", to_absl(name), "' (", to_absl(op), ") has ", outs.size(), " outputs, not 1")));
+      record_error(absl::InvalidArgumentError(absl::StrCat(
+          "node '", to_absl(name), "' (", to_absl(op), ") has ", outs.size(), " outputs, not 1")));
     }
     return kNoTensor;
   }
@@ -227,8 +235,8 @@ void Graph::replace_input(NodeId consumer, int index, TensorId replacement) {
 
 absl::Status Graph::set_order(std::vector<NodeId> order) {
   if (static_cast<int32_t>(order.size()) != num_nodes()) {
-    return absl::InvalidArgumentError(absl::StrCat("order has ", order.size(),
-                                                   " nodes, the graph has ", num_nodes()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("order has ", order.size(), " nodes, the graph has ", num_nodes()));
   }
   std::vector<bool> seen(order.size(), false);
   for (NodeId id : order) {

@@ -41,8 +41,7 @@ struct OpDef {
   // Validates attributes against the input shapes and returns the output
   // shapes. InvalidArgument (without the node name; the caller adds it)
   // saying which attribute or input is wrong and what is allowed.
-  std::function<absl::StatusOr<std::vector<Shape>>(const Attrs&, const std::vector<Shape>&)>
-      infer;
+  std::function<absl::StatusOr<std::vector<Shape>>(const Attrs&, const std::vector<Shape>&)> infer;
   // Gradient rule; empty for ops that are not differentiated (backward ops,
   // optimizer updates, swap ops): a gradient reaching them is an error.
   std::function<absl::Status(GradContext&)> grad;

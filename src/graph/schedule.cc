@@ -51,9 +51,9 @@ absl::StatusOr<std::vector<NodeId>> schedule(const Graph& graph) {
   if (static_cast<int32_t>(result.size()) != n) {
     for (NodeId id = 0; id < n; ++id) {
       if (pending[id] > 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "the graph has a cycle through node '", graph.node(id).name,
-            "': no topological order exists"));
+        return absl::InvalidArgumentError(absl::StrCat("the graph has a cycle through node '",
+                                                       graph.node(id).name,
+                                                       "': no topological order exists"));
       }
     }
   }

@@ -25,7 +25,9 @@
 namespace lms {
 namespace {
 
-std::string type_str(const Tensor& t) { return absl::StrCat("f32[", absl::StrJoin(t.shape, ","), "]"); }
+std::string type_str(const Tensor& t) {
+  return absl::StrCat("f32[", absl::StrJoin(t.shape, ","), "]");
+}
 
 std::string real_str(double v) {
   std::string s = absl::StrFormat("%.17g", v);
@@ -35,8 +37,10 @@ std::string real_str(double v) {
 
 std::string init_str(const Init& init) {
   switch (init.kind) {
-    case Init::Kind::kZeros: return "zeros";
-    case Init::Kind::kConstant: return absl::StrCat("constant(", real_str(init.value), ")");
+    case Init::Kind::kZeros:
+      return "zeros";
+    case Init::Kind::kConstant:
+      return absl::StrCat("constant(", real_str(init.value), ")");
     case Init::Kind::kHeNormal:
       return absl::StrCat("he_normal(seed=", init.seed, ",fan_in=", init.fan_in, ")");
   }
@@ -55,7 +59,8 @@ struct AttrPrinter {
 std::string node_line(const Graph& g, const Node& n) {
   std::vector<std::string> ins, attrs, after, outs;
   for (TensorId t : n.inputs) ins.push_back(g.tensor(t).name);
-  for (const auto& [k, v] : n.attrs) attrs.push_back(absl::StrCat(k, "=", std::visit(AttrPrinter{}, v)));
+  for (const auto& [k, v] : n.attrs)
+    attrs.push_back(absl::StrCat(k, "=", std::visit(AttrPrinter{}, v)));
   for (NodeId c : n.control_inputs) after.push_back(g.node(c).name);
   for (TensorId t : n.outputs) {
     const Tensor& o = g.tensor(t);
@@ -82,7 +87,8 @@ std::string to_text(const Graph& graph) {
   auto order = schedule(graph);
   const std::vector<NodeId>& nodes = order.ok() ? *order : graph.order();
   for (NodeId id : nodes) absl::StrAppend(&out, node_line(graph, graph.node(id)), "\n");
-  if (graph.loss() != kNoTensor) absl::StrAppend(&out, "loss ", graph.tensor(graph.loss()).name, "\n");
+  if (graph.loss() != kNoTensor)
+    absl::StrAppend(&out, "loss ", graph.tensor(graph.loss()).name, "\n");
   return out;
 }
 
@@ -95,7 +101,8 @@ absl::StatusOr<Graph> parse_graph(std::string_view text) {
     if (line.empty() || line[0] == '#') continue;
     absl::Status s = parse_graph_line(g, to_std(line));
     if (!s.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("graph text line ", line_no, ": ", s.message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("graph text line ", line_no, ": ", s.message()));
     }
   }
   LMS_RETURN_IF_ERROR(g.status());

@@ -237,9 +237,9 @@ absl::Status check_outputs(Graph& g, NodeId id, const std::vector<OutputDecl>& d
   for (size_t j = 0; j < decls.size(); ++j) {
     Tensor& t = g.mutable_tensor(n.outputs[j]);
     if (t.name != decls[j].name || t.shape != decls[j].shape) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "node '", n.name, "': output ", j, " declared as '", decls[j].name,
-          "' with another shape or name than the op gives ('", t.name, "')"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("node '", n.name, "': output ", j, " declared as '", decls[j].name,
+                       "' with another shape or name than the op gives ('", t.name, "')"));
     }
     t.role = decls[j].role;
   }

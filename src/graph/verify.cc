@@ -35,7 +35,8 @@ absl::Status verify_node(const Graph& g, NodeId id) {
   if (out->size() != n.outputs.size()) return node_error(n, "wrong number of outputs");
   for (size_t j = 0; j < n.outputs.size(); ++j) {
     const Tensor& t = g.tensor(n.outputs[j]);
-    if (t.producer != id) return node_error(n, absl::StrCat("output '", t.name, "' names another producer"));
+    if (t.producer != id)
+      return node_error(n, absl::StrCat("output '", t.name, "' names another producer"));
     if (t.shape != (*out)[j]) {
       return node_error(n, absl::StrCat("output '", t.name, "' has shape ", shape_str(t.shape),
                                         ", shape inference gives ", shape_str((*out)[j])));
@@ -57,8 +58,8 @@ absl::Status verify_node(const Graph& g, NodeId id) {
   }
   for (TensorId t : n.inputs) {
     if (g.tensor(t).role == TensorRole::kHost && n.op != "swap_in") {
-      return node_error(n, absl::StrCat("reads host tensor '", g.tensor(t).name,
-                                        "'; only swap_in may"));
+      return node_error(
+          n, absl::StrCat("reads host tensor '", g.tensor(t).name, "'; only swap_in may"));
     }
   }
   return absl::OkStatus();
@@ -72,8 +73,8 @@ absl::Status verify_tensor(const Graph& g, TensorId id) {
         absl::StrCat("verify: tensor '", t.name, "' (", role_name(t.role), ") has no producer"));
   }
   if (!needs_producer && t.producer != kNoNode) {
-    return absl::InvalidArgumentError(absl::StrCat("verify: ", role_name(t.role), " '", t.name,
-                                                   "' must not have a producer"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("verify: ", role_name(t.role), " '", t.name, "' must not have a producer"));
   }
   for (NodeId c : t.consumers) {
     const auto& in = g.node(c).inputs;

@@ -14,8 +14,8 @@ namespace {
 bool on_host(const Tensor& t) { return t.role == TensorRole::kHost; }
 
 absl::Status with_node(const absl::Status& s, const Node& n) {
-  return absl::Status(s.code(), absl::StrCat("while issuing node '", n.name, "' (", n.op,
-                                             "): ", s.message()));
+  return absl::Status(
+      s.code(), absl::StrCat("while issuing node '", n.name, "' (", n.op, "): ", s.message()));
 }
 
 }  // namespace
@@ -80,12 +80,13 @@ absl::Status Executor::upload_inputs(const Feeds& feeds) {
     const Tensor& tensor = g.tensor(t);
     auto it = feeds.find(tensor.name);
     if (it == feeds.end()) {
-      return absl::InvalidArgumentError(absl::StrCat("no feed for graph input '", tensor.name, "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("no feed for graph input '", tensor.name, "'"));
     }
     if (static_cast<int64_t>(it->second.size()) != num_elements(tensor.shape)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "feed '", tensor.name, "' has ", it->second.size(), " values, the input needs ",
-          num_elements(tensor.shape)));
+      return absl::InvalidArgumentError(absl::StrCat("feed '", tensor.name, "' has ",
+                                                     it->second.size(), " values, the input needs ",
+                                                     num_elements(tensor.shape)));
     }
     absl::StatusOr<void*> p = device_.allocate(tensor.bytes());
     if (!p.ok()) {
@@ -149,7 +150,8 @@ absl::Status Executor::issue_swap_out(NodeId id) {
   if (ready_[src] != nullptr) device_.wait(StreamKind::kD2H, *ready_[src]);
   wait_for_control_inputs(id, StreamKind::kD2H);
   uint64_t bytes = plan_.graph->tensor(src).bytes();
-  device_.copy_d2h(buffers_[dst], buffer(src), bytes, to_std(absl::string_view(plan_.graph->tensor(src).name)));
+  device_.copy_d2h(buffers_[dst], buffer(src), bytes,
+                   to_std(absl::string_view(plan_.graph->tensor(src).name)));
   ready_[dst] = record_on(StreamKind::kD2H);
   copy_read_[src] = ready_[dst];
   copy_done_[id] = ready_[dst];
@@ -167,7 +169,8 @@ absl::Status Executor::issue_swap_in(NodeId id) {
   if (ready_[src] != nullptr) device_.wait(StreamKind::kH2D, *ready_[src]);
   wait_for_control_inputs(id, StreamKind::kH2D);
   uint64_t bytes = plan_.graph->tensor(dst).bytes();
-  device_.copy_h2d(buffers_[dst], buffers_[src], bytes, to_std(absl::string_view(plan_.graph->tensor(dst).name)));
+  device_.copy_h2d(buffers_[dst], buffers_[src], bytes,
+                   to_std(absl::string_view(plan_.graph->tensor(dst).name)));
   ready_[dst] = record_on(StreamKind::kH2D);
   copy_read_[src] = ready_[dst];
   copy_done_[id] = ready_[dst];

@@ -26,7 +26,7 @@ struct ExecutablePlan {
   swap::ReleasePlan release;                     // device releases (Note [Swap-out release])
   std::vector<std::vector<TensorId>> host_release_after;  // by position: pinned blocks freed
   std::vector<std::string> fetch_names;
-  std::vector<void*> persistent;                 // by TensorId: device buffer of persistent tensors
+  std::vector<void*> persistent;  // by TensorId: device buffer of persistent tensors
 };
 
 // Runs one step. Owns the per-step buffers and events; reusable across steps.

@@ -32,11 +32,15 @@ bool is_swap(const Node& n) { return n.op == "swap_out" || n.op == "swap_in"; }
 std::vector<float> initial_values(const Tensor& t) {
   std::vector<float> v(num_elements(t.shape), 0.0f);
   switch (t.init.kind) {
-    case Init::Kind::kZeros: break;
-    case Init::Kind::kConstant: std::fill(v.begin(), v.end(), static_cast<float>(t.init.value)); break;
+    case Init::Kind::kZeros:
+      break;
+    case Init::Kind::kConstant:
+      std::fill(v.begin(), v.end(), static_cast<float>(t.init.value));
+      break;
     case Init::Kind::kHeNormal: {
       std::mt19937_64 gen(t.init.seed);
-      std::normal_distribution<double> normal(0.0, std::sqrt(2.0 / static_cast<double>(t.init.fan_in)));
+      std::normal_distribution<double> normal(0.0,
+                                              std::sqrt(2.0 / static_cast<double>(t.init.fan_in)));
       for (float& x : v) x = static_cast<float>(normal(gen));
       break;
     }
@@ -62,7 +66,8 @@ absl::Status resolve_fetches(const Graph& g, SessionOptions& options, Executable
   for (const std::string& name : options.fetches) {
     TensorId t = g.find_tensor(name);
     if (t == kNoTensor) {
-      return absl::InvalidArgumentError(absl::StrCat("fetch '", name, "' is not a tensor of the graph"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("fetch '", name, "' is not a tensor of the graph"));
     }
     if (g.tensor(t).role == TensorRole::kHost) {
       return absl::InvalidArgumentError(absl::StrCat("fetch '", name, "' is a host swap tensor"));
@@ -150,8 +155,9 @@ class Session::Impl {
     if (bytes == 0) return absl::OkStatus();
     absl::StatusOr<void*> p = device_.allocate(bytes);
     if (!p.ok()) {
-      return absl::Status(p.status().code(), absl::StrCat("allocating the shared kernel workspace: ",
-                                                          p.status().message()));
+      return absl::Status(
+          p.status().code(),
+          absl::StrCat("allocating the shared kernel workspace: ", p.status().message()));
     }
     plan_.workspace = *p;
     return absl::OkStatus();
@@ -178,7 +184,9 @@ class Session::Impl {
   absl::StatusOr<TensorId> persistent_id(std::string_view name) const {
     TensorId t = plan_.graph->find_tensor(name);
     if (t == kNoTensor || plan_.persistent[t] == nullptr) {
-      return absl::NotFoundError(absl::StrCat("'", to_absl(name), "' is not a persistent tensor (parameter or optimizer state) of the session"));
+      return absl::NotFoundError(absl::StrCat(
+          "'", to_absl(name),
+          "' is not a persistent tensor (parameter or optimizer state) of the session"));
     }
     return t;
   }
@@ -196,8 +204,9 @@ class Session::Impl {
     LMS_ASSIGN_OR_RETURN(TensorId t, persistent_id(name));
     const Tensor& tensor = plan_.graph->tensor(t);
     if (static_cast<int64_t>(values.size()) != num_elements(tensor.shape)) {
-      return absl::InvalidArgumentError(absl::StrCat("'", to_absl(name), "' has ", num_elements(tensor.shape),
-                                                     " values, got ", values.size()));
+      return absl::InvalidArgumentError(absl::StrCat("'", to_absl(name), "' has ",
+                                                     num_elements(tensor.shape), " values, got ",
+                                                     values.size()));
     }
     LMS_RETURN_IF_ERROR(device_.synchronize());
     return device_.upload(plan_.persistent[t], values.data(), tensor.bytes());
@@ -232,8 +241,12 @@ absl::StatusOr<std::unique_ptr<Session>> Session::create(const Graph& graph, Dev
   return std::unique_ptr<Session>(new Session(std::move(impl)));
 }
 
-absl::Status Session::run(const Feeds& feeds, StepResult* result) { return impl_->run(feeds, result); }
-absl::StatusOr<std::vector<float>> Session::read(std::string_view name) const { return impl_->read(name); }
+absl::Status Session::run(const Feeds& feeds, StepResult* result) {
+  return impl_->run(feeds, result);
+}
+absl::StatusOr<std::vector<float>> Session::read(std::string_view name) const {
+  return impl_->read(name);
+}
 absl::Status Session::write(std::string_view name, const std::vector<float>& values) {
   return impl_->write(name, values);
 }

@@ -16,7 +16,8 @@ absl::StatusOr<std::vector<bool>> fetched_flags(const Graph& g,
   for (const std::string& name : names) {
     TensorId t = g.find_tensor(name);
     if (t == kNoTensor) {
-      return absl::InvalidArgumentError(absl::StrCat("fetched tensor '", name, "' is not in the graph"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("fetched tensor '", name, "' is not in the graph"));
     }
     fetched[t] = true;
   }
@@ -58,8 +59,8 @@ absl::StatusOr<ReleasePlan> release_plan(const Graph& g, const std::vector<std::
       if (last == kNoNode || position[c] > position[last]) last = c;
     }
     if (last != kNoNode) {
-      release = g.node(last).op == "swap_out" ? swap_out_release(g, last, position)
-                                              : position[last];
+      release =
+          g.node(last).op == "swap_out" ? swap_out_release(g, last, position) : position[last];
     }
     plan.release_after[release].push_back(t);
   }

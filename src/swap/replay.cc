@@ -26,8 +26,7 @@ class Replayer {
   absl::Status allocate(TensorId t, const std::string& context) {
     absl::StatusOr<void*> p = alloc_->allocate(g_.tensor(t).bytes());
     if (!p.ok()) {
-      return absl::Status(p.status().code(),
-                          absl::StrCat(context, ": ", p.status().message()));
+      return absl::Status(p.status().code(), absl::StrCat(context, ": ", p.status().message()));
     }
     buffers_[t] = *p;
     return absl::OkStatus();
@@ -69,7 +68,8 @@ absl::StatusOr<ReplayResult> replay_step(const Graph& graph, const ReplayOptions
   ReplayResult result;
   for (TensorId t = 0; t < graph.num_tensors(); ++t) {
     if (!is_persistent(graph.tensor(t).role)) continue;
-    LMS_RETURN_IF_ERROR(r.allocate(t, absl::StrCat("persistent tensor '", graph.tensor(t).name, "'")));
+    LMS_RETURN_IF_ERROR(
+        r.allocate(t, absl::StrCat("persistent tensor '", graph.tensor(t).name, "'")));
   }
   // Note [Shared workspace]: one block of the largest workspace, allocated
   // right after the persistent tensors, as Session::create does.

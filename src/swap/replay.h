@@ -13,8 +13,8 @@
 namespace lms::swap {
 
 struct ReplayOptions {
-  uint64_t capacity_bytes = 0;           // device memory region (the budget)
-  uint64_t alignment_bytes = 256;        // the allocator's alignment
+  uint64_t capacity_bytes = 0;            // device memory region (the budget)
+  uint64_t alignment_bytes = 256;         // the allocator's alignment
   std::vector<uint64_t> workspace_bytes;  // by NodeId; missing entries are 0
   std::vector<std::string> fetched;       // empty: the graph's loss
 };

@@ -3,8 +3,8 @@
 // Data: tests/data/astronaut_crop128.png (a real photo) plus one synthetic
 // image written by the test, so nothing needs the network.
 #include <gtest/gtest.h>
-#include <unistd.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <bit>

@@ -31,8 +31,7 @@ TEST(GraphTest, BuilderErrorIsRecordedAndPropagated) {
   TensorId y = conv(g, "bad_conv", x, w);
   EXPECT_EQ(y, kNoTensor);
   EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(std::string(g.status().message()).find("bad_conv"), std::string::npos)
-      << g.status();
+  EXPECT_NE(std::string(g.status().message()).find("bad_conv"), std::string::npos) << g.status();
   EXPECT_EQ(relu(g, "after", y), kNoTensor);  // later builders propagate
   EXPECT_EQ(g.num_nodes(), 0);
 }

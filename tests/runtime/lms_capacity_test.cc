@@ -1,8 +1,8 @@
 // How much larger a batch LMS trains under a fixed device capacity (issue 3's
 // targets at test scale): the largest VDSR-shaped batch with the auto policy
 // reaches >= 85% of the working-set limit and >= 4x the largest batch
-// without LMS (measured: 66 vs 14 at a limit of 70). Fit decisions come from the planner's exact allocator replay;
-// the batches at the boundaries are then run for real.
+// without LMS (measured: 66 vs 14 at a limit of 70). Fit decisions come from the planner's exact
+// allocator replay; the batches at the boundaries are then run for real.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -25,7 +25,8 @@ constexpr uint64_t kCapacity = 6 * kMiB;
 
 Graph vdsr_training(int64_t batch) {
   Graph g;
-  auto m = models::build_vdsr(g, {.batch = batch, .height = 16, .width = 16, .depth = 20, .channels = 16});
+  auto m = models::build_vdsr(
+      g, {.batch = batch, .height = 16, .width = 16, .depth = 20, .channels = 16});
   return *training_graph(g, m.loss, Adam{.lr = 1e-3});
 }
 
@@ -69,13 +70,16 @@ absl::Status run_one_step(const Graph& g, Device& device, int64_t batch) {
 }
 
 TEST(LmsCapacityTest, AutoReachesTheWorkingSetLimitAndFourTimesTheBatch) {
-  auto device = cpu::CpuDevice::create({.capacity_bytes = kCapacity, .host_pool_bytes = 512 * kMiB});
+  auto device =
+      cpu::CpuDevice::create({.capacity_bytes = kCapacity, .host_pool_bytes = 512 * kMiB});
   ASSERT_TRUE(device.ok());
   Probe probe{**device};
   auto ws = kernel_workspace_bytes(vdsr_training(1), **device);
   auto fits_without = [&](int64_t b) {
     Graph g = vdsr_training(b);
-    return swap::replay_step(g, {.capacity_bytes = kCapacity, .workspace_bytes = *kernel_workspace_bytes(g, **device)}).ok();
+    return swap::replay_step(g, {.capacity_bytes = kCapacity,
+                                 .workspace_bytes = *kernel_workspace_bytes(g, **device)})
+        .ok();
   };
   auto fits_with = [&](int64_t b) {
     Graph g;
@@ -91,10 +95,11 @@ TEST(LmsCapacityTest, AutoReachesTheWorkingSetLimitAndFourTimesTheBatch) {
   int64_t without = largest(fits_without, kMaxBatch);
   int64_t with = largest(fits_with, kMaxBatch);
   int64_t limit = largest(within_working_set, kMaxBatch);
-  std::printf("capacity %llu MiB: largest batch without LMS %lld, with LMS %lld (%.1fx), "
-              "working-set limit %lld (%.0f%%)\n",
-              (unsigned long long)(kCapacity / kMiB), (long long)without, (long long)with,
-              static_cast<double>(with) / without, (long long)limit, 100.0 * with / limit);
+  std::printf(
+      "capacity %llu MiB: largest batch without LMS %lld, with LMS %lld (%.1fx), "
+      "working-set limit %lld (%.0f%%)\n",
+      (unsigned long long)(kCapacity / kMiB), (long long)without, (long long)with,
+      static_cast<double>(with) / without, (long long)limit, 100.0 * with / limit);
   ASSERT_GT(without, 0);
   ASSERT_LT(limit, kMaxBatch);
   EXPECT_GE(with, 4 * without);

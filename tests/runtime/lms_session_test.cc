@@ -85,7 +85,8 @@ void expect_identical(const Run& a, const Run& b) {
 Case vdsr_case(uint64_t seed) {
   Case c;
   Graph g;
-  auto m = models::build_vdsr(g, {.batch = 4, .height = 24, .width = 24, .depth = 20, .channels = 16});
+  auto m =
+      models::build_vdsr(g, {.batch = 4, .height = 24, .width = 24, .depth = 20, .channels = 16});
   c.train = *training_graph(g, m.loss, Adam{.lr = 1e-3, .clip_norm = 1.0});
   c.params = {"conv1/w", "conv10/w", "conv20/b"};
   std::mt19937_64 gen(seed);
@@ -97,9 +98,13 @@ Case vdsr_case(uint64_t seed) {
 Case unet_case(uint64_t seed) {
   Case c;
   Graph g;
-  auto m = models::build_unet(
-      g, {.batch = 2, .in_channels = 2, .classes = 3, .size = 32, .base_filters = 8, .levels = 3,
-          .spatial_dims = 2});
+  auto m = models::build_unet(g, {.batch = 2,
+                                  .in_channels = 2,
+                                  .classes = 3,
+                                  .size = 32,
+                                  .base_filters = 8,
+                                  .levels = 3,
+                                  .spatial_dims = 2});
   c.train = *training_graph(g, m.loss, Adam{.lr = 1e-3});
   c.params = {"down0/0/conv/w", "dec0/1/norm/gamma", "head/w"};
   std::mt19937_64 gen(seed);
@@ -161,7 +166,9 @@ void check_lms_case(Case c, const char* name) {
   EXPECT_LT(error, 0.05);
 }
 
-TEST(LmsSessionTest, VdsrFitsOnlyWithLmsAndIsBitIdentical) { check_lms_case(vdsr_case(21), "vdsr"); }
+TEST(LmsSessionTest, VdsrFitsOnlyWithLmsAndIsBitIdentical) {
+  check_lms_case(vdsr_case(21), "vdsr");
+}
 
 TEST(LmsSessionTest, UnetWithSkipsFitsOnlyWithLmsAndIsBitIdentical) {
   check_lms_case(unet_case(22), "unet");

@@ -38,7 +38,8 @@ struct ProfiledRun {
 // VDSR-shaped net with three activations swapped by the manual policy.
 void run_profiled(bool lms, ProfiledRun& out) {
   Graph g;
-  auto m = models::build_vdsr(g, {.batch = 2, .height = 16, .width = 16, .depth = 8, .channels = 8});
+  auto m =
+      models::build_vdsr(g, {.batch = 2, .height = 16, .width = 16, .depth = 8, .channels = 8});
   Graph train = *training_graph(g, m.loss, Adam{.lr = 1e-3});
   LmsConfig cfg;
   cfg.enabled = lms;
@@ -88,7 +89,8 @@ TEST(ProfiledSessionTest, TraceOfASwappedRunIsWellFormed) {
     ASSERT_TRUE(e.contains("ts")) << e.dump();
     if (ph == "X") {
       ASSERT_TRUE(e.contains("dur")) << e.dump();
-      by_track[e["tid"].get<int>()].push_back({e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>()});
+      by_track[e["tid"].get<int>()].push_back(
+          {e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>()});
       std::string cat = e.value("cat", "");
       if (cat == "swap_out" || cat == "swap_in") ++swaps;
     }

@@ -46,7 +46,8 @@ Feeds vdsr_feeds(const Graph& g, uint64_t seed) {
 TEST(SessionTest, VdsrShapedNetworkTrainsAndLossDecreases) {
   std::printf("seed 7\n");
   Graph g;
-  auto m = models::build_vdsr(g, {.batch = 4, .height = 24, .width = 24, .depth = 20, .channels = 16});
+  auto m =
+      models::build_vdsr(g, {.batch = 4, .height = 24, .width = 24, .depth = 20, .channels = 16});
   ASSERT_TRUE(g.status().ok()) << g.status();
   auto train = training_graph(g, m.loss, Adam{.lr = 1e-3, .clip_norm = 1.0});
   ASSERT_TRUE(train.ok()) << train.status();
@@ -71,7 +72,8 @@ TEST(SessionTest, VdsrShapedNetworkTrainsAndLossDecreases) {
 
 TEST(SessionTest, LargerBatchFailsCleanlyWithResourceExhausted) {
   Graph g;
-  auto m = models::build_vdsr(g, {.batch = 32, .height = 24, .width = 24, .depth = 20, .channels = 16});
+  auto m =
+      models::build_vdsr(g, {.batch = 32, .height = 24, .width = 24, .depth = 20, .channels = 16});
   auto train = training_graph(g, m.loss, Adam{.lr = 1e-3});
   ASSERT_TRUE(train.ok());
   auto device = make_device(8 * kMiB);
@@ -149,9 +151,11 @@ TEST(SessionTest, BadFeedsAreInvalidArgument) {
   absl::Status missing = (*session)->run({{"lr", std::vector<float>(64)}}, &r);
   EXPECT_EQ(missing.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(std::string(missing.message()).find("hr"), std::string::npos);
-  absl::Status size = (*session)->run({{"lr", std::vector<float>(63)}, {"hr", std::vector<float>(64)}}, &r);
+  absl::Status size =
+      (*session)->run({{"lr", std::vector<float>(63)}, {"hr", std::vector<float>(64)}}, &r);
   EXPECT_EQ(size.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE((*session)->run({{"lr", std::vector<float>(64)}, {"hr", std::vector<float>(64)}}, &r).ok());
+  EXPECT_TRUE(
+      (*session)->run({{"lr", std::vector<float>(64)}, {"hr", std::vector<float>(64)}}, &r).ok());
   EXPECT_EQ(Session::create(g, *device, {.fetches = {"nope"}}).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ((*session)->read("nope").status().code(), absl::StatusCode::kNotFound);
@@ -160,7 +164,8 @@ TEST(SessionTest, BadFeedsAreInvalidArgument) {
 TEST(SessionTest, TwoRunsAreBitIdentical) {
   auto run_losses = [] {
     Graph g;
-    auto m = models::build_vdsr(g, {.batch = 2, .height = 16, .width = 16, .depth = 5, .channels = 8});
+    auto m =
+        models::build_vdsr(g, {.batch = 2, .height = 16, .width = 16, .depth = 5, .channels = 8});
     auto train = training_graph(g, m.loss, Adam{.lr = 1e-3});
     auto device = make_device(32 * kMiB);
     auto session = Session::create(*train, *device);
