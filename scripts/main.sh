@@ -14,6 +14,6 @@ echo "== lms-bench: VDSR batch sweep, 256 MiB emulated device"
 build-release/bench/lms-bench vdsr --data data --batch 4,8,16,32,64 --capacity 256MiB \
   --steps 2 --trace out/traces --json out/lms-bench.json
 echo "== VDSR: short training with LMS, then PSNR on the held-out photos"
-build-release/examples/vdsr/vdsr train --data data --capacity 256MiB --batch 32 --crop 48 \
-  --steps ${VDSR_STEPS:-60} --lms configs/lms.toml --checkpoint out/vdsr.ckpt --checkpoint-every 20
+build-release/examples/vdsr/vdsr train --data data --capacity 256MiB --batch 32 --crop 48 --lr 1e-3 \
+  --steps ${VDSR_STEPS:-30} --lms configs/lms.toml --checkpoint out/vdsr.ckpt --checkpoint-every 10
 build-release/examples/vdsr/vdsr eval --data data --checkpoint out/vdsr.ckpt --out out/vdsr_eval.png
