@@ -10,6 +10,7 @@
 // read from the device's node events. No LMS rewrite: everything fits the
 // device, so this is pure compute + executor overhead.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -165,6 +166,12 @@ double step_flops(const lms::models::VdsrConfig& c) {
   return 3 * fwd - first;
 }
 
+// The fetched loss (the session's default fetch), NaN if absent.
+double loss_of(const lms::StepResult& r) {
+  auto it = r.fetched.find("loss");
+  return it == r.fetched.end() || it->second.empty() ? NAN : it->second[0];
+}
+
 std::vector<float> random_values(int64_t n, std::mt19937& rng) {
   std::uniform_real_distribution<float> dist(0.f, 1.f);
   std::vector<float> v(n);
@@ -202,7 +209,7 @@ absl::Status run(const Options& o) {
     LMS_RETURN_IF_ERROR(session->run(feeds, &r));
     if (i >= o.warmup) step_s.push_back(r.step_s);
     std::printf("step %d%s: %.3f s, loss %.6f\n", i, i < o.warmup ? " (warm-up)" : "", r.step_s,
-                r.fetched.begin()->second.at(0));
+                loss_of(r));
   }
   double mean = 0;
   for (double s : step_s) mean += s / step_s.size();
