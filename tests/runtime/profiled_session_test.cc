@@ -97,7 +97,9 @@ TEST(ProfiledSessionTest, TraceOfASwappedRunIsWellFormed) {
     if (ph == "C") {
       ++counters;
       for (const auto& [k, v] : e["args"].items()) {
-        if (k.find("capacity") == std::string::npos) EXPECT_LE(v.get<double>(), kCapacity) << k;
+        if (k.find("capacity") == std::string::npos) {
+          EXPECT_LE(v.get<double>(), kCapacity) << k;
+        }
       }
     }
   }

@@ -102,8 +102,12 @@ TEST(Rewrite, GoldenPerPolicyOnConvTrainingGraph) {
     EXPECT_EQ(rep->peak_bytes_before, peak);
     EXPECT_LE(rep->peak_bytes_after, rep->peak_bytes_before);
     // fits also needs the exact allocator replay to succeed (fragmentation).
-    if (rep->fits) EXPECT_LE(rep->peak_bytes_after, config.device_memory_limit);
-    if (rep->peak_bytes_after > config.device_memory_limit) EXPECT_FALSE(rep->fits);
+    if (rep->fits) {
+      EXPECT_LE(rep->peak_bytes_after, config.device_memory_limit);
+    }
+    if (rep->peak_bytes_after > config.device_memory_limit) {
+      EXPECT_FALSE(rep->fits);
+    }
     if (config.policy == SwapPolicy::kAuto) {
       EXPECT_TRUE(rep->fits);
     }
