@@ -5,6 +5,10 @@
 # VDSR briefly with LMS and evaluates PSNR against bicubic on held-out photos.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# GNU OpenMP (under oneDNN) spins at barriers by default; with any other busy
+# thread on the machine that slows kernels up to 10x. A short spin keeps the
+# speed when idle and degrades gracefully when not (bench/SPEED.md).
+export GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-30000}
 scripts/install_deps.sh
 scripts/fetch_data.sh data
 cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release >/dev/null
