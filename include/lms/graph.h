@@ -142,6 +142,9 @@ class Graph {
 
  private:
   TensorId add_tensor(std::string_view name, Shape shape, TensorRole role, Init init);
+  // A tensor without producer (input or persistent), after checking its name
+  // and shape; records the error and returns kNoTensor otherwise.
+  TensorId add_leaf(std::string_view name, Shape shape, TensorRole role, Init init);
   absl::Status check_new_name(std::string_view name) const;
 
   std::vector<Node> nodes_;

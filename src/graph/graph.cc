@@ -71,34 +71,26 @@ absl::Status check_shape(std::string_view name, const Shape& shape) {
 }
 }  // namespace
 
-TensorId Graph::input(std::string_view name, Shape shape) {
+TensorId Graph::add_leaf(std::string_view name, Shape shape, TensorRole role, Init init) {
   absl::Status s = check_new_name(name);
   if (s.ok()) s = check_shape(name, shape);
   if (!s.ok()) {
     record_error(s);
     return kNoTensor;
   }
-  return add_tensor(name, std::move(shape), TensorRole::kInput, Init{});
+  return add_tensor(name, std::move(shape), role, init);
+}
+
+TensorId Graph::input(std::string_view name, Shape shape) {
+  return add_leaf(name, std::move(shape), TensorRole::kInput, Init{});
 }
 
 TensorId Graph::parameter(std::string_view name, Shape shape, Init init) {
-  absl::Status s = check_new_name(name);
-  if (s.ok()) s = check_shape(name, shape);
-  if (!s.ok()) {
-    record_error(s);
-    return kNoTensor;
-  }
-  return add_tensor(name, std::move(shape), TensorRole::kParameter, init);
+  return add_leaf(name, std::move(shape), TensorRole::kParameter, init);
 }
 
 TensorId Graph::optimizer_state(std::string_view name, Shape shape, Init init) {
-  absl::Status s = check_new_name(name);
-  if (s.ok()) s = check_shape(name, shape);
-  if (!s.ok()) {
-    record_error(s);
-    return kNoTensor;
-  }
-  return add_tensor(name, std::move(shape), TensorRole::kOptimizerState, init);
+  return add_leaf(name, std::move(shape), TensorRole::kOptimizerState, init);
 }
 
 void Graph::record_error(absl::Status error) {
