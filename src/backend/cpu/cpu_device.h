@@ -36,6 +36,7 @@
 #include "backend/cpu/kernels/cpu_kernels.h"
 #include "backend/cpu/stream.h"
 #include "backend/device.h"
+#include "backend/memory_tee.h"
 
 namespace lms::cpu {
 
@@ -115,7 +116,6 @@ class CpuDevice : public Device {
   const CpuKernelContext& kernel_context() const { return kernel_ctx_; }
 
  private:
-  class MemoryTee;
   CpuDevice() = default;
   absl::Status init(CpuDeviceOptions options);
   CpuStream& stream(StreamKind kind);

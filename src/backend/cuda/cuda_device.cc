@@ -73,24 +73,6 @@ absl::Status no_device_error(cudaError_t err, int count) {
 
 }  // namespace
 
-// Forwards an allocator's changes to the user's observer and, as on_memory,
-// to the device's event sink.
-class CudaDevice::MemoryTee : public AllocationObserver {
- public:
-  MemoryTee(MemoryKind kind, const std::atomic<EventSink*>* sink) : kind_(kind), sink_(sink) {}
-  void set_user(AllocationObserver* observer) { user_.store(observer); }
-  void on_allocation_change(int64_t delta_bytes, uint64_t bytes_in_use) override {
-    if (AllocationObserver* user = user_.load())
-      user->on_allocation_change(delta_bytes, bytes_in_use);
-    if (EventSink* sink = sink_->load()) sink->on_memory(kind_, bytes_in_use, now_s());
-  }
-
- private:
-  const MemoryKind kind_;
-  const std::atomic<EventSink*>* sink_;
-  std::atomic<AllocationObserver*> user_{nullptr};
-};
-
 absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::create(CudaDeviceOptions options) {
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);

@@ -42,6 +42,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "backend/device.h"
+#include "backend/memory_tee.h"
 
 namespace lms::cuda {
 
@@ -115,7 +116,6 @@ class CudaDevice : public Device {
   const CudaKernelContext& kernel_context() const { return *kernel_ctx_; }
 
  private:
-  class MemoryTee;
   CudaDevice() = default;
   absl::Status init(CudaDeviceOptions options);
   absl::Status init_memory();
