@@ -2,6 +2,7 @@
 
 #include <array>
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <set>
 
@@ -243,6 +244,40 @@ absl::StatusOr<Checkpoint> load_checkpoint(const std::string& path) {
   Checkpoint ck;
   Reader r(bytes.data() + kHeaderBytes, payload);
   if (!decode_payload(r, &ck)) return loss("malformed payload");
+  return ck;
+}
+
+absl::Status validate_checkpoint_values(const std::vector<NamedTensor>& tensors, int64_t step,
+                                        const std::string& path) {
+  if (step < 0) {
+    return absl::FailedPreconditionError(absl::StrCat("checkpoint ", path, ": field 'step' is ",
+                                                      step, "; a usable checkpoint has step >= 0"));
+  }
+  for (const NamedTensor& t : tensors) {
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < t.data.size(); ++i) {
+      if (std::isfinite(t.data[i])) continue;
+      if (bad++ == 0) first = i;
+    }
+    if (bad > 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "checkpoint ", path, ": tensor '", t.name, "' holds ", bad, " non-finite value",
+          bad == 1 ? "" : "s", " (first: ", std::isnan(t.data[first]) ? "NaN" : "Inf",
+          " at element ", first, " of ", t.data.size(),
+          "); every value must be finite (the run that wrote it diverged; use an earlier "
+          "checkpoint or a lower learning rate)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status validate_checkpoint(const Checkpoint& ck, const std::string& path) {
+  return validate_checkpoint_values(ck.tensors, ck.step, path);
+}
+
+absl::StatusOr<Checkpoint> load_usable_checkpoint(const std::string& path) {
+  LMS_ASSIGN_OR_RETURN(Checkpoint ck, load_checkpoint(path));
+  LMS_RETURN_IF_ERROR(validate_checkpoint(ck, path));
   return ck;
 }
 

@@ -14,7 +14,14 @@
 //           rank x i64 dim, u64 count, count x f32 raw IEEE-754 bits)
 // Floats are stored bit for bit, so a round trip is exact (NaN payloads too).
 // Saving is atomic (see Note [Atomic write] in file_util.h): a failed save
-// leaves an existing checkpoint at `path` untouched.
+// leaves an existing checkpoint at `path` untouched, and a save removes the
+// temporary files that killed writers left behind (Note [Stale temporary
+// files] there).
+//
+// The format stores any step and any float (a round trip is exact), but a
+// program that *uses* a checkpoint (resumes training, evaluates) reads it
+// with load_usable_checkpoint, which also refuses a negative step and
+// non-finite values (validate_checkpoint).
 #pragma once
 
 #include <cstdint>
@@ -58,6 +65,19 @@ absl::Status save_checkpoint(const std::string& path, const std::vector<NamedTen
 // DataLoss naming the path for a wrong magic, an unsupported version, a
 // truncated file, a checksum mismatch or a malformed payload.
 absl::StatusOr<Checkpoint> load_checkpoint(const std::string& path);
+
+// What a program needs before it uses checkpoint values: step >= 0 and
+// every value of every tensor finite (a NaN or Inf weight or optimizer
+// moment means the run that wrote it diverged). OK or FailedPrecondition
+// naming `path`, the field ("step") or the tensor, the index of its first
+// non-finite value and how many there are, and what is allowed.
+absl::Status validate_checkpoint_values(const std::vector<NamedTensor>& tensors, int64_t step,
+                                        const std::string& path);
+absl::Status validate_checkpoint(const Checkpoint& ck, const std::string& path);
+
+// load_checkpoint, then validate_checkpoint: what `vdsr eval` and
+// `vdsr train --resume` read. Errors of both.
+absl::StatusOr<Checkpoint> load_usable_checkpoint(const std::string& path);
 
 // CRC-32 (IEEE 802.3, as zlib's crc32) of `size` bytes.
 uint32_t crc32(const uint8_t* bytes, size_t size);

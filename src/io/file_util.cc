@@ -1,12 +1,18 @@
 #include "io/file_util.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <system_error>
 
 #include "absl/strings/str_cat.h"
 
@@ -43,6 +49,46 @@ std::string parent_dir(const std::string& path) {
   if (slash == std::string::npos) return ".";
   if (slash == 0) return "/";
   return path.substr(0, slash);
+}
+
+std::string base_name(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string join(const std::string& dir, const std::string& name) {
+  return dir == "/" ? "/" + name : dir + "/" + name;
+}
+
+bool all_of_class(const std::string& s, int (*is_class)(int)) {
+  for (char c : s) {
+    if (!is_class(static_cast<unsigned char>(c))) return false;
+  }
+  return true;
+}
+
+// Whether `suffix` (what follows "<name>.tmp.") names a temporary file that
+// no live writer owns (Note [Stale temporary files]).
+bool is_stale_suffix(const std::string& suffix) {
+  constexpr size_t kRandom = 6;                                             // mkstemp's XXXXXX
+  if (suffix.size() == kRandom) return all_of_class(suffix, std::isalnum);  // no pid: older naming
+  size_t dot = suffix.find('.');
+  if (dot == std::string::npos || dot == 0 || dot > 9 || suffix.size() - dot - 1 != kRandom) {
+    return false;
+  }
+  std::string pid_text = suffix.substr(0, dot);
+  if (!all_of_class(pid_text, std::isdigit) ||
+      !all_of_class(suffix.substr(dot + 1), std::isalnum)) {
+    return false;
+  }
+  const long pid = std::strtol(pid_text.c_str(), nullptr, 10);
+  if (pid <= 0 || pid == ::getpid()) return false;  // our own: maybe another thread's write
+  return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+
+// "<path>.tmp.<pid>.XXXXXX", ready for mkstemp.
+std::string temp_template(const std::string& path) {
+  return absl::StrCat(path, ".tmp.", ::getpid(), ".XXXXXX");
 }
 
 // Writes all of `bytes` to `fd`, retrying short writes and EINTR.
@@ -104,7 +150,8 @@ absl::Status write_file_atomically(const std::string& path, const uint8_t* bytes
   if (path.empty() || path.back() == '/') {
     return absl::InvalidArgumentError(absl::StrCat("output path '", path, "' names no file"));
   }
-  std::string tmp = path + ".tmp.XXXXXX";
+  remove_stale_temp_files(path);
+  std::string tmp = temp_template(path);
   int fd = ::mkstemp(tmp.data());
   if (fd < 0) return errno_status(errno, absl::StrCat("cannot create a temporary file for ", path));
   std::string what = absl::StrCat("cannot write ", tmp);
@@ -120,6 +167,56 @@ absl::Status write_file_atomically(const std::string& path, const uint8_t* bytes
     return status;
   }
   fsync_dir(parent_dir(path));
+  return absl::OkStatus();
+}
+
+int remove_stale_temp_files(const std::string& path) {
+  const std::string dir = parent_dir(path);
+  const std::string prefix = base_name(path) + ".tmp.";
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return 0;
+  int removed = 0;
+  while (dirent* entry = ::readdir(d)) {
+    std::string name = entry->d_name;
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    if (!is_stale_suffix(name.substr(prefix.size()))) continue;
+    if (::unlink(join(dir, name).c_str()) == 0) ++removed;
+  }
+  ::closedir(d);
+  return removed;
+}
+
+absl::Status check_writable(const std::string& path) {
+  if (path.empty() || path.back() == '/') {
+    return absl::InvalidArgumentError(absl::StrCat("output path '", path, "' names no file"));
+  }
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot write ", path, ": it is a folder; give a file path"));
+  }
+  const std::string dir = parent_dir(path);
+  if (::stat(dir.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) {
+      return errno_status(ENOTDIR, absl::StrCat("cannot write ", path, ": ", dir));
+    }
+  } else {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) {
+      return errno_status(ec.value(),
+                          absl::StrCat("cannot write ", path, ": cannot create the folder ", dir));
+    }
+  }
+  remove_stale_temp_files(path);
+  std::string probe = temp_template(path);
+  int fd = ::mkstemp(probe.data());
+  if (fd < 0) {
+    return errno_status(errno,
+                        absl::StrCat("cannot write ", path, ": cannot create a file in ", dir));
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
   return absl::OkStatus();
 }
 

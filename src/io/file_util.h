@@ -1,11 +1,21 @@
 // File helpers shared by the io layer: whole-file reads and atomic writes.
 //
-// Note [Atomic write]: bytes go to "<path>.tmp.XXXXXX" in the destination's
-// own directory (so rename(2) stays within one filesystem and is atomic),
-// the file is fsync'd, renamed over `path`, and the directory is fsync'd.
-// If anything fails the temporary file is removed and the previous contents
-// of `path` are untouched, so a crash or a full disk never loses an existing
+// Note [Atomic write]: bytes go to "<path>.tmp.<pid>.XXXXXX" (the writer's
+// process id, then mkstemp's random suffix) in the destination's own
+// directory (so rename(2) stays within one filesystem and is atomic), the
+// file is fsync'd, renamed over `path`, and the directory is fsync'd. If
+// anything fails the temporary file is removed and the previous contents of
+// `path` are untouched, so a crash or a full disk never loses an existing
 // checkpoint or image.
+//
+// Note [Stale temporary files]: a writer killed mid-write (SIGKILL, power
+// loss) cannot remove its temporary file. Every write of `path` therefore
+// first removes the "<path>.tmp.<pid>.*" files whose process no longer
+// exists (kill(pid, 0) answers ESRCH), and "<path>.tmp.XXXXXX" files of
+// the older naming without a pid. Files of a live process are kept, so two
+// programs writing the same path never delete each other's file; a pid
+// reused by an unrelated live process only delays the clean-up. Only names
+// of this exact form are touched, never `path` itself or other files.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +34,21 @@ absl::Status errno_status(int err, const std::string& what);
 // InvalidArgument when `path` is a directory.
 absl::StatusOr<std::vector<uint8_t>> read_file(const std::string& path);
 
-// Writes `bytes` to `path` as described in Note [Atomic write].
+// Writes `bytes` to `path` as described in Note [Atomic write], after
+// removing stale temporary files (Note [Stale temporary files]).
 absl::Status write_file_atomically(const std::string& path, const uint8_t* bytes, size_t size);
+
+// Removes the stale temporary files of `path` (Note [Stale temporary
+// files]); returns how many were removed. Best effort: an unreadable folder
+// removes nothing.
+int remove_stale_temp_files(const std::string& path);
+
+// Checks, before a long computation, that write_file_atomically(path, ...)
+// will be able to write: creates the parent folders of `path` if missing,
+// then creates and removes a probe temporary file there. Errors name the
+// path and the reason: InvalidArgument when `path` names no file or is a
+// folder; errno-derived codes (NotFound, PermissionDenied, ...) with the
+// errno text otherwise.
+absl::Status check_writable(const std::string& path);
 
 }  // namespace lms::io

@@ -9,6 +9,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "io/codec_internal.h"
 #include "io/file_util.h"
 #include "lms/status.h"
@@ -86,20 +88,49 @@ absl::Status write_png(const Image& image, const std::string& path) {
   return write_file_atomically(path, bytes->data(), bytes->size());
 }
 
-absl::StatusOr<std::vector<std::string>> list_images(const std::string& dir) {
+absl::StatusOr<std::vector<std::string>> list_images(const std::string& dir,
+                                                     std::vector<std::string>* rejected) {
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) return errno_status(errno, absl::StrCat("cannot list image folder ", dir));
   std::vector<std::string> paths;
+  auto reject = [&](const std::string& name, const char* why) {
+    if (rejected != nullptr) rejected->push_back(absl::StrCat(name, ": ", why));
+  };
   while (dirent* entry = ::readdir(d)) {
     std::string name = entry->d_name;
-    if (name.empty() || name[0] == '.' || !is_image_extension(name)) continue;
+    if (name.empty() || name[0] == '.') continue;
     std::string full = absl::StrCat(dir, dir.back() == '/' ? "" : "/", name);
     struct stat st;
-    if (::stat(full.c_str(), &st) == 0 && S_ISREG(st.st_mode)) paths.push_back(full);
+    if (::stat(full.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      reject(name, "not a regular file");
+    } else if (!is_image_extension(name)) {
+      reject(name, "unsupported extension (allowed: .png, .jpg, .jpeg)");
+    } else {
+      paths.push_back(full);
+    }
   }
   ::closedir(d);
   std::sort(paths.begin(), paths.end());
   return paths;
+}
+
+std::string file_reason(const std::string& path, const absl::Status& status) {
+  size_t slash = path.find_last_of('/');
+  std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  std::string why = absl::StrReplaceAll(status.message(), {{path + ": ", ""}, {" " + path, ""}});
+  return absl::StrCat(name, ": ", why);
+}
+
+std::string no_usable_image_message(const std::string& dir, std::vector<std::string> reasons) {
+  if (reasons.empty()) return absl::StrCat("no usable image in ", dir, ": the folder is empty");
+  std::sort(reasons.begin(), reasons.end());
+  size_t more = 0;
+  if (reasons.size() > kMaxListedReasons) {
+    more = reasons.size() - kMaxListedReasons;
+    reasons.resize(kMaxListedReasons);
+  }
+  return absl::StrCat("no usable image in ", dir, ": ", absl::StrJoin(reasons, "; "),
+                      more > 0 ? absl::StrCat("; and ", more, " more files") : "");
 }
 
 absl::StatusOr<std::vector<Image>> load_images(const std::string& dir, int max_images,
@@ -109,24 +140,21 @@ absl::StatusOr<std::vector<Image>> load_images(const std::string& dir, int max_i
     return absl::InvalidArgumentError(
         absl::StrCat("max_images is ", max_images, "; use 0 for all or a positive count"));
   }
-  LMS_ASSIGN_OR_RETURN(std::vector<std::string> paths, list_images(dir));
+  std::vector<std::string> reasons;
+  LMS_ASSIGN_OR_RETURN(std::vector<std::string> paths, list_images(dir, &reasons));
   std::vector<Image> images;
-  int skipped = 0;
   for (const std::string& path : paths) {
     if (max_images > 0 && static_cast<int>(images.size()) == max_images) break;
     absl::StatusOr<Image> image = read_image(path);
     if (!image.ok()) {
-      ++skipped;
+      reasons.push_back(file_reason(path, image.status()));
       if (warnings != nullptr) warnings->push_back(image.status().ToString());
       continue;
     }
     images.push_back(*std::move(image));
     if (names != nullptr) names->push_back(path);
   }
-  if (images.empty()) {
-    return absl::NotFoundError(absl::StrCat("no decodable PNG/JPEG image in ", dir, " (",
-                                            paths.size(), " candidates, ", skipped, " failed)"));
-  }
+  if (images.empty()) return absl::NotFoundError(no_usable_image_message(dir, std::move(reasons)));
   return images;
 }
 

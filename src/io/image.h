@@ -60,8 +60,26 @@ absl::Status write_png(const Image& image, const std::string& path);
 
 // Regular files in `dir` whose extension is .png, .jpg or .jpeg (any case),
 // as full paths sorted by name. Not recursive; hidden files are skipped.
+// When `rejected` is non-null it receives "<name>: <reason>" for every other
+// non-hidden entry ("unsupported extension (allowed: .png, .jpg, .jpeg)",
+// "not a regular file"), so a caller can say why a folder holds no image.
 // Errors: NotFound / InvalidArgument when `dir` is missing or not a folder.
-absl::StatusOr<std::vector<std::string>> list_images(const std::string& dir);
+absl::StatusOr<std::vector<std::string>> list_images(const std::string& dir,
+                                                     std::vector<std::string>* rejected = nullptr);
+
+// "<file name>: <reason>" for a file `path` that could not be used because of
+// `status` (e.g. read_image's error); the path inside the message is dropped
+// so each file is named once.
+std::string file_reason(const std::string& path, const absl::Status& status);
+
+// Note [Unusable folder]: when no file of a folder can be used, the error
+// lists every file with its reason, sorted by name and joined by "; "
+// (at most kMaxListedReasons, then "and N more"), e.g.
+//   "no usable image in data/train: a.png: not a PNG or JPEG file
+//    (unrecognised signature); b.jpg: 8x8 is smaller than the crop 48;
+//    c.txt: unsupported extension (allowed: .png, .jpg, .jpeg)"
+inline constexpr size_t kMaxListedReasons = 100;
+std::string no_usable_image_message(const std::string& dir, std::vector<std::string> reasons);
 
 // Decodes up to `max_images` images of list_images(dir) in name order
 // (max_images == 0: all). A file that fails to decode is skipped and a line
@@ -69,7 +87,8 @@ absl::StatusOr<std::vector<std::string>> list_images(const std::string& dir);
 // count toward max_images. When `names` is non-null it receives the path of
 // each returned image, index for index.
 // Errors: InvalidArgument for max_images < 0; list_images' errors; NotFound
-// when no file in `dir` decodes (the message counts the skipped files).
+// when no file in `dir` decodes (the message gives each file's reason, Note
+// [Unusable folder]).
 absl::StatusOr<std::vector<Image>> load_images(const std::string& dir, int max_images,
                                                std::vector<std::string>* warnings,
                                                std::vector<std::string>* names = nullptr);

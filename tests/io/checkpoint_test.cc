@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <bit>
@@ -13,6 +14,7 @@
 #include <random>
 
 #include "gtest/gtest.h"
+#include "io/file_util.h"
 
 namespace lms::io {
 namespace {
@@ -201,6 +203,124 @@ TEST_F(CheckpointTest, UnwritableDestinationsFailCleanly) {
   EXPECT_TRUE(fs::is_directory(dir_ / "taken" / "child"));
   EXPECT_EQ(save_checkpoint(dir_.string() + "/", ts, 0, {}).code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// The pid of a process that has exited and been reaped: no live process owns it
+// (until the kernel reuses it, which takes a full cycle of the pid space).
+pid_t dead_pid() {
+  pid_t pid = ::fork();
+  if (pid == 0) ::_exit(0);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return pid;
+}
+
+// Note [Stale temporary files]: a killed writer's temporary file is removed
+// by the next write of the same path; a live writer's file, other paths'
+// files and other names are left alone.
+TEST_F(CheckpointTest, StaleTempFilesOfKilledWritersAreRemovedOnTheNextWrite) {
+  const std::string dead = std::to_string(dead_pid());
+  const std::vector<std::string> stale = {
+      "m.ckpt.tmp." + dead + ".a1B2c3",  // killed writer
+      "m.ckpt.tmp.Zx81Qa",               // the older naming, without a pid
+  };
+  const std::vector<std::string> kept = {
+      "m.ckpt.tmp.1.q9W8e7",                                   // pid 1 is alive
+      "m.ckpt.tmp." + std::to_string(::getpid()) + ".Pp0Oo9",  // this process
+      "other.ckpt.tmp." + dead + ".a1B2c3",                    // another checkpoint
+      "m.ckpt.tmp.notes",                                      // not a temporary name
+      "m.ckpt.tmp." + dead + ".toolong7",
+  };
+  for (const std::string& name : stale) spit(path(name), {1, 2, 3});
+  for (const std::string& name : kept) spit(path(name), {1, 2, 3});
+  std::vector<NamedTensor> ts = {{"w", {2}, {1.5f, -2.0f}}};
+  ASSERT_TRUE(save_checkpoint(path("m.ckpt"), ts, 4, {{"k", "v"}}).ok());
+  for (const std::string& name : stale) EXPECT_FALSE(fs::exists(path(name))) << name;
+  for (const std::string& name : kept) EXPECT_TRUE(fs::exists(path(name))) << name;
+  absl::StatusOr<Checkpoint> ck = load_usable_checkpoint(path("m.ckpt"));
+  ASSERT_TRUE(ck.ok()) << ck.status();
+  EXPECT_EQ(ck->step, 4);
+  expect_bit_equal(ck->tensors, ts);
+  EXPECT_EQ(files_in_dir(), 1 + static_cast<int>(kept.size()));
+}
+
+// A writer killed between creating its temporary file and renaming it: the
+// temporary file it leaves is named after its pid and goes on the next save.
+TEST_F(CheckpointTest, TempFileOfAWriterKilledMidWriteIsRemoved) {
+  std::vector<NamedTensor> ts = {{"w", {1 << 16}, std::vector<float>(1 << 16, 0.25f)}};
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    // Stops the write with SIGXFSZ (default action: kill) part-way.
+    struct rlimit limited = {4096, 4096};
+    ::setrlimit(RLIMIT_FSIZE, &limited);
+    ::signal(SIGXFSZ, SIG_DFL);
+    (void)save_checkpoint(path("k.ckpt"), ts, 1, {});
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the writer was not killed mid-write";
+  ASSERT_EQ(files_in_dir(), 1);  // its temporary file
+  for (const auto& e : fs::directory_iterator(dir_)) {
+    EXPECT_EQ(e.path().filename().string().rfind("k.ckpt.tmp." + std::to_string(pid) + ".", 0), 0u)
+        << e.path();
+  }
+  ASSERT_TRUE(save_checkpoint(path("k.ckpt"), ts, 2, {}).ok());
+  EXPECT_EQ(files_in_dir(), 1);
+  absl::StatusOr<Checkpoint> ck = load_usable_checkpoint(path("k.ckpt"));
+  ASSERT_TRUE(ck.ok()) << ck.status();
+  EXPECT_EQ(ck->step, 2);
+}
+
+TEST_F(CheckpointTest, CheckWritableNamesThePathAndTheReason) {
+  EXPECT_TRUE(check_writable(path("a.ckpt")).ok());
+  EXPECT_TRUE(check_writable(path("new/sub/a.ckpt")).ok());
+  EXPECT_TRUE(fs::is_directory(dir_ / "new" / "sub"));  // created, so the save will work
+  EXPECT_EQ(files_in_dir(), 0);                         // the probe is gone
+  spit(path("file"), {1});
+  // Under a regular file nothing can be created, even by root.
+  absl::Status s = check_writable(path("file/a.ckpt"));
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
+  EXPECT_NE(s.message().find(path("file/a.ckpt")), std::string::npos) << s;
+  EXPECT_NE(s.message().find("Not a directory"), std::string::npos) << s;
+  s = check_writable(path("file/deeper/a.ckpt"));
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("cannot create the folder"), std::string::npos) << s;
+  s = check_writable("/proc/lms_checkpoint_test.ckpt");
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("/proc"), std::string::npos) << s;
+  EXPECT_EQ(check_writable(dir_.string()).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(check_writable(dir_.string() + "/").code(), absl::StatusCode::kInvalidArgument);
+}
+
+// The format keeps any value (RoundTripIsBitExact); programs that use a
+// checkpoint read it with load_usable_checkpoint, which refuses what no run
+// could continue from.
+TEST_F(CheckpointTest, UsableCheckpointsHaveFiniteValuesAndStepAtLeastZero) {
+  std::vector<NamedTensor> ts = {{"conv1/w", {4}, {1, 2, 3, 4}}, {"conv1/b", {2}, {0, 0}}};
+  ASSERT_TRUE(save_checkpoint(path("ok.ckpt"), ts, 0, {}).ok());
+  EXPECT_TRUE(load_usable_checkpoint(path("ok.ckpt")).ok());
+
+  ts[1].data[1] = std::numeric_limits<float>::quiet_NaN();
+  ts[0].data[2] = std::numeric_limits<float>::infinity();
+  ts[0].data[3] = -std::numeric_limits<float>::infinity();
+  ASSERT_TRUE(save_checkpoint(path("nan.ckpt"), ts, 5, {}).ok());
+  EXPECT_TRUE(load_checkpoint(path("nan.ckpt")).ok());
+  absl::Status s = load_usable_checkpoint(path("nan.ckpt")).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  for (const std::string& part :
+       {path("nan.ckpt"), std::string("tensor 'conv1/w'"), std::string("2 non-finite values"),
+        std::string("Inf at element 2 of 4"), std::string("finite")}) {
+    EXPECT_NE(s.message().find(part), std::string::npos) << part << " not in " << s;
+  }
+
+  ts = {{"w", {1}, {1}}};
+  ASSERT_TRUE(save_checkpoint(path("neg.ckpt"), ts, -1, {}).ok());
+  s = load_usable_checkpoint(path("neg.ckpt")).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("field 'step' is -1"), std::string::npos) << s;
+  EXPECT_NE(s.message().find(path("neg.ckpt")), std::string::npos) << s;
+  EXPECT_EQ(load_usable_checkpoint(path("none.ckpt")).status().code(), absl::StatusCode::kNotFound);
 }
 
 }  // namespace

@@ -335,5 +335,40 @@ TEST_F(ImageTest, LoadImagesFailsOnMissingOrImagelessFolders) {
   EXPECT_EQ(warnings.size(), 1u);
 }
 
+// Note [Unusable folder]: every file that could not be used is named with its
+// reason, not just counted.
+TEST_F(ImageTest, ImagelessFolderErrorListsEveryFileAndItsReason) {
+  spit(path("a.png"), {1, 2, 3});
+  spit(path("b.jpg"), {0xFF, 0xD8, 0xFF, 0xE0, 0, 0});
+  spit(path("c.txt"), {'h', 'i'});
+  spit(path(".hidden.png"), {1});
+  std::filesystem::create_directories(dir_ / "d.png");
+  std::vector<std::string> rejected;
+  absl::StatusOr<std::vector<std::string>> listed = list_images(dir_.string(), &rejected);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(listed->size(), 2u);
+  ASSERT_EQ(rejected.size(), 2u);
+  absl::Status s = load_images(dir_.string(), 0, nullptr).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
+  const std::string m(s.message());
+  for (const std::string& part :
+       {"no usable image in " + dir_.string() + ": ",
+        std::string("a.png: not a PNG or JPEG file (unrecognised signature); b.jpg: "),
+        std::string("; c.txt: unsupported extension (allowed: .png, .jpg, .jpeg); d.png: not a "
+                    "regular file")}) {
+    EXPECT_NE(m.find(part), std::string::npos) << "want '" << part << "' in: " << m;
+  }
+  EXPECT_EQ(m.find(".hidden"), std::string::npos) << m;
+  EXPECT_EQ(m.find(dir_.string() + "/a.png"), std::string::npos) << "path repeated: " << m;
+}
+
+TEST(ImageReasons, LongListsAreCut) {
+  std::vector<std::string> reasons;
+  for (size_t i = 0; i < kMaxListedReasons + 5; ++i) reasons.push_back("f: bad");
+  std::string m = no_usable_image_message("d", reasons);
+  EXPECT_NE(m.find("; and 5 more files"), std::string::npos) << m;
+  EXPECT_EQ(no_usable_image_message("d", {}), "no usable image in d: the folder is empty");
+}
+
 }  // namespace
 }  // namespace lms::io
