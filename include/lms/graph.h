@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -72,6 +73,23 @@ struct Tensor {
   uint64_t bytes() const { return shape_bytes(shape, dtype); }
 };
 
+// What lms::rewrite planned a graph for (lms/rewrite.h). Session::create
+// refuses a planned graph on a device, capacity, fetch set or kernel
+// workspaces other than these, because the plan's "fits" holds only for them.
+struct PlanRecord {
+  bool planned = false;              // set by lms::rewrite
+  bool lms_enabled = false;          // LmsConfig::enabled
+  std::string policy;                // "auto", "tflms", "vdnn", "manual"
+  std::string device_kind;           // Device::kind() ("cpu", "cuda"); empty: no device given
+  uint64_t capacity_bytes = 0;       // device capacity planned for; 0: not known
+  uint64_t budget_bytes = 0;         // bytes planned for (the capacity or device_memory_limit)
+  bool budget_from_limit = false;    // budget_bytes came from device_memory_limit
+  uint64_t alignment_bytes = 0;      // allocator alignment planned for
+  std::vector<std::string> fetched;  // tensors kept to the end of the step, sorted
+  bool workspaces_known = false;
+  std::vector<uint64_t> workspace_bytes;  // by NodeId of the planned graph
+};
+
 struct Node {
   std::string name;
   std::string op;
@@ -81,10 +99,17 @@ struct Node {
   std::vector<NodeId> control_inputs;  // must run before this node
 };
 
+// OK if every dim of `shape` is positive and the tensor's size in bytes fits
+// in int64 (so num_elements and shape_bytes cannot overflow); else
+// InvalidArgument "<what>: ..." saying which. Every tensor of a Graph passes.
+absl::Status check_shape(std::string_view what, const Shape& shape, DType dtype = DType::kFloat32);
+
 class Graph {
  public:
-  // Graph inputs and persistent tensors. A duplicate name is recorded as an
-  // error in status() and returns kNoTensor.
+  // Graph inputs and persistent tensors. A duplicate or malformed name (empty,
+  // with whitespace, control characters or one of ( ) , = [ ] { } "), a shape
+  // check_shape rejects or a he_normal init with fan_in < 1 is recorded as an
+  // InvalidArgument in status() naming the tensor, and returns kNoTensor.
   TensorId input(std::string_view name, Shape shape);
   TensorId parameter(std::string_view name, Shape shape, Init init);
   TensorId optimizer_state(std::string_view name, Shape shape, Init init = Init::zeros());
@@ -139,6 +164,9 @@ class Graph {
   // Graph-level marks: the training loss and the tensors fetched by default.
   TensorId loss() const { return loss_; }
   void set_loss(TensorId t) { loss_ = t; }
+  // What lms::rewrite planned this graph for (planned = false before).
+  const PlanRecord& plan_record() const { return plan_record_; }
+  void set_plan_record(PlanRecord record) { plan_record_ = std::move(record); }
 
  private:
   TensorId add_tensor(std::string_view name, Shape shape, TensorRole role, Init init);
@@ -153,6 +181,7 @@ class Graph {
   absl::flat_hash_map<std::string, TensorId> tensor_by_name_;
   absl::flat_hash_map<std::string, NodeId> node_by_name_;
   TensorId loss_ = kNoTensor;
+  PlanRecord plan_record_;
   absl::Status status_;
 };
 
@@ -175,9 +204,14 @@ absl::Status verify(const Graph& graph);
 //   node conv1 = conv(lr, conv1/w) {dilation=[1,1], pad=[1,1], stride=[1,1]} -> conv1
 //   f32[16,64,64,64] activation node swap_in/x/0 = swap_in(swap_out/x) after(relu3) -> swap_in/x/0
 //   f32[...] activation
-// parse_graph(to_text(g)) gives a graph whose to_text is identical.
+// Attribute values: integers, reals printed with enough digits to read back
+// exactly (and always with '.', 'e', "inf" or "nan"), int lists [a,b] and
+// strings in double quotes with \" \\ \n \r \t and \xHH escapes.
+// parse_graph(to_text(g)) gives a graph whose to_text is identical, for every
+// attribute value and every seed.
 std::string to_text(const Graph& graph);
-// InvalidArgument with the line number and what was expected for malformed text.
+// InvalidArgument with the line number and what was expected for malformed
+// text, or the builder's error for a node or tensor the graph rejects.
 absl::StatusOr<Graph> parse_graph(std::string_view text);
 
 }  // namespace lms

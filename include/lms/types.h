@@ -4,9 +4,13 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
+
+#include "lms/checked.h"
+#include "lms/status.h"
 
 namespace lms {
 
@@ -16,16 +20,46 @@ using Shape = std::vector<int64_t>;
 
 enum class DType : uint8_t { kFloat32 };
 
-inline int64_t num_elements(const Shape& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
 inline uint64_t dtype_bytes(DType) { return 4; }
 
+// The number of elements of `shape`; nullopt if a dim is negative or the
+// product overflows int64.
+inline std::optional<int64_t> checked_num_elements(const Shape& shape) {
+  Checked<int64_t> n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) return std::nullopt;
+    n = n * d;
+  }
+  return n.get();
+}
+
+// The bytes of a tensor of `shape`; nullopt unless checked_num_elements is
+// and the byte count fits in int64 (so it is representable both as int64_t
+// and as uint64_t, and int64 arithmetic on element counts cannot overflow).
+inline std::optional<uint64_t> checked_shape_bytes(const Shape& shape,
+                                                   DType dtype = DType::kFloat32) {
+  const std::optional<int64_t> n = checked_num_elements(shape);
+  if (!n) return std::nullopt;
+  const std::optional<int64_t> bytes = checked_mul(*n, static_cast<int64_t>(dtype_bytes(dtype)));
+  if (!bytes) return std::nullopt;
+  return static_cast<uint64_t>(*bytes);
+}
+
+// num_elements and shape_bytes are for shapes known to be valid: every tensor
+// of a Graph is (Graph::input, parameter and shape inference reject shapes
+// whose bytes overflow, see check_shape in lms/graph.h). Calling them on an
+// unchecked absurd shape is a programming error and aborts instead of
+// returning a wrapped-around count.
+inline int64_t num_elements(const Shape& shape) {
+  const std::optional<int64_t> n = checked_num_elements(shape);
+  LMS_CHECK(n.has_value());
+  return *n;
+}
+
 inline uint64_t shape_bytes(const Shape& shape, DType dtype = DType::kFloat32) {
-  return static_cast<uint64_t>(num_elements(shape)) * dtype_bytes(dtype);
+  const std::optional<uint64_t> bytes = checked_shape_bytes(shape, dtype);
+  LMS_CHECK(bytes.has_value());
+  return *bytes;
 }
 
 // An attribute value: integer, real, string or integer list.

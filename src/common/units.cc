@@ -1,13 +1,19 @@
 #include "lms/units.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
+#include <optional>
 #include <utility>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "lms/checked.h"
 #include "lms/status.h"
 #include "lms/strings.h"
 
@@ -44,7 +50,12 @@ absl::StatusOr<double> parse_with_units(std::string_view what, std::string_view 
   auto [value, suffix] = *split;
   if (suffix.empty() && !unit_required) return value;
   for (const Unit& u : units) {
-    if (suffix == u.suffix) return value * u.scale;
+    if (suffix != u.suffix) continue;
+    if (!std::isfinite(value * u.scale)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad ", to_absl(what), " '", to_absl(text), "': too large"));
+    }
+    return value * u.scale;
   }
   return absl::InvalidArgumentError(absl::StrCat("bad ", to_absl(what), " '", to_absl(text),
                                                  "': unknown unit '", to_absl(suffix),
@@ -54,22 +65,49 @@ absl::StatusOr<double> parse_with_units(std::string_view what, std::string_view 
 }  // namespace
 
 absl::StatusOr<uint64_t> parse_bytes(std::string_view text) {
-  static constexpr std::array<Unit, 9> kUnits = {{{"B", 1},
-                                                  {"KB", 1e3},
-                                                  {"MB", 1e6},
-                                                  {"GB", 1e9},
-                                                  {"TB", 1e12},
-                                                  {"KiB", 1024.0},
-                                                  {"MiB", 1048576.0},
-                                                  {"GiB", 1073741824.0},
-                                                  {"TiB", 1099511627776.0}}};
-  auto v =
-      parse_with_units("byte size", text, kUnits, "B, KB, MB, GB, TB, KiB, MiB, GiB, TiB", false);
-  if (!v.ok()) return v.status();
-  if (*v >= 1.8e19) {
-    return absl::InvalidArgumentError(absl::StrCat("byte size '", to_absl(text), "' is too large"));
+  static constexpr std::array<std::pair<std::string_view, uint64_t>, 10> kUnits = {{
+      {"", 1},
+      {"B", 1},
+      {"KB", 1000},
+      {"MB", 1000 * 1000},
+      {"GB", 1000 * 1000 * 1000},
+      {"TB", 1000ull * 1000 * 1000 * 1000},
+      {"KiB", 1ull << 10},
+      {"MiB", 1ull << 20},
+      {"GiB", 1ull << 30},
+      {"TiB", 1ull << 40},
+  }};
+  auto split = split_number("byte size", text);
+  if (!split.ok()) return split.status();
+  const auto [value, suffix] = *split;
+  const auto* unit =
+      std::find_if(kUnits.begin(), kUnits.end(), [&](const auto& u) { return u.first == suffix; });
+  if (unit == kUnits.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad byte size '", to_absl(text), "': unknown unit '", to_absl(suffix),
+                     "', allowed: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB"));
   }
-  return static_cast<uint64_t>(std::floor(*v));
+  auto too_large = [&] {
+    return absl::InvalidArgumentError(
+        absl::StrCat("byte size '", to_absl(text), "' is too large: at most 2^63 - 1 bytes"));
+  };
+  // A whole number is computed in integers, exactly: a double would round
+  // 2^63 - 1 up to 2^63. A fraction or exponent ("1.5GiB", "1e3") goes
+  // through the double and is rounded down.
+  const absl::string_view trimmed = absl::StripAsciiWhitespace(to_absl(text));
+  const absl::string_view number =
+      absl::StripTrailingAsciiWhitespace(trimmed.substr(0, trimmed.size() - suffix.size()));
+  uint64_t whole = 0;
+  if (absl::c_all_of(number, absl::ascii_isdigit) && absl::SimpleAtoi(number, &whole)) {
+    const std::optional<uint64_t> bytes = checked_mul(whole, unit->second);
+    if (!bytes || *bytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return too_large();
+    }
+    return *bytes;
+  }
+  const double bytes = value * static_cast<double>(unit->second);
+  if (!(bytes < 9223372036854775808.0)) return too_large();  // 2^63, exact as a double
+  return static_cast<uint64_t>(std::floor(bytes));
 }
 
 absl::StatusOr<double> parse_bandwidth(std::string_view text) {

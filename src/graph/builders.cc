@@ -1,6 +1,7 @@
 // The public builders of lms/ops.h: fill in default attributes, create layer
 // parameters, and add nodes through Graph::add1, which records errors.
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -73,6 +74,16 @@ bool check_layer(Graph& g, std::string_view name, TensorId x, size_t want_rank,
   return false;
 }
 
+// Checks the weight shape a layer builder derived from its arguments before
+// computing with it (fan_in is a product of its dims).
+bool weight_shape_ok(Graph& g, std::string_view name, const Shape& w_shape) {
+  absl::Status s = check_shape(str_cat("weight ", shape_str(w_shape)), w_shape);
+  if (s.ok()) return true;
+  g.record_error(absl::InvalidArgumentError(str_cat(
+      "layer '", name, "': out_channels, channels of x or kernel too large: ", s.message())));
+  return false;
+}
+
 // Creates "<name>/w" (He-normal) and, if wanted, "<name>/b" (zeros).
 std::pair<TensorId, TensorId> layer_params(Graph& g, std::string_view name, Shape w_shape,
                                            int64_t fan_in, int64_t out_channels,
@@ -92,6 +103,7 @@ TensorId conv_layer(Graph& g, std::string_view name, TensorId x, int64_t out_cha
   kernel = spatial(std::move(kernel), r, 1, true);
   Shape w_shape = {out_channels, s[1]};
   w_shape.insert(w_shape.end(), kernel.begin(), kernel.end());
+  if (!weight_shape_ok(g, name, w_shape)) return kNoTensor;
   const int64_t fan_in = num_elements(w_shape) / out_channels;  // C*prod(k)
   auto [w, b] = layer_params(g, name, std::move(w_shape), fan_in, out_channels, o);
   if (!g.status().ok()) return kNoTensor;
@@ -171,10 +183,13 @@ TensorId conv_transpose(Graph& g, std::string_view name, TensorId x, int64_t out
   std::vector<int64_t> stride = spatial(o.stride, r, 1, true);
   Shape w_shape = {s[1], out_channels};
   w_shape.insert(w_shape.end(), kernel.begin(), kernel.end());
-  // Each output pixel sums C*prod(k)/prod(s) inputs on average.
+  if (!weight_shape_ok(g, name, w_shape)) return kNoTensor;
+  // Each output pixel sums C*prod(k)/prod(s) inputs on average (the bounds
+  // of w_shape keep C*prod(k) in range; a prod(s) that overflows is huge).
   int64_t per_output = s[1] * num_elements(kernel);
   if (std::all_of(stride.begin(), stride.end(), [](int64_t v) { return v >= 1; })) {
-    per_output /= num_elements(stride);
+    const std::optional<int64_t> strides = checked_num_elements(stride);
+    per_output = strides ? per_output / *strides : 0;
   }
   auto [w, b] = layer_params(g, name, std::move(w_shape), per_output, out_channels, o);
   if (!g.status().ok()) return kNoTensor;

@@ -1,8 +1,10 @@
 #include "lms/graph.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "graph/op_registry.h"
@@ -33,12 +35,42 @@ bool is_persistent(TensorRole role) {
   return role == TensorRole::kParameter || role == TensorRole::kOptimizerState;
 }
 
+namespace {
+
+// Characters the text form (text.cc) uses as delimiters, and control
+// characters (whitespace, line breaks) that would split or end a line there.
+bool allowed_in_name(char ch) {
+  const auto u = static_cast<unsigned char>(ch);
+  if (u < 0x20 || u == 0x7f) return false;
+  return std::string_view(" (),=[]{}\"").find(ch) == std::string_view::npos;
+}
+
+}  // namespace
+
+absl::Status check_shape(std::string_view what, const Shape& shape, DType dtype) {
+  for (int64_t d : shape) {
+    if (d <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(to_absl(what),
+                                                     ": every dimension must be positive, got [",
+                                                     absl::StrJoin(shape, ","), "]"));
+    }
+  }
+  if (!checked_shape_bytes(shape, dtype).has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(to_absl(what), ": shape [", absl::StrJoin(shape, ","),
+                     "] is too large: its size in bytes does not fit in int64 (at most ",
+                     std::numeric_limits<int64_t>::max(), " bytes)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Graph::check_new_name(std::string_view name) const {
   if (name.empty()) return absl::InvalidArgumentError("empty tensor or node name");
-  if (name.find_first_of(" \t\n(),=[]{}") != std::string_view::npos) {
+  if (!std::all_of(name.begin(), name.end(), allowed_in_name)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("name '", to_absl(name),
-                     "' contains whitespace or one of ( ) , = [ ] { }, which are not allowed"));
+        absl::StrCat("name '", absl::CEscape(to_absl(name)),
+                     "' contains whitespace, a control character or one of ( ) , = [ ] { } \", "
+                     "which are not allowed"));
   }
   if (tensor_by_name_.contains(to_absl(name)) || node_by_name_.contains(to_absl(name))) {
     return absl::InvalidArgumentError(absl::StrCat("name '", to_absl(name), "' is already used"));
@@ -59,21 +91,21 @@ TensorId Graph::add_tensor(std::string_view name, Shape shape, TensorRole role, 
 }
 
 namespace {
-absl::Status check_shape(std::string_view name, const Shape& shape) {
-  for (int64_t d : shape) {
-    if (d <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat("tensor '", to_absl(name),
-                                                     "': every dimension must be positive, got [",
-                                                     absl::StrJoin(shape, ","), "]"));
-    }
+
+absl::Status check_init(std::string_view name, const Init& init) {
+  if (init.kind == Init::Kind::kHeNormal && init.fan_in < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor '", to_absl(name), "': he_normal fan_in must be >= 1, got ", init.fan_in));
   }
   return absl::OkStatus();
 }
+
 }  // namespace
 
 TensorId Graph::add_leaf(std::string_view name, Shape shape, TensorRole role, Init init) {
   absl::Status s = check_new_name(name);
-  if (s.ok()) s = check_shape(name, shape);
+  if (s.ok()) s = check_shape(absl::StrCat("tensor '", to_absl(name), "'"), shape);
+  if (s.ok() && is_persistent(role)) s = check_init(name, init);
   if (!s.ok()) {
     record_error(s);
     return kNoTensor;

@@ -60,15 +60,17 @@ OpDef finish(OpSpec spec) {
     LMS_RETURN_IF_ERROR(check_arity(arity, inputs.size()));
     LMS_RETURN_IF_ERROR(check_attr_names(arity.name, attrs_allowed, attrs));
     for (size_t i = 0; i < inputs.size(); ++i) {
-      for (int64_t d : inputs[i]) {
-        if (d <= 0) {
-          return ops_internal::op_error(
-              arity.name, ops_internal::str_cat("input ", i, " has a non-positive dimension: ",
-                                                ops_internal::shape_str(inputs[i])));
-        }
-      }
+      absl::Status s = check_shape(ops_internal::str_cat("input ", i), inputs[i]);
+      if (!s.ok()) return ops_internal::op_error(arity.name, s.message());
     }
-    return inner(attrs, inputs);
+    LMS_ASSIGN_OR_RETURN(std::vector<Shape> outputs, inner(attrs, inputs));
+    // The family code checks its own arithmetic; this catches outputs that
+    // are well-formed dim by dim but too large as a whole (a product of dims).
+    for (size_t j = 0; j < outputs.size(); ++j) {
+      absl::Status s = check_shape(ops_internal::str_cat("output ", j), outputs[j]);
+      if (!s.ok()) return ops_internal::op_error(arity.name, s.message());
+    }
+    return outputs;
   };
   if (!def.flops) {
     def.flops = [](const Attrs&, const std::vector<Shape>&, const std::vector<Shape>&) {

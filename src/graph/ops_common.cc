@@ -45,6 +45,14 @@ absl::StatusOr<std::vector<int64_t>> spatial_attr(std::string_view op, const Att
   return value;
 }
 
+absl::StatusOr<Shape> shape_attr(std::string_view op, const Attrs& attrs, std::string_view key) {
+  auto shape = attr_ints(attrs, key);
+  if (!shape.ok()) return op_error(op, shape.status().message());
+  absl::Status s = check_shape(key, *shape);
+  if (!s.ok()) return op_error(op, s.message());
+  return shape;
+}
+
 absl::StatusOr<double> real_attr_in(std::string_view op, const Attrs& attrs, std::string_view key,
                                     double lo, double hi, bool open_lo, bool open_hi) {
   auto value = attr_real(attrs, key);

@@ -3,6 +3,7 @@
 // attribute has one entry per spatial dimension.
 #include "absl/strings/str_cat.h"
 #include "graph/ops_internal.h"
+#include "lms/checked.h"
 #include "lms/status.h"
 
 namespace lms::ops_internal {
@@ -46,14 +47,30 @@ absl::Status check_weight(std::string_view op, const Shape& x, const Shape& w, i
   return absl::OkStatus();
 }
 
+using Int = Checked<int64_t>;
+
+// InvalidArgument for spatial arithmetic that overflows int64, naming the
+// attributes that went into it.
+absl::Status overflow_error(std::string_view op, size_t dim, std::string_view formula,
+                            std::string_view values) {
+  return op_error(op, str_cat(formula, " overflows int64 in spatial dim ", dim, " (", values,
+                              "); the attributes or the input are too large"));
+}
+
 // y[N,K,S'] of conv(x, w) with S' = (S + 2p - d(k-1) - 1)/s + 1.
 absl::StatusOr<Shape> conv_shape(std::string_view op, const Shape& x, const Shape& w,
                                  const Geometry& g) {
   LMS_RETURN_IF_ERROR(check_weight(op, x, w, 1, "[K,C,k..]"));
   Shape y = {x[0], w[0]};
   for (size_t i = 0; i + 2 < x.size(); ++i) {
-    const int64_t span = g.dilation[i] * (w[i + 2] - 1) + 1;
-    const int64_t room = x[i + 2] + 2 * g.pad[i] - span;
+    const Int span = Int(g.dilation[i]) * (w[i + 2] - 1) + 1;
+    const Int checked_room = Int(x[i + 2]) + Int(g.pad[i]) * 2 - span;
+    if (!checked_room.ok()) {
+      return overflow_error(op, i, "input + 2*pad - dilation*(kernel-1) - 1",
+                            str_cat("input ", x[i + 2], ", kernel ", w[i + 2], ", pad ", g.pad[i],
+                                    ", dilation ", g.dilation[i]));
+    }
+    const int64_t room = checked_room.value();
     if (room < 0) {
       return op_error(op, str_cat("output size is not positive in spatial dim ", i, " (input ",
                                   x[i + 2], ", kernel ", w[i + 2], ", pad ", g.pad[i],
@@ -70,7 +87,13 @@ absl::StatusOr<Shape> deconv_shape(std::string_view op, const Shape& x, const Sh
   LMS_RETURN_IF_ERROR(check_weight(op, x, w, 0, "[C,K,k..]"));
   Shape y = {x[0], w[1]};
   for (size_t i = 0; i + 2 < x.size(); ++i) {
-    const int64_t out = (x[i + 2] - 1) * g.stride[i] - 2 * g.pad[i] + w[i + 2];
+    const Int checked_out = Int(x[i + 2] - 1) * g.stride[i] - Int(g.pad[i]) * 2 + w[i + 2];
+    if (!checked_out.ok()) {
+      return overflow_error(op, i, "(input-1)*stride - 2*pad + kernel",
+                            str_cat("input ", x[i + 2], ", kernel ", w[i + 2], ", pad ", g.pad[i],
+                                    ", stride ", g.stride[i]));
+    }
+    const int64_t out = checked_out.value();
     if (out <= 0) {
       return op_error(
           op, str_cat("output size is not positive in spatial dim ", i, " (input ", x[i + 2],
@@ -87,15 +110,6 @@ absl::Status check_bias(std::string_view op, const Shapes& in, int64_t k) {
     return op_error(op, str_cat("bias must have shape [", k, "], got ", shape_str(in[2])));
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<Shape> shape_attr(std::string_view op, const Attrs& a, std::string_view key) {
-  auto s = attr_ints(a, key);
-  if (!s.ok()) return op_error(op, s.status().message());
-  for (int64_t d : *s) {
-    if (d <= 0) return op_error(op, str_cat(key, " has a non-positive dim: ", shape_str(*s)));
-  }
-  return s;
 }
 
 absl::Status check_dy(std::string_view op, const Shape& expected, const Shape& dy) {
@@ -252,7 +266,14 @@ absl::StatusOr<Shape> upsample_shape(std::string_view op, const Attrs& a, const 
   LMS_ASSIGN_OR_RETURN(auto scale, spatial_attr(op, a, "scale", x.size() - 2, x.size(), 1));
   LMS_RETURN_IF_ERROR(read_mode(op, a).status());
   Shape y = x;
-  for (size_t i = 0; i < scale.size(); ++i) y[i + 2] *= scale[i];
+  for (size_t i = 0; i < scale.size(); ++i) {
+    const Int dim = Int(x[i + 2]) * scale[i];
+    if (!dim.ok()) {
+      return overflow_error(op, i, "input*scale",
+                            str_cat("input ", x[i + 2], ", scale ", scale[i]));
+    }
+    y[i + 2] = dim.value();
+  }
   return y;
 }
 
@@ -302,7 +323,12 @@ absl::StatusOr<Shape> pool_shape(std::string_view op, const Attrs& a, const Shap
       return op_error(op, str_cat("pad must be smaller than kernel, got pad ", shape_str(pad),
                                   " for kernel ", shape_str(kernel)));
     }
-    const int64_t room = x[i + 2] + 2 * pad[i] - kernel[i];
+    const Int checked_room = Int(x[i + 2]) + Int(pad[i]) * 2 - kernel[i];
+    if (!checked_room.ok()) {
+      return overflow_error(op, i, "input + 2*pad - kernel",
+                            str_cat("input ", x[i + 2], ", kernel ", kernel[i], ", pad ", pad[i]));
+    }
+    const int64_t room = checked_room.value();
     if (room < 0) {
       return op_error(op, str_cat("output size is not positive in spatial dim ", i, " (input ",
                                   x[i + 2], ", kernel ", kernel[i], ", pad ", pad[i], ")"));

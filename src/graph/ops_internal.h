@@ -79,6 +79,11 @@ absl::StatusOr<std::vector<int64_t>> spatial_attr(std::string_view op, const Att
                                                   std::string_view key, size_t rank,
                                                   size_t input_rank, int64_t min_value);
 
+// Reads an ints attribute holding a full tensor shape (input_shape,
+// weight_shape, fill's shape): InvalidArgument naming `key` unless
+// check_shape (lms/graph.h) accepts it.
+absl::StatusOr<Shape> shape_attr(std::string_view op, const Attrs& attrs, std::string_view key);
+
 // Reads a real attribute that must lie in [lo, hi] (inclusive bounds unless
 // `open_lo` / `open_hi`).
 absl::StatusOr<double> real_attr_in(std::string_view op, const Attrs& attrs, std::string_view key,

@@ -37,15 +37,8 @@ absl::StatusOr<Shapes> infer_dice(const Attrs& a, const Shapes& in, bool bwd) {
 
 absl::StatusOr<Shapes> infer_reduce_mean_bwd(const Attrs& a, const Shapes& in) {
   LMS_RETURN_IF_ERROR(check_scalar("reduce_mean_bwd", "dy", in[0]));
-  auto shape = attr_ints(a, "input_shape");
-  if (!shape.ok()) return op_error("reduce_mean_bwd", shape.status().message());
-  for (int64_t d : *shape) {
-    if (d <= 0) {
-      return op_error("reduce_mean_bwd",
-                      str_cat("input_shape has a non-positive dim: ", shape_str(*shape)));
-    }
-  }
-  return Shapes{*shape};
+  LMS_ASSIGN_OR_RETURN(Shape shape, shape_attr("reduce_mean_bwd", a, "input_shape"));
+  return Shapes{shape};
 }
 
 absl::Status mse_grad(GradContext& ctx) {

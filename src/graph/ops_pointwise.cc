@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "graph/ops_internal.h"
+#include "lms/checked.h"
 #include "lms/status.h"
 
 namespace lms::ops_internal {
@@ -114,7 +115,12 @@ absl::StatusOr<Shapes> infer_concat(const Attrs&, const Shapes& in) {
                       str_cat("input ", i, " ", shape_str(in[i]), " differs from input 0 ",
                               shape_str(in[0]), " outside axis 1"));
     }
-    y[1] += in[i][1];
+    const std::optional<int64_t> channels = checked_add(y[1], in[i][1]);
+    if (!channels) {
+      return op_error("concat", str_cat("the channel count overflows int64 at input ", i, " ",
+                                        shape_str(in[i])));
+    }
+    y[1] = *channels;
   }
   return Shapes{y};
 }
@@ -147,7 +153,8 @@ absl::StatusOr<Shapes> infer_slice(const Attrs& a, const Shapes& in) {
   auto size = attr_int(a, "size");
   if (!begin.ok()) return op_error("slice", begin.status().message());
   if (!size.ok()) return op_error("slice", size.status().message());
-  if (*begin < 0 || *size < 1 || *begin + *size > x[1]) {
+  // begin <= C - size rather than begin + size <= C: no overflow for huge values.
+  if (*begin < 0 || *size < 1 || *size > x[1] || *begin > x[1] - *size) {
     return op_error("slice", str_cat("begin ", *begin, " and size ", *size,
                                      " must satisfy 0 <= begin, 1 <= size, begin + size <= ", x[1],
                                      " (channels of x)"));
@@ -190,15 +197,9 @@ absl::Status slice_grad(GradContext& ctx) {
 }
 
 absl::StatusOr<Shapes> infer_fill(const Attrs& a, const Shapes&) {
-  auto shape = attr_ints(a, "shape");
-  if (!shape.ok()) return op_error("fill", shape.status().message());
-  for (int64_t d : *shape) {
-    if (d <= 0) {
-      return op_error("fill", str_cat("shape dims must be positive, got ", shape_str(*shape)));
-    }
-  }
+  LMS_ASSIGN_OR_RETURN(Shape shape, shape_attr("fill", a, "shape"));
   LMS_RETURN_IF_ERROR(finite_real("fill", a, "value").status());
-  return Shapes{*shape};
+  return Shapes{shape};
 }
 
 }  // namespace

@@ -6,7 +6,9 @@
 //   node NAME = OP(IN, ...) [{KEY=VALUE, ...}] [after(NODE, ...)] -> OUT TYPE ROLE, ...
 //   loss NAME
 // TYPE is f32[d0,d1,...]; VALUE is an int, a real (always with '.', 'e',
-// 'inf' or 'nan'), a "string" or an int list [a,b].
+// 'inf' or 'nan'), a "string" or an int list [a,b]. Strings escape '"', '\\'
+// and control characters (\n, \r, \t, \xHH), so that a value never ends the
+// string or the line early; other bytes (UTF-8) are written as they are.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -29,6 +31,8 @@ std::string type_str(const Tensor& t) {
   return absl::StrCat("f32[", absl::StrJoin(t.shape, ","), "]");
 }
 
+// 17 significant digits read back to the same double (DBL_DECIMAL_DIG), also
+// for subnormals and -0.0.
 std::string real_str(double v) {
   std::string s = absl::StrFormat("%.17g", v);
   if (s.find_first_of(".eni") == std::string::npos) s += ".0";
@@ -47,10 +51,41 @@ std::string init_str(const Init& init) {
   return "zeros";
 }
 
+std::string quote(const std::string& v) {
+  std::string out = "\"";
+  for (char ch : v) {
+    const auto u = static_cast<unsigned char>(ch);
+    switch (ch) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (u < 0x20 || u == 0x7f) {
+          absl::StrAppendFormat(&out, "\\x%02x", u);
+        } else {
+          out += ch;
+        }
+    }
+  }
+  return out + "\"";
+}
+
 struct AttrPrinter {
   std::string operator()(int64_t v) const { return absl::StrCat(v); }
   std::string operator()(double v) const { return real_str(v); }
-  std::string operator()(const std::string& v) const { return absl::StrCat("\"", v, "\""); }
+  std::string operator()(const std::string& v) const { return quote(v); }
   std::string operator()(const std::vector<int64_t>& v) const {
     return absl::StrCat("[", absl::StrJoin(v, ","), "]");
   }

@@ -1,5 +1,7 @@
 #include "graph/text_parser.h"
 
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -47,12 +49,21 @@ class Cursor {
     rest_.remove_prefix(n);
     return w;
   }
+  // A string in double quotes with the escapes of text.cc: \" \\ \n \r \t \xHH.
   absl::StatusOr<std::string> quoted() {
     LMS_RETURN_IF_ERROR(expect("\""));
-    size_t n = rest_.find('"');
-    if (n == absl::string_view::npos) return error("unterminated string");
-    std::string s(rest_.substr(0, n));
-    rest_.remove_prefix(n + 1);
+    std::string s;
+    while (!rest_.empty() && rest_[0] != '"') {
+      if (rest_[0] != '\\') {
+        s += rest_[0];
+        rest_.remove_prefix(1);
+        continue;
+      }
+      LMS_ASSIGN_OR_RETURN(char ch, escape());
+      s += ch;
+    }
+    if (rest_.empty()) return error("unterminated string");
+    rest_.remove_prefix(1);
     return s;
   }
   absl::Status error(absl::string_view what) const {
@@ -61,13 +72,54 @@ class Cursor {
   }
 
  private:
+  // The character of the escape sequence at the start of rest_ (a backslash).
+  absl::StatusOr<char> escape() {
+    const absl::string_view seq = rest_.substr(0, 2);
+    if (seq.size() == 2) {
+      switch (seq[1]) {
+        case '"':
+        case '\\':
+          rest_.remove_prefix(2);
+          return seq[1];
+        case 'n':
+          rest_.remove_prefix(2);
+          return '\n';
+        case 'r':
+          rest_.remove_prefix(2);
+          return '\r';
+        case 't':
+          rest_.remove_prefix(2);
+          return '\t';
+        case 'x':
+          if (rest_.size() >= 4 && absl::ascii_isxdigit(rest_[2]) &&
+              absl::ascii_isxdigit(rest_[3])) {
+            const int value = hex_digit(rest_[2]) * 16 + hex_digit(rest_[3]);
+            rest_.remove_prefix(4);
+            return static_cast<char>(value);
+          }
+          break;
+        default:
+          break;
+      }
+    }
+    return error("bad escape in string, allowed: \\\" \\\\ \\n \\r \\t \\xHH");
+  }
+  static int hex_digit(char c) {
+    return absl::ascii_isdigit(c) ? c - '0' : absl::ascii_tolower(c) - 'a' + 10;
+  }
+
   absl::string_view rest_;
 };
 
-absl::StatusOr<int64_t> parse_int(Cursor& c) {
+// An integer of type T (int64_t, or uint64_t for seeds, which use all 64 bits).
+template <typename T = int64_t>
+absl::StatusOr<T> parse_int(Cursor& c) {
   LMS_ASSIGN_OR_RETURN(std::string w, c.word("an integer"));
-  int64_t v = 0;
-  if (!absl::SimpleAtoi(w, &v)) return c.error(absl::StrCat("'", w, "' is not an integer"));
+  T v = 0;
+  if (!absl::SimpleAtoi(w, &v)) {
+    return c.error(absl::StrCat("'", w, "' is not an integer in [", std::numeric_limits<T>::min(),
+                                ", ", std::numeric_limits<T>::max(), "]"));
+  }
   return v;
 }
 
@@ -124,23 +176,24 @@ absl::StatusOr<Init> parse_init(Cursor& c) {
     LMS_RETURN_IF_ERROR(c.expect("("));
     LMS_RETURN_IF_ERROR(c.expect("seed"));
     LMS_RETURN_IF_ERROR(c.expect("="));
-    LMS_ASSIGN_OR_RETURN(int64_t seed, parse_int(c));
+    LMS_ASSIGN_OR_RETURN(uint64_t seed, parse_int<uint64_t>(c));
     LMS_RETURN_IF_ERROR(c.expect(","));
     LMS_RETURN_IF_ERROR(c.expect("fan_in"));
     LMS_RETURN_IF_ERROR(c.expect("="));
     LMS_ASSIGN_OR_RETURN(int64_t fan_in, parse_int(c));
     LMS_RETURN_IF_ERROR(c.expect(")"));
     if (fan_in <= 0) return c.error("fan_in must be positive");
-    return Init::he_normal(static_cast<uint64_t>(seed), fan_in);
+    return Init::he_normal(seed, fan_in);
   }
   return c.error(absl::StrCat("unknown initialiser '", kind,
                               "', allowed: zeros, constant(V), he_normal(seed=S,fan_in=F)"));
 }
 
+// The role of a node output: inputs and persistent tensors have no producer,
+// so their roles are only declared by their own line kinds.
 absl::StatusOr<TensorRole> parse_role(Cursor& c) {
   LMS_ASSIGN_OR_RETURN(std::string w, c.word("a tensor role"));
-  for (TensorRole r : {TensorRole::kInput, TensorRole::kParameter, TensorRole::kOptimizerState,
-                       TensorRole::kActivation, TensorRole::kGradient, TensorRole::kHost}) {
+  for (TensorRole r : {TensorRole::kActivation, TensorRole::kGradient, TensorRole::kHost}) {
     if (w == role_name(r)) return r;
   }
   return c.error(absl::StrCat("unknown role '", w,

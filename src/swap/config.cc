@@ -4,6 +4,7 @@
 
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -12,11 +13,13 @@
 #include <sstream>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "lms/status.h"
 #include "lms/strings.h"
 #include "lms/units.h"
@@ -44,27 +47,47 @@ absl::StatusOr<int32_t> get_int(const toml::node& v, int64_t lo, int64_t hi) {
   return static_cast<int32_t>(i->get());
 }
 
-// A string through `parse`, or a number checked by `ok`.
-template <typename T, typename Parse>
-absl::StatusOr<T> get_unit(const toml::node& v, Parse parse, bool (*ok)(double)) {
-  if (auto s = v.as_string()) return parse(std::string_view(s->get()));
-  LMS_ASSIGN_OR_RETURN(double d, number(v));
-  if (!ok(d)) return bad("out of range");
-  return static_cast<T>(d);
+bool positive(double d) { return d > 0 && std::isfinite(d); }
+bool non_negative(double d) { return d >= 0 && std::isfinite(d); }
+
+// A string through `parse` or a number, either way checked by `ok` (so that a
+// unit cannot scale a value out of range). -0.0 becomes 0.0: the sign of zero
+// means nothing here and would only show up in to_toml.
+template <typename Parse>
+absl::StatusOr<double> get_real(const toml::node& v, Parse parse, bool (*ok)(double),
+                                absl::string_view range) {
+  double d = 0;
+  if (auto s = v.as_string()) {
+    LMS_ASSIGN_OR_RETURN(d, parse(std::string_view(s->get())));
+  } else {
+    LMS_ASSIGN_OR_RETURN(d, number(v));
+  }
+  if (!ok(d)) return bad(absl::StrCat("not ", range));
+  return d + 0.0;
 }
 
-bool non_negative(double d) { return d >= 0 && d < 1.8e19; }
-bool positive(double d) { return d > 0 && std::isfinite(d); }
-
+// Byte counts are exact: an integer, or a string for parse_bytes (which is
+// exact for whole numbers); never through a double, which would round
+// 2^63 - 1 up to 2^63.
 absl::StatusOr<uint64_t> get_bytes(const toml::node& v) {
-  if (v.is_floating_point()) return bad("a byte count must be an integer or a string with a unit");
-  return get_unit<uint64_t>(v, parse_bytes, non_negative);
+  if (auto i = v.as_integer()) {
+    if (i->get() < 0) return bad("a byte count must not be negative");
+    return static_cast<uint64_t>(i->get());
+  }
+  if (auto s = v.as_string()) {
+    LMS_ASSIGN_OR_RETURN(uint64_t bytes, parse_bytes(std::string_view(s->get())));
+    if (bytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return bad("more than 2^63 - 1 bytes");
+    }
+    return bytes;
+  }
+  return bad("a byte count must be an integer or a string with a unit");
 }
 absl::StatusOr<double> get_bandwidth(const toml::node& v) {
-  return get_unit<double>(v, parse_bandwidth, positive);
+  return get_real(v, parse_bandwidth, positive, "a positive finite bandwidth");
 }
 absl::StatusOr<double> get_duration(const toml::node& v) {
-  return get_unit<double>(v, parse_duration, [](double d) { return d >= 0 && std::isfinite(d); });
+  return get_real(v, parse_duration, non_negative, "a non-negative finite duration");
 }
 
 // "10TFLOP/s", "500GFLOP/s", "1e12FLOP/s".
@@ -78,17 +101,19 @@ absl::StatusOr<double> parse_rate(std::string_view text) {
     s.remove_suffix(1);
   }
   double d = 0;
-  if (!absl::SimpleAtod(s, &d) || !positive(d * scale)) return bad("not a positive number");
+  if (!absl::SimpleAtod(s, &d) || !positive(d * scale)) {
+    return bad("not a positive finite number of FLOP/s");
+  }
   return d * scale;
 }
 absl::StatusOr<double> get_rate(const toml::node& v) {
-  return get_unit<double>(v, parse_rate, positive);
+  return get_real(v, parse_rate, positive, "a positive finite rate");
 }
 
 absl::StatusOr<double> get_reserve(const toml::node& v) {
   LMS_ASSIGN_OR_RETURN(double d, number(v));
   if (!(d >= 0 && d <= 0.9)) return bad("out of range");
-  return d;
+  return d + 0.0;
 }
 
 absl::StatusOr<uint64_t> get_alignment(const toml::node& v) {
@@ -156,9 +181,11 @@ const std::vector<KeySpec>& key_specs() {
   static const auto* const specs = new std::vector<KeySpec>{
       {"enabled", "true or false", to(get_bool, &LmsConfig::enabled)},
       {"policy", "\"auto\", \"tflms\", \"vdnn\" or \"manual\"", to(get_policy, &LmsConfig::policy)},
-      {"device_memory_limit", "bytes such as \"6GiB\" or an integer; 0 = device capacity",
+      {"device_memory_limit",
+       "bytes such as \"6GiB\" or an integer, at most 2^63 - 1; 0 = device capacity",
        to(get_bytes, &LmsConfig::device_memory_limit)},
-      {"host_memory_limit", "bytes such as \"64GiB\" or an integer; 0 = unlimited",
+      {"host_memory_limit",
+       "bytes such as \"64GiB\" or an integer, at most 2^63 - 1; 0 = unlimited",
        to(get_bytes, &LmsConfig::host_memory_limit)},
       {"swapout_threshold", "an integer 0..1000000",
        to([](const toml::node& v) { return get_int(v, 0, 1000000); },
@@ -169,7 +196,7 @@ const std::vector<KeySpec>& key_specs() {
        to([](const toml::node& v) { return get_int(v, 0, 1000000); }, &LmsConfig::swapin_groupby)},
       {"sync_mode", "an integer 0..3 (0 async, 1 sync swap-out, 2 sync swap-in, 3 both)",
        to([](const toml::node& v) { return get_int(v, 0, 3); }, &LmsConfig::sync_mode)},
-      {"min_tensor_bytes", "bytes such as \"1MiB\" or an integer",
+      {"min_tensor_bytes", "bytes such as \"1MiB\" or an integer, at most 2^63 - 1",
        to(get_bytes, &LmsConfig::min_tensor_bytes)},
       {"tensors", "an array of tensor names, or one comma-separated string",
        to(get_names, &LmsConfig::tensors)},
@@ -177,17 +204,22 @@ const std::vector<KeySpec>& key_specs() {
        to(get_reserve, &LmsConfig::fragmentation_reserve)},
       {"alignment", "bytes, a power of two up to 1MiB",
        to(get_alignment, &LmsConfig::alignment_bytes)},
-      {"link.d2h_bandwidth", "a bandwidth such as \"12GB/s\" or a positive number of bytes/s",
+      {"link.d2h_bandwidth",
+       "a bandwidth such as \"12GB/s\" or a positive finite number of bytes/s",
        to(get_bandwidth, &LmsConfig::link, &LinkConfig::d2h_bytes_per_s)},
-      {"link.h2d_bandwidth", "a bandwidth such as \"12GB/s\" or a positive number of bytes/s",
+      {"link.h2d_bandwidth",
+       "a bandwidth such as \"12GB/s\" or a positive finite number of bytes/s",
        to(get_bandwidth, &LmsConfig::link, &LinkConfig::h2d_bytes_per_s)},
-      {"link.copy_latency", "a duration such as \"5us\" or a number of seconds",
+      {"link.copy_latency", "a duration such as \"5us\" or a non-negative finite number of seconds",
        to(get_duration, &LmsConfig::link, &LinkConfig::copy_latency_s)},
-      {"cost_model.compute_rate", "a rate such as \"10TFLOP/s\" or a positive number of FLOP/s",
+      {"cost_model.compute_rate",
+       "a rate such as \"10TFLOP/s\" or a positive finite number of FLOP/s",
        to(get_rate, &LmsConfig::cost_model, &CostModelConfig::compute_flops_per_s)},
-      {"cost_model.memory_bandwidth", "a bandwidth such as \"900GB/s\" or a positive number",
+      {"cost_model.memory_bandwidth",
+       "a bandwidth such as \"900GB/s\" or a positive finite number of bytes/s",
        to(get_bandwidth, &LmsConfig::cost_model, &CostModelConfig::memory_bytes_per_s)},
-      {"cost_model.kernel_launch", "a duration such as \"5us\" or a number of seconds",
+      {"cost_model.kernel_launch",
+       "a duration such as \"5us\" or a non-negative finite number of seconds",
        to(get_duration, &LmsConfig::cost_model, &CostModelConfig::kernel_launch_s)},
   };
   return *specs;
@@ -219,13 +251,50 @@ std::string toml_quote(absl::string_view text) {
   return out + "\"";
 }
 
-absl::Status apply_key(const std::string& key, const toml::node& v, LmsConfig& c) {
+const KeySpec* find_spec(absl::string_view key) {
   for (const KeySpec& spec : key_specs()) {
-    if (key != spec.key) continue;
-    absl::Status s = spec.set(v, c);
+    if (key == spec.key) return &spec;
+  }
+  return nullptr;
+}
+
+// The TOML tables of the config: the prefixes of the dotted keys ("link").
+const std::vector<std::string>& table_names() {
+  static const auto* const names = [] {
+    auto* n = new std::vector<std::string>();
+    for (const KeySpec& spec : key_specs()) {
+      const absl::string_view key = spec.key;
+      const size_t dot = key.find('.');
+      if (dot == absl::string_view::npos) continue;
+      std::string table(key.substr(0, dot));
+      if (std::find(n->begin(), n->end(), table) == n->end()) n->push_back(table);
+    }
+    return n;
+  }();
+  return *names;
+}
+
+bool is_table_name(absl::string_view name) {
+  const auto& names = table_names();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+std::string allowed_tables() {
+  return absl::StrCat("allowed tables: ", absl::StrJoin(table_names(), ", "));
+}
+
+absl::Status apply_key(const std::string& key, const toml::node& v, LmsConfig& c) {
+  if (const KeySpec* spec = find_spec(key)) {
+    absl::Status s = spec->set(v, c);
     if (s.ok()) return s;
     return absl::InvalidArgumentError(absl::StrCat("lms config: key '", key, "' = ", value_text(v),
-                                                   ": ", s.message(), "; allowed: ", spec.allowed));
+                                                   ": ", s.message(),
+                                                   "; allowed: ", spec->allowed));
+  }
+  if (is_table_name(key)) {
+    return absl::InvalidArgumentError(absl::StrCat("lms config: '", key, "' = ", value_text(v),
+                                                   ": '", key, "' is a table, not a value; ",
+                                                   allowed_tables()));
   }
   std::vector<std::string> keys;
   for (const KeySpec& spec : key_specs()) keys.push_back(spec.key);
@@ -234,16 +303,71 @@ absl::Status apply_key(const std::string& key, const toml::node& v, LmsConfig& c
                                                  "; allowed keys: ", absl::StrJoin(keys, ", ")));
 }
 
+// A table that is not one of table_names(), named with its first key so that
+// a misspelt table header points at what it holds.
+absl::Status unknown_table(const std::string& name, const toml::table& table) {
+  std::string first;
+  if (!table.empty()) {
+    const auto it = table.begin();  // *it refers into the iterator
+    const auto& [k, v] = *it;
+    first = absl::StrCat(" (key '", name, ".", std::string(k.str()), "' = ", value_text(v), ")");
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("lms config: unknown table '", name, "'", first, "; ", allowed_tables()));
+}
+
+// Applies the keys of `table` (the root when `prefix` is empty). Every
+// sub-table must be a known table with at least one key: an empty [link] is
+// almost always a mistake (keys placed under the wrong header).
 absl::Status apply_table(const toml::table& table, const std::string& prefix, LmsConfig& c) {
   for (auto&& [k, v] : table) {
     const std::string key = prefix + std::string(k.str());
-    if (const toml::table* sub = v.as_table()) {
-      LMS_RETURN_IF_ERROR(apply_table(*sub, key + ".", c));
-    } else {
+    const toml::table* sub = v.as_table();
+    if (sub == nullptr || find_spec(key) != nullptr) {
       LMS_RETURN_IF_ERROR(apply_key(key, v, c));
+    } else if (!prefix.empty() || !is_table_name(key)) {
+      return unknown_table(key, *sub);
+    } else if (sub->empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("lms config: table '", key, "' is empty; give at least one of its keys or ",
+                       "leave it out; ", allowed_tables()));
+    } else {
+      LMS_RETURN_IF_ERROR(apply_table(*sub, key + ".", c));
     }
   }
   return absl::OkStatus();
+}
+
+// For a syntax error on line `line` (1-based) of `text`: the line itself and,
+// if it sets a known key (under the last [table] header before it), what that
+// key allows. toml++ rejects values it cannot represent (an integer of 2^64,
+// a float of 1e400) as syntax errors, and its message names neither.
+std::string syntax_error_context(std::string_view text, int64_t line) {
+  std::string table;
+  int64_t n = 0;
+  for (absl::string_view l : absl::StrSplit(to_absl(text), '\n')) {
+    if (++n > line) break;
+    l = absl::StripAsciiWhitespace(l);
+    if (n < line) {
+      if (absl::ConsumePrefix(&l, "[") && !absl::StartsWith(l, "[") &&
+          absl::ConsumeSuffix(&l, "]")) {
+        table = std::string(absl::StripAsciiWhitespace(l));
+      }
+      continue;
+    }
+    std::string out =
+        absl::StrCat("; the line: '",
+                     l.size() > 80 ? absl::StrCat(l.substr(0, 77), "...") : std::string(l), "'");
+    const size_t eq = l.find('=');
+    if (eq == absl::string_view::npos) return out;
+    const std::string key(absl::StripAsciiWhitespace(l.substr(0, eq)));
+    const std::string full = table.empty() ? key : absl::StrCat(table, ".", key);
+    if (const KeySpec* spec = find_spec(full)) {
+      absl::StrAppend(&out, "; allowed for key '", full, "': ", spec->allowed);
+    }
+    return out;
+  }
+  return "";
 }
 
 absl::StatusOr<toml::table> parse_toml(std::string_view text) {
@@ -251,8 +375,9 @@ absl::StatusOr<toml::table> parse_toml(std::string_view text) {
     return toml::parse(text);
   } catch (const toml::parse_error& e) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "lms config: TOML syntax error at line %d, column %d: %s", e.source().begin.line,
-        e.source().begin.column, std::string(e.description())));
+        "lms config: TOML syntax error at line %d, column %d: %s%s", e.source().begin.line,
+        e.source().begin.column, std::string(e.description()),
+        syntax_error_context(text, static_cast<int64_t>(e.source().begin.line))));
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("lms config: cannot parse TOML: ", e.what()));
   }
