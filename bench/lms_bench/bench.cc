@@ -112,8 +112,12 @@ absl::StatusOr<ModelFactory> command_vdsr_factory(const BenchCommand& cmd, std::
   VdsrBatchSource source;
   if (!cmd.data_dir.empty()) {
     std::vector<std::string> warnings;
-    absl::StatusOr<VdsrBatchSource> photos = load_vdsr_photos(cmd.data_dir, cmd.seed, &warnings);
+    absl::StatusOr<VdsrBatchSource> photos =
+        load_vdsr_photos(cmd.data_dir, cmd.seed, cmd.crop, &warnings);
     for (const std::string& w : warnings) err << "warning: skipped " << w << "\n";
+    // Photos that decode but are all smaller than --crop: the flag is wrong,
+    // random data would hide it.
+    if (absl::IsInvalidArgument(photos.status())) return photos.status();
     if (photos.ok()) {
       source = *photos;
       // Fails now rather than mid-sweep when the crop exceeds a photo.

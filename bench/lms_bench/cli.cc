@@ -1,15 +1,19 @@
 #include "cli.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "fmt/format.h"
+#include "io/host_memory.h"
 #include "lms/status.h"
 #include "lms/strings.h"
 #include "lms/units.h"
+#include "model_factory.h"
 
 namespace lms::bench {
 namespace {
@@ -224,6 +228,18 @@ absl::Status parse_flag(const std::vector<std::string>& args, size_t* i, BenchCo
   return it->second.set(c, value);
 }
 
+// The largest side s with s^3 * per_unit <= limit.
+int64_t largest_cube_side(uint64_t limit, uint64_t per_unit) {
+  const uint64_t cubes = limit / per_unit;
+  auto fits = [&](int64_t s) {
+    return io::checked_product({s, s, s}).value_or(UINT64_MAX) <= cubes;
+  };
+  int64_t s = static_cast<int64_t>(std::cbrt(static_cast<double>(cubes)));
+  while (s > 0 && !fits(s)) --s;
+  while (fits(s + 1)) ++s;
+  return s;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<int64_t>> parse_size_list(const std::string& flag,
@@ -244,6 +260,31 @@ absl::StatusOr<std::vector<int64_t>> parse_size_list(const std::string& flag,
   return out;
 }
 
+absl::Status check_host_memory(const BenchCommand& c, uint64_t limit) {
+  if (c.sizes.empty() || c.mode == Mode::kHelp) return absl::OkStatus();
+  const int64_t size = *std::max_element(c.sizes.begin(), c.sizes.end());
+  if (c.mode == Mode::kUnet3d) {
+    const Unet3dBenchModel m;
+    const int64_t channels = m.in_channels + m.classes;
+    const uint64_t per_voxel = static_cast<uint64_t>(channels) * 4;
+    return io::check_host_bytes(
+        fmt::format("--size {}", size), "the image and label volumes",
+        fmt::format("{} x {} x {} x {} x 4", channels, size, size, size),
+        io::checked_product({channels, size, size, size, 4}), limit,
+        fmt::format("the largest --size is {}", largest_cube_side(limit, per_voxel)));
+  }
+  const std::optional<uint64_t> per_patch = io::checked_product({2, c.crop, c.crop, 4});
+  std::string allowed =
+      per_patch && *per_patch <= limit
+          ? fmt::format("at --crop {} the largest --batch is {}", c.crop, limit / *per_patch)
+          : fmt::format("the largest --crop (at --batch 1) is {}",
+                        io::largest_square_side(limit, 2 * 4));
+  return io::check_host_bytes(fmt::format("--batch {} with --crop {}", size, c.crop),
+                              "the lr and hr input batches",
+                              fmt::format("2 x {} x {} x {} x 4", size, c.crop, c.crop),
+                              io::checked_product({2, size, c.crop, c.crop, 4}), limit, allowed);
+}
+
 absl::StatusOr<BenchCommand> parse_command_line(const std::vector<std::string>& args) {
   BenchCommand c;
   if (args.empty()) return c;  // help
@@ -254,6 +295,7 @@ absl::StatusOr<BenchCommand> parse_command_line(const std::vector<std::string>& 
     if (c.mode == Mode::kHelp) return c;
   }
   apply_defaults(c);
+  LMS_RETURN_IF_ERROR(check_host_memory(c, io::host_memory_limit_bytes()));
   return c;
 }
 

@@ -45,8 +45,18 @@ struct BenchCommand {
   double budget_fraction = 0.6;                   // --budget-fraction (overhead), (0, 1)
 };
 
+// Also checks the command's host buffers (check_host_memory) against
+// io::host_memory_limit_bytes(), so sizes this machine cannot hold are
+// refused before anything runs.
 absl::StatusOr<BenchCommand> parse_command_line(const std::vector<std::string>& args);
 std::string usage();
+
+// The input buffers of the largest size must fit `limit_bytes`: VDSR's lr
+// and hr batches (2 x batch x crop x crop x 4 bytes), the U-Net's image and
+// labels ((in_channels + classes) x size^3 x 4 bytes). Overflow-checked;
+// InvalidArgument naming the flags, the bytes, the limit and the largest
+// size that fits otherwise.
+absl::Status check_host_memory(const BenchCommand& cmd, uint64_t limit_bytes);
 
 // "4,8,16" -> {4, 8, 16}; InvalidArgument naming `flag` for an empty list,
 // a non-integer or a value < 1.

@@ -1,11 +1,14 @@
 #include "model_factory.h"
 
+#include <optional>
 #include <random>
 #include <utility>
 
 #include "fmt/format.h"
+#include "io/host_memory.h"
 #include "lms/status.h"
 #include "lms/training.h"
+#include "lms/units.h"
 #include "models.h"
 
 namespace lms::bench {
@@ -25,6 +28,16 @@ absl::Status check_size(const ModelFactory& f, int64_t size) {
                                                   f.size_step));
   }
   return absl::OkStatus();
+}
+
+// The feeds are host buffers sized by the command's flags; a search or a
+// confirming step must not reach std::bad_alloc (Note [Host memory limit]).
+absl::Status check_feed_bytes(const ModelFactory& f, int64_t size, std::optional<uint64_t> bytes) {
+  const uint64_t limit = io::host_memory_limit_bytes();
+  if (bytes && *bytes <= limit) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      fmt::format("{} {} {}: the input buffers need more than the {} of host memory", f.model,
+                  f.size_label, size, format_bytes(limit)));
 }
 
 Feeds random_vdsr_feeds(int64_t batch, int64_t crop, uint64_t seed, int64_t step) {
@@ -67,7 +80,9 @@ absl::StatusOr<ModelFactory> vdsr_factory(const VdsrBenchModel& m, VdsrBatchSour
     LMS_RETURN_IF_ERROR(g.status());
     return training_graph(g, t.loss, Adam{.lr = m.lr, .clip_norm = m.clip_norm});
   };
-  f.feeds = [m, source](int64_t batch, int64_t step) -> absl::StatusOr<Feeds> {
+  f.feeds = [m, source, check = f](int64_t batch, int64_t step) -> absl::StatusOr<Feeds> {
+    LMS_RETURN_IF_ERROR(
+        check_feed_bytes(check, batch, io::checked_product({2, batch, m.crop, m.crop, 4})));
     if (!source) return random_vdsr_feeds(batch, m.crop, m.seed, step);
     std::vector<float> lr, hr;
     LMS_RETURN_IF_ERROR(source(step, batch, m.crop, &lr, &hr));
@@ -128,7 +143,10 @@ absl::StatusOr<ModelFactory> unet_factory(const Unet3dBenchModel& m) {
     LMS_RETURN_IF_ERROR(g.status());
     return training_graph(g, t.loss, Adam{.lr = m.lr});
   };
-  f.feeds = [m](int64_t size, int64_t step) -> absl::StatusOr<Feeds> {
+  f.feeds = [m, check = f](int64_t size, int64_t step) -> absl::StatusOr<Feeds> {
+    const int64_t third = m.spatial_dims == 3 ? size : 1;
+    LMS_RETURN_IF_ERROR(check_feed_bytes(
+        check, size, io::checked_product({m.in_channels + m.classes, size, size, third, 4})));
     return random_unet_feeds(m, size, step);
   };
   return f;

@@ -1,5 +1,7 @@
 #include "vdsr_data.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <utility>
@@ -16,15 +18,21 @@ namespace lms::bench {
 #if LMS_BENCH_HAVE_VDSR_DATA
 
 absl::StatusOr<VdsrBatchSource> load_vdsr_photos(const std::string& dir, uint64_t seed,
-                                                 std::vector<std::string>* warnings) {
+                                                 int64_t crop, std::vector<std::string>* warnings) {
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) {
     return absl::NotFoundError(fmt::format("--data: '{}' is not a folder", dir));
   }
   std::filesystem::path train = std::filesystem::path(dir) / "train";
   std::string folder = std::filesystem::is_directory(train, ec) ? train.string() : dir;
-  LMS_ASSIGN_OR_RETURN(vdsr::Dataset d, vdsr::Dataset::load(folder, {.scale = 2}, warnings));
-  auto data = std::make_shared<const vdsr::Dataset>(std::move(d));
+  const int min_side = static_cast<int>(std::clamp<int64_t>(crop, 0, INT32_MAX));
+  absl::StatusOr<vdsr::Dataset> d =
+      vdsr::Dataset::load(folder, {.scale = 2, .min_side = min_side}, warnings);
+  if (!d.ok()) {
+    return absl::Status(d.status().code(), fmt::format("--data {} (--crop {}): {}", dir, crop,
+                                                       std::string(d.status().message())));
+  }
+  auto data = std::make_shared<const vdsr::Dataset>(*std::move(d));
   return VdsrBatchSource([data, seed](int64_t step, int64_t batch, int64_t crop,
                                       std::vector<float>* lr, std::vector<float>* hr) {
     vdsr::BatchOptions o{.batch = static_cast<int>(batch),
@@ -40,7 +48,7 @@ absl::StatusOr<VdsrBatchSource> load_vdsr_photos(const std::string& dir, uint64_
 
 #else
 
-absl::StatusOr<VdsrBatchSource> load_vdsr_photos(const std::string& dir, uint64_t,
+absl::StatusOr<VdsrBatchSource> load_vdsr_photos(const std::string& dir, uint64_t, int64_t,
                                                  std::vector<std::string>*) {
   return absl::UnimplementedError(fmt::format(
       "--data {}: lms-bench was built without examples/vdsr (LMS_BUILD_EXAMPLES=OFF), so it "

@@ -3,7 +3,7 @@
 // determinism] there: the batch of a step depends only on (seed, step)).
 //
 //   std::vector<std::string> warnings;
-//   LMS_ASSIGN_OR_RETURN(auto source, lms::bench::load_vdsr_photos("data", 1, &warnings));
+//   LMS_ASSIGN_OR_RETURN(auto source, lms::bench::load_vdsr_photos("data", 1, 48, &warnings));
 //   LMS_ASSIGN_OR_RETURN(auto factory, lms::bench::vdsr_factory(model, source));
 #pragma once
 
@@ -17,11 +17,13 @@
 namespace lms::bench {
 
 // Loads <dir>/train when it exists, else <dir>. Errors: NotFound when the
-// folder is missing or holds no decodable photo; Unimplemented when lms-bench
-// was built without examples/vdsr (LMS_BUILD_EXAMPLES=OFF). Files that do not
-// decode are skipped with a line in *warnings. The source returns
-// InvalidArgument when a crop is larger than the smallest photo.
+// folder is missing or holds no decodable photo, InvalidArgument when every
+// photo that decodes is smaller than `crop` (both list each file with its
+// reason); Unimplemented when lms-bench was built without examples/vdsr
+// (LMS_BUILD_EXAMPLES=OFF). Files that do not decode are skipped with a line
+// in *warnings. The source returns InvalidArgument when a crop is larger
+// than the smallest photo.
 absl::StatusOr<VdsrBatchSource> load_vdsr_photos(const std::string& dir, uint64_t seed,
-                                                 std::vector<std::string>* warnings);
+                                                 int64_t crop, std::vector<std::string>* warnings);
 
 }  // namespace lms::bench

@@ -1,11 +1,14 @@
 #include "cli.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <optional>
 #include <string_view>
 #include <variant>
 
 #include "fmt/format.h"
+#include "io/host_memory.h"
 #include "lms/status.h"
 #include "lms/units.h"
 
@@ -149,6 +152,36 @@ absl::Status parse_flags(std::string_view command, const std::vector<Flag>& flag
   return absl::OkStatus();
 }
 
+absl::Status check_input_batches(const TrainOptions& t, uint64_t limit) {
+  const std::optional<uint64_t> per_patch = io::checked_product({2, t.crop, t.crop, 4});
+  std::string allowed =
+      per_patch && *per_patch <= limit
+          ? fmt::format("at --crop {} the largest --batch is {}", t.crop, limit / *per_patch)
+          : fmt::format("the largest --crop (at --batch 1) is {}",
+                        io::largest_square_side(limit, 2 * 4));
+  return io::check_host_bytes(fmt::format("--batch {} with --crop {}", t.batch, t.crop),
+                              "the lr and hr input batches",
+                              fmt::format("2 x {} x {} x {} x 4", t.batch, t.crop, t.crop),
+                              io::checked_product({2, t.batch, t.crop, t.crop, 4}), limit, allowed);
+}
+
+absl::Status check_model_state(const TrainOptions& t, uint64_t limit) {
+  const int64_t widest = t.channels + int64_t{1};
+  const std::optional<uint64_t> per_layer = io::checked_product({3, 9, widest, widest, 4});
+  std::string allowed =
+      per_layer && *per_layer <= limit
+          ? fmt::format("at --channels {} the largest --depth is {}", t.channels,
+                        limit / *per_layer)
+          : fmt::format("the largest --channels (at --depth {}) is {}", t.depth,
+                        std::max<int64_t>(
+                            0, io::largest_square_side(limit, uint64_t{3 * 9 * 4} * t.depth) - 1));
+  return io::check_host_bytes(
+      fmt::format("--depth {} with --channels {}", t.depth, t.channels),
+      "the weights and Adam moments (read back for checkpoints)",
+      fmt::format("at most 3 x {} x 9 x {} x {} x 4", t.depth, widest, widest),
+      io::checked_product({3, t.depth, 9, widest, widest, 4}), limit, allowed);
+}
+
 absl::Status check_train(const TrainOptions& t) {
   if (t.lr <= 0) return bad_value("lr", fmt::format("{}", t.lr), "a learning rate > 0");
   if (t.resume && t.checkpoint.empty()) {
@@ -157,10 +190,15 @@ absl::Status check_train(const TrainOptions& t) {
   if (t.checkpoint_every > 0 && t.checkpoint.empty()) {
     return absl::InvalidArgumentError("--checkpoint-every needs --checkpoint PATH to write to");
   }
-  return absl::OkStatus();
+  return check_host_memory(t, io::host_memory_limit_bytes());
 }
 
 }  // namespace
+
+absl::Status check_host_memory(const TrainOptions& t, uint64_t limit_bytes) {
+  LMS_RETURN_IF_ERROR(check_input_batches(t, limit_bytes));
+  return check_model_state(t, limit_bytes);
+}
 
 absl::StatusOr<Command> parse_command_line(const std::vector<std::string>& args) {
   Command cmd;

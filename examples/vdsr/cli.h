@@ -65,7 +65,19 @@ struct Command {
 };
 
 // args excludes the program name: {"train", "--steps", "10", ...}.
+// Train commands are also checked with check_host_memory against
+// io::host_memory_limit_bytes(), so a --batch, --crop, --depth or
+// --channels this machine cannot hold is refused before anything runs.
 absl::StatusOr<Command> parse_command_line(const std::vector<std::string>& args);
+
+// Note [Host buffers]: the host buffers a training run sizes from its flags
+// must each fit `limit_bytes`: the lr and hr input batches of a step
+// (2 x batch x crop x crop x 4 bytes) and the persistent state read back to
+// the host for checkpoints and the result (weights, biases and two Adam
+// moments, at most 3 x depth x 9 x (channels + 1)^2 x 4 bytes). Computed with
+// overflow checks; InvalidArgument naming the flags, the bytes needed, the
+// limit and the largest value that fits otherwise.
+absl::Status check_host_memory(const TrainOptions& t, uint64_t limit_bytes);
 
 // The help text listing every flag with its default.
 std::string usage();

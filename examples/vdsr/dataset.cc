@@ -3,13 +3,16 @@
 #include <algorithm>
 #include <cstddef>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <utility>
 
 #include "fmt/format.h"
+#include "io/host_memory.h"
 #include "io/image.h"
 #include "lms/status.h"
 #include "lms/strings.h"
+#include "lms/units.h"
 
 namespace lms::vdsr {
 namespace {
@@ -82,13 +85,15 @@ absl::StatusOr<Dataset> Dataset::load(const std::string& dir, const DatasetOptio
   if (options.scale < 2) {
     return absl::InvalidArgumentError(fmt::format("scale {} must be >= 2", options.scale));
   }
-  if (options.max_images < 0) {
+  if (options.max_images < 0 || options.min_side < 0) {
     return absl::InvalidArgumentError(
-        fmt::format("max_images {} must be >= 0 (0 = all)", options.max_images));
+        fmt::format("max_images {} (0 = all) and min_side {} (0 = any) must be >= 0",
+                    options.max_images, options.min_side));
   }
-  LMS_ASSIGN_OR_RETURN(std::vector<std::string> files, io::list_images(dir));
+  std::vector<std::string> reasons;  // one per unusable file (Note [Unusable folder])
+  LMS_ASSIGN_OR_RETURN(std::vector<std::string> files, io::list_images(dir, &reasons));
   std::vector<ImagePair> pairs;
-  size_t skipped = 0;
+  size_t large_enough = 0;
   for (const std::string& path : files) {
     if (options.max_images > 0 && static_cast<int>(pairs.size()) == options.max_images) break;
     // One decoded photo at a time: a 2560x1600 RGB image is 49 MB of floats.
@@ -97,17 +102,23 @@ absl::StatusOr<Dataset> Dataset::load(const std::string& dir, const DatasetOptio
       return make_pair(img, options.scale);
     }();
     if (!pair.ok()) {
-      ++skipped;
+      reasons.push_back(io::file_reason(path, pair.status()));
       if (warnings != nullptr)
         warnings->push_back(fmt::format("{}: {}", path, to_std(pair.status().message())));
       continue;
     }
     pair->name = std::filesystem::path(path).filename().string();
+    if (pair->hr.width < options.min_side || pair->hr.height < options.min_side) {
+      reasons.push_back(fmt::format("{}: {}x{} is smaller than the crop {}", pair->name,
+                                    pair->hr.width, pair->hr.height, options.min_side));
+    } else {
+      ++large_enough;
+    }
     pairs.push_back(*std::move(pair));
   }
-  if (pairs.empty()) {
-    return absl::NotFoundError(
-        fmt::format("no usable training image in '{}' ({} files skipped)", dir, skipped));
+  if (large_enough == 0) {
+    std::string message = io::no_usable_image_message(dir, std::move(reasons));
+    return pairs.empty() ? absl::NotFoundError(message) : absl::InvalidArgumentError(message);
   }
   return Dataset(std::move(pairs));
 }
@@ -143,6 +154,13 @@ absl::StatusOr<Batch> Dataset::batch(int64_t step, const BatchOptions& o) const 
     return absl::InvalidArgumentError(
         fmt::format("crop {} must be in [1, {}] (the smallest training image is {}x{})", o.crop,
                     std::min(min_width(), min_height()), min_width(), min_height()));
+  }
+  const std::optional<uint64_t> bytes = io::checked_product({2, o.batch, o.crop, o.crop, 4});
+  const uint64_t limit = io::host_memory_limit_bytes();
+  if (!bytes || *bytes > limit) {
+    return absl::InvalidArgumentError(fmt::format(
+        "batch {} of {}x{} patches: the lr and hr buffers need more than the {} of host memory",
+        o.batch, o.crop, o.crop, format_bytes(limit)));
   }
   std::mt19937_64 gen(mix(o.seed) ^ mix(static_cast<uint64_t>(step) + 0x5eed));
   const size_t patch = static_cast<size_t>(o.crop) * o.crop;

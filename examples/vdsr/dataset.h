@@ -27,6 +27,7 @@ namespace lms::vdsr {
 struct DatasetOptions {
   int scale = 2;       // super-resolution factor (>= 2)
   int max_images = 0;  // 0 = every image in the folder
+  int min_side = 0;    // the training crop: an image smaller on a side is unusable
 };
 
 // One training pair: the bicubic-degraded input and the original, same size.
@@ -58,16 +59,22 @@ class Dataset {
  public:
   // Decodes every PNG/JPEG in `dir` one at a time (files that do not decode
   // are skipped with a line in *warnings) and keeps only the two Y planes.
-  // Errors: those of io::list_images; InvalidArgument for scale < 2 or
-  // max_images < 0; NotFound when no image in `dir` decodes.
+  // Images smaller than min_side are kept (batch() then reports the crop as
+  // too large, naming the smallest image) unless no image is large enough.
+  // Errors: those of io::list_images; InvalidArgument for scale < 2,
+  // max_images < 0 or min_side < 0; when no image is usable, an error listing
+  // every file of `dir` with its reason (io::no_usable_image_message):
+  // NotFound when none decodes, InvalidArgument when some decode but all are
+  // smaller than min_side.
   static absl::StatusOr<Dataset> load(const std::string& dir, const DatasetOptions& options,
                                       std::vector<std::string>* warnings = nullptr);
   // From pairs already made (tests). InvalidArgument when empty.
   static absl::StatusOr<Dataset> from_pairs(std::vector<ImagePair> pairs);
 
   // The batch of training step `step` (Note [Batch determinism]).
-  // InvalidArgument for batch < 1, crop < 1, or a crop larger than the
-  // smallest image.
+  // InvalidArgument for batch < 1, crop < 1, a crop larger than the
+  // smallest image, or input buffers larger than the host memory limit
+  // (io::host_memory_limit_bytes).
   absl::StatusOr<Batch> batch(int64_t step, const BatchOptions& options) const;
 
   const std::vector<ImagePair>& pairs() const { return pairs_; }

@@ -117,7 +117,7 @@ void print_table(const EvalResult& r, std::ostream& log) {
 }  // namespace
 
 absl::StatusOr<EvalResult> evaluate(const EvalOptions& opts, std::ostream& log) {
-  LMS_ASSIGN_OR_RETURN(io::Checkpoint ck, io::load_checkpoint(opts.checkpoint));
+  LMS_ASSIGN_OR_RETURN(io::Checkpoint ck, io::load_usable_checkpoint(opts.checkpoint));
   LMS_ASSIGN_OR_RETURN(ModelShape m, model_shape(ck, opts.checkpoint));
   std::string dir = (std::filesystem::path(opts.run.data_dir) / "eval").string();
   std::vector<std::string> warnings;

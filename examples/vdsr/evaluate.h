@@ -44,9 +44,10 @@ struct EvalResult {
 // to `log` and, with opts.out, writes bicubic | VDSR | ground truth of the
 // first image's window as one grey PNG.
 // Errors: NotFound / DataLoss for a missing or corrupt checkpoint or one
-// without VDSR weights; NotFound when no eval image decodes;
-// ResourceExhausted when a window does not fit --capacity (use --eval-crop);
-// the write error of opts.out.
+// without VDSR weights; FailedPrecondition naming the tensor for one with
+// non-finite values or a negative step (io::validate_checkpoint); NotFound when no eval image
+// decodes; ResourceExhausted when a window does not fit --capacity (use --eval-crop); the write
+// error of opts.out.
 absl::StatusOr<EvalResult> evaluate(const EvalOptions& opts, std::ostream& log);
 
 }  // namespace lms::vdsr

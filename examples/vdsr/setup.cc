@@ -52,6 +52,12 @@ absl::Status save_session(const Session& session, const Graph& graph, const std:
     const Tensor& t = graph.tensor(graph.find_tensor(name));
     tensors.push_back({name, t.shape, std::move(values)});
   }
+  // A diverged state must not replace the last good checkpoint.
+  absl::Status usable = io::validate_checkpoint_values(tensors, step, path);
+  if (!usable.ok()) {
+    return absl::Status(usable.code(),
+                        fmt::format("not saving step {}: {}", step, std::string(usable.message())));
+  }
   return io::save_checkpoint(path, tensors, step, meta);
 }
 

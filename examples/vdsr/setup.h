@@ -15,10 +15,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "backend/device.h"
 #include "cli.h"
 #include "io/checkpoint.h"
 #include "lms/config.h"
+#include "lms/device.h"
 #include "lms/graph.h"
 #include "lms/session.h"
 
@@ -31,7 +31,10 @@ namespace lms::vdsr {
 absl::StatusOr<std::unique_ptr<Device>> make_device(const RunOptions& run, const LinkConfig& link);
 
 // Saves every persistent tensor of `session` (parameters and optimizer
-// state) with its shape in `graph`, atomically. Errors of save_checkpoint.
+// state) with its shape in `graph`, atomically. Errors of save_checkpoint;
+// FailedPrecondition, leaving `path` untouched, when a value is not finite
+// or step < 0 (io::validate_checkpoint_values: such a file could not be
+// resumed or evaluated).
 absl::Status save_session(const Session& session, const Graph& graph, const std::string& path,
                           int64_t step, const std::map<std::string, std::string>& meta);
 

@@ -41,12 +41,20 @@ struct TrainResult {
 // Loads <run.data_dir>/train, builds the training graph, applies lms::rewrite
 // when opts.lms_active(), runs the steps and writes the checkpoint and trace.
 // Progress lines and the final summary go to `log`.
-// Errors: InvalidArgument for bad options or LMS config, NotFound for a
-// missing data folder or checkpoint to resume, FailedPrecondition when the
-// checkpoint to resume was written with different model or data settings or
-// is already at or past opts.steps, ResourceExhausted when a step does not
-// fit the device (the message suggests LMS or a smaller batch), DataLoss for
-// a corrupt checkpoint.
+// Before loading data or running a step it checks the host buffers the
+// options size (check_host_memory in cli.h) and that the checkpoint and trace
+// locations are writable (io::check_writable: parent folders are created,
+// a probe file is created and removed).
+// Errors: InvalidArgument for bad options, LMS config, host buffers larger
+// than the machine or a crop larger than every image; the errno-derived code
+// naming the path for an unwritable --checkpoint or --trace; NotFound for a
+// missing data folder or checkpoint to resume, or a folder without a
+// decodable image (the message gives each file's reason); FailedPrecondition
+// when the checkpoint to resume was written with different model or data
+// settings, is already at or past opts.steps, or holds non-finite values or
+// a negative step; ResourceExhausted when a step does not fit the device
+// (the message suggests LMS or a smaller batch); DataLoss for a corrupt
+// checkpoint.
 absl::StatusOr<TrainResult> train(const TrainOptions& opts, std::ostream& log);
 
 }  // namespace lms::vdsr

@@ -4,8 +4,13 @@
 // live at the start of the backward pass, so batch 4 (~0.3 MiB) fits and
 // batch 16 (~1.1 MiB) does not; the busiest node needs only ~4 activations,
 // so batch 16 fits with swapping.
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "bench.h"
@@ -15,6 +20,7 @@
 #include "report.h"
 #include "search.h"
 #include "sweep.h"
+#include "vdsr_data.h"
 
 namespace lms::bench {
 namespace {
@@ -310,6 +316,121 @@ TEST(Cli, BadFlagsAreClearErrors) {
   std::ostringstream out, err;
   EXPECT_EQ(run_main({"--help"}, out, err), 0);
   EXPECT_NE(out.str().find("lms-bench vdsr"), std::string::npos);
+}
+
+// Runs `fn` in a child whose address space is capped at 8 GiB and returns
+// its answer, or nullopt when the child died (std::bad_alloc): sizes that
+// should have been refused fail there, never at the kernel's OOM killer.
+std::optional<std::string> run_capped(const std::function<std::string()>& fn) {
+  int fds[2];
+  if (::pipe(fds) != 0) return std::nullopt;
+  std::fflush(nullptr);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    const rlim_t cap = rlim_t{8} << 30;
+    struct rlimit limit = {cap, cap};
+    ::setrlimit(RLIMIT_AS, &limit);
+    std::string text = fn();
+    ssize_t ignored = ::write(fds[1], text.data(), text.size());
+    (void)ignored;
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string text;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof(buf))) > 0;) text.append(buf, n);
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
+  return text;
+}
+
+// Batches, crops and volumes whose input buffers exceed the machine are bad
+// flags (exit 2) naming the flags, the bytes and the limit, before any run.
+TEST(Cli, HostBuffersLargerThanTheMachineAreRefused) {
+  struct Case {
+    std::vector<std::string> args;
+    std::vector<std::string> expect;
+  };
+  const std::vector<Case> cases = {
+      {{"vdsr", "--batch", "4,1048576", "--crop", "4096", "--no-search"},
+       {"--batch 1048576 with --crop 4096", "2 x 1048576 x 4096 x 4096 x 4 = 140737488355328 bytes",
+        "host memory", "physical memory", "at --crop 4096 the largest --batch is"}},
+      {{"overhead", "--batch", "1048576", "--crop", "4096"}, {"--batch 1048576 with --crop 4096"}},
+      {{"unet3d", "--size", "1048576"},
+       {"--size 1048576", "overflows 64-bit", "the largest --size is"}},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<BenchCommand> cmd = parse_command_line(c.args);
+    ASSERT_FALSE(cmd.ok()) << c.args[0] << " accepted";
+    EXPECT_EQ(cmd.status().code(), absl::StatusCode::kInvalidArgument);
+    std::optional<std::string> err = run_capped([&] {
+      std::ostringstream out, err;
+      int rc = run_main(c.args, out, err);
+      return std::to_string(rc) + " " + err.str();
+    });
+    ASSERT_TRUE(err.has_value()) << c.args[0] << ": lms-bench died instead of refusing the size";
+    EXPECT_EQ(err->substr(0, 2), "2 ") << *err;
+    for (const std::string& part : c.expect) {
+      EXPECT_NE(err->find(part), std::string::npos) << "want '" << part << "' in: " << *err;
+    }
+  }
+  // An explicit limit: batch 4 fits 1 MiB at crop 32, batch 256 (2 MiB) does not.
+  absl::StatusOr<BenchCommand> ok =
+      parse_command_line({"vdsr", "--batch", "4,256", "--crop", "32"});
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  absl::Status s = check_host_memory(*ok, uint64_t{1} << 20);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("at --crop 32 the largest --batch is 128"), std::string::npos) << s;
+  ok->sizes = {4};
+  EXPECT_TRUE(check_host_memory(*ok, uint64_t{1} << 20).ok());
+}
+
+// A --data folder without a usable photo says why for each file.
+TEST(VdsrData, UnusableFolderListsEveryFile) {
+  const std::string dir = temp_dir("lms_bench_unusable");
+  { std::ofstream(dir + "/a.png") << "not a png"; }
+  { std::ofstream(dir + "/c.txt") << "notes"; }
+  std::vector<std::string> warnings;
+  absl::StatusOr<VdsrBatchSource> photos = load_vdsr_photos(dir, 1, 16, &warnings);
+  if (photos.status().code() == absl::StatusCode::kUnimplemented) {
+    GTEST_SKIP() << "lms-bench built without examples/vdsr";
+  }
+  ASSERT_FALSE(photos.ok());
+  EXPECT_EQ(photos.status().code(), absl::StatusCode::kNotFound);
+  const std::string m(photos.status().message());
+  for (const std::string& part :
+       {std::string("no usable image in ") + dir, std::string("a.png: not a PNG or JPEG file"),
+        std::string("c.txt: unsupported extension")}) {
+    EXPECT_NE(m.find(part), std::string::npos) << "want '" << part << "' in: " << m;
+  }
+  // Nothing decodes: a warning with every reason, then random data.
+  std::ostringstream out, err;
+  int rc =
+      run_main({"vdsr", "--data", dir, "--depth", "4", "--channels", "8", "--crop", "16", "--batch",
+                "1", "--capacity", "1MiB", "--threads", "1", "--steps", "1", "--no-search"},
+               out, err);
+  EXPECT_EQ(rc, 0) << err.str();
+  EXPECT_NE(err.str().find("a.png: not a PNG or JPEG file"), std::string::npos) << err.str();
+  EXPECT_NE(err.str().find("c.txt: unsupported extension"), std::string::npos) << err.str();
+
+  // A photo that decodes but is smaller than --crop: the flag is wrong (exit 2).
+  std::filesystem::copy_file(std::string(LMS_SOURCE_DIR) + "/tests/data/astronaut_crop128.png",
+                             dir + "/astronaut.png");
+  std::ostringstream out2, err2;
+  rc =
+      run_main({"vdsr", "--data", dir, "--crop", "200", "--batch", "1", "--no-search"}, out2, err2);
+  EXPECT_EQ(rc, 2) << err2.str();
+  for (const std::string& part :
+       {std::string("--crop 200"),
+        std::string("astronaut.png: 128x128 is smaller than the crop 200"),
+        std::string("a.png: not a PNG"), std::string("c.txt: unsupported")}) {
+    EXPECT_NE(err2.str().find(part), std::string::npos)
+        << "want '" << part << "' in: " << err2.str();
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
