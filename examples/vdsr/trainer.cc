@@ -11,6 +11,8 @@
 #include "dataset.h"
 #include "fmt/format.h"
 #include "io/checkpoint.h"
+#include "io/file_util.h"
+#include "io/host_memory.h"
 #include "lms/session.h"
 #include "lms/status.h"
 #include "lms/strings.h"
@@ -85,10 +87,14 @@ class TrainRun {
   TrainRun(const TrainOptions& o, std::ostream& log) : o_(o), log_(log) {}
 
   absl::Status prepare() {
+    // Options built in code skip parse_command_line's check.
+    LMS_RETURN_IF_ERROR(check_host_memory(o_, io::host_memory_limit_bytes()));
     LMS_ASSIGN_OR_RETURN(cfg_, lms_config(o_));
+    LMS_RETURN_IF_ERROR(check_outputs());
     std::vector<std::string> warnings;
     std::string dir = (std::filesystem::path(o_.run.data_dir) / "train").string();
-    LMS_ASSIGN_OR_RETURN(Dataset d, Dataset::load(dir, {kScale, o_.run.max_images}, &warnings));
+    LMS_ASSIGN_OR_RETURN(Dataset d,
+                         Dataset::load(dir, {kScale, o_.run.max_images, o_.crop}, &warnings));
     for (const std::string& w : warnings) log_ << "warning: skipped " << w << "\n";
     data_.emplace(std::move(d));
     log_ << fmt::format("data: {} images from {}\n", data_->pairs().size(), dir);
@@ -128,6 +134,22 @@ class TrainRun {
  private:
   BatchOptions batch_options() const { return {o_.batch, o_.crop, o_.seed, true}; }
 
+  // The checkpoint and trace are written after steps that may take hours:
+  // an unwritable location must fail now, not after the last step.
+  absl::Status check_outputs() const {
+    if (!o_.checkpoint.empty()) {
+      absl::Status s = io::check_writable(o_.checkpoint);
+      if (!s.ok())
+        return absl::Status(s.code(), fmt::format("--checkpoint: {}", to_std(s.message())));
+    }
+    if (!o_.trace_dir.empty()) {
+      absl::Status s =
+          io::check_writable((std::filesystem::path(o_.trace_dir) / "trace.json").string());
+      if (!s.ok()) return absl::Status(s.code(), fmt::format("--trace: {}", to_std(s.message())));
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status build_graph() {
     Graph g;
     models::ModelTensors m = models::build_vdsr(g, {.batch = o_.batch,
@@ -154,7 +176,7 @@ class TrainRun {
   }
 
   absl::Status resume() {
-    LMS_ASSIGN_OR_RETURN(io::Checkpoint ck, io::load_checkpoint(o_.checkpoint));
+    LMS_ASSIGN_OR_RETURN(io::Checkpoint ck, io::load_usable_checkpoint(o_.checkpoint));
     LMS_RETURN_IF_ERROR(check_resume(ck, o_));
     LMS_RETURN_IF_ERROR(restore_session(*session_, train_, ck, /*parameters_only=*/false));
     next_step_ = ck.step + 1;
