@@ -70,8 +70,7 @@ bool all_of_class(const std::string& s, int (*is_class)(int)) {
 // Whether `suffix` (what follows "<name>.tmp.") names a temporary file that
 // no live writer owns (Note [Stale temporary files]).
 bool is_stale_suffix(const std::string& suffix) {
-  constexpr size_t kRandom = 6;                                             // mkstemp's XXXXXX
-  if (suffix.size() == kRandom) return all_of_class(suffix, std::isalnum);  // no pid: older naming
+  constexpr size_t kRandom = 6;  // mkstemp's XXXXXX
   size_t dot = suffix.find('.');
   if (dot == std::string::npos || dot == 0 || dot > 9 || suffix.size() - dot - 1 != kRandom) {
     return false;

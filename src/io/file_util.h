@@ -10,12 +10,13 @@
 //
 // Note [Stale temporary files]: a writer killed mid-write (SIGKILL, power
 // loss) cannot remove its temporary file. Every write of `path` therefore
-// first removes the "<path>.tmp.<pid>.*" files whose process no longer
-// exists (kill(pid, 0) answers ESRCH), and "<path>.tmp.XXXXXX" files of
-// the older naming without a pid. Files of a live process are kept, so two
-// programs writing the same path never delete each other's file; a pid
-// reused by an unrelated live process only delays the clean-up. Only names
-// of this exact form are touched, never `path` itself or other files.
+// first removes the "<path>.tmp.<pid>.XXXXXX" files whose process no
+// longer exists (kill(pid, 0) answers ESRCH). Files of a live process are
+// kept, so two programs writing the same path never delete each other's
+// file; a pid reused by an unrelated live process only delays the clean-up.
+// Only names of this exact form are touched, never `path` itself or other
+// files; "<path>.tmp.XXXXXX" files of the older naming (no pid) are left
+// alone, as a user file such as "<path>.tmp.backup" has the same shape.
 #pragma once
 
 #include <cstdint>

@@ -222,13 +222,14 @@ TEST_F(CheckpointTest, StaleTempFilesOfKilledWritersAreRemovedOnTheNextWrite) {
   const std::string dead = std::to_string(dead_pid());
   const std::vector<std::string> stale = {
       "m.ckpt.tmp." + dead + ".a1B2c3",  // killed writer
-      "m.ckpt.tmp.Zx81Qa",               // the older naming, without a pid
+      "m.ckpt.tmp." + dead + ".Zx81Qa",
   };
   const std::vector<std::string> kept = {
       "m.ckpt.tmp.1.q9W8e7",                                   // pid 1 is alive
       "m.ckpt.tmp." + std::to_string(::getpid()) + ".Pp0Oo9",  // this process
       "other.ckpt.tmp." + dead + ".a1B2c3",                    // another checkpoint
       "m.ckpt.tmp.notes",                                      // not a temporary name
+      "m.ckpt.tmp.backup",  // the older pid-less shape: could be a user's file
       "m.ckpt.tmp." + dead + ".toolong7",
   };
   for (const std::string& name : stale) spit(path(name), {1, 2, 3});
