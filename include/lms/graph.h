@@ -201,9 +201,9 @@ absl::Status verify(const Graph& graph);
 // Text form, one line per tensor declaration and node, in schedule order:
 //   input lr f32[16,1,64,64]
 //   parameter conv1/w f32[64,1,3,3] he_normal(seed=1,fan_in=9)
-//   node conv1 = conv(lr, conv1/w) {dilation=[1,1], pad=[1,1], stride=[1,1]} -> conv1
-//   f32[16,64,64,64] activation node swap_in/x/0 = swap_in(swap_out/x) after(relu3) -> swap_in/x/0
-//   f32[...] activation
+//   node conv1 = conv(lr, conv1/w) {dilation=[1,1], pad=[1,1], stride=[1,1]}
+//       -> conv1 f32[16,64,64,64] activation                  (one line)
+//   node swap_in/x/0 = swap_in(swap_out/x) after(relu3) -> swap_in/x/0 f32[...] activation
 // Attribute values: integers, reals printed with enough digits to read back
 // exactly (and always with '.', 'e', "inf" or "nan"), int lists [a,b] and
 // strings in double quotes with \" \\ \n \r \t and \xHH escapes.

@@ -1,7 +1,6 @@
 #include "lms/graph.h"
 
 #include <algorithm>
-#include <limits>
 #include <utility>
 
 #include "absl/strings/escaping.h"
@@ -56,10 +55,10 @@ absl::Status check_shape(std::string_view what, const Shape& shape, DType dtype)
     }
   }
   if (!checked_shape_bytes(shape, dtype).has_value()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(to_absl(what), ": shape [", absl::StrJoin(shape, ","),
-                     "] is too large: its size in bytes does not fit in int64 (at most ",
-                     std::numeric_limits<int64_t>::max(), " bytes)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        to_absl(what), ": [", absl::StrJoin(shape, ","),
+        "] is too large: a tensor may have at most 2^63 - 1 bytes (the product of the dims "
+        "overflows)"));
   }
   return absl::OkStatus();
 }

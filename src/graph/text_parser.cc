@@ -316,6 +316,13 @@ absl::Status parse_node(Graph& g, Cursor& c) {
 
 }  // namespace
 
+absl::StatusOr<AttrValue> parse_attr_value_text(std::string_view text) {
+  Cursor c(to_absl(text));
+  LMS_ASSIGN_OR_RETURN(AttrValue v, parse_attr_value(c));
+  if (!c.done()) return c.error("unexpected text after the attribute value");
+  return v;
+}
+
 absl::Status parse_graph_line(Graph& graph, std::string_view line) {
   Cursor c(to_absl(line));
   LMS_ASSIGN_OR_RETURN(std::string kind, c.word("a line keyword"));

@@ -4,8 +4,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <limits>
+#include <optional>
 #include <string>
+#include <vector>
 
+#include "absl/strings/escaping.h"
+#include "graph/text_parser.h"
 #include "lms/ops.h"
 #include "lms/training.h"
 
@@ -46,6 +53,59 @@ TEST(GraphTest, DuplicateAndMalformedNamesAreRejected) {
   Graph k;
   EXPECT_EQ(k.input("z", {0, 3}), kNoTensor);
   EXPECT_NE(std::string(k.status().message()).find("positive"), std::string::npos);
+}
+
+TEST(GraphTest, AbsurdLeafShapesAndInitsAreRecorded) {
+  constexpr int64_t k40 = int64_t{1} << 40;
+  struct Case {
+    Shape shape;
+    Init init;
+    std::string message;  // "" = accepted
+  };
+  const Case cases[] = {
+      {{k40, k40}, Init::zeros(), "tensor 't': [1099511627776,1099511627776] is too large"},
+      {{std::numeric_limits<int64_t>::max(), 2}, Init::zeros(), "too large"},
+      {{int64_t{1} << 61}, Init::zeros(), "too large"},  // 2^63 bytes
+      {{(int64_t{1} << 61) - 1}, Init::zeros(), ""},     // 2^63 - 4 bytes
+      {{2, -3}, Init::zeros(), "every dimension must be positive, got [2,-3]"},
+      {{2}, Init::he_normal(1, 0), "he_normal fan_in must be >= 1, got 0"},
+      {{2}, Init::he_normal(std::numeric_limits<uint64_t>::max(), 1), ""},
+  };
+  for (const Case& c : cases) {
+    Graph g;
+    const TensorId t = g.parameter("t", c.shape, c.init);
+    if (c.message.empty()) {
+      EXPECT_NE(t, kNoTensor) << g.status();
+      EXPECT_EQ(g.tensor(t).bytes(), static_cast<uint64_t>(num_elements(c.shape)) * 4);
+      continue;
+    }
+    EXPECT_EQ(t, kNoTensor) << c.message;
+    EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(std::string(g.status().message()).find(c.message), std::string::npos) << g.status();
+  }
+  Graph g;
+  EXPECT_EQ(g.input("x", {k40, k40}), kNoTensor);
+  EXPECT_NE(std::string(g.status().message()).find("tensor 'x'"), std::string::npos);
+  EXPECT_EQ(checked_shape_bytes({k40, k40}), std::nullopt);
+  EXPECT_EQ(checked_num_elements({k40, k40}), std::nullopt);
+  EXPECT_EQ(checked_num_elements({k40, 1 << 22}), int64_t{1} << 62);
+  EXPECT_EQ(checked_shape_bytes({k40, 1 << 22}), std::nullopt);  // 2^64 bytes
+}
+
+// Names are written verbatim into the text form: a quote or a control
+// character would end the name or the line there.
+TEST(GraphTest, NamesTheTextFormCannotHoldAreRejected) {
+  for (const char* bad : {"a\"b", "a\rb", "a\vb", "a\x7f", "a\x01", "tab\t"}) {
+    Graph g;
+    EXPECT_EQ(g.input(bad, {1}), kNoTensor) << bad;
+    EXPECT_NE(std::string(g.status().message()).find("not allowed"), std::string::npos)
+        << g.status();
+  }
+  Graph g;
+  EXPECT_NE(g.input("caf\u00e9/\u65e5#1->x", {1}), kNoTensor) << g.status();
+  auto parsed = parse_graph(to_text(g));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(to_text(*parsed), to_text(g));
 }
 
 TEST(GraphTest, UnknownOpAndBadInputNameTheNode) {
@@ -152,6 +212,153 @@ TEST(TextTest, AttributeTypesSurviveTheRoundTrip) {
   auto parsed = parse_graph(text);
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(to_text(*parsed), text);
+}
+
+// Equal, with reals compared bit for bit (-0.0 differs from 0.0, NaN equals
+// the same NaN).
+bool same_bits(const AttrValue& a, const AttrValue& b) {
+  if (a.index() != b.index()) return false;
+  if (const double* x = std::get_if<double>(&a)) {
+    return std::bit_cast<uint64_t>(*x) == std::bit_cast<uint64_t>(std::get<double>(b));
+  }
+  return a == b;
+}
+
+std::string printable(const AttrValue& v) { return absl::CEscape(attr_value_text(v)); }
+
+TEST(TextTest, EveryAttributeValueRoundTripsExactly) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  using L = std::numeric_limits<double>;
+  using I = std::numeric_limits<int64_t>;
+  const std::vector<AttrValue> values = {
+      int64_t{0},
+      int64_t{-1},
+      I::min(),
+      I::max(),
+      0.0,
+      -0.0,
+      L::denorm_min(),
+      -L::denorm_min(),
+      L::min(),
+      L::max(),
+      -L::max(),
+      kInf,
+      -kInf,
+      L::quiet_NaN(),
+      0.1,
+      1.0 / 3.0,
+      -2.5e-310,
+      1e22,
+      123456789.0,
+      std::string(),
+      std::string("linear"),
+      std::string("with \"quotes\""),
+      std::string("back\\slash and trailing \\"),
+      std::string("\\\""),
+      std::string("a,b{c}[d](e)=f -> g # h"),
+      std::string("  spaces  "),
+      std::string("line\nbreak\r\n"),
+      std::string("tab\tand \x01\x1f\x7f"),
+      std::string("nul\0byte", 8),
+      std::string("unicode: caf\u00e9 \u65e5\u672c \U0001F642"),
+      std::string("\\x41 is not an escape here"),
+      std::vector<int64_t>{},
+      std::vector<int64_t>{5},
+      std::vector<int64_t>{I::min(), -1, 0, I::max()},
+  };
+  for (const AttrValue& v : values) {
+    const std::string text = attr_value_text(v);
+    EXPECT_EQ(text.find_first_of("\n\r"), std::string::npos) << printable(v);
+    auto parsed = parse_attr_value_text(text);
+    ASSERT_TRUE(parsed.ok()) << printable(v) << ": " << parsed.status();
+    EXPECT_TRUE(same_bits(*parsed, v)) << printable(v) << " read back as " << printable(*parsed);
+    EXPECT_EQ(attr_value_text(*parsed), text);
+  }
+  // Reals always look like reals, so they are never read back as integers.
+  EXPECT_EQ(attr_value_text(2.0), "2.0");
+  EXPECT_EQ(attr_value_text(-0.0), "-0.0");
+  for (const char* bad :
+       {"\"abc", "\"a\\q\"", "\"\\x4\"", "\"a\" b", "1.5x", "9223372036854775808"}) {
+    EXPECT_FALSE(parse_attr_value_text(bad).ok()) << bad;
+  }
+}
+
+// A graph with every kind of attribute the ops carry (ints, int lists, reals,
+// strings) and every kind of initialiser, with extreme values: to_text,
+// parse_graph and to_text again give the same text, and the parsed graph has
+// the same values bit for bit.
+TEST(TextTest, EveryAttributeAndInitOfAGraphRoundTripsExactly) {
+  using L = std::numeric_limits<double>;
+  constexpr uint64_t kSeedMax = std::numeric_limits<uint64_t>::max();
+  Graph g;
+  TensorId x = g.input("x", {2, 3, 8, 8});
+  TensorId t = g.input("t", {2, 4, 16, 16});
+  TensorId h = conv2d(g, "c1", x, 4, {3}, {.pad = {1}, .seed = kSeedMax});
+  h = leaky_relu(g, "lr1", h, -0.0);
+  h = leaky_relu(g, "lr2", h, L::denorm_min());
+  h = scale(g, "s1", h, 1.0 / 3.0);
+  h = scale(g, "s2", h, -L::max());
+  h = conv_transpose(g, "up", h, 4, {2}, {.stride = {2}, .seed = uint64_t{1} << 63});
+  h = instance_norm(g, "in", h, 1e-300);
+  h = upsample(g, "u", max_pool2d(g, "pool", h, 3, 2, 1), {2}, "linear");
+  h = concat(g, "cat", {h, slice(g, "sl", h, 1, 2)});
+  h = slice(g, "sl2", batch_norm(g, "bn", sigmoid(g, "sig", h), 0.5), 0, 4);
+  TensorId loss = mse_loss(g, "mse", h, t);
+  g.parameter("p_seed", {3}, Init::he_normal(kSeedMax - 1, 1));
+  g.parameter("p_neg0", {3}, Init::constant(-0.0));
+  g.parameter("p_tiny", {3}, Init::constant(-L::denorm_min()));
+  g.parameter("p_inf", {3}, Init::constant(L::infinity()));
+  g.optimizer_state("o_big", {1}, Init::constant(L::max()));
+  fill(g, "f_scalar", {}, -0.0);
+  fill(g, "f_tiny", {1, 3}, L::denorm_min());
+  ASSERT_TRUE(g.status().ok()) << g.status();
+  auto train = training_graph(g, loss, Adam{1e-3, 0.9, 0.999, 1e-8, 1e-4, 1.0});
+  ASSERT_TRUE(train.ok()) << train.status();
+
+  const std::string text = to_text(*train);
+  EXPECT_NE(text.find("seed=18446744073709551615,"), std::string::npos);
+  EXPECT_NE(text.find("seed=9223372036854775808,"), std::string::npos);
+  EXPECT_NE(text.find("alpha=-0.0"), std::string::npos);
+  EXPECT_NE(text.find("constant(-0.0)"), std::string::npos);
+  EXPECT_NE(text.find("shape=[]"), std::string::npos);
+  auto parsed = parse_graph(text);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(to_text(*parsed), text);
+  EXPECT_TRUE(verify(*parsed).ok()) << verify(*parsed);
+  ASSERT_EQ(parsed->num_nodes(), train->num_nodes());
+  for (NodeId n = 0; n < train->num_nodes(); ++n) {
+    const Node& want = train->node(n);
+    const Node& got = parsed->node(parsed->find_node(want.name));
+    ASSERT_EQ(got.attrs.size(), want.attrs.size()) << want.name;
+    for (const auto& [key, value] : want.attrs) {
+      EXPECT_TRUE(same_bits(got.attrs.at(key), value)) << want.name << " " << key;
+    }
+  }
+  for (TensorId id = 0; id < train->num_tensors(); ++id) {
+    const Tensor& want = train->tensor(id);
+    const Tensor& got = parsed->tensor(parsed->find_tensor(want.name));
+    EXPECT_EQ(got.init.seed, want.init.seed) << want.name;
+    EXPECT_EQ(got.init.fan_in, want.init.fan_in) << want.name;
+    EXPECT_TRUE(same_bits(got.init.value, want.init.value)) << want.name;
+  }
+}
+
+TEST(TextTest, SeedsAndOutputRolesAreChecked) {
+  auto big = parse_graph("parameter w f32[2] he_normal(seed=18446744073709551615,fan_in=3)\n");
+  ASSERT_TRUE(big.ok()) << big.status();
+  EXPECT_EQ(big->tensor(0).init.seed, std::numeric_limits<uint64_t>::max());
+  for (const char* bad : {
+           "parameter w f32[2] he_normal(seed=-1,fan_in=3)\n",
+           "parameter w f32[2] he_normal(seed=18446744073709551616,fan_in=3)\n",
+           "parameter w f32[2] he_normal(seed=1,fan_in=0)\n",
+           "input x f32[2]\nnode y = relu(x) -> y f32[2] parameter\n",
+           "input x f32[2]\nnode y = relu(x) -> y f32[2] input\n",
+           "input x f32[1099511627776,1099511627776]\n",
+       }) {
+    auto g = parse_graph(bad);
+    EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(std::string(g.status().message()).find("line "), std::string::npos) << g.status();
+  }
 }
 
 }  // namespace

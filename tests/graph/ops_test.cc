@@ -2,6 +2,7 @@
 // builders of lms/ops.h (parameters, shapes, roles, inits, error recording).
 #include "lms/ops.h"
 
+#include <limits>
 #include <set>
 
 #include "graph/op_registry.h"
@@ -246,6 +247,81 @@ TEST(OpsShapes, InvalidCasesNameTheProblem) {
   }
 }
 
+// Arithmetic of shape inference that overflows int64 (a pad of 2^62, dims of
+// 2^40 x 2^40): each is an error naming the attribute or input, never a
+// wrapped-around shape. Several of these used to be accepted with a garbage
+// (even zero or negative) output dim.
+TEST(OpsShapes, OverflowIsAnErrorNamingTheAttributeOrInput) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  constexpr int64_t k62 = int64_t{1} << 62, k40 = int64_t{1} << 40;
+  const Shape x4 = {2, 3, 8, 8};
+  const std::string conv_room = "input + 2*pad - dilation*(kernel-1) - 1 overflows int64";
+  const std::string too_large = "is too large: a tensor may have at most 2^63 - 1 bytes";
+  const std::string nearest = "nearest";
+  const Invalid cases[] = {
+      {"conv", {x4, {4, 3, 3, 3}}, geom2({1, 1}, {k62, 0}), conv_room},
+      {"conv", {x4, {4, 3, 3, 3}}, geom2({1, 1}, {0, kMax}), conv_room},
+      {"conv", {x4, {4, 3, 3, 3}}, geom2({1, 1}, {0, 0}, {k62, 1}), conv_room},
+      {"conv", {x4, {4, 3, kMax, 3}}, geom2(), "input 1: [4,3,9223372036854775807,3] " + too_large},
+      // Every dim fits, their product does not.
+      {"conv", {{1, 1, 1, 1}, {1, 1, 1, 1}}, geom2({1, 1}, {k40, k40}), "output 0: "},
+      {"conv_bwd_data",
+       {{2, 4, 8, 8}, {4, 3, 3, 3}},
+       with(geom2({1, 1}, {1, 1}), "input_shape", Ints{k40, k40, 8, 8}),
+       "input_shape: [1099511627776,1099511627776,8,8] " + too_large},
+      {"deconv",
+       {{1, 1, k40, 1}, {1, 1, 1, 1}},
+       {{"stride", Ints{(int64_t{1} << 24) + 3, 1}}, {"pad", Ints{0, 0}}},
+       "(input-1)*stride - 2*pad + kernel overflows int64 in spatial dim 0"},
+      {"deconv",
+       {x4, {3, 5, 2, 2}},
+       {{"stride", Ints{1, 1}}, {"pad", Ints{0, kMax}}},
+       "(input-1)*stride - 2*pad + kernel overflows int64 in spatial dim 1"},
+      {"deconv_bwd_weights",
+       {x4, {2, 5, 9, 9}},
+       {{"stride", Ints{1, 1}},
+        {"pad", Ints{0, 0}},
+        {"weight_shape", Ints{3, kMax, 2, 2}},
+        {"has_bias", int64_t{0}}},
+       "weight_shape: [3,9223372036854775807,2,2] " + too_large},
+      {"upsample",
+       {{1, 1, int64_t{1} << 31, 1}},
+       {{"scale", Ints{int64_t{1} << 33, 1}}, {"mode", nearest}},
+       "input*scale overflows int64 in spatial dim 0"},
+      {"upsample",
+       {{1, 1, 1 << 20, 1 << 20}},
+       {{"scale", Ints{1 << 20, 1 << 20}}, {"mode", nearest}},
+       "output 0: [1,1,1099511627776,1099511627776] " + too_large},
+      {"max_pool",
+       {x4},
+       {{"kernel", Ints{kMax, 1}}, {"stride", Ints{1, 1}}, {"pad", Ints{k62, 0}}},
+       "input + 2*pad - kernel overflows int64 in spatial dim 0"},
+      {"concat",
+       Shapes(8, Shape{1, int64_t{1} << 60}),
+       {},
+       "the channel count overflows int64 at input 7"},
+      {"slice", {x4}, {{"begin", kMax}, {"size", int64_t{1}}}, "begin + size <= 3"},
+      {"fill",
+       {},
+       {{"shape", Ints{k40, k40}}, {"value", 1.0}},
+       "shape: [1099511627776,1099511627776] " + too_large},
+      {"fill", {}, {{"shape", Ints{int64_t{1} << 61}}, {"value", 1.0}}, too_large},
+      {"reduce_mean_bwd", {{}}, {{"input_shape", Ints{kMax, 2}}}, "input_shape: "},
+      {"relu", {{k40, k40}}, {}, "input 0: [1099511627776,1099511627776] " + too_large},
+      {"add", {{2}, {-3}}, {}, "input 1: every dimension must be positive, got [-3]"},
+  };
+  for (const Invalid& c : cases) {
+    auto out = find_op(c.op)->infer(c.attrs, c.in);
+    ASSERT_FALSE(out.ok()) << c.op << " accepted an overflowing case expecting: " << c.message;
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(out.status().message().find(c.message), absl::string_view::npos)
+        << c.op << ": got \"" << out.status().message() << "\", want \"" << c.message << "\"";
+  }
+  // The largest tensor that fits: 2^61 - 1 floats, just under 2^63 bytes.
+  auto fits = find_op("fill")->infer({{"shape", Ints{(int64_t{1} << 61) - 1}}, {"value", 0.0}}, {});
+  EXPECT_TRUE(fits.ok()) << fits.status();
+}
+
 // ---- Builders ----
 
 TEST(Builders, Conv2dCreatesParametersWithHeInit) {
@@ -334,6 +410,28 @@ TEST(Builders, PointwiseLossesAndErrors) {
   EXPECT_EQ(max_pool(g, "pool", x, {.kernel = {2}}), kNoTensor);
   EXPECT_NE(g.status().message().find("'pool'"), absl::string_view::npos) << g.status();
   EXPECT_NE(g.status().message().find("kernel must have 2 entries"), absl::string_view::npos);
+}
+
+TEST(Builders, LayerWithAnAbsurdWeightShapeIsRecorded) {
+  Graph g;
+  TensorId x = g.input("x", {1, int64_t{1} << 30, 1, 1});
+  ASSERT_TRUE(g.status().ok()) << g.status();
+  // [2^40, 2^30, 3, 3]: fan_in and the weight's bytes would overflow.
+  EXPECT_EQ(conv2d(g, "c", x, int64_t{1} << 40, {3}, {.pad = {1}}), kNoTensor);
+  ASSERT_FALSE(g.status().ok());
+  EXPECT_NE(g.status().message().find("layer 'c'"), absl::string_view::npos) << g.status();
+  EXPECT_NE(g.status().message().find("too large"), absl::string_view::npos) << g.status();
+  EXPECT_EQ(g.find_tensor("c/w"), kNoTensor);
+  Graph h;
+  TensorId y = h.input("y", {1, 4, 8, 8});
+  EXPECT_EQ(conv_transpose(h, "t", y, 2, {int64_t{1} << 62}), kNoTensor);
+  EXPECT_NE(h.status().message().find("layer 't'"), absl::string_view::npos) << h.status();
+  // Huge strides whose product overflows only lower fan_in to 1.
+  Graph k;
+  TensorId z = k.input("z", {1, 2, 4, 4});
+  conv_transpose(k, "t", z, 2, {1}, {.stride = {int64_t{1} << 40, int64_t{1} << 40}});
+  EXPECT_FALSE(k.status().ok());  // the output shape is too large
+  EXPECT_NE(k.status().message().find("too large"), absl::string_view::npos) << k.status();
 }
 
 TEST(Builders, ForeignTensorIdIsRecorded) {

@@ -1,12 +1,22 @@
 #include "lms/config.h"
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <limits>
 #include <random>
+#include <sstream>
 #include <string>
+#include <vector>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "gtest/gtest.h"
-#include "lms/graph.h"
-#include "swap_test_util.h"
 
 namespace lms {
 namespace {
@@ -34,6 +44,41 @@ void expect_same(const LmsConfig& a, const LmsConfig& b) {
   near(a.cost_model.compute_flops_per_s, b.cost_model.compute_flops_per_s);
   near(a.cost_model.memory_bytes_per_s, b.cost_model.memory_bytes_per_s);
   near(a.cost_model.kernel_launch_s, b.cost_model.kernel_launch_s);
+}
+
+bool same_bits(double a, double b) {
+  return std::bit_cast<uint64_t>(a) == std::bit_cast<uint64_t>(b);
+}
+
+// Equal exactly: every double bit for bit.
+void expect_identical(const LmsConfig& a, const LmsConfig& b, const std::string& context) {
+  EXPECT_EQ(a.enabled, b.enabled) << context;
+  EXPECT_EQ(a.policy, b.policy) << context;
+  EXPECT_EQ(a.device_memory_limit, b.device_memory_limit) << context;
+  EXPECT_EQ(a.host_memory_limit, b.host_memory_limit) << context;
+  EXPECT_EQ(a.swapout_threshold, b.swapout_threshold) << context;
+  EXPECT_EQ(a.swapin_ahead, b.swapin_ahead) << context;
+  EXPECT_EQ(a.swapin_groupby, b.swapin_groupby) << context;
+  EXPECT_EQ(a.sync_mode, b.sync_mode) << context;
+  EXPECT_EQ(a.min_tensor_bytes, b.min_tensor_bytes) << context;
+  EXPECT_EQ(a.tensors, b.tensors) << context;
+  EXPECT_EQ(a.alignment_bytes, b.alignment_bytes) << context;
+  EXPECT_TRUE(same_bits(a.fragmentation_reserve, b.fragmentation_reserve)) << context;
+  EXPECT_TRUE(same_bits(a.link.d2h_bytes_per_s, b.link.d2h_bytes_per_s)) << context;
+  EXPECT_TRUE(same_bits(a.link.h2d_bytes_per_s, b.link.h2d_bytes_per_s)) << context;
+  EXPECT_TRUE(same_bits(a.link.copy_latency_s, b.link.copy_latency_s)) << context;
+  EXPECT_TRUE(same_bits(a.cost_model.compute_flops_per_s, b.cost_model.compute_flops_per_s))
+      << context;
+  EXPECT_TRUE(same_bits(a.cost_model.memory_bytes_per_s, b.cost_model.memory_bytes_per_s))
+      << context;
+  EXPECT_TRUE(same_bits(a.cost_model.kernel_launch_s, b.cost_model.kernel_launch_s)) << context;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
 }
 
 TEST(Config, DocumentedFileGivesTheDefaults) {
@@ -167,68 +212,396 @@ TEST(Config, OverridesUseTheSameKeysAndValidation) {
   EXPECT_NE(message(c.apply_override("sync_mode=9")).find("sync_mode"), std::string::npos);
 }
 
-// Mutates `text` by flipping, inserting, deleting bytes or truncating.
+void expect_rejected(const BadCase& c, const absl::Status& s) {
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.toml;
+  EXPECT_NE(message(s).find(c.key), std::string::npos) << c.toml << "\n" << s;
+  EXPECT_NE(message(s).find(c.value), std::string::npos) << c.toml << "\n" << s;
+  EXPECT_NE(message(s).find("allowed"), std::string::npos) << c.toml << "\n" << s;
+}
+
+// NaN, infinities, values a unit scales out of range, byte counts above
+// 2^63 - 1 and integers TOML itself cannot hold: each names key, value and
+// what is allowed.
+TEST(Config, NumbersMustBeFiniteAndRepresentable) {
+  const BadCase cases[] = {
+      {"[link]\nd2h_bandwidth = nan", "link.d2h_bandwidth", "nan"},
+      {"[link]\nd2h_bandwidth = inf", "link.d2h_bandwidth", "inf"},
+      {"[link]\nh2d_bandwidth = -inf", "link.h2d_bandwidth", "-inf"},
+      {"[link]\nh2d_bandwidth = \"1e308GB/s\"", "link.h2d_bandwidth", "1e308GB/s"},
+      {"[link]\nh2d_bandwidth = \"inf GB/s\"", "link.h2d_bandwidth", "inf GB/s"},
+      {"[link]\ncopy_latency = nan", "link.copy_latency", "nan"},
+      {"[link]\ncopy_latency = inf", "link.copy_latency", "inf"},
+      {"[link]\ncopy_latency = -1e-9", "link.copy_latency", "-1e-09"},
+      {"[link]\ncopy_latency = 1e400", "link.copy_latency", "1e400"},
+      {"[cost_model]\ncompute_rate = \"1e300PFLOP/s\"", "cost_model.compute_rate", "1e300PFLOP/s"},
+      {"[cost_model]\ncompute_rate = nan", "cost_model.compute_rate", "nan"},
+      {"[cost_model]\nmemory_bandwidth = \"1e300GiB/s\"", "cost_model.memory_bandwidth",
+       "1e300GiB/s"},
+      {"[cost_model]\nkernel_launch = \"nan s\"", "cost_model.kernel_launch", "nan s"},
+      {"fragmentation_reserve = nan", "fragmentation_reserve", "nan"},
+      {"device_memory_limit = \"16000000TB\"", "device_memory_limit", "16000000TB"},
+      {"device_memory_limit = \"9223372036854775808\"", "device_memory_limit",
+       "9223372036854775808"},
+      {"device_memory_limit = 9223372036854775808", "device_memory_limit", "9223372036854775808"},
+      {"device_memory_limit = 18446744073709551616", "device_memory_limit", "18446744073709551616"},
+      {"host_memory_limit = \"8388608TiB\"", "host_memory_limit", "8388608TiB"},
+      {"host_memory_limit = -1", "host_memory_limit", "-1"},
+      {"host_memory_limit = \"-1GiB\"", "host_memory_limit", "-1GiB"},
+      {"min_tensor_bytes = \"9EiB\"", "min_tensor_bytes", "9EiB"},
+      {"min_tensor_bytes = \"1e30B\"", "min_tensor_bytes", "1e30B"},
+      {"alignment = \"2TiB\"", "alignment", "2TiB"},
+      {"swapin_ahead = 99999999999999999999", "swapin_ahead", "99999999999999999999"},
+  };
+  for (const BadCase& c : cases) {
+    expect_rejected(c, LmsConfig::from_toml_string(c.toml).status());
+  }
+}
+
+// Byte counts are exact integers up to 2^63 - 1, also when given as strings
+// (a double would round 2^63 - 1 up to 2^63 and 2^53 + 1 down to 2^53).
+TEST(Config, ByteCountsAreExactUpTo2To63Minus1) {
+  constexpr uint64_t kMax = std::numeric_limits<int64_t>::max();
+  const std::pair<const char*, uint64_t> cases[] = {
+      {"device_memory_limit = 9223372036854775807", kMax},
+      {"device_memory_limit = \"9223372036854775807\"", kMax},
+      {"device_memory_limit = \"9223372036854775807 B\"", kMax},
+      {"device_memory_limit = \"8388607TiB\"", 8388607ull << 40},
+      {"device_memory_limit = \"9007199254740993B\"", (1ull << 53) + 1},
+      {"device_memory_limit = 9007199254740993", (1ull << 53) + 1},
+      {"device_memory_limit = \"1.5KiB\"", 1536},
+      {"device_memory_limit = \"0.5B\"", 0},
+      {"device_memory_limit = \"9.2e18B\"", 9200000000000000000ull},
+  };
+  for (const auto& [toml, bytes] : cases) {
+    auto c = LmsConfig::from_toml_string(toml);
+    ASSERT_TRUE(c.ok()) << toml << ": " << c.status();
+    EXPECT_EQ(c->device_memory_limit, bytes) << toml;
+    auto again = LmsConfig::from_toml_string(c->to_toml());
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_EQ(again->device_memory_limit, bytes) << toml;
+  }
+}
+
+TEST(Config, TablesMustBeKnownAndNonEmpty) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"[link]\n", "'link'"},
+      {"[cost_model]\n# nothing here\n", "'cost_model'"},
+      {"link = {}\n", "'link'"},
+      {"[foo]\n", "'foo'"},
+      {"[foo]\nx = 1\n", "'foo.x'"},
+      {"[link.extra]\n", "'link.extra'"},
+      {"[link]\nd2h_bandwidth = \"1GB/s\"\n[link.sub]\nx = 1\n", "'link.sub'"},
+      {"[[link]]\nd2h_bandwidth = 1\n", "'link' is a table"},
+      {"enabled = {}\n", "'enabled'"},
+  };
+  for (const auto& [toml, named] : cases) {
+    auto c = LmsConfig::from_toml_string(toml);
+    ASSERT_FALSE(c.ok()) << toml;
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(message(c.status()).find(named), std::string::npos) << toml << "\n" << c.status();
+    EXPECT_NE(message(c.status()).find("allowed"), std::string::npos) << c.status();
+  }
+  auto empty = LmsConfig::from_toml_string("[link]\n");
+  EXPECT_NE(message(empty.status()).find("allowed tables: link, cost_model"), std::string::npos)
+      << empty.status();
+}
+
+// toml++ follows TOML 1.0 here: a table defined by dotted keys cannot be
+// reopened with a [table] header, and no key may be set twice.
+TEST(Config, AKeyGivenTwiceIsAnError) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"link.d2h_bandwidth = \"1GB/s\"\n[link]\nd2h_bandwidth = \"2GB/s\"\n", "'link'"},
+      {"link.d2h_bandwidth = \"1GB/s\"\n[link]\nh2d_bandwidth = \"2GB/s\"\n", "'link'"},
+      {"link = { d2h_bandwidth = 1 }\n[link]\nh2d_bandwidth = 2\n", "'link'"},
+      {"[link]\nd2h_bandwidth = 1\n[link]\nh2d_bandwidth = 1\n", "'link'"},
+      {"[link]\nd2h_bandwidth = 1\nd2h_bandwidth = 2\n", "'d2h_bandwidth'"},
+      {"enabled = true\nenabled = false\n", "'enabled'"},
+  };
+  for (const auto& [toml, named] : cases) {
+    auto c = LmsConfig::from_toml_string(toml);
+    ASSERT_FALSE(c.ok()) << toml;
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(message(c.status()).find(named), std::string::npos) << toml << "\n" << c.status();
+    EXPECT_NE(message(c.status()).find("line "), std::string::npos) << c.status();
+  }
+}
+
+TEST(Config, OverridesGetTheSameChecks) {
+  const BadCase cases[] = {
+      {"device_memory_limit=9223372036854775808", "device_memory_limit", "9223372036854775808"},
+      {"device_memory_limit=16000000TB", "device_memory_limit", "16000000TB"},
+      {"host_memory_limit=-1", "host_memory_limit", "-1"},
+      {"link.d2h_bandwidth=1e308GB/s", "link.d2h_bandwidth", "1e308GB/s"},
+      {"link.d2h_bandwidth=nan", "link.d2h_bandwidth", "nan"},
+      {"link.copy_latency=inf", "link.copy_latency", "inf"},
+      {"link.copy_latency=-0.1s", "link.copy_latency", "-0.1s"},
+      {"cost_model.compute_rate=1e400", "cost_model.compute_rate", "1e400"},
+      {"fragmentation_reserve=nan", "fragmentation_reserve", "nan"},
+      {"sync_mode=99999999999999999999", "sync_mode", "99999999999999999999"},
+      {"link={}", "link", "empty"},
+      {"foo.bar=1", "foo", "1"},
+  };
+  LmsConfig c;
+  c.policy = SwapPolicy::kVdnn;
+  const std::string before = c.to_toml();
+  for (const BadCase& bad : cases) {
+    expect_rejected(bad, c.apply_override(bad.toml));
+    EXPECT_EQ(c.to_toml(), before) << bad.toml;  // unchanged on error
+  }
+  ASSERT_TRUE(c.apply_override("device_memory_limit=9223372036854775807").ok());
+  EXPECT_EQ(c.device_memory_limit, static_cast<uint64_t>(std::numeric_limits<int64_t>::max()));
+  ASSERT_TRUE(c.apply_override("min_tensor_bytes=9007199254740993").ok());
+  EXPECT_EQ(c.min_tensor_bytes, (1ull << 53) + 1);
+  // -0.0 is stored as 0.0: a sign of zero means nothing for a duration.
+  ASSERT_TRUE(c.apply_override("link.copy_latency=-0.0").ok());
+  EXPECT_TRUE(same_bits(c.link.copy_latency_s, 0.0));
+  ASSERT_TRUE(c.apply_override("link={d2h_bandwidth=\"3GB/s\"}").ok());
+  EXPECT_EQ(c.link.d2h_bytes_per_s, 3e9);
+}
+
+// ---- Random valid configs round-trip through to_toml exactly ----
+
+// A positive finite double: edges, any exponent, or random bits.
+double random_positive(std::mt19937_64& rng) {
+  using L = std::numeric_limits<double>;
+  switch (rng() % 4) {
+    case 0: {
+      const double edges[] = {L::denorm_min(), L::min(), L::max(), 1.0, 12e9, 0.1, 1e-300};
+      return edges[rng() % std::size(edges)];
+    }
+    case 1:
+      return std::pow(10.0, std::uniform_real_distribution<double>(-320, 308)(rng));
+    default: {
+      double d = 0;
+      do {
+        d = std::abs(std::bit_cast<double>(rng()));
+      } while (!std::isfinite(d) || d == 0);
+      return d;
+    }
+  }
+}
+
+std::string random_name(std::mt19937_64& rng) {
+  static const char* const kPieces[] = {
+      "a", "Z", "0", "_", "/", ":",  " ",  ",",    "\"",   "\\",     "'",      "#",
+      "=", "[", "]", "{", "}", "\n", "\t", "\x01", "\x7f", "\u00e9", "\u65e5", "\U0001F642",
+  };
+  std::string name;
+  const size_t n = 1 + rng() % 8;
+  for (size_t i = 0; i < n; ++i) name += kPieces[rng() % std::size(kPieces)];
+  return name;
+}
+
+LmsConfig random_config(std::mt19937_64& rng) {
+  constexpr uint64_t kMaxBytes = std::numeric_limits<int64_t>::max();
+  auto bytes = [&]() -> uint64_t {
+    const uint64_t edges[] = {0, 1, kMaxBytes, (1ull << 53) + 1, kMaxBytes - 1};
+    return rng() % 3 == 0 ? edges[rng() % std::size(edges)] : rng() >> (1 + rng() % 63);
+  };
+  auto duration = [&] { return rng() % 5 == 0 ? 0.0 : random_positive(rng); };
+  LmsConfig c;
+  c.enabled = rng() % 2 == 0;
+  c.policy = static_cast<SwapPolicy>(rng() % 4);
+  c.device_memory_limit = bytes();
+  c.host_memory_limit = bytes();
+  c.swapout_threshold = static_cast<int32_t>(rng() % 1000001);
+  c.swapin_ahead = 1 + static_cast<int32_t>(rng() % 1000000);
+  c.swapin_groupby = static_cast<int32_t>(rng() % 1000001);
+  c.sync_mode = static_cast<int32_t>(rng() % 4);
+  c.min_tensor_bytes = bytes();
+  c.tensors.resize(rng() % 4);
+  for (std::string& t : c.tensors) t = random_name(rng);
+  const double reserves[] = {0.0, 0.9, std::numeric_limits<double>::denorm_min(),
+                             std::uniform_real_distribution<double>(0, 0.9)(rng)};
+  c.fragmentation_reserve = reserves[rng() % std::size(reserves)];
+  c.alignment_bytes = uint64_t{1} << (rng() % 21);
+  c.link.d2h_bytes_per_s = random_positive(rng);
+  c.link.h2d_bytes_per_s = random_positive(rng);
+  c.link.copy_latency_s = duration();
+  c.cost_model.compute_flops_per_s = random_positive(rng);
+  c.cost_model.memory_bytes_per_s = random_positive(rng);
+  c.cost_model.kernel_launch_s = duration();
+  return c;
+}
+
+// Every "key = value" line of to_toml() as an override ("link.copy_latency=...").
+std::vector<std::string> as_overrides(const std::string& toml) {
+  std::vector<std::string> out;
+  std::string table;
+  for (absl::string_view line : absl::StrSplit(toml, '\n', absl::SkipEmpty())) {
+    if (absl::ConsumePrefix(&line, "[") && absl::ConsumeSuffix(&line, "]")) {
+      table = absl::StrCat(line, ".");
+      continue;
+    }
+    const size_t eq = line.find(" = ");
+    if (eq == absl::string_view::npos) continue;
+    out.push_back(absl::StrCat(table, line.substr(0, eq), "=", line.substr(eq + 3)));
+  }
+  return out;
+}
+
+TEST(Config, RandomValidConfigsRoundTripExactly) {
+  const uint64_t seed = 0x636f6e666967;  // "config"
+  std::printf("config round-trip seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  std::vector<LmsConfig> configs = {LmsConfig{}};
+  LmsConfig edges;
+  edges.device_memory_limit = edges.host_memory_limit = edges.min_tensor_bytes =
+      std::numeric_limits<int64_t>::max();
+  edges.link.d2h_bytes_per_s = std::numeric_limits<double>::denorm_min();
+  edges.link.h2d_bytes_per_s = std::numeric_limits<double>::max();
+  edges.link.copy_latency_s = std::numeric_limits<double>::max();
+  edges.cost_model.kernel_launch_s = std::numeric_limits<double>::denorm_min();
+  edges.fragmentation_reserve = 0.9;
+  edges.tensors = {"quote\"d",    "back\\slash", "caf\u00e9 \u65e5\u672c \U0001F642", "a,b", " ",
+                   "line\nbreak", "\x7f"};
+  configs.push_back(edges);
+  for (int i = 0; i < 400; ++i) configs.push_back(random_config(rng));
+  for (const LmsConfig& c : configs) {
+    const std::string text = c.to_toml();
+    auto parsed = LmsConfig::from_toml_string(text);
+    ASSERT_TRUE(parsed.ok()) << parsed.status() << "\n" << text;
+    expect_identical(*parsed, c, text);
+    EXPECT_EQ(parsed->to_toml(), text);
+    // The same values as command-line overrides.
+    LmsConfig overridden;
+    for (const std::string& o : as_overrides(text)) {
+      absl::Status s = overridden.apply_override(o);
+      ASSERT_TRUE(s.ok()) << o << ": " << s;
+    }
+    expect_identical(overridden, c, text);
+  }
+}
+
+// ---- Fuzzing ----
+
+// One to four edits: byte flips, insertions (digits, huge numbers, special
+// characters), deletions, truncations and duplicated or dropped lines.
 std::string mutate(std::string text, std::mt19937_64& rng) {
+  static const char* const kInsertions[] = {
+      "0",
+      "9",
+      "-",
+      "-1",
+      "9223372036854775807",
+      "9223372036854775808",
+      "18446744073709551616",
+      "1e308",
+      "1e400",
+      "-0.0",
+      "4.9406564584124654e-324",
+      "nan",
+      "inf",
+      "\"",
+      "'",
+      "\\",
+      "\\u00e9",
+      "[",
+      "]",
+      "{",
+      "}",
+      "=",
+      ".",
+      ",",
+      "\n",
+      "#",
+      " ",
+      "TiB",
+      "GB/s",
+      "FLOP/s",
+      "[link]",
+      "[foo]",
+      "[[link]]",
+      "link.",
+      "\xff",
+  };
   const int edits = 1 + static_cast<int>(rng() % 4);
   for (int i = 0; i < edits && !text.empty(); ++i) {
     const size_t at = rng() % text.size();
-    switch (rng() % 4) {
+    switch (rng() % 6) {
       case 0:
         text[at] = static_cast<char>(rng() % 256);
         break;
       case 1:
-        text.insert(at, 1, "\"'[]={}=.,\n#\\\0x"[rng() % 16]);
-        break;
       case 2:
+        text.insert(at, kInsertions[rng() % std::size(kInsertions)]);
+        break;
+      case 3:
         text.erase(at, 1 + rng() % 8);
         break;
-      default:
+      case 4:
         text.resize(at);
         break;
+      default: {
+        const size_t nl = text.rfind('\n', at);
+        const size_t begin = nl == std::string::npos ? 0 : nl + 1;
+        size_t end = text.find('\n', at);
+        end = end == std::string::npos ? text.size() : end + 1;
+        const std::string line = text.substr(begin, end - begin);
+        if (rng() % 2 == 0) {
+          text.insert(rng() % (text.size() + 1), line);
+        } else {
+          text.erase(begin, end - begin);
+        }
+        break;
+      }
     }
   }
   return text;
 }
 
-TEST(ConfigFuzz, MutatedTomlAlwaysGivesAStatus) {
+// An accepted config must print to TOML that reads back to the same text.
+void expect_stable(const LmsConfig& c, const std::string& input) {
+  const std::string text = c.to_toml();
+  auto again = LmsConfig::from_toml_string(text);
+  ASSERT_TRUE(again.ok()) << again.status() << "\ninput:\n" << absl::CEscape(input);
+  ASSERT_EQ(again->to_toml(), text) << "input:\n" << absl::CEscape(input);
+}
+
+TEST(ConfigFuzz, MutatedTomlGivesAStatusAndAcceptedConfigsRoundTrip) {
   const uint64_t seed = 20240611;
   std::printf("config fuzz seed %llu\n", static_cast<unsigned long long>(seed));
   std::mt19937_64 rng(seed);
   LmsConfig manual;
   manual.policy = SwapPolicy::kManual;
-  manual.tensors = {"a", "b"};
-  const std::string base = manual.to_toml();
+  manual.tensors = {"a", "b\"\\c", "\u00e9"};
+  manual.device_memory_limit = std::numeric_limits<int64_t>::max();
+  const std::vector<std::string> bases = {
+      manual.to_toml(), read_file(std::string(LMS_SOURCE_DIR) + "/configs/lms.toml"),
+      "device_memory_limit = \"6GiB\"\ntensors = \"relu1, relu2\"\n"
+      "link.copy_latency = \"8us\"\ncost_model.compute_rate = \"10TFLOP/s\"\n"};
+  const std::vector<std::string> overrides = {"link.copy_latency=8us",
+                                              "device_memory_limit=9223372036854775807",
+                                              "tensors=[\"a\\\"b\", \"c\"]",
+                                              "tensors=relu1, relu2",
+                                              "cost_model.compute_rate=10TFLOP/s",
+                                              "fragmentation_reserve=0.9",
+                                              "link={d2h_bandwidth=\"1GB/s\"}",
+                                              "host_memory_limit=1.5GiB"};
+  constexpr int kIterations = 3000;
   int ok = 0;
-  for (int i = 0; i < 2000; ++i) {
-    auto c = LmsConfig::from_toml_string(mutate(base, rng));
+  for (int i = 0; i < kIterations; ++i) {
+    const std::string input = mutate(bases[i % bases.size()], rng);
+    auto c = LmsConfig::from_toml_string(input);
     if (c.ok()) {
       ++ok;
+      expect_stable(*c, input);
     } else {
       EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
     }
     LmsConfig o;
-    absl::Status s = o.apply_override(mutate("link.copy_latency=8us", rng));
-    if (!s.ok()) {
+    const std::string override_input = mutate(overrides[i % overrides.size()], rng);
+    absl::Status s = o.apply_override(override_input);
+    if (s.ok()) {
+      expect_stable(o, override_input);
+    } else {
       EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_EQ(o.to_toml(), LmsConfig{}.to_toml());  // unchanged on error
     }
   }
-  EXPECT_GT(ok, 0);     // some mutations stay valid
-  EXPECT_LT(ok, 2000);  // and most do not
-}
-
-TEST(GraphTextFuzz, MutatedGraphTextAlwaysGivesAStatus) {
-  const uint64_t seed = 77;
-  std::printf("graph text fuzz seed %llu\n", static_cast<unsigned long long>(seed));
-  std::mt19937_64 rng(seed);
-  const std::string base = to_text(swap_test::conv_training_graph());
-  int parsed = 0;
-  for (int i = 0; i < 2000; ++i) {
-    auto g = parse_graph(mutate(base, rng));
-    if (!g.ok()) continue;
-    ++parsed;
-    (void)verify(*g);  // must not crash either
-  }
-  EXPECT_LT(parsed, 2000);
+  std::printf("%d of %d mutated files accepted\n", ok, kIterations);
+  EXPECT_GT(ok, 0);            // some mutations stay valid
+  EXPECT_LT(ok, kIterations);  // and most do not
 }
 
 }  // namespace
