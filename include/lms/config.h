@@ -9,8 +9,14 @@
 // Keys carry units: bytes ("256MiB", or an integer number of bytes),
 // bandwidths ("12GB/s", or a number of bytes/s), durations ("5us", or a
 // number of seconds), compute rates ("10TFLOP/s", or a number of FLOP/s).
-// Every error is InvalidArgument naming the key, the value and what is
-// allowed; nothing throws.
+// Every number must be finite after its unit is applied (no NaN, no
+// infinity, nothing a unit scales past the double range): bandwidths and
+// rates positive, durations non-negative. Byte counts are exact integers in
+// [0, 2^63 - 1], also when written with a unit. The tables are [link] and
+// [cost_model]; an unknown or empty table, and a key set twice (dotted at top
+// level and again under its [table]), are errors. Every error is
+// InvalidArgument naming the key (or table), the value and what is allowed;
+// nothing throws.
 #pragma once
 
 #include <cstdint>
@@ -59,14 +65,17 @@ struct LmsConfig {
   CostModelConfig cost_model;
 
   // InvalidArgument for unreadable files (naming the path), TOML syntax
-  // errors (with line and column), unknown keys and bad values.
+  // errors (with line, column and the line's text; for a value TOML cannot
+  // hold, such as an integer of 2^64, also what its key allows), unknown
+  // keys, unknown or empty tables and bad values.
   static absl::StatusOr<LmsConfig> from_file(std::string_view path);
   static absl::StatusOr<LmsConfig> from_toml_string(std::string_view text);
   // "key=value" with the keys of the file, tables dotted ("link.copy_latency=8us").
   // Values are TOML values; a bare word is taken as a string (policy=tflms,
   // tensors=relu1,relu2). On error the config is unchanged.
   absl::Status apply_override(std::string_view key_eq_value);
-  // The config as TOML that from_toml_string reads back to an equal config.
+  // The config as TOML that from_toml_string reads back to an equal config
+  // (doubles bit for bit) with the same to_toml(), for every valid config.
   std::string to_toml() const;
 };
 
