@@ -39,11 +39,11 @@
 #include "backend/cpu/kernels/spatial_plan.h"
 #include "dnnl.hpp"
 #include "lms/ops.h"
+#include "lms/profiler/event_sink.h"
 #include "lms/session.h"
 #include "lms/status.h"
 #include "lms/strings.h"
 #include "lms/training.h"
-#include "profiler/event_sink.h"
 
 namespace {
 

@@ -6,11 +6,10 @@ if(TARGET lms_runtime AND TARGET lms_swap AND TARGET lms_models)
   file(GLOB LMS_BENCH_LIB_SRCS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/lms_bench/*.cc)
   list(REMOVE_ITEM LMS_BENCH_LIB_SRCS ${CMAKE_CURRENT_SOURCE_DIR}/lms_bench/main.cc)
   add_library(lms_bench_lib ${LMS_BENCH_LIB_SRCS})
-  target_include_directories(lms_bench_lib PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/lms_bench
-                                                  ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
+  # Like a user program: include/lms and lms::lms only.
+  target_include_directories(lms_bench_lib PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/lms_bench ${PROJECT_SOURCE_DIR}/src)
   target_link_libraries(lms_bench_lib
-    PUBLIC lms_runtime lms_swap lms_backend lms_profiler lms_models lms_graph
-           absl::status absl::statusor nlohmann_json::nlohmann_json
+    PUBLIC lms::lms lms_models absl::status absl::statusor nlohmann_json::nlohmann_json
     PRIVATE fmt::fmt)
   if(TARGET vdsr_lib)
     target_link_libraries(lms_bench_lib PRIVATE vdsr_lib)

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "profiler/recorder.h"
+#include "lms/profiler/recorder.h"
 
 namespace lms {
 namespace {

@@ -8,11 +8,11 @@
 #include <memory>
 #include <random>
 
-#include "backend/cpu/cpu_device.h"
+#include "lms/device.h"
+#include "lms/profiler/recorder.h"
 #include "lms/session.h"
 #include "lms/training.h"
 #include "models.h"
-#include "profiler/recorder.h"
 
 namespace lms {
 namespace {
@@ -21,7 +21,7 @@ constexpr uint64_t kMiB = 1 << 20;
 
 struct Fixture {
   Graph train;
-  std::unique_ptr<cpu::CpuDevice> device;
+  std::unique_ptr<Device> device;
   Feeds feeds;
   Recorder recorder;
 };
@@ -32,7 +32,7 @@ Fixture& fixture() {
     Graph g;
     auto m = models::build_vdsr(g, {.batch = 8, .height = 32, .width = 32});
     fx->train = *training_graph(g, m.loss, Adam{.lr = 1e-4});
-    fx->device = *cpu::CpuDevice::create({.capacity_bytes = 1024 * kMiB});
+    fx->device = *make_cpu_device({.capacity_bytes = 1024 * kMiB});
     std::mt19937_64 gen(1);
     std::uniform_real_distribution<float> u(0, 1);
     std::vector<float> lr(8 * 32 * 32), hr(lr.size());

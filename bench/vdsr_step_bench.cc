@@ -21,14 +21,14 @@
 #include <string_view>
 #include <vector>
 
-#include "backend/cpu/cpu_device.h"
 #include "fmt/format.h"
+#include "lms/device.h"
+#include "lms/profiler/event_sink.h"
 #include "lms/session.h"
 #include "lms/status.h"
 #include "lms/strings.h"
 #include "lms/training.h"
 #include "models.h"
-#include "profiler/event_sink.h"
 
 namespace {
 
@@ -185,8 +185,8 @@ absl::Status run(const Options& o) {
   lms::models::ModelTensors m = lms::models::build_vdsr(g, cfg);
   LMS_RETURN_IF_ERROR(g.status());
   LMS_ASSIGN_OR_RETURN(lms::Graph train, lms::training_graph(g, m.loss, lms::Adam{.lr = 1e-4}));
-  LMS_ASSIGN_OR_RETURN(auto device, lms::CpuDevice::create({.capacity_bytes = uint64_t{6} << 30,
-                                                            .compute_threads = o.threads}));
+  LMS_ASSIGN_OR_RETURN(auto device, lms::make_cpu_device({.capacity_bytes = uint64_t{6} << 30,
+                                                          .compute_threads = o.threads}));
   OpTimes times(cfg.depth);
   LMS_ASSIGN_OR_RETURN(
       auto session,

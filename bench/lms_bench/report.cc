@@ -1,8 +1,8 @@
 #include "report.h"
 
 #include "fmt/format.h"
+#include "lms/profiler/atomic_file.h"
 #include "lms/units.h"
-#include "profiler/atomic_file.h"
 
 namespace lms::bench {
 namespace {

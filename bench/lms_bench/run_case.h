@@ -17,9 +17,9 @@
 
 #include "absl/status/statusor.h"
 #include "lms/config.h"
+#include "lms/profiler/recorder.h"
 #include "lms/rewrite.h"
 #include "model_factory.h"
-#include "profiler/recorder.h"
 
 namespace lms::bench {
 

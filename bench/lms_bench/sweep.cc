@@ -4,10 +4,10 @@
 #include <utility>
 
 #include "fmt/format.h"
+#include "lms/profiler/chrome_trace.h"
+#include "lms/profiler/memory_plot.h"
 #include "lms/status.h"
 #include "lms/units.h"
-#include "profiler/chrome_trace.h"
-#include "profiler/memory_plot.h"
 
 namespace lms::bench {
 namespace {

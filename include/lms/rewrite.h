@@ -1,19 +1,24 @@
 // lms::rewrite: the Large Model Support pass. Plans which activations to swap
 // to pinned host memory (policy of LmsConfig) and inserts swap_out / swap_in
-// nodes into the training graph in place (DESIGN.md "Swap rewrite").
+// nodes into the training graph in place (docs/design.md "Swap rewrite").
 //
+//   LMS_ASSIGN_OR_RETURN(auto device, lms::make_cpu_device({.capacity_bytes = 256 << 20}));
 //   LMS_ASSIGN_OR_RETURN(auto cfg, lms::LmsConfig::from_file("lms.toml"));
-//   LMS_ASSIGN_OR_RETURN(lms::RewriteReport rep, lms::rewrite(train, cfg));
-//   std::cout << rep.summary();
+//   LMS_ASSIGN_OR_RETURN(lms::RewriteReport rep, lms::rewrite(train, cfg, *device));
+//   if (!rep.fits) { /* rep.summary() says why */ }
 //
-// With runtime facts (the executor's device capacity, kernel workspaces,
-// measured node times from a profiling step):
-//   lms::RewriteOptions opt{.device_capacity_bytes = device.capacity(),
-//                           .workspace_bytes = ws_by_node};
-//   LMS_ASSIGN_OR_RETURN(rep, lms::rewrite(train, cfg, opt));
+// The Device overload is the one to use: it takes the capacity, the
+// allocator alignment and every kernel's workspace from the device, so
+// `fits` is exact (fragmentation included). The graph records what it was
+// planned for (Graph::plan_record), and Session::create refuses to run it on
+// another device kind, capacity, alignment, fetch set or workspaces.
+// The overloads without a device plan from what they are given; when they
+// lack a fact that "fits" depends on (a budget, the kernel workspaces), the
+// report says it cannot decide (fit_unknown_reason) and `fits` is false.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,15 +28,20 @@
 
 namespace lms {
 
+class Device;
+
 struct RewriteOptions {
-  // Device bytes available when cfg.device_memory_limit is 0.
+  // Device bytes available when cfg.device_memory_limit is 0 (the Device
+  // overload sets it from the device).
   uint64_t device_capacity_bytes = 0;
-  // Kernel workspace bytes by NodeId (missing entries: 0).
-  std::vector<uint64_t> workspace_bytes;
+  // Kernel workspace bytes by NodeId (entries past the end: 0). Unset: not
+  // known, so `fits` cannot be decided (the Device overload sets it).
+  std::optional<std::vector<uint64_t>> workspace_bytes;
   // Measured seconds by NodeId from a profiling step; entries < 0 or missing
   // fall back to the cost model's roofline.
   std::vector<double> node_time_s;
-  // Tensors kept until the end of the step; empty = the graph's loss.
+  // Tensors kept until the end of the step (SessionOptions::fetches of the
+  // session that will run the graph); empty = the graph's loss.
   std::vector<std::string> fetched;
 };
 
@@ -46,10 +56,15 @@ struct RewriteReport {
   uint64_t usable_budget_bytes = 0;  // budget minus fragmentation_reserve (auto)
   uint64_t peak_bytes_before = 0;    // predicted profile peak (docs/memory_model.md)
   uint64_t peak_bytes_after = 0;
-  // A budget is known and peak_bytes_after <= usable_budget_bytes. Always
-  // true after a successful auto rewrite; tflms / vdnn / manual do not aim
-  // for the budget, so check it.
+  // The first step fits the budget, fragmentation included: its device
+  // allocations were replayed on the BFC allocator the executor uses, with
+  // the kernel workspaces, persistent tensors and fetches. False when it
+  // does not fit and when the facts to decide are missing (then
+  // fit_unknown_reason says which). With LMS disabled it says whether the
+  // unchanged graph fits. Always true after a successful auto rewrite with
+  // every fact known; tflms / vdnn / manual do not aim for the budget.
   bool fits = false;
+  std::string fit_unknown_reason;        // empty when `fits` was decided
   double step_time_before_s = 0;         // simulated, no swaps
   double step_time_after_s = 0;          // simulated with the swaps and the budget
   double stall_s = 0;                    // compute-stream stall in the simulated step
@@ -67,5 +82,16 @@ struct RewriteReport {
 absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config,
                                       const RewriteOptions& options);
 absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config);
+
+// The same pass with the runtime facts taken from `device`: its capacity
+// (the budget when config.device_memory_limit is 0), its allocator
+// alignment, and the workspace of every kernel compiled on it
+// (options.device_capacity_bytes and options.workspace_bytes are ignored).
+// Additional errors: InvalidArgument when device_memory_limit exceeds the
+// device's capacity; FailedPrecondition when the device already holds
+// allocations (plan before creating sessions on it); Unimplemented for an op
+// the device has no kernel for.
+absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config, Device& device,
+                                      const RewriteOptions& options = {});
 
 }  // namespace lms

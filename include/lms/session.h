@@ -57,16 +57,23 @@ class Session {
   // state) in device memory. `graph` and `device` must outlive the session.
   // InvalidArgument for an invalid graph or unknown fetch, Unimplemented for
   // an op the device lacks, ResourceExhausted if the persistent tensors do not
-  // fit.
+  // fit, FailedPrecondition naming the difference when lms::rewrite planned
+  // the graph for another device kind, capacity, budget, alignment, fetch
+  // set or kernel workspaces (Graph::plan_record).
   static absl::StatusOr<std::unique_ptr<Session>> create(const Graph& graph, Device& device,
                                                          SessionOptions options = {});
   ~Session();
 
-  // Runs one step. InvalidArgument for a missing or mis-sized feed;
-  // ResourceExhausted naming the node being issued when device or pinned host
-  // memory runs out (the step is abandoned, every step buffer released, and
-  // the session stays usable). Persistent tensors updated by nodes issued
-  // before the failure keep their new values.
+  // Runs one step. InvalidArgument for a null `result`, a missing or
+  // mis-sized feed, or a feed that names no graph input (the message lists
+  // the inputs); ResourceExhausted naming the node being issued when device
+  // or pinned host memory runs out, with a hint that matches how the graph
+  // was planned. A step that fails is abandoned: every step buffer is
+  // released, the session stays usable, and every persistent tensor
+  // (parameters, optimizer state, step counter) is bit-identical to before
+  // the step, so a retry equals one clean step (Note [Step commit]: the
+  // updates are issued only when nothing after them can fail; an error
+  // inside an update kernel itself is the exception).
   absl::Status run(const Feeds& feeds, StepResult* result);
 
   // Reads / overwrites a persistent tensor (parameter or optimizer state) by

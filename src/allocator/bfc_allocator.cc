@@ -261,10 +261,10 @@ double BfcAllocator::Impl::fragmentation() const {
 absl::Status BfcAllocator::Impl::out_of_memory(uint64_t bytes) const {
   return absl::ResourceExhaustedError(absl::StrFormat(
       "out of %s memory: tried to allocate %s; capacity %s, %s in use by %d allocations, "
-      "%s free, largest free chunk %s (fragmentation %.0f%%). %s",
+      "%s free, largest free chunk %s (fragmentation %.0f%%).%s%s",
       options_.name, format_bytes(bytes), format_bytes(capacity_), format_bytes(bytes_in_use_),
       in_use_.size(), format_bytes(capacity_ - bytes_in_use_), format_bytes(largest_free_chunk()),
-      100.0 * fragmentation(), options_.oom_hint));
+      100.0 * fragmentation(), options_.oom_hint.empty() ? "" : " ", options_.oom_hint));
 }
 
 void BfcAllocator::Impl::notify(int64_t delta_bytes) {
@@ -307,6 +307,7 @@ AllocatorStats BfcAllocator::Impl::stats() const {
   Lock lock(&mu_);
   AllocatorStats s;
   s.capacity_bytes = capacity_;
+  s.alignment_bytes = options_.alignment;
   s.bytes_in_use = bytes_in_use_;
   s.peak_bytes_in_use = peak_bytes_in_use_;
   s.largest_free_chunk = largest_free_chunk();

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "lms/memory_stats.h"
 
 namespace lms {
 
@@ -46,36 +47,16 @@ class HeapSubAllocator : public SubAllocator {
   bool pages_locked_ = false;
 };
 
-struct AllocatorStats {
-  uint64_t capacity_bytes = 0;
-  uint64_t bytes_in_use = 0;        // sum of rounded sizes of live allocations
-  uint64_t peak_bytes_in_use = 0;   // since creation or reset_peak()
-  uint64_t largest_free_chunk = 0;  // bytes
-  uint64_t num_allocs = 0;          // live allocations
-  uint64_t total_allocs = 0;        // allocations ever made
-  // 1 - largest_free_chunk / free bytes (0 when no free bytes): how scattered
-  // the free space is.
-  double fragmentation = 0;
-};
-
-// Called after every allocate/deallocate with the new bytes in use; lets the
-// runtime forward memory counters to a profiler without this layer knowing it.
-class AllocationObserver {
- public:
-  virtual ~AllocationObserver() = default;
-  virtual void on_allocation_change(int64_t delta_bytes, uint64_t bytes_in_use) = 0;
-};
-
 class BfcAllocator {
  public:
   struct Options {
     uint64_t capacity_bytes = 0;  // region size, taken from the sub-allocator up front
     uint64_t alignment = 256;     // bytes; a power of two; every size rounds up to it
     std::string name = "device";  // used in error messages ("device", "pinned host")
-    // Last sentence of the out-of-memory message: what the user can do.
-    std::string oom_hint =
-        "Enable LMS (lms::rewrite), lower the device_memory_limit budget, or reduce the "
-        "batch size.";
+    // Last sentence of the out-of-memory message: what the user can do. Empty
+    // for device memory: the executor knows the situation (LMS on or off, a
+    // budget set or not) and adds the hint that matches it.
+    std::string oom_hint;
   };
 
   // InvalidArgument for a capacity below one alignment unit or an alignment

@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "allocator/bfc_allocator.h"
-#include "profiler/event_sink.h"
+#include "lms/profiler/event_sink.h"
 
 namespace lms {
 

@@ -1,4 +1,4 @@
-#include "profiler/atomic_file.h"
+#include "lms/profiler/atomic_file.h"
 
 #include <fmt/format.h>
 #include <unistd.h>

@@ -1,9 +1,9 @@
-#include "profiler/chrome_trace.h"
+#include "lms/profiler/chrome_trace.h"
 
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "profiler/atomic_file.h"
+#include "lms/profiler/atomic_file.h"
 
 namespace lms {
 namespace {

@@ -1,11 +1,11 @@
-#include "profiler/memory_plot.h"
+#include "lms/profiler/memory_plot.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 
-#include "profiler/atomic_file.h"
+#include "lms/profiler/atomic_file.h"
 
 namespace lms {
 namespace {

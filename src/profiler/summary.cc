@@ -1,4 +1,4 @@
-#include "profiler/summary.h"
+#include "lms/profiler/summary.h"
 
 #include <fmt/format.h>
 

@@ -4,9 +4,9 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "lms/profiler/event_sink.h"
 #include "lms/status.h"
 #include "lms/strings.h"
-#include "profiler/event_sink.h"
 
 namespace lms {
 namespace {
@@ -16,6 +16,11 @@ bool on_host(const Tensor& t) { return t.role == TensorRole::kHost; }
 absl::Status with_node(const absl::Status& s, const Node& n) {
   return absl::Status(
       s.code(), absl::StrCat("while issuing node '", n.name, "' (", n.op, "): ", s.message()));
+}
+
+absl::Status with_hint(const absl::Status& s, const std::string& hint) {
+  if (!absl::IsResourceExhausted(s) || hint.empty()) return s;
+  return absl::Status(s.code(), absl::StrCat(s.message(), " ", hint));
 }
 
 }  // namespace
@@ -62,7 +67,7 @@ void Executor::wait_oldest_deferred() {
 absl::StatusOr<void*> Executor::allocate(uint64_t bytes, bool host, NodeId id) {
   if (!host) {
     absl::StatusOr<void*> p = device_.allocate(bytes);
-    if (!p.ok()) return with_node(p.status(), plan_.graph->node(id));
+    if (!p.ok()) return with_hint(with_node(p.status(), plan_.graph->node(id)), plan_.oom_hint);
     return p;
   }
   poll_deferred();
@@ -90,8 +95,10 @@ absl::Status Executor::upload_inputs(const Feeds& feeds) {
     }
     absl::StatusOr<void*> p = device_.allocate(tensor.bytes());
     if (!p.ok()) {
-      return absl::Status(p.status().code(), absl::StrCat("while uploading input '", tensor.name,
-                                                          "': ", p.status().message()));
+      return with_hint(
+          absl::Status(p.status().code(), absl::StrCat("while uploading input '", tensor.name,
+                                                       "': ", p.status().message())),
+          plan_.oom_hint);
     }
     buffers_[t] = *p;
     LMS_RETURN_IF_ERROR(device_.upload(*p, it->second.data(), tensor.bytes()));
@@ -222,9 +229,23 @@ void Executor::release_after(int32_t position) {
   for (TensorId t : plan_.host_release_after[position]) release_host(t);
 }
 
+// Note [Step commit]: the first node that writes a persistent tensor is
+// issued only when nothing after it can fail on the host: the plan puts every
+// allocation before it (swap/liveness.h). Device errors are asynchronous, so
+// the compute stream also waits here for every copy issued so far; an error
+// in any earlier kernel or copy is then recorded before the first update
+// runs, and the device skips the updates (Note [CPU device async errors];
+// CUDA errors are sticky). What stays open: an error inside the update
+// kernels themselves, after some of them have run.
+void Executor::order_commit() {
+  device_.wait(StreamKind::kCompute, *record_on(StreamKind::kD2H));
+  device_.wait(StreamKind::kCompute, *record_on(StreamKind::kH2D));
+}
+
 absl::Status Executor::issue(int32_t position) {
   NodeId id = plan_.order[position];
   const Node& n = plan_.graph->node(id);
+  if (position == plan_.commit) order_commit();
   LMS_RETURN_IF_ERROR(allocate_outputs(id));
   if (n.op == "swap_out") {
     LMS_RETURN_IF_ERROR(issue_swap_out(id));

@@ -9,7 +9,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "backend/device.h"
+#include "backend/kernel.h"
+#include "lms/device.h"
 #include "lms/graph.h"
 #include "lms/session.h"
 #include "swap/release_plan.h"
@@ -27,6 +28,8 @@ struct ExecutablePlan {
   std::vector<std::vector<TensorId>> host_release_after;  // by position: pinned blocks freed
   std::vector<std::string> fetch_names;
   std::vector<void*> persistent;  // by TensorId: device buffer of persistent tensors
+  int32_t commit = 0;             // Note [Step commit] (swap/liveness.h)
+  std::string oom_hint;           // appended to device out-of-memory errors
 };
 
 // Runs one step. Owns the per-step buffers and events; reusable across steps.
@@ -44,6 +47,7 @@ class Executor {
 
   absl::Status upload_inputs(const Feeds& feeds);
   absl::Status issue(int32_t position);
+  void order_commit();
   void wait_for_control_inputs(NodeId id, StreamKind stream);
   absl::Status issue_compute(NodeId id);
   absl::Status issue_swap_out(NodeId id);

@@ -1,18 +1,22 @@
 #include "lms/session.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <random>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "backend/device.h"
+#include "absl/strings/str_join.h"
 #include "graph/op_registry.h"
+#include "lms/device.h"
+#include "lms/profiler/event_sink.h"
 #include "lms/status.h"
 #include "lms/strings.h"
-#include "profiler/event_sink.h"
+#include "lms/units.h"
 #include "runtime/executor.h"
 #include "runtime/stall_counter.h"
+#include "swap/liveness.h"
 #include "swap/release_plan.h"
 
 namespace lms {
@@ -77,6 +81,104 @@ absl::Status resolve_fetches(const Graph& g, SessionOptions& options, Executable
   return absl::OkStatus();
 }
 
+// The last sentence of a device out-of-memory error: what to do, given how
+// the graph was planned.
+std::string oom_hint(const PlanRecord& r) {
+  if (!r.planned || !r.lms_enabled) {
+    return "The step does not fit without LMS: plan it with lms::rewrite(graph, config, device) "
+           "(LMS swaps activations to pinned host memory), or reduce the batch size.";
+  }
+  if (r.policy != "auto") {
+    return absl::StrCat("LMS policy ", r.policy,
+                        " swaps by rule and does not aim at a budget: use policy auto, which "
+                        "plans to the device capacity, or reduce the batch size.");
+  }
+  if (r.budget_from_limit) {
+    return absl::StrCat("LMS planned this graph for device_memory_limit ",
+                        format_bytes(r.budget_bytes),
+                        " and the step did not fit as planned: check RewriteReport::fits, "
+                        "or reduce the batch size.");
+  }
+  return "LMS is on and the step did not fit as planned: check RewriteReport::fits (plan with "
+         "the Device overload of lms::rewrite), or reduce the batch size.";
+}
+
+std::string join_sorted(std::vector<std::string> names) {
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return absl::StrCat("{", absl::StrJoin(names, ", "), "}");
+}
+
+// Session::create refuses a graph planned for other facts than `device` and
+// `fetches` give (Note [Honest fits] in swap/rewrite.cc): its plan's "fits"
+// would not hold.
+absl::Status check_plan_record(const Graph& g, Device& device,
+                               const std::vector<std::string>& fetches,
+                               const std::vector<uint64_t>& workspaces) {
+  const PlanRecord& r = g.plan_record();
+  if (!r.planned) return absl::OkStatus();
+  auto refuse = [](const std::string& what) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("Session::create: the graph was planned by lms::rewrite for ", what,
+                     "; run lms::rewrite again on the original graph with this device and "
+                     "fetch set"));
+  };
+  const AllocatorStats mem = device.memory_stats();
+  if (!r.device_kind.empty() && r.device_kind != device.kind()) {
+    return refuse(absl::StrCat("a ", r.device_kind, " device, not ", device.name()));
+  }
+  if (r.capacity_bytes != 0 && r.capacity_bytes != mem.capacity_bytes) {
+    return refuse(absl::StrCat("a capacity of ", format_bytes(r.capacity_bytes), " (",
+                               r.capacity_bytes, " bytes), but device ", device.name(), " has ",
+                               format_bytes(mem.capacity_bytes), " (", mem.capacity_bytes,
+                               " bytes)"));
+  }
+  // Both the allocator and the planner's replay round to whole alignment
+  // units (Note [Honest fits] in rewrite.cc).
+  const uint64_t align = std::max<uint64_t>(mem.alignment_bytes, 1);
+  if (r.budget_bytes / align * align > mem.capacity_bytes) {
+    return refuse(absl::StrCat("a budget of ", format_bytes(r.budget_bytes),
+                               ", more than the capacity of device ", device.name(), " (",
+                               format_bytes(mem.capacity_bytes), ")"));
+  }
+  if (r.alignment_bytes != 0 && r.alignment_bytes != mem.alignment_bytes) {
+    return refuse(absl::StrCat("an allocator alignment of ", r.alignment_bytes,
+                               " bytes, but the device aligns to ", mem.alignment_bytes));
+  }
+  if (join_sorted(fetches) != join_sorted(r.fetched)) {
+    return refuse(absl::StrCat("the fetch set ", join_sorted(r.fetched),
+                               " (RewriteOptions::fetched), but the session fetches ",
+                               join_sorted(fetches), " (SessionOptions::fetches)"));
+  }
+  if (!r.workspaces_known) return absl::OkStatus();
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    const uint64_t planned =
+        id < static_cast<NodeId>(r.workspace_bytes.size()) ? r.workspace_bytes[id] : 0;
+    if (planned != workspaces[id]) {
+      return refuse(absl::StrCat("a kernel workspace of ", planned, " bytes for node '",
+                                 g.node(id).name, "', but its kernel on device ", device.name(),
+                                 " needs ", workspaces[id]));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// InvalidArgument naming a feed that is no graph input, with the inputs.
+absl::Status check_feed_names(const Graph& g, const Feeds& feeds) {
+  for (const auto& [name, values] : feeds) {
+    const TensorId t = g.find_tensor(name);
+    if (t != kNoTensor && g.tensor(t).role == TensorRole::kInput) continue;
+    std::vector<std::string> inputs;
+    for (TensorId i = 0; i < g.num_tensors(); ++i) {
+      if (g.tensor(i).role == TensorRole::kInput) inputs.push_back(g.tensor(i).name);
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat("Session::run: feed '", name,
+                     "' is not an input of the graph; inputs: ", join_sorted(inputs)));
+  }
+  return absl::OkStatus();
+}
+
 // By position: pinned host blocks whose last reader (a swap_in) is there.
 std::vector<std::vector<TensorId>> host_releases(const Graph& g, const std::vector<NodeId>& order) {
   std::vector<int32_t> position(g.num_nodes());
@@ -118,7 +220,10 @@ class Session::Impl {
     for (NodeId id = 0; id < g.num_nodes(); ++id) {
       if (plan_.kernels[id]) plan_.workspace_bytes[id] = plan_.kernels[id]->workspace_bytes();
     }
+    LMS_RETURN_IF_ERROR(check_plan_record(g, device_, plan_.fetch_names, plan_.workspace_bytes));
     LMS_ASSIGN_OR_RETURN(plan_.release, swap::release_plan(g, plan_.fetch_names));
+    plan_.commit = swap::commit_position(g, plan_.order);
+    plan_.oom_hint = oom_hint(g.plan_record());
     plan_.host_release_after = host_releases(g, plan_.order);
     LMS_RETURN_IF_ERROR(allocate_persistent());
     LMS_RETURN_IF_ERROR(allocate_workspace());
@@ -164,6 +269,12 @@ class Session::Impl {
   }
 
   absl::Status run(const Feeds& feeds, StepResult* result) {
+    if (result == nullptr) {
+      return absl::InvalidArgumentError(
+          "Session::run: result is null; pass a StepResult to receive the fetched tensors and "
+          "the step's figures");
+    }
+    LMS_RETURN_IF_ERROR(check_feed_names(*plan_.graph, feeds));
     device_.set_event_sink(&stall_counter_);
     stall_counter_.reset();
     device_.reset_peak_memory();

@@ -5,7 +5,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "profiler/event_sink.h"
+#include "lms/profiler/event_sink.h"
 
 namespace lms {
 

@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "graph/op_registry.h"
 #include "lms/status.h"
 
 namespace lms::swap {
@@ -57,6 +58,14 @@ uint64_t rounded_size(uint64_t bytes, uint64_t alignment) {
   return std::max(alignment, (bytes + alignment - 1) / alignment * alignment);
 }
 
+int32_t commit_position(const Graph& graph, const std::vector<NodeId>& order) {
+  for (int32_t p = 0; p < static_cast<int32_t>(order.size()); ++p) {
+    const OpDef* def = find_op(graph.node(order[p]).op);
+    if (def != nullptr && !def->mutated_inputs.empty()) return p;
+  }
+  return static_cast<int32_t>(order.size());
+}
+
 absl::StatusOr<Liveness> analyze(const Graph& graph, const LivenessOptions& options) {
   if (options.alignment_bytes == 0) {
     return absl::InvalidArgumentError("liveness: alignment_bytes must be positive");
@@ -66,6 +75,7 @@ absl::StatusOr<Liveness> analyze(const Graph& graph, const LivenessOptions& opti
   LMS_ASSIGN_OR_RETURN(live.order, schedule(graph));
   LMS_ASSIGN_OR_RETURN(auto fetched, fetched_set(graph, options));
   live.position.assign(graph.num_nodes(), -1);
+  live.commit = commit_position(graph, live.order);
   // Note [Shared workspace]: kernels share one workspace block of the largest
   // size, held for the whole session like a persistent tensor, so per-node
   // workspace is 0 here (docs/memory_model.md point 1).
@@ -159,7 +169,8 @@ std::vector<IdleInterval> idle_intervals(const Liveness& live,
     // A graph input is anchored at its first read (it has no producer).
     int32_t prev = life.input ? life.uses.front() : life.first;
     for (int32_t use : life.uses) {
-      if (use > prev + 1) gaps.push_back({t, prev, use, prefix[use] - prefix[prev + 1]});
+      if (use > prev + 1 && use < live.commit)
+        gaps.push_back({t, prev, use, prefix[use] - prefix[prev + 1]});
       prev = std::max(prev, use);
     }
   }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -48,10 +49,20 @@ struct Liveness {
   std::vector<uint64_t> workspace;  // by position
   uint64_t persistent_bytes = 0;
   uint64_t alignment_bytes = 256;
+  // Note [Step commit]: the position of the first node that writes a
+  // persistent tensor (an optimizer update or the step counter), size() if
+  // none. Nothing at or after it may allocate, so a step that fails leaves
+  // every persistent tensor as it was: swap-ins serving consumers there are
+  // triggered before it. The default (no position) is for hand-built
+  // Livenesses without persistent writers; analyze() always sets it.
+  int32_t commit = std::numeric_limits<int32_t>::max();
   int32_t size() const { return static_cast<int32_t>(order.size()); }
 };
 
 uint64_t rounded_size(uint64_t bytes, uint64_t alignment);
+
+// The commit position of Note [Step commit] for `graph` scheduled as `order`.
+int32_t commit_position(const Graph& graph, const std::vector<NodeId>& order);
 
 // Live ranges for `graph` in schedule(graph) order. InvalidArgument if the
 // graph has no valid schedule, alignment is 0, or a fetched name is unknown.
@@ -91,8 +102,9 @@ struct IdleInterval {
 };
 
 // Idle intervals of every non-persistent, non-fetched device tensor with at
-// least one node between two uses (for a graph input, from its first read). `node_time_s` is by
-// position.
+// least one node between two uses (for a graph input, from its first read),
+// the later use before live.commit: a swap-in for a use past the commit
+// would allocate in the update stretch. `node_time_s` is by position.
 std::vector<IdleInterval> idle_intervals(const Liveness& live,
                                          const std::vector<double>& node_time_s);
 

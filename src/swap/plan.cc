@@ -22,6 +22,13 @@ absl::Status validate_swap_in(const Graph& g, const Liveness& live, const SwapPl
   const Tensor& t = g.tensor(item.tensor);
   if (!valid_node(g, in.trigger))
     return item_error(g, item.tensor, "a swap-in has no valid trigger");
+  if (live.position[in.trigger] >= live.commit) {
+    return item_error(g, item.tensor,
+                      absl::StrCat("swap-in trigger '", g.node(in.trigger).name,
+                                   "' is at or after the first persistent update; a swap-in "
+                                   "there could fail after the step has begun to commit "
+                                   "(Note [Step commit])"));
+  }
   if (live.position[in.trigger] < live.position[item.swap_out_after]) {
     return item_error(
         g, item.tensor,
@@ -134,6 +141,18 @@ PlanTraffic plan_traffic(const Graph& graph, const SwapPlan& plan) {
     traffic.bytes_in += bytes * item.swap_ins.size();
   }
   return traffic;
+}
+
+// Note [Step commit]: a swap-in triggered at or after the commit would
+// allocate in the update stretch; trigger it right before the commit instead.
+void clamp_to_commit(const Liveness& live, SwapPlan& plan) {
+  if (live.commit <= 0 || live.commit >= live.size()) return;
+  const NodeId last_before = live.order[live.commit - 1];
+  for (SwapPlan::Item& item : plan.items) {
+    for (SwapPlan::SwapIn& in : item.swap_ins) {
+      if (live.position[in.trigger] >= live.commit) in.trigger = last_before;
+    }
+  }
 }
 
 }  // namespace lms::swap

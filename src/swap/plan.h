@@ -46,8 +46,14 @@ std::string to_text(const SwapPlan& plan, const Graph& graph);
 // tensor an unswapped device tensor that is not persistent or fetched, listed
 // once; swap_out_after at or after its producer; each trigger at or after
 // swap_out_after; each served consumer a consumer of the tensor, after its
-// trigger, served at most once. InvalidArgument naming the tensor otherwise.
+// trigger, served at most once; each trigger before live.commit.
+// InvalidArgument naming the tensor otherwise.
 absl::Status validate_plan(const Graph& graph, const Liveness& live, const SwapPlan& plan);
+
+// Moves every swap-in triggered at or after live.commit to right before it
+// (Note [Step commit] in liveness.h); the tflms, vdnn and manual rules pick
+// triggers by distance and may land past it.
+void clamp_to_commit(const Liveness& live, SwapPlan& plan);
 
 // The memory profile of the graph after `plan` is inserted, over the original
 // positions: a swapped tensor is freed after max(swap-out, unserved

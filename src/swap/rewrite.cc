@@ -34,8 +34,13 @@ swap::CostOptions cost_options(const LmsConfig& c, const RewriteOptions& o) {
   return cost;
 }
 
+const std::vector<uint64_t>& workspaces(const RewriteOptions& o) {
+  static const std::vector<uint64_t>* const kNone = new std::vector<uint64_t>();
+  return o.workspace_bytes.has_value() ? *o.workspace_bytes : *kNone;
+}
+
 absl::StatusOr<Analysis> analyse(const Graph& g, const LmsConfig& c, const RewriteOptions& o) {
-  swap::LivenessOptions lo{c.alignment_bytes, o.fetched, o.workspace_bytes};
+  swap::LivenessOptions lo{c.alignment_bytes, o.fetched, workspaces(o)};
   Analysis a;
   LMS_ASSIGN_OR_RETURN(a.live, swap::analyze(g, lo));
   swap::CostModel cost(g, cost_options(c, o));
@@ -47,18 +52,25 @@ swap::TflmsOptions tflms_options(const LmsConfig& c) {
   return {c.swapout_threshold, c.swapin_ahead, c.swapin_groupby, c.sync_mode, c.min_tensor_bytes};
 }
 
-absl::StatusOr<swap::SwapPlan> make_plan(const Graph& g, const LmsConfig& c, const Analysis& a,
-                                         uint64_t budget, double reserve) {
+absl::StatusOr<swap::SwapPlan> rule_plan(const Graph& g, const LmsConfig& c, const Analysis& a) {
+  swap::SwapPlan plan;
   switch (c.policy) {
     case SwapPolicy::kTflms:
-      return swap::plan_tflms(a.live, tflms_options(c));
-    case SwapPolicy::kVdnn:
-      return swap::plan_vdnn(g, a.live);
-    case SwapPolicy::kManual:
-      return swap::plan_manual(g, a.live, c.tensors, tflms_options(c));
-    case SwapPolicy::kAuto:
+      plan = swap::plan_tflms(a.live, tflms_options(c));
       break;
+    case SwapPolicy::kVdnn:
+      plan = swap::plan_vdnn(g, a.live);
+      break;
+    default:
+      LMS_ASSIGN_OR_RETURN(plan, swap::plan_manual(g, a.live, c.tensors, tflms_options(c)));
   }
+  swap::clamp_to_commit(a.live, plan);
+  return plan;
+}
+
+absl::StatusOr<swap::SwapPlan> make_plan(const Graph& g, const LmsConfig& c, const Analysis& a,
+                                         uint64_t budget, double reserve) {
+  if (c.policy != SwapPolicy::kAuto) return rule_plan(g, c, a);
   if (budget == 0) {
     return absl::InvalidArgumentError(
         "lms rewrite: policy auto needs a device budget: set device_memory_limit or pass "
@@ -77,7 +89,6 @@ absl::StatusOr<swap::SwapPlan> make_plan(const Graph& g, const LmsConfig& c, con
 void fill_before(const Graph& g, const Analysis& a, RewriteReport& rep) {
   rep.peak_bytes_before = swap::memory_profile(a.live).peak;
   rep.peak_bytes_after = rep.peak_bytes_before;
-  rep.fits = rep.budget_bytes > 0 && rep.peak_bytes_after <= rep.usable_budget_bytes;
   const swap::SimResult sim = swap::simulate(g, a.live, a.times, {});
   rep.step_time_before_s = sim.step_time_s;
   rep.step_time_after_s = sim.step_time_s;
@@ -86,22 +97,47 @@ void fill_before(const Graph& g, const Analysis& a, RewriteReport& rep) {
   if (ws.position >= 0) rep.working_set_node = g.node(a.live.order[ws.position]).name;
 }
 
-// Replays the rewritten graph's allocations on the BFC allocator at the
-// budget (swap/replay.h). Sets rep.peak_bytes_after to the exact peak and
-// rep.fits; a failed replay (fragmentation) counts as not fitting.
-absl::Status replay_into(const Graph& rewritten, const LmsConfig& c, const RewriteOptions& o,
-                         RewriteReport& rep, std::string* failure) {
+// Note [Honest fits]: `fits` is decided only by an exact replay of the first
+// step's allocations with every fact the executor will have: the budget, the
+// allocator alignment, the kernel workspaces and the fetch set (the Device
+// overload supplies all of them, and Session::create checks them against the
+// plan record). A call that lacks the budget or the workspaces cannot decide,
+// so it reports fits = false with the reason, never a guess.
+std::string missing_fact(const RewriteReport& rep, const RewriteOptions& o) {
   if (rep.budget_bytes == 0) {
-    rep.fits = false;
-    return absl::OkStatus();
+    return "no device budget known: use the Device overload, set device_memory_limit or "
+           "RewriteOptions::device_capacity_bytes";
   }
-  auto replay = swap::replay_step(
-      rewritten, {rep.budget_bytes, c.alignment_bytes, o.workspace_bytes, o.fetched});
+  if (!o.workspace_bytes.has_value()) {
+    return "kernel workspaces not known: use the Device overload of lms::rewrite or pass "
+           "RewriteOptions::workspace_bytes (lms::kernel_workspace_bytes)";
+  }
+  return "";
+}
+
+// Replays `g`'s allocations on the BFC allocator at the budget
+// (swap/replay.h). Returns whether the replay fitted (false without a
+// budget) and sets rep.peak_bytes_after to the exact peak when it did; a
+// failed replay (fragmentation) counts as not fitting, its message in
+// `failure`.
+absl::StatusOr<bool> replay_fits(const Graph& g, const LmsConfig& c, const RewriteOptions& o,
+                                 RewriteReport& rep, std::string* failure) {
+  if (rep.budget_bytes == 0) return false;
+  auto replay =
+      swap::replay_step(g, {rep.budget_bytes, c.alignment_bytes, workspaces(o), o.fetched});
   if (!replay.ok() && !absl::IsResourceExhausted(replay.status())) return replay.status();
-  rep.fits = replay.ok() && replay->peak_bytes <= rep.budget_bytes;
-  if (!replay.ok()) *failure = std::string(replay.status().message());
-  if (replay.ok()) rep.peak_bytes_after = replay->peak_bytes;
-  return absl::OkStatus();
+  if (!replay.ok()) {
+    *failure = std::string(replay.status().message());
+    return false;
+  }
+  rep.peak_bytes_after = replay->peak_bytes;
+  return replay->peak_bytes <= rep.budget_bytes;
+}
+
+// Sets rep.fits and rep.fit_unknown_reason from a replay result (Note [Honest fits]).
+void decide_fit(bool replayed_fit, const RewriteOptions& o, RewriteReport& rep) {
+  rep.fit_unknown_reason = missing_fact(rep, o);
+  rep.fits = replayed_fit && rep.fit_unknown_reason.empty();
 }
 
 // Note [Fitting with fragmentation]: the planner's profile counts bytes, the
@@ -130,8 +166,9 @@ absl::Status plan_and_replay(const Graph& graph, const LmsConfig& config,
     LMS_RETURN_IF_ERROR(swap::insert_swaps(rewritten, before.live, plan));
     LMS_ASSIGN_OR_RETURN(Analysis after, analyse(rewritten, config, options));
     rep.peak_bytes_after = swap::memory_profile(after.live).peak;
-    LMS_RETURN_IF_ERROR(replay_into(rewritten, config, options, rep, &failure));
-    if (config.policy != SwapPolicy::kAuto || rep.fits) return absl::OkStatus();
+    LMS_ASSIGN_OR_RETURN(bool fitted, replay_fits(rewritten, config, options, rep, &failure));
+    decide_fit(fitted, options, rep);
+    if (config.policy != SwapPolicy::kAuto || fitted) return absl::OkStatus();
     if (attempt + 1 == kFitAttempts || reserve >= max_reserve) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "lms rewrite: the plan fits ", format_bytes(rep.budget_bytes),
@@ -144,10 +181,39 @@ absl::Status plan_and_replay(const Graph& graph, const LmsConfig& config,
   }
 }
 
+// What the graph was planned for (Graph::plan_record), checked by Session::create.
+PlanRecord plan_record(const Graph& g, const LmsConfig& c, const RewriteOptions& o,
+                       const RewriteReport& rep) {
+  PlanRecord r;
+  r.planned = true;
+  r.lms_enabled = c.enabled;
+  r.policy = policy_name(c.policy);
+  r.capacity_bytes = o.device_capacity_bytes;
+  r.budget_bytes = rep.budget_bytes;
+  r.budget_from_limit = c.device_memory_limit > 0;
+  r.alignment_bytes = c.alignment_bytes;
+  r.fetched = o.fetched;
+  if (r.fetched.empty() && g.loss() != kNoTensor) r.fetched.push_back(g.tensor(g.loss()).name);
+  std::sort(r.fetched.begin(), r.fetched.end());
+  r.fetched.erase(std::unique(r.fetched.begin(), r.fetched.end()), r.fetched.end());
+  r.workspaces_known = o.workspace_bytes.has_value();
+  r.workspace_bytes = workspaces(o);
+  return r;
+}
+
+std::string fit_text(const RewriteReport& r) {
+  if (!r.fit_unknown_reason.empty()) return "cannot say whether it fits: " + r.fit_unknown_reason;
+  return r.fits ? "fits" : "DOES NOT FIT";
+}
+
 }  // namespace
 
 std::string RewriteReport::summary() const {
-  if (!enabled) return "lms: disabled, graph unchanged\n";
+  if (!enabled) {
+    return absl::StrFormat("lms: disabled, graph unchanged; peak %s, budget %s: %s\n",
+                           format_bytes(peak_bytes_after), format_bytes(budget_bytes),
+                           fit_text(*this));
+  }
   return absl::StrFormat(
       "lms: policy %s, %d tensors swapped\n"
       "  device budget        %s (usable %s): %s\n"
@@ -155,14 +221,10 @@ std::string RewriteReport::summary() const {
       "  swap traffic / step  %s out, %s in; pinned host %s\n"
       "  predicted step       %.6f s -> %.6f s (stall %.6f s)\n",
       policy_name(policy), swapped.size(), format_bytes(budget_bytes),
-      format_bytes(usable_budget_bytes),
-      budget_bytes == 0 ? "no budget known"
-      : fits            ? "fits"
-                        : "DOES NOT FIT",
-      format_bytes(peak_bytes_before), format_bytes(peak_bytes_after),
-      format_bytes(working_set_limit_bytes), working_set_node, format_bytes(bytes_out_per_step),
-      format_bytes(bytes_in_per_step), format_bytes(host_bytes), step_time_before_s,
-      step_time_after_s, stall_s);
+      format_bytes(usable_budget_bytes), fit_text(*this), format_bytes(peak_bytes_before),
+      format_bytes(peak_bytes_after), format_bytes(working_set_limit_bytes), working_set_node,
+      format_bytes(bytes_out_per_step), format_bytes(bytes_in_per_step), format_bytes(host_bytes),
+      step_time_before_s, step_time_after_s, stall_s);
 }
 
 absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config,
@@ -176,7 +238,13 @@ absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config,
       config.device_memory_limit ? config.device_memory_limit : options.device_capacity_bytes;
   rep.usable_budget_bytes = swap::usable_budget(rep.budget_bytes, config.fragmentation_reserve);
   fill_before(graph, before, rep);
-  if (!config.enabled) return rep;
+  if (!config.enabled) {
+    std::string failure;
+    LMS_ASSIGN_OR_RETURN(bool fitted, replay_fits(graph, config, options, rep, &failure));
+    decide_fit(fitted, options, rep);
+    graph.set_plan_record(plan_record(graph, config, options, rep));
+    return rep;
+  }
 
   Graph rewritten = graph;
   swap::SwapPlan plan;
@@ -198,6 +266,7 @@ absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config,
                                              {rep.budget_bytes, /*wait_at_release=*/true});
   rep.step_time_after_s = sim.step_time_s;
   rep.stall_s = sim.stall_s;
+  rewritten.set_plan_record(plan_record(graph, config, options, rep));
   graph = std::move(rewritten);
   return rep;
 }

@@ -1,4 +1,4 @@
-#include "profiler/atomic_file.h"
+#include "lms/profiler/atomic_file.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "profiler/chrome_trace.h"
+#include "lms/profiler/chrome_trace.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "profiler/atomic_file.h"
+#include "lms/profiler/atomic_file.h"
 #include "synthetic_run.h"
 
 namespace lms {

@@ -1,4 +1,4 @@
-#include "profiler/event_sink.h"
+#include "lms/profiler/event_sink.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "profiler/memory_plot.h"
+#include "lms/profiler/memory_plot.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "profiler/recorder.h"
+#include "lms/profiler/recorder.h"
 
 #include <gtest/gtest.h>
 

@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "profiler/event_sink.h"
+#include "lms/profiler/event_sink.h"
 
 namespace lms::testing {
 

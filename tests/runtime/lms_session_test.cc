@@ -193,7 +193,10 @@ TEST(LmsSessionTest, EveryPolicyIsBitIdentical) {
     cfg.sync_mode = v.sync_mode;
     cfg.swapout_threshold = 3;
     cfg.tensors = {"relu3", "relu7", "relu12"};
-    auto report = rewrite(swapped, cfg, {.device_capacity_bytes = 256 * kMiB});
+    RewriteOptions options{.device_capacity_bytes = 256 * kMiB};
+    options.fetched.push_back(c.train.tensor(c.train.loss()).name);
+    for (const std::string& p : c.params) options.fetched.push_back(p + "/grad");
+    auto report = rewrite(swapped, cfg, options);
     ASSERT_TRUE(report.ok()) << policy_name(policy) << ": " << report.status();
     EXPECT_FALSE(report->swapped.empty()) << policy_name(policy);
     auto run = train_steps(c, swapped, *device, 3);

@@ -12,15 +12,15 @@
 
 #include "backend/cpu/cpu_device.h"
 #include "lms/config.h"
+#include "lms/profiler/chrome_trace.h"
+#include "lms/profiler/memory_plot.h"
+#include "lms/profiler/recorder.h"
+#include "lms/profiler/summary.h"
 #include "lms/rewrite.h"
 #include "lms/session.h"
 #include "lms/training.h"
 #include "models.h"
 #include "nlohmann/json.hpp"
-#include "profiler/chrome_trace.h"
-#include "profiler/memory_plot.h"
-#include "profiler/recorder.h"
-#include "profiler/summary.h"
 
 namespace lms {
 namespace {

@@ -89,10 +89,23 @@ TEST(Rewrite, GoldenPerPolicyOnConvTrainingGraph) {
     if (config.policy == SwapPolicy::kAuto) {
       config.device_memory_limit = allocator_fit(original) - 256;
     }
+    // This graph has no kernels: its workspaces are known to be zero, which
+    // lets the rewrite decide `fits` (Note [Honest fits]).
+    const RewriteOptions options{.workspace_bytes = std::vector<uint64_t>(original.num_nodes(), 0)};
     Graph g = original;
-    auto rep = rewrite(g, config);
+    auto rep = rewrite(g, config, options);
     ASSERT_TRUE(rep.ok()) << rep.status();
     ASSERT_TRUE(verify(g).ok());
+    EXPECT_TRUE(rep->fit_unknown_reason.empty()) << rep->fit_unknown_reason;
+    {
+      // Without the workspaces the same plan cannot be called fitting.
+      Graph unknown = original;
+      auto guess = rewrite(unknown, config);
+      ASSERT_TRUE(guess.ok()) << guess.status();
+      EXPECT_FALSE(guess->fits);
+      EXPECT_NE(guess->fit_unknown_reason.find("workspaces"), std::string::npos);
+      EXPECT_NE(guess->summary().find("cannot say"), std::string::npos) << guess->summary();
+    }
     EXPECT_FALSE(rep->swapped.empty());
     EXPECT_EQ(rep->peak_bytes_after, unswapped_peak(g));
     if (config.policy == SwapPolicy::kAuto) {
@@ -177,8 +190,9 @@ TEST(Rewrite, RuntimeWorkspaceAndMeasuredTimesAreUsed) {
   Graph g = swap_test::conv_training_graph();
   const int nodes = g.num_nodes();
   RewriteOptions options;
-  options.workspace_bytes.assign(g.num_nodes(), 0);
-  options.workspace_bytes[g.find_node("conv2")] = 1 << 20;  // 1 MiB of scratch
+  std::vector<uint64_t> workspace(g.num_nodes(), 0);
+  workspace[g.find_node("conv2")] = 1 << 20;  // 1 MiB of scratch
+  options.workspace_bytes = std::move(workspace);
   options.node_time_s.assign(g.num_nodes(), 1e-3);
   LmsConfig config;
   // The workspace is one shared block held all step (Note [Shared

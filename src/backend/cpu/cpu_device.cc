@@ -376,3 +376,12 @@ void CpuDevice::launch(Kernel& kernel, KernelArgs args, std::string_view node,
 void CpuDevice::set_event_sink(EventSink* sink) { sink_.store(sink); }
 
 }  // namespace lms::cpu
+
+namespace lms {
+
+absl::StatusOr<std::unique_ptr<Device>> make_cpu_device(CpuDeviceOptions options) {
+  LMS_ASSIGN_OR_RETURN(std::unique_ptr<cpu::CpuDevice> device, cpu::CpuDevice::create(options));
+  return std::unique_ptr<Device>(std::move(device));
+}
+
+}  // namespace lms

@@ -35,24 +35,13 @@
 #include "absl/status/statusor.h"
 #include "backend/cpu/kernels/cpu_kernels.h"
 #include "backend/cpu/stream.h"
-#include "backend/device.h"
+#include "backend/kernel.h"
 #include "backend/memory_tee.h"
+#include "lms/device.h"
 
 namespace lms::cpu {
 
-struct CpuDeviceOptions {
-  // Device memory region; reserved like the host pool, so pages cost RAM
-  // only once touched.
-  uint64_t capacity_bytes = uint64_t{256} << 20;
-  // Limit of the pinned host pool. Reserved lazily (mmap with MAP_NORESERVE),
-  // so a large limit costs no RAM until blocks are used.
-  uint64_t host_pool_bytes = uint64_t{4} << 30;
-  double d2h_bytes_per_s = 0;  // emulated link bandwidth; 0 = unthrottled
-  double h2d_bytes_per_s = 0;
-  double copy_latency_s = 0;  // added to every async copy (and upload/download)
-  // OpenMP threads for the kernels on the compute thread; 0 = all cores.
-  int compute_threads = 0;
-};
+using lms::CpuDeviceOptions;  // lms/device.h
 
 class CpuDevice : public Device {
  public:
@@ -64,6 +53,7 @@ class CpuDevice : public Device {
   ~CpuDevice() override;
 
   std::string name() const override { return "cpu-emulated"; }
+  std::string kind() const override { return "cpu"; }
 
   absl::StatusOr<void*> allocate(uint64_t bytes) override;
   void deallocate(void* ptr) override;
@@ -150,7 +140,6 @@ class CpuDevice : public Device {
 }  // namespace lms::cpu
 
 namespace lms {
-// Callers outside the backend may spell these without cpu::.
+// Callers outside the backend may spell it without cpu::.
 using cpu::CpuDevice;
-using cpu::CpuDeviceOptions;
 }  // namespace lms

@@ -21,7 +21,7 @@
 #include <mutex>
 #include <set>
 
-#include "backend/device.h"
+#include "lms/device.h"
 
 namespace lms::cpu {
 

@@ -23,7 +23,7 @@
 #include <mutex>
 #include <thread>
 
-#include "profiler/event_sink.h"
+#include "lms/profiler/event_sink.h"
 
 namespace lms::cpu {
 

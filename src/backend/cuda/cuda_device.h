@@ -41,21 +41,13 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "backend/device.h"
+#include "backend/kernel.h"
 #include "backend/memory_tee.h"
+#include "lms/device.h"
 
 namespace lms::cuda {
 
-struct CudaDeviceOptions {
-  int device_ordinal = 0;
-  // Device memory region; 0 = the free memory reported by cudaMemGetInfo
-  // minus `reserve_bytes`.
-  uint64_t capacity_bytes = 0;
-  // Left to the CUDA context, cuDNN and cuBLAS when capacity_bytes is 0.
-  uint64_t reserve_bytes = uint64_t{512} << 20;
-  // Limit of the pinned host pool. cudaHostAlloc pins it all up front.
-  uint64_t host_pool_bytes = uint64_t{1} << 30;
-};
+using lms::CudaDeviceOptions;  // lms/device.h
 
 struct CudaKernelContext;  // cuda_kernels.h
 
@@ -71,6 +63,7 @@ class CudaDevice : public Device {
   ~CudaDevice() override;
 
   std::string name() const override;  // "cuda:<ordinal>"
+  std::string kind() const override { return "cuda"; }
 
   absl::StatusOr<void*> allocate(uint64_t bytes) override;
   void deallocate(void* ptr) override;

@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "profiler/recorder.h"
+#include "lms/profiler/recorder.h"
 
 namespace lms {
 

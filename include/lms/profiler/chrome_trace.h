@@ -21,7 +21,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "profiler/recorder.h"
+#include "lms/profiler/recorder.h"
 
 namespace lms {
 

@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "profiler/event_sink.h"
+#include "lms/profiler/event_sink.h"
 
 namespace lms {
 

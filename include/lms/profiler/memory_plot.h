@@ -20,7 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "profiler/recorder.h"
+#include "lms/profiler/recorder.h"
 
 namespace lms {
 

@@ -1,15 +1,21 @@
-// The device interface: memory (a BFC allocator over one region of fixed
+// The device: device memory (a BFC allocator over one region of fixed
 // capacity), a pinned host pool, one compute stream and two copy streams
 // (D2H, H2D), events, async copies and kernels. It mirrors CUDA semantics so
 // the emulated CPU device and the CUDA device are interchangeable.
 //
-//   LMS_ASSIGN_OR_RETURN(auto dev, CpuDevice::create({.capacity_bytes = 256 << 20}));
+//   LMS_ASSIGN_OR_RETURN(auto device, lms::make_cpu_device({.capacity_bytes = 256 << 20}));
+//   LMS_ASSIGN_OR_RETURN(auto gpu, lms::make_cuda_device({.device_ordinal = 0}));
+//   lms::AllocatorStats mem = device->memory_stats();   // capacity, in use, peak
+//
+// A program hands the device to lms::rewrite (which takes the capacity and the
+// kernel workspaces from it) and to lms::Session::create. The stream, event and
+// copy calls below are what the executor uses; a user program rarely needs
+// them:
 //   LMS_ASSIGN_OR_RETURN(void* d, dev->allocate(bytes));
 //   auto ev = dev->create_event();
 //   dev->copy_h2d(d, host_block, bytes, "x");   // async on the H2D stream
 //   dev->record(*ev, StreamKind::kH2D);
 //   dev->wait(StreamKind::kCompute, *ev);       // compute waits for the copy
-//   dev->launch(*kernel, args);                 // async on the compute stream
 //   LMS_RETURN_IF_ERROR(dev->synchronize());
 #pragma once
 
@@ -21,11 +27,16 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "allocator/bfc_allocator.h"
-#include "backend/kernel.h"
-#include "profiler/event_sink.h"
+#include "lms/memory_stats.h"
+#include "lms/profiler/event_sink.h"
 
 namespace lms {
+
+// Kernels are compiled and launched by the executor; their types are internal
+// to the library (a user program never names them).
+class Kernel;
+struct KernelSpec;
+struct KernelArgs;
 
 // A point in a stream's work. Recorded on a stream; complete once everything
 // enqueued on that stream before the record has finished. An event never
@@ -39,6 +50,9 @@ class Device {
  public:
   virtual ~Device() = default;
   virtual std::string name() const = 0;  // "cpu-emulated", "cuda:0"
+  // Identifies what a plan depends on beyond the capacity: the backend and
+  // its kernels (the same kind of device compiles the same workspaces).
+  virtual std::string kind() const = 0;  // "cpu", "cuda"
 
   // Device memory (BFC; see BfcAllocator for the ResourceExhausted message).
   virtual absl::StatusOr<void*> allocate(uint64_t bytes) = 0;
@@ -84,5 +98,52 @@ class Device {
   // Profiler sink (nullable, not owned).
   virtual void set_event_sink(EventSink* sink) = 0;
 };
+
+// The emulated CPU device: device memory is one region of `capacity_bytes`
+// carved by the same BFC allocator the CUDA device uses, streams are worker
+// threads, copies are memcpy throttled to an emulated link, kernels are
+// oneDNN primitives. Anything that overflows the capacity fails as on a GPU.
+struct CpuDeviceOptions {
+  // Device memory region in bytes; reserved, so pages cost RAM only once
+  // touched.
+  uint64_t capacity_bytes = uint64_t{256} << 20;
+  // Limit of the pinned host pool in bytes. Reserved lazily (mmap with
+  // MAP_NORESERVE), so a large limit costs no RAM until blocks are used.
+  uint64_t host_pool_bytes = uint64_t{4} << 30;
+  double d2h_bytes_per_s = 0;  // emulated link bandwidth, bytes/s; 0 = unthrottled
+  double h2d_bytes_per_s = 0;
+  double copy_latency_s = 0;  // seconds added to every async copy (and upload/download)
+  // OpenMP threads for the kernels on the compute thread; 0 = all cores.
+  int compute_threads = 0;
+};
+
+// Errors: InvalidArgument for a zero capacity or host pool, a negative or
+// non-finite bandwidth or latency, or negative compute_threads;
+// ResourceExhausted when a region cannot be reserved; Internal when oneDNN
+// fails to start.
+absl::StatusOr<std::unique_ptr<Device>> make_cpu_device(CpuDeviceOptions options);
+
+// A CUDA GPU: cudaMalloc of one region under the BFC allocator, cudaHostAlloc
+// for the pinned pool, non-blocking streams, cudaEvent, cuDNN and cuBLAS.
+struct CudaDeviceOptions {
+  int device_ordinal = 0;
+  // Device memory region in bytes; 0 = the free memory reported by
+  // cudaMemGetInfo minus `reserve_bytes`.
+  uint64_t capacity_bytes = 0;
+  // Bytes left to the CUDA context, cuDNN and cuBLAS when capacity_bytes is 0.
+  uint64_t reserve_bytes = uint64_t{512} << 20;
+  // Limit of the pinned host pool in bytes. cudaHostAlloc pins it all up front.
+  uint64_t host_pool_bytes = uint64_t{1} << 30;
+};
+
+// Errors: Unimplemented, saying why, when the library was built without the
+// CUDA backend (nvcc or cuDNN not found at configure time) or no GPU is
+// present (no driver, or cudaGetDeviceCount reports none); InvalidArgument
+// for an ordinal out of range or a zero host pool; ResourceExhausted when a
+// region cannot be allocated; Internal for other CUDA, cuDNN or cuBLAS errors.
+absl::StatusOr<std::unique_ptr<Device>> make_cuda_device(CudaDeviceOptions options);
+
+// Whether this build of the library contains the CUDA backend.
+bool cuda_backend_built();
 
 }  // namespace lms

@@ -1,0 +1,50 @@
+// lms::rewrite with the runtime facts taken from a Device (lms/rewrite.h).
+// It lives in the runtime layer because it compiles the graph's kernels on
+// the device to learn their workspaces; the pass itself (src/swap) knows no
+// device.
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "lms/device.h"
+#include "lms/rewrite.h"
+#include "lms/session.h"
+#include "lms/status.h"
+#include "lms/units.h"
+
+namespace lms {
+
+absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config, Device& device,
+                                      const RewriteOptions& options) {
+  const AllocatorStats mem = device.memory_stats();
+  if (mem.bytes_in_use != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "lms rewrite: device ", device.name(), " already holds ", format_bytes(mem.bytes_in_use),
+        " in ", mem.num_allocs,
+        " allocations; a plan assumes an empty device, so rewrite before creating sessions on "
+        "it (or destroy them first)"));
+  }
+  // The allocator rounds its capacity down to whole alignment units, and so
+  // does the planner's replay of a budget: compare in those units.
+  const uint64_t align = std::max<uint64_t>(mem.alignment_bytes, 1);
+  if (config.device_memory_limit / align * align > mem.capacity_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "lms rewrite: device_memory_limit ", format_bytes(config.device_memory_limit),
+        " exceeds the capacity of device ", device.name(), " (", format_bytes(mem.capacity_bytes),
+        "); allowed: 0 (the capacity) up to ", format_bytes(mem.capacity_bytes)));
+  }
+  LMS_RETURN_IF_ERROR(verify(graph));
+  LMS_ASSIGN_OR_RETURN(std::vector<uint64_t> workspaces, kernel_workspace_bytes(graph, device));
+  LmsConfig facts = config;
+  facts.alignment_bytes = mem.alignment_bytes;
+  RewriteOptions with_device = options;
+  with_device.device_capacity_bytes = mem.capacity_bytes;
+  with_device.workspace_bytes = std::move(workspaces);
+  LMS_ASSIGN_OR_RETURN(RewriteReport report, rewrite(graph, facts, with_device));
+  PlanRecord record = graph.plan_record();
+  record.device_kind = device.kind();
+  graph.set_plan_record(std::move(record));
+  return report;
+}
+
+}  // namespace lms
