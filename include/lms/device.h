@@ -32,11 +32,25 @@
 
 namespace lms {
 
-// Kernels are compiled and launched by the executor; their types are internal
-// to the library (a user program never names them).
-class Kernel;
+// Kernels are compiled and launched by the executor; what they are compiled
+// from (KernelSpec) and run with (KernelArgs: device pointers of the inputs,
+// outputs and workspace) is internal to the library. A user program only
+// passes them through, as a Device decorator does.
 struct KernelSpec;
 struct KernelArgs;
+
+// One compiled compute node.
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  // Scratch device memory the kernel needs during run(), in bytes. The
+  // executor allocates it from the device allocator so accounting is exact.
+  virtual uint64_t workspace_bytes() const { return 0; }
+  // Runs synchronously on the calling (stream) thread for the CPU backend, or
+  // enqueues on the compute stream for CUDA. Internal library errors are
+  // returned as Status (InternalError naming the node and library message).
+  virtual absl::Status run(const KernelArgs& args) = 0;
+};
 
 // A point in a stream's work. Recorded on a stream; complete once everything
 // enqueued on that stream before the record has finished. An event never
@@ -90,9 +104,12 @@ class Device {
   // Kernels. compile() returns Unimplemented for an op the backend lacks and
   // InvalidArgument for attributes or shapes it cannot handle.
   virtual absl::StatusOr<std::unique_ptr<Kernel>> compile(const KernelSpec& spec) = 0;
-  // Enqueues kernel.run(args) on the compute stream. `node` and `op` name it
-  // for the profiler and error messages; errors surface at synchronize().
-  virtual void launch(Kernel& kernel, KernelArgs args, std::string_view node,
+  // Enqueues kernel.run(args) on the compute stream (the device keeps its
+  // own copy of `args`). `node` and `op` name it for the profiler and error
+  // messages; errors surface at synchronize(). A decorating Device (a test
+  // that injects faults, a logger) forwards compile() and launch() as they
+  // are, without needing the kernel types.
+  virtual void launch(Kernel& kernel, const KernelArgs& args, std::string_view node,
                       std::string_view op) = 0;
 
   // Profiler sink (nullable, not owned).

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "lms/device.h"
 #include "lms/types.h"
 
 namespace lms {
@@ -32,16 +33,7 @@ struct KernelArgs {
   void* workspace = nullptr;  // workspace_bytes() of device memory, or null if 0
 };
 
-class Kernel {
- public:
-  virtual ~Kernel() = default;
-  // Scratch device memory the kernel needs during run(), in bytes. The
-  // executor allocates it from the device allocator so accounting is exact.
-  virtual uint64_t workspace_bytes() const { return 0; }
-  // Runs synchronously on the calling (stream) thread for the CPU backend, or
-  // enqueues on the compute stream for CUDA. Internal library errors are
-  // returned as Status (InternalError naming the node and library message).
-  virtual absl::Status run(const KernelArgs& args) = 0;
-};
+// class Kernel is declared in lms/device.h (a Device decorator passes
+// kernels through without the internal types above).
 
 }  // namespace lms

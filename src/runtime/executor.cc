@@ -144,7 +144,7 @@ absl::Status Executor::issue_compute(NodeId id) {
   // Note [Shared workspace]: kernels run one at a time on the compute
   // stream, so they can all use the one block; copies never touch it.
   args.workspace = plan_.workspace_bytes[id] > 0 ? plan_.workspace : nullptr;
-  device_.launch(*plan_.kernels[id], std::move(args), n.name, n.op);
+  device_.launch(*plan_.kernels[id], args, n.name, n.op);
   return absl::OkStatus();
 }
 

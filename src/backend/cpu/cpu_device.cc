@@ -351,10 +351,10 @@ absl::StatusOr<std::unique_ptr<Kernel>> CpuDevice::compile(const KernelSpec& spe
   return result;
 }
 
-void CpuDevice::launch(Kernel& kernel, KernelArgs args, std::string_view node,
+void CpuDevice::launch(Kernel& kernel, const KernelArgs& args, std::string_view node,
                        std::string_view op) {
   compute_->enqueue(
-      [this, k = &kernel, args = std::move(args), node = std::string(node), op = std::string(op)] {
+      [this, k = &kernel, args = args, node = std::string(node), op = std::string(op)] {
         if (has_async_error()) return;  // Note [CPU device async errors]
         const double start_s = now_s();
         absl::Status status;

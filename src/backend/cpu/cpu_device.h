@@ -90,7 +90,8 @@ class CpuDevice : public Device {
   absl::StatusOr<std::unique_ptr<Kernel>> compile(const KernelSpec& spec) override;
   // `kernel` and the buffers in `args` must stay alive until the launch has
   // run (synchronize() or an event recorded after it).
-  void launch(Kernel& kernel, KernelArgs args, std::string_view node, std::string_view op) override;
+  void launch(Kernel& kernel, const KernelArgs& args, std::string_view node,
+              std::string_view op) override;
 
   // Reports nodes, copies, compute-stream event waits (on_stall) and memory
   // counters (on_memory, both pools, from every allocate/deallocate) to

@@ -376,7 +376,7 @@ absl::StatusOr<std::unique_ptr<Kernel>> CudaDevice::compile(const KernelSpec& sp
   return create_cuda_kernel(spec, *kernel_ctx_);
 }
 
-void CudaDevice::launch(Kernel& kernel, KernelArgs args, std::string_view node,
+void CudaDevice::launch(Kernel& kernel, const KernelArgs& args, std::string_view node,
                         std::string_view op) {
   bind();
   EventSink* sink = sink_.load();

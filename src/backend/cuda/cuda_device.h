@@ -96,7 +96,8 @@ class CudaDevice : public Device {
   absl::StatusOr<std::unique_ptr<Kernel>> compile(const KernelSpec& spec) override;
   // `kernel` must stay alive until the launch has run; the buffers in `args`
   // until it has completed (an event recorded after it, or synchronize()).
-  void launch(Kernel& kernel, KernelArgs args, std::string_view node, std::string_view op) override;
+  void launch(Kernel& kernel, const KernelArgs& args, std::string_view node,
+              std::string_view op) override;
 
   // Reports nodes, copies and compute-stream waits on events still pending
   // at issue (on_stall), all stamped by stream callbacks (Note [CUDA profiler

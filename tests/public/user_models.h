@@ -1,0 +1,120 @@
+// Models and helpers for the tests written as a user's program: everything
+// here goes through include/lms alone (and the example model builders).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "lms/device.h"
+#include "lms/graph.h"
+#include "lms/ops.h"
+#include "lms/session.h"
+#include "lms/status.h"
+#include "lms/training.h"
+#include "models.h"
+
+namespace lms::user {
+
+constexpr uint64_t kKiB = 1024;
+constexpr uint64_t kMiB = 1024 * kKiB;
+
+// A user's own 2-D segmentation net, U-Net-like, NCHW:
+//   stem = relu(conv3x3(image))                       [N, 8, S, S]
+//   e1   = relu(batch_norm(conv3x3(pool(stem))))       [N, 16, S/2, S/2]
+//   mid  = relu(conv3x3(pool(e1)))                     [N, 16, S/4, S/4]
+//   d1   = relu(conv3x3(concat(up(mid), e1)))          skip by concat
+//   d2   = relu(conv3x3(concat(up(d1), stem)))         skip by concat
+//   out  = sigmoid(conv1x1(d2 + stem))
+//   loss = mse(out, mask)
+// `stem` is read by three far-apart consumers: the first pool, the last
+// concat and the residual add before the head.
+inline absl::StatusOr<Graph> user_unet(int64_t batch, int64_t size, const Optimizer& opt) {
+  Graph g;
+  const TensorId image = g.input("image", {batch, 1, size, size});
+  const TensorId mask = g.input("mask", {batch, 1, size, size});
+  const ConvLayerOptions same{.pad = {1}};
+  auto conv = [&](const char* name, TensorId x, int64_t channels, uint64_t seed) {
+    ConvLayerOptions o = same;
+    o.seed = seed;
+    return conv2d(g, name, x, channels, {3}, o);
+  };
+  const TensorId stem = relu(g, "stem", conv("stem/conv", image, 8, 1));
+  const TensorId e1 = relu(
+      g, "e1", batch_norm(g, "e1/bn", conv("e1/conv", max_pool2d(g, "pool1", stem, 2), 16, 2)));
+  const TensorId mid = relu(g, "mid", conv("mid/conv", max_pool2d(g, "pool2", e1, 2), 16, 3));
+  const TensorId d1 =
+      relu(g, "d1", conv("d1/conv", concat(g, "cat1", {upsample(g, "up1", mid, {2}), e1}), 16, 4));
+  const TensorId d2 =
+      relu(g, "d2", conv("d2/conv", concat(g, "cat2", {upsample(g, "up2", d1, {2}), stem}), 8, 5));
+  const TensorId res = add(g, "res", d2, stem);
+  const TensorId out = sigmoid(g, "out", conv2d(g, "head", res, 1, {1}, {.seed = 6}));
+  const TensorId loss = mse_loss(g, "loss", out, mask);
+  LMS_RETURN_IF_ERROR(g.status());
+  return training_graph(g, loss, opt);
+}
+
+inline Feeds user_unet_feeds(int64_t batch, int64_t size, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  std::vector<float> image(batch * size * size), mask(image.size());
+  for (float& v : image) v = u(gen);
+  for (size_t i = 0; i < mask.size(); ++i) mask[i] = image[i] > 0.5f ? 1.0f : 0.0f;
+  return {{"image", std::move(image)}, {"mask", std::move(mask)}};
+}
+
+// VDSR from the example model builders, NCHW [batch, 1, size, size].
+inline absl::StatusOr<Graph> vdsr(int64_t batch, int64_t size, const Optimizer& opt) {
+  Graph g;
+  const models::ModelTensors m = models::build_vdsr(
+      g, {.batch = batch, .height = size, .width = size, .depth = 8, .channels = 8, .seed = 3});
+  LMS_RETURN_IF_ERROR(g.status());
+  return training_graph(g, m.loss, opt);
+}
+
+inline Feeds vdsr_feeds(int64_t batch, int64_t size, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  std::vector<float> lr(batch * size * size), hr(lr.size());
+  for (size_t i = 0; i < lr.size(); ++i) {
+    hr[i] = u(gen);
+    lr[i] = hr[i] + 0.1f * (u(gen) - 0.5f);
+  }
+  return {{"lr", std::move(lr)}, {"hr", std::move(hr)}};
+}
+
+// Every persistent tensor (parameters, optimizer state, step counter) by name.
+inline std::map<std::string, std::vector<float>> persistent_state(const Session& s) {
+  std::map<std::string, std::vector<float>> state;
+  for (const std::string& name : s.persistent_tensors()) {
+    absl::StatusOr<std::vector<float>> v = s.read(name);
+    if (v.ok()) state.emplace(name, *std::move(v));
+  }
+  return state;
+}
+
+// Names of the tensors whose bits differ (empty when identical).
+inline std::vector<std::string> differing(const std::map<std::string, std::vector<float>>& a,
+                                          const std::map<std::string, std::vector<float>>& b) {
+  std::vector<std::string> out;
+  for (const auto& [name, values] : a) {
+    auto it = b.find(name);
+    if (it == b.end() || it->second.size() != values.size() ||
+        std::memcmp(it->second.data(), values.data(), values.size() * sizeof(float)) != 0) {
+      out.push_back(name);
+    }
+  }
+  if (a.size() != b.size()) out.push_back("<a different set of tensors>");
+  return out;
+}
+
+}  // namespace lms::user
