@@ -1,0 +1,209 @@
+// What Session and lms::rewrite refuse, seen from a user's program: null
+// results, feeds that name no input, graphs planned for another device,
+// capacity or fetch set, budgets above the capacity, plans without the facts
+// to decide `fits`, and out-of-memory hints that match the situation.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cinttypes>
+
+#include "faulty_device.h"
+#include "lms/config.h"
+#include "lms/rewrite.h"
+#include "user_models.h"
+
+namespace lms {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using user::kMiB;
+
+constexpr int64_t kBatch = 2;
+constexpr int64_t kSize = 16;
+constexpr uint64_t kSeed = 8301;
+
+Graph train_graph() {
+  auto g = user::user_unet(kBatch, kSize, Adam{.lr = 1e-3});
+  EXPECT_TRUE(g.ok()) << g.status();
+  return *std::move(g);
+}
+
+std::unique_ptr<Device> cpu(uint64_t capacity) {
+  auto d = make_cpu_device({.capacity_bytes = capacity, .host_pool_bytes = 64 * kMiB});
+  EXPECT_TRUE(d.ok()) << d.status();
+  return *std::move(d);
+}
+
+// The smallest budget of the auto policy's plan in the middle of the range.
+uint64_t mid_budget(const Graph& train) {
+  auto big = cpu(256 * kMiB);
+  Graph probe = train;
+  LmsConfig off;
+  off.enabled = false;
+  auto r = rewrite(probe, off, *big);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return (r->working_set_limit_bytes + r->peak_bytes_after) / 2;
+}
+
+TEST(SessionChecks, NullResultAndUnknownFeedAreInvalidArgument) {
+  std::printf("seed %" PRIu64 "\n", kSeed);
+  const Graph train = train_graph();
+  auto device = cpu(256 * kMiB);
+  auto session = Session::create(train, *device);
+  ASSERT_TRUE(session.ok()) << session.status();
+  const Feeds feeds = user::user_unet_feeds(kBatch, kSize, kSeed);
+  const auto before = user::persistent_state(**session);
+
+  absl::Status s = (*session)->run(feeds, nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("result"));
+
+  Feeds typo = feeds;
+  typo["imgae"] = typo.at("image");
+  StepResult r;
+  s = (*session)->run(typo, &r);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("'imgae'"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("image"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("mask"));
+
+  // A feed of the wrong size fails the step too. None of them changed state.
+  Feeds short_feed = feeds;
+  short_feed["mask"].pop_back();
+  s = (*session)->run(short_feed, &r);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_TRUE(user::differing(before, user::persistent_state(**session)).empty());
+  EXPECT_TRUE((*session)->run(feeds, &r).ok());
+}
+
+TEST(SessionChecks, GraphPlannedForOtherFactsIsRefused) {
+  const Graph train = train_graph();
+  const uint64_t budget = mid_budget(train);
+  auto device = cpu(budget);
+  Graph planned = train;
+  auto report = rewrite(planned, LmsConfig{}, *device);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_TRUE(report->fits) << report->summary();
+  EXPECT_TRUE(planned.plan_record().planned);
+  EXPECT_TRUE(Session::create(planned, *device).ok());
+
+  // Another capacity.
+  auto bigger = cpu(2 * budget);
+  auto s = Session::create(planned, *bigger);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition) << s.status();
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("capacity"));
+
+  // Another fetch set: a gradient kept to the end of the step was not planned.
+  s = Session::create(planned, *device, {.fetches = {"loss", "head/w/grad"}});
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition) << s.status();
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("head/w/grad"));
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("RewriteOptions::fetched"));
+  // ... which planning with that fetch set fixes.
+  Graph with_grad = train;
+  RewriteOptions options;
+  options.fetched = {"loss", "head/w/grad"};
+  ASSERT_TRUE(rewrite(with_grad, LmsConfig{}, *device, options).ok());
+  EXPECT_TRUE(Session::create(with_grad, *device, {.fetches = {"loss", "head/w/grad"}}).ok());
+
+  // Another kind of device of the same capacity.
+  user::FaultyDevice other(cpu(budget), "other-backend");
+  s = Session::create(planned, other);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition) << s.status();
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("cpu device"));
+
+  // A budget above the device's capacity, given to a plan without a device.
+  Graph by_limit = train;
+  LmsConfig limit;
+  limit.device_memory_limit = 4 * budget;
+  ASSERT_TRUE(rewrite(by_limit, limit, {.device_capacity_bytes = 4 * budget}).ok());
+  s = Session::create(by_limit, *device);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition) << s.status();
+}
+
+TEST(SessionChecks, RewriteRefusesWhatItCannotPlanFor) {
+  const Graph train = train_graph();
+  auto device = cpu(8 * kMiB);
+  // A limit above the device's capacity.
+  Graph g = train;
+  LmsConfig too_big;
+  too_big.device_memory_limit = 16 * kMiB;
+  auto r = rewrite(g, too_big, *device);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("device_memory_limit"));
+  EXPECT_EQ(to_text(g), to_text(train)) << "a failed rewrite changed the graph";
+
+  // A device that already holds memory: its free space is not the capacity.
+  auto session = Session::create(train, *device);
+  ASSERT_TRUE(session.ok()) << session.status();
+  r = rewrite(g, LmsConfig{}, *device);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  session->reset();
+  EXPECT_TRUE(rewrite(g, LmsConfig{}, *device).ok());
+
+  // Without the kernel workspaces nothing can say the step fits.
+  Graph guess = train;
+  auto unknown = rewrite(guess, LmsConfig{}, {.device_capacity_bytes = 8 * kMiB});
+  ASSERT_TRUE(unknown.ok()) << unknown.status();
+  EXPECT_FALSE(unknown->fits);
+  EXPECT_THAT(unknown->fit_unknown_reason, HasSubstr("workspace"));
+  EXPECT_THAT(unknown->summary(), HasSubstr("cannot say"));
+  // Nor without a budget.
+  Graph no_budget = train;
+  LmsConfig off;
+  off.enabled = false;
+  unknown = rewrite(no_budget, off);
+  ASSERT_TRUE(unknown.ok()) << unknown.status();
+  EXPECT_FALSE(unknown->fits);
+  EXPECT_THAT(unknown->fit_unknown_reason, HasSubstr("budget"));
+}
+
+TEST(SessionChecks, OutOfMemoryHintMatchesTheSituation) {
+  const Graph train = train_graph();
+  const Feeds feeds = user::user_unet_feeds(kBatch, kSize, kSeed);
+  const uint64_t budget = mid_budget(train);
+  auto small = cpu(budget);
+  StepResult r;
+
+  // Not planned at all: the hint suggests LMS.
+  auto plain = Session::create(train, *small);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  absl::Status s = (*plain)->run(feeds, &r);
+  ASSERT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("lms::rewrite"));
+  EXPECT_THAT(std::string(s.message()), Not(HasSubstr("device_memory_limit")));
+  plain->reset();
+
+  // LMS on, planned by rule (tflms): the hint names the policy.
+  Graph tflms = train;
+  LmsConfig rule;
+  rule.policy = SwapPolicy::kTflms;
+  rule.swapout_threshold = 1000;  // swaps nothing
+  ASSERT_TRUE(rewrite(tflms, rule, *small).ok());
+  auto by_rule = Session::create(tflms, *small);
+  ASSERT_TRUE(by_rule.ok()) << by_rule.status();
+  s = (*by_rule)->run(feeds, &r);
+  ASSERT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("policy tflms"));
+  EXPECT_THAT(std::string(s.message()), Not(HasSubstr("Enable LMS")));
+}
+
+TEST(SessionChecks, CudaFactorySaysWhyItIsUnavailable) {
+  auto gpu = make_cuda_device({.device_ordinal = 0, .capacity_bytes = 64 * kMiB});
+  if (gpu.ok()) {
+    std::printf("a GPU is present: %s\n", (*gpu)->name().c_str());
+    EXPECT_EQ((*gpu)->kind(), "cuda");
+    return;
+  }
+  std::printf("make_cuda_device: %s\n", gpu.status().ToString().c_str());
+  EXPECT_EQ(gpu.status().code(), absl::StatusCode::kUnimplemented) << gpu.status();
+  if (!cuda_backend_built()) {
+    EXPECT_THAT(std::string(gpu.status().message()), HasSubstr("without"));
+  }
+  // A bad ordinal is never accepted.
+  auto bad = make_cuda_device({.device_ordinal = -1});
+  EXPECT_FALSE(bad.ok());
+}
+
+}  // namespace
+}  // namespace lms
