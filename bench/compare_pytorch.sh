@@ -1,5 +1,5 @@
 #!/bin/sh
-# Issue-2 speed target: one VDSR training step (batch 16, 1x64x64, depth 20,
+# Speed target: one VDSR training step (batch 16, 1x64x64, depth 20,
 # 64 channels, Adam) on lms's emulated CPU device vs. PyTorch on the CPU with
 # the same thread count; target lms/pytorch <= 0.8. Runs both alternately
 # `rounds` times and prints the per-step times and the ratio of the best means.

@@ -1,6 +1,6 @@
 # Google Benchmark of the executor's overhead on convolutions: a conv chain's
 # training step through lms::Session vs. the same oneDNN primitives called
-# directly (issue 2: overhead under 5%).
+# directly (target: overhead under 5%).
 if(TARGET lms_runtime)
   add_executable(executor_bench ${CMAKE_CURRENT_SOURCE_DIR}/executor_bench.cc)
 # A micro-benchmark of library internals: it sees src/ (user programs do not).

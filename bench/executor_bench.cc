@@ -1,4 +1,4 @@
-// Executor overhead on convolutions (issue 2): one training step of a chain of
+// Executor overhead on convolutions: one training step of a chain of
 // 3x3 conv layers (1->64, `mid` x 64->64, 64->1; N=16, 64x64, pad 1, bias, the
 // VDSR shapes without ReLU) with an MSE loss and SGD,
 //   executor  through lms::Session on the emulated CPU device: every node
@@ -13,7 +13,7 @@
 // machine hit both, from the same parameters and feeds (checked: the weights
 // after one step agree to weight_mismatch, relative). Counters, medians over
 // the iterations: exec_ms / direct_ms and their GFLOP/s (conv FLOPs only);
-// exec_over_direct = executor time / direct time (issue 2: under 1.05);
+// exec_over_direct = executor time / direct time (target: under 1.05);
 // compute_idle_ms = executor step time minus compute-stream busy time, i.e.
 // the time the kernels waited for the host (issue, allocation, feeds, fetch).
 //

@@ -1,6 +1,6 @@
-// What profiling costs a training step: the same VDSR step with and without
-// the profiler's Recorder as the session's event sink (issue 4's target:
-// under 3% of step time). Prints both step times and the overhead.
+// What profiling costs a training step: the same VDSR step with and without the
+// profiler's Recorder as the session's event sink (target: under 3% of step
+// time). Prints both step times and the overhead.
 //
 //   build-release/bench/profiling_overhead_bench
 #include <benchmark/benchmark.h>

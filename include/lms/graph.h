@@ -191,11 +191,11 @@ class Graph {
 // InvalidArgument naming a node on the cycle if the graph is cyclic.
 absl::StatusOr<std::vector<NodeId>> schedule(const Graph& graph);
 
-// Checks the invariants of DESIGN.md: acyclic; every node's op known, attrs
-// valid and output shapes equal to what shape inference gives; producer and
-// consumer lists consistent; no activation without producer; swap_in after its
-// swap_out; inputs of a node produced earlier in the schedule. InvalidArgument
-// naming the first offending node or tensor.
+// Checks the graph invariants (docs/design.md, "Graph IR"): acyclic; every
+// node's op known, attrs valid and output shapes equal to what shape inference
+// gives; producer and consumer lists consistent; no activation without
+// producer; swap_in after its swap_out; inputs of a node produced earlier in
+// the schedule. InvalidArgument naming the first offending node or tensor.
 absl::Status verify(const Graph& graph);
 
 // Text form, one line per tensor declaration and node, in schedule order:

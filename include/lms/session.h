@@ -6,11 +6,11 @@
 //   LMS_RETURN_IF_ERROR(session->run(feeds, &step));
 //   float loss = step.fetched.at("loss")[0];
 //
-// Execution follows DESIGN.md "Execution semantics" and docs/memory_model.md:
-// nodes are issued in schedule order from the calling thread, compute kernels
-// on the compute stream, swap_out / swap_in on the D2H / H2D copy streams,
-// outputs allocated at issue and released after their last consumer
-// (stream-ordered for copy-stream readers).
+// Execution follows docs/design.md "Execution semantics" and
+// docs/memory_model.md: nodes are issued in schedule order from the calling
+// thread, compute kernels on the compute stream, swap_out / swap_in on the
+// D2H / H2D copy streams, outputs allocated at issue and released after their
+// last consumer (stream-ordered for copy-stream readers).
 #pragma once
 
 #include <cstdint>

@@ -1,8 +1,9 @@
-// How much larger a batch LMS trains under a fixed device capacity (issue 3's
-// targets at test scale): the largest VDSR-shaped batch with the auto policy
-// reaches >= 85% of the working-set limit and >= 4x the largest batch
-// without LMS (measured: 66 vs 14 at a limit of 70). Fit decisions come from the planner's exact
-// allocator replay; the batches at the boundaries are then run for real.
+// How much larger a batch LMS trains under a fixed device capacity (the
+// bench/README.md targets at test scale): the largest VDSR-shaped batch with
+// the auto policy reaches >= 85% of the working-set limit and >= 4x the largest
+// batch without LMS (measured: 66 vs 14 at a limit of 70). Fit decisions come
+// from the planner's exact allocator replay; the batches at the boundaries are
+// then run for real.
 #include <gtest/gtest.h>
 
 #include <cstdio>

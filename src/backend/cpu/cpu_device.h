@@ -1,11 +1,11 @@
-// The emulated CPU device (DESIGN.md, "The CPU backend is an emulated
-// device"): a faithful stand-in for a GPU, not a mock. Device memory is one
-// region of `capacity_bytes` carved by a BfcAllocator ("device"); pinned host
-// memory is a second BfcAllocator ("pinned host") over page-locked memory
-// (mlock best effort); compute, D2H and H2D are worker threads running their
-// queues in order; events are real synchronisation; copies are memcpy,
-// optionally throttled to a link bandwidth and latency (PCIe, NVLink);
-// kernels are oneDNN primitives from cpu/kernels, run on the compute thread.
+// The emulated CPU device (docs/design.md, "Backends"): a faithful stand-in for
+// a GPU, not a mock. Device memory is one region of `capacity_bytes` carved by
+// a BfcAllocator ("device"); pinned host memory is a second BfcAllocator
+// ("pinned host") over page-locked memory (mlock best effort); compute, D2H and
+// H2D are worker threads running their queues in order; events are real
+// synchronisation; copies are memcpy, optionally throttled to a link bandwidth
+// and latency (PCIe, NVLink); kernels are oneDNN primitives from cpu/kernels,
+// run on the compute thread.
 //
 //   LMS_ASSIGN_OR_RETURN(auto dev, CpuDevice::create({.capacity_bytes = 256 << 20,
 //                                                     .d2h_bytes_per_s = 12e9,

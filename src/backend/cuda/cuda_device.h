@@ -1,4 +1,4 @@
-// The CUDA device (DESIGN.md, "The CUDA backend"): device memory is one
+// The CUDA device (docs/design.md, "Backends"): device memory is one
 // cudaMalloc region of `capacity_bytes` carved by a BfcAllocator ("device");
 // the pinned host pool is a second BfcAllocator over one cudaHostAlloc region;
 // compute, D2H and H2D are non-blocking CUDA streams; events are cudaEvents;
