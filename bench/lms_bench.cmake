@@ -2,12 +2,12 @@
 # everything but main() so tests/bench runs the sweep and search in-process.
 # Real VDSR photo batches come from examples/vdsr's Dataset when vdsr_lib is
 # built (LMS_BUILD_EXAMPLES=ON); otherwise lms-bench falls back to random data.
-if(TARGET lms_runtime AND TARGET lms_swap AND TARGET lms_models)
+if(TARGET lms::lms AND TARGET lms_models)
   file(GLOB LMS_BENCH_LIB_SRCS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/lms_bench/*.cc)
   list(REMOVE_ITEM LMS_BENCH_LIB_SRCS ${CMAKE_CURRENT_SOURCE_DIR}/lms_bench/main.cc)
   add_library(lms_bench_lib ${LMS_BENCH_LIB_SRCS})
   # Like a user program: include/lms and lms::lms only.
-  target_include_directories(lms_bench_lib PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/lms_bench ${PROJECT_SOURCE_DIR}/src)
+  target_include_directories(lms_bench_lib PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/lms_bench)
   target_link_libraries(lms_bench_lib
     PUBLIC lms::lms lms_models absl::status absl::statusor nlohmann_json::nlohmann_json
     PRIVATE fmt::fmt)

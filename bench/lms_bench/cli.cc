@@ -9,7 +9,7 @@
 #include <set>
 
 #include "fmt/format.h"
-#include "io/host_memory.h"
+#include "lms/io/host_memory.h"
 #include "lms/status.h"
 #include "lms/strings.h"
 #include "lms/units.h"

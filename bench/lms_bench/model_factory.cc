@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "fmt/format.h"
-#include "io/host_memory.h"
+#include "lms/io/host_memory.h"
 #include "lms/status.h"
 #include "lms/training.h"
 #include "lms/units.h"

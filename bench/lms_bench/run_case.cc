@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <utility>
 
-#include "backend/cpu/cpu_device.h"
 #include "fmt/format.h"
+#include "lms/device.h"
 #include "lms/session.h"
 #include "lms/status.h"
 #include "lms/strings.h"
@@ -106,13 +106,13 @@ absl::Status run_steps(const ModelFactory& f, const CaseSpec& spec, Session& ses
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<CpuDevice>> make_device(const DeviceSetup& d) {
-  return CpuDevice::create({.capacity_bytes = d.capacity_bytes,
-                            .host_pool_bytes = d.host_pool_bytes,
-                            .d2h_bytes_per_s = d.d2h_bytes_per_s,
-                            .h2d_bytes_per_s = d.h2d_bytes_per_s,
-                            .copy_latency_s = d.copy_latency_s,
-                            .compute_threads = d.compute_threads});
+absl::StatusOr<std::unique_ptr<Device>> make_device(const DeviceSetup& d) {
+  return make_cpu_device({.capacity_bytes = d.capacity_bytes,
+                          .host_pool_bytes = d.host_pool_bytes,
+                          .d2h_bytes_per_s = d.d2h_bytes_per_s,
+                          .h2d_bytes_per_s = d.h2d_bytes_per_s,
+                          .copy_latency_s = d.copy_latency_s,
+                          .compute_threads = d.compute_threads});
 }
 
 }  // namespace
@@ -137,7 +137,7 @@ absl::StatusOr<CaseResult> run_case(const ModelFactory& f, const CaseSpec& spec)
   if (spec.record) row.recorder = std::make_shared<Recorder>();
   LMS_ASSIGN_OR_RETURN(Graph train, f.build(spec.size));
   // Declared after the recorder it reports to, so it is destroyed first.
-  LMS_ASSIGN_OR_RETURN(std::unique_ptr<CpuDevice> device, make_device(spec.device));
+  LMS_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, make_device(spec.device));
   LMS_ASSIGN_OR_RETURN(std::vector<uint64_t> ws, kernel_workspace_bytes(train, *device));
   const std::string loss = train.tensor(train.loss()).name;
   RewriteOptions ro{.device_capacity_bytes = spec.device.capacity_bytes,

@@ -23,7 +23,7 @@
 
 namespace lms::bench {
 
-// The emulated device of a run (backend/cpu/cpu_device.h).
+// The emulated device of a run (lms::make_cpu_device; see lms::CpuDeviceOptions).
 struct DeviceSetup {
   uint64_t capacity_bytes = uint64_t{256} << 20;
   uint64_t host_pool_bytes = uint64_t{16} << 30;  // reserved lazily

@@ -5,12 +5,11 @@
 #include <memory>
 #include <utility>
 
-#include "backend/cpu/cpu_device.h"
 #include "fmt/format.h"
+#include "lms/device.h"
 #include "lms/rewrite.h"
 #include "lms/session.h"
 #include "lms/status.h"
-#include "swap/replay.h"
 
 namespace lms::bench {
 namespace {
@@ -44,17 +43,25 @@ class Prober {
     o.capacity_bytes = spec_.device.capacity_bytes;
     o.host_pool_bytes = uint64_t{64} << 20;
     o.compute_threads = spec_.device.compute_threads;
-    LMS_ASSIGN_OR_RETURN(device_, CpuDevice::create(o));
+    LMS_ASSIGN_OR_RETURN(device_, make_cpu_device(o));
     return absl::OkStatus();
   }
 
+  // LMS disabled leaves the graph unchanged and says whether its first step
+  // fits the device: the rewrite replays it on the device's allocator with
+  // the device's kernel workspaces (Note [Limit search]).
   absl::StatusOr<bool> fits_without_lms(int64_t size) {
     LMS_ASSIGN_OR_RETURN(const Prepared* p, prepare(size));
-    auto replay = swap::replay_step(
-        p->train, {spec_.device.capacity_bytes, spec_.config.alignment_bytes, p->ws, {p->loss}});
-    if (absl::IsResourceExhausted(replay.status())) return false;
-    LMS_RETURN_IF_ERROR(replay.status());
-    return replay->peak_bytes <= spec_.device.capacity_bytes;
+    LmsConfig cfg = spec_.config;
+    cfg.enabled = false;
+    cfg.device_memory_limit = 0;  // a run without LMS has the whole device
+    RewriteOptions o;
+    o.fetched = {p->loss};
+    Graph copy = p->train;
+    auto rep = rewrite(copy, cfg, *device_, o);
+    if (absl::IsResourceExhausted(rep.status())) return false;
+    LMS_RETURN_IF_ERROR(rep.status());
+    return rep->fits;
   }
 
   absl::StatusOr<bool> fits_with_lms(int64_t size) {
@@ -108,7 +115,7 @@ class Prober {
 
   const ModelFactory& f_;
   const SearchSpec& spec_;
-  std::unique_ptr<CpuDevice> device_;
+  std::unique_ptr<Device> device_;
   std::map<int64_t, std::unique_ptr<Prepared>> cache_;
   int probes_ = 0;
 };

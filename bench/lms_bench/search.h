@@ -10,9 +10,11 @@
 // size that passed and the first that failed (the three predicates are
 // monotone in the size for these models). The probes are exact but cheap —
 // no step is run:
-//   - without LMS: swap::replay_step replays the step's allocations on the
-//     BFC allocator at the device capacity (fragmentation included), as the
-//     executor will make them;
+//   - without LMS: lms::rewrite with LMS disabled on the probe device (the
+//     Device overload; the graph stays unchanged) reports fits, which it
+//     decides by replaying the step's allocations on the device's BFC
+//     allocator at its capacity with its kernel workspaces (fragmentation
+//     included), as the executor will make them;
 //   - with LMS: lms::rewrite (auto policy) succeeds and reports fits, which
 //     it decides by replaying the rewritten step on the allocator;
 //   - working-set limit: RewriteReport::working_set_limit_bytes <= budget,

@@ -8,7 +8,7 @@
 #include <variant>
 
 #include "fmt/format.h"
-#include "io/host_memory.h"
+#include "lms/io/host_memory.h"
 #include "lms/status.h"
 #include "lms/units.h"
 

@@ -20,7 +20,7 @@ namespace lms::vdsr {
 // Options shared by train and eval: where the data is and what runs it.
 struct RunOptions {
   std::string data_dir = "data";                 // train reads <data>/train, eval <data>/eval
-  std::string device = "cpu";                    // "cpu" (emulated device); "cuda" is not built yet
+  std::string device = "cpu";                    // "cpu" (emulated device) or "cuda" (GPU 0)
   uint64_t capacity_bytes = uint64_t{1} << 30;   // device memory
   uint64_t host_pool_bytes = uint64_t{8} << 30;  // pinned host pool limit
   int threads = 0;                               // compute threads, 0 = all cores

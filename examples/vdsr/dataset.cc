@@ -8,8 +8,8 @@
 #include <utility>
 
 #include "fmt/format.h"
-#include "io/host_memory.h"
-#include "io/image.h"
+#include "lms/io/host_memory.h"
+#include "lms/io/image.h"
 #include "lms/status.h"
 #include "lms/strings.h"
 #include "lms/units.h"

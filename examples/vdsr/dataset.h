@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "io/image_ops.h"
+#include "lms/io/image_ops.h"
 
 namespace lms::vdsr {
 

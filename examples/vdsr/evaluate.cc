@@ -7,9 +7,9 @@
 
 #include "dataset.h"
 #include "fmt/format.h"
-#include "io/checkpoint.h"
-#include "io/image.h"
-#include "io/image_ops.h"
+#include "lms/io/checkpoint.h"
+#include "lms/io/image.h"
+#include "lms/io/image_ops.h"
 #include "lms/session.h"
 #include "lms/status.h"
 #include "lms/strings.h"

@@ -3,10 +3,6 @@
 #include <utility>
 #include <vector>
 
-#include "backend/cpu/cpu_device.h"
-#ifdef LMS_HAVE_CUDA
-#include "backend/cuda/cuda_device.h"
-#endif
 #include "fmt/format.h"
 #include "lms/status.h"
 
@@ -14,9 +10,10 @@ namespace lms::vdsr {
 
 absl::StatusOr<std::unique_ptr<Device>> make_device(const RunOptions& run, const LinkConfig& link) {
   if (run.device == "cuda") {
-#ifdef LMS_HAVE_CUDA
     // The emulated link options do not apply: the real PCIe/NVLink sets the pace.
-    auto device = cuda::CudaDevice::create(
+    // Unimplemented (with the library's reason) when this build of lms has no
+    // CUDA backend or the machine no GPU.
+    auto device = make_cuda_device(
         {.capacity_bytes = run.capacity_bytes, .host_pool_bytes = run.host_pool_bytes});
     if (!device.ok()) {
       return absl::Status(
@@ -24,24 +21,18 @@ absl::StatusOr<std::unique_ptr<Device>> make_device(const RunOptions& run, const
           fmt::format("--device cuda: {} (use --device cpu for the emulated device)",
                       std::string(device.status().message())));
     }
-    return std::unique_ptr<Device>(std::move(device).value());
-#else
-    return absl::UnimplementedError(
-        "--device cuda: this build of vdsr has no CUDA backend; use --device cpu (the emulated "
-        "device)");
-#endif
+    return std::move(device).value();
   }
   if (run.device != "cpu") {
     return absl::InvalidArgumentError(
         fmt::format("--device: unknown device '{}' (allowed: cpu, cuda)", run.device));
   }
-  LMS_ASSIGN_OR_RETURN(auto device, CpuDevice::create({.capacity_bytes = run.capacity_bytes,
-                                                       .host_pool_bytes = run.host_pool_bytes,
-                                                       .d2h_bytes_per_s = link.d2h_bytes_per_s,
-                                                       .h2d_bytes_per_s = link.h2d_bytes_per_s,
-                                                       .copy_latency_s = link.copy_latency_s,
-                                                       .compute_threads = run.threads}));
-  return std::unique_ptr<Device>(std::move(device));
+  return make_cpu_device({.capacity_bytes = run.capacity_bytes,
+                          .host_pool_bytes = run.host_pool_bytes,
+                          .d2h_bytes_per_s = link.d2h_bytes_per_s,
+                          .h2d_bytes_per_s = link.h2d_bytes_per_s,
+                          .copy_latency_s = link.copy_latency_s,
+                          .compute_threads = run.threads});
 }
 
 absl::Status save_session(const Session& session, const Graph& graph, const std::string& path,

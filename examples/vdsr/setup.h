@@ -16,18 +16,20 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "cli.h"
-#include "io/checkpoint.h"
 #include "lms/config.h"
 #include "lms/device.h"
 #include "lms/graph.h"
+#include "lms/io/checkpoint.h"
 #include "lms/session.h"
 
 namespace lms::vdsr {
 
-// The device named by run.device with run's capacity, host pool and threads;
-// copies are throttled to `link` (the emulated PCIe link). Unimplemented for
-// "cuda" (no CUDA backend in this build), InvalidArgument for other names;
-// the device's own errors otherwise.
+// The device named by run.device: "cpu" (lms::make_cpu_device) with run's
+// capacity, host pool and threads, copies throttled to `link` (the emulated
+// PCIe link); "cuda" (lms::make_cuda_device, GPU 0) with run's capacity and
+// host pool. Errors: InvalidArgument for other names; the device's own
+// errors otherwise, after "--device <name>: " for cuda (Unimplemented, with
+// the library's reason, when lms has no CUDA backend or there is no GPU).
 absl::StatusOr<std::unique_ptr<Device>> make_device(const RunOptions& run, const LinkConfig& link);
 
 // Saves every persistent tensor of `session` (parameters and optimizer

@@ -10,9 +10,9 @@
 
 #include "dataset.h"
 #include "fmt/format.h"
-#include "io/checkpoint.h"
-#include "io/file_util.h"
-#include "io/host_memory.h"
+#include "lms/io/checkpoint.h"
+#include "lms/io/file_util.h"
+#include "lms/io/host_memory.h"
 #include "lms/profiler/chrome_trace.h"
 #include "lms/profiler/memory_plot.h"
 #include "lms/profiler/recorder.h"

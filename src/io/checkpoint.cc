@@ -1,4 +1,4 @@
-#include "io/checkpoint.h"
+#include "lms/io/checkpoint.h"
 
 #include <array>
 #include <bit>
@@ -7,7 +7,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
-#include "io/file_util.h"
+#include "lms/io/file_util.h"
 #include "lms/status.h"
 
 namespace lms::io {

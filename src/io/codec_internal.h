@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "io/image.h"
+#include "lms/io/image.h"
 
 namespace lms::io {
 

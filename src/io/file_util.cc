@@ -1,4 +1,4 @@
-#include "io/file_util.h"
+#include "lms/io/file_util.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "io/image.h"
+#include "lms/io/image.h"
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -12,7 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "io/codec_internal.h"
-#include "io/file_util.h"
+#include "lms/io/file_util.h"
 #include "lms/status.h"
 
 namespace lms::io {

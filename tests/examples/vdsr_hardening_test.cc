@@ -24,8 +24,8 @@
 #include "cli.h"
 #include "dataset.h"
 #include "evaluate.h"
-#include "io/checkpoint.h"
-#include "io/image.h"
+#include "lms/io/checkpoint.h"
+#include "lms/io/image.h"
 #include "trainer.h"
 
 namespace lms::vdsr {

@@ -1,4 +1,4 @@
-#include "io/checkpoint.h"
+#include "lms/io/checkpoint.h"
 
 #include <signal.h>
 #include <sys/resource.h>
@@ -14,7 +14,7 @@
 #include <random>
 
 #include "gtest/gtest.h"
-#include "io/file_util.h"
+#include "lms/io/file_util.h"
 
 namespace lms::io {
 namespace {

@@ -1,4 +1,4 @@
-#include "io/image_ops.h"
+#include "lms/io/image_ops.h"
 
 #include <cmath>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "io/image.h"
+#include "lms/io/image.h"
 
 #include <png.h>
 #include <sys/stat.h>

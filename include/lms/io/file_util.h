@@ -1,4 +1,15 @@
-// File helpers shared by the io layer: whole-file reads and atomic writes.
+// File helpers of lms::io (checkpoints and PNG writing use them, and so can
+// a program): whole-file reads, atomic writes, and a check that a path will
+// be writable before a long run. Sizes are in bytes. Every error is an
+// absl::Status whose message names the path and the reason; nothing throws.
+//
+//   LMS_RETURN_IF_ERROR(lms::io::check_writable("out/run1/vdsr.ckpt"));  // before training
+//   LMS_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, lms::io::read_file("in.bin"));
+//   LMS_RETURN_IF_ERROR(lms::io::write_file_atomically("out.bin", bytes.data(), bytes.size()));
+//
+// (lms::write_file_atomically in lms/profiler/atomic_file.h writes text for
+// the profiler's reports; this one writes bytes and adds the fsyncs and the
+// stale-file clean-up below.)
 //
 // Note [Atomic write]: bytes go to "<path>.tmp.<pid>.XXXXXX" (the writer's
 // process id, then mkstemp's random suffix) in the destination's own
@@ -19,6 +30,7 @@
 // alone, as a user file such as "<path>.tmp.backup" has the same shape.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -28,15 +40,21 @@
 
 namespace lms::io {
 
-// Maps an errno value to the closest absl::StatusCode, with "<what>: <strerror>".
+// Maps an errno value to the closest absl::StatusCode (ENOENT: NotFound,
+// EACCES: PermissionDenied, ENOSPC: ResourceExhausted, EISDIR:
+// InvalidArgument, ..., otherwise Internal), with "<what>: <strerror>".
 absl::Status errno_status(int err, const std::string& what);
 
 // Reads the whole file. Errors: errno-derived (NotFound, PermissionDenied, ...),
 // InvalidArgument when `path` is a directory.
 absl::StatusOr<std::vector<uint8_t>> read_file(const std::string& path);
 
-// Writes `bytes` to `path` as described in Note [Atomic write], after
-// removing stale temporary files (Note [Stale temporary files]).
+// Writes the `size` bytes at `bytes` to `path` as described in Note [Atomic
+// write], after removing stale temporary files (Note [Stale temporary
+// files]). Errors: InvalidArgument when `path` names no file (empty or
+// ending in '/'); errno-derived codes (NotFound for a missing folder,
+// PermissionDenied, ResourceExhausted for a full disk, ...) naming the path;
+// `path` keeps its previous contents then.
 absl::Status write_file_atomically(const std::string& path, const uint8_t* bytes, size_t size);
 
 // Removes the stale temporary files of `path` (Note [Stale temporary

@@ -1,7 +1,7 @@
-// Image operations for super-resolution data preparation and evaluation, as
-// VDSR (Kim et al., CVPR 2016) prepares its data in MATLAB: the Y channel of
-// rgb2ycbcr, imresize-style bicubic degradation, patch crops and flips, and
-// PSNR on Y with a border shaved off.
+// Image operations (namespace lms::io, part of liblms) for super-resolution
+// data preparation and evaluation, as VDSR (Kim et al., CVPR 2016) prepares
+// its data in MATLAB: the Y channel of rgb2ycbcr, imresize-style bicubic
+// degradation, patch crops and flips, and PSNR on Y with a border shaved off.
 //
 //   LMS_ASSIGN_OR_RETURN(Plane hr, rgb_to_y(photo));             // [16/255, 235/255]
 //   LMS_ASSIGN_OR_RETURN(hr, modcrop(hr, 2));
@@ -9,15 +9,16 @@
 //   LMS_ASSIGN_OR_RETURN(Plane input, resize_bicubic(lr, hr.width, hr.height));
 //   LMS_ASSIGN_OR_RETURN(double db, psnr(input, hr, /*border=*/2));
 //
-// All functions validate their Plane/Image arguments and return
-// InvalidArgument naming the bad value instead of crashing.
+// Sizes and coordinates are in pixels. All functions validate their
+// Plane/Image arguments and return InvalidArgument naming the bad value
+// instead of crashing.
 #pragma once
 
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "io/image.h"
+#include "lms/io/image.h"
 
 namespace lms::io {
 

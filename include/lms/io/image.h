@@ -1,5 +1,6 @@
-// Image files for the examples: PNG and JPEG decoding into float HWC images,
-// atomic 8-bit PNG writing, and loading a folder of photos.
+// Image files (namespace lms::io, part of liblms): PNG and JPEG decoding into
+// float HWC images, atomic 8-bit PNG writing, and loading a folder of photos.
+// Sizes are in pixels; every error is an absl::Status naming the file.
 //
 //   LMS_ASSIGN_OR_RETURN(lms::io::Image img, lms::io::read_image("eval/coffee.png"));
 //   // img.channels is 1 (gray) or 3 (RGB); img.data[(y * width + x) * channels + c] in [0, 1].
@@ -13,6 +14,7 @@
 // file and the decoder's reason.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -51,9 +53,10 @@ absl::Status validate_image(const Image& image);
 absl::StatusOr<Image> read_image(const std::string& path);
 
 // Writes `image` as an 8-bit PNG (gray or RGB): values are clamped to [0, 1]
-// and rounded to the nearest of 256 levels (NaN becomes 0). Atomic: the bytes
-// go to a temporary file in the same directory, which is fsync'd and renamed
-// over `path`, so a reader never sees a half-written file.
+// and rounded to the nearest of 256 levels (NaN becomes 0). Atomic (Note
+// [Atomic write] in lms/io/file_util.h): the bytes go to a temporary file in
+// the same directory, which is fsync'd and renamed over `path`, so a reader
+// never sees a half-written file.
 // Errors: InvalidArgument for an invalid image; the errno-derived code (e.g.
 // NotFound, PermissionDenied, ResourceExhausted) when writing fails.
 absl::Status write_png(const Image& image, const std::string& path);

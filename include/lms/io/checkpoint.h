@@ -1,5 +1,6 @@
 // Checkpoints: saved weights (and optimizer state) as named float tensors,
-// plus the training step and string metadata.
+// plus the training step and string metadata (namespace lms::io, part of
+// liblms).
 //
 //   std::vector<NamedTensor> ts = {{"conv1.w", {64, 1, 3, 3}, weights}};
 //   LMS_RETURN_IF_ERROR(save_checkpoint("out/vdsr.ckpt", ts, step, {{"model", "vdsr"}}));
@@ -13,7 +14,7 @@
 //           u32 n_tensors | n_tensors x (u32 len, name, u32 rank,
 //           rank x i64 dim, u64 count, count x f32 raw IEEE-754 bits)
 // Floats are stored bit for bit, so a round trip is exact (NaN payloads too).
-// Saving is atomic (see Note [Atomic write] in file_util.h): a failed save
+// Saving is atomic (see Note [Atomic write] in lms/io/file_util.h): a failed save
 // leaves an existing checkpoint at `path` untouched, and a save removes the
 // temporary files that killed writers left behind (Note [Stale temporary
 // files] there).
@@ -24,6 +25,7 @@
 // non-finite values (validate_checkpoint).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -79,7 +81,7 @@ absl::Status validate_checkpoint(const Checkpoint& ck, const std::string& path);
 // `vdsr train --resume` read. Errors of both.
 absl::StatusOr<Checkpoint> load_usable_checkpoint(const std::string& path);
 
-// CRC-32 (IEEE 802.3, as zlib's crc32) of `size` bytes.
+// CRC-32 (IEEE 802.3, as zlib's crc32) of the `size` bytes at `bytes`.
 uint32_t crc32(const uint8_t* bytes, size_t size);
 
 }  // namespace lms::io
