@@ -1,6 +1,7 @@
 # Fails if a public header (include/lms) includes anything but the standard
 # library, Abseil and other lms/ headers: no src/ path, no oneDNN, CUDA or
-# codec headers. Also used for examples/ and bench/ with ALLOWED extended.
+# codec headers (tests/check_program_includes.cmake does the same for the
+# example programs and lms-bench).
 #   cmake -DROOT=<dir> -DALLOWED="<regex>" -P check_includes.cmake
 file(GLOB_RECURSE files LIST_DIRECTORIES false ${ROOT}/*.h ${ROOT}/*.cc)
 set(bad)
