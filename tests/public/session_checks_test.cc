@@ -198,7 +198,7 @@ TEST(SessionChecks, CudaFactorySaysWhyItIsUnavailable) {
   std::printf("make_cuda_device: %s\n", gpu.status().ToString().c_str());
   EXPECT_EQ(gpu.status().code(), absl::StatusCode::kUnimplemented) << gpu.status();
   if (!cuda_backend_built()) {
-    EXPECT_THAT(std::string(gpu.status().message()), HasSubstr("without"));
+    EXPECT_THAT(std::string(gpu.status().message()), HasSubstr("no CUDA backend"));
   }
   // A bad ordinal is never accepted.
   auto bad = make_cuda_device({.device_ordinal = -1});
