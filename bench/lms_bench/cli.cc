@@ -9,6 +9,7 @@
 #include <set>
 
 #include "fmt/format.h"
+#include "lms/io/file_util.h"
 #include "lms/io/host_memory.h"
 #include "lms/status.h"
 #include "lms/strings.h"
@@ -285,6 +286,23 @@ absl::Status check_host_memory(const BenchCommand& c, uint64_t limit) {
                               io::checked_product({2, size, c.crop, c.crop, 4}), limit, allowed);
 }
 
+// The outputs are probed before a sweep that may run for an hour: --json
+// FILE must be writable, and so must a file in --trace DIR (both created if
+// missing, as the writers would).
+absl::Status check_outputs(const BenchCommand& c) {
+  auto probe = [](const char* flag, const std::string& value, const std::string& path) {
+    absl::Status s = io::check_writable(path);
+    if (s.ok()) return s;
+    return absl::InvalidArgumentError(
+        fmt::format("{} {}: cannot be written: {}", flag, value, std::string(s.message())));
+  };
+  if (!c.json_path.empty()) LMS_RETURN_IF_ERROR(probe("--json", c.json_path, c.json_path));
+  if (!c.trace_dir.empty()) {
+    LMS_RETURN_IF_ERROR(probe("--trace", c.trace_dir, c.trace_dir + "/lms-bench.probe"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<BenchCommand> parse_command_line(const std::vector<std::string>& args) {
   BenchCommand c;
   if (args.empty()) return c;  // help
@@ -296,6 +314,7 @@ absl::StatusOr<BenchCommand> parse_command_line(const std::vector<std::string>& 
   }
   apply_defaults(c);
   LMS_RETURN_IF_ERROR(check_host_memory(c, io::host_memory_limit_bytes()));
+  LMS_RETURN_IF_ERROR(check_outputs(c));
   return c;
 }
 

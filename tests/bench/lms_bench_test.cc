@@ -305,6 +305,11 @@ TEST(Cli, BadFlagsAreClearErrors) {
       {{"vdsr", "--lms", "/nonexistent/lms.toml", "--batch", "1"}, "--lms /nonexistent/lms.toml"},
       {{"unet3d", "--size", "30"}, "multiple of 4"},
       {{"overhead", "--budget-fraction", "1.5"}, "--budget-fraction '1.5'"},
+      // Outputs are probed before anything runs (/dev/null is no folder).
+      {{"vdsr", "--batch", "1", "--json", "/dev/null/rows.json"},
+       "--json /dev/null/rows.json: cannot be written"},
+      {{"vdsr", "--batch", "1", "--trace", "/dev/null/traces"},
+       "--trace /dev/null/traces: cannot be written"},
   };
   for (const Case& c : cases) {
     std::ostringstream out, err;
