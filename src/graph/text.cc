@@ -100,8 +100,7 @@ namespace {
 std::string node_line(const Graph& g, const Node& n) {
   std::vector<std::string> ins, attrs, after, outs;
   for (TensorId t : n.inputs) ins.push_back(g.tensor(t).name);
-  for (const auto& [k, v] : n.attrs)
-    attrs.push_back(absl::StrCat(k, "=", attr_value_text(v)));
+  for (const auto& [k, v] : n.attrs) attrs.push_back(absl::StrCat(k, "=", attr_value_text(v)));
   for (NodeId c : n.control_inputs) after.push_back(g.node(c).name);
   for (TensorId t : n.outputs) {
     const Tensor& o = g.tensor(t);
