@@ -32,7 +32,24 @@ namespace lms {
 enum class SwapPolicy : uint8_t { kAuto, kTflms, kVdnn, kManual };
 const char* policy_name(SwapPolicy policy);  // "auto", "tflms", "vdnn", "manual"
 
+// Where the Device overload of lms::rewrite takes node and copy times from
+// (TOML key time_model; lms/profile.h).
+//   kMeasured  profile the graph on the device first (lms::profile_step):
+//              measured per-node times, the measured link in place of [link],
+//              and a roofline calibrated on the device in place of
+//              [cost_model] for any node without a time. The default.
+//   kRoofline  [cost_model] for every node without RewriteOptions::node_time_s,
+//              [link] for copies; nothing is profiled.
+// The overloads without a device cannot measure: they always use the roofline
+// (and RewriteOptions::node_time_s where given).
+enum class TimeModel : uint8_t { kMeasured, kRoofline };
+const char* time_model_name(TimeModel model);  // "measured", "roofline"
+
 // The host link (TOML table [link]); also the emulated device's copy throttle.
+// Precedence for planning: the Device overload with time_model "measured"
+// plans with the link it measures on the device (StepProfile::link()); this
+// table is used with time_model "roofline" and by the overloads without a
+// device.
 struct LinkConfig {
   double d2h_bytes_per_s = 12e9;  // d2h_bandwidth
   double h2d_bytes_per_s = 12e9;  // h2d_bandwidth
@@ -40,6 +57,8 @@ struct LinkConfig {
 };
 
 // Roofline used for nodes without a measured time (TOML table [cost_model]).
+// With time_model "measured" the Device overload replaces it by one
+// calibrated on the device (lms::calibrate_cost_model, lms/profile.h).
 struct CostModelConfig {
   double compute_flops_per_s = 1e12;  // compute_rate
   double memory_bytes_per_s = 100e9;  // memory_bandwidth
@@ -61,6 +80,7 @@ struct LmsConfig {
   std::vector<std::string> tensors;     // policy manual: tensor names
   double fragmentation_reserve = 0.05;  // auto keeps this fraction of the budget free, [0, 0.9]
   uint64_t alignment_bytes = 256;       // allocator alignment, a power of two
+  TimeModel time_model = TimeModel::kMeasured;  // see TimeModel
   LinkConfig link;
   CostModelConfig cost_model;
 

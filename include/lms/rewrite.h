@@ -87,6 +87,12 @@ absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config);
 // (the budget when config.device_memory_limit is 0), its allocator
 // alignment, and the workspace of every kernel compiled on it
 // (options.device_capacity_bytes and options.workspace_bytes are ignored).
+// With LMS enabled and config.time_model "measured" (the default) it first
+// profiles the graph on the device (lms::profile_step, lms/profile.h: each
+// compute node run alone, unless options.node_time_s is given, and the link
+// fitted from a few copies) and plans with those times, the measured link
+// and a calibrated roofline (lms/config.h TimeModel); the device is left
+// without an event sink.
 // Additional errors: InvalidArgument when device_memory_limit exceeds the
 // device's capacity; FailedPrecondition when the device already holds
 // allocations (plan before creating sessions on it); Unimplemented for an op

@@ -1,18 +1,41 @@
 // lms::rewrite with the runtime facts taken from a Device (lms/rewrite.h).
 // It lives in the runtime layer because it compiles the graph's kernels on
-// the device to learn their workspaces; the pass itself (src/swap) knows no
+// the device to learn their workspaces, and with time_model "measured"
+// profiles them there (lms/profile.h); the pass itself (src/swap) knows no
 // device.
 #include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "lms/device.h"
+#include "lms/profile.h"
 #include "lms/rewrite.h"
 #include "lms/session.h"
 #include "lms/status.h"
 #include "lms/units.h"
 
 namespace lms {
+namespace {
+
+// time_model "measured" (lms/config.h): the link measured on the device
+// replaces config.link; the node times of options.node_time_s when given,
+// else measured; a roofline calibrated from those times replaces
+// config.cost_model for any node without one (a node too big to run alone
+// is left to it: the planner then says whether the step can fit).
+absl::Status measure_times(const Graph& graph, Device& device, LmsConfig& config,
+                           RewriteOptions& options) {
+  ProfileOptions po;
+  po.nodes = options.node_time_s.empty();
+  po.skip_nodes_that_do_not_fit = true;
+  LMS_ASSIGN_OR_RETURN(StepProfile profile, profile_step(graph, device, po));
+  if (!po.nodes) profile.node_time_s = options.node_time_s;
+  config.link = profile.link;
+  config.cost_model = calibrate_cost_model(profile, graph);
+  options.node_time_s = std::move(profile.node_time_s);
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config, Device& device,
                                       const RewriteOptions& options) {
@@ -40,6 +63,9 @@ absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config, Dev
   RewriteOptions with_device = options;
   with_device.device_capacity_bytes = mem.capacity_bytes;
   with_device.workspace_bytes = std::move(workspaces);
+  if (config.enabled && config.time_model == TimeModel::kMeasured) {
+    LMS_RETURN_IF_ERROR(measure_times(graph, device, facts, with_device));
+  }
   LMS_ASSIGN_OR_RETURN(RewriteReport report, rewrite(graph, facts, with_device));
   PlanRecord record = graph.plan_record();
   record.device_kind = device.kind();

@@ -15,21 +15,13 @@
 #include "lms/strings.h"
 #include "lms/units.h"
 #include "runtime/executor.h"
+#include "runtime/kernel_spec.h"
 #include "runtime/stall_counter.h"
 #include "swap/liveness.h"
 #include "swap/release_plan.h"
 
 namespace lms {
 namespace {
-
-KernelSpec kernel_spec(const Graph& g, const Node& n) {
-  KernelSpec spec{n.name, n.op, n.attrs, {}, {}};
-  for (TensorId t : n.inputs) spec.input_shapes.push_back(g.tensor(t).shape);
-  for (TensorId t : n.outputs) spec.output_shapes.push_back(g.tensor(t).shape);
-  return spec;
-}
-
-bool is_swap(const Node& n) { return n.op == "swap_out" || n.op == "swap_in"; }
 
 // Values of a persistent tensor at creation: He-normal draws come from a
 // generator seeded per tensor, so they do not depend on creation order.
@@ -58,7 +50,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Kernel>>> compile_kernels(const Graph
   for (NodeId id = 0; id < g.num_nodes(); ++id) {
     const Node& n = g.node(id);
     if (is_swap(n)) continue;
-    LMS_ASSIGN_OR_RETURN(kernels[id], device.compile(kernel_spec(g, n)));
+    LMS_ASSIGN_OR_RETURN(kernels[id], compile_node(g, id, device));
   }
   return kernels;
 }

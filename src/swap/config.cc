@@ -132,6 +132,15 @@ absl::StatusOr<SwapPolicy> get_policy(const toml::node& v) {
   return bad("unknown policy");
 }
 
+absl::StatusOr<TimeModel> get_time_model(const toml::node& v) {
+  auto s = v.as_string();
+  if (!s) return bad("not a string");
+  for (TimeModel m : {TimeModel::kMeasured, TimeModel::kRoofline}) {
+    if (s->get() == time_model_name(m)) return m;
+  }
+  return bad("unknown time model");
+}
+
 absl::StatusOr<std::vector<std::string>> get_names(const toml::node& v) {
   std::vector<std::string> names;
   if (auto s = v.as_string()) {
@@ -204,6 +213,10 @@ const std::vector<KeySpec>& key_specs() {
        to(get_reserve, &LmsConfig::fragmentation_reserve)},
       {"alignment", "bytes, a power of two up to 1MiB",
        to(get_alignment, &LmsConfig::alignment_bytes)},
+      {"time_model",
+       "\"measured\" (profile on the device, lms/profile.h) or \"roofline\" ([cost_model] "
+       "and [link])",
+       to(get_time_model, &LmsConfig::time_model)},
       {"link.d2h_bandwidth",
        "a bandwidth such as \"12GB/s\" or a positive finite number of bytes/s",
        to(get_bandwidth, &LmsConfig::link, &LinkConfig::d2h_bytes_per_s)},
@@ -399,6 +412,16 @@ const char* policy_name(SwapPolicy policy) {
   return "auto";
 }
 
+const char* time_model_name(TimeModel model) {
+  switch (model) {
+    case TimeModel::kMeasured:
+      return "measured";
+    case TimeModel::kRoofline:
+      return "roofline";
+  }
+  return "measured";
+}
+
 absl::StatusOr<LmsConfig> LmsConfig::from_toml_string(std::string_view text) {
   LMS_ASSIGN_OR_RETURN(toml::table table, parse_toml(text));
   LmsConfig config;
@@ -459,7 +482,8 @@ std::string LmsConfig::to_toml() const {
       "\nswapin_ahead = ", swapin_ahead, "\nswapin_groupby = ", swapin_groupby,
       "\nsync_mode = ", sync_mode, "\nmin_tensor_bytes = ", min_tensor_bytes, "\ntensors = [",
       absl::StrJoin(quoted, ", "), "]\nfragmentation_reserve = ", real(fragmentation_reserve),
-      "\nalignment = ", alignment_bytes, "\n\n[link]\nd2h_bandwidth = ", real(link.d2h_bytes_per_s),
+      "\nalignment = ", alignment_bytes, "\ntime_model = \"", time_model_name(time_model),
+      "\"\n\n[link]\nd2h_bandwidth = ", real(link.d2h_bytes_per_s),
       "\nh2d_bandwidth = ", real(link.h2d_bytes_per_s),
       "\ncopy_latency = ", real(link.copy_latency_s),
       "\n\n[cost_model]\ncompute_rate = ", real(cost_model.compute_flops_per_s),

@@ -24,12 +24,18 @@ double CostModel::node_time_s(NodeId node) const {
   if (n.op == "swap_in") return h2d_time_s(graph_.tensor(n.inputs[0]).bytes());
   const auto& measured = options_.measured_node_time_s;
   if (static_cast<size_t>(node) < measured.size() && measured[node] >= 0) return measured[node];
-  double bytes = 0;
-  for (TensorId t : n.inputs) bytes += static_cast<double>(graph_.tensor(t).bytes());
-  for (TensorId t : n.outputs) bytes += static_cast<double>(graph_.tensor(t).bytes());
+  const double bytes = node_bytes_touched(graph_, node);
   const double flops = node_flops(graph_, node);
   return std::max(flops / options_.compute_flops_per_s, bytes / options_.memory_bytes_per_s) +
          options_.kernel_launch_s;
+}
+
+double node_bytes_touched(const Graph& graph, NodeId node) {
+  const Node& n = graph.node(node);
+  double bytes = 0;
+  for (TensorId t : n.inputs) bytes += static_cast<double>(graph.tensor(t).bytes());
+  for (TensorId t : n.outputs) bytes += static_cast<double>(graph.tensor(t).bytes());
+  return bytes;
 }
 
 std::vector<double> times_by_position(const CostModel& cost, const std::vector<NodeId>& order) {

@@ -43,6 +43,10 @@ class CostModel {
   CostOptions options_;
 };
 
+// Bytes a node reads and writes: its input and output tensors (the memory
+// side of the roofline).
+double node_bytes_touched(const Graph& graph, NodeId node);
+
 // node_time_s of each node of `order`, by position.
 std::vector<double> times_by_position(const CostModel& cost, const std::vector<NodeId>& order);
 

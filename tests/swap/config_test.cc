@@ -36,6 +36,7 @@ void expect_same(const LmsConfig& a, const LmsConfig& b) {
   EXPECT_EQ(a.min_tensor_bytes, b.min_tensor_bytes);
   EXPECT_EQ(a.tensors, b.tensors);
   EXPECT_EQ(a.alignment_bytes, b.alignment_bytes);
+  EXPECT_EQ(a.time_model, b.time_model);
   auto near = [](double x, double y) { EXPECT_NEAR(x, y, 1e-12 * std::abs(y)); };
   near(a.fragmentation_reserve, b.fragmentation_reserve);
   near(a.link.d2h_bytes_per_s, b.link.d2h_bytes_per_s);
@@ -63,6 +64,7 @@ void expect_identical(const LmsConfig& a, const LmsConfig& b, const std::string&
   EXPECT_EQ(a.min_tensor_bytes, b.min_tensor_bytes) << context;
   EXPECT_EQ(a.tensors, b.tensors) << context;
   EXPECT_EQ(a.alignment_bytes, b.alignment_bytes) << context;
+  EXPECT_EQ(a.time_model, b.time_model) << context;
   EXPECT_TRUE(same_bits(a.fragmentation_reserve, b.fragmentation_reserve)) << context;
   EXPECT_TRUE(same_bits(a.link.d2h_bytes_per_s, b.link.d2h_bytes_per_s)) << context;
   EXPECT_TRUE(same_bits(a.link.h2d_bytes_per_s, b.link.h2d_bytes_per_s)) << context;
@@ -101,6 +103,7 @@ min_tensor_bytes = "1MB"
 tensors = ["relu1", "conv2"]
 fragmentation_reserve = 0.1
 alignment = 512
+time_model = "roofline"
 [link]
 d2h_bandwidth = "16GB/s"
 h2d_bandwidth = 2e9
@@ -123,6 +126,7 @@ kernel_launch = 0.00001
   EXPECT_EQ(c->tensors, (std::vector<std::string>{"relu1", "conv2"}));
   EXPECT_DOUBLE_EQ(c->fragmentation_reserve, 0.1);
   EXPECT_EQ(c->alignment_bytes, 512u);
+  EXPECT_EQ(c->time_model, TimeModel::kRoofline);
   EXPECT_DOUBLE_EQ(c->link.d2h_bytes_per_s, 16e9);
   EXPECT_DOUBLE_EQ(c->link.h2d_bytes_per_s, 2e9);
   EXPECT_DOUBLE_EQ(c->link.copy_latency_s, 8e-6);
@@ -158,6 +162,8 @@ TEST(Config, EachBadKeyOrValueIsNamed) {
       {"tensors = [1, 2]", "tensors", "1"},
       {"fragmentation_reserve = 0.95", "fragmentation_reserve", "0.95"},
       {"alignment = 300", "alignment", "300"},
+      {"time_model = \"measure\"", "time_model", "measure"},
+      {"time_model = 1", "time_model", "1"},
       {"[link]\nd2h_bandwidth = \"12GB\"", "link.d2h_bandwidth", "12GB"},
       {"[link]\nh2d_bandwidth = 0", "link.h2d_bandwidth", "0"},
       {"[link]\ncopy_latency = \"5 parsecs\"", "link.copy_latency", "5 parsecs"},
@@ -202,9 +208,14 @@ TEST(Config, OverridesUseTheSameKeysAndValidation) {
   EXPECT_EQ(c.tensors, std::vector<std::string>{"a"});
   EXPECT_TRUE(c.apply_override("enabled=false").ok());
   EXPECT_FALSE(c.enabled);
+  EXPECT_EQ(LmsConfig{}.time_model, TimeModel::kMeasured);
+  EXPECT_TRUE(c.apply_override("time_model=roofline").ok());
+  EXPECT_EQ(c.time_model, TimeModel::kRoofline);
+  EXPECT_NE(c.to_toml().find("time_model = \"roofline\""), std::string::npos) << c.to_toml();
   const std::string before = c.to_toml();
-  for (const char* bad : {"sync_mode=9", "nokey", "=3", "Policy=auto", "policy=fast", "a.b=1",
-                          "sync_mode=1\nenabled=true", "link=3"}) {
+  for (const char* bad :
+       {"sync_mode=9", "nokey", "=3", "Policy=auto", "policy=fast", "a.b=1",
+        "sync_mode=1\nenabled=true", "link=3", "time_model=fast", "time_model=Measured"}) {
     absl::Status s = c.apply_override(bad);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_EQ(c.to_toml(), before) << bad;  // unchanged on error
@@ -415,6 +426,7 @@ LmsConfig random_config(std::mt19937_64& rng) {
                              std::uniform_real_distribution<double>(0, 0.9)(rng)};
   c.fragmentation_reserve = reserves[rng() % std::size(reserves)];
   c.alignment_bytes = uint64_t{1} << (rng() % 21);
+  c.time_model = static_cast<TimeModel>(rng() % 2);
   c.link.d2h_bytes_per_s = random_positive(rng);
   c.link.h2d_bytes_per_s = random_positive(rng);
   c.link.copy_latency_s = duration();
@@ -577,7 +589,8 @@ TEST(ConfigFuzz, MutatedTomlGivesAStatusAndAcceptedConfigsRoundTrip) {
                                               "cost_model.compute_rate=10TFLOP/s",
                                               "fragmentation_reserve=0.9",
                                               "link={d2h_bandwidth=\"1GB/s\"}",
-                                              "host_memory_limit=1.5GiB"};
+                                              "host_memory_limit=1.5GiB",
+                                              "time_model=roofline"};
   constexpr int kIterations = 3000;
   int ok = 0;
   for (int i = 0; i < kIterations; ++i) {

@@ -1,0 +1,121 @@
+// lms::profile_step: the time model measured on the device. It times every
+// compute node of a graph alone on a Device and fits the copy link in each
+// direction, so lms::rewrite can plan with what the device really does
+// instead of a roofline with constants (LmsConfig::time_model "measured",
+// the default of the Device overload of lms::rewrite).
+//
+//   LMS_ASSIGN_OR_RETURN(auto device, lms::make_cpu_device({.capacity_bytes = 256 << 20}));
+//   LMS_ASSIGN_OR_RETURN(lms::StepProfile p, lms::profile_step(train, *device));
+//   // What time_model "measured" does inside lms::rewrite(train, cfg, *device):
+//   cfg.link = p.link;                                      // measured link
+//   cfg.cost_model = lms::calibrate_cost_model(p, train);  // for nodes without a time
+//   lms::RewriteOptions o{.node_time_s = p.node_time_s};
+//
+// What is measured, and how:
+// - Nodes. Each compute node is run in isolation: its inputs, outputs and
+//   kernel workspace are allocated on the device, the inputs are filled with
+//   deterministic data (uniform in [1, 2) from `seed`, valid input for every
+//   op, a step counter included; uploaded once per buffer size and reused by
+//   later nodes while device memory allows), its kernel is compiled the way
+//   Session compiles it, run `warmup_runs` times
+//   untimed and `runs` times timed, one run at a time, and everything is
+//   freed. So only one node's buffers must fit, not the whole step: the point
+//   of LMS. A node's time is the median of its timed runs, in seconds, of
+//   the kernel's span on the compute stream as the device reports it
+//   (EventSink::on_node: on the CPU device the run on the compute thread; on
+//   CUDA host callbacks around the kernel, Note [CUDA profiler events]); a
+//   device that reports no span is timed on the host from launch() to the
+//   completion of an event recorded after it (StepProfile::from_device_events
+//   says which). Time a step spends between kernels (issue, event waits) is
+//   not in any node's time.
+// - Link. Copies between one device buffer and one pinned host block
+//   (Device::allocate_host) of each of `copy_sizes` bytes run on the D2H and
+//   H2D streams (one warm-up, then `copy_runs` timed copies, median; the
+//   copy's span from EventSink::on_copy, or host time as above). A line
+//   seconds = latency + bytes / bandwidth is fitted per direction by least
+//   squares (through the origin when the intercept comes out negative).
+//
+// Units: seconds, bytes, bytes/s (docs/design.md "Units and shapes").
+// profile_step uses the device's event sink while it runs and leaves the
+// device with `ProfileOptions::sink` (null by default), which is forwarded
+// every event meanwhile. It needs a device with free memory for one node at a
+// time; it does not check that the device is otherwise idle, but timings
+// taken while other work runs on it are not meaningful.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "lms/config.h"
+#include "lms/graph.h"
+
+namespace lms {
+
+class Device;
+class EventSink;
+
+struct ProfileOptions {
+  bool nodes = true;    // time every compute node
+  bool link = true;     // fit the copy link in each direction
+  int warmup_runs = 1;  // untimed runs per node first, >= 0
+  int runs = 3;         // timed runs per node (median), >= 1
+  uint64_t seed = 1;    // input data
+  // Bytes of the timed copies, each > 0. Each size is clamped to a quarter of
+  // the device capacity and of the pinned host pool (duplicates dropped).
+  std::vector<uint64_t> copy_sizes = {uint64_t{64} << 10, uint64_t{1} << 20, uint64_t{4} << 20};
+  int copy_runs = 3;  // timed copies per size and direction (median), >= 1
+  // A node whose inputs, outputs and workspace do not fit the free device
+  // memory: false = ResourceExhausted naming it; true = its time is -1 and
+  // its name is listed in StepProfile::unprofiled (the Device overload of
+  // lms::rewrite does this and uses the calibrated roofline for it).
+  bool skip_nodes_that_do_not_fit = false;
+  EventSink* sink = nullptr;  // forwarded every device event; the device is left with it
+};
+
+struct StepProfile {
+  std::string device;  // Device::name()
+  // Seconds by NodeId: the median time of the node's kernel run alone
+  // (see above). -1 for swap_out / swap_in nodes (copies: their time is the
+  // link's), for nodes in `unprofiled`, and for every node when
+  // ProfileOptions::nodes is false.
+  std::vector<double> node_time_s;
+  std::vector<std::string> unprofiled;  // nodes too big for the free device memory
+  // Node times are the device's own kernel spans (EventSink::on_node); false:
+  // host wall time from launch to an event after the kernel.
+  bool from_device_events = false;
+  // The fitted link: d2h_bytes_per_s, h2d_bytes_per_s and copy_latency_s
+  // (the mean of the two directions' latencies; LinkConfig has one). Left at
+  // LinkConfig's defaults when link_measured is false.
+  LinkConfig link;
+  double d2h_latency_s = 0;  // fitted per-copy latency of each direction, seconds
+  double h2d_latency_s = 0;
+  bool link_measured = false;
+  double elapsed_s = 0;  // wall time profile_step took
+};
+
+// Profiles `graph` on `device` (see above). Errors: InvalidArgument for an
+// invalid graph (verify()) or options outside the ranges above (naming the
+// field and what is allowed); Unimplemented / InvalidArgument from the
+// device for a node it cannot compile; ResourceExhausted naming the node and
+// its bytes when one node's inputs, outputs and workspace alone do not fit
+// the free device memory (unless skip_nodes_that_do_not_fit), or when the
+// link's buffers cannot be allocated; a kernel's error, naming the node.
+absl::StatusOr<StepProfile> profile_step(const Graph& graph, Device& device,
+                                         const ProfileOptions& options = {});
+
+// A roofline calibrated on the device from the profiled nodes of `graph`:
+//   compute_flops_per_s  the best FLOP rate achieved by a convolution node
+//                        (conv, deconv and their backward ops; any node with
+//                        FLOPs when the graph has none),
+//   memory_bytes_per_s   the best rate of bytes read + written achieved by
+//                        any other node,
+//   kernel_launch_s      the shortest node time (what the smallest kernel
+//                        costs at least).
+// A figure without a profiled node to derive it from keeps CostModelConfig's
+// default. Node times are taken from profile.node_time_s (entries < 0 are
+// skipped), so it also calibrates from times measured otherwise.
+CostModelConfig calibrate_cost_model(const StepProfile& profile, const Graph& graph);
+
+}  // namespace lms

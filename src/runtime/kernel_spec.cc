@@ -1,0 +1,18 @@
+#include "runtime/kernel_spec.h"
+
+namespace lms {
+
+bool is_swap(const Node& n) { return n.op == "swap_out" || n.op == "swap_in"; }
+
+KernelSpec kernel_spec(const Graph& g, const Node& n) {
+  KernelSpec spec{n.name, n.op, n.attrs, {}, {}};
+  for (TensorId t : n.inputs) spec.input_shapes.push_back(g.tensor(t).shape);
+  for (TensorId t : n.outputs) spec.output_shapes.push_back(g.tensor(t).shape);
+  return spec;
+}
+
+absl::StatusOr<std::unique_ptr<Kernel>> compile_node(const Graph& g, NodeId id, Device& device) {
+  return device.compile(kernel_spec(g, g.node(id)));
+}
+
+}  // namespace lms
