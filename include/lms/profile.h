@@ -35,6 +35,10 @@
 //   seconds = latency + bytes / bandwidth is fitted per direction by least
 //   squares (through the origin when the intercept comes out negative).
 //
+// Cost: about (warmup_runs + runs) steps of compute, plus the uploads of
+// the input data and (1 + copy_runs) copies of each size each way over the
+// link (on the emulated device, throttled like any copy).
+//
 // Units: seconds, bytes, bytes/s (docs/design.md "Units and shapes").
 // profile_step uses the device's event sink while it runs and leaves the
 // device with `ProfileOptions::sink` (null by default), which is forwarded

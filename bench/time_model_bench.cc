@@ -1,0 +1,263 @@
+// Predicted vs measured step time and stall of a swapped VDSR training step
+// on the emulated CPU device, with the two time models of lms::rewrite
+// (LmsConfig::time_model): "measured" (lms::profile_step on the device,
+// lms/profile.h) and the old "roofline" with the constants of [cost_model]
+// (and [link] set to the emulated link's true throttle). For each emulated
+// link the device's capacity is the budget (a fraction of the no-LMS peak),
+// the graph is planned by the Device overload with each model, and the plan
+// runs for a few steps. Prints figures only; nothing is asserted.
+//
+//   GOMP_SPINCOUNT=30000 build-*/bench/time_model_bench --threads 1
+//     [--batch 16] [--size 41] [--depth 20] [--channels 64] [--steps 3]
+//     [--budget-fraction 0.6] [--links 12GB/s,1GB/s,50MB/s]
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_split.h"
+#include "fmt/format.h"
+#include "lms/config.h"
+#include "lms/device.h"
+#include "lms/profile.h"
+#include "lms/rewrite.h"
+#include "lms/session.h"
+#include "lms/status.h"
+#include "lms/strings.h"
+#include "lms/training.h"
+#include "lms/units.h"
+#include "models.h"
+
+namespace {
+
+struct Options {
+  int64_t batch = 16;
+  int64_t size = 41;
+  int64_t depth = 20;
+  int64_t channels = 64;
+  int threads = 0;  // CpuDeviceOptions::compute_threads; 0 = all cores
+  int steps = 3;    // timed steps after one warm-up step
+  double budget_fraction = 0.6;
+  std::vector<double> links = {12e9, 1e9, 50e6};
+};
+
+constexpr double kCopyLatencyS = 5e-6;  // the emulated link's per-copy latency
+
+absl::Status parse_int(std::string_view flag, const char* value, int64_t min, int64_t* out) {
+  char* end = nullptr;
+  const long long v = value == nullptr ? 0 : std::strtoll(value, &end, 10);
+  if (value == nullptr || *end != '\0' || v < min) {
+    return absl::InvalidArgumentError(fmt::format("{} needs an integer >= {}", flag, min));
+  }
+  *out = v;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Options> parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
+    int64_t n = 0;
+    if (a == "--batch") {
+      LMS_RETURN_IF_ERROR(parse_int(a, v, 1, &o.batch));
+    } else if (a == "--size") {
+      LMS_RETURN_IF_ERROR(parse_int(a, v, 4, &o.size));
+    } else if (a == "--depth") {
+      LMS_RETURN_IF_ERROR(parse_int(a, v, 2, &o.depth));
+    } else if (a == "--channels") {
+      LMS_RETURN_IF_ERROR(parse_int(a, v, 1, &o.channels));
+    } else if (a == "--threads") {
+      LMS_RETURN_IF_ERROR(parse_int(a, v, 0, &n));
+      o.threads = static_cast<int>(n);
+    } else if (a == "--steps") {
+      LMS_RETURN_IF_ERROR(parse_int(a, v, 1, &n));
+      o.steps = static_cast<int>(n);
+    } else if (a == "--budget-fraction") {
+      char* end = nullptr;
+      o.budget_fraction = v == nullptr ? 0 : std::strtod(v, &end);
+      if (v == nullptr || *end != '\0' || !(o.budget_fraction > 0 && o.budget_fraction < 1)) {
+        return absl::InvalidArgumentError("--budget-fraction needs a number in (0, 1)");
+      }
+    } else if (a == "--links") {
+      if (v == nullptr) return absl::InvalidArgumentError("--links needs bandwidths, e.g. 1GB/s");
+      o.links.clear();
+      for (absl::string_view part : absl::StrSplit(v, ',', absl::SkipWhitespace())) {
+        absl::StatusOr<double> bw = lms::parse_bandwidth(lms::to_std(part));
+        if (!bw.ok()) {
+          return absl::InvalidArgumentError(fmt::format("--links '{}': {}", lms::to_std(part),
+                                                        lms::to_std(bw.status().message())));
+        }
+        o.links.push_back(*bw);
+      }
+      if (o.links.empty()) return absl::InvalidArgumentError("--links needs at least one");
+    } else {
+      return absl::InvalidArgumentError(
+          fmt::format("unknown argument '{}' (allowed: --batch N, --size N, --depth N, "
+                      "--channels N, --threads N, --steps N, --budget-fraction F, --links "
+                      "BW[,BW...])",
+                      a));
+    }
+    ++i;
+  }
+  return o;
+}
+
+std::string rate(double bytes_per_s) {
+  return bytes_per_s >= 1e9 ? fmt::format("{:.2f} GB/s", bytes_per_s / 1e9)
+                            : fmt::format("{:.1f} MB/s", bytes_per_s / 1e6);
+}
+
+struct Row {
+  lms::RewriteReport report;
+  double step_s = 0;   // mean of the timed steps
+  double stall_s = 0;  // mean of the timed steps
+};
+
+// Plans a copy of `train` on `device` with `cfg` (Device overload), runs it
+// for one warm-up and `steps` timed steps, and releases the session so the
+// device is empty again for the next plan.
+absl::StatusOr<Row> plan_and_run(const lms::Graph& train, const lms::LmsConfig& cfg,
+                                 lms::Device& device, const lms::Feeds& feeds, int steps) {
+  Row row;
+  lms::Graph g = train;
+  LMS_ASSIGN_OR_RETURN(row.report, lms::rewrite(g, cfg, device));
+  if (!row.report.fits) {
+    return absl::FailedPreconditionError("the plan does not fit:\n" + row.report.summary());
+  }
+  LMS_ASSIGN_OR_RETURN(std::unique_ptr<lms::Session> session, lms::Session::create(g, device));
+  for (int i = 0; i <= steps; ++i) {
+    lms::StepResult r;
+    LMS_RETURN_IF_ERROR(session->run(feeds, &r));
+    if (i == 0) continue;
+    row.step_s += r.step_s / steps;
+    row.stall_s += r.stall_s / steps;
+  }
+  return row;
+}
+
+absl::Status run(const Options& o) {
+  lms::Graph g;
+  const lms::models::ModelTensors m = lms::models::build_vdsr(g, {.batch = o.batch,
+                                                                  .height = o.size,
+                                                                  .width = o.size,
+                                                                  .depth = o.depth,
+                                                                  .channels = o.channels});
+  LMS_RETURN_IF_ERROR(g.status());
+  LMS_ASSIGN_OR_RETURN(lms::Graph train, lms::training_graph(g, m.loss, lms::Adam{.lr = 1e-4}));
+
+  // The no-LMS peak and the working-set limit, on a device with room.
+  LMS_ASSIGN_OR_RETURN(auto roomy, lms::make_cpu_device({.capacity_bytes = uint64_t{16} << 30,
+                                                         .compute_threads = o.threads}));
+  lms::LmsConfig off;
+  off.enabled = false;
+  lms::Graph probe = train;
+  LMS_ASSIGN_OR_RETURN(lms::RewriteReport limits, lms::rewrite(probe, off, *roomy));
+  roomy.reset();
+  const lms::LmsConfig defaults;
+  const double floor = static_cast<double>(limits.working_set_limit_bytes) /
+                       (1.0 - defaults.fragmentation_reserve) * 1.05;
+  const uint64_t mib = uint64_t{1} << 20;
+  const uint64_t budget =
+      (static_cast<uint64_t>(
+           std::max(o.budget_fraction * static_cast<double>(limits.peak_bytes_before), floor)) +
+       mib - 1) /
+      mib * mib;
+
+  std::mt19937_64 gen(1);
+  std::uniform_real_distribution<float> u(0, 1);
+  std::vector<float> lr(static_cast<size_t>(o.batch * o.size * o.size)), hr(lr.size());
+  for (float& x : lr) x = u(gen);
+  for (float& x : hr) x = u(gen);
+  const lms::Feeds feeds = {{"lr", lr}, {"hr", hr}};
+
+  const char* spin = std::getenv("GOMP_SPINCOUNT");
+  std::printf(
+      "time model: VDSR batch %lld, %lldx%lld, depth %lld, %lld channels, Adam; device "
+      "capacity = budget %s (%.2f of the no-LMS peak %s; working-set limit %s); threads %d; "
+      "%d timed steps after 1 warm-up; emulated copy latency %.0f us; GOMP_SPINCOUNT=%s\n",
+      static_cast<long long>(o.batch), static_cast<long long>(o.size),
+      static_cast<long long>(o.size), static_cast<long long>(o.depth),
+      static_cast<long long>(o.channels), lms::format_bytes(budget).c_str(),
+      static_cast<double>(budget) / static_cast<double>(limits.peak_bytes_before),
+      lms::format_bytes(limits.peak_bytes_before).c_str(),
+      lms::format_bytes(limits.working_set_limit_bytes).c_str(), o.threads, o.steps,
+      kCopyLatencyS * 1e6, spin != nullptr ? spin : "(unset)");
+  std::printf("%-10s | %-8s | %-32s | %8s | %9s | %9s | %9s | %10s | %10s\n", "link", "model",
+              "link planned with", "swap MiB", "step pred", "step meas", "pred/meas", "stall pred",
+              "stall meas");
+  bool profiled = false;
+  for (const double link : o.links) {
+    LMS_ASSIGN_OR_RETURN(auto device, lms::make_cpu_device({.capacity_bytes = budget,
+                                                            .host_pool_bytes = uint64_t{8} << 30,
+                                                            .d2h_bytes_per_s = link,
+                                                            .h2d_bytes_per_s = link,
+                                                            .copy_latency_s = kCopyLatencyS,
+                                                            .compute_threads = o.threads}));
+    // What the measured model will see (printed; the rewrite profiles again).
+    lms::ProfileOptions po;
+    po.nodes = !profiled;
+    LMS_ASSIGN_OR_RETURN(lms::StepProfile p, lms::profile_step(train, *device, po));
+    if (!profiled) {
+      double sum = 0;
+      int nodes = 0;
+      for (double t : p.node_time_s) {
+        if (t < 0) continue;
+        sum += t;
+        ++nodes;
+      }
+      const lms::CostModelConfig c = lms::calibrate_cost_model(p, train);
+      std::printf(
+          "# profile_step: %d compute nodes timed alone (median of %d runs, %s), sum %.3f s; "
+          "profiling took %.1f s; calibrated roofline %.1f GFLOP/s, %.1f GB/s, launch %.2f us "
+          "(roofline constants: %.0f GFLOP/s, %.0f GB/s, %.0f us)\n",
+          nodes, po.runs, p.from_device_events ? "device kernel spans" : "host time", sum,
+          p.elapsed_s, c.compute_flops_per_s / 1e9, c.memory_bytes_per_s / 1e9,
+          c.kernel_launch_s * 1e6, defaults.cost_model.compute_flops_per_s / 1e9,
+          defaults.cost_model.memory_bytes_per_s / 1e9, defaults.cost_model.kernel_launch_s * 1e6);
+      profiled = true;
+    }
+    for (const lms::TimeModel model : {lms::TimeModel::kMeasured, lms::TimeModel::kRoofline}) {
+      lms::LmsConfig cfg;
+      cfg.time_model = model;
+      cfg.link = {link, link, kCopyLatencyS};
+      const std::string planned_link =
+          model == lms::TimeModel::kMeasured
+              ? fmt::format("{} / {}, {:.0f} us", rate(p.link.d2h_bytes_per_s),
+                            rate(p.link.h2d_bytes_per_s), p.link.copy_latency_s * 1e6)
+              : fmt::format("{} (config), {:.0f} us", rate(link), kCopyLatencyS * 1e6);
+      absl::StatusOr<Row> row = plan_and_run(train, cfg, *device, feeds, o.steps);
+      if (!row.ok()) {
+        std::printf("%-10s | %-8s | %s\n", rate(link).c_str(), lms::time_model_name(model),
+                    std::string(lms::to_std(row.status().message())).c_str());
+        continue;
+      }
+      const lms::RewriteReport& r = row->report;
+      std::printf("%-10s | %-8s | %-32s | %8.1f | %9.3f | %9.3f | %9.2f | %10.3f | %10.3f\n",
+                  rate(link).c_str(), lms::time_model_name(model), planned_link.c_str(),
+                  static_cast<double>(r.bytes_out_per_step) / static_cast<double>(mib),
+                  r.step_time_after_s, row->step_s, r.step_time_after_s / row->step_s, r.stall_s,
+                  row->stall_s);
+      std::fflush(stdout);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::StatusOr<Options> o = parse(argc, argv);
+  absl::Status st = o.ok() ? run(*o) : o.status();
+  if (!st.ok()) {
+    std::fprintf(stderr, "time_model_bench: %s\n", std::string(lms::to_std(st.message())).c_str());
+    return 1;
+  }
+  return 0;
+}
