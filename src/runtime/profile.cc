@@ -315,6 +315,7 @@ struct NodeTimer {
     pool.release_all();  // start from a device without the pool's buffers
     t = attempt(g, id, *kernel);
     if (!absl::IsResourceExhausted(t.status())) return t;
+    pool.release_all();  // the figures below are the device's, not ours
     const AllocatorStats mem = device.memory_stats();
     return absl::ResourceExhaustedError(absl::StrCat(
         "profile_step: node '", n.name, "' (op ", n.op, ") needs ",
@@ -322,7 +323,7 @@ struct NodeTimer {
         " of device memory on its own, more than ", device.name(), " can give (capacity ",
         format_bytes(mem.capacity_bytes), ", in use ", format_bytes(mem.bytes_in_use),
         ", largest free chunk ", format_bytes(mem.largest_free_chunk),
-        "); every node's inputs, outputs and workspace must fit the device at once: use a "
+        "); a node's inputs, outputs and workspace must fit the device together: use a "
         "larger device or a smaller batch. Allocator: ",
         t.status().message()));
   }
