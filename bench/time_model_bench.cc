@@ -5,7 +5,10 @@
 // (and [link] set to the emulated link's true throttle). For each emulated
 // link the device's capacity is the budget (a fraction of the no-LMS peak),
 // the graph is planned by the Device overload with each model, and the plan
-// runs for a few steps. Prints figures only; nothing is asserted.
+// runs for a few steps. Prints figures only; nothing is asserted. The
+// "link planned with" column of a measured row is what a profile_step of the
+// link found just before the rewrite, which measures the link (and the
+// nodes) again itself.
 //
 //   GOMP_SPINCOUNT=30000 build-*/bench/time_model_bench --threads 1
 //     [--batch 16] [--size 41] [--depth 20] [--channels 64] [--steps 3]
