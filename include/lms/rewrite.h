@@ -56,6 +56,17 @@ struct RewriteReport {
   uint64_t usable_budget_bytes = 0;  // budget minus fragmentation_reserve (auto)
   uint64_t peak_bytes_before = 0;    // predicted profile peak (docs/memory_model.md)
   uint64_t peak_bytes_after = 0;
+  // Static placement of the final graph's step (every non-persistent device
+  // buffer at a fixed offset in one arena, with one workspace per node when
+  // the workspaces are known): the arena the placement needs, and its lower
+  // bound, the most bytes live at one position, which no placement beats.
+  // The gap arena_bytes - arena_lower_bound_bytes is what the placement
+  // loses to fragmentation. Persistent tensors (parameters, optimizer state)
+  // stay outside the arena: arena_persistent_bytes. Informational: `fits` is
+  // decided by the allocator replay.
+  uint64_t arena_bytes = 0;
+  uint64_t arena_lower_bound_bytes = 0;
+  uint64_t arena_persistent_bytes = 0;
   // The first step fits the budget, fragmentation included: its device
   // allocations were replayed on the BFC allocator the executor uses, with
   // the kernel workspaces, persistent tensors and fetches. False when it

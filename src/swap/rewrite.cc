@@ -10,6 +10,7 @@
 #include "swap/cost_model.h"
 #include "swap/insert.h"
 #include "swap/liveness.h"
+#include "swap/placement.h"
 #include "swap/planner.h"
 #include "swap/replay.h"
 #include "swap/simulator.h"
@@ -181,6 +182,20 @@ absl::Status plan_and_replay(const Graph& graph, const LmsConfig& config,
   }
 }
 
+// The static placement figures of the final graph's step (Note [Static
+// placement], swap/placement.h), with per-node workspaces when known.
+absl::Status fill_arena(const Graph& g, const swap::Liveness& live, const RewriteOptions& o,
+                        RewriteReport& rep) {
+  LMS_ASSIGN_OR_RETURN(swap::StepBuffers step, swap::step_buffers(g, live, workspaces(o)));
+  LMS_ASSIGN_OR_RETURN(
+      swap::Placement placement,
+      swap::place_buffers(step.buffers, {.alignment_bytes = live.alignment_bytes}));
+  rep.arena_bytes = placement.arena_bytes;
+  rep.arena_lower_bound_bytes = placement.lower_bound_bytes;
+  rep.arena_persistent_bytes = step.persistent_bytes;
+  return absl::OkStatus();
+}
+
 // What the graph was planned for (Graph::plan_record), checked by Session::create.
 PlanRecord plan_record(const Graph& g, const LmsConfig& c, const RewriteOptions& o,
                        const RewriteReport& rep) {
@@ -201,6 +216,15 @@ PlanRecord plan_record(const Graph& g, const LmsConfig& c, const RewriteOptions&
   return r;
 }
 
+// arena - lower bound, in bytes and as a share of the lower bound.
+std::string arena_gap_text(const RewriteReport& r) {
+  const uint64_t gap = r.arena_bytes - std::min(r.arena_bytes, r.arena_lower_bound_bytes);
+  if (r.arena_lower_bound_bytes == 0) return format_bytes(gap);
+  return absl::StrFormat(
+      "%s = %.2f%%", format_bytes(gap),
+      100.0 * static_cast<double>(gap) / static_cast<double>(r.arena_lower_bound_bytes));
+}
+
 std::string fit_text(const RewriteReport& r) {
   if (!r.fit_unknown_reason.empty()) return "cannot say whether it fits: " + r.fit_unknown_reason;
   return r.fits ? "fits" : "DOES NOT FIT";
@@ -210,21 +234,27 @@ std::string fit_text(const RewriteReport& r) {
 
 std::string RewriteReport::summary() const {
   if (!enabled) {
-    return absl::StrFormat("lms: disabled, graph unchanged; peak %s, budget %s: %s\n",
-                           format_bytes(peak_bytes_after), format_bytes(budget_bytes),
-                           fit_text(*this));
+    return absl::StrFormat(
+        "lms: disabled, graph unchanged; peak %s, budget %s: %s\n"
+        "  static arena         %s (lower bound %s, gap %s; persistent %s outside)\n",
+        format_bytes(peak_bytes_after), format_bytes(budget_bytes), fit_text(*this),
+        format_bytes(arena_bytes), format_bytes(arena_lower_bound_bytes), arena_gap_text(*this),
+        format_bytes(arena_persistent_bytes));
   }
   return absl::StrFormat(
       "lms: policy %s, %d tensors swapped\n"
       "  device budget        %s (usable %s): %s\n"
       "  predicted peak       %s -> %s (working-set limit %s at %s)\n"
       "  swap traffic / step  %s out, %s in; pinned host %s\n"
-      "  predicted step       %.6f s -> %.6f s (stall %.6f s)\n",
+      "  predicted step       %.6f s -> %.6f s (stall %.6f s)\n"
+      "  static arena         %s (lower bound %s, gap %s; persistent %s outside)\n",
       policy_name(policy), swapped.size(), format_bytes(budget_bytes),
       format_bytes(usable_budget_bytes), fit_text(*this), format_bytes(peak_bytes_before),
       format_bytes(peak_bytes_after), format_bytes(working_set_limit_bytes), working_set_node,
       format_bytes(bytes_out_per_step), format_bytes(bytes_in_per_step), format_bytes(host_bytes),
-      step_time_before_s, step_time_after_s, stall_s);
+      step_time_before_s, step_time_after_s, stall_s, format_bytes(arena_bytes),
+      format_bytes(arena_lower_bound_bytes), arena_gap_text(*this),
+      format_bytes(arena_persistent_bytes));
 }
 
 absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config,
@@ -242,6 +272,7 @@ absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config,
     std::string failure;
     LMS_ASSIGN_OR_RETURN(bool fitted, replay_fits(graph, config, options, rep, &failure));
     decide_fit(fitted, options, rep);
+    LMS_RETURN_IF_ERROR(fill_arena(graph, before.live, options, rep));
     graph.set_plan_record(plan_record(graph, config, options, rep));
     return rep;
   }
@@ -262,6 +293,7 @@ absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config,
   rep.bytes_in_per_step = traffic.bytes_in;
   rep.host_bytes = traffic.host_bytes;
   LMS_ASSIGN_OR_RETURN(Analysis after, analyse(rewritten, config, options));
+  LMS_RETURN_IF_ERROR(fill_arena(rewritten, after.live, options, rep));
   const swap::SimResult sim = swap::simulate(rewritten, after.live, after.times,
                                              {rep.budget_bytes, /*wait_at_release=*/true});
   rep.step_time_after_s = sim.step_time_s;

@@ -1,0 +1,162 @@
+// Static memory placement: one offset per device buffer of a training step in
+// a single arena, decided before the step runs, so that executing the step
+// needs no allocator search and no fragmentation arises inside it (the BFC
+// replay of replay.h shows what fragmentation costs otherwise).
+//
+//   LMS_ASSIGN_OR_RETURN(swap::StepBuffers step, swap::step_buffers(graph, live, workspaces));
+//   LMS_ASSIGN_OR_RETURN(swap::Placement p,
+//                        swap::place_buffers(step.buffers, {.alignment_bytes = 256}));
+//   LMS_RETURN_IF_ERROR(swap::check_placement(step.buffers, p, p.arena_bytes));
+//   // buffer i occupies [p.offset[i], p.offset[i] + placed_size(step.buffers[i], 256))
+//   // of the arena during positions [first, last]; p.arena_bytes - p.lower_bound_bytes
+//   // is what the placement loses to fragmentation.
+//
+// Note [Static placement]: placing buffers with known live ranges in one
+// arena of least size is the offline Dynamic Storage Allocation problem,
+// NP-hard in general (Garey & Johnson, "Computers and Intractability", 1979,
+// problem SR2). Its lower bound is the largest number of bytes live at one
+// position. Two greedy heuristics from the literature are run:
+//
+//  - Greedy by size (Pisarchyk & Lee, "Efficient Memory Management for Deep
+//    Neural Net Inference", arXiv 2001.03288, 2020, "Greedy by Size for
+//    Offset Calculation"; TensorFlow Lite's ArenaPlanner; XLA's
+//    GlobalDecreasingSizeBestFitHeap with its default spatial order):
+//    buffers in decreasing size (ties: longer live range, then earlier
+//    start, then lower index), each put into the smallest gap that holds it
+//    (best fit; ties: the lowest) between the already placed buffers whose
+//    live ranges intersect its own, or on top of them when none does.
+//  - Greedy by breadth (same paper, "Greedy by Breadth"): the same gap
+//    choice, buffers ordered by the largest breadth of any position they are
+//    live at, decreasing (ties as above after size), so the buffers of the
+//    most crowded position, where the arena is decided, go first. The paper
+//    takes an operator's breadth as the bytes of its own inputs and outputs;
+//    here it is every byte live at the position, what the lower bound
+//    maximises.
+//
+// The smaller arena wins (greedy by size on a tie). Greedy by breadth is
+// skipped when greedy by size reaches the lower bound, and abandoned as soon
+// as its arena grows past greedy by size's. Both are deterministic: the same
+// buffers and options give the same offsets.
+//
+// Speed: the paper's loop compares each buffer with every placed buffer
+// whose range intersects its own, O(n^2) on training graphs, where forward
+// activations live until their backward use and all overlap. Here positions
+// are compressed to the distinct range ends and placed buffers are kept in a
+// segment tree over them whose nodes hold coalesced address-interval sets:
+// full(v), the buffers whose range decomposes onto node v, and sub(v), the
+// union of full() over v's subtree. The addresses taken over a live range
+// are the union of sub() of its O(log n) canonical nodes and full() of their
+// ancestors; a gap search merges these sets in address order, and
+// coalescing keeps them short (a stack of nested activations is a few
+// intervals). An insertion climbs sub() only until an ancestor already
+// covers the interval. One case stays expensive: thousands of small
+// long-lived buffers (weight gradients kept until the optimizer) scattered
+// into the holes of one window leave as many intervals there; so a best-fit
+// search visits at most PlacementOptions::max_scan intervals, then takes the
+// best gap seen or, if none fits yet, the first gap that fits (first fit).
+// Figures (2-core machine): bench/placement_bench.cc.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "lms/graph.h"
+#include "swap/liveness.h"
+
+namespace lms::swap {
+
+// A buffer that occupies the arena during every position in [first, last]
+// (inclusive; 0 <= first <= last). Two buffers conflict when their ranges
+// share a position: a buffer released after position p and one allocated at
+// p are both resident during p (docs/memory_model.md, Note [Memory
+// accounting], step 3).
+struct PlacementBuffer {
+  int32_t first = 0;
+  int32_t last = 0;
+  uint64_t bytes = 0;  // rounded by placed_size(); 0 still takes one alignment unit
+};
+
+enum class PlacementMethod { kGreedyBySize, kGreedyByBreadth };
+const char* placement_method_name(PlacementMethod method);
+
+struct PlacementOptions {
+  uint64_t alignment_bytes = 256;  // every offset and placed size is a multiple
+  // The heuristics to run (at least one); the smaller arena wins (Note
+  // [Static placement]).
+  bool greedy_by_size = true;
+  bool greedy_by_breadth = true;
+  // Gap choice: the smallest gap that holds the buffer (best fit), or the
+  // lowest one (first fit).
+  bool best_fit = true;
+  // Address intervals a best-fit search visits before it settles for the
+  // best gap seen so far or, when none fits yet, for the first gap that fits
+  // from there on (0: no limit, exact best fit). Bounds the cost where many
+  // small long-lived buffers are scattered over one window (Note [Static
+  // placement]).
+  size_t max_scan = 256;
+};
+
+struct Placement {
+  std::vector<uint64_t> offset;    // by buffer, a multiple of alignment_bytes
+  uint64_t arena_bytes = 0;        // max over buffers of offset + placed size (0: none)
+  uint64_t lower_bound_bytes = 0;  // max over positions of the live placed sizes
+  uint64_t alignment_bytes = 256;  // the alignment placed with
+  PlacementMethod method = PlacementMethod::kGreedyBySize;  // the heuristic that won
+};
+
+// The bytes a buffer takes in the arena: rounded_size(bytes, alignment), as
+// the allocator would (docs/memory_model.md).
+uint64_t placed_size(const PlacementBuffer& buffer, uint64_t alignment);
+
+// Max over positions of the sum of placed sizes live there: no placement of
+// `buffers` has a smaller arena. Assumes valid ranges (place_buffers checks).
+uint64_t placement_lower_bound(const std::vector<PlacementBuffer>& buffers, uint64_t alignment);
+
+// Offsets for `buffers` by the heuristics of Note [Static placement].
+// InvalidArgument for alignment 0, a range with first < 0 or first > last,
+// or sizes whose sum exceeds 2^63 - 1 bytes.
+absl::StatusOr<Placement> place_buffers(const std::vector<PlacementBuffer>& buffers,
+                                        const PlacementOptions& options);
+
+// OK when every buffer lies inside [0, min(placement.arena_bytes,
+// arena_limit)), at an offset that is a multiple of placement.alignment_bytes,
+// and no two buffers with intersecting live ranges share an address.
+// InvalidArgument naming the first problem: two overlapping buffers (their
+// indices, ranges and address ranges), a buffer outside the arena, a
+// misaligned offset, or a placement of another length.
+absl::Status check_placement(const std::vector<PlacementBuffer>& buffers,
+                             const Placement& placement, uint64_t arena_limit);
+
+// Note [Step buffers]: the device buffers of one step of `graph` (analysed
+// as `live`) for the arena, with the live ranges of the executor
+// (release_plan.h, docs/memory_model.md):
+//  - every non-persistent device tensor over [first, last] of its TensorLife:
+//    activations and gradients from their producer, swap-in outputs from
+//    their swap_in, graph inputs from 0 (uploaded before the first node),
+//    fetched tensors to the end of the step; a tensor last read by a
+//    swap_out whose `release_after` names a later node stays to that node
+//    (Note [Swap-out release]);
+//  - one workspace buffer per node with a workspace, at that node's position
+//    only: the larger of live.workspace[position] and the rounded
+//    workspace_bytes[node] (by NodeId; missing entries are 0). This is the
+//    per-node alternative to the executor's shared session-wide block (Note
+//    [Shared workspace]), which analyze() counts in live.persistent_bytes.
+// Persistent tensors (parameters, optimizer state) keep their place for the
+// session and are not in the arena: their bytes are reported apart.
+// With no workspaces and no `release_after`, the lower bound of these
+// buffers plus live.persistent_bytes is memory_profile(live).peak.
+struct StepBuffers {
+  std::vector<PlacementBuffer> buffers;
+  std::vector<TensorId> tensor;      // by buffer: the tensor, or kNoTensor for a workspace
+  std::vector<NodeId> workspace_of;  // by buffer: the node of a workspace, or kNoNode
+  uint64_t persistent_bytes = 0;     // rounded sizes of the persistent tensors
+};
+
+// InvalidArgument when `live` was not computed for `graph` (other tensor or
+// node counts).
+absl::StatusOr<StepBuffers> step_buffers(const Graph& graph, const Liveness& live,
+                                         const std::vector<uint64_t>& workspace_bytes);
+
+}  // namespace lms::swap
