@@ -78,7 +78,7 @@ struct RewriteReport {
   std::string fit_unknown_reason;        // empty when `fits` was decided
   double step_time_before_s = 0;         // simulated, no swaps
   double step_time_after_s = 0;          // simulated with the swaps and the budget
-  double stall_s = 0;                    // compute-stream stall in the simulated step
+  double stall_s = 0;                    // simulated stall, Note [Stall] (session.h)
   uint64_t working_set_limit_bytes = 0;  // no plan gets below this
   std::string working_set_node;          // the node that sets it
   std::string plan_text;                 // one line per swapped tensor

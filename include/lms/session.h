@@ -40,10 +40,45 @@ struct SessionOptions {
   EventSink* sink = nullptr;  // profiler (nullable, not owned)
 };
 
+// Note [Stall]: stall is the time the compute stream waits on a copy, that
+// is, is blocked on an event recorded on the D2H or H2D stream. It waits for
+//  - a swap-in whose H2D copy has not arrived when a consumer is next (also
+//    the event waits of TFLMS sync_mode control edges, and the commit, where
+//    compute waits for every copy issued so far: Note [Step commit]);
+//  - device memory a swap-out's D2H copy still reads when the schedule
+//    releases it (Note [Swap-out release]): the release is stream-ordered, so
+//    the compute stream waits for that copy before its next node, not the host.
+// The same quantity is
+//  - measured: StepResult::stall_s, the sum of the compute-stream waits that
+//    really blocked, as the device reports them (EventSink::on_stall on the
+//    compute stream). The CPU device times each wait on its compute worker.
+//    CUDA brackets each compute-stream wait on an event still pending at
+//    issue with two host callbacks (Note [CUDA profiler events]): an upper
+//    bound by the callback latency, and not checked on a GPU by the tests;
+//  - predicted: RewriteReport::stall_s, the simulator's compute-stream idle
+//    time between its first and last node, which in that model comes from
+//    exactly these waits (src/swap/simulator.h);
+//  - profiled: ProfileSummary::stall_s, the union of the compute-stream stall
+//    intervals, drawn with cat "stall" on the compute track of the Chrome
+//    trace.
+// Host waits are not stall: the issuing thread blocked in a device call (a
+// pinned host block still read by an H2D copy, the blocking input upload and
+// fetch download, the synchronize at the end of the step). They overlap
+// compute unless its queue runs dry, so by themselves they do not lengthen
+// the step. StepResult::host_wait_s reports them by reason, and so do
+// EventSink::on_host_wait, the summary's "host wait time" row and the trace
+// (cat "host_wait" on the host track). Compute idle because the queue ran dry
+// while the host waited is in neither figure.
 struct StepResult {
   std::map<std::string, std::vector<float>, std::less<>> fetched;
-  double step_s = 0;               // wall time of run()
-  double stall_s = 0;              // host waits for deferred frees + compute waits for swap-ins
+  double step_s = 0;   // wall time of run()
+  double stall_s = 0;  // compute-stream waits on copy-stream events (Note [Stall])
+  // Host thread blocked in device calls, not stall (Note [Stall]); the sum of
+  // host_wait_by_reason, whose keys are the reasons the executor reports
+  // ("step end synchronize", "input upload", "fetch download", "pinned host
+  // block in use by a swap-in").
+  double host_wait_s = 0;
+  std::map<std::string, double, std::less<>> host_wait_by_reason;
   uint64_t peak_device_bytes = 0;  // allocator peak during the step, persistent tensors included
   uint64_t peak_pinned_host_bytes = 0;
   uint64_t bytes_d2h = 0;  // swapped out during the step

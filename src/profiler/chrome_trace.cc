@@ -64,6 +64,11 @@ json interval_event(const Timeline& t, StreamKind stream, const Interval& i) {
       e["cat"] = "stall";
       e["args"] = {{"node", t.str(i.name)}, {"reason", t.str(i.detail)}};
       break;
+    case IntervalKind::kHostWait:
+      e["name"] = t.str(i.detail).empty() ? std::string_view("host wait") : t.str(i.detail);
+      e["cat"] = "host_wait";
+      e["args"] = {{"node", t.str(i.name)}, {"reason", t.str(i.detail)}};
+      break;
   }
   return e;
 }

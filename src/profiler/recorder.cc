@@ -118,6 +118,14 @@ void Recorder::on_stall(StreamKind stream, std::string_view reason, std::string_
       Interval{start_s, end_s, 0, intern(node), intern(reason), IntervalKind::kStall});
 }
 
+void Recorder::on_host_wait(std::string_view reason, std::string_view node, double start_s,
+                            double end_s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!valid_interval(StreamKind::kHost, start_s, end_s)) return;
+  intervals_[static_cast<size_t>(StreamKind::kHost)].push_back(
+      Interval{start_s, end_s, 0, intern(node), intern(reason), IntervalKind::kHostWait});
+}
+
 void Recorder::on_step(int64_t step, double start_s, double end_s) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!finite(start_s) || !finite(end_s) || end_s < start_s) {

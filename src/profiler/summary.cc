@@ -80,12 +80,10 @@ ProfileSummary summarize(const Timeline& t) {
   s.d2h_gb_per_s = gb_per_s(s.bytes_d2h, union_length_s(spans_of(d2h, IntervalKind::kCopy)));
   s.h2d_gb_per_s = gb_per_s(s.bytes_h2d, union_length_s(spans_of(h2d, IntervalKind::kCopy)));
 
-  Spans stalls;
-  for (const auto& v : t.intervals) {
-    Spans part = spans_of(v, IntervalKind::kStall);
-    stalls.insert(stalls.end(), part.begin(), part.end());
-  }
-  s.stall_s = union_length_s(std::move(stalls));
+  // Note [Stall] (lms/session.h): compute-stream waits on copies only; the
+  // host's waits are their own figure.
+  s.stall_s = union_length_s(spans_of(t.stream(StreamKind::kCompute), IntervalKind::kStall));
+  s.host_wait_s = union_length_s(spans_of(t.stream(StreamKind::kHost), IntervalKind::kHostWait));
 
   s.peak_device_bytes = peak(t.samples(MemoryKind::kDevice));
   s.peak_pinned_host_bytes = peak(t.samples(MemoryKind::kPinnedHost));
@@ -107,6 +105,7 @@ std::string format_summary(const ProfileSummary& s) {
   out += row("bytes H2D", mib(s.bytes_h2d));
   out += row("bytes D2H", mib(s.bytes_d2h));
   out += row("stall time", fmt::format("{:.3f} ms", s.stall_s * 1e3));
+  out += row("host wait time", fmt::format("{:.3f} ms", s.host_wait_s * 1e3));
   out += row("peak device memory", mib(s.peak_device_bytes));
   out += row("peak pinned host memory", mib(s.peak_pinned_host_bytes));
   return out;

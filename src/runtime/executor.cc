@@ -23,20 +23,38 @@ absl::Status with_hint(const absl::Status& s, const std::string& hint) {
   return absl::Status(s.code(), absl::StrCat(s.message(), " ", hint));
 }
 
+// Host-wait reasons (StepResult::host_wait_by_reason keys).
+constexpr std::string_view kWaitPinnedHost = "pinned host block in use by a swap-in";
+constexpr std::string_view kWaitUpload = "input upload";
+constexpr std::string_view kWaitDownload = "fetch download";
+constexpr std::string_view kWaitStepEnd = "step end synchronize";
+
 }  // namespace
 
 Executor::Executor(const ExecutablePlan& plan, Device& device, EventSink* sink)
     : plan_(plan), device_(device), sink_(sink) {}
 
-void Executor::host_wait(Event& event, NodeId id, std::string_view reason) {
-  double start = now_s();
-  device_.synchronize(event);
-  double end = now_s();
-  host_stall_s_ += end - start;
+// Note [Stall] (lms/session.h): the host blocked in a device call is a host
+// wait, reported under its reason, never stall. Stall is measured by the
+// device on the compute stream (runtime/stall_counter.h).
+void Executor::add_host_wait(std::string_view reason, NodeId id, double start_s, double end_s) {
+  const double seconds = end_s - start_s;
+  auto it = host_wait_by_reason_.find(reason);
+  if (it == host_wait_by_reason_.end()) {
+    host_wait_by_reason_.emplace(std::string(reason), seconds);
+  } else {
+    it->second += seconds;
+  }
   if (sink_ != nullptr) {
     std::string_view node = id == kNoNode ? std::string_view() : plan_.graph->node(id).name;
-    sink_->on_stall(StreamKind::kHost, reason, node, start, end);
+    sink_->on_host_wait(reason, node, start_s, end_s);
   }
+}
+
+void Executor::host_wait(Event& event, NodeId id, std::string_view reason) {
+  const double start = now_s();
+  device_.synchronize(event);
+  add_host_wait(reason, id, start, now_s());
 }
 
 void* Executor::buffer(TensorId t) const {
@@ -59,8 +77,8 @@ void Executor::poll_deferred() {
   }
 }
 
-void Executor::wait_oldest_deferred() {
-  host_wait(*deferred_.front().event, kNoNode, "pinned host block in use by a swap-in");
+void Executor::wait_oldest_deferred(NodeId id) {
+  host_wait(*deferred_.front().event, id, kWaitPinnedHost);
   poll_deferred();
 }
 
@@ -75,7 +93,7 @@ absl::StatusOr<void*> Executor::allocate(uint64_t bytes, bool host, NodeId id) {
     absl::StatusOr<void*> p = device_.allocate_host(bytes);
     if (p.ok() || !absl::IsResourceExhausted(p.status())) return p;
     if (deferred_.empty()) return with_node(p.status(), plan_.graph->node(id));
-    wait_oldest_deferred();
+    wait_oldest_deferred(id);
   }
 }
 
@@ -101,7 +119,10 @@ absl::Status Executor::upload_inputs(const Feeds& feeds) {
           plan_.oom_hint);
     }
     buffers_[t] = *p;
-    LMS_RETURN_IF_ERROR(device_.upload(*p, it->second.data(), tensor.bytes()));
+    const double start = now_s();
+    absl::Status uploaded = device_.upload(*p, it->second.data(), tensor.bytes());
+    add_host_wait(kWaitUpload, kNoNode, start, now_s());
+    LMS_RETURN_IF_ERROR(uploaded);
   }
   return absl::OkStatus();
 }
@@ -186,15 +207,21 @@ absl::Status Executor::issue_swap_in(NodeId id) {
 }
 
 // Note [Swap-out release]: a device buffer last read by a copy is freed at
-// its fixed point of the schedule; if the copy is still running the host
-// waits for it (stall), so the allocation sequence never depends on timing.
+// its fixed point of the schedule, so the allocation sequence never depends
+// on timing. The release is stream-ordered: if the copy may still be reading
+// the buffer, the compute stream waits for it before its next node, and the
+// host goes on. Every later writer of that memory is ordered after the wait:
+// kernels run on the compute stream, and a swap-in's H2D copy waits for the
+// compute stream to reach its issue point (Note [Swap-in trigger]); D2H
+// copies write host memory only. A wait that blocks is a stall (Note
+// [Stall]), the same one the simulator predicts at the release point.
 void Executor::release_device(TensorId t) {
   void* p = buffers_[t];
   if (p == nullptr) return;
   buffers_[t] = nullptr;
   ready_[t] = nullptr;
   if (copy_read_[t] != nullptr && !device_.query(*copy_read_[t])) {
-    host_wait(*copy_read_[t], plan_.graph->tensor(t).producer, "swap-out copy before release");
+    device_.wait(StreamKind::kCompute, *copy_read_[t]);
   }
   copy_read_[t] = nullptr;
   device_.deallocate(p);
@@ -266,12 +293,18 @@ void Executor::abandon_step() {
 }
 
 absl::Status Executor::finish_step(StepResult* result) {
-  LMS_RETURN_IF_ERROR(device_.synchronize());
+  double start = now_s();
+  absl::Status synced = device_.synchronize();
+  add_host_wait(kWaitStepEnd, kNoNode, start, now_s());
+  LMS_RETURN_IF_ERROR(synced);
   const Graph& g = *plan_.graph;
   for (const std::string& name : plan_.fetch_names) {
     TensorId t = g.find_tensor(name);
     std::vector<float> values(num_elements(g.tensor(t).shape));
-    LMS_RETURN_IF_ERROR(device_.download(values.data(), buffer(t), g.tensor(t).bytes()));
+    start = now_s();
+    absl::Status downloaded = device_.download(values.data(), buffer(t), g.tensor(t).bytes());
+    add_host_wait(kWaitDownload, kNoNode, start, now_s());
+    LMS_RETURN_IF_ERROR(downloaded);
     result->fetched[name] = std::move(values);
   }
   release_all();
@@ -286,7 +319,7 @@ absl::Status Executor::run(const Feeds& feeds, StepResult* result) {
   ready_.assign(g.num_tensors(), nullptr);
   copy_read_.assign(g.num_tensors(), nullptr);
   copy_done_.assign(g.num_nodes(), nullptr);
-  host_stall_s_ = 0;
+  host_wait_by_reason_.clear();
   bytes_d2h_ = bytes_h2d_ = 0;
   *result = StepResult{};
   absl::Status s = upload_inputs(feeds);
@@ -298,7 +331,10 @@ absl::Status Executor::run(const Feeds& feeds, StepResult* result) {
     abandon_step();
     return s;
   }
-  result->stall_s = host_stall_s_;
+  // stall_s is the device's measure (Session, Note [Stall]).
+  result->host_wait_s = 0;
+  for (const auto& [reason, seconds] : host_wait_by_reason_) result->host_wait_s += seconds;
+  result->host_wait_by_reason = host_wait_by_reason_;
   result->bytes_d2h = bytes_d2h_;
   result->bytes_h2d = bytes_h2d_;
   return absl::OkStatus();

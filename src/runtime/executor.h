@@ -4,8 +4,10 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -35,8 +37,10 @@ struct ExecutablePlan {
 // Runs one step. Owns the per-step buffers and events; reusable across steps.
 class Executor {
  public:
-  // `sink` (nullable) receives the host-side stalls.
+  // `sink` (nullable) receives the host waits (on_host_wait, Note [Stall]).
   Executor(const ExecutablePlan& plan, Device& device, EventSink* sink);
+  // Fills every StepResult figure but step_s, stall_s and the peaks, which
+  // the Session takes from the device.
   absl::Status run(const Feeds& feeds, StepResult* result);
 
  private:
@@ -59,8 +63,9 @@ class Executor {
   void release_host(TensorId t);
   void release_all();
   void poll_deferred();
-  void wait_oldest_deferred();
+  void wait_oldest_deferred(NodeId id);
   void host_wait(Event& event, NodeId id, std::string_view reason);
+  void add_host_wait(std::string_view reason, NodeId id, double start_s, double end_s);
   std::shared_ptr<Event> record_on(StreamKind stream);
   absl::Status finish_step(StepResult* result);
   void abandon_step();
@@ -75,7 +80,7 @@ class Executor {
   std::vector<std::shared_ptr<Event>> copy_read_;  // last copy that read the tensor
   std::vector<std::shared_ptr<Event>> copy_done_;  // by NodeId: a swap node's copy
   std::deque<Deferred> deferred_;
-  double host_stall_s_ = 0;
+  std::map<std::string, double, std::less<>> host_wait_by_reason_;  // this step
   uint64_t bytes_d2h_ = 0;
   uint64_t bytes_h2d_ = 0;
 };

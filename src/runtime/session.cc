@@ -278,7 +278,7 @@ class Session::Impl {
     ++steps_;
     LMS_RETURN_IF_ERROR(s);
     result->step_s = end - start;
-    result->stall_s += stall_counter_.compute_stall_s();
+    result->stall_s = stall_counter_.compute_stall_s();  // Note [Stall]
     result->peak_device_bytes = device_.memory_stats().peak_bytes_in_use;
     result->peak_pinned_host_bytes = device_.host_stats().peak_bytes_in_use;
     return absl::OkStatus();

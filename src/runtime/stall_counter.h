@@ -1,5 +1,10 @@
 // An EventSink that sums the stall the device reports on the compute stream
-// (waits for swap-ins) and forwards every event to the user's sink.
+// and forwards every event to the user's sink. Note [Stall] (lms/session.h):
+// stall is the compute stream blocked on an event recorded on a copy stream
+// (a swap-in not yet arrived, a swap-out still reading memory the schedule
+// releases, the commit's wait for the copies); the devices report exactly
+// those waits as on_stall(kCompute, ...), so the sum is StepResult::stall_s.
+// Host waits (on_host_wait, from the executor) are forwarded, not counted.
 #pragma once
 
 #include <atomic>
@@ -32,6 +37,10 @@ class StallCounter : public EventSink {
       compute_stall_ns_.fetch_add(static_cast<int64_t>((end_s - start_s) * 1e9));
     }
     if (next_) next_->on_stall(stream, reason, node, start_s, end_s);
+  }
+  void on_host_wait(std::string_view reason, std::string_view node, double start_s,
+                    double end_s) override {
+    if (next_) next_->on_host_wait(reason, node, start_s, end_s);
   }
   void on_step(int64_t step, double start_s, double end_s) override {
     if (next_) next_->on_step(step, start_s, end_s);

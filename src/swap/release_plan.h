@@ -22,13 +22,15 @@ struct ReleasePlan {
 // Note [Swap-out release]: a device tensor is released after the issue of its
 // last consumer, or of its producer when nothing reads it (fetched tensors at
 // the end of the step). When the last consumer is a swap_out, the release
-// waits (host-side, counted as stall) for that copy to complete, so every
+// is stream-ordered: the host frees at once, and the compute stream waits
+// for that copy before its next node (a stall, Note [Stall] in
+// lms/session.h; src/runtime/executor.cc). So every
 // release happens at a fixed point of the schedule and the allocation
 // sequence — hence the BFC layout and its fragmentation — is the same in
 // every run and in the planner's replay. A swap_out may move its source's
 // release later with the string attribute `release_after` = a node name
-// (the planner picks the node by which the copy is predicted to be done, so
-// the wait costs nothing).
+// (a node by which the copy is predicted to be done, so the wait costs
+// nothing).
 // `fetched` names tensors kept until the end of the step (empty: the loss).
 // InvalidArgument for an unknown fetch or a cyclic graph.
 absl::StatusOr<ReleasePlan> release_plan(const Graph& graph,

@@ -50,6 +50,13 @@ class Simulator {
   std::deque<Deferred> deferred_;
   double host_ = 0;
   double stream_free_[3] = {0, 0, 0};
+  // The compute stream's next node waits for copies that end by then: D2H
+  // copies of buffers released at fixed points (wait_at_release) and, at the
+  // commit, every copy issued so far.
+  double compute_fence_ = 0;
+  // When the compute stream reaches the current issue point: what a copy
+  // issued now waits for (Notes [Swap-out] and [Swap-in trigger]).
+  double compute_reached() const { return std::max(stream_free_[kCompute], compute_fence_); }
   bool compute_started_ = false;
   uint64_t in_use_ = 0;
   SimResult result_;
@@ -101,6 +108,7 @@ void Simulator::launch(int32_t p) {
   const Node& node = graph_.node(id);
   const Stream stream = stream_of(node);
   double ready = std::max(host_, stream_free_[stream]);
+  ready = std::max(ready, stream == kCompute ? compute_fence_ : compute_reached());
   auto wait_for = [&](NodeId dep) {
     if (dep != kNoNode && stream_of(graph_.node(dep)) != stream) {
       ready = std::max(ready, result_.end_s[live_.position[dep]]);
@@ -109,6 +117,8 @@ void Simulator::launch(int32_t p) {
   for (TensorId t : node.inputs) wait_for(graph_.tensor(t).producer);
   for (NodeId c : node.control_inputs) wait_for(c);
   if (stream == kCompute) {
+    // Note [Stall]: the host issues instantly unless it waits for memory, so
+    // any idle time of the compute stream is a wait on a copy.
     if (compute_started_) result_.stall_s += ready - stream_free_[kCompute];
     compute_started_ = true;
     result_.compute_s += time(p);
@@ -123,9 +133,8 @@ void Simulator::launch(int32_t p) {
 void Simulator::free_after(int32_t p) {
   const bool copy_stream = stream_of(graph_.node(live_.order[p])) == kD2H;
   if (copy_stream && options_.wait_at_release && !frees_at_[p].empty()) {
-    const double wait = std::max(0.0, result_.end_s[p] - host_);
-    result_.host_blocked_s += wait;
-    host_ += wait;
+    // Note [Swap-out release]: stream-ordered, the compute stream waits.
+    compute_fence_ = std::max(compute_fence_, result_.end_s[p]);
   }
   for (TensorId t : frees_at_[p]) {
     const uint64_t bytes = live_.tensors[t].bytes;
@@ -142,6 +151,10 @@ void Simulator::free_after(int32_t p) {
 SimResult Simulator::run() {
   index_tensors();
   for (int32_t p = 0; p < live_.size(); ++p) {
+    if (p == live_.commit) {
+      // Note [Step commit]: compute waits for every copy issued so far.
+      compute_fence_ = std::max({compute_fence_, stream_free_[kD2H], stream_free_[kH2D]});
+    }
     allocate(p, outputs_at_[p] + live_.workspace[p]);
     result_.peak_device_bytes = std::max(result_.peak_device_bytes, in_use_);
     launch(p);

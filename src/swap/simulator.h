@@ -2,10 +2,23 @@
 // predict a step before running it: the host thread issues nodes in schedule
 // order (instantaneous unless blocked); compute, D2H and H2D streams each run
 // their nodes in order, a node waiting for the cross-stream nodes it depends
-// on (data and control edges, as event waits); outputs are allocated at issue;
-// a tensor last read by a swap-out is freed when that D2H copy completes; when
-// an allocation would exceed the device budget the host waits for the oldest
-// deferred free.
+// on (data and control edges, as event waits) and a copy also for the compute
+// stream to reach the point where it was issued; at the commit the compute
+// stream waits for every copy issued so far (Note [Step commit]); outputs are
+// allocated at issue. A tensor last read by a swap-out is released either at
+// its fixed point with the compute stream waiting for the copy, as the
+// executor does (wait_at_release, Note [Swap-out release]), or when that D2H
+// copy completes, the host waiting for the oldest such deferred free when an
+// allocation would exceed the device budget.
+//
+// Stall (Note [Stall] in lms/session.h) is the compute stream's idle time
+// between its first and last node. The host never holds compute back except
+// while waiting for memory, so in this model that idle time is exactly the
+// compute stream waiting on copies: a swap-in not yet arrived (data edges),
+// a copy named by a control edge (TFLMS sync_mode), a swap-out still reading
+// a released buffer (wait_at_release) or, without wait_at_release, the host's
+// wait for a swap-out to return memory, and the commit's wait for the copies.
+// The same waits are what the executor measures as StepResult::stall_s.
 //
 //   swap::CostModel cost(graph, {});
 //   LMS_ASSIGN_OR_RETURN(swap::Liveness live, swap::analyze(graph, {}));
@@ -23,20 +36,22 @@ namespace lms::swap {
 
 struct SimOptions {
   uint64_t device_budget_bytes = 0;  // 0: unlimited (never blocks)
-  // false: docs/memory_model.md point 4, a buffer last read by a swap-out is
-  // returned when the copy completes (the host waits only when an allocation
-  // needs it). true: the host waits for the copy at the release point itself,
-  // so every release happens at a fixed point of the schedule.
+  // true: what the executor does (docs/memory_model.md point 4): a buffer
+  // last read by a swap-out is released at its fixed point of the schedule
+  // and the compute stream's next node waits for the copy; the host never
+  // blocks. false: a model of deferred frees, the buffer returns when the
+  // copy completes and the host waits only when an allocation needs it.
   bool wait_at_release = false;
 };
 
 struct SimResult {
   double step_time_s = 0;  // last completion on any stream
   double compute_s = 0;    // busy time of the compute stream
-  // Compute-stream idle time between its first and last node: waits for
-  // swap-ins (and sync swap-outs) plus host blocking on deferred frees.
+  // Compute-stream idle time between its first and last node: its waits on
+  // copies (Note [Stall], see above).
   double stall_s = 0;
-  double host_blocked_s = 0;  // host time spent waiting on deferred frees
+  // Host time spent waiting on deferred frees (never with wait_at_release).
+  double host_blocked_s = 0;
   uint64_t peak_device_bytes = 0;
   uint64_t bytes_d2h = 0;
   uint64_t bytes_h2d = 0;

@@ -139,9 +139,17 @@ TEST_F(ChromeTraceTest, CategoriesNameTheKindOfWork) {
   }
   EXPECT_EQ(cats["swap_out"], static_cast<int>(run_.intervals[2].size()));
   EXPECT_EQ(cats["swap_in"], static_cast<int>(run_.intervals[3].size()));
-  int stalls = 0;
-  for (const auto& r : run_.intervals[0]) stalls += r.kind == 2;
+  int stalls = 0, host_waits = 0;
+  for (const auto& v : run_.intervals) {
+    for (const auto& r : v) {
+      stalls += r.kind == 2;
+      host_waits += r.kind == 3;
+    }
+  }
+  EXPECT_GT(stalls, 0);
+  EXPECT_GT(host_waits, 0);
   EXPECT_EQ(cats["stall"], stalls);
+  EXPECT_EQ(cats["host_wait"], host_waits);
   EXPECT_EQ(cats["step"], static_cast<int>(run_.steps.size()));
   EXPECT_GT(cats["op0"], 0);
 }

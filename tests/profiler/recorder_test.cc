@@ -72,8 +72,9 @@ TEST(RecorderTest, DropsMalformedEventsAndCountsThem) {
   rec.on_memory(static_cast<MemoryKind>(7), 10, 1.0);
   rec.on_memory(MemoryKind::kDevice, 10, nan);
   rec.on_stall(StreamKind::kHost, "r", "n", 3.0, 2.0);
+  rec.on_host_wait("r", "n", inf, 2.0);
   rec.on_step(0, 5.0, 4.0);
-  EXPECT_EQ(rec.dropped_events(), 8u);
+  EXPECT_EQ(rec.dropped_events(), 9u);
   EXPECT_EQ(rec.event_count(), 0u);
   EXPECT_TRUE(rec.snapshot().empty());
   rec.on_node(StreamKind::kCompute, "a", "op", 1.0, 1.0);  // zero length is fine

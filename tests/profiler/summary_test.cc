@@ -46,10 +46,16 @@ TEST(SummaryTest, KnownPatternUtilisationAndStall) {
   rec.on_node(StreamKind::kCompute, "a", "conv2d", 1.0, 3.0);
   rec.on_node(StreamKind::kCompute, "b", "relu", 2.0, 4.0);
   rec.on_node(StreamKind::kCompute, "c", "add", 6.0, 7.0);
-  // Stalls on two streams overlapping: [4,5) host and [4.5,6) compute -> 2 s;
-  // a stall on compute is not compute busy time.
-  rec.on_stall(StreamKind::kHost, "deferred_free", "c", 4.0, 5.0);
-  rec.on_stall(StreamKind::kCompute, "swap_in", "c", 4.5, 6.0);
+  // Note [Stall]: only the compute stream's stalls count, [4.5,6) + [5,5.5)
+  // -> 1.5 s (a stall is not compute busy time); a stall reported on another
+  // stream is not counted, and the host's waits [4,5) + [4.5,5.25) -> 1.25 s
+  // are their own figure.
+  rec.on_stall(StreamKind::kHost, "old-style host stall", "c", 4.0, 5.0);
+  rec.on_stall(StreamKind::kH2D, "wait for compute", "c", 3.0, 4.0);
+  rec.on_stall(StreamKind::kCompute, "wait for h2d copy", "c", 4.5, 6.0);
+  rec.on_stall(StreamKind::kCompute, "wait for d2h copy", "", 5.0, 5.5);
+  rec.on_host_wait("pinned host block in use by a swap-in", "c", 4.0, 5.0);
+  rec.on_host_wait("step end synchronize", "", 4.5, 5.25);
   // Copies: 3e9 bytes D2H over [0,1)+[0.5,1.5) -> busy 1.5 s -> 2 GB/s.
   rec.on_copy(StreamKind::kD2H, "t1", 1'000'000'000, 0.0, 1.0);
   rec.on_copy(StreamKind::kD2H, "t2", 2'000'000'000, 0.5, 1.5);
@@ -64,7 +70,8 @@ TEST(SummaryTest, KnownPatternUtilisationAndStall) {
   EXPECT_DOUBLE_EQ(s.step_time_s, 10.0);
   EXPECT_DOUBLE_EQ(s.span_s, 10.0);
   EXPECT_DOUBLE_EQ(s.compute_utilisation_pct, 40.0);
-  EXPECT_DOUBLE_EQ(s.stall_s, 2.0);
+  EXPECT_DOUBLE_EQ(s.stall_s, 1.5);
+  EXPECT_DOUBLE_EQ(s.host_wait_s, 1.25);
   EXPECT_EQ(s.bytes_d2h, 3'000'000'000u);
   EXPECT_EQ(s.bytes_h2d, 1'000'000'000u);
   EXPECT_DOUBLE_EQ(s.d2h_gb_per_s, 2.0);
@@ -79,14 +86,18 @@ TEST(SummaryTest, SyntheticRunAgainstIndependentFigures) {
   testing::SyntheticRun run = testing::run_synthetic(rec, kSeed, 300, 1ull << 30);
   ProfileSummary s = summarize(rec);
   uint64_t bytes[4] = {0, 0, 0, 0};
-  double busy[4] = {0, 0, 0, 0}, stall = 0;
+  double busy[4] = {0, 0, 0, 0}, stall = 0, host_wait = 0;
   double first = 1e300, last = -1e300;
   for (int st = 0; st < 4; ++st) {
     for (const auto& r : run.intervals[st]) {
       bytes[st] += r.bytes;
       // Each thread reported non-overlapping intervals, so busy = plain sum.
       if (r.kind == 2) {
+        EXPECT_EQ(st, 1);  // stalls are on the compute stream
         stall += r.end_s - r.start_s;
+      } else if (r.kind == 3) {
+        EXPECT_EQ(st, 0);  // host waits on the host
+        host_wait += r.end_s - r.start_s;
       } else {
         busy[st] += r.end_s - r.start_s;
       }
@@ -107,7 +118,10 @@ TEST(SummaryTest, SyntheticRunAgainstIndependentFigures) {
   EXPECT_NEAR(s.compute_utilisation_pct, 100.0 * busy[1] / span, 1e-6);
   EXPECT_NEAR(s.d2h_gb_per_s, bytes[2] / busy[2] / 1e9, 1e-6 * s.d2h_gb_per_s);
   EXPECT_NEAR(s.h2d_gb_per_s, bytes[3] / busy[3] / 1e9, 1e-6 * s.h2d_gb_per_s);
+  EXPECT_GT(stall, 0);
+  EXPECT_GT(host_wait, 0);
   EXPECT_NEAR(s.stall_s, stall, 1e-9);
+  EXPECT_NEAR(s.host_wait_s, host_wait, 1e-9);
   EXPECT_EQ(s.peak_device_bytes, peak[0]);
   EXPECT_EQ(s.peak_pinned_host_bytes, peak[1]);
   ASSERT_GT(run.steps.size(), 0u);
@@ -138,6 +152,8 @@ TEST(SummaryTest, FormatIsAnAlignedTable) {
   s.d2h_gb_per_s = 12.25;
   s.bytes_h2d = 3ull << 30;
   s.peak_device_bytes = 255ull << 20;
+  s.stall_s = 0.0125;
+  s.host_wait_s = 0.75;
   std::string text = format_summary(s);
   std::istringstream in(text);
   std::string line;
@@ -149,12 +165,16 @@ TEST(SummaryTest, FormatIsAnAlignedTable) {
     EXPECT_EQ(line.size(), width) << "row '" << line << "' is not aligned";
     ++rows;
   }
-  EXPECT_EQ(rows, 10);
+  EXPECT_EQ(rows, 11);
   EXPECT_NE(text.find("123.400 ms"), std::string::npos) << text;
   EXPECT_NE(text.find("87.3 %"), std::string::npos) << text;
   EXPECT_NE(text.find("11.50 GB/s"), std::string::npos) << text;
   EXPECT_NE(text.find("3072.0 MiB"), std::string::npos) << text;
   EXPECT_NE(text.find("255.0 MiB"), std::string::npos) << text;
+  EXPECT_NE(text.find("stall time"), std::string::npos) << text;
+  EXPECT_NE(text.find("12.500 ms"), std::string::npos) << text;
+  EXPECT_NE(text.find("host wait time"), std::string::npos) << text;
+  EXPECT_NE(text.find("750.000 ms"), std::string::npos) << text;
 }
 
 }  // namespace

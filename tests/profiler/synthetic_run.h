@@ -21,7 +21,7 @@ namespace lms::testing {
 
 struct Reported {
   StreamKind stream;
-  int kind;  // 0 node, 1 copy, 2 stall
+  int kind;  // 0 node, 1 copy, 2 stall, 3 host wait (IntervalKind)
   std::string name, detail;
   uint64_t bytes;
   double start_s, end_s;
@@ -36,8 +36,9 @@ struct SyntheticRun {
 };
 
 // Stream s's thread reports `per_thread` intervals back to back with random
-// gaps; copy streams report copies, compute reports nodes, host reports nodes
-// with a stall every 7th event and a step every 25 events.
+// gaps; copy streams report copies, compute reports nodes with a stall every
+// 5th event, host reports nodes with a host wait every 7th event and a step
+// every 25 events.
 inline SyntheticRun run_synthetic(EventSink& sink, uint32_t seed, int per_thread,
                                   uint64_t capacity_bytes) {
   SyntheticRun run;
@@ -63,8 +64,12 @@ inline SyntheticRun run_synthetic(EventSink& sink, uint32_t seed, int per_thread
         r.bytes = bytes(rng);
         sink.on_copy(stream, r.name, r.bytes, start, end);
       } else if (s == 0 && k % 7 == 3) {
+        r.kind = 3;
+        r.detail = "pinned host block in use by a swap-in";
+        sink.on_host_wait(r.detail, r.name, start, end);
+      } else if (s == 1 && k % 5 == 2) {
         r.kind = 2;
-        r.detail = "wait_swap_in";
+        r.detail = "wait for h2d copy";
         sink.on_stall(stream, r.detail, r.name, start, end);
       } else {
         sink.on_node(stream, r.name, r.detail, start, end);

@@ -62,36 +62,58 @@ TEST(Simulator, EarlyTriggerHidesTheCopy) {
 }
 
 TEST(Simulator, HostBlocksOnDeferredFreeUnderABudget) {
-  // The swap-out follows b, so it is a's last reader. Its D2H takes 3 s:
-  // [1,4]; a's buffer returns only then. With 3 KiB the allocation of e
-  // (4 KiB in use with a) waits for it: e starts at 4 (1 s stall), swap_in
-  // [5,5.5], d [5.5,6.5] (0.5 s), loss [6.5,7.5].
+  // The swap-out follows b, so it is a's last reader; its D2H waits for the
+  // compute stream to reach b (Note [Swap-out]) and takes 3 s: [2,5]; a's
+  // buffer returns only then. c [2,3]. With 3 KiB the allocation of e (4 KiB
+  // in use with a) waits for it: e starts at 5 (2 s stall: compute waits for
+  // memory a swap-out has not released), swap_in [6,6.5], d [6.5,7.5] (0.5 s
+  // stall), loss [7.5,8.5].
   Scenario s = make("e", 3.0, 0.5, "b");
   SimResult r = simulate(s.graph, s.live, s.times, {.device_budget_bytes = 3072});
-  EXPECT_DOUBLE_EQ(r.step_time_s, 7.5);
-  EXPECT_DOUBLE_EQ(r.stall_s, 1.5);
-  EXPECT_DOUBLE_EQ(r.host_blocked_s, 4.0);  // the host was at t = 0 when it blocked
+  EXPECT_DOUBLE_EQ(r.step_time_s, 8.5);
+  EXPECT_DOUBLE_EQ(r.stall_s, 2.5);
+  EXPECT_DOUBLE_EQ(r.host_blocked_s, 5.0);  // the host was at t = 0 when it blocked
   EXPECT_LE(r.peak_device_bytes, 3072u);
   EXPECT_FALSE(r.out_of_memory);
-  // Without a budget nothing blocks, but a's deferred free raises the peak.
+  // Without a budget nothing blocks, but a's deferred free raises the peak;
+  // the swap-in waits for the swap-out: [5,5.5], d [5.5,6.5], loss [6.5,7.5].
   SimResult free_run = simulate(s.graph, s.live, s.times, {});
-  EXPECT_DOUBLE_EQ(free_run.step_time_s, 6.5);
+  EXPECT_DOUBLE_EQ(free_run.step_time_s, 7.5);
+  EXPECT_DOUBLE_EQ(free_run.stall_s, 1.5);
+  EXPECT_DOUBLE_EQ(free_run.host_blocked_s, 0.0);
   EXPECT_EQ(free_run.peak_device_bytes, 4096u);
   // Under the planned profile's peak minus one byte the step cannot fit.
   SimResult tight = simulate(s.graph, s.live, s.times, {.device_budget_bytes = 3071});
   EXPECT_TRUE(tight.out_of_memory);
 }
 
-TEST(Simulator, WaitAtReleaseBlocksTheHostAtTheSwapOut) {
-  // As above, but the host waits for the 3 s D2H right at the swap-out
-  // (t = 4): c is issued at 4 although the compute stream is free at 2 (2 s
-  // stall), e [5,6], swap_in [6,6.5], d [6.5,7.5] (0.5 s), loss [7.5,8.5].
+TEST(Simulator, WaitAtReleaseMakesTheComputeStreamWaitAtTheSwapOut) {
+  // As above, but a is released right after the swap-out, stream-ordered
+  // (Note [Swap-out release]): the compute stream waits for the 3 s D2H
+  // [2,5] before its next node, c [5,6] (3 s stall), e [6,7], swap_in
+  // [7,7.5], d [7.5,8.5] (0.5 s), loss [8.5,9.5]. The host never blocks.
   Scenario s = make("e", 3.0, 0.5, "b");
   SimResult r = simulate(s.graph, s.live, s.times, {.wait_at_release = true});
-  EXPECT_DOUBLE_EQ(r.step_time_s, 8.5);
-  EXPECT_DOUBLE_EQ(r.stall_s, 2.5);
-  EXPECT_DOUBLE_EQ(r.host_blocked_s, 4.0);
+  EXPECT_DOUBLE_EQ(r.step_time_s, 9.5);
+  EXPECT_DOUBLE_EQ(r.stall_s, 3.5);
+  EXPECT_DOUBLE_EQ(r.host_blocked_s, 0.0);
+  EXPECT_DOUBLE_EQ(r.start_s[s.live.position[s.graph.find_node("c")]], 5.0);
   EXPECT_EQ(r.peak_device_bytes, memory_profile(s.live).peak);  // frees at fixed points
+}
+
+TEST(Simulator, CommitWaitsForEveryCopyIssuedSoFar) {
+  // Note [Step commit]: the compute stream waits for every copy issued before
+  // the commit. With e as the commit (set by hand: the skip graph has no
+  // persistent writer) and a 5 s D2H [1,6]: e waits until 6 (3 s stall),
+  // swap_in [7,7.5], d [7.5,8.5] (0.5 s), loss [8.5,9.5].
+  Scenario s = make("e", 5.0, 0.5);
+  SimResult plain = simulate(s.graph, s.live, s.times, {});
+  EXPECT_DOUBLE_EQ(plain.stall_s, 2.5);  // d waits for the swap-in [6,6.5]
+  s.live.commit = s.live.position[s.graph.find_node("e")];
+  SimResult r = simulate(s.graph, s.live, s.times, {});
+  EXPECT_DOUBLE_EQ(r.start_s[s.live.commit], 6.0);
+  EXPECT_DOUBLE_EQ(r.stall_s, 3.5);
+  EXPECT_DOUBLE_EQ(r.step_time_s, 9.5);
 }
 
 }  // namespace

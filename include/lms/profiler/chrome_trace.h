@@ -6,11 +6,15 @@
 //
 // Layout: one process; one track (tid) per stream — host, compute, d2h, h2d —
 // named by "thread_name" metadata events, plus a "steps" track when steps were
-// recorded. Nodes, copies and stalls are "X" (complete) events:
-//   node:  name = node name, cat = op, args {op}
-//   copy:  name = tensor,    cat = "swap_out" (d2h) / "swap_in" (h2d) /
-//          "copy" (other streams), args {tensor, bytes}
-//   stall: name = reason,    cat = "stall", args {node, reason}
+// recorded. Nodes, copies, stalls and host waits are "X" (complete) events:
+//   node:      name = node name, cat = op, args {op}
+//   copy:      name = tensor,    cat = "swap_out" (d2h) / "swap_in" (h2d) /
+//              "copy" (other streams), args {tensor, bytes}
+//   stall:     name = reason,    cat = "stall", args {node, reason}; on the
+//              compute track: the compute stream waiting on a copy (Note
+//              [Stall] in lms/session.h)
+//   host wait: name = reason,    cat = "host_wait", args {node, reason}; on
+//              the host track: the host blocked in a device call, not stall
 // Memory is "C" (counter) events: "device_bytes_in_use",
 // "pinned_host_bytes_in_use", and "device_capacity_bytes" when the options
 // give a capacity. Timestamps are microseconds relative to the first event.

@@ -31,10 +31,19 @@ class EventSink {
                        double end_s) = 0;
   // Bytes in use of a memory changed at time t_s.
   virtual void on_memory(MemoryKind memory, uint64_t bytes_in_use, double t_s) = 0;
-  // The host thread (issuing `node`) or the compute stream waited for a
-  // swap-in or a deferred free; `reason` says which.
+  // A stall (Note [Stall] in lms/session.h): `stream` (the compute stream)
+  // was blocked from start_s to end_s on an event recorded on a copy stream;
+  // `reason` names that stream ("wait for h2d copy", "wait for d2h copy").
+  // `node` may be empty: a device does not know which node is next.
   virtual void on_stall(StreamKind stream, std::string_view reason, std::string_view node,
                         double start_s, double end_s) = 0;
+  // A host wait, not a stall (Note [Stall]): the host thread, issuing `node`
+  // (may be empty), blocked in a device call for `reason`. The default
+  // ignores it, so sinks written before host waits were reported still build.
+  virtual void on_host_wait(std::string_view reason, std::string_view node, double start_s,
+                            double end_s) {
+    (void)reason, (void)node, (void)start_s, (void)end_s;
+  }
   // One training step (Session::run) spanned start_s..end_s.
   virtual void on_step(int64_t step, double start_s, double end_s) = 0;
 };

@@ -24,7 +24,10 @@ struct ProfileSummary {
   double compute_utilisation_pct = 0;  // busy time of compute nodes / span * 100
   double h2d_gb_per_s = 0;             // bytes_h2d / busy time of h2d copies, GB = 1e9 B
   double d2h_gb_per_s = 0;             // bytes_d2h / busy time of d2h copies, GB = 1e9 B
-  double stall_s = 0;                  // union of all stall intervals, all streams
+  // Union of the compute stream's stall intervals (Note [Stall] in
+  // lms/session.h); stalls reported on other streams are not counted.
+  double stall_s = 0;
+  double host_wait_s = 0;  // union of the host's wait intervals (not stall)
   uint64_t peak_device_bytes = 0;
   uint64_t peak_pinned_host_bytes = 0;
   uint64_t bytes_d2h = 0;  // sum of copy bytes on the d2h stream

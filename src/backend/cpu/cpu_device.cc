@@ -90,6 +90,18 @@ absl::Status check_options(const CpuDeviceOptions& o) {
 
 CpuEvent* as_cpu_event(Event& event) { return dynamic_cast<CpuEvent*>(&event); }
 
+// The on_stall reason of a wait on an event recorded on `stream`.
+const char* stall_reason(StreamKind stream) {
+  switch (stream) {
+    case StreamKind::kD2H:
+      return "wait for d2h copy";
+    case StreamKind::kH2D:
+      return "wait for h2d copy";
+    default:
+      return "event wait";
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CpuDevice>> CpuDevice::create(CpuDeviceOptions options) {
@@ -206,6 +218,7 @@ void CpuDevice::record(Event& event, StreamKind kind) {
   }
   std::shared_ptr<EventState> state = ev->state();
   CpuStream& target = stream(kind);
+  ev->set_recorded_on(target.kind());
   state->record([&](uint64_t gen) { target.enqueue([state, gen] { state->complete(gen); }); });
 }
 
@@ -219,12 +232,16 @@ void CpuDevice::wait(StreamKind kind, Event& event) {
   std::shared_ptr<EventState> state = ev->state();
   const uint64_t gen = state->latest();
   if (gen == 0) return;  // never recorded: complete
-  stream(kind).enqueue([this, state, gen, kind] {
+  // Note [Stall] (lms/session.h): a compute-stream wait that blocks is a
+  // stall. Only an event of a copy stream can block it: the compute worker
+  // reaches a wait after every record enqueued on compute before it.
+  const char* reason = stall_reason(ev->recorded_on());
+  stream(kind).enqueue([this, state, gen, kind, reason] {
     const double start_s = now_s();
     const bool blocked = state->wait_for(gen);
     EventSink* sink = sink_.load();
     if (blocked && sink != nullptr && kind == StreamKind::kCompute) {
-      sink->on_stall(StreamKind::kCompute, "event wait", "", start_s, now_s());
+      sink->on_stall(StreamKind::kCompute, reason, "", start_s, now_s());
     }
   });
 }

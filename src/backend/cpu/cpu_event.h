@@ -14,6 +14,7 @@
 // like cudaEventDestroy.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -61,9 +62,15 @@ class CpuEvent : public Event {
  public:
   CpuEvent() : state_(std::make_shared<EventState>()) {}
   const std::shared_ptr<EventState>& state() const { return state_; }
+  // The stream of the latest record (kHost before any), set by
+  // CpuDevice::record; a wait names it when it reports a stall (Note [Stall]
+  // in lms/session.h).
+  StreamKind recorded_on() const { return recorded_on_.load(std::memory_order_relaxed); }
+  void set_recorded_on(StreamKind stream) { recorded_on_.store(stream, std::memory_order_relaxed); }
 
  private:
   std::shared_ptr<EventState> state_;
+  std::atomic<StreamKind> recorded_on_{StreamKind::kHost};
 };
 
 }  // namespace lms::cpu

@@ -1,5 +1,6 @@
 #include "backend/cuda/cuda_device.h"
 
+#include <atomic>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -20,11 +21,28 @@ class CudaEvent : public Event {
   }
   int ordinal() const { return ordinal_; }
   cudaEvent_t get() const { return event_; }
+  // The stream of the latest record (kHost before any): a compute-stream
+  // wait names it when it reports a stall (Note [Stall] in lms/session.h).
+  StreamKind recorded_on() const { return recorded_on_.load(std::memory_order_relaxed); }
+  void set_recorded_on(StreamKind s) { recorded_on_.store(s, std::memory_order_relaxed); }
 
  private:
   int ordinal_;
   cudaEvent_t event_;
+  std::atomic<StreamKind> recorded_on_{StreamKind::kHost};
 };
+
+// The on_stall reason of a wait on an event recorded on `stream`.
+const char* stall_reason(StreamKind stream) {
+  switch (stream) {
+    case StreamKind::kD2H:
+      return "wait for d2h copy";
+    case StreamKind::kH2D:
+      return "wait for h2d copy";
+    default:
+      return "event wait";
+  }
+}
 
 // A span on a stream, stamped by two host callbacks (Note [CUDA profiler
 // events]); the second callback reports it and deletes it.
@@ -51,8 +69,8 @@ void CUDART_CB report_span(void* data) {
     case StreamSpan::kNode:
       span->sink->on_node(span->stream, span->name, span->op, span->start_s, end_s);
       break;
-    case StreamSpan::kStall:
-      span->sink->on_stall(span->stream, "event wait", "", span->start_s, end_s);
+    case StreamSpan::kStall:  // `name` holds the reason
+      span->sink->on_stall(span->stream, span->name, "", span->start_s, end_s);
       break;
   }
 }
@@ -237,6 +255,9 @@ absl::StatusOr<cudaEvent_t> own_event(Event& event, int ordinal, std::string_vie
   }
   return ev->get();
 }
+
+// Called after own_event() accepted `event`.
+CudaEvent& as_cuda_event(Event& event) { return static_cast<CudaEvent&>(event); }
 }  // namespace
 
 void CudaDevice::record(Event& event, StreamKind kind) {
@@ -245,7 +266,8 @@ void CudaDevice::record(Event& event, StreamKind kind) {
   if (*ev == nullptr) return;
   bind();
   absl::Status st = cuda_status(cudaEventRecord(*ev, stream(kind)), "record: cudaEventRecord");
-  if (!st.ok()) set_async_error(st);
+  if (!st.ok()) return set_async_error(st);
+  as_cuda_event(event).set_recorded_on(kind == StreamKind::kHost ? StreamKind::kCompute : kind);
 }
 
 void CudaDevice::wait(StreamKind kind, Event& event) {
@@ -254,12 +276,15 @@ void CudaDevice::wait(StreamKind kind, Event& event) {
   if (*ev == nullptr) return;
   bind();
   // A compute-stream wait on an event still pending at issue may stall the
-  // stream: bracket it with host callbacks (Note [CUDA profiler events]) so
-  // on_stall reports how long the stream really waited.
+  // stream (Note [Stall] in lms/session.h): bracket it with host callbacks
+  // (Note [CUDA profiler events]) so on_stall reports how long the stream
+  // waited. A wait on an event already complete at issue cannot stall and
+  // is not bracketed.
   EventSink* sink = sink_.load();
   StreamSpan* span = nullptr;
   if (sink != nullptr && kind == StreamKind::kCompute && cudaEventQuery(*ev) == cudaErrorNotReady) {
-    span = new StreamSpan{sink, kind, StreamSpan::kStall, "", "", 0};
+    span = new StreamSpan{
+        sink, kind, StreamSpan::kStall, stall_reason(as_cuda_event(event).recorded_on()), "", 0};
     if (cudaLaunchHostFunc(stream(kind), stamp_start, span) != cudaSuccess) {
       delete span;
       span = nullptr;

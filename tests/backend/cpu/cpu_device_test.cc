@@ -459,7 +459,39 @@ TEST(CpuDeviceTest, ComputeStreamStallIsReported) {
   std::lock_guard<std::mutex> lock(sink.mu);
   ASSERT_EQ(sink.stalls.size(), 1u);
   EXPECT_EQ(sink.stalls[0].stream, StreamKind::kCompute);
-  EXPECT_EQ(sink.stalls[0].name, "event wait");
+  EXPECT_EQ(sink.stalls[0].name, "wait for h2d copy");
+  EXPECT_GT(sink.stalls[0].end_s - sink.stalls[0].start_s, 0.01);
+}
+
+// Note [Stall]: a compute wait on a D2H event is a stall named after that
+// stream; copy-stream waits on compute and compute waits that do not block
+// are not stalls.
+TEST(CpuDeviceTest, StallNamesTheCopyStreamAndOnlyBlockingComputeWaitsCount) {
+  auto dev = make_device(
+      {.capacity_bytes = 8 * kMiB, .host_pool_bytes = 8 * kMiB, .copy_latency_s = 20e-3});
+  ASSERT_NE(dev, nullptr);
+  TestSink sink;
+  dev->set_event_sink(&sink);
+  auto d = dev->allocate(4096);
+  auto h = dev->allocate_host(4096);
+  ASSERT_TRUE(d.ok() && h.ok());
+  auto on_compute = dev->create_event();
+  dev->record(*on_compute, StreamKind::kCompute);
+  dev->wait(StreamKind::kCompute, *on_compute);  // never blocks: same stream
+  dev->copy_d2h(*h, *d, 4096, "swap_out");
+  auto ev = dev->create_event();
+  dev->record(*ev, StreamKind::kD2H);
+  dev->wait(StreamKind::kH2D, *ev);      // a copy stream waiting: not a stall
+  dev->wait(StreamKind::kCompute, *ev);  // blocks for the 20 ms copy
+  ASSERT_TRUE(dev->synchronize().ok());
+  dev->wait(StreamKind::kCompute, *ev);  // complete by now: no stall
+  ASSERT_TRUE(dev->synchronize().ok());
+  dev->deallocate(*d);
+  dev->deallocate_host(*h);
+  std::lock_guard<std::mutex> lock(sink.mu);
+  ASSERT_EQ(sink.stalls.size(), 1u);
+  EXPECT_EQ(sink.stalls[0].stream, StreamKind::kCompute);
+  EXPECT_EQ(sink.stalls[0].name, "wait for d2h copy");
   EXPECT_GT(sink.stalls[0].end_s - sink.stalls[0].start_s, 0.01);
 }
 
