@@ -7,8 +7,9 @@
 //    tensor; at 100% every forward activation is, as in real training), and
 //    a workspace or small tensor; sizes from four feature-map levels, so
 //    many are equal;
-//  - real training graphs (examples/models, Adam): VDSR, the 2-D and the 3-D
-//    U-Net, with the kernel workspaces of the CPU device. For these the
+//  - real training graphs (examples/models, Adam): VDSR (batch 16, 48x48
+//    crops), the 2-D U-Net and two 3-D U-Nets, with the kernel workspaces of
+//    the CPU device. For these the
 //    benchmark also finds the smallest device on which the BFC allocator's
 //    replay of the same step fits (swap::replay_step, shared workspace as
 //    the executor has it today): the fragmentation static placement removes.
@@ -17,12 +18,13 @@
 //   placement_bench --benchmark_filter=Model --benchmark_counters_tabular=true
 //
 // Counters: lb_MiB = lower bound, arena_MiB, gap_pct = arena / lb - 1,
-// breadth = 1 when greedy by breadth won. For the models, step figures count
-// persistent tensors too: peak_MiB = memory_profile peak (persistent + shared
-// workspace + lower bound of the step), static_MiB = persistent + shared
-// workspace + arena (per-node workspaces not used), bfc_MiB = the smallest
-// capacity (alignment units, bisection) that the BFC replay fits, and
-// bfc_gap_pct / static_gap_pct their excess over peak_MiB.
+// breadth = 1 when greedy by breadth won. For the models, device figures
+// count persistent tensors too: peak_MiB = memory_profile peak (persistent +
+// shared workspace + the step's bytes, as the executor holds them today),
+// bfc_MiB = the smallest capacity (alignment units, bisection) on which the
+// BFC replay fits, static_MiB = persistent + arena, plus the shared
+// workspace block when the arena has no per-node workspaces (per_node_ws:0),
+// and bfc_gap_pct / static_gap_pct their excess over peak_MiB.
 #include <cstdio>
 #include <random>
 #include <string>
@@ -132,6 +134,8 @@ ModelCase model_case(int which) {
   } else if (which == 1) {
     m = lms::models::build_unet(g,
                                 {.size = 128, .base_filters = 16, .levels = 4, .spatial_dims = 2});
+  } else if (which == 2) {
+    m = lms::models::build_unet(g, {.size = 32});  // lms-bench unet3d's default
   } else {
     m = lms::models::build_unet(g, {.size = 64, .base_filters = 8, .levels = 4});
   }
@@ -165,7 +169,8 @@ uint64_t bfc_min_capacity(const ModelCase& c, uint64_t peak) {
   return hi * a;
 }
 
-const char* const kModelNames[] = {"vdsr_b16_48px", "unet2d_128px_f16_l4", "unet3d_64_f8_l4"};
+const char* const kModelNames[] = {"vdsr_b16_48px", "unet2d_128px_f16_l4", "unet3d_32_f8_l3",
+                                   "unet3d_64_f8_l4"};
 
 // range(0): model; range(1): 1 = per-node workspaces in the arena, 0 = none
 // (the shared block stays outside, as the executor has it).
@@ -201,22 +206,23 @@ void BM_PlaceModel(benchmark::State& state) {
   set_gap_counters(state, placement);
   state.counters["buffers"] = static_cast<double>(step.buffers.size());
   state.counters["persist_MiB"] = static_cast<double>(step.persistent_bytes) / kMiB;
-  if (!per_node_ws) {
-    const uint64_t peak = lms::swap::memory_profile(c.live).peak;
-    const uint64_t fixed = c.live.persistent_bytes;  // persistent tensors + shared workspace
-    const uint64_t bfc = bfc_min_capacity(c, peak);
-    const double static_bytes = static_cast<double>(fixed + placement.arena_bytes);
-    state.counters["peak_MiB"] = static_cast<double>(peak) / kMiB;
-    state.counters["static_MiB"] = static_bytes / kMiB;
-    state.counters["bfc_MiB"] = static_cast<double>(bfc) / kMiB;
-    state.counters["static_gap_pct"] = 100.0 * (static_bytes / static_cast<double>(peak) - 1);
-    state.counters["bfc_gap_pct"] =
-        100.0 * (static_cast<double>(bfc) / static_cast<double>(peak) - 1);
-  }
+  // Device bytes: today's peak and the smallest BFC device (shared workspace)
+  // against persistent tensors + the arena (+ the shared workspace block
+  // when the arena has no per-node workspaces).
+  const uint64_t peak = lms::swap::memory_profile(c.live).peak;
+  const uint64_t fixed = per_node_ws ? step.persistent_bytes : c.live.persistent_bytes;
+  const uint64_t bfc = bfc_min_capacity(c, peak);
+  const double static_bytes = static_cast<double>(fixed + placement.arena_bytes);
+  state.counters["peak_MiB"] = static_cast<double>(peak) / kMiB;
+  state.counters["static_MiB"] = static_bytes / kMiB;
+  state.counters["bfc_MiB"] = static_cast<double>(bfc) / kMiB;
+  state.counters["static_gap_pct"] = 100.0 * (static_bytes / static_cast<double>(peak) - 1);
+  state.counters["bfc_gap_pct"] =
+      100.0 * (static_cast<double>(bfc) / static_cast<double>(peak) - 1);
 }
 BENCHMARK(BM_PlaceModel)
     ->ArgNames({"model", "per_node_ws"})
-    ->ArgsProduct({{0, 1, 2}, {0, 1}})
+    ->ArgsProduct({{0, 1, 2, 3}, {0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -21,6 +21,8 @@ namespace lms::swap {
 namespace {
 
 constexpr uint64_t kMaxArena = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+// A search that visited kGiveUp * max_scan intervals takes the top.
+constexpr size_t kGiveUp = 16;
 constexpr uint64_t kNoGap = std::numeric_limits<uint64_t>::max();
 
 struct Interval {
@@ -80,7 +82,8 @@ class TimeAddressIndex {
   // holds it (best fit, lowest on a tie) or the lowest such gap (first fit);
   // the top of the addresses taken there when no gap does. After `max_scan`
   // intervals (0: no limit) a best-fit search settles for the best gap seen
-  // so far or, when none fit yet, for the first one that fits from there.
+  // so far or, when none fit yet, for the first one that fits from there;
+  // after kGiveUp * max_scan, for the top.
   uint64_t find_offset(int32_t l, int32_t r, uint64_t size, bool best_fit, size_t max_scan) {
     gather(l, r);
     // Merge the sets' intervals in address order with one cursor per set
@@ -98,6 +101,11 @@ class TimeAddressIndex {
       if (scanned == max_scan && max_scan > 0) {
         if (best != kNoGap) return best;
         best_fit = false;  // from here on the first gap that fits
+      }
+      if (scanned == kGiveUp * max_scan && max_scan > 0) {
+        uint64_t top = pos;
+        for (const IntervalSet* set : sets_) top = std::max(top, set->back().end);
+        return top;
       }
       const Cursor top = heap_.front();
       if (top.start > pos) {
@@ -349,7 +357,10 @@ absl::StatusOr<Placement> place_buffers(const std::vector<PlacementBuffer>& buff
     best =
         place_in_order(p, size_order(p, buffers), options, PlacementMethod::kGreedyBySize, kNoGap);
   }
-  if (options.greedy_by_breadth && (!best || best->arena_bytes > best->lower_bound_bytes)) {
+  if (options.greedy_by_breadth &&
+      (!best || static_cast<double>(best->arena_bytes) >
+                    static_cast<double>(best->lower_bound_bytes) *
+                        (1 + std::max(0.0, options.breadth_if_gap_above)))) {
     // Only a strictly smaller arena replaces greedy by size's.
     std::optional<Placement> breadth =
         place_in_order(p, breadth_order(p, buffers), options, PlacementMethod::kGreedyByBreadth,

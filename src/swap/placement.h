@@ -34,8 +34,9 @@
 //    maximises.
 //
 // The smaller arena wins (greedy by size on a tie). Greedy by breadth is
-// skipped when greedy by size reaches the lower bound, and abandoned as soon
-// as its arena grows past greedy by size's. Both are deterministic: the same
+// skipped when greedy by size comes within 0.1% of the lower bound
+// (PlacementOptions::breadth_if_gap_above), and abandoned as soon as its
+// arena grows past greedy by size's. Both are deterministic: the same
 // buffers and options give the same offsets.
 //
 // Speed: the paper's loop compares each buffer with every placed buffer
@@ -53,7 +54,8 @@
 // long-lived buffers (weight gradients kept until the optimizer) scattered
 // into the holes of one window leave as many intervals there; so a best-fit
 // search visits at most PlacementOptions::max_scan intervals, then takes the
-// best gap seen or, if none fits yet, the first gap that fits (first fit).
+// best gap seen or, if none fits yet, the first gap that fits (first fit),
+// and after 16 times as many the top of the window.
 // Figures (2-core machine): bench/placement_bench.cc.
 #pragma once
 
@@ -87,14 +89,18 @@ struct PlacementOptions {
   // [Static placement]).
   bool greedy_by_size = true;
   bool greedy_by_breadth = true;
+  // With both: greedy by breadth runs only when greedy by size's arena
+  // exceeds the lower bound by more than this fraction (0: whenever it
+  // misses the bound).
+  double breadth_if_gap_above = 0.001;
   // Gap choice: the smallest gap that holds the buffer (best fit), or the
   // lowest one (first fit).
   bool best_fit = true;
   // Address intervals a best-fit search visits before it settles for the
   // best gap seen so far or, when none fits yet, for the first gap that fits
-  // from there on (0: no limit, exact best fit). Bounds the cost where many
-  // small long-lived buffers are scattered over one window (Note [Static
-  // placement]).
+  // from there on; after 16 times as many, for the top of the window (0: no
+  // limit, exact best fit). Bounds the cost where many small long-lived
+  // buffers are scattered over one window (Note [Static placement]).
   size_t max_scan = 256;
 };
 

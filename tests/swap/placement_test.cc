@@ -469,7 +469,8 @@ TEST(PlacementProperty, SameOffsetsAsTheQuadraticReference) {
               reference_place(b, reference_breadth_order(b, kUnit), kUnit, best_fit))
         << what;
     // Both: the smaller arena, greedy by size on a tie.
-    const Placement both = place_or_die(b, {.best_fit = best_fit, .max_scan = 0});
+    const Placement both =
+        place_or_die(b, {.breadth_if_gap_above = 0, .best_fit = best_fit, .max_scan = 0});
     const bool breadth_wins = breadth.arena_bytes < size.arena_bytes;
     EXPECT_EQ(both.offset, breadth_wins ? breadth.offset : size.offset) << what;
     EXPECT_EQ(both.arena_bytes, std::min(size.arena_bytes, breadth.arena_bytes)) << what;
