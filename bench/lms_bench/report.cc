@@ -80,6 +80,7 @@ nlohmann::json to_json(const CaseResult& row) {
           {"step_s", row.step_s},
           {"mean_step_s", row.mean_step_s},
           {"mean_stall_s", row.mean_stall_s},
+          {"mean_host_wait_s", row.mean_host_wait_s},
           {"losses", row.losses},
           {"peak_device_bytes", row.peak_device_bytes},
           {"peak_pinned_host_bytes", row.peak_pinned_host_bytes},

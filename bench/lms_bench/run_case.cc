@@ -92,6 +92,7 @@ absl::Status run_steps(const ModelFactory& f, const CaseSpec& spec, Session& ses
     LMS_RETURN_IF_ERROR(s);
     row.step_s.push_back(r.step_s);
     row.mean_stall_s += step > 0 || spec.steps == 1 ? r.stall_s : 0;
+    row.mean_host_wait_s += step > 0 || spec.steps == 1 ? r.host_wait_s : 0;
     auto loss = r.fetched.begin();
     if (loss != r.fetched.end() && !loss->second.empty()) row.losses.push_back(loss->second[0]);
     row.peak_device_bytes = std::max(row.peak_device_bytes, r.peak_device_bytes);
@@ -103,6 +104,7 @@ absl::Status run_steps(const ModelFactory& f, const CaseSpec& spec, Session& ses
   row.status = "ok";
   row.mean_step_s = mean_after_first(row.step_s);
   row.mean_stall_s /= spec.steps > 1 ? spec.steps - 1 : 1;
+  row.mean_host_wait_s /= spec.steps > 1 ? spec.steps - 1 : 1;
   return absl::OkStatus();
 }
 

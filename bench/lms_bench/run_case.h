@@ -58,7 +58,8 @@ struct CaseResult {
   std::vector<double> step_s;  // every step that completed
   std::vector<float> losses;
   double mean_step_s = 0;          // mean over the steps after the first (the only one if 1)
-  double mean_stall_s = 0;         // likewise
+  double mean_stall_s = 0;         // likewise; StepResult::stall_s (Note [Stall])
+  double mean_host_wait_s = 0;     // likewise; StepResult::host_wait_s, not stall
   uint64_t peak_device_bytes = 0;  // max over steps, persistent tensors included
   uint64_t peak_pinned_host_bytes = 0;
   uint64_t bytes_d2h_per_step = 0;  // measured, last step
@@ -71,7 +72,7 @@ struct CaseResult {
   uint64_t working_set_limit_bytes = 0;      // no plan gets below this
   std::string working_set_node;
   double predicted_step_s = 0;         // simulated step with the plan
-  double predicted_stall_s = 0;        // simulated compute-stream stall
+  double predicted_stall_s = 0;        // simulated stall (Note [Stall] in lms/session.h)
   std::shared_ptr<Recorder> recorder;  // when spec.record (also for OOM runs)
   int64_t steps_attempted = 0;         // step ids 0..steps_attempted-1 in the recorder
 };

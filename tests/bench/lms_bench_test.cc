@@ -251,6 +251,11 @@ TEST(Overhead, ForcedSwapsRunAndPredictionsArePrinted) {
   }
   EXPECT_EQ(r->cases[1].link_bytes_per_s, 1e9);
   EXPECT_NE(format_overhead(*r).find("stall pred"), std::string::npos);
+  EXPECT_NE(format_overhead(*r).find("host wait"), std::string::npos);
+  // Host waits (at least the end-of-step synchronize) are their own column,
+  // not stall (Note [Stall]).
+  for (const OverheadCase& c : r->cases) EXPECT_GT(c.row.mean_host_wait_s, 0) << c.name;
+  EXPECT_TRUE(to_json(*r)["cases"][0].contains("mean_host_wait_s"));
   o.steps = 1;
   EXPECT_EQ(run_overhead(tiny_vdsr(), o, log).status().code(), absl::StatusCode::kInvalidArgument);
 }
