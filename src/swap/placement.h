@@ -73,7 +73,7 @@ namespace lms::swap {
 // (inclusive; 0 <= first <= last). Two buffers conflict when their ranges
 // share a position: a buffer released after position p and one allocated at
 // p are both resident during p (docs/memory_model.md, Note [Memory
-// accounting], step 3).
+// accounting], point 3).
 struct PlacementBuffer {
   int32_t first = 0;
   int32_t last = 0;
