@@ -3,6 +3,7 @@
 #include "swap/placement.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -94,6 +95,7 @@ class TimeAddressIndex {
       heap_.push_back({s->front().start, s->data(), s->data() + s->size()});
     }
     std::make_heap(heap_.begin(), heap_.end(), Later());
+    const size_t give_up = max_scan > SIZE_MAX / kGiveUp ? SIZE_MAX : kGiveUp * max_scan;
     uint64_t pos = 0;
     uint64_t best = kNoGap;
     uint64_t best_gap = kNoGap;
@@ -102,7 +104,7 @@ class TimeAddressIndex {
         if (best != kNoGap) return best;
         best_fit = false;  // from here on the first gap that fits
       }
-      if (scanned == kGiveUp * max_scan && max_scan > 0) {
+      if (scanned == give_up && max_scan > 0) {
         uint64_t top = pos;
         for (const IntervalSet* set : sets_) top = std::max(top, set->back().end);
         return top;
