@@ -277,9 +277,11 @@ void check_fast_link(const Model& m) {
   const double step = mean_after_first(steps, &StepResult::step_s);
   std::printf("%s unthrottled: step %.4f s, stall %.5f s, host waits %.4f s\n", m.name.c_str(),
               step, stall, host_wait);
-  // ~0: thread wake-ups and copies of a few hundred KiB racing a kernel, on
-  // a machine the tests share; a late swap-in costs a whole copy per use.
-  EXPECT_LT(stall, 0.1 * step + 2e-3);
+  // ~0: what is left are thread hand-offs (a copy worker woken for each
+  // copy, tens of microseconds on a shared machine, more under TSan) while
+  // the compute stream waits at a release point right after a swap-out; a
+  // copy the plan did not hide would cost the whole copy per use.
+  EXPECT_LT(stall, 0.25 * step + 2e-3);
   EXPECT_GT(host_wait, 0);
   for (const StepResult& r : steps) {
     EXPECT_GT(r.host_wait_by_reason.at("step end synchronize"), 0);
