@@ -5,8 +5,12 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <memory>
 
 #include "fmt/format.h"
+#include "lms/device.h"
+#include "lms/rewrite.h"
+#include "lms/session.h"
 #include "lms/status.h"
 #include "lms/units.h"
 #include "report.h"
@@ -49,6 +53,32 @@ uint64_t forced_budget(const CaseResult& base, const OverheadOptions& o) {
   const double floor = static_cast<double>(base.working_set_limit_bytes) /
                        (1.0 - o.config.fragmentation_reserve) * 1.02;
   return static_cast<uint64_t>(std::max(frac, floor));
+}
+
+// The smallest budget of the form start * 1.05^k (at most the capacity) at
+// which the auto policy finds a plan whose static layout fits: near the
+// working-set limit the arena may need more than the bytes live at once.
+absl::StatusOr<uint64_t> plannable_budget(const Graph& graph, const OverheadOptions& o,
+                                          uint64_t start) {
+  LMS_ASSIGN_OR_RETURN(std::unique_ptr<Device> device,
+                       make_cpu_device({.capacity_bytes = o.device.capacity_bytes,
+                                        .host_pool_bytes = o.device.host_pool_bytes,
+                                        .compute_threads = 1}));
+  LMS_ASSIGN_OR_RETURN(std::vector<uint64_t> ws, kernel_workspace_bytes(graph, *device));
+  const std::string loss = graph.tensor(graph.loss()).name;
+  for (uint64_t budget = start;; budget = budget + budget / 20 + 1) {
+    budget = std::min(budget, o.device.capacity_bytes);
+    LmsConfig config = o.config;
+    config.device_memory_limit = budget;
+    Graph copy = graph;
+    absl::StatusOr<RewriteReport> rep = rewrite(copy, config,
+                                                {.device_capacity_bytes = o.device.capacity_bytes,
+                                                 .workspace_bytes = ws,
+                                                 .fetched = {loss}});
+    if (rep.ok() || !absl::IsResourceExhausted(rep.status()) || budget == o.device.capacity_bytes) {
+      return budget;
+    }
+  }
 }
 
 absl::StatusOr<OverheadCase> run_lms_case(const ModelFactory& f, const OverheadOptions& o,
@@ -121,7 +151,9 @@ absl::StatusOr<OverheadResult> run_overhead(const ModelFactory& f, const Overhea
   LMS_ASSIGN_OR_RETURN(Graph graph, f.build(o.size));
   const std::vector<double> times = measured_node_times(*r.baseline.recorder, graph);
   r.baseline.recorder.reset();
-  r.budget_bytes = std::min(forced_budget(r.baseline, o), o.device.capacity_bytes);
+  LMS_ASSIGN_OR_RETURN(
+      r.budget_bytes,
+      plannable_budget(graph, o, std::min(forced_budget(r.baseline, o), o.device.capacity_bytes)));
   const double link = o.config.link.h2d_bytes_per_s;
   LMS_ASSIGN_OR_RETURN(OverheadCase fast, run_lms_case(f, o, times, r.budget_bytes, 0,
                                                        r.memcpy_bytes_per_s, "LMS, unthrottled"));

@@ -126,6 +126,7 @@ std::string oom_status(std::string_view message) {
     return "OOM at persistent " + n;
   if (std::string n = quoted_after(message, "uploading input '"); !n.empty())
     return "OOM at input " + n;
+  if (message.find("step's arena") != std::string_view::npos) return "OOM at arena";
   return "OOM";
 }
 

@@ -72,14 +72,18 @@ struct LmsConfig {
   uint64_t host_memory_limit = 0;    // pinned host bytes; 0 = unlimited
   // TFLMS v2 (policy tflms; swapout_threshold/swapin_ahead/swapin_groupby/
   // sync_mode also shape the manual policy), see swap/planner.h.
-  int32_t swapout_threshold = 1;        // >= 0
-  int32_t swapin_ahead = 1;             // >= 1
-  int32_t swapin_groupby = 5;           // >= 0
-  int32_t sync_mode = 0;                // 0..3
-  uint64_t min_tensor_bytes = 0;        // tflms and auto skip smaller tensors
-  std::vector<std::string> tensors;     // policy manual: tensor names
-  double fragmentation_reserve = 0.05;  // auto keeps this fraction of the budget free, [0, 0.9]
-  uint64_t alignment_bytes = 256;       // allocator alignment, a power of two
+  int32_t swapout_threshold = 1;     // >= 0
+  int32_t swapin_ahead = 1;          // >= 1
+  int32_t swapin_groupby = 5;        // >= 0
+  int32_t sync_mode = 0;             // 0..3
+  uint64_t min_tensor_bytes = 0;     // tflms and auto skip smaller tensors
+  std::vector<std::string> tensors;  // policy manual: tensor names
+  // Auto plans for the budget less this fraction, [0, 0.9]. The arena is
+  // packed by static placement and the planner re-plans until the layout
+  // fits (Note [Placement-aware planning]), so no reserve is needed; a
+  // reserve leaves device memory to other users of the device.
+  double fragmentation_reserve = 0.0;
+  uint64_t alignment_bytes = 256;               // allocator alignment, a power of two
   TimeModel time_model = TimeModel::kMeasured;  // see TimeModel
   LinkConfig link;
   CostModelConfig cost_model;

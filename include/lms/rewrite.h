@@ -9,12 +9,13 @@
 //
 // The Device overload is the one to use: it takes the capacity, the
 // allocator alignment and every kernel's workspace from the device, so
-// `fits` is exact (fragmentation included). The graph records what it was
-// planned for (Graph::plan_record), and Session::create refuses to run it on
-// another device kind, capacity, alignment, fetch set or workspaces.
-// The overloads without a device plan from what they are given; when they
-// lack a fact that "fits" depends on (a budget, the kernel workspaces), the
-// report says it cannot decide (fit_unknown_reason) and `fits` is false.
+// `fits` is exact: the plan places every buffer of the step at a fixed
+// offset of one device arena (static placement, Pisarchyk & Lee 2020), the
+// session allocates exactly that arena, and no allocator runs inside a step. The graph records what
+// it was planned for (Graph::plan_record), and Session::create refuses to run it on another device
+// kind, capacity, alignment, fetch set or workspaces. The overloads without a device plan from what
+// they are given; when they lack a fact that "fits" depends on (a budget, the kernel workspaces),
+// the report says it cannot decide (fit_unknown_reason) and `fits` is false.
 #pragma once
 
 #include <cstdint>
@@ -53,27 +54,33 @@ struct RewriteReport {
   uint64_t bytes_in_per_step = 0;    // H2D bytes per step
   uint64_t host_bytes = 0;           // pinned host bytes held by swapped tensors
   uint64_t budget_bytes = 0;         // device bytes planned for (0: none known)
-  uint64_t usable_budget_bytes = 0;  // budget minus fragmentation_reserve (auto)
-  uint64_t peak_bytes_before = 0;    // predicted profile peak (docs/memory_model.md)
+  uint64_t usable_budget_bytes = 0;  // what auto planned for: budget less reserve and re-plans
+  // The original graph's memory profile peak, bytes (docs/memory_model.md):
+  // persistent bytes plus the most bytes live at one position.
+  uint64_t peak_bytes_before = 0;
+  // The device bytes the session holds for the final graph: the persistent
+  // tensors plus the arena (arena_persistent_bytes + arena_bytes). This is
+  // the device's measured peak during every step (StepResult::
+  // peak_device_bytes), to the byte.
   uint64_t peak_bytes_after = 0;
-  // Static placement of the final graph's step (every non-persistent device
-  // buffer at a fixed offset in one arena, with one workspace per node when
-  // the workspaces are known): the arena the placement needs, and its lower
-  // bound, the most bytes live at one position, which no placement beats.
-  // The gap arena_bytes - arena_lower_bound_bytes is what the placement
-  // loses to fragmentation. Persistent tensors (parameters, optimizer state)
-  // stay outside the arena: arena_persistent_bytes. Informational: `fits` is
-  // decided by the allocator replay.
+  // Static placement of the final graph's step (Note [Step layout] in
+  // docs/design.md): every non-persistent device buffer (activations,
+  // gradients, swap-in buffers, graph inputs, one workspace per node) at a
+  // fixed offset in one arena. arena_bytes is the arena the placement
+  // needs; arena_lower_bound_bytes the most bytes live at one position,
+  // which no placement beats; the gap between them is what the placement
+  // loses to fragmentation. Persistent tensors (parameters, optimizer
+  // state) are allocated before the arena and stay outside it.
   uint64_t arena_bytes = 0;
   uint64_t arena_lower_bound_bytes = 0;
   uint64_t arena_persistent_bytes = 0;
-  // The first step fits the budget, fragmentation included: its device
-  // allocations were replayed on the BFC allocator the executor uses, with
-  // the kernel workspaces, persistent tensors and fetches. False when it
-  // does not fit and when the facts to decide are missing (then
-  // fit_unknown_reason says which). With LMS disabled it says whether the
-  // unchanged graph fits. Always true after a successful auto rewrite with
-  // every fact known; tflms / vdnn / manual do not aim for the budget.
+  // peak_bytes_after <= budget_bytes, with the layout computed from every
+  // fact the session will have: the kernel workspaces, the alignment, the
+  // persistent tensors and the fetches. False when it does not fit and when
+  // the facts to decide are missing (then fit_unknown_reason says which).
+  // With LMS disabled it says whether the unchanged graph fits. Always true
+  // after a successful auto rewrite with every fact known; tflms / vdnn /
+  // manual do not aim for the budget.
   bool fits = false;
   std::string fit_unknown_reason;        // empty when `fits` was decided
   double step_time_before_s = 0;         // simulated, no swaps

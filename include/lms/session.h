@@ -79,7 +79,15 @@ struct StepResult {
   // block in use by a swap-in").
   double host_wait_s = 0;
   std::map<std::string, double, std::less<>> host_wait_by_reason;
-  uint64_t peak_device_bytes = 0;  // allocator peak during the step, persistent tensors included
+  // Device allocator peak during the step: the persistent tensors plus the
+  // step's arena (RewriteReport::peak_bytes_after), bytes.
+  uint64_t peak_device_bytes = 0;
+  // By schedule position: the device bytes the executor held while issuing
+  // that node (persistent tensors, the arena buffers it had taken and not
+  // given up, the node's workspace), counted as it issued the step. Equal
+  // to the plan's profile of the step layout when the executor keeps the
+  // memory contract (docs/memory_model.md).
+  std::vector<uint64_t> device_bytes_by_position;
   uint64_t peak_pinned_host_bytes = 0;
   uint64_t bytes_d2h = 0;  // swapped out during the step
   uint64_t bytes_h2d = 0;  // swapped in during the step

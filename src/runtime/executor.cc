@@ -7,6 +7,7 @@
 #include "lms/profiler/event_sink.h"
 #include "lms/status.h"
 #include "lms/strings.h"
+#include "swap/placement.h"
 
 namespace lms {
 namespace {
@@ -16,11 +17,6 @@ bool on_host(const Tensor& t) { return t.role == TensorRole::kHost; }
 absl::Status with_node(const absl::Status& s, const Node& n) {
   return absl::Status(
       s.code(), absl::StrCat("while issuing node '", n.name, "' (", n.op, "): ", s.message()));
-}
-
-absl::Status with_hint(const absl::Status& s, const std::string& hint) {
-  if (!absl::IsResourceExhausted(s) || hint.empty()) return s;
-  return absl::Status(s.code(), absl::StrCat(s.message(), " ", hint));
 }
 
 // Host-wait reasons (StepResult::host_wait_by_reason keys).
@@ -82,12 +78,7 @@ void Executor::wait_oldest_deferred(NodeId id) {
   poll_deferred();
 }
 
-absl::StatusOr<void*> Executor::allocate(uint64_t bytes, bool host, NodeId id) {
-  if (!host) {
-    absl::StatusOr<void*> p = device_.allocate(bytes);
-    if (!p.ok()) return with_hint(with_node(p.status(), plan_.graph->node(id)), plan_.oom_hint);
-    return p;
-  }
+absl::StatusOr<void*> Executor::allocate_host(uint64_t bytes, NodeId id) {
   poll_deferred();
   while (true) {
     absl::StatusOr<void*> p = device_.allocate_host(bytes);
@@ -95,6 +86,15 @@ absl::StatusOr<void*> Executor::allocate(uint64_t bytes, bool host, NodeId id) {
     if (deferred_.empty()) return with_node(p.status(), plan_.graph->node(id));
     wait_oldest_deferred(id);
   }
+}
+
+// Note [Step layout]: a device buffer's address is fixed by the plan; taking
+// it needs no allocator and cannot fail. Reusing memory is ordered by
+// streams, never by the host (Note [Swap-out release]).
+void* Executor::place(TensorId t) {
+  LMS_CHECK(plan_.tensor_offset[t] != swap::kNoOffset);
+  in_use_ += plan_.placed_bytes[t];
+  return plan_.arena + plan_.tensor_offset[t];
 }
 
 absl::Status Executor::upload_inputs(const Feeds& feeds) {
@@ -111,16 +111,9 @@ absl::Status Executor::upload_inputs(const Feeds& feeds) {
                                                      it->second.size(), " values, the input needs ",
                                                      num_elements(tensor.shape)));
     }
-    absl::StatusOr<void*> p = device_.allocate(tensor.bytes());
-    if (!p.ok()) {
-      return with_hint(
-          absl::Status(p.status().code(), absl::StrCat("while uploading input '", tensor.name,
-                                                       "': ", p.status().message())),
-          plan_.oom_hint);
-    }
-    buffers_[t] = *p;
+    buffers_[t] = place(t);
     const double start = now_s();
-    absl::Status uploaded = device_.upload(*p, it->second.data(), tensor.bytes());
+    absl::Status uploaded = device_.upload(buffers_[t], it->second.data(), tensor.bytes());
     add_host_wait(kWaitUpload, kNoNode, start, now_s());
     LMS_RETURN_IF_ERROR(uploaded);
   }
@@ -131,7 +124,11 @@ absl::Status Executor::allocate_outputs(NodeId id) {
   const Graph& g = *plan_.graph;
   for (TensorId t : g.node(id).outputs) {
     const Tensor& tensor = g.tensor(t);
-    LMS_ASSIGN_OR_RETURN(buffers_[t], allocate(tensor.bytes(), on_host(tensor), id));
+    if (on_host(tensor)) {
+      LMS_ASSIGN_OR_RETURN(buffers_[t], allocate_host(tensor.bytes(), id));
+    } else {
+      buffers_[t] = place(t);
+    }
   }
   return absl::OkStatus();
 }
@@ -162,9 +159,10 @@ absl::Status Executor::issue_compute(NodeId id) {
     args.inputs.push_back(static_cast<float*>(buffer(t)));
   }
   for (TensorId t : n.outputs) args.outputs.push_back(static_cast<float*>(buffers_[t]));
-  // Note [Shared workspace]: kernels run one at a time on the compute
-  // stream, so they can all use the one block; copies never touch it.
-  args.workspace = plan_.workspace_bytes[id] > 0 ? plan_.workspace : nullptr;
+  // Note [Step buffers]: the node's own workspace, live while it runs.
+  args.workspace = plan_.workspace_offset[id] != swap::kNoOffset
+                       ? plan_.arena + plan_.workspace_offset[id]
+                       : nullptr;
   device_.launch(*plan_.kernels[id], args, n.name, n.op);
   return absl::OkStatus();
 }
@@ -206,25 +204,31 @@ absl::Status Executor::issue_swap_in(NodeId id) {
   return absl::OkStatus();
 }
 
-// Note [Swap-out release]: a device buffer last read by a copy is freed at
-// its fixed point of the schedule, so the allocation sequence never depends
-// on timing. The release is stream-ordered: if the copy may still be reading
-// the buffer, the compute stream waits for it before its next node, and the
-// host goes on. Every later writer of that memory is ordered after the wait:
-// kernels run on the compute stream, and a swap-in's H2D copy waits for the
-// compute stream to reach its issue point (Note [Swap-in trigger]); D2H
-// copies write host memory only. A wait that blocks is a stall (Note
-// [Stall]), the same one the simulator predicts at the release point.
+// Note [Swap-out release]: a device buffer is given up at its fixed point of
+// the schedule, the end of its live range in the plan's layout; a later
+// buffer placed at the same address may be written from the next position
+// on. The host never waits for that: the release is stream-ordered. If a
+// copy may still be reading the buffer (a swap-out's D2H) or writing it (a
+// swap-in's H2D whose output no kernel waited for), the compute stream
+// waits for that copy before its next node, and the host goes on. Every
+// later writer of the memory is ordered after that wait: kernels run on
+// the compute stream, and a swap-in's H2D copy waits for the compute stream
+// to reach its issue point (Note [Swap-in trigger]); D2H copies write host
+// memory only. A wait that blocks is a stall (Note [Stall]), the one the
+// simulator predicts at the release point.
 void Executor::release_device(TensorId t) {
   void* p = buffers_[t];
   if (p == nullptr) return;
   buffers_[t] = nullptr;
+  if (ready_[t] != nullptr && !device_.query(*ready_[t])) {
+    device_.wait(StreamKind::kCompute, *ready_[t]);
+  }
   ready_[t] = nullptr;
   if (copy_read_[t] != nullptr && !device_.query(*copy_read_[t])) {
     device_.wait(StreamKind::kCompute, *copy_read_[t]);
   }
   copy_read_[t] = nullptr;
-  device_.deallocate(p);
+  in_use_ -= plan_.placed_bytes[t];
 }
 
 void Executor::release_host(TensorId t) {
@@ -274,6 +278,7 @@ absl::Status Executor::issue(int32_t position) {
   const Node& n = plan_.graph->node(id);
   if (position == plan_.commit) order_commit();
   LMS_RETURN_IF_ERROR(allocate_outputs(id));
+  bytes_by_position_[position] = in_use_ + plan_.workspace_placed[id];
   if (n.op == "swap_out") {
     LMS_RETURN_IF_ERROR(issue_swap_out(id));
   } else if (n.op == "swap_in") {
@@ -319,6 +324,8 @@ absl::Status Executor::run(const Feeds& feeds, StepResult* result) {
   ready_.assign(g.num_tensors(), nullptr);
   copy_read_.assign(g.num_tensors(), nullptr);
   copy_done_.assign(g.num_nodes(), nullptr);
+  in_use_ = plan_.persistent_bytes;
+  bytes_by_position_.assign(plan_.order.size(), 0);
   host_wait_by_reason_.clear();
   bytes_d2h_ = bytes_h2d_ = 0;
   *result = StepResult{};
@@ -335,6 +342,7 @@ absl::Status Executor::run(const Feeds& feeds, StepResult* result) {
   result->host_wait_s = 0;
   for (const auto& [reason, seconds] : host_wait_by_reason_) result->host_wait_s += seconds;
   result->host_wait_by_reason = host_wait_by_reason_;
+  result->device_bytes_by_position = bytes_by_position_;
   result->bytes_d2h = bytes_d2h_;
   result->bytes_h2d = bytes_h2d_;
   return absl::OkStatus();

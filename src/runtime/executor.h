@@ -2,6 +2,7 @@
 // keeps the memory contract of docs/memory_model.md (Note [Memory accounting]).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -25,8 +26,16 @@ struct ExecutablePlan {
   std::vector<NodeId> order;                     // schedule
   std::vector<std::unique_ptr<Kernel>> kernels;  // by NodeId; null for swap nodes
   std::vector<uint64_t> workspace_bytes;         // by NodeId
-  void* workspace = nullptr;                     // shared by all kernels (Note [Shared workspace])
-  swap::ReleasePlan release;                     // device releases (Note [Swap-out release])
+  // Note [Step layout] (swap/placement.h): every non-persistent device
+  // buffer of the step lives at a fixed offset of one arena.
+  std::byte* arena = nullptr;
+  std::vector<uint64_t> tensor_offset;     // by TensorId (swap::kNoOffset: not in the arena)
+  std::vector<uint64_t> placed_bytes;      // by TensorId
+  std::vector<uint64_t> workspace_offset;  // by NodeId (swap::kNoOffset: no workspace)
+  std::vector<uint64_t> workspace_placed;  // by NodeId
+  uint64_t persistent_bytes = 0;           // rounded, allocated before the arena
+  std::vector<uint64_t> planned_bytes;     // by position: persistent + arena bytes live there
+  swap::ReleasePlan release;               // device releases (Note [Swap-out release])
   std::vector<std::vector<TensorId>> host_release_after;  // by position: pinned blocks freed
   std::vector<std::string> fetch_names;
   std::vector<void*> persistent;  // by TensorId: device buffer of persistent tensors
@@ -57,7 +66,8 @@ class Executor {
   absl::Status issue_swap_out(NodeId id);
   absl::Status issue_swap_in(NodeId id);
   absl::Status allocate_outputs(NodeId id);
-  absl::StatusOr<void*> allocate(uint64_t bytes, bool host, NodeId id);
+  absl::StatusOr<void*> allocate_host(uint64_t bytes, NodeId id);
+  void* place(TensorId t);
   void release_after(int32_t position);
   void release_device(TensorId t);
   void release_host(TensorId t);
@@ -81,6 +91,8 @@ class Executor {
   std::vector<std::shared_ptr<Event>> copy_done_;  // by NodeId: a swap node's copy
   std::deque<Deferred> deferred_;
   std::map<std::string, double, std::less<>> host_wait_by_reason_;  // this step
+  uint64_t in_use_ = 0;                      // persistent + arena buffers held
+  std::vector<uint64_t> bytes_by_position_;  // this step, as issued
   uint64_t bytes_d2h_ = 0;
   uint64_t bytes_h2d_ = 0;
 };

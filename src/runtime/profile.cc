@@ -59,6 +59,10 @@ class SpanCatcher final : public EventSink {
                 double end_s) override {
     if (next_ != nullptr) next_->on_stall(stream, reason, node, start_s, end_s);
   }
+  void on_host_wait(std::string_view reason, std::string_view node, double start_s,
+                    double end_s) override {
+    if (next_ != nullptr) next_->on_host_wait(reason, node, start_s, end_s);
+  }
   void on_step(int64_t step, double start_s, double end_s) override {
     if (next_ != nullptr) next_->on_step(step, start_s, end_s);
   }

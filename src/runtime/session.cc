@@ -6,6 +6,7 @@
 #include <random>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "graph/op_registry.h"
@@ -18,6 +19,7 @@
 #include "runtime/kernel_spec.h"
 #include "runtime/stall_counter.h"
 #include "swap/liveness.h"
+#include "swap/placement.h"
 #include "swap/release_plan.h"
 
 namespace lms {
@@ -93,6 +95,11 @@ std::string oom_hint(const PlanRecord& r) {
   }
   return "LMS is on and the step did not fit as planned: check RewriteReport::fits (plan with "
          "the Device overload of lms::rewrite), or reduce the batch size.";
+}
+
+absl::Status with_hint(const absl::Status& s, const std::string& hint) {
+  if (!absl::IsResourceExhausted(s) || hint.empty()) return s;
+  return absl::Status(s.code(), absl::StrCat(s.message(), " ", hint));
 }
 
 std::string join_sorted(std::vector<std::string> names) {
@@ -196,10 +203,13 @@ class Session::Impl {
   }
   ~Impl() {
     (void)device_.synchronize();
+    // The device's memory counter in the trace is the session's view of its
+    // arena (StallCounter); freeing the arena is not a step's event.
+    if (options_.sink != nullptr) device_.set_event_sink(nullptr);
     for (void* p : plan_.persistent) {
       if (p != nullptr) device_.deallocate(p);
     }
-    if (plan_.workspace != nullptr) device_.deallocate(plan_.workspace);
+    if (plan_.arena != nullptr) device_.deallocate(plan_.arena);
   }
 
   absl::Status init() {
@@ -217,8 +227,10 @@ class Session::Impl {
     plan_.commit = swap::commit_position(g, plan_.order);
     plan_.oom_hint = oom_hint(g.plan_record());
     plan_.host_release_after = host_releases(g, plan_.order);
+    LMS_RETURN_IF_ERROR(lay_out());
     LMS_RETURN_IF_ERROR(allocate_persistent());
-    LMS_RETURN_IF_ERROR(allocate_workspace());
+    LMS_RETURN_IF_ERROR(allocate_arena());
+    stall_counter_.set_memory_by_position(&planned_by_node_, &planned_by_swap_in_);
     executor_ = std::make_unique<Executor>(plan_, device_, &stall_counter_);
     return absl::OkStatus();
   }
@@ -242,21 +254,48 @@ class Session::Impl {
     return absl::OkStatus();
   }
 
-  // Note [Shared workspace]: one block of the largest kernel workspace, held
-  // for the session right after the persistent tensors. Kernels on the one
-  // compute stream never overlap, so they share it; no workspace is carved
-  // per node, which would split device memory into pieces (fragmentation).
-  absl::Status allocate_workspace() {
-    uint64_t bytes = 0;
-    for (uint64_t w : plan_.workspace_bytes) bytes = std::max(bytes, w);
-    if (bytes == 0) return absl::OkStatus();
-    absl::StatusOr<void*> p = device_.allocate(bytes);
-    if (!p.ok()) {
-      return absl::Status(
-          p.status().code(),
-          absl::StrCat("allocating the shared kernel workspace: ", p.status().message()));
+  // Note [Step layout] (swap/placement.h): the same layout lms::rewrite
+  // computed for `fits`, from the same facts (check_plan_record).
+  absl::Status lay_out() {
+    const Graph& g = *plan_.graph;
+    const AllocatorStats mem = device_.memory_stats();
+    LMS_ASSIGN_OR_RETURN(swap::StepLayout layout,
+                         swap::layout_step(g, {std::max<uint64_t>(mem.alignment_bytes, 1),
+                                               plan_.fetch_names, plan_.workspace_bytes}));
+    plan_.tensor_offset = std::move(layout.tensor_offset);
+    plan_.placed_bytes = std::move(layout.placed_bytes);
+    plan_.workspace_offset = std::move(layout.workspace_offset);
+    plan_.workspace_placed = std::move(layout.workspace_placed);
+    plan_.persistent_bytes = layout.step.persistent_bytes;
+    arena_bytes_ = layout.placement.arena_bytes;
+    plan_.planned_bytes.resize(layout.arena_in_use.size());
+    for (size_t p = 0; p < plan_.planned_bytes.size(); ++p) {
+      plan_.planned_bytes[p] = plan_.persistent_bytes + layout.arena_in_use[p];
+      const Node& n = g.node(plan_.order[p]);
+      if (n.op == "swap_in") {
+        planned_by_swap_in_[g.tensor(n.outputs[0]).name] = plan_.planned_bytes[p];
+      } else if (n.op != "swap_out") {
+        planned_by_node_[n.name] = plan_.planned_bytes[p];
+      }
     }
-    plan_.workspace = *p;
+    return absl::OkStatus();
+  }
+
+  // The arena: one block right after the persistent tensors, held for the
+  // session. Every buffer of a step lives inside it (Note [Step layout]).
+  absl::Status allocate_arena() {
+    if (arena_bytes_ == 0) return absl::OkStatus();
+    absl::StatusOr<void*> p = device_.allocate(arena_bytes_);
+    if (!p.ok()) {
+      return with_hint(
+          absl::Status(
+              p.status().code(),
+              absl::StrCat("allocating the step's arena of ", format_bytes(arena_bytes_), " (",
+                           arena_bytes_, " bytes) after ", format_bytes(plan_.persistent_bytes),
+                           " of persistent tensors: ", p.status().message())),
+          plan_.oom_hint);
+    }
+    plan_.arena = static_cast<std::byte*>(*p);
     return absl::OkStatus();
   }
 
@@ -330,6 +369,12 @@ class Session::Impl {
   SessionOptions options_;
   StallCounter stall_counter_;
   ExecutablePlan plan_;
+  uint64_t arena_bytes_ = 0;
+  // Planned device bytes while a node runs (by node name) and while a
+  // swap-in's copy runs (by its output's name): the memory counter over
+  // device time (StallCounter).
+  absl::flat_hash_map<std::string, uint64_t> planned_by_node_;
+  absl::flat_hash_map<std::string, uint64_t> planned_by_swap_in_;
   std::unique_ptr<Executor> executor_;
   int64_t steps_ = 0;
 };

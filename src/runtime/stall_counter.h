@@ -5,11 +5,20 @@
 // releases, the commit's wait for the copies); the devices report exactly
 // those waits as on_stall(kCompute, ...), so the sum is StepResult::stall_s.
 // Host waits (on_host_wait, from the executor) are forwarded, not counted.
+//
+// It also draws device memory over device time: with static placement
+// (Note [Step layout]) the allocator sees no change inside a step, so when
+// a node starts on the compute stream, or a swap-in's copy on the H2D
+// stream, the counter forwards on_memory(kDevice) with the planned bytes in
+// use at that node's position, stamped with the device's start time.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <string>
+#include <string_view>
 
+#include "absl/container/flat_hash_map.h"
 #include "lms/profiler/event_sink.h"
 
 namespace lms {
@@ -18,15 +27,26 @@ class StallCounter : public EventSink {
  public:
   explicit StallCounter(EventSink* next) : next_(next) {}
   void reset() { compute_stall_ns_.store(0); }
+  // Planned device bytes by compute node name and by swap-in output name;
+  // both outlive the counter's use (nullable: no memory counter).
+  void set_memory_by_position(const absl::flat_hash_map<std::string, uint64_t>* by_node,
+                              const absl::flat_hash_map<std::string, uint64_t>* by_swap_in) {
+    by_node_ = by_node;
+    by_swap_in_ = by_swap_in;
+  }
   double compute_stall_s() const { return static_cast<double>(compute_stall_ns_.load()) * 1e-9; }
 
   void on_node(StreamKind stream, std::string_view node, std::string_view op, double start_s,
                double end_s) override {
-    if (next_) next_->on_node(stream, node, op, start_s, end_s);
+    if (next_ == nullptr) return;
+    if (stream == StreamKind::kCompute) memory_at(by_node_, node, start_s);
+    next_->on_node(stream, node, op, start_s, end_s);
   }
   void on_copy(StreamKind stream, std::string_view tensor, uint64_t bytes, double start_s,
                double end_s) override {
-    if (next_) next_->on_copy(stream, tensor, bytes, start_s, end_s);
+    if (next_ == nullptr) return;
+    if (stream == StreamKind::kH2D) memory_at(by_swap_in_, tensor, start_s);
+    next_->on_copy(stream, tensor, bytes, start_s, end_s);
   }
   void on_memory(MemoryKind memory, uint64_t bytes_in_use, double t_s) override {
     if (next_) next_->on_memory(memory, bytes_in_use, t_s);
@@ -47,7 +67,16 @@ class StallCounter : public EventSink {
   }
 
  private:
+  void memory_at(const absl::flat_hash_map<std::string, uint64_t>* bytes, std::string_view name,
+                 double t_s) {
+    if (bytes == nullptr) return;
+    auto it = bytes->find(absl::string_view(name.data(), name.size()));
+    if (it != bytes->end()) next_->on_memory(MemoryKind::kDevice, it->second, t_s);
+  }
+
   EventSink* next_;
+  const absl::flat_hash_map<std::string, uint64_t>* by_node_ = nullptr;
+  const absl::flat_hash_map<std::string, uint64_t>* by_swap_in_ = nullptr;
   std::atomic<int64_t> compute_stall_ns_{0};
 };
 

@@ -76,20 +76,17 @@ absl::StatusOr<Liveness> analyze(const Graph& graph, const LivenessOptions& opti
   LMS_ASSIGN_OR_RETURN(auto fetched, fetched_set(graph, options));
   live.position.assign(graph.num_nodes(), -1);
   live.commit = commit_position(graph, live.order);
-  // Note [Shared workspace]: kernels share one workspace block of the largest
-  // size, held for the whole session like a persistent tensor, so per-node
-  // workspace is 0 here (docs/memory_model.md point 1).
+  // Note [Step buffers] (placement.h): each node's workspace is a buffer of
+  // the step's arena, live only while that node runs.
   live.workspace.assign(live.order.size(), 0);
-  uint64_t shared_workspace = 0;
   for (int32_t p = 0; p < live.size(); ++p) {
     NodeId n = live.order[p];
     live.position[n] = p;
     if (static_cast<size_t>(n) < options.workspace_bytes.size() && options.workspace_bytes[n] > 0) {
-      shared_workspace = std::max(
-          shared_workspace, rounded_size(options.workspace_bytes[n], options.alignment_bytes));
+      live.workspace[p] = rounded_size(options.workspace_bytes[n], options.alignment_bytes);
     }
   }
-  live.persistent_bytes = shared_workspace;
+  live.persistent_bytes = 0;
   live.tensors.reserve(graph.num_tensors());
   for (TensorId id = 0; id < graph.num_tensors(); ++id) {
     live.tensors.push_back(tensor_life(graph, live, id, fetched.contains(id)));

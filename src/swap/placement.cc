@@ -359,10 +359,12 @@ absl::StatusOr<Placement> place_buffers(const std::vector<PlacementBuffer>& buff
     best =
         place_in_order(p, size_order(p, buffers), options, PlacementMethod::kGreedyBySize, kNoGap);
   }
-  if (options.greedy_by_breadth &&
-      (!best || static_cast<double>(best->arena_bytes) >
-                    static_cast<double>(best->lower_bound_bytes) *
-                        (1 + std::max(0.0, options.breadth_if_gap_above)))) {
+  auto gap_above = [&](const Placement& placed) {
+    return static_cast<double>(placed.arena_bytes) >
+           static_cast<double>(placed.lower_bound_bytes) *
+               (1 + std::max(0.0, options.breadth_if_gap_above));
+  };
+  if (options.greedy_by_breadth && (!best || gap_above(*best))) {
     // Only a strictly smaller arena replaces greedy by size's.
     std::optional<Placement> breadth =
         place_in_order(p, breadth_order(p, buffers), options, PlacementMethod::kGreedyByBreadth,
@@ -485,6 +487,40 @@ absl::StatusOr<StepBuffers> step_buffers(const Graph& graph, const Liveness& liv
     step.workspace_of.push_back(n);
   }
   return step;
+}
+
+absl::StatusOr<StepLayout> layout_step(const Graph& graph, const LivenessOptions& options) {
+  StepLayout layout;
+  LMS_ASSIGN_OR_RETURN(layout.live, analyze(graph, options));
+  LMS_ASSIGN_OR_RETURN(layout.step, step_buffers(graph, layout.live, options.workspace_bytes));
+  LMS_ASSIGN_OR_RETURN(
+      layout.placement,
+      place_buffers(layout.step.buffers, {.alignment_bytes = options.alignment_bytes}));
+  layout.tensor_offset.assign(graph.num_tensors(), kNoOffset);
+  layout.placed_bytes.assign(graph.num_tensors(), 0);
+  layout.workspace_offset.assign(graph.num_nodes(), kNoOffset);
+  layout.workspace_placed.assign(graph.num_nodes(), 0);
+  std::vector<int64_t> delta(layout.live.order.size() + 1, 0);
+  for (size_t i = 0; i < layout.step.buffers.size(); ++i) {
+    const PlacementBuffer& b = layout.step.buffers[i];
+    const uint64_t size = placed_size(b, options.alignment_bytes);
+    if (layout.step.tensor[i] != kNoTensor) {
+      layout.tensor_offset[layout.step.tensor[i]] = layout.placement.offset[i];
+      layout.placed_bytes[layout.step.tensor[i]] = size;
+    } else {
+      layout.workspace_offset[layout.step.workspace_of[i]] = layout.placement.offset[i];
+      layout.workspace_placed[layout.step.workspace_of[i]] = size;
+    }
+    delta[b.first] += static_cast<int64_t>(size);
+    delta[b.last + 1] -= static_cast<int64_t>(size);
+  }
+  layout.arena_in_use.resize(layout.live.order.size());
+  int64_t running = 0;
+  for (size_t p = 0; p < layout.arena_in_use.size(); ++p) {
+    running += delta[p];
+    layout.arena_in_use[p] = static_cast<uint64_t>(running);
+  }
+  return layout;
 }
 
 }  // namespace lms::swap

@@ -146,9 +146,9 @@ absl::Status check_placement(const std::vector<PlacementBuffer>& buffers,
 //    (Note [Swap-out release]);
 //  - one workspace buffer per node with a workspace, at that node's position
 //    only: the larger of live.workspace[position] and the rounded
-//    workspace_bytes[node] (by NodeId; missing entries are 0). This is the
-//    per-node alternative to the executor's shared session-wide block (Note
-//    [Shared workspace]), which analyze() counts in live.persistent_bytes.
+//    workspace_bytes[node] (by NodeId; missing entries are 0). Kernels get
+//    no session-wide workspace block: a node's workspace is live while the
+//    node runs, like any other buffer of the step.
 // Persistent tensors (parameters, optimizer state) keep their place for the
 // session and are not in the arena: their bytes are reported apart.
 // With no workspaces and no `release_after`, the lower bound of these
@@ -164,5 +164,31 @@ struct StepBuffers {
 // node counts).
 absl::StatusOr<StepBuffers> step_buffers(const Graph& graph, const Liveness& live,
                                          const std::vector<uint64_t>& workspace_bytes);
+
+// Note [Step layout]: the one placement a graph's step gets, computed the
+// same way by the planner (lms::rewrite, for `fits` and the report) and by
+// Session::create (for the executor's offsets): analyze() with the options,
+// step_buffers() with options.workspace_bytes, place_buffers() at the
+// alignment. Deterministic, so both see the same offsets. The device holds
+// the persistent tensors (allocated one after another at Session::create)
+// and then the arena, one block: device_bytes() is the whole device
+// footprint of the session, the peak it measures during every step.
+inline constexpr uint64_t kNoOffset = ~uint64_t{0};
+
+struct StepLayout {
+  Liveness live;
+  StepBuffers step;
+  Placement placement;
+  std::vector<uint64_t> tensor_offset;     // by TensorId: arena offset, or kNoOffset
+  std::vector<uint64_t> workspace_offset;  // by NodeId: arena offset, or kNoOffset
+  std::vector<uint64_t> placed_bytes;      // by TensorId: the placed size (0: not in the arena)
+  std::vector<uint64_t> workspace_placed;  // by NodeId: the placed size (0: none)
+  // By position: bytes of the arena's buffers live there (persistent excluded).
+  std::vector<uint64_t> arena_in_use;
+  uint64_t device_bytes() const { return step.persistent_bytes + placement.arena_bytes; }
+};
+
+// InvalidArgument as analyze() and place_buffers().
+absl::StatusOr<StepLayout> layout_step(const Graph& graph, const LivenessOptions& options);
 
 }  // namespace lms::swap

@@ -56,9 +56,9 @@ absl::StatusOr<SwapPlan> plan_manual(const Graph& graph, const Liveness& live,
 SwapPlan plan_vdnn(const Graph& graph, const Liveness& live);
 
 struct AutoOptions {
-  uint64_t budget_bytes = 0;            // device bytes available to the step
-  double fragmentation_reserve = 0.05;  // fraction of the budget never planned
-  uint64_t host_limit_bytes = 0;        // pinned host bytes; 0 = unlimited
+  uint64_t budget_bytes = 0;           // device bytes available to the step
+  double fragmentation_reserve = 0.0;  // fraction of the budget never planned
+  uint64_t host_limit_bytes = 0;       // pinned host bytes; 0 = unlimited
   uint64_t min_tensor_bytes = 0;
   double h2d_bytes_per_s = 12e9;
   double copy_latency_s = 5e-6;

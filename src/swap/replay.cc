@@ -38,6 +38,18 @@ class Replayer {
     for (TensorId t : n.outputs) {
       if (g_.tensor(t).role != TensorRole::kHost) LMS_RETURN_IF_ERROR(allocate(t, context));
     }
+    // The node's workspace, held while it runs (Note [Step buffers]).
+    const uint64_t workspace = static_cast<size_t>(id) < options_.workspace_bytes.size()
+                                   ? options_.workspace_bytes[id]
+                                   : 0;
+    if (workspace > 0) {
+      absl::StatusOr<void*> p = alloc_->allocate(workspace);
+      if (!p.ok()) {
+        return absl::Status(p.status().code(),
+                            absl::StrCat(context, " workspace: ", p.status().message()));
+      }
+      alloc_->deallocate(*p);
+    }
     for (TensorId t : releases) release(t);
     return absl::OkStatus();
   }
@@ -70,17 +82,6 @@ absl::StatusOr<ReplayResult> replay_step(const Graph& graph, const ReplayOptions
     if (!is_persistent(graph.tensor(t).role)) continue;
     LMS_RETURN_IF_ERROR(
         r.allocate(t, absl::StrCat("persistent tensor '", graph.tensor(t).name, "'")));
-  }
-  // Note [Shared workspace]: one block of the largest workspace, allocated
-  // right after the persistent tensors, as Session::create does.
-  uint64_t workspace = 0;
-  for (uint64_t w : options.workspace_bytes) workspace = std::max(workspace, w);
-  if (workspace > 0) {
-    absl::StatusOr<void*> p = r.allocator().allocate(workspace);
-    if (!p.ok()) {
-      return absl::Status(p.status().code(),
-                          absl::StrCat("shared kernel workspace: ", p.status().message()));
-    }
   }
   result.persistent_bytes = r.allocator().stats().bytes_in_use;
   for (TensorId t : plan.inputs) {

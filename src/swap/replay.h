@@ -1,6 +1,8 @@
-// Exact replay of a step's device allocations on the BFC allocator the
-// executor uses (with a fake sub-allocator that never touches memory): the
-// planner's proof that a rewritten graph fits, fragmentation included.
+// Replay of a step's device allocations on a BFC allocator (with a fake
+// sub-allocator that never touches memory), in the order a dynamic
+// allocator would see them. The executor does not allocate inside a step
+// (Note [Step layout], placement.h); this replay is what it would cost if it
+// did, and bench/placement_bench compares the two.
 #pragma once
 
 #include <cstdint>
@@ -25,11 +27,10 @@ struct ReplayResult {
   double peak_fragmentation = 0;  // allocator fragmentation at the peak
 };
 
-// Allocates the persistent tensors (tensor-id order, as Session::create does),
-// the shared kernel workspace, the consumed graph inputs, then per node its
-// outputs, freeing
-// as release_plan() says. ResourceExhausted naming the node (or tensor) and
-// the allocator's message when an allocation fails.
+// Allocates the persistent tensors (tensor-id order, as Session::create
+// does), the consumed graph inputs, then per node its outputs and its
+// workspace (freed after the node), freeing tensors as release_plan() says. ResourceExhausted
+// naming the node (or tensor) and the allocator's message when an allocation fails.
 absl::StatusOr<ReplayResult> replay_step(const Graph& graph, const ReplayOptions& options);
 
 }  // namespace lms::swap

@@ -12,7 +12,6 @@
 #include "swap/liveness.h"
 #include "swap/placement.h"
 #include "swap/planner.h"
-#include "swap/replay.h"
 #include "swap/simulator.h"
 
 namespace lms {
@@ -69,17 +68,18 @@ absl::StatusOr<swap::SwapPlan> rule_plan(const Graph& g, const LmsConfig& c, con
   return plan;
 }
 
+// Plans for `usable` device bytes (the budget less what is kept free).
 absl::StatusOr<swap::SwapPlan> make_plan(const Graph& g, const LmsConfig& c, const Analysis& a,
-                                         uint64_t budget, double reserve) {
+                                         uint64_t usable) {
   if (c.policy != SwapPolicy::kAuto) return rule_plan(g, c, a);
-  if (budget == 0) {
+  if (usable == 0) {
     return absl::InvalidArgumentError(
         "lms rewrite: policy auto needs a device budget: set device_memory_limit or pass "
         "RewriteOptions::device_capacity_bytes");
   }
   swap::AutoOptions ao;
-  ao.budget_bytes = budget;
-  ao.fragmentation_reserve = reserve;
+  ao.budget_bytes = usable;
+  ao.fragmentation_reserve = 0;
   ao.host_limit_bytes = c.host_memory_limit;
   ao.min_tensor_bytes = c.min_tensor_bytes;
   ao.h2d_bytes_per_s = c.link.h2d_bytes_per_s;
@@ -98,12 +98,15 @@ void fill_before(const Graph& g, const Analysis& a, RewriteReport& rep) {
   if (ws.position >= 0) rep.working_set_node = g.node(a.live.order[ws.position]).name;
 }
 
-// Note [Honest fits]: `fits` is decided only by an exact replay of the first
-// step's allocations with every fact the executor will have: the budget, the
-// allocator alignment, the kernel workspaces and the fetch set (the Device
-// overload supplies all of them, and Session::create checks them against the
-// plan record). A call that lacks the budget or the workspaces cannot decide,
-// so it reports fits = false with the reason, never a guess.
+// Note [Honest fits]: `fits` is decided only by the step's static layout
+// (Note [Step layout], swap/placement.h) computed with every fact the
+// executor will have: the budget, the allocator alignment, the kernel
+// workspaces and the fetch set (the Device overload supplies all of them,
+// and Session::create checks them against the plan record). Session::create
+// computes the same layout and holds exactly its device_bytes(): the
+// persistent tensors, then the arena, allocated one after the other on an
+// otherwise empty device. A call that lacks the budget or the workspaces
+// cannot decide, so it reports fits = false with the reason, never a guess.
 std::string missing_fact(const RewriteReport& rep, const RewriteOptions& o) {
   if (rep.budget_bytes == 0) {
     return "no device budget known: use the Device overload, set device_memory_limit or "
@@ -116,84 +119,59 @@ std::string missing_fact(const RewriteReport& rep, const RewriteOptions& o) {
   return "";
 }
 
-// Replays `g`'s allocations on the BFC allocator at the budget
-// (swap/replay.h). Returns whether the replay fitted (false without a
-// budget) and sets rep.peak_bytes_after to the exact peak when it did; a
-// failed replay (fragmentation) counts as not fitting, its message in
-// `failure`.
-absl::StatusOr<bool> replay_fits(const Graph& g, const LmsConfig& c, const RewriteOptions& o,
-                                 RewriteReport& rep, std::string* failure) {
-  if (rep.budget_bytes == 0) return false;
-  auto replay =
-      swap::replay_step(g, {rep.budget_bytes, c.alignment_bytes, workspaces(o), o.fetched});
-  if (!replay.ok() && !absl::IsResourceExhausted(replay.status())) return replay.status();
-  if (!replay.ok()) {
-    *failure = std::string(replay.status().message());
-    return false;
-  }
-  rep.peak_bytes_after = replay->peak_bytes;
-  return replay->peak_bytes <= rep.budget_bytes;
-}
-
-// Sets rep.fits and rep.fit_unknown_reason from a replay result (Note [Honest fits]).
-void decide_fit(bool replayed_fit, const RewriteOptions& o, RewriteReport& rep) {
+// Lays out `g`'s step and fills the arena figures, peak_bytes_after (the
+// device bytes the session will hold), fits and fit_unknown_reason.
+absl::Status layout_fits(const Graph& g, const LmsConfig& c, const RewriteOptions& o,
+                         RewriteReport& rep) {
+  LMS_ASSIGN_OR_RETURN(swap::StepLayout layout,
+                       swap::layout_step(g, {c.alignment_bytes, o.fetched, workspaces(o)}));
+  rep.arena_bytes = layout.placement.arena_bytes;
+  rep.arena_lower_bound_bytes = layout.placement.lower_bound_bytes;
+  rep.arena_persistent_bytes = layout.step.persistent_bytes;
+  rep.peak_bytes_after = layout.device_bytes();
   rep.fit_unknown_reason = missing_fact(rep, o);
-  rep.fits = replayed_fit && rep.fit_unknown_reason.empty();
+  rep.fits = rep.fit_unknown_reason.empty() && rep.peak_bytes_after <= rep.budget_bytes;
+  return absl::OkStatus();
 }
 
-// Note [Fitting with fragmentation]: the planner's profile counts bytes, the
-// allocator also loses space to fragmentation. The auto policy plans for
-// budget * (1 - fragmentation_reserve), replays the result exactly, and while
-// the replay does not fit, plans again for a smaller share of the budget
-// (kFitShrink of the budget less each time, kFitAttempts times at most).
-// Other policies are replayed once and report whether they fit.
+// Note [Placement-aware planning]: the auto planner counts bytes; the arena
+// also holds what the placement cannot pack (usually well under 1%, Note
+// [Static placement]). So swaps and placement are chosen together: plan for
+// the usable budget, lay the result out, and while persistent + arena
+// exceeds the budget, plan again for a usable budget smaller by that excess
+// (at least one alignment unit), so the planner swaps more where the arena
+// is decided. At most kFitAttempts plans, and never below the working-set
+// limit, which no plan can meet. Other policies are laid out once and
+// report whether they fit.
 constexpr int kFitAttempts = 8;
-constexpr double kFitShrink = 0.03;
 
-absl::Status plan_and_replay(const Graph& graph, const LmsConfig& config,
-                             const RewriteOptions& options, const Analysis& before,
-                             RewriteReport& rep, Graph& rewritten, swap::SwapPlan& plan) {
-  // The reserve never grows past the point where the usable budget drops
-  // below the working-set limit: no plan could meet that.
-  const double max_reserve =
-      rep.budget_bytes > 0
-          ? 1.0 - static_cast<double>(rep.working_set_limit_bytes) / rep.budget_bytes
-          : 0.0;
-  double reserve = config.fragmentation_reserve;
-  std::string failure;
+absl::Status plan_and_place(const Graph& graph, const LmsConfig& config,
+                            const RewriteOptions& options, const Analysis& before,
+                            RewriteReport& rep, Graph& rewritten, swap::SwapPlan& plan) {
+  uint64_t usable = rep.usable_budget_bytes;
   for (int attempt = 0;; ++attempt) {
-    LMS_ASSIGN_OR_RETURN(plan, make_plan(graph, config, before, rep.budget_bytes, reserve));
+    rep.usable_budget_bytes = usable;
+    LMS_ASSIGN_OR_RETURN(plan, make_plan(graph, config, before, usable));
     rewritten = graph;
     LMS_RETURN_IF_ERROR(swap::insert_swaps(rewritten, before.live, plan));
-    LMS_ASSIGN_OR_RETURN(Analysis after, analyse(rewritten, config, options));
-    rep.peak_bytes_after = swap::memory_profile(after.live).peak;
-    LMS_ASSIGN_OR_RETURN(bool fitted, replay_fits(rewritten, config, options, rep, &failure));
-    decide_fit(fitted, options, rep);
-    if (config.policy != SwapPolicy::kAuto || fitted) return absl::OkStatus();
-    if (attempt + 1 == kFitAttempts || reserve >= max_reserve) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "lms rewrite: the plan fits ", format_bytes(rep.budget_bytes),
-          " in bytes but not in the allocator once fragmentation is counted (replayed ",
-          attempt + 1, " plans, down to ", format_bytes(rep.usable_budget_bytes),
-          " planned; last replay: ", failure, "); raise the budget or lower the batch"));
+    LMS_RETURN_IF_ERROR(layout_fits(rewritten, config, options, rep));
+    if (config.policy != SwapPolicy::kAuto || rep.fits || !rep.fit_unknown_reason.empty()) {
+      return absl::OkStatus();
     }
-    reserve = std::min(reserve + kFitShrink, max_reserve);
-    rep.usable_budget_bytes = swap::usable_budget(rep.budget_bytes, reserve);
+    const uint64_t excess =
+        std::max<uint64_t>(rep.peak_bytes_after - rep.budget_bytes, config.alignment_bytes);
+    if (attempt + 1 == kFitAttempts || usable <= rep.working_set_limit_bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "lms rewrite: no plan found whose static layout fits ", format_bytes(rep.budget_bytes),
+          " (", attempt + 1, " plans, down to a usable budget of ", format_bytes(usable),
+          "; the last needs ", format_bytes(rep.peak_bytes_after), ": ",
+          format_bytes(rep.arena_persistent_bytes), " persistent + an arena of ",
+          format_bytes(rep.arena_bytes), " whose lower bound is ",
+          format_bytes(rep.arena_lower_bound_bytes), "; working-set limit ",
+          format_bytes(rep.working_set_limit_bytes), "); raise the budget or lower the batch"));
+    }
+    usable = std::max(usable - std::min(usable, excess), rep.working_set_limit_bytes);
   }
-}
-
-// The static placement figures of the final graph's step (Note [Static
-// placement], swap/placement.h), with per-node workspaces when known.
-absl::Status fill_arena(const Graph& g, const swap::Liveness& live, const RewriteOptions& o,
-                        RewriteReport& rep) {
-  LMS_ASSIGN_OR_RETURN(swap::StepBuffers step, swap::step_buffers(g, live, workspaces(o)));
-  LMS_ASSIGN_OR_RETURN(
-      swap::Placement placement,
-      swap::place_buffers(step.buffers, {.alignment_bytes = live.alignment_bytes}));
-  rep.arena_bytes = placement.arena_bytes;
-  rep.arena_lower_bound_bytes = placement.lower_bound_bytes;
-  rep.arena_persistent_bytes = step.persistent_bytes;
-  return absl::OkStatus();
 }
 
 // What the graph was planned for (Graph::plan_record), checked by Session::create.
@@ -269,17 +247,14 @@ absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config,
   rep.usable_budget_bytes = swap::usable_budget(rep.budget_bytes, config.fragmentation_reserve);
   fill_before(graph, before, rep);
   if (!config.enabled) {
-    std::string failure;
-    LMS_ASSIGN_OR_RETURN(bool fitted, replay_fits(graph, config, options, rep, &failure));
-    decide_fit(fitted, options, rep);
-    LMS_RETURN_IF_ERROR(fill_arena(graph, before.live, options, rep));
+    LMS_RETURN_IF_ERROR(layout_fits(graph, config, options, rep));
     graph.set_plan_record(plan_record(graph, config, options, rep));
     return rep;
   }
 
   Graph rewritten = graph;
   swap::SwapPlan plan;
-  LMS_RETURN_IF_ERROR(plan_and_replay(graph, config, options, before, rep, rewritten, plan));
+  LMS_RETURN_IF_ERROR(plan_and_place(graph, config, options, before, rep, rewritten, plan));
   const swap::PlanTraffic traffic = swap::plan_traffic(graph, plan);
   if (config.host_memory_limit > 0 && traffic.host_bytes > config.host_memory_limit) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -293,7 +268,6 @@ absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config,
   rep.bytes_in_per_step = traffic.bytes_in;
   rep.host_bytes = traffic.host_bytes;
   LMS_ASSIGN_OR_RETURN(Analysis after, analyse(rewritten, config, options));
-  LMS_RETURN_IF_ERROR(fill_arena(rewritten, after.live, options, rep));
   const swap::SimResult sim = swap::simulate(rewritten, after.live, after.times,
                                              {rep.budget_bytes, /*wait_at_release=*/true});
   rep.step_time_after_s = sim.step_time_s;

@@ -94,7 +94,7 @@ TEST(SearchMax, RespectsTheStepTheCapAndErrors) {
 TEST(Sweep, LmsTrainsWhereTheDeviceRunsOutWithoutIt) {
   std::printf("seed %llu\n", static_cast<unsigned long long>(kSeed));
   SweepOptions o;
-  o.sizes = {4, 16};
+  o.sizes = {4, 24};
   o.steps = 2;
   o.device = tiny_device();
   std::ostringstream log;
@@ -103,8 +103,8 @@ TEST(Sweep, LmsTrainsWhereTheDeviceRunsOutWithoutIt) {
   ASSERT_EQ(r->rows.size(), 4u);
   const CaseResult& off4 = find_row(*r, 4, false);
   const CaseResult& on4 = find_row(*r, 4, true);
-  const CaseResult& off16 = find_row(*r, 16, false);
-  const CaseResult& on16 = find_row(*r, 16, true);
+  const CaseResult& off16 = find_row(*r, 24, false);
+  const CaseResult& on16 = find_row(*r, 24, true);
   EXPECT_TRUE(off4.ok) << off4.error;
   EXPECT_TRUE(on4.ok) << on4.error;
   EXPECT_EQ(off4.losses, on4.losses);  // same feeds, same weights
@@ -125,8 +125,8 @@ TEST(Sweep, LmsTrainsWhereTheDeviceRunsOutWithoutIt) {
   ASSERT_TRUE(r->searched);
   const Limits& l = r->limits;
   EXPECT_GE(l.no_lms_max, 4);
-  EXPECT_LT(l.no_lms_max, 16);
-  EXPECT_GE(l.lms_max, 16);
+  EXPECT_LT(l.no_lms_max, 24);
+  EXPECT_GE(l.lms_max, 24);
   EXPECT_GE(l.lms_max, l.no_lms_max);
   EXPECT_GE(l.working_set_max, l.lms_max);
   EXPECT_TRUE(l.no_lms_confirmed);
@@ -265,7 +265,7 @@ TEST(Cli, JsonHoldsEveryRowAndTheLimits) {
   const std::string path = dir + "/bench.json";
   std::ostringstream out, err;
   int rc = run_main(
-      {"vdsr", "--depth", "4", "--channels", "8", "--crop=16", "--batch", "4,16", "--capacity",
+      {"vdsr", "--depth", "4", "--channels", "8", "--crop=16", "--batch", "4,24", "--capacity",
        "1MiB", "--threads", "1", "--steps", "1", "--no-confirm", "--seed", "7", "--json", path},
       out, err);
   ASSERT_EQ(rc, 0) << err.str();
@@ -277,7 +277,7 @@ TEST(Cli, JsonHoldsEveryRowAndTheLimits) {
   EXPECT_EQ(j["model"], "vdsr");
   EXPECT_EQ(j["capacity_bytes"], kCapacity);
   ASSERT_EQ(j["rows"].size(), 4u);
-  EXPECT_EQ(j["rows"][2]["size"], 16);
+  EXPECT_EQ(j["rows"][2]["size"], 24);
   EXPECT_EQ(j["rows"][2]["lms"], false);
   EXPECT_EQ(j["rows"][2]["ok"], false);
   EXPECT_EQ(j["rows"][3]["ok"], true);

@@ -165,27 +165,35 @@ TEST(SessionChecks, OutOfMemoryHintMatchesTheSituation) {
   auto small = cpu(budget);
   StepResult r;
 
-  // Not planned at all: the hint suggests LMS.
+  // Not planned at all: the hint suggests LMS. The step's arena is laid out
+  // at Session::create, so a step that cannot fit is refused there.
   auto plain = Session::create(train, *small);
-  ASSERT_TRUE(plain.ok()) << plain.status();
-  absl::Status s = (*plain)->run(feeds, &r);
-  ASSERT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
-  EXPECT_THAT(std::string(s.message()), HasSubstr("lms::rewrite"));
-  EXPECT_THAT(std::string(s.message()), Not(HasSubstr("device_memory_limit")));
-  plain->reset();
+  ASSERT_EQ(plain.status().code(), absl::StatusCode::kResourceExhausted) << plain.status();
+  EXPECT_THAT(std::string(plain.status().message()), HasSubstr("lms::rewrite"));
+  EXPECT_THAT(std::string(plain.status().message()), Not(HasSubstr("device_memory_limit")));
+  EXPECT_EQ(small->memory_stats().bytes_in_use, 0u);
 
   // LMS on, planned by rule (tflms): the hint names the policy.
   Graph tflms = train;
   LmsConfig rule;
   rule.policy = SwapPolicy::kTflms;
   rule.swapout_threshold = 1000;  // swaps nothing
-  ASSERT_TRUE(rewrite(tflms, rule, *small).ok());
+  auto rep = rewrite(tflms, rule, *small);
+  ASSERT_TRUE(rep.ok()) << rep.status();
+  EXPECT_FALSE(rep->fits);
   auto by_rule = Session::create(tflms, *small);
-  ASSERT_TRUE(by_rule.ok()) << by_rule.status();
-  s = (*by_rule)->run(feeds, &r);
-  ASSERT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
-  EXPECT_THAT(std::string(s.message()), HasSubstr("policy tflms"));
-  EXPECT_THAT(std::string(s.message()), Not(HasSubstr("Enable LMS")));
+  ASSERT_EQ(by_rule.status().code(), absl::StatusCode::kResourceExhausted) << by_rule.status();
+  EXPECT_THAT(std::string(by_rule.status().message()), HasSubstr("policy tflms"));
+  EXPECT_THAT(std::string(by_rule.status().message()), Not(HasSubstr("Enable LMS")));
+
+  // Planned by auto: it fits, and the session runs.
+  Graph planned = train;
+  auto fit = rewrite(planned, LmsConfig{}, *small);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_TRUE(fit->fits);
+  auto session = Session::create(planned, *small);
+  ASSERT_TRUE(session.ok()) << session.status();
+  EXPECT_TRUE((*session)->run(feeds, &r).ok());
 }
 
 TEST(SessionChecks, CudaFactorySaysWhyItIsUnavailable) {

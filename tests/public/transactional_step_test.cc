@@ -102,7 +102,13 @@ void check_every_failure_point(const Model& model, SwapPolicy policy) {
   ASSERT_FALSE(user::differing(before, after).empty()) << "a step changed nothing";
   ASSERT_GT(r.bytes_d2h, 0u);
   std::printf("%s: %" PRId64 " allocations per step\n", model.name.c_str(), allocations);
-  ASSERT_GT(allocations, 10);
+  // Device buffers live in the session's arena (Note [Step layout]): a step
+  // allocates only the pinned host block of each swap-out.
+  int64_t swap_outs = 0;
+  for (NodeId id = 0; id < swapped.num_nodes(); ++id)
+    swap_outs += swapped.node(id).op == "swap_out";
+  ASSERT_EQ(allocations, swap_outs);
+  ASSERT_GT(allocations, 0);
 
   int surfaced = 0, recovered = 0;
   for (int64_t k = 1; k <= allocations; ++k) {
@@ -134,7 +140,8 @@ void check_every_failure_point(const Model& model, SwapPolicy policy) {
   }
   std::printf("%s: %d injected failures failed the step, %d were recovered within it\n",
               model.name.c_str(), surfaced, recovered);
-  EXPECT_GT(surfaced, allocations / 2);
+  // The first swap-out's block cannot wait for a release: it surfaces.
+  EXPECT_GT(surfaced, 0);
 }
 
 TEST(TransactionalStep, SwappedVdsrFailingEveryAllocation) {

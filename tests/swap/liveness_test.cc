@@ -57,12 +57,15 @@ TEST(Liveness, WorkspaceAlignmentAndFetchedOptions) {
   auto live = analyze(g, options);
   ASSERT_TRUE(live.ok());
   MemoryProfile prof = memory_profile(*live);
-  // c: a, b, c + the shared workspace = 4 x 4 KiB; loss is no longer
+  // c: a, b, c + c's own workspace = 4 x 4 KiB; loss is no longer
   // fetched, b is.
+  EXPECT_EQ(live->workspace[pos(g, *live, "c")], 4 * kKiB);
   EXPECT_EQ(prof.during[pos(g, *live, "c")], 16 * kKiB);
   EXPECT_EQ(live->tensors[g.find_tensor("b")].last, live->size() - 1);
-  // loss: b (fetched), d, loss, and the shared workspace, held all step.
-  EXPECT_EQ(prof.during[pos(g, *live, "loss")], 16 * kKiB);
+  // loss: b (fetched), d, loss; c's workspace is gone (Note [Step buffers]).
+  EXPECT_EQ(live->workspace[pos(g, *live, "loss")], 0u);
+  EXPECT_EQ(prof.during[pos(g, *live, "loss")], 12 * kKiB);
+  EXPECT_EQ(live->persistent_bytes, 0u);
   options.fetched = {"nope"};
   auto bad = analyze(g, options);
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);

@@ -137,10 +137,11 @@ TEST(Auto, ReserveAndResourceExhausted) {
   Liveness live = auto_scenario();
   std::vector<double> times(11, 1.0);
   // 3 KiB working set; 3072 / 0.95 = 3233.7 is the least budget with a 5% reserve.
-  auto ok = plan_auto(nullptr, live, times, {.budget_bytes = 3234});
+  auto ok = plan_auto(nullptr, live, times, {.budget_bytes = 3234, .fragmentation_reserve = 0.05});
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_LE(plan_profile(live, *ok).peak, usable_budget(3234, 0.05));
-  auto fail = plan_auto(nullptr, live, times, {.budget_bytes = 3233});
+  auto fail =
+      plan_auto(nullptr, live, times, {.budget_bytes = 3233, .fragmentation_reserve = 0.05});
   EXPECT_EQ(fail.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(fail.status().ToString().find("#5"), std::string::npos) << fail.status();
   EXPECT_NE(fail.status().ToString().find("3072"), std::string::npos) << fail.status();
