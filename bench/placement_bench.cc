@@ -10,9 +10,9 @@
 //  - real training graphs (examples/models, Adam): VDSR (batch 16, 48x48
 //    crops), the 2-D U-Net and two 3-D U-Nets, with the kernel workspaces of
 //    the CPU device. For these the
-//    benchmark also finds the smallest device on which the BFC allocator's
-//    replay of the same step fits (swap::replay_step, shared workspace as
-//    the executor has it today): the fragmentation static placement removes.
+//    benchmark also finds the smallest device on which a BFC allocator
+//    running the same step fits (swap::replay_step, per-node workspaces):
+//    the fragmentation static placement removes.
 //
 //   placement_bench --benchmark_filter=Random
 //   placement_bench --benchmark_filter=Model --benchmark_counters_tabular=true
@@ -20,10 +20,9 @@
 // Counters: lb_MiB = lower bound, arena_MiB, gap_pct = arena / lb - 1,
 // breadth = 1 when greedy by breadth won. For the models, device figures
 // count persistent tensors too: peak_MiB = memory_profile peak (persistent +
-// shared workspace + the step's bytes, as the executor holds them today),
-// bfc_MiB = the smallest capacity (alignment units, bisection) on which the
-// BFC replay fits, static_MiB = persistent + arena, plus the shared
-// workspace block when the arena has no per-node workspaces (per_node_ws:0),
+// the most bytes live at one position, per-node workspaces), bfc_MiB = the
+// smallest capacity (alignment units, bisection) on which the BFC replay
+// fits, static_MiB = persistent + arena (what Session::create allocates),
 // and bfc_gap_pct / static_gap_pct their excess over peak_MiB.
 #include <cstdio>
 #include <random>
@@ -172,8 +171,9 @@ uint64_t bfc_min_capacity(const ModelCase& c, uint64_t peak) {
 const char* const kModelNames[] = {"vdsr_b16_48px", "unet2d_128px_f16_l4", "unet3d_32_f8_l3",
                                    "unet3d_64_f8_l4"};
 
-// range(0): model; range(1): 1 = per-node workspaces in the arena, 0 = none
-// (the shared block stays outside, as the executor has it).
+// range(0): model. Timed: the step layout Session::create computes
+// (swap::layout_step: analysis, step buffers with per-node workspaces,
+// placement).
 void BM_PlaceModel(benchmark::State& state) {
   const ModelCase c = model_case(static_cast<int>(state.range(0)));
   if (c.live.order.empty()) {
@@ -181,38 +181,29 @@ void BM_PlaceModel(benchmark::State& state) {
     return;
   }
   state.SetLabel(kModelNames[state.range(0)]);
-  const bool per_node_ws = state.range(1) != 0;
-  const std::vector<uint64_t> none;
-  lms::swap::Placement placement;
-  lms::swap::StepBuffers step;
+  lms::swap::StepLayout layout;
   for (auto _ : state) {
-    auto s = lms::swap::step_buffers(c.graph, c.live, per_node_ws ? c.workspace : none);
-    if (!s.ok()) {
-      state.SkipWithError(std::string(s.status().message()).c_str());
+    auto l = lms::swap::layout_step(c.graph, {.workspace_bytes = c.workspace});
+    if (!l.ok()) {
+      state.SkipWithError(std::string(l.status().message()).c_str());
       break;
     }
-    auto p = lms::swap::place_buffers(s->buffers, {.alignment_bytes = c.live.alignment_bytes});
-    if (!p.ok()) {
-      state.SkipWithError(std::string(p.status().message()).c_str());
-      break;
-    }
-    step = std::move(*s);
-    placement = std::move(*p);
+    layout = std::move(*l);
   }
-  if (auto st = lms::swap::check_placement(step.buffers, placement, placement.arena_bytes);
+  if (auto st = lms::swap::check_placement(layout.step.buffers, layout.placement,
+                                           layout.placement.arena_bytes);
       !st.ok()) {
     state.SkipWithError(std::string(st.message()).c_str());
   }
-  set_gap_counters(state, placement);
-  state.counters["buffers"] = static_cast<double>(step.buffers.size());
-  state.counters["persist_MiB"] = static_cast<double>(step.persistent_bytes) / kMiB;
-  // Device bytes: today's peak and the smallest BFC device (shared workspace)
-  // against persistent tensors + the arena (+ the shared workspace block
-  // when the arena has no per-node workspaces).
+  set_gap_counters(state, layout.placement);
+  state.counters["buffers"] = static_cast<double>(layout.step.buffers.size());
+  state.counters["persist_MiB"] = static_cast<double>(layout.step.persistent_bytes) / kMiB;
+  // Device bytes: the profile peak (the least any device could hold)
+  // against the session's persistent tensors + arena, and against the
+  // smallest device on which a BFC allocator running the same step fits.
   const uint64_t peak = lms::swap::memory_profile(c.live).peak;
-  const uint64_t fixed = per_node_ws ? step.persistent_bytes : c.live.persistent_bytes;
   const uint64_t bfc = bfc_min_capacity(c, peak);
-  const double static_bytes = static_cast<double>(fixed + placement.arena_bytes);
+  const double static_bytes = static_cast<double>(layout.device_bytes());
   state.counters["peak_MiB"] = static_cast<double>(peak) / kMiB;
   state.counters["static_MiB"] = static_bytes / kMiB;
   state.counters["bfc_MiB"] = static_cast<double>(bfc) / kMiB;
@@ -221,8 +212,8 @@ void BM_PlaceModel(benchmark::State& state) {
       100.0 * (static_cast<double>(bfc) / static_cast<double>(peak) - 1);
 }
 BENCHMARK(BM_PlaceModel)
-    ->ArgNames({"model", "per_node_ws"})
-    ->ArgsProduct({{0, 1, 2, 3}, {0, 1}})
+    ->ArgNames({"model"})
+    ->DenseRange(0, 3)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -63,7 +63,7 @@ std::string format_limits(const SweepResult& r) {
   out += fmt::format("working-set limit {}:  {}{} (largest whose busiest node fits {})\n",
                      r.size_label, l.working_set_capped ? ">= " : "", l.working_set_max,
                      format_bytes(r.lms_budget_bytes));
-  out += fmt::format("LMS max / working-set limit: {:.1f}% (target >= 85%)\n", working_set_pct(l));
+  out += fmt::format("LMS max / working-set limit: {:.1f}% (target >= 99%)\n", working_set_pct(l));
   out += fmt::format("search: {} planner probes in {:.1f} s, confirming steps {:.1f} s\n", l.probes,
                      l.search_s, l.confirm_s);
   out += l.notes;

@@ -135,43 +135,80 @@ absl::Status layout_fits(const Graph& g, const LmsConfig& c, const RewriteOption
 }
 
 // Note [Placement-aware planning]: the auto planner counts bytes; the arena
-// also holds what the placement cannot pack (usually well under 1%, Note
-// [Static placement]). So swaps and placement are chosen together: plan for
-// the usable budget, lay the result out, and while persistent + arena
-// exceeds the budget, plan again for a usable budget smaller by that excess
-// (at least one alignment unit), so the planner swaps more where the arena
-// is decided. At most kFitAttempts plans, and never below the working-set
-// limit, which no plan can meet. Other policies are laid out once and
-// report whether they fit.
-constexpr int kFitAttempts = 8;
+// also holds what the placement cannot pack (under 1% without swaps, a few
+// percent on heavily swapped graphs, Note [Static placement]). So swaps and
+// placement are chosen together: plan for the usable budget and lay the
+// result out; while persistent + arena exceeds the budget, plan again for a
+// usable budget smaller by that excess (at least one alignment unit), so
+// the planner swaps more where the arena is decided. After kFitAttempts / 2
+// plans, try the working-set limit itself (no plan can go below it): if
+// that fits, bisect between it and the last failing budget for the largest
+// usable budget that fits (the fewest swaps), kFitAttempts / 2 plans more.
+// Other policies are laid out once and report whether they fit.
+constexpr int kFitAttempts = 16;
 
 absl::Status plan_and_place(const Graph& graph, const LmsConfig& config,
                             const RewriteOptions& options, const Analysis& before,
                             RewriteReport& rep, Graph& rewritten, swap::SwapPlan& plan) {
-  uint64_t usable = rep.usable_budget_bytes;
-  for (int attempt = 0;; ++attempt) {
+  // One attempt: plan for `usable`, insert, lay out; true when it fits.
+  auto attempt = [&](uint64_t usable) -> absl::StatusOr<bool> {
     rep.usable_budget_bytes = usable;
     LMS_ASSIGN_OR_RETURN(plan, make_plan(graph, config, before, usable));
     rewritten = graph;
     LMS_RETURN_IF_ERROR(swap::insert_swaps(rewritten, before.live, plan));
     LMS_RETURN_IF_ERROR(layout_fits(rewritten, config, options, rep));
-    if (config.policy != SwapPolicy::kAuto || rep.fits || !rep.fit_unknown_reason.empty()) {
-      return absl::OkStatus();
-    }
+    return rep.fits;
+  };
+  uint64_t usable = rep.usable_budget_bytes;
+  LMS_ASSIGN_OR_RETURN(bool fitted, attempt(usable));
+  if (config.policy != SwapPolicy::kAuto || fitted || !rep.fit_unknown_reason.empty()) {
+    return absl::OkStatus();
+  }
+  const uint64_t floor = std::min(usable, rep.working_set_limit_bytes);
+  int plans = 1;
+  // Step down by the excess: usually one more plan suffices.
+  for (; plans < kFitAttempts / 2 && usable > floor; ++plans) {
     const uint64_t excess =
         std::max<uint64_t>(rep.peak_bytes_after - rep.budget_bytes, config.alignment_bytes);
-    if (attempt + 1 == kFitAttempts || usable <= rep.working_set_limit_bytes) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "lms rewrite: no plan found whose static layout fits ", format_bytes(rep.budget_bytes),
-          " (", attempt + 1, " plans, down to a usable budget of ", format_bytes(usable),
-          "; the last needs ", format_bytes(rep.peak_bytes_after), ": ",
-          format_bytes(rep.arena_persistent_bytes), " persistent + an arena of ",
-          format_bytes(rep.arena_bytes), " whose lower bound is ",
-          format_bytes(rep.arena_lower_bound_bytes), "; working-set limit ",
-          format_bytes(rep.working_set_limit_bytes), "); raise the budget or lower the batch"));
-    }
-    usable = std::max(usable - std::min(usable, excess), rep.working_set_limit_bytes);
+    usable = std::max(usable - std::min(usable, excess), floor);
+    LMS_ASSIGN_OR_RETURN(fitted, attempt(usable));
+    if (fitted) return absl::OkStatus();
   }
+  // Then the floor itself and, if it fits, bisection for the largest usable
+  // budget that fits (fewer swaps), kFitAttempts / 2 plans more.
+  uint64_t lo = floor, hi = usable;
+  if (usable != floor) {
+    ++plans;
+    LMS_ASSIGN_OR_RETURN(fitted, attempt(floor));
+  }
+  if (!fitted) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "lms rewrite: no plan found whose static layout fits ", format_bytes(rep.budget_bytes),
+        " (", plans, " plans, down to a usable budget of ", format_bytes(floor),
+        ", the working-set limit; the last needs ", format_bytes(rep.peak_bytes_after), ": ",
+        format_bytes(rep.arena_persistent_bytes), " persistent + an arena of ",
+        format_bytes(rep.arena_bytes), " whose lower bound is ",
+        format_bytes(rep.arena_lower_bound_bytes), "); raise the budget or lower the batch"));
+  }
+  Graph best_graph = rewritten;
+  swap::SwapPlan best_plan = plan;
+  RewriteReport best_rep = rep;
+  for (int k = 0; k < kFitAttempts / 2 && hi - lo > config.alignment_bytes; ++k) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    LMS_ASSIGN_OR_RETURN(fitted, attempt(mid));
+    if (fitted) {
+      lo = mid;
+      best_graph = rewritten;
+      best_plan = plan;
+      best_rep = rep;
+    } else {
+      hi = mid;
+    }
+  }
+  rewritten = std::move(best_graph);
+  plan = std::move(best_plan);
+  rep = std::move(best_rep);
+  return absl::OkStatus();
 }
 
 // What the graph was planned for (Graph::plan_record), checked by Session::create.
