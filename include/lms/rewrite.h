@@ -82,10 +82,15 @@ struct RewriteReport {
   // after a successful auto rewrite with every fact known; tflms / vdnn /
   // manual do not aim for the budget.
   bool fits = false;
-  std::string fit_unknown_reason;        // empty when `fits` was decided
-  double step_time_before_s = 0;         // simulated, no swaps
-  double step_time_after_s = 0;          // simulated with the swaps and the budget
-  double stall_s = 0;                    // simulated stall, Note [Stall] (session.h)
+  std::string fit_unknown_reason;  // empty when `fits` was decided
+  double step_time_before_s = 0;   // simulated, no swaps
+  double step_time_after_s = 0;    // simulated with the swaps and the budget
+  double stall_s = 0;              // simulated stall, Note [Stall] (session.h)
+  // Where the simulated times came from (lms/config.h TimeModel): the node
+  // times given or measured, and the roofline and link used for the rest,
+  // e.g. "roofline 1000 GFLOP/s, 100 GB/s; link d2h 12 GB/s, h2d 12 GB/s" or
+  // "measured on <device>: 41 of 41 compute node times given, roofline ...".
+  std::string time_model;
   uint64_t working_set_limit_bytes = 0;  // no plan gets below this
   std::string working_set_node;          // the node that sets it
   std::string plan_text;                 // one line per swapped tensor

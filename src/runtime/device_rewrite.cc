@@ -67,6 +67,10 @@ absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config, Dev
     LMS_RETURN_IF_ERROR(measure_times(graph, device, facts, with_device));
   }
   LMS_ASSIGN_OR_RETURN(RewriteReport report, rewrite(graph, facts, with_device));
+  if (config.enabled && config.time_model == TimeModel::kMeasured) {
+    report.time_model = absl::StrCat("measured on ", device.name(), ": ", report.time_model,
+                                     " (calibrated on the device, for nodes without a time)");
+  }
   PlanRecord record = graph.plan_record();
   record.device_kind = device.kind();
   graph.set_plan_record(std::move(record));

@@ -87,6 +87,24 @@ absl::StatusOr<swap::SwapPlan> make_plan(const Graph& g, const LmsConfig& c, con
   return swap::plan_auto(&g, a.live, a.times, ao);
 }
 
+// RewriteReport::time_model: which node times the simulation used, and the
+// roofline and link it used for the rest.
+std::string time_model_text(const Graph& g, const LmsConfig& c, const RewriteOptions& o) {
+  int64_t compute = 0, timed = 0;
+  for (NodeId id = 0; id < static_cast<NodeId>(g.num_nodes()); ++id) {
+    const std::string& op = g.node(id).op;
+    if (op == "swap_out" || op == "swap_in") continue;
+    ++compute;
+    if (id < static_cast<NodeId>(o.node_time_s.size()) && o.node_time_s[id] >= 0) ++timed;
+  }
+  const std::string roofline =
+      absl::StrFormat("roofline %.4g GFLOP/s, %.4g GB/s; link d2h %.4g GB/s, h2d %.4g GB/s",
+                      c.cost_model.compute_flops_per_s / 1e9, c.cost_model.memory_bytes_per_s / 1e9,
+                      c.link.d2h_bytes_per_s / 1e9, c.link.h2d_bytes_per_s / 1e9);
+  if (timed == 0) return roofline;
+  return absl::StrFormat("%d of %d compute node times given, %s", timed, compute, roofline);
+}
+
 void fill_before(const Graph& g, const Analysis& a, RewriteReport& rep) {
   rep.peak_bytes_before = swap::memory_profile(a.live).peak;
   rep.peak_bytes_after = rep.peak_bytes_before;
@@ -262,12 +280,13 @@ std::string RewriteReport::summary() const {
       "  predicted peak       %s -> %s (working-set limit %s at %s)\n"
       "  swap traffic / step  %s out, %s in; pinned host %s\n"
       "  predicted step       %.6f s -> %.6f s (stall %.6f s)\n"
+      "  time model           %s\n"
       "  static arena         %s (lower bound %s, gap %s; persistent %s outside)\n",
       policy_name(policy), swapped.size(), format_bytes(budget_bytes),
       format_bytes(usable_budget_bytes), fit_text(*this), format_bytes(peak_bytes_before),
       format_bytes(peak_bytes_after), format_bytes(working_set_limit_bytes), working_set_node,
       format_bytes(bytes_out_per_step), format_bytes(bytes_in_per_step), format_bytes(host_bytes),
-      step_time_before_s, step_time_after_s, stall_s, format_bytes(arena_bytes),
+      step_time_before_s, step_time_after_s, stall_s, time_model, format_bytes(arena_bytes),
       format_bytes(arena_lower_bound_bytes), arena_gap_text(*this),
       format_bytes(arena_persistent_bytes));
 }
@@ -283,6 +302,7 @@ absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config,
       config.device_memory_limit ? config.device_memory_limit : options.device_capacity_bytes;
   rep.usable_budget_bytes = swap::usable_budget(rep.budget_bytes, config.fragmentation_reserve);
   fill_before(graph, before, rep);
+  rep.time_model = time_model_text(graph, config, options);
   if (!config.enabled) {
     LMS_RETURN_IF_ERROR(layout_fits(graph, config, options, rep));
     graph.set_plan_record(plan_record(graph, config, options, rep));

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "lms/config.h"
 #include "lms/device.h"
 #include "lms/ops.h"
@@ -232,6 +233,13 @@ TEST(TimeModel, RooflineOnADeviceProfilesNothing) {
   auto measured = rewrite(c, LmsConfig{}, *device);
   ASSERT_TRUE(measured.ok()) << measured.status();
   EXPECT_NE(measured->step_time_before_s, without->step_time_before_s);
+  // The report names the model each plan used.
+  EXPECT_TRUE(absl::StartsWith(on_device->time_model, "roofline 1000 GFLOP/s"))
+      << on_device->time_model;
+  EXPECT_EQ(on_device->time_model, without->time_model);
+  EXPECT_TRUE(absl::StartsWith(measured->time_model, "measured on " + device->name()))
+      << measured->time_model;
+  EXPECT_NE(measured->summary().find(measured->time_model), std::string::npos);
   std::printf("predicted step: roofline %.6f s, measured %.6f s\n", without->step_time_before_s,
               measured->step_time_before_s);
 }
