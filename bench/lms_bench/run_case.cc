@@ -51,6 +51,7 @@ absl::Status fill_planner_before(const Graph& train, const CaseSpec& spec, const
   row.working_set_limit_bytes = rep.working_set_limit_bytes;
   row.working_set_node = rep.working_set_node;
   row.predicted_step_s = rep.step_time_before_s;
+  row.planned_bytes_by_position = std::move(rep.device_bytes_by_position);
   return absl::OkStatus();
 }
 
@@ -74,6 +75,7 @@ absl::StatusOr<bool> apply_lms(Graph& train, const CaseSpec& spec, const Rewrite
   row.predicted_peak_after_bytes = rep->peak_bytes_after;
   row.predicted_step_s = rep->step_time_after_s;
   row.predicted_stall_s = rep->stall_s;
+  row.planned_bytes_by_position = std::move(rep->device_bytes_by_position);
   return true;
 }
 
@@ -99,6 +101,7 @@ absl::Status run_steps(const ModelFactory& f, const CaseSpec& spec, Session& ses
     row.peak_pinned_host_bytes = std::max(row.peak_pinned_host_bytes, r.peak_pinned_host_bytes);
     row.bytes_d2h_per_step = r.bytes_d2h;
     row.bytes_h2d_per_step = r.bytes_h2d;
+    row.measured_bytes_by_position = std::move(r.device_bytes_by_position);
   }
   row.ok = true;
   row.status = "ok";

@@ -71,8 +71,13 @@ struct CaseResult {
   uint64_t predicted_peak_after_bytes = 0;   // with the plan (replayed); = before when off
   uint64_t working_set_limit_bytes = 0;      // no plan gets below this
   std::string working_set_node;
-  double predicted_step_s = 0;         // simulated step with the plan
-  double predicted_stall_s = 0;        // simulated stall (Note [Stall] in lms/session.h)
+  double predicted_step_s = 0;   // simulated step with the plan
+  double predicted_stall_s = 0;  // simulated stall (Note [Stall] in lms/session.h)
+  // Device bytes by schedule position: the plan's (RewriteReport) and the
+  // executor's count in the last step (StepResult); equal when the memory
+  // contract holds.
+  std::vector<uint64_t> planned_bytes_by_position;
+  std::vector<uint64_t> measured_bytes_by_position;
   std::shared_ptr<Recorder> recorder;  // when spec.record (also for OOM runs)
   int64_t steps_attempted = 0;         // step ids 0..steps_attempted-1 in the recorder
 };

@@ -37,6 +37,27 @@ void add_series(const CaseResult& row, std::vector<MemorySeries>& series) {
   if (!s.points.empty()) series.push_back(std::move(s));
 }
 
+// Planned against measured device bytes by schedule position, one run.
+absl::Status write_by_position(const ModelFactory& f, const SweepOptions& o, int64_t size,
+                               const CaseResult& row, SweepResult& result) {
+  if (row.planned_bytes_by_position.empty() || row.measured_bytes_by_position.empty()) {
+    return absl::OkStatus();
+  }
+  const std::string path =
+      (std::filesystem::path(o.trace_dir) /
+       fmt::format("{}_lms_{}_by_position.svg", run_stem(f, size), row.lms ? "on" : "off"))
+          .string();
+  LMS_RETURN_IF_ERROR(
+      write_memory_svg({position_series(row.planned_bytes_by_position, "planned"),
+                        position_series(row.measured_bytes_by_position, "measured")},
+                       row.budget_bytes, path,
+                       fmt::format("{} {} {}, LMS {}: device bytes by schedule position", f.model,
+                                   f.size_label, size, row.lms ? "on" : "off"),
+                       kPositionAxis));
+  result.files.push_back(path);
+  return absl::OkStatus();
+}
+
 absl::Status write_traces(const ModelFactory& f, const SweepOptions& o, int64_t size,
                           const CaseResult& off, const CaseResult& on, SweepResult& result) {
   if (o.trace_dir.empty()) return absl::OkStatus();
@@ -53,6 +74,7 @@ absl::Status write_traces(const ModelFactory& f, const SweepOptions& o, int64_t 
                                            path));
     result.files.push_back(path);
     add_series(*row, series);
+    LMS_RETURN_IF_ERROR(write_by_position(f, o, size, *row, result));
   }
   if (series.empty()) return absl::OkStatus();
   std::string svg = (dir / fmt::format("{}_memory.svg", run_stem(f, size))).string();

@@ -74,6 +74,13 @@ struct RewriteReport {
   uint64_t arena_bytes = 0;
   uint64_t arena_lower_bound_bytes = 0;
   uint64_t arena_persistent_bytes = 0;
+  // By schedule position of the final graph (lms::schedule order): the
+  // planned device bytes in use while that node runs, persistent tensors plus
+  // the arena buffers live there (its largest entry is arena_persistent_bytes
+  // + arena_lower_bound_bytes). The executor counts the same figure as it
+  // issues the step (StepResult::device_bytes_by_position), equal entry by
+  // entry when the memory contract holds. Plot both with lms::position_series.
+  std::vector<uint64_t> device_bytes_by_position;
   // peak_bytes_after <= budget_bytes, with the layout computed from every
   // fact the session will have: the kernel workspaces, the alignment, the
   // persistent tensors and the fetches. False when it does not fit and when

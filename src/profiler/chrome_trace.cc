@@ -69,6 +69,13 @@ json interval_event(const Timeline& t, StreamKind stream, const Interval& i) {
       e["cat"] = "host_wait";
       e["args"] = {{"node", t.str(i.name)}, {"reason", t.str(i.detail)}};
       break;
+    case IntervalKind::kIssue:
+      // An instant on the host track: when the host issued the node.
+      e = json{{"ph", "i"}, {"s", "t"}, {"ts", 0}};
+      e["name"] = t.str(i.name);
+      e["cat"] = "issue";
+      e["args"] = {{"op", t.str(i.detail)}};
+      break;
   }
   return e;
 }
@@ -79,7 +86,7 @@ void add_intervals(const Timeline& t, const TraceOptions& opt, Clock clock, json
     for (const Interval& i : t.stream(stream)) {
       json e = interval_event(t, stream, i);
       e["ts"] = clock.us(i.start_s);
-      e["dur"] = clock.us(i.end_s) - clock.us(i.start_s);
+      if (i.kind != IntervalKind::kIssue) e["dur"] = clock.us(i.end_s) - clock.us(i.start_s);
       e["pid"] = opt.pid;
       e["tid"] = stream_tid(s);
       events.push_back(std::move(e));

@@ -99,7 +99,7 @@ std::string polyline_points(const MemorySeries& s, const Scale& sc) {
   return out;
 }
 
-std::string axes(const Scale& sc) {
+std::string axes(const Scale& sc, std::string_view x_label) {
   std::string out = fmt::format(
       "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#000\"/>\n", kLeft,
       kTop, kPlotW, kPlotH);
@@ -119,10 +119,10 @@ std::string axes(const Scale& sc) {
         sc.x(f), kTop + kPlotH, kTop + kPlotH + 5, kTop + kPlotH + 20, f);
   }
   out += fmt::format(
-      "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">time (fraction of each series' span)</text>\n"
+      "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n"
       "<text transform=\"translate(20,{}) rotate(-90)\" text-anchor=\"middle\">"
       "bytes in use (MiB)</text>\n",
-      kLeft + kPlotW / 2, kHeight - 15, kTop + kPlotH / 2);
+      kLeft + kPlotW / 2, kHeight - 15, xml_escape(x_label), kTop + kPlotH / 2);
   return out;
 }
 
@@ -147,7 +147,8 @@ double y_max_mib(const std::vector<MemorySeries>& series, uint64_t capacity_byte
 }  // namespace
 
 absl::StatusOr<std::string> memory_svg(const std::vector<MemorySeries>& series,
-                                       uint64_t capacity_bytes, std::string_view title) {
+                                       uint64_t capacity_bytes, std::string_view title,
+                                       std::string_view x_label) {
   absl::Status valid = validate(series);
   if (!valid.ok()) return valid;
   const Scale sc{y_max_mib(series, capacity_bytes)};
@@ -157,7 +158,7 @@ absl::StatusOr<std::string> memory_svg(const std::vector<MemorySeries>& series,
       "<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n"
       "<text x=\"{2}\" y=\"25\" text-anchor=\"middle\" font-size=\"15\">{3}</text>\n",
       kWidth, kHeight, kWidth / 2, xml_escape(title));
-  out += axes(sc);
+  out += axes(sc, x_label);
   for (size_t i = 0; i < series.size(); ++i) {
     const char* colour = kColours[i % std::size(kColours)];
     out += fmt::format(
@@ -180,9 +181,10 @@ absl::StatusOr<std::string> memory_svg(const std::vector<MemorySeries>& series,
 }
 
 absl::Status write_memory_svg(const std::vector<MemorySeries>& series, uint64_t capacity_bytes,
-                              const std::string& path, std::string_view title) {
+                              const std::string& path, std::string_view title,
+                              std::string_view x_label) {
   if (path.empty()) return absl::InvalidArgumentError("write_memory_svg: output path is empty");
-  absl::StatusOr<std::string> svg = memory_svg(series, capacity_bytes, title);
+  absl::StatusOr<std::string> svg = memory_svg(series, capacity_bytes, title, x_label);
   if (!svg.ok()) return svg.status();
   return write_file_atomically(path, *svg);
 }
@@ -207,6 +209,16 @@ MemorySeries device_series(const Recorder& recorder, std::string label, int64_t 
     if (s.t_s > it->start_s && s.t_s <= it->end_s) out.points.emplace_back(s.t_s, s.bytes_in_use);
   }
   out.points.emplace_back(it->end_s, out.points.back().second);
+  return out;
+}
+
+MemorySeries position_series(const std::vector<uint64_t>& bytes_by_position, std::string label) {
+  MemorySeries out{std::move(label), {}};
+  if (bytes_by_position.empty()) return out;
+  for (size_t p = 0; p < bytes_by_position.size(); ++p) {
+    out.points.emplace_back(static_cast<double>(p), bytes_by_position[p]);
+  }
+  out.points.emplace_back(static_cast<double>(bytes_by_position.size()), bytes_by_position.back());
   return out;
 }
 

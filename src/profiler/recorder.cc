@@ -126,6 +126,13 @@ void Recorder::on_host_wait(std::string_view reason, std::string_view node, doub
       Interval{start_s, end_s, 0, intern(node), intern(reason), IntervalKind::kHostWait});
 }
 
+void Recorder::on_issue(std::string_view node, std::string_view op, double t_s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!valid_interval(StreamKind::kHost, t_s, t_s)) return;
+  intervals_[static_cast<size_t>(StreamKind::kHost)].push_back(
+      Interval{t_s, t_s, 0, intern(node), intern(op), IntervalKind::kIssue});
+}
+
 void Recorder::on_step(int64_t step, double start_s, double end_s) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!finite(start_s) || !finite(end_s) || end_s < start_s) {

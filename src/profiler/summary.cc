@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <deque>
+
+#include "absl/container/flat_hash_map.h"
 
 namespace lms {
 namespace {
@@ -33,6 +36,28 @@ uint64_t peak(const std::vector<MemorySample>& samples) {
 
 double gb_per_s(uint64_t bytes, double busy_s) {
   return busy_s > 0 ? static_cast<double>(bytes) / busy_s / 1e9 : 0.0;
+}
+
+// ProfileSummary::issue_lead_*: pairs the k-th issue marker of a node name
+// with the k-th compute interval of that name.
+void issue_lead(const Timeline& t, ProfileSummary& s) {
+  absl::flat_hash_map<uint32_t, std::deque<double>> issued;
+  for (const Interval& i : t.stream(StreamKind::kHost)) {
+    if (i.kind == IntervalKind::kIssue) issued[i.name].push_back(i.start_s);
+  }
+  if (issued.empty()) return;
+  std::vector<double> leads;
+  for (const Interval& i : t.stream(StreamKind::kCompute)) {
+    if (i.kind != IntervalKind::kNode) continue;
+    auto it = issued.find(i.name);
+    if (it == issued.end() || it->second.empty()) continue;
+    leads.push_back(i.start_s - it->second.front());
+    it->second.pop_front();
+  }
+  if (leads.empty()) return;
+  std::sort(leads.begin(), leads.end());
+  s.issue_lead_median_s = leads[leads.size() / 2];
+  s.issue_lead_max_s = leads.back();
 }
 
 std::string mib(uint64_t bytes) {
@@ -85,6 +110,7 @@ ProfileSummary summarize(const Timeline& t) {
   s.stall_s = union_length_s(spans_of(t.stream(StreamKind::kCompute), IntervalKind::kStall));
   s.host_wait_s = union_length_s(spans_of(t.stream(StreamKind::kHost), IntervalKind::kHostWait));
 
+  issue_lead(t, s);
   s.peak_device_bytes = peak(t.samples(MemoryKind::kDevice));
   s.peak_pinned_host_bytes = peak(t.samples(MemoryKind::kPinnedHost));
   return s;
@@ -106,6 +132,8 @@ std::string format_summary(const ProfileSummary& s) {
   out += row("bytes D2H", mib(s.bytes_d2h));
   out += row("stall time", fmt::format("{:.3f} ms", s.stall_s * 1e3));
   out += row("host wait time", fmt::format("{:.3f} ms", s.host_wait_s * 1e3));
+  out += row("host issue lead (median)", fmt::format("{:.3f} ms", s.issue_lead_median_s * 1e3));
+  out += row("host issue lead (max)", fmt::format("{:.3f} ms", s.issue_lead_max_s * 1e3));
   out += row("peak device memory", mib(s.peak_device_bytes));
   out += row("peak pinned host memory", mib(s.peak_pinned_host_bytes));
   return out;

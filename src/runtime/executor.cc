@@ -279,6 +279,7 @@ absl::Status Executor::issue(int32_t position) {
   if (position == plan_.commit) order_commit();
   LMS_RETURN_IF_ERROR(allocate_outputs(id));
   bytes_by_position_[position] = in_use_ + plan_.workspace_placed[id];
+  if (sink_ != nullptr) sink_->on_issue(n.name, n.op, now_s());
   if (n.op == "swap_out") {
     LMS_RETURN_IF_ERROR(issue_swap_out(id));
   } else if (n.op == "swap_in") {

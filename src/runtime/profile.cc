@@ -59,6 +59,9 @@ class SpanCatcher final : public EventSink {
                 double end_s) override {
     if (next_ != nullptr) next_->on_stall(stream, reason, node, start_s, end_s);
   }
+  void on_issue(std::string_view node, std::string_view op, double t_s) override {
+    if (next_ != nullptr) next_->on_issue(node, op, t_s);
+  }
   void on_host_wait(std::string_view reason, std::string_view node, double start_s,
                     double end_s) override {
     if (next_ != nullptr) next_->on_host_wait(reason, node, start_s, end_s);

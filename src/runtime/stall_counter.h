@@ -62,6 +62,9 @@ class StallCounter : public EventSink {
                     double end_s) override {
     if (next_) next_->on_host_wait(reason, node, start_s, end_s);
   }
+  void on_issue(std::string_view node, std::string_view op, double t_s) override {
+    if (next_) next_->on_issue(node, op, t_s);
+  }
   void on_step(int64_t step, double start_s, double end_s) override {
     if (next_) next_->on_step(step, start_s, end_s);
   }

@@ -147,6 +147,10 @@ absl::Status layout_fits(const Graph& g, const LmsConfig& c, const RewriteOption
   rep.arena_lower_bound_bytes = layout.placement.lower_bound_bytes;
   rep.arena_persistent_bytes = layout.step.persistent_bytes;
   rep.peak_bytes_after = layout.device_bytes();
+  rep.device_bytes_by_position.resize(layout.arena_in_use.size());
+  for (size_t p = 0; p < layout.arena_in_use.size(); ++p) {
+    rep.device_bytes_by_position[p] = layout.step.persistent_bytes + layout.arena_in_use[p];
+  }
   rep.fit_unknown_reason = missing_fact(rep, o);
   rep.fits = rep.fit_unknown_reason.empty() && rep.peak_bytes_after <= rep.budget_bytes;
   return absl::OkStatus();

@@ -189,7 +189,9 @@ TEST(Sweep, WritesTracesAndMemoryPlots) {
   std::ostringstream log;
   auto r = run_sweep(tiny_vdsr(), o, log);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->files.size(), 3u);  // two traces, one plot
+  // Two traces, two by-position plots (planned against measured), one plot
+  // over time.
+  EXPECT_EQ(r->files.size(), 5u);
   for (const std::string& f : r->files) {
     ASSERT_TRUE(std::filesystem::exists(f)) << f;
     if (f.ends_with(".json")) {
@@ -204,6 +206,11 @@ TEST(Sweep, WritesTracesAndMemoryPlots) {
   text << svg.rdbuf();
   EXPECT_NE(text.str().find("LMS off"), std::string::npos);
   EXPECT_NE(text.str().find("LMS on"), std::string::npos);
+  std::ifstream by_position(dir + "/vdsr_batch16_lms_on_by_position.svg");
+  std::stringstream by_position_text;
+  by_position_text << by_position.rdbuf();
+  EXPECT_NE(by_position_text.str().find("planned"), std::string::npos);
+  EXPECT_NE(by_position_text.str().find("measured"), std::string::npos);
   std::filesystem::remove_all(dir);
 }
 

@@ -409,6 +409,7 @@ TEST(VdsrEvalTest, ReportsFinitePsnrAndWritesSideBySide) {
   ASSERT_TRUE(png.ok()) << png.status();
   EXPECT_EQ(png->width, 3 * 64 + 8);
   EXPECT_EQ(png->height, 64);
+  std::remove(e.out.c_str());
   // Whole images (eval-crop 0): 128x128 and 112x96.
   e.eval_crop = 0;
   e.out.clear();

@@ -165,7 +165,7 @@ TEST(SummaryTest, FormatIsAnAlignedTable) {
     EXPECT_EQ(line.size(), width) << "row '" << line << "' is not aligned";
     ++rows;
   }
-  EXPECT_EQ(rows, 11);
+  EXPECT_EQ(rows, 13);
   EXPECT_NE(text.find("123.400 ms"), std::string::npos) << text;
   EXPECT_NE(text.find("87.3 %"), std::string::npos) << text;
   EXPECT_NE(text.find("11.50 GB/s"), std::string::npos) << text;
@@ -175,6 +175,29 @@ TEST(SummaryTest, FormatIsAnAlignedTable) {
   EXPECT_NE(text.find("12.500 ms"), std::string::npos) << text;
   EXPECT_NE(text.find("host wait time"), std::string::npos) << text;
   EXPECT_NE(text.find("750.000 ms"), std::string::npos) << text;
+}
+
+// Issue markers pair with the compute intervals of the same name in order:
+// node "a" runs twice (two steps), so its second marker pairs with its
+// second run. Leads: a 1.0, b 0.5, a 2.0 -> median 1.0, max 2.0. A copy on
+// another stream and a marker without a compute interval are not counted.
+TEST(SummaryTest, IssueLeadPairsMarkersWithComputeNodesInOrder) {
+  Recorder rec;
+  rec.on_issue("a", "conv2d", 0.0);
+  rec.on_issue("b", "relu", 0.5);
+  rec.on_issue("s", "swap_out", 0.6);
+  rec.on_issue("a", "conv2d", 1.5);
+  rec.on_node(StreamKind::kCompute, "a", "conv2d", 1.0, 1.1);
+  rec.on_node(StreamKind::kCompute, "b", "relu", 1.0, 1.2);
+  rec.on_copy(StreamKind::kD2H, "s", 64, 1.2, 9.0);
+  rec.on_node(StreamKind::kCompute, "a", "conv2d", 3.5, 3.6);
+  ProfileSummary s = summarize(rec);
+  EXPECT_DOUBLE_EQ(s.issue_lead_median_s, 1.0);
+  EXPECT_DOUBLE_EQ(s.issue_lead_max_s, 2.0);
+  // Without markers both are 0.
+  Recorder none;
+  none.on_node(StreamKind::kCompute, "a", "conv2d", 1.0, 1.1);
+  EXPECT_EQ(summarize(none).issue_lead_max_s, 0.0);
 }
 
 }  // namespace

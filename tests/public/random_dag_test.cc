@@ -101,6 +101,8 @@ void expect_by_position(const StepResult& r, const RewriteReport& rep, int32_t p
     EXPECT_GE(b, rep.arena_persistent_bytes) << "position " << p;
     max = std::max(max, b);
   }
+  EXPECT_EQ(r.device_bytes_by_position, rep.device_bytes_by_position)
+      << "measured bytes by position differ from the plan's";
   EXPECT_EQ(max, rep.arena_persistent_bytes + rep.arena_lower_bound_bytes)
       << "max of device_bytes_by_position vs persistent " << rep.arena_persistent_bytes
       << " + arena lower bound " << rep.arena_lower_bound_bytes;

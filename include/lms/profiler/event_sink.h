@@ -44,6 +44,13 @@ class EventSink {
                             double end_s) {
     (void)reason, (void)node, (void)start_s, (void)end_s;
   }
+  // The host issued `node` (op `op`: a kernel, swap_out or swap_in) to its
+  // stream at t_s. Against the node's span on its stream this shows how far
+  // the host runs ahead of the device (the trace's issue markers). The
+  // default ignores it.
+  virtual void on_issue(std::string_view node, std::string_view op, double t_s) {
+    (void)node, (void)op, (void)t_s;
+  }
   // One training step (Session::run) spanned start_s..end_s.
   virtual void on_step(int64_t step, double start_s, double end_s) = 0;
 };

@@ -50,8 +50,9 @@ inline constexpr size_t kNumMemories = 2;  // MemoryKind values
 
 // kStall: a stream blocked on a copy (on_stall, Note [Stall] in
 // lms/session.h); kHostWait: the host thread blocked in a device call
-// (on_host_wait), always on the host stream.
-enum class IntervalKind : uint8_t { kNode = 0, kCopy = 1, kStall = 2, kHostWait = 3 };
+// (on_host_wait), always on the host stream; kIssue: the instant the host
+// issued a node (on_issue, start_s == end_s), on the host stream.
+enum class IntervalKind : uint8_t { kNode = 0, kCopy = 1, kStall = 2, kHostWait = 3, kIssue = 4 };
 
 // One node, copy, stall or host wait on a stream. Strings are ids into
 // Timeline::strings.
@@ -59,8 +60,8 @@ struct Interval {
   double start_s = 0;
   double end_s = 0;
   uint64_t bytes = 0;   // copies only
-  uint32_t name = 0;    // node name (node, stall, host wait) or tensor name (copy)
-  uint32_t detail = 0;  // op (node), reason (stall, host wait), empty (copy)
+  uint32_t name = 0;    // node name (node, stall, host wait, issue) or tensor name (copy)
+  uint32_t detail = 0;  // op (node, issue), reason (stall, host wait), empty (copy)
   IntervalKind kind = IntervalKind::kNode;
 
   double duration_s() const { return end_s - start_s; }
@@ -115,6 +116,7 @@ class Recorder : public EventSink {
                 double end_s) override;
   void on_host_wait(std::string_view reason, std::string_view node, double start_s,
                     double end_s) override;
+  void on_issue(std::string_view node, std::string_view op, double t_s) override;
   void on_step(int64_t step, double start_s, double end_s) override;
 
   // A consistent copy of all events recorded so far (safe while recording).

@@ -28,6 +28,12 @@ struct ProfileSummary {
   // lms/session.h); stalls reported on other streams are not counted.
   double stall_s = 0;
   double host_wait_s = 0;  // union of the host's wait intervals (not stall)
+  // How far the host runs ahead of the device: for each compute node with
+  // an issue marker (EventSink::on_issue), its start on the compute stream
+  // less the time the host issued it, seconds; markers and nodes of the
+  // same name are paired in order. Median and largest; 0 without markers.
+  double issue_lead_median_s = 0;
+  double issue_lead_max_s = 0;
   uint64_t peak_device_bytes = 0;
   uint64_t peak_pinned_host_bytes = 0;
   uint64_t bytes_d2h = 0;  // sum of copy bytes on the d2h stream
