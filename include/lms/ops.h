@@ -30,6 +30,9 @@ namespace lms {
 
 // ---- Convolution family ----
 
+// The optional attribute "workspace" of the six convolution ops
+// (kWorkspaceAttr in lms/types.h) picks their kernel's workspace policy.
+
 // Spatial attributes, one entry per spatial dim; empty = default (stride 1,
 // pad 0, dilation 1).
 struct ConvOptions {

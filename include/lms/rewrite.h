@@ -38,6 +38,13 @@ struct RewriteOptions {
   // Kernel workspace bytes by NodeId (entries past the end: 0). Unset: not
   // known, so `fits` cannot be decided (the Device overload sets it).
   std::optional<std::vector<uint64_t>> workspace_bytes;
+  // Kernel workspace bytes by NodeId with workspace = "least" (lms/types.h
+  // kWorkspaceAttr; entries past the end: no such kernel). When the plan
+  // with workspace_bytes fails at the budget, the rewrite plans once more
+  // with the nodes whose entry here is smaller switched to that kernel
+  // (RewriteReport::least_workspace_nodes). Unset: no fallback (the Device
+  // overload sets it).
+  std::optional<std::vector<uint64_t>> least_workspace_bytes;
   // Measured seconds by NodeId from a profiling step; entries < 0 or missing
   // fall back to the cost model's roofline.
   std::vector<double> node_time_s;
@@ -101,7 +108,11 @@ struct RewriteReport {
   uint64_t working_set_limit_bytes = 0;  // no plan gets below this
   std::string working_set_node;          // the node that sets it
   std::string plan_text;                 // one line per swapped tensor
-  std::string summary() const;           // human-readable, multi-line
+  // Convolution nodes the rewrite set to workspace = "least" because the
+  // plan with the fast kernels did not fit (RewriteOptions::
+  // least_workspace_bytes); empty when none.
+  std::vector<std::string> least_workspace_nodes;
+  std::string summary() const;  // human-readable, multi-line
 };
 
 // Runs the policy of `config` on `graph` (verified before and after) and

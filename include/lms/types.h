@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -67,5 +68,18 @@ using AttrValue = std::variant<int64_t, double, std::string, std::vector<int64_t
 
 // Node attributes, ordered by name so that printing is deterministic.
 using Attrs = std::map<std::string, AttrValue, std::less<>>;
+
+// The optional attribute "workspace" of the six convolution ops (conv,
+// deconv and their backward ops): which kernel a device compiles for the
+// node. "fast" (the default when absent): the fastest deterministic
+// algorithm the device offers. "least": the one needing the least workspace
+// memory, usually slower (vDNN_dyn, Rhu et al. 2016; SuperNeurons, Wang et
+// al. 2018). lms::rewrite sets it on nodes when the budget is too tight for
+// the fast kernels' workspaces (RewriteReport::least_workspace_nodes); the
+// results then differ from the fast kernels' in the last bits, and equal
+// those of the same graph run without swapping.
+inline constexpr std::string_view kWorkspaceAttr = "workspace";
+inline constexpr std::string_view kWorkspaceFast = "fast";
+inline constexpr std::string_view kWorkspaceLeast = "least";
 
 }  // namespace lms

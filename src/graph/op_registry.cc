@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "graph/ops_internal.h"
 #include "lms/status.h"
+#include "lms/types.h"
 
 namespace lms {
 namespace {
@@ -32,10 +33,21 @@ absl::Status check_arity(const OpDef& def, size_t n) {
 }
 
 absl::Status check_attr_names(const std::string& op, const std::vector<std::string>& allowed,
-                              const Attrs& attrs) {
-  const std::string list = allowed.empty() ? "none" : absl::StrJoin(allowed, ", ");
+                              const std::vector<std::string>& optional, const Attrs& attrs) {
+  std::vector<std::string> accepted = allowed;
+  accepted.insert(accepted.end(), optional.begin(), optional.end());
+  const std::string list = accepted.empty() ? "none" : absl::StrJoin(accepted, ", ");
   for (const auto& [key, value] : attrs) {
-    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+    if (key == kWorkspaceAttr &&
+        std::find(optional.begin(), optional.end(), key) != optional.end()) {
+      const std::string* v = std::get_if<std::string>(&value);
+      if (v == nullptr || (*v != kWorkspaceFast && *v != kWorkspaceLeast)) {
+        return ops_internal::op_error(
+            op, ops_internal::str_cat("attribute '", kWorkspaceAttr, "' must be the string \"",
+                                      kWorkspaceFast, "\" or \"", kWorkspaceLeast, "\""));
+      }
+    }
+    if (std::find(accepted.begin(), accepted.end(), key) == accepted.end()) {
       return ops_internal::op_error(
           op, ops_internal::str_cat("unknown attribute '", key, "' (allowed: ", list, ")"));
     }
@@ -43,7 +55,8 @@ absl::Status check_attr_names(const std::string& op, const std::vector<std::stri
   for (const std::string& key : allowed) {
     if (!attrs.contains(key)) {
       return ops_internal::op_error(
-          op, ops_internal::str_cat("missing attribute '", key, "' (required: ", list, ")"));
+          op, ops_internal::str_cat("missing attribute '", key,
+                                    "' (required: ", absl::StrJoin(allowed, ", "), ")"));
     }
   }
   return absl::OkStatus();
@@ -54,11 +67,12 @@ OpDef finish(OpSpec spec) {
   OpDef def = std::move(spec.def);
   auto inner = std::move(def.infer);
   def.infer = [inner = std::move(inner), attrs_allowed = std::move(spec.attrs),
+               attrs_optional = std::move(spec.optional_attrs),
                arity = OpDef{def.name, def.min_inputs, def.max_inputs, {}, {}, {}, {}}](
                   const Attrs& attrs,
                   const std::vector<Shape>& inputs) -> absl::StatusOr<std::vector<Shape>> {
     LMS_RETURN_IF_ERROR(check_arity(arity, inputs.size()));
-    LMS_RETURN_IF_ERROR(check_attr_names(arity.name, attrs_allowed, attrs));
+    LMS_RETURN_IF_ERROR(check_attr_names(arity.name, attrs_allowed, attrs_optional, attrs));
     for (size_t i = 0; i < inputs.size(); ++i) {
       absl::Status s = check_shape(ops_internal::str_cat("input ", i), inputs[i]);
       if (!s.ok()) return ops_internal::op_error(arity.name, s.message());

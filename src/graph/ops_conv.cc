@@ -5,6 +5,7 @@
 #include "graph/ops_internal.h"
 #include "lms/checked.h"
 #include "lms/status.h"
+#include "lms/types.h"
 
 namespace lms::ops_internal {
 namespace {
@@ -395,6 +396,9 @@ void register_conv_ops(std::vector<OpSpec>& specs) {
                             [=](const Attrs&, const Shapes& in, const Shapes& out) {
                               return deconv_flops(in[0], out[0]);
                             }));
+  // The six above accept the optional workspace attribute (docs/ops.md).
+  for (size_t i = specs.size() - 6; i < specs.size(); ++i)
+    specs[i].optional_attrs = {std::string(kWorkspaceAttr)};
   specs.push_back(make_spec(
       "upsample", 1, 1, {"mode", "scale"}, infer_upsample,
       [](const Attrs& a, const Shapes&, const Shapes& out) { return upsample_flops(a, out[0]); },

@@ -33,6 +33,9 @@ inline constexpr TensorId kWantGrad = -2;
 struct OpSpec {
   OpDef def;
   std::vector<std::string> attrs;  // the attribute names the op accepts (all required)
+  // Attributes the op also accepts without requiring them: "workspace" on
+  // the convolution family (docs/ops.md, kWorkspaceAttr in lms/ops.h).
+  std::vector<std::string> optional_attrs;
 };
 
 OpSpec make_spec(std::string name, int min_inputs, int max_inputs, std::vector<std::string> attrs,

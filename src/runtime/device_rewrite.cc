@@ -4,7 +4,10 @@
 // profiles them there (lms/profile.h); the pass itself (src/swap) knows no
 // device.
 #include <algorithm>
+#include <string>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "lms/device.h"
@@ -12,6 +15,7 @@
 #include "lms/rewrite.h"
 #include "lms/session.h"
 #include "lms/status.h"
+#include "lms/types.h"
 #include "lms/units.h"
 
 namespace lms {
@@ -33,6 +37,25 @@ absl::Status measure_times(const Graph& graph, Device& device, LmsConfig& config
   config.cost_model = calibrate_cost_model(profile, graph);
   options.node_time_s = std::move(profile.node_time_s);
   return absl::OkStatus();
+}
+
+bool is_conv_family(std::string_view op) {
+  return op == "conv" || op == "conv_bwd_data" || op == "conv_bwd_weights" || op == "deconv" ||
+         op == "deconv_bwd_data" || op == "deconv_bwd_weights";
+}
+
+// RewriteOptions::least_workspace_bytes: the workspaces of the graph's
+// kernels with every convolution set to workspace = "least".
+absl::StatusOr<std::vector<uint64_t>> least_workspaces(const Graph& graph, Device& device) {
+  Graph lean = graph;
+  bool any = false;
+  for (NodeId id = 0; id < static_cast<NodeId>(lean.num_nodes()); ++id) {
+    if (!is_conv_family(lean.node(id).op)) continue;
+    lean.mutable_node(id).attrs[std::string(kWorkspaceAttr)] = std::string(kWorkspaceLeast);
+    any = true;
+  }
+  if (!any) return std::vector<uint64_t>();
+  return kernel_workspace_bytes(lean, device);
 }
 
 }  // namespace
@@ -63,6 +86,9 @@ absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config, Dev
   RewriteOptions with_device = options;
   with_device.device_capacity_bytes = mem.capacity_bytes;
   with_device.workspace_bytes = std::move(workspaces);
+  if (config.enabled) {
+    LMS_ASSIGN_OR_RETURN(with_device.least_workspace_bytes, least_workspaces(graph, device));
+  }
   if (config.enabled && config.time_model == TimeModel::kMeasured) {
     LMS_RETURN_IF_ERROR(measure_times(graph, device, facts, with_device));
   }

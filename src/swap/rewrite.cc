@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "lms/status.h"
+#include "lms/types.h"
 #include "lms/units.h"
 #include "swap/cost_model.h"
 #include "swap/insert.h"
@@ -279,24 +280,31 @@ std::string RewriteReport::summary() const {
         format_bytes(arena_persistent_bytes));
   }
   return absl::StrFormat(
-      "lms: policy %s, %d tensors swapped\n"
-      "  device budget        %s (usable %s): %s\n"
-      "  predicted peak       %s -> %s (working-set limit %s at %s)\n"
-      "  swap traffic / step  %s out, %s in; pinned host %s\n"
-      "  predicted step       %.6f s -> %.6f s (stall %.6f s)\n"
-      "  time model           %s\n"
-      "  static arena         %s (lower bound %s, gap %s; persistent %s outside)\n",
-      policy_name(policy), swapped.size(), format_bytes(budget_bytes),
-      format_bytes(usable_budget_bytes), fit_text(*this), format_bytes(peak_bytes_before),
-      format_bytes(peak_bytes_after), format_bytes(working_set_limit_bytes), working_set_node,
-      format_bytes(bytes_out_per_step), format_bytes(bytes_in_per_step), format_bytes(host_bytes),
-      step_time_before_s, step_time_after_s, stall_s, time_model, format_bytes(arena_bytes),
-      format_bytes(arena_lower_bound_bytes), arena_gap_text(*this),
-      format_bytes(arena_persistent_bytes));
+             "lms: policy %s, %d tensors swapped\n"
+             "  device budget        %s (usable %s): %s\n"
+             "  predicted peak       %s -> %s (working-set limit %s at %s)\n"
+             "  swap traffic / step  %s out, %s in; pinned host %s\n"
+             "  predicted step       %.6f s -> %.6f s (stall %.6f s)\n"
+             "  time model           %s\n"
+             "  static arena         %s (lower bound %s, gap %s; persistent %s outside)\n",
+             policy_name(policy), swapped.size(), format_bytes(budget_bytes),
+             format_bytes(usable_budget_bytes), fit_text(*this), format_bytes(peak_bytes_before),
+             format_bytes(peak_bytes_after), format_bytes(working_set_limit_bytes),
+             working_set_node, format_bytes(bytes_out_per_step), format_bytes(bytes_in_per_step),
+             format_bytes(host_bytes), step_time_before_s, step_time_after_s, stall_s, time_model,
+             format_bytes(arena_bytes), format_bytes(arena_lower_bound_bytes),
+             arena_gap_text(*this), format_bytes(arena_persistent_bytes)) +
+         (least_workspace_nodes.empty()
+              ? std::string()
+              : absl::StrFormat("  least workspace      %d convolution kernels (budget too tight "
+                                "for the fast ones)\n",
+                                least_workspace_nodes.size()));
 }
 
-absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config,
-                                      const RewriteOptions& options) {
+namespace {
+
+absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const LmsConfig& config,
+                                           const RewriteOptions& options) {
   LMS_RETURN_IF_ERROR(verify(graph));
   LMS_ASSIGN_OR_RETURN(Analysis before, analyse(graph, config, options));
   RewriteReport rep;
@@ -336,6 +344,59 @@ absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config,
   rewritten.set_plan_record(plan_record(graph, config, options, rep));
   graph = std::move(rewritten);
   return rep;
+}
+
+// Note [Least workspace fallback]: a convolution's fastest kernel may need a
+// workspace larger than its inputs and outputs; at a tight budget that
+// workspace alone can set the working-set limit or keep the layout from
+// fitting. When the plan with the fast kernels fails (no plan, or a layout
+// that does not fit), and RewriteOptions::least_workspace_bytes says some
+// nodes have a kernel with a smaller workspace, plan once more with those
+// nodes set to workspace = "least" (lms/types.h; vDNN_dyn's memory-optimal
+// algorithms, Rhu et al. 2016) and keep that plan if it fits where the
+// first did not. The node times stay those of the fast kernels.
+bool tight(const absl::StatusOr<RewriteReport>& r) {
+  if (!r.ok()) return absl::IsResourceExhausted(r.status());
+  return r->enabled && !r->fits && r->fit_unknown_reason.empty();
+}
+
+}  // namespace
+
+absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config,
+                                      const RewriteOptions& options) {
+  Graph fast = graph;
+  absl::StatusOr<RewriteReport> first = rewrite_once(fast, config, options);
+  if (!config.enabled || !tight(first) || !options.least_workspace_bytes.has_value() ||
+      !options.workspace_bytes.has_value()) {
+    if (first.ok()) graph = std::move(fast);
+    return first;
+  }
+  Graph lean = graph;
+  RewriteOptions lean_options = options;
+  std::vector<uint64_t>& ws = *lean_options.workspace_bytes;
+  const std::vector<uint64_t>& least = *options.least_workspace_bytes;
+  std::vector<std::string> switched;
+  for (NodeId id = 0; id < static_cast<NodeId>(graph.num_nodes()); ++id) {
+    if (id >= static_cast<NodeId>(least.size())) break;
+    const uint64_t current = id < static_cast<NodeId>(ws.size()) ? ws[id] : 0;
+    if (least[id] >= current) continue;
+    if (ws.size() <= static_cast<size_t>(id)) ws.resize(id + 1, 0);
+    ws[id] = least[id];
+    lean.mutable_node(id).attrs[std::string(kWorkspaceAttr)] = std::string(kWorkspaceLeast);
+    switched.push_back(graph.node(id).name);
+  }
+  if (switched.empty()) {
+    if (first.ok()) graph = std::move(fast);
+    return first;
+  }
+  absl::StatusOr<RewriteReport> second = rewrite_once(lean, config, lean_options);
+  if (!second.ok() || tight(second)) {
+    if (first.ok()) graph = std::move(fast);
+    return first;
+  }
+  second->least_workspace_nodes = std::move(switched);
+  graph = std::move(lean);
+  return second;
 }
 
 absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config) {

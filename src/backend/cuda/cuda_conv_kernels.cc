@@ -18,6 +18,7 @@
 // float rounding of the CPU device (Note [CUDA kernel determinism]).
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -26,6 +27,7 @@
 #include "backend/cuda/cuda_launch.h"
 #include "backend/cuda/cuda_status.h"
 #include "lms/status.h"
+#include "lms/types.h"
 
 namespace lms::cuda {
 namespace {
@@ -91,18 +93,25 @@ absl::Status make_descs(const cpu::ConvProblem& p, ConvDescs* d) {
 // fits the workspace limit, preferring those reported for FMA math; the
 // descriptor stays CUDNN_FMA_MATH either way, so no TF32 tensor-core math is
 // ever allowed. Algorithms reported only for tensor-op math are skipped.
+// With workspace = "least" (lms/types.h kWorkspaceAttr; vDNN_dyn) the
+// usable algorithm with the smallest workspace instead, the better ranked
+// on a tie.
 template <typename Perf>
 absl::StatusOr<std::pair<int, uint64_t>> pick(const KernelSpec& spec, const Perf* perf, int n,
-                                              uint64_t max_ws) {
+                                              uint64_t max_ws, bool least) {
   for (bool fma_only : {true, false}) {
+    int chosen = -1;
     for (int i = 0; i < n; ++i) {
       const bool usable = perf[i].status == CUDNN_STATUS_SUCCESS &&
                           perf[i].determinism == CUDNN_DETERMINISTIC && perf[i].memory <= max_ws;
       const bool math_ok = perf[i].mathType == CUDNN_FMA_MATH ||
                            (!fma_only && perf[i].mathType == CUDNN_DEFAULT_MATH);
-      if (usable && math_ok) {
-        return std::pair<int, uint64_t>(static_cast<int>(perf[i].algo), perf[i].memory);
-      }
+      if (!usable || !math_ok) continue;
+      if (chosen < 0 || perf[i].memory < perf[chosen].memory) chosen = i;
+      if (!least) break;
+    }
+    if (chosen >= 0) {
+      return std::pair<int, uint64_t>(static_cast<int>(perf[chosen].algo), perf[chosen].memory);
     }
   }
   return absl::UnimplementedError(absl::StrCat(
@@ -117,25 +126,29 @@ absl::StatusOr<std::pair<int, uint64_t>> choose_algorithm(const KernelSpec& spec
   constexpr int kMax = 16;
   int n = 0;
   const uint64_t ws = ctx.max_conv_workspace_bytes;
+  auto attr = spec.attrs.find(kWorkspaceAttr);
+  const bool least = attr != spec.attrs.end() &&
+                     std::holds_alternative<std::string>(attr->second) &&
+                     std::get<std::string>(attr->second) == kWorkspaceLeast;
   if (pass == Pass::kForward) {
     cudnnConvolutionFwdAlgoPerf_t perf[kMax];
     LMS_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionForwardAlgorithm_v7(ctx.cudnn, d.ci, d.filter,
                                                                      d.conv, d.co, kMax, &n, perf),
                               "cudnnGetConvolutionForwardAlgorithm_v7");
-    return pick(spec, perf, n, ws);
+    return pick(spec, perf, n, ws, least);
   }
   if (pass == Pass::kBackwardData) {
     cudnnConvolutionBwdDataAlgoPerf_t perf[kMax];
     LMS_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardDataAlgorithm_v7(
                                   ctx.cudnn, d.filter, d.co, d.conv, d.ci, kMax, &n, perf),
                               "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-    return pick(spec, perf, n, ws);
+    return pick(spec, perf, n, ws, least);
   }
   cudnnConvolutionBwdFilterAlgoPerf_t perf[kMax];
   LMS_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
                                 ctx.cudnn, d.ci, d.co, d.conv, d.filter, kMax, &n, perf),
                             "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-  return pick(spec, perf, n, ws);
+  return pick(spec, perf, n, ws, least);
 }
 
 class CudnnConvKernel final : public Kernel {

@@ -10,6 +10,7 @@
 #include "backend/cpu/kernels/spatial_plan.h"
 #include "backend/cpu/kernels/spatial_spec.h"
 #include "lms/status.h"
+#include "lms/types.h"
 
 namespace lms::cpu {
 namespace {
@@ -200,15 +201,38 @@ bool is_conv_op(std::string_view op) {
          op == "deconv_bwd_data" || op == "deconv_bwd_weights";
 }
 
+bool wants_least_workspace(const KernelSpec& spec) {
+  auto it = spec.attrs.find(kWorkspaceAttr);
+  if (it == spec.attrs.end()) return false;
+  const std::string* v = std::get_if<std::string>(&it->second);
+  return v != nullptr && *v == kWorkspaceLeast;
+}
+
 }  // namespace
 
+// Note [Least workspace]: a node with workspace = "least" (lms/ops.h) gets,
+// of the device's options and the two layouts with the direct algorithm,
+// the kernel with the smallest workspace (the first on a tie, so the
+// choice is deterministic). Plain layouts need no reorder buffers, so that
+// is usually plain + direct, slower by the reorders' gain (Note [Conv
+// layouts]).
 absl::StatusOr<std::unique_ptr<Kernel>> create_conv_kernel(const KernelSpec& spec,
                                                            const CpuKernelContext& ctx,
                                                            const SpatialKernelOptions& options) {
   if (!is_conv_op(spec.op)) return std::unique_ptr<Kernel>();
   LMS_ASSIGN_OR_RETURN(ConvProblem p, conv_problem(spec));
-  if (p.transposed) return make_conv<DeconvFamily>(spec, ctx, p, options);
-  return make_conv<ConvFamily>(spec, ctx, p, options);
+  auto make = [&](const SpatialKernelOptions& o) {
+    return p.transposed ? make_conv<DeconvFamily>(spec, ctx, p, o)
+                        : make_conv<ConvFamily>(spec, ctx, p, o);
+  };
+  std::unique_ptr<Kernel> best = make(options);
+  if (!wants_least_workspace(spec)) return best;
+  for (ConvLayout layout : {ConvLayout::kPlain, ConvLayout::kBlocked}) {
+    std::unique_ptr<Kernel> k =
+        make({.conv_layout = layout, .conv_algorithm = ConvAlgorithm::kDirect});
+    if (k->workspace_bytes() < best->workspace_bytes()) best = std::move(k);
+  }
+  return best;
 }
 
 }  // namespace lms::cpu
