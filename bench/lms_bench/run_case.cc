@@ -146,8 +146,11 @@ absl::StatusOr<CaseResult> run_case(const ModelFactory& f, const CaseSpec& spec)
   LMS_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, make_device(spec.device));
   LMS_ASSIGN_OR_RETURN(std::vector<uint64_t> ws, kernel_workspace_bytes(train, *device));
   const std::string loss = train.tensor(train.loss()).name;
+  LMS_ASSIGN_OR_RETURN(std::vector<uint64_t> least_ws,
+                       least_kernel_workspace_bytes(train, *device));
   RewriteOptions ro{.device_capacity_bytes = spec.device.capacity_bytes,
                     .workspace_bytes = std::move(ws),
+                    .least_workspace_bytes = std::move(least_ws),
                     .node_time_s = spec.node_time_s,
                     .fetched = {loss}};
   LMS_RETURN_IF_ERROR(fill_planner_before(train, spec, ro, row));

@@ -1,5 +1,6 @@
 #include "search.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -80,7 +81,13 @@ class Prober {
     LmsConfig cfg = spec_.config;
     cfg.enabled = false;
     Graph copy = p->train;
-    LMS_ASSIGN_OR_RETURN(RewriteReport rep, rewrite(copy, cfg, options(*p)));
+    // The smallest working set any plan reaches: each node with the kernel
+    // of the smaller workspace.
+    RewriteOptions o = options(*p);
+    for (size_t id = 0; id < p->least_ws.size() && id < o.workspace_bytes->size(); ++id) {
+      (*o.workspace_bytes)[id] = std::min((*o.workspace_bytes)[id], p->least_ws[id]);
+    }
+    LMS_ASSIGN_OR_RETURN(RewriteReport rep, rewrite(copy, cfg, o));
     return rep.working_set_limit_bytes <= rep.budget_bytes;
   }
 
@@ -90,12 +97,16 @@ class Prober {
   struct Prepared {
     Graph train;
     std::vector<uint64_t> ws;
+    std::vector<uint64_t> least_ws;  // least-workspace convolution kernels
     std::string loss;
   };
 
+  // With the least-workspace fallback (Note [Least workspace fallback]):
+  // what lms::rewrite on the device does.
   RewriteOptions options(const Prepared& p) const {
     return {.device_capacity_bytes = spec_.device.capacity_bytes,
             .workspace_bytes = p.ws,
+            .least_workspace_bytes = p.least_ws,
             .node_time_s = {},
             .fetched = {p.loss}};
   }
@@ -107,6 +118,7 @@ class Prober {
     auto p = std::make_unique<Prepared>();
     LMS_ASSIGN_OR_RETURN(p->train, f_.build(size));
     LMS_ASSIGN_OR_RETURN(p->ws, kernel_workspace_bytes(p->train, *device_));
+    LMS_ASSIGN_OR_RETURN(p->least_ws, least_kernel_workspace_bytes(p->train, *device_));
     p->loss = p->train.tensor(p->train.loss()).name;
     // Only the latest few sizes are probed again (bisection narrows down).
     if (cache_.size() > 8) cache_.erase(cache_.begin());

@@ -12,15 +12,16 @@
 // no step is run:
 //   - without LMS: lms::rewrite with LMS disabled on the probe device (the
 //     Device overload; the graph stays unchanged) reports fits, which it
-//     decides by replaying the step's allocations on the device's BFC
-//     allocator at its capacity with its kernel workspaces (fragmentation
-//     included), as the executor will make them;
-//   - with LMS: lms::rewrite (auto policy) succeeds and reports fits, which
-//     it decides by replaying the rewritten step on the allocator;
+//     decides from the step's static layout (persistent tensors plus the
+//     arena) with the device's kernel workspaces, as the session holds it;
+//   - with LMS: lms::rewrite (auto policy, with the least-workspace
+//     fallback for convolutions) succeeds and reports fits, decided the
+//     same way for the rewritten step;
 //   - working-set limit: RewriteReport::working_set_limit_bytes <= budget,
 //     the bytes that must be resident at the busiest node (its inputs,
-//     outputs, workspace, persistent and fetched tensors); no swap plan can
-//     beat it without splitting operations.
+//     outputs, workspace, persistent and fetched tensors), each node with
+//     the smaller of its fast and least-workspace kernels' workspaces; no
+//     swap plan can beat it without splitting operations.
 // The two trained limits are then confirmed by running one real step at the
 // size found; should a real step fail where the replay said it fits, the
 // search bisects again below it with real steps and reports the disagreement.

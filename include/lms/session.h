@@ -140,4 +140,11 @@ class Session {
 // account for workspace exactly before a session exists.
 absl::StatusOr<std::vector<uint64_t>> kernel_workspace_bytes(const Graph& graph, Device& device);
 
+// The same with every convolution (conv, deconv and their backward ops) set
+// to workspace = "least" (lms/types.h kWorkspaceAttr): what
+// RewriteOptions::least_workspace_bytes takes. Empty when the graph has no
+// convolution. Errors: those of kernel_workspace_bytes.
+absl::StatusOr<std::vector<uint64_t>> least_kernel_workspace_bytes(const Graph& graph,
+                                                                   Device& device);
+
 }  // namespace lms

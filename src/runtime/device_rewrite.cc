@@ -44,9 +44,10 @@ bool is_conv_family(std::string_view op) {
          op == "deconv_bwd_data" || op == "deconv_bwd_weights";
 }
 
-// RewriteOptions::least_workspace_bytes: the workspaces of the graph's
-// kernels with every convolution set to workspace = "least".
-absl::StatusOr<std::vector<uint64_t>> least_workspaces(const Graph& graph, Device& device) {
+}  // namespace
+
+absl::StatusOr<std::vector<uint64_t>> least_kernel_workspace_bytes(const Graph& graph,
+                                                                   Device& device) {
   Graph lean = graph;
   bool any = false;
   for (NodeId id = 0; id < static_cast<NodeId>(lean.num_nodes()); ++id) {
@@ -57,8 +58,6 @@ absl::StatusOr<std::vector<uint64_t>> least_workspaces(const Graph& graph, Devic
   if (!any) return std::vector<uint64_t>();
   return kernel_workspace_bytes(lean, device);
 }
-
-}  // namespace
 
 absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config, Device& device,
                                       const RewriteOptions& options) {
@@ -87,7 +86,8 @@ absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config, Dev
   with_device.device_capacity_bytes = mem.capacity_bytes;
   with_device.workspace_bytes = std::move(workspaces);
   if (config.enabled) {
-    LMS_ASSIGN_OR_RETURN(with_device.least_workspace_bytes, least_workspaces(graph, device));
+    LMS_ASSIGN_OR_RETURN(with_device.least_workspace_bytes,
+                         least_kernel_workspace_bytes(graph, device));
   }
   if (config.enabled && config.time_model == TimeModel::kMeasured) {
     LMS_RETURN_IF_ERROR(measure_times(graph, device, facts, with_device));
