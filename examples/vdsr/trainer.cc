@@ -165,12 +165,11 @@ class TrainRun {
   }
 
   absl::Status apply_lms() {
-    LMS_ASSIGN_OR_RETURN(std::vector<uint64_t> ws, kernel_workspace_bytes(train_, *device_));
-    RewriteOptions ro{.device_capacity_bytes = o_.run.capacity_bytes,
-                      .workspace_bytes = std::move(ws),
-                      .node_time_s = {},
-                      .fetched = {"loss"}};
-    LMS_ASSIGN_OR_RETURN(result_.lms_report, rewrite(train_, cfg_, ro));
+    // The Device overload: the device's capacity, alignment and kernel
+    // workspaces, the time model of cfg_ (measured on the device by
+    // default) and the least-workspace fallback for tight budgets.
+    LMS_ASSIGN_OR_RETURN(result_.lms_report,
+                         rewrite(train_, cfg_, *device_, {.fetched = {"loss"}}));
     log_ << "LMS: " << result_.lms_report.summary() << "\n";
     return absl::OkStatus();
   }

@@ -76,6 +76,9 @@ TEST(LeastWorkspace, TightBudgetSwitchesConvolutionsAndTrainsBitIdentically) {
   auto fast_ws = kernel_workspace_bytes(*train, **big);
   auto least_ws = kernel_workspace_bytes(lean_graph, **big);
   ASSERT_TRUE(fast_ws.ok() && least_ws.ok());
+  auto public_least = least_kernel_workspace_bytes(*train, **big);
+  ASSERT_TRUE(public_least.ok()) << public_least.status();
+  EXPECT_EQ(*public_least, *least_ws);
   uint64_t fast_total = 0, least_total = 0;
   int smaller = 0;
   for (size_t id = 0; id < fast_ws->size(); ++id) {
