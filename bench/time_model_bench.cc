@@ -1,5 +1,5 @@
-// Predicted vs measured step time and stall of a swapped VDSR training step
-// on the emulated CPU device, with the two time models of lms::rewrite
+// Predicted vs measured step time and stall of a swapped VDSR or 3-D U-Net
+// training step on the emulated CPU device, with the two time models of lms::rewrite
 // (LmsConfig::time_model): "measured" (lms::profile_step on the device,
 // lms/profile.h) and the old "roofline" with the constants of [cost_model]
 // (and [link] set to the emulated link's true throttle). For each emulated
@@ -11,8 +11,11 @@
 // nodes) again itself.
 //
 //   GOMP_SPINCOUNT=30000 build-*/bench/time_model_bench --threads 1
-//     [--batch 16] [--size 41] [--depth 20] [--channels 64] [--steps 3]
-//     [--budget-fraction 0.6] [--links 12GB/s,1GB/s,50MB/s]
+//     [--model vdsr|unet3d] [--batch 16] [--size 41] [--depth 20] [--channels 64]
+//     [--steps 3] [--budget-fraction 0.6] [--links 12GB/s,1GB/s,50MB/s]
+// unet3d: the 3-D U-Net of lms-bench (batch 1, 4 channels in, 4 classes, 8
+// base filters, 3 levels) on a --size^3 volume (default 48); --batch,
+// --depth and --channels are VDSR's.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -40,6 +43,7 @@
 namespace {
 
 struct Options {
+  std::string model = "vdsr";
   int64_t batch = 16;
   int64_t size = 41;
   int64_t depth = 20;
@@ -64,14 +68,21 @@ absl::Status parse_int(std::string_view flag, const char* value, int64_t min, in
 
 absl::StatusOr<Options> parse(int argc, char** argv) {
   Options o;
+  bool size_given = false;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
     int64_t n = 0;
-    if (a == "--batch") {
+    if (a == "--model") {
+      if (v == nullptr || (std::string_view(v) != "vdsr" && std::string_view(v) != "unet3d")) {
+        return absl::InvalidArgumentError("--model needs vdsr or unet3d");
+      }
+      o.model = v;
+    } else if (a == "--batch") {
       LMS_RETURN_IF_ERROR(parse_int(a, v, 1, &o.batch));
     } else if (a == "--size") {
       LMS_RETURN_IF_ERROR(parse_int(a, v, 4, &o.size));
+      size_given = true;
     } else if (a == "--depth") {
       LMS_RETURN_IF_ERROR(parse_int(a, v, 2, &o.depth));
     } else if (a == "--channels") {
@@ -101,14 +112,15 @@ absl::StatusOr<Options> parse(int argc, char** argv) {
       }
       if (o.links.empty()) return absl::InvalidArgumentError("--links needs at least one");
     } else {
-      return absl::InvalidArgumentError(
-          fmt::format("unknown argument '{}' (allowed: --batch N, --size N, --depth N, "
-                      "--channels N, --threads N, --steps N, --budget-fraction F, --links "
-                      "BW[,BW...])",
-                      a));
+      return absl::InvalidArgumentError(fmt::format(
+          "unknown argument '{}' (allowed: --model vdsr|unet3d, --batch N, --size N, --depth N, "
+          "--channels N, --threads N, --steps N, --budget-fraction F, --links "
+          "BW[,BW...])",
+          a));
     }
     ++i;
   }
+  if (o.model == "unet3d" && !size_given) o.size = 48;
   return o;
 }
 
@@ -147,13 +159,50 @@ absl::StatusOr<Row> plan_and_run(const lms::Graph& train, const lms::LmsConfig& 
   return row;
 }
 
+// The model's graph and one step's random feeds.
+struct Model {
+  lms::Graph graph;
+  lms::TensorId loss = lms::kNoTensor;
+  lms::Feeds feeds;
+  std::string description;
+};
+
+Model build_model(const Options& o) {
+  Model m;
+  std::mt19937_64 gen(1);
+  std::uniform_real_distribution<float> u(0, 1);
+  if (o.model == "unet3d") {
+    const lms::models::ModelTensors t = lms::models::build_unet(
+        m.graph, {.batch = 1, .in_channels = 4, .classes = 4, .size = o.size});
+    m.loss = t.loss;
+    const size_t voxels = static_cast<size_t>(o.size * o.size * o.size);
+    std::vector<float> image(4 * voxels), labels(4 * voxels, 0.0f);
+    for (float& x : image) x = u(gen);
+    for (size_t v = 0; v < voxels; ++v) labels[(gen() % 4) * voxels + v] = 1.0f;
+    m.feeds = {{"image", std::move(image)}, {"labels", std::move(labels)}};
+    m.description =
+        fmt::format("3-D U-Net {}^3, batch 1, 4 channels, 4 classes, 8 filters, 3 levels", o.size);
+    return m;
+  }
+  const lms::models::ModelTensors t = lms::models::build_vdsr(m.graph, {.batch = o.batch,
+                                                                        .height = o.size,
+                                                                        .width = o.size,
+                                                                        .depth = o.depth,
+                                                                        .channels = o.channels});
+  m.loss = t.loss;
+  std::vector<float> lr(static_cast<size_t>(o.batch * o.size * o.size)), hr(lr.size());
+  for (float& x : lr) x = u(gen);
+  for (float& x : hr) x = u(gen);
+  m.feeds = {{"lr", std::move(lr)}, {"hr", std::move(hr)}};
+  m.description = fmt::format("VDSR batch {}, {}x{}, depth {}, {} channels", o.batch, o.size,
+                              o.size, o.depth, o.channels);
+  return m;
+}
+
 absl::Status run(const Options& o) {
-  lms::Graph g;
-  const lms::models::ModelTensors m = lms::models::build_vdsr(g, {.batch = o.batch,
-                                                                  .height = o.size,
-                                                                  .width = o.size,
-                                                                  .depth = o.depth,
-                                                                  .channels = o.channels});
+  Model model = build_model(o);
+  lms::Graph& g = model.graph;
+  const lms::models::ModelTensors m{.loss = model.loss};
   LMS_RETURN_IF_ERROR(g.status());
   LMS_ASSIGN_OR_RETURN(lms::Graph train, lms::training_graph(g, m.loss, lms::Adam{.lr = 1e-4}));
 
@@ -175,21 +224,14 @@ absl::Status run(const Options& o) {
        mib - 1) /
       mib * mib;
 
-  std::mt19937_64 gen(1);
-  std::uniform_real_distribution<float> u(0, 1);
-  std::vector<float> lr(static_cast<size_t>(o.batch * o.size * o.size)), hr(lr.size());
-  for (float& x : lr) x = u(gen);
-  for (float& x : hr) x = u(gen);
-  const lms::Feeds feeds = {{"lr", lr}, {"hr", hr}};
+  const lms::Feeds& feeds = model.feeds;
 
   const char* spin = std::getenv("GOMP_SPINCOUNT");
   std::printf(
-      "time model: VDSR batch %lld, %lldx%lld, depth %lld, %lld channels, Adam; device "
+      "time model: %s, Adam; device "
       "capacity = budget %s (%.2f of the no-LMS peak %s; working-set limit %s); threads %d; "
       "%d timed steps after 1 warm-up; emulated copy latency %.0f us; GOMP_SPINCOUNT=%s\n",
-      static_cast<long long>(o.batch), static_cast<long long>(o.size),
-      static_cast<long long>(o.size), static_cast<long long>(o.depth),
-      static_cast<long long>(o.channels), lms::format_bytes(budget).c_str(),
+      model.description.c_str(), lms::format_bytes(budget).c_str(),
       static_cast<double>(budget) / static_cast<double>(limits.peak_bytes_before),
       lms::format_bytes(limits.peak_bytes_before).c_str(),
       lms::format_bytes(limits.working_set_limit_bytes).c_str(), o.threads, o.steps,
