@@ -13,6 +13,19 @@
 namespace lms::cuda {
 namespace {
 
+// Note [Event query]: cudaEventQuery on a pending event returns
+// cudaErrorNotReady, which is not an error, but the runtime may also leave
+// it in the thread's last-error slot; every custom kernel launcher returns
+// cudaGetLastError() after its launch, so the next relu or add would report
+// NotReady as its own failure and fail the step (PyTorch hit the same:
+// its event query clears the error after NotReady). Every query goes
+// through here.
+cudaError_t query_event(cudaEvent_t event) {
+  const cudaError_t err = cudaEventQuery(event);
+  if (err == cudaErrorNotReady) (void)cudaGetLastError();
+  return err;
+}
+
 class CudaEvent : public Event {
  public:
   CudaEvent(int ordinal, cudaEvent_t event) : ordinal_(ordinal), event_(event) {}
@@ -282,7 +295,7 @@ void CudaDevice::wait(StreamKind kind, Event& event) {
   // is not bracketed.
   EventSink* sink = sink_.load();
   StreamSpan* span = nullptr;
-  if (sink != nullptr && kind == StreamKind::kCompute && cudaEventQuery(*ev) == cudaErrorNotReady) {
+  if (sink != nullptr && kind == StreamKind::kCompute && query_event(*ev) == cudaErrorNotReady) {
     span = new StreamSpan{
         sink, kind, StreamSpan::kStall, stall_reason(as_cuda_event(event).recorded_on()), "", 0};
     if (cudaLaunchHostFunc(stream(kind), stamp_start, span) != cudaSuccess) {
@@ -306,7 +319,7 @@ bool CudaDevice::query(Event& event) {
   }
   if (*ev == nullptr) return true;
   bind();
-  cudaError_t err = cudaEventQuery(*ev);
+  cudaError_t err = query_event(*ev);
   if (err == cudaErrorNotReady) return false;
   if (err != cudaSuccess) set_async_error(cuda_status(err, "query: cudaEventQuery"));
   return true;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -251,6 +252,50 @@ TEST(CudaDevice, SinkGetsCopiesKernelsAndMemoryWithOrderedStamps) {
   for (const auto& s : spans) EXPECT_LE(s.start_s, s.end_s) << s.name;
   EXPECT_LE(spans[0].end_s, spans[1].end_s);  // the copy waited for the kernel
   EXPECT_EQ(sink.memory_events(), 2);         // one device and one host allocation
+}
+
+// Note [Event query]: a query of a pending event (and a compute-stream wait
+// on one with a sink set, which queries it) must not leave NotReady behind
+// for the next kernel launch to report as its own failure.
+TEST(CudaDevice, KernelAfterAPendingEventQuerySucceeds) {
+  LMS_SKIP_WITHOUT_CUDA();
+  auto dev = make_device(128 * kMiB, 64 * kMiB);
+  ASSERT_NE(dev, nullptr);
+  RecordingSink sink;
+  dev->set_event_sink(&sink);
+  const uint64_t bytes = 32 * kMiB;
+  auto d = dev->allocate(bytes);
+  auto h = dev->allocate_host(bytes);
+  auto x = dev->allocate(4096);
+  auto y = dev->allocate(4096);
+  ASSERT_TRUE(d.ok() && h.ok() && x.ok() && y.ok());
+  std::vector<float> values(1024);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) - 512.0f;
+  ASSERT_TRUE(dev->upload(*x, values.data(), 4096).ok());
+  KernelSpec spec;
+  spec.name = "relu0";
+  spec.op = "relu";
+  spec.input_shapes = {{1024}};
+  spec.output_shapes = {{1024}};
+  auto k = dev->compile(spec);
+  ASSERT_TRUE(k.ok()) << k.status();
+  int pending = 0;
+  for (int round = 0; round < 4; ++round) {
+    // Copies long enough that the event is still pending when queried.
+    for (int i = 0; i < 4; ++i) dev->copy_d2h(*h, *d, bytes, "big");
+    auto ev = dev->create_event();
+    dev->record(*ev, StreamKind::kD2H);
+    pending += dev->query(*ev) ? 0 : 1;
+    dev->wait(StreamKind::kCompute, *ev);  // queries the event again (sink set)
+    dev->launch(**k, {.inputs = {static_cast<float*>(*x)}, .outputs = {static_cast<float*>(*y)}},
+                "relu0", "relu");
+    ASSERT_TRUE(dev->synchronize().ok()) << "round " << round;
+  }
+  dev->set_event_sink(nullptr);
+  std::printf("events pending when queried: %d of 4\n", pending);
+  std::vector<float> out(1024);
+  ASSERT_TRUE(dev->download(out.data(), *y, 4096).ok());
+  for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], std::max(values[i], 0.0f)) << i;
 }
 
 }  // namespace
