@@ -13,6 +13,9 @@
 //   GOMP_SPINCOUNT=30000 build-*/bench/time_model_bench --threads 1
 //     [--model vdsr|unet3d] [--batch 16] [--size 41] [--depth 20] [--channels 64]
 //     [--steps 3] [--budget-fraction 0.6] [--links 12GB/s,1GB/s,50MB/s]
+//     [--trace DIR]
+// --trace DIR writes, per link and model, the Chrome trace of the steps
+// (<model>_<link>_<time model>.trace.json) and prints the profile summary.
 // unet3d: the 3-D U-Net of lms-bench (batch 1, 4 channels in, 4 classes, 8
 // base filters, 3 levels) on a --size^3 volume (default 48); --batch,
 // --depth and --channels are VDSR's.
@@ -32,6 +35,9 @@
 #include "lms/config.h"
 #include "lms/device.h"
 #include "lms/profile.h"
+#include "lms/profiler/chrome_trace.h"
+#include "lms/profiler/recorder.h"
+#include "lms/profiler/summary.h"
 #include "lms/rewrite.h"
 #include "lms/session.h"
 #include "lms/status.h"
@@ -52,6 +58,7 @@ struct Options {
   int steps = 3;    // timed steps after one warm-up step
   double budget_fraction = 0.6;
   std::vector<double> links = {12e9, 1e9, 50e6};
+  std::string trace_dir;  // empty: no traces
 };
 
 constexpr double kCopyLatencyS = 5e-6;  // the emulated link's per-copy latency
@@ -99,6 +106,9 @@ absl::StatusOr<Options> parse(int argc, char** argv) {
       if (v == nullptr || *end != '\0' || !(o.budget_fraction > 0 && o.budget_fraction < 1)) {
         return absl::InvalidArgumentError("--budget-fraction needs a number in (0, 1)");
       }
+    } else if (a == "--trace") {
+      if (v == nullptr) return absl::InvalidArgumentError("--trace needs a folder");
+      o.trace_dir = v;
     } else if (a == "--links") {
       if (v == nullptr) return absl::InvalidArgumentError("--links needs bandwidths, e.g. 1GB/s");
       o.links.clear();
@@ -115,7 +125,7 @@ absl::StatusOr<Options> parse(int argc, char** argv) {
       return absl::InvalidArgumentError(fmt::format(
           "unknown argument '{}' (allowed: --model vdsr|unet3d, --batch N, --size N, --depth N, "
           "--channels N, --threads N, --steps N, --budget-fraction F, --links "
-          "BW[,BW...])",
+          "BW[,BW...], --trace DIR)",
           a));
     }
     ++i;
@@ -139,15 +149,21 @@ struct Row {
 // Plans a copy of `train` on `device` with `cfg` (Device overload), runs it
 // for one warm-up and `steps` timed steps, and releases the session so the
 // device is empty again for the next plan.
+// With a non-empty `trace_path`, the steps are recorded and written there as
+// a Chrome trace.
 absl::StatusOr<Row> plan_and_run(const lms::Graph& train, const lms::LmsConfig& cfg,
-                                 lms::Device& device, const lms::Feeds& feeds, int steps) {
+                                 lms::Device& device, const lms::Feeds& feeds, int steps,
+                                 const std::string& trace_path) {
   Row row;
   lms::Graph g = train;
   LMS_ASSIGN_OR_RETURN(row.report, lms::rewrite(g, cfg, device));
   if (!row.report.fits) {
     return absl::FailedPreconditionError("the plan does not fit:\n" + row.report.summary());
   }
-  LMS_ASSIGN_OR_RETURN(std::unique_ptr<lms::Session> session, lms::Session::create(g, device));
+  lms::Recorder recorder;
+  LMS_ASSIGN_OR_RETURN(
+      std::unique_ptr<lms::Session> session,
+      lms::Session::create(g, device, {.sink = trace_path.empty() ? nullptr : &recorder}));
   for (int i = 0; i <= steps; ++i) {
     lms::StepResult r;
     LMS_RETURN_IF_ERROR(session->run(feeds, &r));
@@ -155,6 +171,13 @@ absl::StatusOr<Row> plan_and_run(const lms::Graph& train, const lms::LmsConfig& 
     row.step_s += r.step_s / steps;
     row.stall_s += r.stall_s / steps;
     row.host_wait_s += r.host_wait_s / steps;
+  }
+  session.reset();
+  if (!trace_path.empty()) {
+    LMS_RETURN_IF_ERROR(lms::write_chrome_trace(
+        recorder, {.device_capacity_bytes = device.memory_stats().capacity_bytes}, trace_path));
+    std::printf("# %s\n%s", trace_path.c_str(),
+                lms::format_summary(lms::summarize(recorder)).c_str());
   }
   return row;
 }
@@ -281,7 +304,12 @@ absl::Status run(const Options& o) {
               ? fmt::format("{} / {}, {:.0f} us", rate(p.link.d2h_bytes_per_s),
                             rate(p.link.h2d_bytes_per_s), p.link.copy_latency_s * 1e6)
               : fmt::format("{} (config), {:.0f} us", rate(link), kCopyLatencyS * 1e6);
-      absl::StatusOr<Row> row = plan_and_run(train, cfg, *device, feeds, o.steps);
+      const std::string trace =
+          o.trace_dir.empty()
+              ? std::string()
+              : fmt::format("{}/{}_{}_{}.trace.json", o.trace_dir, o.model,
+                            static_cast<int64_t>(link / 1e6), lms::time_model_name(model));
+      absl::StatusOr<Row> row = plan_and_run(train, cfg, *device, feeds, o.steps, trace);
       if (!row.ok()) {
         std::printf("%-10s | %-8s | %s\n", rate(link).c_str(), lms::time_model_name(model),
                     std::string(lms::to_std(row.status().message())).c_str());
