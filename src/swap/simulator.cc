@@ -42,7 +42,10 @@ class Simulator {
   double time(int32_t p) const { return p < static_cast<int32_t>(times_.size()) ? times_[p] : 0; }
   const SimOptions& options_;
   std::vector<std::vector<TensorId>> frees_at_;  // tensors freed at (e) of each position
-  std::vector<uint64_t> outputs_at_;             // device bytes allocated at each issue
+  // By TensorId: the position of the latest swap_out reading the tensor
+  // (-1: none); its release waits for that copy wherever it happens.
+  std::vector<int32_t> swap_out_reader_;
+  std::vector<uint64_t> outputs_at_;  // device bytes allocated at each issue
   struct Deferred {
     double time;
     uint64_t bytes;
@@ -75,6 +78,12 @@ void Simulator::index_tensors() {
   for (TensorId id = 0; id < static_cast<TensorId>(live_.tensors.size()); ++id) {
     const TensorLife& t = live_.tensors[id];
     if (t.on_device && !t.persistent && !t.fetched) frees_at_[t.last].push_back(id);
+  }
+  swap_out_reader_.assign(live_.tensors.size(), -1);
+  for (int32_t p = 0; p < live_.size(); ++p) {
+    const Node& n = graph_.node(live_.order[p]);
+    if (stream_of(n) != kD2H) continue;
+    for (TensorId t : n.inputs) swap_out_reader_[t] = std::max(swap_out_reader_[t], p);
   }
 }
 
@@ -132,9 +141,17 @@ void Simulator::launch(int32_t p) {
 
 void Simulator::free_after(int32_t p) {
   const bool copy_stream = stream_of(graph_.node(live_.order[p])) == kD2H;
-  if (copy_stream && options_.wait_at_release && !frees_at_[p].empty()) {
-    // Note [Swap-out release]: stream-ordered, the compute stream waits.
-    compute_fence_ = std::max(compute_fence_, result_.end_s[p]);
+  if (options_.wait_at_release) {
+    // Note [Swap-out release]: stream-ordered, the compute stream waits for
+    // a swap-out still reading a buffer released here, whether the
+    // swap-out is the buffer's last reader or a compute node after it is
+    // (the executor waits on the copy's event either way).
+    for (TensorId t : frees_at_[p]) {
+      const int32_t reader = swap_out_reader_[t];
+      if (reader >= 0 && reader <= p) {
+        compute_fence_ = std::max(compute_fence_, result_.end_s[reader]);
+      }
+    }
   }
   for (TensorId t : frees_at_[p]) {
     const uint64_t bytes = live_.tensors[t].bytes;
