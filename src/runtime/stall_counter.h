@@ -65,6 +65,9 @@ class StallCounter : public EventSink {
   void on_issue(std::string_view node, std::string_view op, double t_s) override {
     if (next_) next_->on_issue(node, op, t_s);
   }
+  // Spans only feed the user's sink (and its memory counter); the stall sum
+  // needs none.
+  bool wants_spans() const override { return next_ != nullptr && next_->wants_spans(); }
   void on_step(int64_t step, double start_s, double end_s) override {
     if (next_) next_->on_step(step, start_s, end_s);
   }

@@ -51,6 +51,12 @@ class EventSink {
   virtual void on_issue(std::string_view node, std::string_view op, double t_s) {
     (void)node, (void)op, (void)t_s;
   }
+  // false: the sink needs no on_node / on_copy spans (stalls, memory, host
+  // waits, issue markers and steps still come). A device may then skip
+  // timing kernels and copies; on CUDA that saves two host callbacks on the
+  // stream per node (Session::run's own stall counter asks for spans only
+  // when the session has a user sink). The default wants them.
+  virtual bool wants_spans() const { return true; }
   // One training step (Session::run) spanned start_s..end_s.
   virtual void on_step(int64_t step, double start_s, double end_s) = 0;
 };

@@ -299,7 +299,9 @@ void CpuDevice::enqueue_copy(StreamKind kind, void* dst, const void* src, uint64
     const double start_s = now_s();
     if (bytes > 0) std::memcpy(dst, src, bytes);
     throttle(kind, bytes, start_s);
-    if (EventSink* sink = sink_.load()) sink->on_copy(kind, name, bytes, start_s, now_s());
+    if (EventSink* sink = sink_.load(); sink != nullptr && sink->wants_spans()) {
+      sink->on_copy(kind, name, bytes, start_s, now_s());
+    }
   });
 }
 
@@ -381,8 +383,9 @@ void CpuDevice::launch(Kernel& kernel, const KernelArgs& args, std::string_view 
           status = absl::InternalError(absl::StrCat("threw: ", e.what()));
         }
         const double end_s = now_s();
-        if (EventSink* sink = sink_.load())
+        if (EventSink* sink = sink_.load(); sink != nullptr && sink->wants_spans()) {
           sink->on_node(StreamKind::kCompute, node, op, start_s, end_s);
+        }
         if (!status.ok()) {
           set_async_error(
               annotate(status, absl::StrCat("kernel of node '", node, "' (op ", op, "): ")));

@@ -363,7 +363,7 @@ void CudaDevice::enqueue_copy(StreamKind kind, void* dst, const void* src, uint6
   cudaStream_t s = stream(kind);
   EventSink* sink = sink_.load();
   StreamSpan* span = nullptr;
-  if (sink != nullptr) {
+  if (sink != nullptr && sink->wants_spans()) {
     span = new StreamSpan{sink, kind, StreamSpan::kCopy, std::string(tensor), "", bytes};
     if (cudaLaunchHostFunc(s, stamp_start, span) != cudaSuccess) {
       delete span;
@@ -419,7 +419,7 @@ void CudaDevice::launch(Kernel& kernel, const KernelArgs& args, std::string_view
   bind();
   EventSink* sink = sink_.load();
   StreamSpan* span = nullptr;
-  if (sink != nullptr) {
+  if (sink != nullptr && sink->wants_spans()) {
     span = new StreamSpan{
         sink, StreamKind::kCompute, StreamSpan::kNode, std::string(node), std::string(op), 0};
     if (cudaLaunchHostFunc(compute_, stamp_start, span) != cudaSuccess) {

@@ -26,17 +26,17 @@
 // that span. The start stamp is taken when the preceding work of the stream is done, so it is the
 // real start up to the host-callback latency (a few microseconds), and the callbacks themselves
 // serialise the stream slightly: timings taken with a sink are an upper bound. Without a sink
-// nothing is added. The sink must outlive the work issued while it was set (call synchronize()
-// first).
-// Stall on CUDA (Note [Stall] in lms/session.h): a compute-stream wait on an event that is
-// still pending when the wait is issued (cudaEventQuery says cudaErrorNotReady) is bracketed
-// as above and reported as on_stall(kCompute, "wait for d2h copy" / "wait for h2d copy", named
-// after the stream of the event's latest record). The span runs from the stream reaching the
-// wait to the stream passing it, plus the latency of the second callback: an upper bound on
-// the wait. A wait issued on an event already complete is not bracketed, as it cannot block.
-// With a Session the sink is always set (its stall counter), so these callbacks are always on.
-// The tests of this project run without a GPU: none of these figures has been checked
-// against a GPU timeline (nsys) here.
+// nothing is added; with a sink whose wants_spans() is false (Session::run without a user
+// sink) only the pending waits are bracketed, for the stall. The sink must outlive the work issued
+// while it was set (call synchronize() first). Stall on CUDA (Note [Stall] in lms/session.h): a
+// compute-stream wait on an event that is still pending when the wait is issued (cudaEventQuery
+// says cudaErrorNotReady) is bracketed as above and reported as on_stall(kCompute, "wait for d2h
+// copy" / "wait for h2d copy", named after the stream of the event's latest record). The span runs
+// from the stream reaching the wait to the stream passing it, plus the latency of the second
+// callback: an upper bound on the wait. A wait issued on an event already complete is not
+// bracketed, as it cannot block. With a Session the sink is always set (its stall counter), so
+// these callbacks are always on. The tests of this project run without a GPU: none of these figures
+// has been checked against a GPU timeline (nsys) here.
 #pragma once
 
 #include <cuda_runtime_api.h>

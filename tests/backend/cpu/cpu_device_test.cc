@@ -88,7 +88,9 @@ class TestSink : public EventSink {
     stalls.push_back({s, std::string(reason), 0, a, b});
   }
   void on_step(int64_t, double, double) override {}
+  bool wants_spans() const override { return spans; }
 
+  bool spans = true;
   std::mutex mu;
   std::vector<Span> nodes, copies, stalls;
   std::vector<std::pair<MemoryKind, uint64_t>> memory;
@@ -460,6 +462,33 @@ TEST(CpuDeviceTest, ComputeStreamStallIsReported) {
   ASSERT_EQ(sink.stalls.size(), 1u);
   EXPECT_EQ(sink.stalls[0].stream, StreamKind::kCompute);
   EXPECT_EQ(sink.stalls[0].name, "wait for h2d copy");
+  EXPECT_GT(sink.stalls[0].end_s - sink.stalls[0].start_s, 0.01);
+}
+
+// A sink that wants no spans (Session::run without a user sink) still gets
+// the stall, and no node or copy spans.
+TEST(CpuDeviceTest, SinkWithoutSpansGetsStallsOnly) {
+  auto dev = make_device(
+      {.capacity_bytes = 8 * kMiB, .host_pool_bytes = 8 * kMiB, .copy_latency_s = 20e-3});
+  ASSERT_NE(dev, nullptr);
+  TestSink sink;
+  sink.spans = false;
+  dev->set_event_sink(&sink);
+  auto d = dev->allocate(4096);
+  auto h = dev->allocate_host(4096);
+  ASSERT_TRUE(d.ok() && h.ok());
+  dev->copy_h2d(*d, *h, 4096, "swap_in");
+  auto ev = dev->create_event();
+  dev->record(*ev, StreamKind::kH2D);
+  dev->wait(StreamKind::kCompute, *ev);
+  SlowFillKernel fill(1ms, 1024);
+  dev->launch(fill, writes(static_cast<float*>(*d)), "consumer", "fill");
+  ASSERT_TRUE(dev->synchronize().ok());
+  dev->set_event_sink(nullptr);
+  std::lock_guard<std::mutex> lock(sink.mu);
+  EXPECT_TRUE(sink.nodes.empty());
+  EXPECT_TRUE(sink.copies.empty());
+  ASSERT_EQ(sink.stalls.size(), 1u);
   EXPECT_GT(sink.stalls[0].end_s - sink.stalls[0].start_s, 0.01);
 }
 
