@@ -42,13 +42,15 @@ absl::Status run_sweep_command(const BenchCommand& cmd, std::ostream& out, std::
                  .trace_dir = cmd.trace_dir,
                  .search = cmd.search,
                  .confirm = cmd.confirm};
-  err << fmt::format("lms-bench {}: capacity {} (CPU-emulated device), link {}, {} steps, {}\n",
-                     f.model, format_bytes(o.device.capacity_bytes),
-                     link_text(o.device.h2d_bytes_per_s), o.steps, f.data_note);
+  const char* kind = cmd.cuda ? "CUDA device" : "CPU-emulated device";
+  const std::string link = cmd.cuda
+                               ? "the real link; cost model " + link_text(o.device.h2d_bytes_per_s)
+                               : link_text(o.device.h2d_bytes_per_s);
+  err << fmt::format("lms-bench {}: capacity {} ({}), link {}, {} steps, {}\n", f.model,
+                     format_bytes(o.device.capacity_bytes), kind, link, o.steps, f.data_note);
   LMS_ASSIGN_OR_RETURN(SweepResult r, run_sweep(f, o, err));
-  out << fmt::format("{} under a {} CPU-emulated device ({}, link {}):\n", f.model,
-                     format_bytes(o.device.capacity_bytes), f.data_note,
-                     link_text(o.device.h2d_bytes_per_s));
+  out << fmt::format("{} under a {} {} ({}, link {}):\n", f.model,
+                     format_bytes(o.device.capacity_bytes), kind, f.data_note, link);
   out << format_table(r) << format_limits(r);
   if (!cmd.json_path.empty()) LMS_RETURN_IF_ERROR(write_json(to_json(r), cmd.json_path));
   return absl::OkStatus();
@@ -98,7 +100,8 @@ absl::StatusOr<LmsConfig> command_config(const BenchCommand& cmd) {
 }
 
 DeviceSetup command_device(const BenchCommand& cmd, const LmsConfig& cfg) {
-  return {.capacity_bytes = cmd.capacity_bytes,
+  return {.cuda = cmd.cuda,
+          .capacity_bytes = cmd.capacity_bytes,
           .host_pool_bytes = cmd.host_pool_bytes,
           .d2h_bytes_per_s = cfg.link.d2h_bytes_per_s,
           .h2d_bytes_per_s = cfg.link.h2d_bytes_per_s,

@@ -88,6 +88,16 @@ const std::map<std::string, FlagSpec>& flags() {
           return absl::OkStatus();
         }}},
       {"--capacity", {all, bytes_flag("--capacity", &BenchCommand::capacity_bytes)}},
+      {"--device",
+       {sweeps,
+        [](BenchCommand& c, const std::string& v) -> absl::Status {
+          if (v != "cpu" && v != "cuda") {
+            return absl::InvalidArgumentError(
+                fmt::format("--device '{}': allowed are cpu (the emulated device) and cuda", v));
+          }
+          c.cuda = v == "cuda";
+          return absl::OkStatus();
+        }}},
       {"--host-pool", {all, bytes_flag("--host-pool", &BenchCommand::host_pool_bytes)}},
       {"--steps",
        {all,
@@ -180,6 +190,7 @@ void apply_defaults(BenchCommand& c) {
   const bool overhead = c.mode == Mode::kOverhead;
   if (c.capacity_bytes == 0) c.capacity_bytes = (overhead ? uint64_t{1024} : uint64_t{256}) << 20;
   if (c.steps == 0) c.steps = overhead ? 3 : 2;
+  if (c.host_pool_bytes == 0) c.host_pool_bytes = (c.cuda ? uint64_t{4} : uint64_t{16}) << 30;
   if (c.sizes.empty()) {
     if (c.mode == Mode::kVdsr) c.sizes = {4, 8, 16, 32, 64};
     if (c.mode == Mode::kUnet3d) c.sizes = {32, 48, 64};
@@ -319,7 +330,8 @@ absl::StatusOr<BenchCommand> parse_command_line(const std::vector<std::string>& 
 }
 
 std::string usage() {
-  return R"(lms-bench: what Large Model Support buys under one device capacity (CPU-emulated device).
+  return R"(lms-bench: what Large Model Support buys under one device capacity (CPU-emulated device
+or, with --device cuda, a GPU).
 
   lms-bench vdsr     [--batch 4,8,16,32,64] [--capacity 256MiB] [--data DIR] [--crop 48]
                      [--depth 20] [--channels 64] [--steps 2] [--trace DIR] [--json FILE]
@@ -337,11 +349,13 @@ overhead: one batch that fits both ways; time per step without LMS, with LMS for
 to --link; predicted (simulator) vs measured stall and step time.
 
 Common flags:
-  --capacity BYTES    emulated device memory (256MiB; overhead 1GiB)
+  --capacity BYTES    device memory (256MiB; overhead 1GiB)
+  --device cpu|cuda   vdsr, unet3d: the emulated device (cpu) or CUDA GPU 0; on cuda copies run at
+                      the real link's speed and --link feeds only the planner's cost model
   --lms FILE          LMS config (TOML, configs/lms.toml); --lms-set key=value overrides a key
   --link BW           link bandwidth both ways ("12GB/s"): device copy throttle and cost model
                       (default: the config's [link])
-  --host-pool BYTES   pinned host pool limit (16GiB, reserved lazily)
+  --host-pool BYTES   pinned host pool limit (cpu 16GiB, reserved lazily; cuda 4GiB, pinned)
   --threads N         compute threads (0 = all cores)    --seed N   weights and batches (1)
   --trace DIR         per run a Chrome trace, per size a memory SVG (LMS off and on)
   --json FILE         every row and the limits as JSON, written atomically

@@ -40,9 +40,12 @@ struct BenchCommand {
   int64_t base_filters = 8;           // --filters (unet3d)
   int64_t levels = 3;                 // --levels (unet3d)
   int threads = 0;                    // --threads, 0 = all cores
-  uint64_t host_pool_bytes = uint64_t{16} << 30;  // --host-pool
-  uint64_t seed = 1;                              // --seed
-  double budget_fraction = 0.6;                   // --budget-fraction (overhead), (0, 1)
+  bool cuda = false;                  // --device cuda (vdsr, unet3d); default cpu
+  // --host-pool; 0 = the device's default: 16 GiB on the CPU device (reserved
+  // lazily), 4 GiB on CUDA (cudaHostAlloc pins all of it up front).
+  uint64_t host_pool_bytes = 0;
+  uint64_t seed = 1;             // --seed
+  double budget_fraction = 0.6;  // --budget-fraction (overhead), (0, 1)
 };
 
 // Also checks the command's host buffers (check_host_memory) against

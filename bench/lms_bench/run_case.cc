@@ -111,7 +111,13 @@ absl::Status run_steps(const ModelFactory& f, const CaseSpec& spec, Session& ses
   return absl::OkStatus();
 }
 
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Device>> make_device(const DeviceSetup& d) {
+  if (d.cuda) {
+    return make_cuda_device(
+        {.capacity_bytes = d.capacity_bytes, .host_pool_bytes = d.host_pool_bytes});
+  }
   return make_cpu_device({.capacity_bytes = d.capacity_bytes,
                           .host_pool_bytes = d.host_pool_bytes,
                           .d2h_bytes_per_s = d.d2h_bytes_per_s,
@@ -119,8 +125,6 @@ absl::StatusOr<std::unique_ptr<Device>> make_device(const DeviceSetup& d) {
                           .copy_latency_s = d.copy_latency_s,
                           .compute_threads = d.compute_threads});
 }
-
-}  // namespace
 
 std::string oom_status(std::string_view message) {
   if (std::string n = quoted_after(message, "while issuing node '"); !n.empty())

@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "lms/config.h"
+#include "lms/device.h"
 #include "lms/profiler/recorder.h"
 #include "lms/rewrite.h"
 #include "model_factory.h"
@@ -25,6 +26,10 @@ namespace lms::bench {
 
 // The emulated device of a run (lms::make_cpu_device; see lms::CpuDeviceOptions).
 struct DeviceSetup {
+  // false: the CPU-emulated device; true: CUDA GPU 0, whose copies run at the
+  // real link's speed (the bandwidth fields below then feed only the
+  // planner's cost model, not a throttle).
+  bool cuda = false;
   uint64_t capacity_bytes = uint64_t{256} << 20;
   uint64_t host_pool_bytes = uint64_t{16} << 30;  // reserved lazily
   double d2h_bytes_per_s = 0;                     // 0 = unthrottled
@@ -32,6 +37,9 @@ struct DeviceSetup {
   double copy_latency_s = 0;
   int compute_threads = 0;  // 0 = all cores
 };
+
+// The device of a setup: make_cpu_device or make_cuda_device.
+absl::StatusOr<std::unique_ptr<Device>> make_device(const DeviceSetup& d);
 
 struct CaseSpec {
   int64_t size = 0;  // batch (VDSR) or volume side (U-Net)

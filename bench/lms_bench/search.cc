@@ -40,11 +40,9 @@ class Prober {
   absl::Status init() {
     // Kernel workspaces depend on the thread count (oneDNN scratchpads), so
     // the probe device has the runs' threads.
-    CpuDeviceOptions o;
-    o.capacity_bytes = spec_.device.capacity_bytes;
-    o.host_pool_bytes = uint64_t{64} << 20;
-    o.compute_threads = spec_.device.compute_threads;
-    LMS_ASSIGN_OR_RETURN(device_, make_cpu_device(o));
+    DeviceSetup probe = spec_.device;
+    probe.host_pool_bytes = uint64_t{64} << 20;
+    LMS_ASSIGN_OR_RETURN(device_, make_device(probe));
     return absl::OkStatus();
   }
 

@@ -317,6 +317,8 @@ TEST(Cli, BadFlagsAreClearErrors) {
       {{"vdsr", "--lms", "/nonexistent/lms.toml", "--batch", "1"}, "--lms /nonexistent/lms.toml"},
       {{"unet3d", "--size", "30"}, "multiple of 4"},
       {{"overhead", "--budget-fraction", "1.5"}, "--budget-fraction '1.5'"},
+      {{"vdsr", "--device", "gpu"}, "--device 'gpu': allowed are cpu"},
+      {{"overhead", "--device", "cuda"}, "--device: not a flag of `lms-bench overhead`"},
       // Outputs are probed before anything runs (/dev/null is no folder).
       {{"vdsr", "--batch", "1", "--json", "/dev/null/rows.json"},
        "--json /dev/null/rows.json: cannot be written"},
@@ -333,6 +335,28 @@ TEST(Cli, BadFlagsAreClearErrors) {
   std::ostringstream out, err;
   EXPECT_EQ(run_main({"--help"}, out, err), 0);
   EXPECT_NE(out.str().find("lms-bench vdsr"), std::string::npos);
+}
+
+// --device cuda picks the GPU and a pinned pool it can afford to pin up
+// front; without a usable GPU the run fails with make_cuda_device's reason.
+TEST(Cli, DeviceCudaRunsOnTheGpuOrSaysWhyNot) {
+  absl::StatusOr<BenchCommand> cpu = parse_command_line({"unet3d", "--size", "16"});
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  EXPECT_FALSE(cpu->cuda);
+  EXPECT_EQ(cpu->host_pool_bytes, uint64_t{16} << 30);
+  absl::StatusOr<BenchCommand> gpu =
+      parse_command_line({"unet3d", "--size", "16", "--device", "cuda"});
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  EXPECT_TRUE(gpu->cuda);
+  EXPECT_EQ(gpu->host_pool_bytes, uint64_t{4} << 30);
+  absl::StatusOr<std::unique_ptr<Device>> probe = make_cuda_device({.host_pool_bytes = 64 << 20});
+  if (probe.ok()) GTEST_SKIP() << "a GPU is present: the sweep itself runs in scripts/gpu_check.sh";
+  std::ostringstream out, err;
+  EXPECT_EQ(run_main({"unet3d", "--size", "16", "--filters", "2", "--levels", "2", "--steps", "1",
+                      "--no-search", "--device", "cuda"},
+                     out, err),
+            1);
+  EXPECT_NE(err.str().find("make_cuda_device"), std::string::npos) << err.str();
 }
 
 // Sanitizer runtimes reserve terabytes of shadow address space, so under

@@ -2,11 +2,13 @@
 // memory, OOM messages, copies, events between streams and error reporting.
 #include "backend/cuda/cuda_device.h"
 
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <numeric>
@@ -27,6 +29,33 @@ std::unique_ptr<CudaDevice> make_device(uint64_t capacity = 64 * kMiB, uint64_t 
   auto dev = CudaDevice::create({.capacity_bytes = capacity, .host_pool_bytes = host});
   EXPECT_TRUE(dev.ok()) << dev.status();
   return dev.ok() ? std::move(*dev) : nullptr;
+}
+
+void guarded_by_the_skip_rule() { LMS_SKIP_WITHOUT_CUDA(); }
+
+// The skip rule: without a usable device a GPU test is skipped with the
+// reason, unless LMS_REQUIRE_CUDA=1 makes it a failure naming the reason.
+TEST(CudaSkipRule, RequireCudaTurnsASkipIntoAFailure) {
+  const std::string reason = testing::no_device_reason();
+  const char* old = std::getenv("LMS_REQUIRE_CUDA");
+  const std::string saved = old != nullptr ? old : "";
+  setenv("LMS_REQUIRE_CUDA", "1", 1);
+  EXPECT_TRUE(testing::cuda_required());
+  if (reason.empty()) {
+    EXPECT_NO_FATAL_FAILURE(guarded_by_the_skip_rule());  // a device: nothing to skip
+  } else {
+    std::printf("reason: %s\n", reason.c_str());
+    EXPECT_FATAL_FAILURE(guarded_by_the_skip_rule(), "LMS_REQUIRE_CUDA=1 but");
+  }
+  setenv("LMS_REQUIRE_CUDA", "0", 1);
+  EXPECT_FALSE(testing::cuda_required());
+  if (old != nullptr) {
+    setenv("LMS_REQUIRE_CUDA", saved.c_str(), 1);
+  } else {
+    unsetenv("LMS_REQUIRE_CUDA");
+  }
+  EXPECT_EQ(testing::cuda_version_text(13000), "13.0");
+  EXPECT_EQ(testing::cuda_version_text(12080), "12.8");
 }
 
 TEST(CudaDeviceCreate, ReturnsStatusNotCrashWhenNoDevice) {
