@@ -4,8 +4,10 @@
 #include <utility>
 
 #include "fmt/format.h"
+#include "lms/profiler/atomic_file.h"
 #include "lms/profiler/chrome_trace.h"
 #include "lms/profiler/memory_plot.h"
+#include "lms/profiler/summary.h"
 #include "lms/status.h"
 #include "lms/units.h"
 
@@ -73,6 +75,13 @@ absl::Status write_traces(const ModelFactory& f, const SweepOptions& o, int64_t 
                                             .device_capacity_bytes = o.device.capacity_bytes},
                                            path));
     result.files.push_back(path);
+    // The same run's profile summary (copy/compute overlap, stall, issue
+    // lead) beside its trace.
+    std::string summary =
+        (dir / fmt::format("{}_lms_{}.summary.txt", run_stem(f, size), row->lms ? "on" : "off"))
+            .string();
+    LMS_RETURN_IF_ERROR(write_file_atomically(summary, format_summary(summarize(*row->recorder))));
+    result.files.push_back(summary);
     add_series(*row, series);
     LMS_RETURN_IF_ERROR(write_by_position(f, o, size, *row, result));
   }

@@ -60,11 +60,40 @@ void issue_lead(const Timeline& t, ProfileSummary& s) {
   s.issue_lead_max_s = leads.back();
 }
 
+// Sorted, disjoint [start, end) intervals covering the same time as `in`.
+Spans merged(Spans in) {
+  std::sort(in.begin(), in.end());
+  Spans out;
+  for (const auto& [start, end] : in) {
+    if (end <= start) continue;
+    if (!out.empty() && start <= out.back().second) {
+      out.back().second = std::max(out.back().second, end);
+    } else {
+      out.emplace_back(start, end);
+    }
+  }
+  return out;
+}
+
 std::string mib(uint64_t bytes) {
   return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
 }
 
 }  // namespace
+
+double overlap_length_s(Spans a, Spans b) {
+  a = merged(std::move(a));
+  b = merged(std::move(b));
+  double total = 0;
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    const double lo = std::max(a[i].first, b[j].first);
+    const double hi = std::min(a[i].second, b[j].second);
+    if (hi > lo) total += hi - lo;
+    (a[i].second < b[j].second ? i : j)++;
+  }
+  return total;
+}
 
 double union_length_s(Spans intervals) {
   std::sort(intervals.begin(), intervals.end());
@@ -104,6 +133,12 @@ ProfileSummary summarize(const Timeline& t) {
   s.bytes_h2d = copy_bytes(h2d);
   s.d2h_gb_per_s = gb_per_s(s.bytes_d2h, union_length_s(spans_of(d2h, IntervalKind::kCopy)));
   s.h2d_gb_per_s = gb_per_s(s.bytes_h2d, union_length_s(spans_of(h2d, IntervalKind::kCopy)));
+  Spans copies = spans_of(d2h, IntervalKind::kCopy);
+  for (const auto& c : spans_of(h2d, IntervalKind::kCopy)) copies.push_back(c);
+  s.copy_busy_s = union_length_s(copies);
+  const double hidden =
+      overlap_length_s(copies, spans_of(t.stream(StreamKind::kCompute), IntervalKind::kNode));
+  s.copy_overlap_pct = s.copy_busy_s > 0 ? 100.0 * hidden / s.copy_busy_s : 0.0;
 
   // Note [Stall] (lms/session.h): compute-stream waits on copies only; the
   // host's waits are their own figure.
@@ -130,6 +165,8 @@ std::string format_summary(const ProfileSummary& s) {
   out += row("D2H throughput", fmt::format("{:.2f} GB/s", s.d2h_gb_per_s));
   out += row("bytes H2D", mib(s.bytes_h2d));
   out += row("bytes D2H", mib(s.bytes_d2h));
+  out += row("copy busy time", fmt::format("{:.3f} ms", s.copy_busy_s * 1e3));
+  out += row("copy/compute overlap", fmt::format("{:.1f} %", s.copy_overlap_pct));
   out += row("stall time", fmt::format("{:.3f} ms", s.stall_s * 1e3));
   out += row("host wait time", fmt::format("{:.3f} ms", s.host_wait_s * 1e3));
   out += row("host issue lead (median)", fmt::format("{:.3f} ms", s.issue_lead_median_s * 1e3));

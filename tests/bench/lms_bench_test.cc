@@ -189,9 +189,9 @@ TEST(Sweep, WritesTracesAndMemoryPlots) {
   std::ostringstream log;
   auto r = run_sweep(tiny_vdsr(), o, log);
   ASSERT_TRUE(r.ok()) << r.status();
-  // Two traces, two by-position plots (planned against measured), one plot
-  // over time.
-  EXPECT_EQ(r->files.size(), 5u);
+  // Two traces with their profile summaries, two by-position plots (planned
+  // against measured), one plot over time.
+  EXPECT_EQ(r->files.size(), 7u);
   for (const std::string& f : r->files) {
     ASSERT_TRUE(std::filesystem::exists(f)) << f;
     if (f.ends_with(".json")) {
@@ -201,6 +201,10 @@ TEST(Sweep, WritesTracesAndMemoryPlots) {
       EXPECT_FALSE(j["traceEvents"].empty()) << f;
     }
   }
+  std::ifstream summary(dir + "/vdsr_batch16_lms_on.summary.txt");
+  std::stringstream summary_text;
+  summary_text << summary.rdbuf();
+  EXPECT_NE(summary_text.str().find("copy/compute overlap"), std::string::npos);
   std::ifstream svg(dir + "/vdsr_batch16_memory.svg");
   std::stringstream text;
   text << svg.rdbuf();

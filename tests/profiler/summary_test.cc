@@ -78,6 +78,32 @@ TEST(SummaryTest, KnownPatternUtilisationAndStall) {
   EXPECT_DOUBLE_EQ(s.h2d_gb_per_s, 4.0);
   EXPECT_EQ(s.peak_device_bytes, 700u);
   EXPECT_EQ(s.peak_pinned_host_bytes, 3'000'000'000u);
+  // Copies busy [0,1.5) + [8,8.25) = 1.75 s; compute ran during [1,1.5).
+  EXPECT_DOUBLE_EQ(s.copy_busy_s, 1.75);
+  EXPECT_NEAR(s.copy_overlap_pct, 100.0 * 0.5 / 1.75, 1e-9);
+}
+
+TEST(SummaryTest, OverlapOfRandomIntervalSets) {
+  std::printf("seed %u\n", kSeed + 1);
+  std::mt19937 rng(kSeed + 1);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::uniform_int_distribution<int> start(0, 990), len(0, 60), count(0, 30);
+    std::vector<std::pair<int, int>> a, b;
+    std::vector<std::pair<double, double>> a_s, b_s;
+    for (auto* side : {&a, &b}) {
+      for (int n = count(rng); n > 0; --n) {
+        int lo = start(rng), hi = std::min(1050, lo + len(rng));
+        side->emplace_back(lo, hi);
+        (side == &a ? a_s : b_s).emplace_back(lo * 1e-3, hi * 1e-3);
+      }
+    }
+    std::vector<bool> in_a(1050, false), in_b(1050, false);
+    for (auto [lo, hi] : a) std::fill(in_a.begin() + lo, in_a.begin() + hi, true);
+    for (auto [lo, hi] : b) std::fill(in_b.begin() + lo, in_b.begin() + hi, true);
+    int both = 0;
+    for (int i = 0; i < 1050; ++i) both += in_a[i] && in_b[i];
+    EXPECT_NEAR(overlap_length_s(a_s, b_s), both * 1e-3, 1e-9) << "trial " << trial;
+  }
 }
 
 TEST(SummaryTest, SyntheticRunAgainstIndependentFigures) {
@@ -165,7 +191,7 @@ TEST(SummaryTest, FormatIsAnAlignedTable) {
     EXPECT_EQ(line.size(), width) << "row '" << line << "' is not aligned";
     ++rows;
   }
-  EXPECT_EQ(rows, 13);
+  EXPECT_EQ(rows, 15);
   EXPECT_NE(text.find("123.400 ms"), std::string::npos) << text;
   EXPECT_NE(text.find("87.3 %"), std::string::npos) << text;
   EXPECT_NE(text.find("11.50 GB/s"), std::string::npos) << text;

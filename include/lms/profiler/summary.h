@@ -24,6 +24,11 @@ struct ProfileSummary {
   double compute_utilisation_pct = 0;  // busy time of compute nodes / span * 100
   double h2d_gb_per_s = 0;             // bytes_h2d / busy time of h2d copies, GB = 1e9 B
   double d2h_gb_per_s = 0;             // bytes_d2h / busy time of d2h copies, GB = 1e9 B
+  // Time some copy ran (union of the d2h and h2d copy intervals), and the
+  // share of it during which a compute node also ran: 100% means every copy
+  // was hidden behind compute (vDNN's and TFLMS's goal).
+  double copy_busy_s = 0;
+  double copy_overlap_pct = 0;
   // Union of the compute stream's stall intervals (Note [Stall] in
   // lms/session.h); stalls reported on other streams are not counted.
   double stall_s = 0;
@@ -44,6 +49,9 @@ struct ProfileSummary {
 
 // Length of the union of [start, end) intervals; order does not matter.
 double union_length_s(std::vector<std::pair<double, double>> intervals);
+// Length of the time covered by both unions (of `a` and of `b`).
+double overlap_length_s(std::vector<std::pair<double, double>> a,
+                        std::vector<std::pair<double, double>> b);
 
 ProfileSummary summarize(const Timeline& timeline);
 ProfileSummary summarize(const Recorder& recorder);
