@@ -14,9 +14,15 @@
 // Bias gradients are a deterministic per-channel sum (cuda_launch.h), not
 // cudnnConvolutionBackwardBias.
 //
+// A batch whose tensors exceed cuDNN's 32-bit descriptors runs in pieces
+// along N (Note [Large tensors] in large_tensor_plan.h).
+//
 // Math is CUDNN_FMA_MATH: no TF32 tensor-core rounding, so results stay within
 // float rounding of the CPU device (Note [CUDA kernel determinism]).
+#include <algorithm>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -26,6 +32,7 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_launch.h"
 #include "backend/cuda/cuda_status.h"
+#include "backend/cuda/large_tensor_plan.h"
 #include "lms/status.h"
 #include "lms/types.h"
 
@@ -50,37 +57,53 @@ struct ConvDescs {
   }
 };
 
-std::vector<int> to_int(const std::vector<int64_t>& v) { return {v.begin(), v.end()}; }
+absl::StatusOr<std::vector<int>> to_int(const std::vector<int64_t>& v, const std::string& what) {
+  std::vector<int> out;
+  for (int64_t x : v) {
+    LMS_ASSIGN_OR_RETURN(int i, checked_int(x, what));
+    out.push_back(i);
+  }
+  return out;
+}
 
-absl::Status set_tensor(cudnnTensorDescriptor_t* desc, const Shape& shape) {
+// A dense NC.. descriptor of `shape` with its N replaced by `samples`;
+// dimensions and strides are checked into int (Note [Large tensors]).
+absl::Status set_tensor(cudnnTensorDescriptor_t* desc, Shape shape, int64_t samples,
+                        const std::string& what) {
+  shape[0] = samples;
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int i = static_cast<int>(shape.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * shape[i + 1];
+  LMS_ASSIGN_OR_RETURN(std::vector<int> dims32, to_int(shape, std::string(what) + " dimension"));
+  LMS_ASSIGN_OR_RETURN(std::vector<int> strides32, to_int(strides, std::string(what) + " stride"));
   LMS_CUDNN_RETURN_IF_ERROR(cudnnCreateTensorDescriptor(desc), "cudnnCreateTensorDescriptor");
-  std::vector<int> dims = to_int(shape);
-  std::vector<int> strides(dims.size(), 1);
-  for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i)
-    strides[i] = strides[i + 1] * dims[i + 1];
   return cudnn_status(
-      cudnnSetTensorNdDescriptor(*desc, CUDNN_DATA_FLOAT, static_cast<int>(dims.size()),
-                                 dims.data(), strides.data()),
+      cudnnSetTensorNdDescriptor(*desc, CUDNN_DATA_FLOAT, static_cast<int>(dims32.size()),
+                                 dims32.data(), strides32.data()),
       "cudnnSetTensorNdDescriptor");
 }
 
-absl::Status make_descs(const cpu::ConvProblem& p, ConvDescs* d) {
+// The descriptors of `p` for a piece of `samples` samples.
+absl::Status make_descs(const cpu::ConvProblem& p, int64_t samples, const std::string& label,
+                        ConvDescs* d) {
   const Shape& ci = p.transposed ? p.y : p.x;
   const Shape& co = p.transposed ? p.x : p.y;
-  LMS_RETURN_IF_ERROR(set_tensor(&d->ci, ci));
-  LMS_RETURN_IF_ERROR(set_tensor(&d->co, co));
+  LMS_RETURN_IF_ERROR(set_tensor(&d->ci, ci, samples, label + ": input tensor"));
+  LMS_RETURN_IF_ERROR(set_tensor(&d->co, co, samples, label + ": output tensor"));
   Shape bias_shape(p.y.size(), 1);
   bias_shape[1] = p.y[1];
-  LMS_RETURN_IF_ERROR(set_tensor(&d->bias, bias_shape));
+  LMS_RETURN_IF_ERROR(set_tensor(&d->bias, bias_shape, 1, label + ": bias"));
   LMS_CUDNN_RETURN_IF_ERROR(cudnnCreateFilterDescriptor(&d->filter), "cudnnCreateFilterDescriptor");
-  std::vector<int> w = to_int(p.w);
+  LMS_ASSIGN_OR_RETURN(std::vector<int> w, to_int(p.w, label + ": filter dimension"));
   LMS_CUDNN_RETURN_IF_ERROR(
       cudnnSetFilterNdDescriptor(d->filter, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
                                  static_cast<int>(w.size()), w.data()),
       "cudnnSetFilterNdDescriptor");
   LMS_CUDNN_RETURN_IF_ERROR(cudnnCreateConvolutionDescriptor(&d->conv),
                             "cudnnCreateConvolutionDescriptor");
-  std::vector<int> pad = to_int(p.pad), stride = to_int(p.stride), dil = to_int(p.dilation);
+  LMS_ASSIGN_OR_RETURN(std::vector<int> pad, to_int(p.pad, label + ": pad"));
+  LMS_ASSIGN_OR_RETURN(std::vector<int> stride, to_int(p.stride, label + ": stride"));
+  LMS_ASSIGN_OR_RETURN(std::vector<int> dil, to_int(p.dilation, label + ": dilation"));
   LMS_CUDNN_RETURN_IF_ERROR(
       cudnnSetConvolutionNdDescriptor(d->conv, p.rank, pad.data(), stride.data(), dil.data(),
                                       CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
@@ -151,6 +174,9 @@ absl::StatusOr<std::pair<int, uint64_t>> choose_algorithm(const KernelSpec& spec
   return pick(spec, perf, n, ws, least);
 }
 
+// Note [Large tensors]: the batch runs in pieces within cuDNN's descriptor
+// limit (conv_split_plan); almost always one piece. Each distinct piece size
+// (the full chunk, a shorter last piece) has its descriptors and algorithm.
 class CudnnConvKernel final : public Kernel {
  public:
   CudnnConvKernel(const KernelSpec& spec, const CudaKernelContext& ctx, cpu::ConvProblem p,
@@ -158,10 +184,24 @@ class CudnnConvKernel final : public Kernel {
       : name_(spec.name), op_(spec.op), ctx_(ctx), p_(std::move(p)), pass_(pass) {}
 
   absl::Status init(const KernelSpec& spec) {
-    LMS_RETURN_IF_ERROR(make_descs(p_, &d_));
-    LMS_ASSIGN_OR_RETURN(auto algo, choose_algorithm(spec, ctx_, d_, pass_));
-    algo_ = algo.first;
-    workspace_bytes_ = algo.second;
+    const Shape& ci = p_.transposed ? p_.y : p_.x;
+    const Shape& co = p_.transposed ? p_.x : p_.y;
+    ci_sample_ = num_elements(ci) / ci[0];
+    co_sample_ = num_elements(co) / co[0];
+    LMS_ASSIGN_OR_RETURN(split_,
+                         conv_split_plan(spec.name, ci[0], std::max(ci_sample_, co_sample_)));
+    const std::string label = absl::StrCat("node '", spec.name, "' (op ", spec.op, ")");
+    for (const auto& piece : split_.pieces) {
+      if (setup_for(piece.second) != nullptr) continue;
+      auto setup = std::make_unique<PieceSetup>();
+      setup->samples = piece.second;
+      LMS_RETURN_IF_ERROR(make_descs(p_, piece.second, label, &setup->d));
+      LMS_ASSIGN_OR_RETURN(auto algo, choose_algorithm(spec, ctx_, setup->d, pass_));
+      setup->algo = algo.first;
+      setup->workspace_bytes = algo.second;
+      workspace_bytes_ = std::max(workspace_bytes_, algo.second);
+      setups_.push_back(std::move(setup));
+    }
     bias_count_ = p_.y[1];
     bias_inner_ = num_elements(p_.y) / p_.y[0] / p_.y[1];
     return absl::OkStatus();
@@ -170,55 +210,84 @@ class CudnnConvKernel final : public Kernel {
   uint64_t workspace_bytes() const override { return workspace_bytes_; }
 
   absl::Status run(const KernelArgs& a) override {
-    const float one = 1.0f, zero = 0.0f;
     const std::string what = absl::StrCat("node '", name_, "' (op ", op_, ")");
-    if (pass_ == Pass::kForward) {
-      LMS_CUDNN_RETURN_IF_ERROR(
-          cudnnConvolutionForward(ctx_.cudnn, &one, d_.ci, a.inputs[0], d_.filter, a.inputs[1],
-                                  d_.conv, static_cast<cudnnConvolutionFwdAlgo_t>(algo_),
-                                  a.workspace, workspace_bytes_, &zero, d_.co, a.outputs[0]),
-          what + ": cudnnConvolutionForward");
-    } else if (pass_ == Pass::kBackwardData) {
-      LMS_CUDNN_RETURN_IF_ERROR(
-          cudnnConvolutionBackwardData(ctx_.cudnn, &one, d_.filter, a.inputs[1], d_.co, a.inputs[0],
-                                       d_.conv, static_cast<cudnnConvolutionBwdDataAlgo_t>(algo_),
-                                       a.workspace, workspace_bytes_, &zero, d_.ci, a.outputs[0]),
-          what + ": cudnnConvolutionBackwardData");
-    } else {
-      return run_backward_filter(a, what);
+    for (size_t k = 0; k < split_.pieces.size(); ++k) {
+      const auto [first, samples] = split_.pieces[k];
+      LMS_RETURN_IF_ERROR(run_piece(a, *setup_for(samples), first, k == 0, what));
     }
-    if (p_.bias && (op_ == "conv" || op_ == "deconv")) {
-      LMS_CUDNN_RETURN_IF_ERROR(cudnnAddTensor(ctx_.cudnn, &one, d_.bias, a.inputs[2], &one,
-                                               p_.transposed ? d_.ci : d_.co, a.outputs[0]),
-                                what + ": cudnnAddTensor (bias)");
+    if (pass_ == Pass::kBackwardFilter && p_.bias) {
+      // db[K] = sum of dy (input 1, [N,K,S']) over N and S', the whole batch.
+      return cuda_status(launch::channel_sum(ctx_.stream, a.inputs[1], p_.y[0], bias_count_,
+                                             bias_inner_, a.outputs[1]),
+                         what + ": bias gradient");
     }
     return absl::OkStatus();
   }
 
  private:
-  absl::Status run_backward_filter(const KernelArgs& a, const std::string& what) {
+  struct PieceSetup {
+    int64_t samples = 0;
+    ConvDescs d;
+    int algo = 0;
+    uint64_t workspace_bytes = 0;
+  };
+
+  const PieceSetup* setup_for(int64_t samples) const {
+    for (const auto& s : setups_)
+      if (s->samples == samples) return s.get();
+    return nullptr;
+  }
+
+  // One piece of samples [first, first + setup.samples). Backward-weights
+  // accumulates every piece after the first (beta = 1), in piece order.
+  absl::Status run_piece(const KernelArgs& a, const PieceSetup& s, int64_t first, bool first_piece,
+                         const std::string& what) {
     const float one = 1.0f, zero = 0.0f;
-    // conv: ci = x (input 0), dco = dy (input 1); deconv: ci = dy (1), dco = x (0).
-    const float* ci = p_.transposed ? a.inputs[1] : a.inputs[0];
-    const float* dco = p_.transposed ? a.inputs[0] : a.inputs[1];
-    LMS_CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardFilter(
-                                  ctx_.cudnn, &one, d_.ci, ci, d_.co, dco, d_.conv,
-                                  static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo_), a.workspace,
-                                  workspace_bytes_, &zero, d_.filter, a.outputs[0]),
-                              what + ": cudnnConvolutionBackwardFilter");
-    if (!p_.bias) return absl::OkStatus();
-    // db[K] = sum of dy (input 1, [N,K,S']) over N and S'.
-    return cuda_status(launch::channel_sum(ctx_.stream, a.inputs[1], p_.y[0], bias_count_,
-                                           bias_inner_, a.outputs[1]),
-                       what + ": bias gradient");
+    const ConvDescs& d = s.d;
+    const int64_t ci_at = first * ci_sample_, co_at = first * co_sample_;
+    if (pass_ == Pass::kForward) {
+      LMS_CUDNN_RETURN_IF_ERROR(
+          cudnnConvolutionForward(ctx_.cudnn, &one, d.ci, a.inputs[0] + ci_at, d.filter,
+                                  a.inputs[1], d.conv,
+                                  static_cast<cudnnConvolutionFwdAlgo_t>(s.algo), a.workspace,
+                                  s.workspace_bytes, &zero, d.co, a.outputs[0] + co_at),
+          what + ": cudnnConvolutionForward");
+    } else if (pass_ == Pass::kBackwardData) {
+      LMS_CUDNN_RETURN_IF_ERROR(
+          cudnnConvolutionBackwardData(
+              ctx_.cudnn, &one, d.filter, a.inputs[1], d.co, a.inputs[0] + co_at, d.conv,
+              static_cast<cudnnConvolutionBwdDataAlgo_t>(s.algo), a.workspace, s.workspace_bytes,
+              &zero, d.ci, a.outputs[0] + ci_at),
+          what + ": cudnnConvolutionBackwardData");
+    } else {
+      // conv: ci = x (input 0), dco = dy (input 1); deconv: ci = dy (1), dco = x (0).
+      const float* ci = (p_.transposed ? a.inputs[1] : a.inputs[0]) + ci_at;
+      const float* dco = (p_.transposed ? a.inputs[0] : a.inputs[1]) + co_at;
+      LMS_CUDNN_RETURN_IF_ERROR(
+          cudnnConvolutionBackwardFilter(ctx_.cudnn, &one, d.ci, ci, d.co, dco, d.conv,
+                                         static_cast<cudnnConvolutionBwdFilterAlgo_t>(s.algo),
+                                         a.workspace, s.workspace_bytes, first_piece ? &zero : &one,
+                                         d.filter, a.outputs[0]),
+          what + ": cudnnConvolutionBackwardFilter");
+      return absl::OkStatus();
+    }
+    if (p_.bias && (op_ == "conv" || op_ == "deconv")) {
+      // The output is co for conv (forward) and ci for deconv (backward data).
+      float* y = p_.transposed ? a.outputs[0] + ci_at : a.outputs[0] + co_at;
+      LMS_CUDNN_RETURN_IF_ERROR(cudnnAddTensor(ctx_.cudnn, &one, d.bias, a.inputs[2], &one,
+                                               p_.transposed ? d.ci : d.co, y),
+                                what + ": cudnnAddTensor (bias)");
+    }
+    return absl::OkStatus();
   }
 
   std::string name_, op_;
   CudaKernelContext ctx_;
   cpu::ConvProblem p_;
   Pass pass_;
-  ConvDescs d_;
-  int algo_ = 0;
+  ConvSplit split_;
+  std::vector<std::unique_ptr<PieceSetup>> setups_;
+  int64_t ci_sample_ = 0, co_sample_ = 0;
   uint64_t workspace_bytes_ = 0;
   int64_t bias_count_ = 0, bias_inner_ = 0;
 };

@@ -1,8 +1,7 @@
 // Element-wise ops, activations, softmax (cuDNN, channel mode), concat /
-// slice (strided cudaMemcpy2DAsync) and fill for the CUDA device. Validation
+// slice (channel_copy_plan) and fill for the CUDA device. Validation
 // is the CPU device's (cpu::pointwise helpers), so both backends accept and
 // reject the same specs with the same messages.
-#include <climits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -14,6 +13,7 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_launch.h"
 #include "backend/cuda/cuda_status.h"
+#include "backend/cuda/large_tensor_plan.h"
 #include "lms/status.h"
 
 namespace lms::cuda {
@@ -57,27 +57,44 @@ KernelOr make_binary(const KernelSpec& spec, const CudaKernelContext& ctx, launc
   });
 }
 
-// A cuDNN tensor descriptor [N, C, inner, 1] of a dense [N, C, S..] tensor.
-class SoftmaxDesc {
+// cuDNN tensor descriptors [n, C, inner, 1] of a dense [N, C, S..] tensor,
+// split along N within the descriptor limit (Note [Large tensors]): one for
+// the full pieces and one for a shorter last piece.
+class SoftmaxDescs {
  public:
-  ~SoftmaxDesc() {
-    if (desc_ != nullptr) (void)cudnnDestroyTensorDescriptor(desc_);
+  ~SoftmaxDescs() {
+    for (cudnnTensorDescriptor_t d : {full_, last_})
+      if (d != nullptr) (void)cudnnDestroyTensorDescriptor(d);
   }
   absl::Status init(const KernelSpec& spec, const Shape& x) {
-    const int64_t inner = num_elements(x) / (x[0] * x[1]);
-    if (x[0] > INT_MAX || x[1] > INT_MAX || inner > INT_MAX) {
-      return pw::invalid(spec, "softmax dimensions must each fit in a 32-bit int for cuDNN");
-    }
-    LMS_CUDNN_RETURN_IF_ERROR(cudnnCreateTensorDescriptor(&desc_), "cudnnCreateTensorDescriptor");
-    return cudnn_status(cudnnSetTensor4dDescriptor(desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-                                                   static_cast<int>(x[0]), static_cast<int>(x[1]),
-                                                   static_cast<int>(inner), 1),
-                        "cudnnSetTensor4dDescriptor");
+    inner_ = num_elements(x) / (x[0] * x[1]);
+    sample_ = x[1] * inner_;
+    LMS_ASSIGN_OR_RETURN(split_, conv_split_plan(spec.name, x[0], sample_));
+    LMS_RETURN_IF_ERROR(make(spec, x[1], split_.chunk, &full_));
+    const int64_t last = split_.pieces.back().second;
+    if (last != split_.chunk) LMS_RETURN_IF_ERROR(make(spec, x[1], last, &last_));
+    return absl::OkStatus();
   }
-  cudnnTensorDescriptor_t get() const { return desc_; }
+  const ConvSplit& split() const { return split_; }
+  int64_t sample_elements() const { return sample_; }
+  cudnnTensorDescriptor_t get(int64_t samples) const {
+    return samples == split_.chunk ? full_ : last_;
+  }
 
  private:
-  cudnnTensorDescriptor_t desc_ = nullptr;
+  absl::Status make(const KernelSpec& spec, int64_t c, int64_t n, cudnnTensorDescriptor_t* d) {
+    LMS_ASSIGN_OR_RETURN(int n32, checked_int(n, node_label(spec) + ": softmax samples"));
+    LMS_ASSIGN_OR_RETURN(int c32, checked_int(c, node_label(spec) + ": softmax channels"));
+    LMS_ASSIGN_OR_RETURN(int s32, checked_int(inner_, node_label(spec) + ": softmax spatial size"));
+    LMS_CUDNN_RETURN_IF_ERROR(cudnnCreateTensorDescriptor(d), "cudnnCreateTensorDescriptor");
+    return cudnn_status(
+        cudnnSetTensor4dDescriptor(*d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n32, c32, s32, 1),
+        "cudnnSetTensor4dDescriptor");
+  }
+
+  int64_t inner_ = 0, sample_ = 0;
+  ConvSplit split_;
+  cudnnTensorDescriptor_t full_ = nullptr, last_ = nullptr;
 };
 
 KernelOr make_softmax(const KernelSpec& spec, const CudaKernelContext& ctx, bool backward) {
@@ -87,35 +104,57 @@ KernelOr make_softmax(const KernelSpec& spec, const CudaKernelContext& ctx, bool
     LMS_RETURN_IF_ERROR(check_unary(spec));
   }
   LMS_RETURN_IF_ERROR(pw::check_rank(spec, spec.input_shapes[0], 2, 12, "input"));
-  auto desc = std::make_shared<SoftmaxDesc>();
-  LMS_RETURN_IF_ERROR(desc->init(spec, spec.input_shapes[0]));
+  auto descs = std::make_shared<SoftmaxDescs>();
+  LMS_RETURN_IF_ERROR(descs->init(spec, spec.input_shapes[0]));
   const std::string what = node_label(spec);
   cudnnHandle_t h = ctx.cudnn;
-  return make_fn_kernel([=](const KernelArgs& a) {
+  return make_fn_kernel([=](const KernelArgs& a) -> absl::Status {
     const float one = 1.0f, zero = 0.0f;
-    cudnnTensorDescriptor_t d = desc->get();
-    if (!backward) {
-      return cudnn_status(cudnnSoftmaxForward(h, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL,
-                                              &one, d, a.inputs[0], &zero, d, a.outputs[0]),
-                          what + ": cudnnSoftmaxForward");
+    for (const auto& [first, samples] : descs->split().pieces) {
+      const int64_t at = first * descs->sample_elements();
+      cudnnTensorDescriptor_t d = descs->get(samples);
+      if (!backward) {
+        LMS_CUDNN_RETURN_IF_ERROR(
+            cudnnSoftmaxForward(h, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL, &one, d,
+                                a.inputs[0] + at, &zero, d, a.outputs[0] + at),
+            what + ": cudnnSoftmaxForward");
+      } else {
+        LMS_CUDNN_RETURN_IF_ERROR(
+            cudnnSoftmaxBackward(h, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL, &one, d,
+                                 a.inputs[0] + at, d, a.inputs[1] + at, &zero, d,
+                                 a.outputs[0] + at),
+            what + ": cudnnSoftmaxBackward");
+      }
     }
-    return cudnn_status(
-        cudnnSoftmaxBackward(h, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL, &one, d,
-                             a.inputs[0], d, a.inputs[1], &zero, d, a.outputs[0]),
-        what + ": cudnnSoftmaxBackward");
+    return absl::OkStatus();
   });
 }
 
 // Copies a [N, c, inner] block between tensors of `src_c` and `dst_c`
-// channels, starting at channels src_c0 / dst_c0: N rows of c*inner floats.
+// channels, starting at channels src_c0 / dst_c0, by channel_copy_plan
+// (Note [Large tensors]): no pitch over cudaMemcpy2DAsync's limit.
 absl::Status copy_channels(cudaStream_t s, const float* src, int64_t src_c, int64_t src_c0,
                            float* dst, int64_t dst_c, int64_t dst_c0, int64_t n, int64_t c,
                            int64_t inner, const std::string& what) {
-  constexpr size_t kF = sizeof(float);
-  return cuda_status(
-      cudaMemcpy2DAsync(dst + dst_c0 * inner, dst_c * inner * kF, src + src_c0 * inner,
-                        src_c * inner * kF, c * inner * kF, n, cudaMemcpyDeviceToDevice, s),
-      what + ": cudaMemcpy2DAsync");
+  const auto* from = reinterpret_cast<const char*>(src);
+  auto* to = reinterpret_cast<char*>(dst);
+  for (const CopyStep& step :
+       channel_copy_plan(n, src_c, src_c0, dst_c, dst_c0, c, inner, sizeof(float))) {
+    if (step.kind == CopyStep::Kind::kContiguous) {
+      LMS_CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(to + step.dst_offset, from + step.src_offset,
+                          static_cast<size_t>(step.row_bytes), cudaMemcpyDeviceToDevice, s),
+          what + ": cudaMemcpyAsync");
+      continue;
+    }
+    LMS_CUDA_RETURN_IF_ERROR(
+        cudaMemcpy2DAsync(to + step.dst_offset, static_cast<size_t>(step.dst_pitch),
+                          from + step.src_offset, static_cast<size_t>(step.src_pitch),
+                          static_cast<size_t>(step.row_bytes), static_cast<size_t>(step.rows),
+                          cudaMemcpyDeviceToDevice, s),
+        what + ": cudaMemcpy2DAsync");
+  }
+  return absl::OkStatus();
 }
 
 absl::Status check_concat(const KernelSpec& spec) {
