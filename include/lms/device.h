@@ -141,14 +141,18 @@ struct CpuDeviceOptions {
 absl::StatusOr<std::unique_ptr<Device>> make_cpu_device(CpuDeviceOptions options);
 
 // A CUDA GPU: cudaMalloc of one region under the BFC allocator, cudaHostAlloc
-// for the pinned pool, non-blocking streams, cudaEvent, cuDNN and cuBLAS.
+// for the pinned pool, non-blocking streams, cudaEvent, cuDNN.
 struct CudaDeviceOptions {
   int device_ordinal = 0;
   // Device memory region in bytes; 0 = the free memory reported by
   // cudaMemGetInfo minus `reserve_bytes`.
   uint64_t capacity_bytes = 0;
-  // Bytes left to the CUDA context, cuDNN and cuBLAS when capacity_bytes is 0.
-  uint64_t reserve_bytes = uint64_t{512} << 20;
+  // With capacity_bytes = 0: bytes left free outside the region. The region
+  // is allocated after the CUDA context and the cuDNN handle exist, so what
+  // they take is measured, not guessed; the reserve is for what loads lazily
+  // at first use (cuDNN's and lms's kernel modules) and for cuDNN's own
+  // allocations.
+  uint64_t reserve_bytes = uint64_t{256} << 20;
   // Limit of the pinned host pool in bytes. cudaHostAlloc pins it all up front.
   uint64_t host_pool_bytes = uint64_t{1} << 30;
 };
@@ -157,7 +161,7 @@ struct CudaDeviceOptions {
 // CUDA backend (nvcc or cuDNN not found at configure time) or no GPU is
 // present (no driver, or cudaGetDeviceCount reports none); InvalidArgument
 // for an ordinal out of range or a zero host pool; ResourceExhausted when a
-// region cannot be allocated; Internal for other CUDA, cuDNN or cuBLAS errors.
+// region cannot be allocated; Internal for other CUDA or cuDNN errors.
 absl::StatusOr<std::unique_ptr<Device>> make_cuda_device(CudaDeviceOptions options);
 
 // Whether this build of the library contains the CUDA backend.

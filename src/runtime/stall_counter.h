@@ -68,6 +68,7 @@ class StallCounter : public EventSink {
   // Spans only feed the user's sink (and its memory counter); the stall sum
   // needs none.
   bool wants_spans() const override { return next_ != nullptr && next_->wants_spans(); }
+  bool wants_live_spans() const override { return next_ != nullptr && next_->wants_live_spans(); }
   void on_step(int64_t step, double start_s, double end_s) override {
     if (next_) next_->on_step(step, start_s, end_s);
   }

@@ -57,6 +57,16 @@ class EventSink {
   // stream per node (Session::run's own stall counter asks for spans only
   // when the session has a user sink). The default wants them.
   virtual bool wants_spans() const { return true; }
+  // true: spans must reach the sink while the step runs (a live view). On
+  // CUDA that costs two cudaLaunchHostFunc callbacks per kernel, copy and
+  // stall: host functions block their stream until they have run and share
+  // one driver thread, so expect a bubble of a few microseconds per node and
+  // inflated step and stall times. false (the default): the CUDA device
+  // times spans with CUDA events (cudaEventElapsedTime) and reports them at
+  // the next Device::synchronize(), which Session::run calls at the end of
+  // every step; the streams carry no host work. The CPU device reports live
+  // either way.
+  virtual bool wants_live_spans() const { return false; }
   // One training step (Session::run) spanned start_s..end_s.
   virtual void on_step(int64_t step, double start_s, double end_s) = 0;
 };

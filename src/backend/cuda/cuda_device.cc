@@ -57,19 +57,6 @@ const char* stall_reason(StreamKind stream) {
   }
 }
 
-// A span on a stream, stamped by two host callbacks (Note [CUDA profiler
-// events]); the second callback reports it and deletes it.
-struct StreamSpan {
-  enum Kind : uint8_t { kNode, kCopy, kStall };
-  EventSink* sink;
-  StreamKind stream;
-  Kind kind;
-  std::string name;
-  std::string op;
-  uint64_t bytes;
-  double start_s = 0;
-};
-
 void CUDART_CB stamp_start(void* data) { static_cast<StreamSpan*>(data)->start_s = now_s(); }
 
 void CUDART_CB report_span(void* data) {
@@ -127,19 +114,27 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::create(CudaDeviceOptions
 absl::Status CudaDevice::init(CudaDeviceOptions options) {
   options_ = options;
   LMS_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device_ordinal), "cudaSetDevice");
-  LMS_RETURN_IF_ERROR(init_memory());
-  return init_streams();
+  // The context, the streams and the cuDNN handle first, so the region is
+  // sized from the memory they leave (CudaDeviceOptions::reserve_bytes).
+  LMS_CUDA_RETURN_IF_ERROR(cudaFree(nullptr), "creating the CUDA context (cudaFree(0))");
+  size_t free_before = 0, free_after = 0, total = 0;
+  LMS_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_before, &total), "cudaMemGetInfo");
+  LMS_RETURN_IF_ERROR(init_streams());
+  LMS_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_after, &total), "cudaMemGetInfo");
+  handle_bytes_ = free_before > free_after ? free_before - free_after : 0;
+  LMS_RETURN_IF_ERROR(init_memory(free_after));
+  rebase_clock();
+  return absl::OkStatus();
 }
 
-absl::Status CudaDevice::init_memory() {
+absl::Status CudaDevice::init_memory(uint64_t free_bytes) {
   uint64_t capacity = options_.capacity_bytes;
   if (capacity == 0) {
-    size_t free_bytes = 0, total_bytes = 0;
-    LMS_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
     if (free_bytes <= options_.reserve_bytes) {
       return absl::ResourceExhaustedError(
           absl::StrCat("cuda:", options_.device_ordinal, " has ", free_bytes,
-                       " bytes free, not more than reserve_bytes = ", options_.reserve_bytes,
+                       " bytes free after the CUDA context and the cuDNN handle took ",
+                       handle_bytes_, ", not more than reserve_bytes = ", options_.reserve_bytes,
                        "; lower CudaDeviceOptions.reserve_bytes or free GPU memory"));
     }
     capacity = free_bytes - options_.reserve_bytes;
@@ -169,9 +164,6 @@ absl::Status CudaDevice::init_streams() {
   kernel_ctx_->stream = compute_;
   LMS_CUDNN_RETURN_IF_ERROR(cudnnCreate(&kernel_ctx_->cudnn), "cudnnCreate");
   LMS_CUDNN_RETURN_IF_ERROR(cudnnSetStream(kernel_ctx_->cudnn, compute_), "cudnnSetStream");
-  LMS_RETURN_IF_ERROR(cublas_status(cublasCreate(&kernel_ctx_->cublas), "cublasCreate"));
-  LMS_RETURN_IF_ERROR(
-      cublas_status(cublasSetStream(kernel_ctx_->cublas, compute_), "cublasSetStream"));
   return absl::OkStatus();
 }
 
@@ -182,11 +174,14 @@ CudaDevice::~CudaDevice() {
   }
   if (kernel_ctx_ != nullptr) {
     if (kernel_ctx_->cudnn != nullptr) (void)cudnnDestroy(kernel_ctx_->cudnn);
-    if (kernel_ctx_->cublas != nullptr) (void)cublasDestroy(kernel_ctx_->cublas);
   }
   for (cudaStream_t s : {compute_, d2h_, h2d_}) {
     if (s != nullptr) (void)cudaStreamDestroy(s);
   }
+  // Spans never reported (no synchronize() after them) are dropped.
+  for (auto& span : timed_spans_) recycle(*span);
+  for (cudaEvent_t ev : spare_timing_events_) (void)cudaEventDestroy(ev);
+  if (clock_base_ != nullptr) (void)cudaEventDestroy(clock_base_);
   // device_mem_ / host_mem_ free their regions (cudaFree / cudaFreeHost) as
   // members are destroyed, after every stream is idle.
 }
@@ -209,6 +204,141 @@ cudaStream_t CudaDevice::stream(StreamKind kind) const {
 void CudaDevice::set_async_error(absl::Status status) {
   std::lock_guard<std::mutex> lock(error_mu_);
   if (first_error_.ok()) first_error_ = std::move(status);
+}
+
+// ---- Spans for the event sink (Note [CUDA profiler events]) ----
+
+cudaEvent_t CudaDevice::timing_event() {
+  {
+    std::lock_guard<std::mutex> lock(spans_mu_);
+    if (!spare_timing_events_.empty()) {
+      cudaEvent_t ev = spare_timing_events_.back();
+      spare_timing_events_.pop_back();
+      return ev;
+    }
+  }
+  cudaEvent_t ev = nullptr;
+  if (cudaEventCreateWithFlags(&ev, cudaEventDefault) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  return ev;
+}
+
+CudaDevice::SpanBracket CudaDevice::open_span(EventSink* sink, StreamKind kind,
+                                              StreamSpan::Kind what, std::string_view name,
+                                              std::string_view op, uint64_t bytes) {
+  SpanBracket b;
+  b.stream = stream(kind);
+  auto span = std::make_unique<StreamSpan>(StreamSpan{.sink = sink,
+                                                      .stream = kind,
+                                                      .kind = what,
+                                                      .name = std::string(name),
+                                                      .op = std::string(op),
+                                                      .bytes = bytes});
+  if (sink->wants_live_spans()) {
+    if (cudaLaunchHostFunc(b.stream, stamp_start, span.get()) == cudaSuccess) {
+      b.live = span.release();
+    } else {
+      (void)cudaGetLastError();
+    }
+    return b;
+  }
+  span->start = timing_event();
+  span->end = timing_event();
+  if (span->start == nullptr || span->end == nullptr ||
+      cudaEventRecord(span->start, b.stream) != cudaSuccess) {
+    (void)cudaGetLastError();
+    recycle(*span);
+    return b;  // the span is not timed; the work still runs
+  }
+  b.timed = std::move(span);
+  return b;
+}
+
+void CudaDevice::close_span(SpanBracket& b, const std::string& what) {
+  if (b.live != nullptr) {
+    if (cudaLaunchHostFunc(b.stream, report_span, b.live) != cudaSuccess) {
+      (void)cudaGetLastError();
+      delete b.live;  // the first callback may still run: it only writes start_s
+      set_async_error(absl::InternalError(absl::StrCat(what, ": cudaLaunchHostFunc failed")));
+    }
+    b.live = nullptr;
+    return;
+  }
+  if (b.timed == nullptr) return;
+  if (cudaEventRecord(b.timed->end, b.stream) != cudaSuccess) {
+    (void)cudaGetLastError();
+    recycle(*b.timed);
+    b.timed.reset();
+    return;
+  }
+  std::lock_guard<std::mutex> lock(spans_mu_);
+  timed_spans_.push_back(std::move(b.timed));
+}
+
+void CudaDevice::recycle(StreamSpan& span) {
+  std::lock_guard<std::mutex> lock(spans_mu_);
+  for (cudaEvent_t* ev : {&span.start, &span.end}) {
+    if (*ev != nullptr) spare_timing_events_.push_back(*ev);
+    *ev = nullptr;
+  }
+}
+
+void CudaDevice::report_timed_spans(bool all) {
+  std::vector<std::unique_ptr<StreamSpan>> done;
+  {
+    std::lock_guard<std::mutex> lock(spans_mu_);
+    std::vector<std::unique_ptr<StreamSpan>> waiting;
+    for (auto& span : timed_spans_) {
+      const bool finished = all || query_event(span->end) == cudaSuccess;
+      (finished ? done : waiting).push_back(std::move(span));
+    }
+    timed_spans_ = std::move(waiting);
+  }
+  for (auto& span : done) {
+    float start_ms = 0, end_ms = 0;
+    const bool timed = clock_base_ != nullptr &&
+                       cudaEventElapsedTime(&start_ms, clock_base_, span->start) == cudaSuccess &&
+                       cudaEventElapsedTime(&end_ms, clock_base_, span->end) == cudaSuccess;
+    if (!timed) {
+      (void)cudaGetLastError();  // e.g. after a sticky error: the span is dropped
+    } else {
+      const double start_s = clock_base_s_ + start_ms * 1e-3;
+      const double end_s = clock_base_s_ + end_ms * 1e-3;
+      switch (span->kind) {
+        case StreamSpan::kCopy:
+          span->sink->on_copy(span->stream, span->name, span->bytes, start_s, end_s);
+          break;
+        case StreamSpan::kNode:
+          span->sink->on_node(span->stream, span->name, span->op, start_s, end_s);
+          break;
+        case StreamSpan::kStall:  // `name` holds the reason
+          span->sink->on_stall(span->stream, span->name, "", start_s, end_s);
+          break;
+      }
+    }
+    recycle(*span);
+  }
+}
+
+void CudaDevice::rebase_clock() {
+  if (clock_base_ == nullptr) {
+    if (cudaEventCreateWithFlags(&clock_base_, cudaEventDefault) != cudaSuccess) {
+      (void)cudaGetLastError();
+      clock_base_ = nullptr;
+      return;
+    }
+  }
+  // The compute stream is idle here (creation, or the end of synchronize()),
+  // so the event completes at once and now_s() after the wait is its time,
+  // up to the wake-up latency of cudaEventSynchronize (microseconds).
+  if (cudaEventRecord(clock_base_, compute_) != cudaSuccess ||
+      cudaEventSynchronize(clock_base_) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return;
+  }
+  clock_base_s_ = now_s();
 }
 
 // ---- Memory ----
@@ -294,21 +424,15 @@ void CudaDevice::wait(StreamKind kind, Event& event) {
   // waited. A wait on an event already complete at issue cannot stall and
   // is not bracketed.
   EventSink* sink = sink_.load();
-  StreamSpan* span = nullptr;
+  SpanBracket span;
   if (sink != nullptr && kind == StreamKind::kCompute && query_event(*ev) == cudaErrorNotReady) {
-    span = new StreamSpan{
-        sink, kind, StreamSpan::kStall, stall_reason(as_cuda_event(event).recorded_on()), "", 0};
-    if (cudaLaunchHostFunc(stream(kind), stamp_start, span) != cudaSuccess) {
-      delete span;
-      span = nullptr;
-    }
+    span = open_span(sink, kind, StreamSpan::kStall,
+                     stall_reason(as_cuda_event(event).recorded_on()), "", 0);
   }
   absl::Status st =
       cuda_status(cudaStreamWaitEvent(stream(kind), *ev, 0), "wait: cudaStreamWaitEvent");
   if (!st.ok()) set_async_error(st);
-  if (span != nullptr && cudaLaunchHostFunc(stream(kind), report_span, span) != cudaSuccess) {
-    set_async_error(absl::InternalError("wait: cudaLaunchHostFunc failed"));
-  }
+  close_span(span, "wait");
 }
 
 bool CudaDevice::query(Event& event) {
@@ -332,6 +456,7 @@ void CudaDevice::synchronize(Event& event) {
   bind();
   absl::Status st = cuda_status(cudaEventSynchronize(*ev), "synchronize: cudaEventSynchronize");
   if (!st.ok()) set_async_error(st);
+  report_timed_spans(/*all=*/false);  // the spans the wait has let finish
 }
 
 absl::Status CudaDevice::synchronize() {
@@ -341,6 +466,10 @@ absl::Status CudaDevice::synchronize() {
                                   absl::StrCat("synchronize: stream ", stream_name(kind)));
     if (!st.ok()) set_async_error(st);
   }
+  // Every stream is idle: report the spans timed by events, then move the
+  // clock base here so the next step's spans are measured from a fresh base.
+  report_timed_spans(/*all=*/true);
+  rebase_clock();
   std::lock_guard<std::mutex> lock(error_mu_);
   absl::Status first = std::move(first_error_);
   first_error_ = absl::OkStatus();
@@ -362,21 +491,15 @@ void CudaDevice::enqueue_copy(StreamKind kind, void* dst, const void* src, uint6
   bind();
   cudaStream_t s = stream(kind);
   EventSink* sink = sink_.load();
-  StreamSpan* span = nullptr;
+  SpanBracket span;
   if (sink != nullptr && sink->wants_spans()) {
-    span = new StreamSpan{sink, kind, StreamSpan::kCopy, std::string(tensor), "", bytes};
-    if (cudaLaunchHostFunc(s, stamp_start, span) != cudaSuccess) {
-      delete span;
-      span = nullptr;
-    }
+    span = open_span(sink, kind, StreamSpan::kCopy, tensor, "", bytes);
   }
   absl::Status st = cuda_status(
       cudaMemcpyAsync(dst, src, bytes, d2h ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, s),
       absl::StrCat(what, ": cudaMemcpyAsync"));
   if (!st.ok()) set_async_error(st);
-  if (span != nullptr && cudaLaunchHostFunc(s, report_span, span) != cudaSuccess) {
-    set_async_error(absl::InternalError(absl::StrCat(what, ": cudaLaunchHostFunc failed")));
-  }
+  close_span(span, what);
 }
 
 void CudaDevice::copy_d2h(void* host, const void* device, uint64_t bytes, std::string_view tensor) {
@@ -418,24 +541,16 @@ void CudaDevice::launch(Kernel& kernel, const KernelArgs& args, std::string_view
                         std::string_view op) {
   bind();
   EventSink* sink = sink_.load();
-  StreamSpan* span = nullptr;
+  SpanBracket span;
   if (sink != nullptr && sink->wants_spans()) {
-    span = new StreamSpan{
-        sink, StreamKind::kCompute, StreamSpan::kNode, std::string(node), std::string(op), 0};
-    if (cudaLaunchHostFunc(compute_, stamp_start, span) != cudaSuccess) {
-      delete span;
-      span = nullptr;
-    }
+    span = open_span(sink, StreamKind::kCompute, StreamSpan::kNode, node, op, 0);
   }
   absl::Status st = kernel.run(args);
   if (!st.ok()) {
     set_async_error(annotate(
         st, absl::StrCat("kernel of node '", to_absl(node), "' (op ", to_absl(op), "): ")));
   }
-  if (span != nullptr && cudaLaunchHostFunc(compute_, report_span, span) != cudaSuccess) {
-    set_async_error(absl::InternalError(
-        absl::StrCat("launch of node '", to_absl(node), "': cudaLaunchHostFunc failed")));
-  }
+  close_span(span, absl::StrCat("launch of node '", to_absl(node), "'"));
 }
 
 void CudaDevice::set_event_sink(EventSink* sink) { sink_.store(sink); }

@@ -21,22 +21,31 @@
 // call after a sticky error).
 //
 // Note [CUDA profiler events]: with an event sink set, each kernel launch,
-// each copy and each compute-stream wait on a pending event is bracketed by two cudaLaunchHostFunc
-// callbacks that take now_s() when the stream reaches them; on_node / on_copy / on_stall report
-// that span. The start stamp is taken when the preceding work of the stream is done, so it is the
-// real start up to the host-callback latency (a few microseconds), and the callbacks themselves
-// serialise the stream slightly: timings taken with a sink are an upper bound. Without a sink
-// nothing is added; with a sink whose wants_spans() is false (Session::run without a user
-// sink) only the pending waits are bracketed, for the stall. The sink must outlive the work issued
-// while it was set (call synchronize() first). Stall on CUDA (Note [Stall] in lms/session.h): a
-// compute-stream wait on an event that is still pending when the wait is issued (cudaEventQuery
-// says cudaErrorNotReady) is bracketed as above and reported as on_stall(kCompute, "wait for d2h
-// copy" / "wait for h2d copy", named after the stream of the event's latest record). The span runs
-// from the stream reaching the wait to the stream passing it, plus the latency of the second
-// callback: an upper bound on the wait. A wait issued on an event already complete is not
-// bracketed, as it cannot block. With a Session the sink is always set (its stall counter), so
-// these callbacks are always on. The tests of this project run without a GPU: none of these figures
-// has been checked against a GPU timeline (nsys) here.
+// each copy and each compute-stream wait on an event still pending at issue
+// (a possible stall) is timed for the sink; with a sink whose wants_spans()
+// is false (Session::run without a user sink) only those waits are, for the
+// stall figure. Without a sink nothing is added. Two ways:
+//   - by default, two CUDA events recorded around the work on its stream
+//     (timing-enabled events from a spare list, so no allocation per node).
+//     The streams carry no host work, so timing adds no bubble. The spans
+//     are converted to now_s() seconds against a clock base (an event
+//     recorded while the streams are idle, at creation and at the end of
+//     every synchronize(), whose completion the host observes) and reported
+//     at synchronize(), which Session::run calls at the end of every step,
+//     or at synchronize(event) for the spans that wait let finish.
+//     cudaEventElapsedTime resolves about half a microsecond.
+//   - when the sink wants_live_spans() (lms/profiler/event_sink.h): two
+//     cudaLaunchHostFunc callbacks that take now_s() when the stream reaches
+//     them and report at once. Host functions block their stream and share
+//     one driver thread: a few microseconds of bubble per node, so step and
+//     stall times are an upper bound.
+// Stall on CUDA (Note [Stall] in lms/session.h): a compute-stream wait on an
+// event pending at issue (cudaEventQuery says cudaErrorNotReady) reports
+// on_stall(kCompute, "wait for d2h copy" / "wait for h2d copy", named after
+// the stream of the event's latest record), from the stream reaching the
+// wait to the stream passing it. A wait on an event already complete at
+// issue cannot block and is not timed. The sink must outlive the work issued
+// while it was set, until the synchronize() that reports it.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -47,6 +56,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -60,13 +70,28 @@ using lms::CudaDeviceOptions;  // lms/device.h
 
 struct CudaKernelContext;  // cuda_kernels.h
 
+// One span of stream work for the event sink (Note [CUDA profiler events]):
+// stamped by host callbacks (live) or timed by two CUDA events.
+struct StreamSpan {
+  enum Kind : uint8_t { kNode, kCopy, kStall };
+  EventSink* sink = nullptr;
+  StreamKind stream = StreamKind::kCompute;
+  Kind kind = kNode;
+  std::string name;  // node, tensor, or the stall's reason
+  std::string op;
+  uint64_t bytes = 0;
+  double start_s = 0;           // live: stamped by the first callback
+  cudaEvent_t start = nullptr;  // timed: recorded before the work
+  cudaEvent_t end = nullptr;    // timed: recorded after it
+};
+
 class CudaDevice : public Device {
  public:
   // FailedPrecondition "no CUDA device ..." when cudaGetDeviceCount reports
   // none or fails (no driver); InvalidArgument for an ordinal out of range or
   // a zero host pool; ResourceExhausted when a region cannot be allocated or
   // the free memory does not exceed reserve_bytes; Internal for other CUDA,
-  // cuDNN or cuBLAS failures.
+  // or cuDNN failures.
   static absl::StatusOr<std::unique_ptr<CudaDevice>> create(CudaDeviceOptions options);
   // Synchronises every stream before releasing memory, streams and handles.
   ~CudaDevice() override;
@@ -117,11 +142,14 @@ class CudaDevice : public Device {
   const CudaDeviceOptions& options() const { return options_; }
   cudaStream_t stream(StreamKind kind) const;  // kHost maps to the compute stream
   const CudaKernelContext& kernel_context() const { return *kernel_ctx_; }
+  // Device memory the streams and the cuDNN handle took at creation, bytes
+  // (cudaMemGetInfo before and after; other processes' use counts too).
+  uint64_t handle_bytes() const { return handle_bytes_; }
 
  private:
   CudaDevice() = default;
   absl::Status init(CudaDeviceOptions options);
-  absl::Status init_memory();
+  absl::Status init_memory(uint64_t free_bytes);  // free device memory once the handles exist
   absl::Status init_streams();
   void bind() const;  // cudaSetDevice(ordinal) for the calling thread
   void enqueue_copy(StreamKind kind, void* dst, const void* src, uint64_t bytes,
@@ -129,8 +157,29 @@ class CudaDevice : public Device {
   absl::Status check_device_range(const void* ptr, uint64_t bytes, const std::string& what) const;
   void set_async_error(absl::Status status);
 
+  // Brackets work enqueued between open_span() and close_span() on the
+  // stream of `kind` (Note [CUDA profiler events]).
+  struct SpanBracket {
+    StreamSpan* live = nullptr;  // owned by the host callbacks once enqueued
+    std::unique_ptr<StreamSpan> timed;
+    cudaStream_t stream = nullptr;
+  };
+  SpanBracket open_span(EventSink* sink, StreamKind kind, StreamSpan::Kind what,
+                        std::string_view name, std::string_view op, uint64_t bytes);
+  void close_span(SpanBracket& span, const std::string& what);
+  cudaEvent_t timing_event();         // from the spare list, or a new one; null on failure
+  void recycle(StreamSpan& span);     // its events go back to the spare list
+  void report_timed_spans(bool all);  // all, or those whose end event completed
+  void rebase_clock();                // clock_base_ <-> now_s(), streams idle
+
   CudaDeviceOptions options_;
+  uint64_t handle_bytes_ = 0;
   std::atomic<EventSink*> sink_{nullptr};
+  std::mutex spans_mu_;
+  std::vector<std::unique_ptr<StreamSpan>> timed_spans_;  // reported at synchronize()
+  std::vector<cudaEvent_t> spare_timing_events_;
+  cudaEvent_t clock_base_ = nullptr;  // completed at clock_base_s_ (now_s())
+  double clock_base_s_ = 0;
   std::unique_ptr<MemoryTee> device_tee_;
   std::unique_ptr<MemoryTee> host_tee_;
   std::unique_ptr<BfcAllocator> device_mem_;

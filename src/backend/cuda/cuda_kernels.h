@@ -15,7 +15,6 @@
 // float rounding (different summation order), not bit for bit.
 #pragma once
 
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
@@ -30,7 +29,6 @@ namespace lms::cuda {
 struct CudaKernelContext {
   cudaStream_t stream = nullptr;  // the device's compute stream
   cudnnHandle_t cudnn = nullptr;  // bound to `stream`
-  cublasHandle_t cublas = nullptr;
   // Upper bound of the cuDNN workspace a convolution may ask for (bytes).
   uint64_t max_conv_workspace_bytes = uint64_t{256} << 20;
 };

@@ -1,12 +1,11 @@
-// CUDA runtime, cuDNN and cuBLAS errors as absl::Status (STYLE.md: one small
-// header per backend). Every call into those libraries goes through these, so
+// CUDA runtime and cuDNN errors as absl::Status, one small header for the
+// backend. Every call into those libraries goes through these, so
 // no error code is dropped and every message names what failed.
 //
 //   LMS_RETURN_IF_ERROR(cuda_status(cudaMalloc(&p, n), "cudaMalloc of the device region"));
 //   LMS_CUDNN_RETURN_IF_ERROR(cudnnCreate(&handle), "cudnnCreate");
 #pragma once
 
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
@@ -49,16 +48,6 @@ inline absl::Status cudnn_status(cudnnStatus_t st, std::string_view what) {
   msg += cudnnGetErrorString(st);
   const int code = static_cast<int>(st);
   if (code >= 3000 && code < 4000) return absl::UnimplementedError(msg);
-  return absl::InternalError(msg);
-}
-
-inline absl::Status cublas_status(cublasStatus_t st, std::string_view what) {
-  if (st == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-  std::string msg(what);
-  msg += ": ";
-  msg += cublasGetStatusString(st);
-  if (st == CUBLAS_STATUS_ALLOC_FAILED) return absl::ResourceExhaustedError(msg);
-  if (st == CUBLAS_STATUS_NOT_SUPPORTED) return absl::UnimplementedError(msg);
   return absl::InternalError(msg);
 }
 

@@ -206,10 +206,52 @@ TEST(CudaDevice, CompileUnknownOpIsUnimplemented) {
   EXPECT_NE(to_std(k.status().message()).find("no_such_op"), std::string::npos);
 }
 
+// With capacity_bytes = 0 the region is sized after the context and the
+// cuDNN handle exist: what stays free is the reserve, measured, and a
+// convolution (cuDNN loading its kernels lazily) still runs within it.
+TEST(CudaDevice, WholeGpuRegionLeavesTheReserveFreeAfterTheHandles) {
+  LMS_SKIP_WITHOUT_CUDA();
+  const uint64_t reserve = 256 * kMiB;
+  auto dev =
+      CudaDevice::create({.capacity_bytes = 0, .reserve_bytes = reserve, .host_pool_bytes = kMiB});
+  ASSERT_TRUE(dev.ok()) << dev.status();
+  size_t free_bytes = 0, total = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total), cudaSuccess);
+  std::printf("handles took %llu bytes; region %llu; free after %llu of %llu\n",
+              static_cast<unsigned long long>((*dev)->handle_bytes()),
+              static_cast<unsigned long long>((*dev)->options().capacity_bytes),
+              static_cast<unsigned long long>(free_bytes), static_cast<unsigned long long>(total));
+  EXPECT_GT((*dev)->handle_bytes(), 0u);
+  EXPECT_NEAR(static_cast<double>(free_bytes), static_cast<double>(reserve), 64.0 * kMiB);
+  KernelSpec spec;
+  spec.name = "conv";
+  spec.op = "conv";
+  spec.input_shapes = {{2, 8, 16, 16, 16}, {8, 8, 3, 3, 3}};
+  spec.output_shapes = {{2, 8, 16, 16, 16}};
+  spec.attrs = {{"stride", std::vector<int64_t>{1, 1, 1}},
+                {"pad", std::vector<int64_t>{1, 1, 1}},
+                {"dilation", std::vector<int64_t>{1, 1, 1}}};
+  auto k = (*dev)->compile(spec);
+  ASSERT_TRUE(k.ok()) << k.status();
+  auto x = (*dev)->allocate(2 * 8 * 4096 * 4);
+  auto w = (*dev)->allocate(8 * 8 * 27 * 4);
+  auto y = (*dev)->allocate(2 * 8 * 4096 * 4);
+  auto ws = (*dev)->allocate(std::max<uint64_t>((*k)->workspace_bytes(), 1));
+  ASSERT_TRUE(x.ok() && w.ok() && y.ok() && ws.ok());
+  (*dev)->launch(**k,
+                 {.inputs = {static_cast<float*>(*x), static_cast<float*>(*w)},
+                  .outputs = {static_cast<float*>(*y)},
+                  .workspace = *ws},
+                 "conv", "conv");
+  EXPECT_TRUE((*dev)->synchronize().ok());
+}
+
 // Records what the device reports; thread-safe (callbacks arrive on CUDA's
 // callback thread).
 class RecordingSink : public EventSink {
  public:
+  explicit RecordingSink(bool live = false) : live_(live) {}
+  bool wants_live_spans() const override { return live_; }
   void on_node(StreamKind s, std::string_view node, std::string_view, double a, double b) override {
     add(s, node, a, b);
   }
@@ -242,10 +284,61 @@ class RecordingSink : public EventSink {
     std::lock_guard<std::mutex> lock(mu_);
     spans_.push_back({s, std::string(name), a, b});
   }
+  const bool live_;
   std::mutex mu_;
   std::vector<Span> spans_;
   int memory_events_ = 0;
 };
+
+// Note [CUDA profiler events]: spans timed by CUDA events arrive at
+// synchronize(), live ones from host callbacks; either way they lie between
+// the host's issue and the end of synchronize(), in stream order, without
+// overlap on the one compute stream.
+TEST(CudaDevice, TimedAndLiveSpansAreOrderedAndInsideTheStep) {
+  LMS_SKIP_WITHOUT_CUDA();
+  auto dev = make_device(256 * kMiB, kMiB);
+  ASSERT_NE(dev, nullptr);
+  const int64_t n = 32 * int64_t{1} << 20;  // 128 MiB of floats: ~0.1 ms a fill
+  auto d = dev->allocate(n * 4);
+  ASSERT_TRUE(d.ok());
+  KernelSpec spec;
+  spec.name = "fill";
+  spec.op = "fill";
+  spec.attrs = {{"shape", std::vector<int64_t>{n}}, {"value", 1.0}};
+  spec.output_shapes = {{n}};
+  auto k = dev->compile(spec);
+  ASSERT_TRUE(k.ok()) << k.status();
+  for (bool live : {false, true}) {
+    RecordingSink sink(live);
+    dev->set_event_sink(&sink);
+    const double issued_s = now_s();
+    for (int i = 0; i < 8; ++i) {
+      dev->launch(**k, {.inputs = {}, .outputs = {static_cast<float*>(*d)}},
+                  "fill" + std::to_string(i), "fill");
+    }
+    if (!live) {
+      EXPECT_TRUE(sink.spans().empty()) << "timed spans arrive at synchronize()";
+    }
+    ASSERT_TRUE(dev->synchronize().ok());
+    const double synced_s = now_s();
+    dev->set_event_sink(nullptr);
+    const auto spans = sink.spans();
+    ASSERT_EQ(spans.size(), 8u) << (live ? "live" : "timed");
+    double busy = 0;
+    for (size_t i = 0; i < spans.size(); ++i) {
+      EXPECT_EQ(spans[i].name, "fill" + std::to_string(i));
+      EXPECT_LT(spans[i].start_s, spans[i].end_s);
+      EXPECT_GE(spans[i].start_s, issued_s - 1e-3);
+      EXPECT_LE(spans[i].end_s, synced_s + 1e-3);
+      if (i > 0) {
+        EXPECT_GE(spans[i].start_s, spans[i - 1].end_s - 1e-5);
+      }
+      busy += spans[i].end_s - spans[i].start_s;
+    }
+    std::printf("%s spans: 8 fills of 128 MiB, busy %.3f ms of %.3f ms issue-to-sync\n",
+                live ? "live" : "timed", busy * 1e3, (synced_s - issued_s) * 1e3);
+  }
+}
 
 TEST(CudaDevice, SinkGetsCopiesKernelsAndMemoryWithOrderedStamps) {
   LMS_SKIP_WITHOUT_CUDA();

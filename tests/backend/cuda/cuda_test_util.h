@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "absl/status/status.h"
+
 namespace lms::cuda::testing {
 
 // "major.minor" of a CUDA version number (12080 -> "12.8").
@@ -63,5 +65,19 @@ inline bool cuda_required() {
         GTEST_FAIL() << "LMS_REQUIRE_CUDA=1 but " << lms_reason_;             \
       }                                                                       \
       GTEST_SKIP() << lms_reason_;                                            \
+    }                                                                         \
+  } while (false)
+
+// Skips the test when `status` (of creating a device or allocating on it) is
+// out of memory, naming what was asked for; fails instead under
+// LMS_REQUIRE_CUDA=1. Other errors are left to the test's assertions.
+#define LMS_SKIP_IF_OUT_OF_MEMORY(status)                                     \
+  do {                                                                        \
+    const ::absl::Status lms_oom_ = (status);                                 \
+    if (::absl::IsResourceExhausted(lms_oom_)) {                              \
+      if (::lms::cuda::testing::cuda_required()) {                            \
+        GTEST_FAIL() << "LMS_REQUIRE_CUDA=1 but out of memory: " << lms_oom_; \
+      }                                                                       \
+      GTEST_SKIP() << "out of memory: " << lms_oom_;                          \
     }                                                                         \
   } while (false)
