@@ -161,9 +161,16 @@ class CudnnConvKernel final : public Kernel {
     LMS_RETURN_IF_ERROR(make_descs(p_, &d_));
     LMS_ASSIGN_OR_RETURN(auto algo, choose_algorithm(spec, ctx_, d_, pass_));
     algo_ = algo.first;
+    cudnn_workspace_bytes_ = algo.second;
     workspace_bytes_ = algo.second;
     bias_count_ = p_.y[1];
     bias_inner_ = num_elements(p_.y) / p_.y[0] / p_.y[1];
+    if (pass_ == Pass::kBackwardFilter && p_.bias) {
+      // The bias gradient's partial sums follow cuDNN's workspace.
+      bias_scratch_offset_ = align_up(cudnn_workspace_bytes_, kScratchAlignment);
+      workspace_bytes_ = bias_scratch_offset_ +
+                         partial_bytes(plan_group_reduce(p_.y[0], bias_count_, bias_inner_), 1);
+    }
     return absl::OkStatus();
   }
 
@@ -176,13 +183,14 @@ class CudnnConvKernel final : public Kernel {
       LMS_CUDNN_RETURN_IF_ERROR(
           cudnnConvolutionForward(ctx_.cudnn, &one, d_.ci, a.inputs[0], d_.filter, a.inputs[1],
                                   d_.conv, static_cast<cudnnConvolutionFwdAlgo_t>(algo_),
-                                  a.workspace, workspace_bytes_, &zero, d_.co, a.outputs[0]),
+                                  a.workspace, cudnn_workspace_bytes_, &zero, d_.co, a.outputs[0]),
           what + ": cudnnConvolutionForward");
     } else if (pass_ == Pass::kBackwardData) {
       LMS_CUDNN_RETURN_IF_ERROR(
           cudnnConvolutionBackwardData(ctx_.cudnn, &one, d_.filter, a.inputs[1], d_.co, a.inputs[0],
                                        d_.conv, static_cast<cudnnConvolutionBwdDataAlgo_t>(algo_),
-                                       a.workspace, workspace_bytes_, &zero, d_.ci, a.outputs[0]),
+                                       a.workspace, cudnn_workspace_bytes_, &zero, d_.ci,
+                                       a.outputs[0]),
           what + ": cudnnConvolutionBackwardData");
     } else {
       return run_backward_filter(a, what);
@@ -204,13 +212,22 @@ class CudnnConvKernel final : public Kernel {
     LMS_CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardFilter(
                                   ctx_.cudnn, &one, d_.ci, ci, d_.co, dco, d_.conv,
                                   static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo_), a.workspace,
-                                  workspace_bytes_, &zero, d_.filter, a.outputs[0]),
+                                  cudnn_workspace_bytes_, &zero, d_.filter, a.outputs[0]),
                               what + ": cudnnConvolutionBackwardFilter");
     if (!p_.bias) return absl::OkStatus();
     // db[K] = sum of dy (input 1, [N,K,S']) over N and S'.
+    double* scratch =
+        reinterpret_cast<double*>(static_cast<char*>(a.workspace) + bias_scratch_offset_);
     return cuda_status(launch::channel_sum(ctx_.stream, a.inputs[1], p_.y[0], bias_count_,
-                                           bias_inner_, a.outputs[1]),
+                                           bias_inner_, scratch, a.outputs[1]),
                        what + ": bias gradient");
+  }
+
+  // cuDNN's workspace keeps the alignment of the block it starts; the bias
+  // scratch after it starts at the next multiple of this (bytes).
+  static constexpr uint64_t kScratchAlignment = 256;
+  static uint64_t align_up(uint64_t bytes, uint64_t alignment) {
+    return (bytes + alignment - 1) / alignment * alignment;
   }
 
   std::string name_, op_;
@@ -219,7 +236,9 @@ class CudnnConvKernel final : public Kernel {
   Pass pass_;
   ConvDescs d_;
   int algo_ = 0;
-  uint64_t workspace_bytes_ = 0;
+  uint64_t cudnn_workspace_bytes_ = 0;
+  uint64_t workspace_bytes_ = 0;  // cuDNN's, then the bias gradient's scratch
+  uint64_t bias_scratch_offset_ = 0;
   int64_t bias_count_ = 0, bias_inner_ = 0;
 };
 
