@@ -204,6 +204,12 @@ class CudnnConvKernel final : public Kernel {
     }
     bias_count_ = p_.y[1];
     bias_inner_ = num_elements(p_.y) / p_.y[0] / p_.y[1];
+    if (pass_ == Pass::kBackwardFilter && p_.bias) {
+      // The bias gradient's partial sums follow cuDNN's workspace.
+      bias_scratch_offset_ = align_up(workspace_bytes_, kScratchAlignment);
+      workspace_bytes_ = bias_scratch_offset_ +
+                         partial_bytes(plan_group_reduce(p_.y[0], bias_count_, bias_inner_), 1);
+    }
     return absl::OkStatus();
   }
 
@@ -217,8 +223,10 @@ class CudnnConvKernel final : public Kernel {
     }
     if (pass_ == Pass::kBackwardFilter && p_.bias) {
       // db[K] = sum of dy (input 1, [N,K,S']) over N and S', the whole batch.
+      double* scratch =
+          reinterpret_cast<double*>(static_cast<char*>(a.workspace) + bias_scratch_offset_);
       return cuda_status(launch::channel_sum(ctx_.stream, a.inputs[1], p_.y[0], bias_count_,
-                                             bias_inner_, a.outputs[1]),
+                                             bias_inner_, scratch, a.outputs[1]),
                          what + ": bias gradient");
     }
     return absl::OkStatus();
@@ -281,6 +289,13 @@ class CudnnConvKernel final : public Kernel {
     return absl::OkStatus();
   }
 
+  // cuDNN's workspace keeps the alignment of the block it starts; the bias
+  // scratch after it starts at the next multiple of this (bytes).
+  static constexpr uint64_t kScratchAlignment = 256;
+  static uint64_t align_up(uint64_t bytes, uint64_t alignment) {
+    return (bytes + alignment - 1) / alignment * alignment;
+  }
+
   std::string name_, op_;
   CudaKernelContext ctx_;
   cpu::ConvProblem p_;
@@ -288,7 +303,8 @@ class CudnnConvKernel final : public Kernel {
   ConvSplit split_;
   std::vector<std::unique_ptr<PieceSetup>> setups_;
   int64_t ci_sample_ = 0, co_sample_ = 0;
-  uint64_t workspace_bytes_ = 0;
+  uint64_t workspace_bytes_ = 0;  // the largest piece's cuDNN workspace, then the bias scratch
+  uint64_t bias_scratch_offset_ = 0;
   int64_t bias_count_ = 0, bias_inner_ = 0;
 };
 

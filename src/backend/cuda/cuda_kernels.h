@@ -11,8 +11,12 @@
 // for identical inputs: convolutions use fixed deterministic cuDNN algorithms
 // (chosen by cudnnGet*_v7 among those with CUDNN_DETERMINISTIC and fitting
 // the workspace limit), and every reduction is a fixed-shape tree in double
-// precision with no atomics. Results differ from the CPU device's within
-// float rounding (different summation order), not bit for bit.
+// precision with no atomics: how many blocks share a sum, which elements
+// each block and thread adds and in what order are functions of the shape
+// alone, never of the GPU model, its SM count, pointer alignment or timing
+// (Note [Grouped reduction plan] in reduce_plan.h for the per-channel and
+// per-group sums). Results differ from the CPU device's within float
+// rounding (different summation order), not bit for bit.
 #pragma once
 
 #include <cuda_runtime_api.h>

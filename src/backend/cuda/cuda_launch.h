@@ -10,6 +10,8 @@
 
 #include <cstdint>
 
+#include "backend/cuda/reduce_plan.h"
+
 namespace lms::cuda::launch {
 
 // ---- Element-wise (cuda_elementwise.cu) ----
@@ -66,13 +68,25 @@ cudaError_t reduce_partials(cudaStream_t stream, Reduce op, const float* a, cons
 // partials in index order.
 cudaError_t finish_sum(cudaStream_t stream, const double* partials, int64_t count, double scale,
                        bool sqrt_result, float* out);
-// out[c] = sum over n < N, s < S of x[(n*C + c)*S + s].
-cudaError_t channel_sum(cudaStream_t stream, const float* x, int64_t N, int64_t C, int64_t S,
-                        float* out);
 
-// Soft Dice: sums[3*j + {0,1,2}] = (sum p*t, sum p, sum t) of slice j.
+// Grouped sums (channel_sum, dice_sums, norm_stats, norm_bwd_sums) view a
+// tensor as [Nv, Cv, S] and reduce each group g < Cv (the elements
+// (n*Cv + g)*S + s) over several blocks, two passes, no atomics (Note
+// [Grouped reduction plan]). Each takes `scratch` for the first pass's
+// partials: partial_bytes(plan_group_reduce(Nv, Cv, S), values) bytes of
+// device memory, 8-byte aligned, with `values` as listed at each launcher;
+// it is overwritten. Float inputs 16-byte aligned take float4 loads, with
+// the same result as unaligned ones.
+
+// x: [N, C, S] floats. out[c] = float(sum over n < N, s < S of
+// x[(n*C + c)*S + s]) (the bias gradient of a convolution). values = 1.
+cudaError_t channel_sum(cudaStream_t stream, const float* x, int64_t N, int64_t C, int64_t S,
+                        double* scratch, float* out);
+
+// Soft Dice, p and t: [slices, S] floats. sums[3*j + {0,1,2}] = (sum p*t,
+// sum p, sum t) of slice j, in double (Nv = 1, Cv = slices). values = 3.
 cudaError_t dice_sums(cudaStream_t stream, const float* p, const float* t, int64_t slices,
-                      int64_t S, double* sums);
+                      int64_t S, double* scratch, double* sums);
 cudaError_t dice_loss(cudaStream_t stream, const double* sums, int64_t slices, double eps,
                       float* loss);
 cudaError_t dice_bwd(cudaStream_t stream, const float* t, const double* sums, const float* dloss,
@@ -85,13 +99,16 @@ struct NormView {
   int64_t nv, cv, s, c;
   double eps;
 };
-// mean[g], var[g] (biased), two passes in double.
-cudaError_t norm_stats(cudaStream_t stream, const float* x, NormView v, double* mean, double* var);
+// mean[g], var[g] (biased: divided by M = Nv*S), in double, from one read of
+// x: sums shifted by the group's first element. values = 2.
+cudaError_t norm_stats(cudaStream_t stream, const float* x, NormView v, double* scratch,
+                       double* mean, double* var);
 cudaError_t norm_forward(cudaStream_t stream, const float* x, const float* gamma, const float* beta,
                          const double* mean, const double* var, NormView v, float* y);
-// sum_dy[g] = sum dy, sum_dyxmu[g] = sum dy*(x - mean).
+// sum_dy[g] = sum dy, sum_dyxmu[g] = sum dy*(x - mean[g]), in double, over
+// group g of x and dy (same shape). values = 2.
 cudaError_t norm_bwd_sums(cudaStream_t stream, const float* x, const float* dy, const double* mean,
-                          NormView v, double* sum_dy, double* sum_dyxmu);
+                          NormView v, double* scratch, double* sum_dy, double* sum_dyxmu);
 cudaError_t norm_bwd_dx(cudaStream_t stream, const float* x, const float* dy, const float* gamma,
                         const double* mean, const double* var, const double* sum_dy,
                         const double* sum_dyxmu, NormView v, float* dx);

@@ -1,12 +1,15 @@
 // Reductions of the CUDA backend (cuda_launch.h): whole-tensor sums, per-
 // channel sums, soft Dice sums and normalisation statistics. Each block sums
 // a fixed set of elements with a fixed per-thread stride and a fixed tree
-// (detail::block_sum), in double; partials are combined in index order. No
-// atomics, so every result is bit-identical run to run.
+// (detail::block_sum), in double; partials are combined in a fixed order. No
+// atomics, so every result is bit-identical run to run. The grouped sums
+// split each group over several blocks as Note [Grouped reduction plan]
+// (reduce_plan.h) lays out.
 #include <cmath>
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_launch.h"
+#include "backend/cuda/reduce_plan.h"
 
 namespace lms::cuda::launch {
 namespace {
@@ -17,6 +20,7 @@ using detail::kThreads;
 
 constexpr int64_t kElementsPerBlock = int64_t{kThreads} * 16;
 constexpr int kMaxReduceBlocks = 1024;
+static_assert(kReduceThreads == kThreads, "reduce_plan.h describes the blocks of this file");
 
 __device__ double reduce_term(Reduce op, const float* a, const float* b, int64_t i) {
   switch (op) {
@@ -51,40 +55,176 @@ __global__ void finish_kernel(const double* partials, int64_t count, double scal
   if (threadIdx.x == 0) out[0] = static_cast<float>(sqrt_result ? sqrt(total) : total * scale);
 }
 
-// Block g sums x[(n*Cv + g)*S + s] over n < nv, s < S (a strided group).
-__device__ double group_sum_x(const float* x, int64_t nv, int64_t cv, int64_t s, int64_t g,
-                              double shift) {
-  double acc = 0.0;
-  const int64_t m = nv * s;
-  for (int64_t k = threadIdx.x; k < m; k += kThreads) {
-    const int64_t n = k / s, i = k % s;
-    acc += static_cast<double>(x[(n * cv + g) * s + i]) - shift;
+// ---- Grouped sums (Note [Grouped reduction plan]) ----
+
+// The W floats of the unit at element offset e, in order: one float4 load
+// when the pointer is 16-byte aligned, else W scalar loads. The values and
+// their order are the same either way, so alignment never changes a result.
+template <int W, bool kVector>
+__device__ void load_unit(const float* base, int64_t e, float (&v)[W]) {
+  if constexpr (kVector && W == 4) {
+    const float4 q = *reinterpret_cast<const float4*>(base + e);
+    v[0] = q.x;
+    v[1] = q.y;
+    v[2] = q.z;
+    v[3] = q.w;
+  } else {
+    for (int k = 0; k < W; ++k) v[k] = base[e + k];
   }
-  return block_sum(acc);
 }
 
-__global__ void channel_sum_kernel(const float* x, int64_t nv, int64_t cv, int64_t s, float* out) {
-  const double total = group_sum_x(x, nv, cv, s, blockIdx.x, 0.0);
-  if (threadIdx.x == 0) out[blockIdx.x] = static_cast<float>(total);
+// The ops of the grouped sums. Each sums kValues terms of a (and b, when
+// kTwoInputs) over a group, relative to a per-group centre, and finish()
+// stores the group's totals.
+
+// out[g] = sum a.
+struct ChannelSumOp {
+  static constexpr int kValues = 1;
+  static constexpr bool kTwoInputs = false;
+  const float* a;
+  const float* b;
+  float* out;
+  __device__ double center(const GroupReducePlan&, int64_t) const { return 0.0; }
+  __device__ void add(double (&acc)[kValues], float x, float, double) const { acc[0] += x; }
+  __device__ void finish(const GroupReducePlan&, int64_t g, const double (&t)[kValues],
+                         double) const {
+    out[g] = static_cast<float>(t[0]);
+  }
+};
+
+// sums[3g + {0,1,2}] = (sum a*b, sum a, sum b).
+struct DiceSumsOp {
+  static constexpr int kValues = 3;
+  static constexpr bool kTwoInputs = true;
+  const float* a;
+  const float* b;
+  double* sums;
+  __device__ double center(const GroupReducePlan&, int64_t) const { return 0.0; }
+  __device__ void add(double (&acc)[kValues], float p, float t, double) const {
+    acc[0] += static_cast<double>(p) * t;
+    acc[1] += p;
+    acc[2] += t;
+  }
+  __device__ void finish(const GroupReducePlan&, int64_t g, const double (&t)[kValues],
+                         double) const {
+    for (int v = 0; v < kValues; ++v) sums[3 * g + v] = t[v];
+  }
+};
+
+// Mean and biased variance from one read: sums of x - c and (x - c)^2 with
+// c the group's first element (shifted_moments).
+struct NormStatsOp {
+  static constexpr int kValues = 2;
+  static constexpr bool kTwoInputs = false;
+  const float* a;
+  const float* b;
+  double* mean;
+  double* var;
+  __device__ double center(const GroupReducePlan& p, int64_t g) const {
+    return p.runs * p.run_elements > 0 ? static_cast<double>(a[g * p.run_elements]) : 0.0;
+  }
+  __device__ void add(double (&acc)[kValues], float x, float, double c) const {
+    const double d = static_cast<double>(x) - c;
+    acc[0] += d;
+    acc[1] += d * d;
+  }
+  __device__ void finish(const GroupReducePlan& p, int64_t g, const double (&t)[kValues],
+                         double c) const {
+    const Moments s = shifted_moments(c, t[0], t[1], static_cast<double>(p.runs * p.run_elements));
+    mean[g] = s.mean;
+    var[g] = s.var;
+  }
+};
+
+// sum_dy[g] = sum b, sum_dyxmu[g] = sum b*(a - mean[g]); a = x, b = dy.
+struct NormBwdSumsOp {
+  static constexpr int kValues = 2;
+  static constexpr bool kTwoInputs = true;
+  const float* a;
+  const float* b;
+  const double* mean;
+  double* sum_dy;
+  double* sum_dyxmu;
+  __device__ double center(const GroupReducePlan&, int64_t g) const { return mean[g]; }
+  __device__ void add(double (&acc)[kValues], float x, float dy, double mu) const {
+    acc[0] += dy;
+    acc[1] += static_cast<double>(dy) * (static_cast<double>(x) - mu);
+  }
+  __device__ void finish(const GroupReducePlan&, int64_t g, const double (&t)[kValues],
+                         double) const {
+    sum_dy[g] = t[0];
+    sum_dyxmu[g] = t[1];
+  }
+};
+
+// First pass: block b = g*chunks + j sums chunk j of group g into
+// partials[b*kValues ..]; thread t adds units begin + t, begin + t +
+// kThreads, ... of the chunk.
+template <class Op, int W, bool kVector>
+__global__ void group_partials_kernel(Op op, GroupReducePlan p, double* partials) {
+  const int64_t g = blockIdx.x / p.chunks, j = blockIdx.x % p.chunks;
+  const UnitRange r = chunk_range(p, j);
+  const double c = op.center(p, g);
+  double acc[Op::kValues] = {};
+  const int64_t first = r.begin + threadIdx.x;
+  if (first < r.end) {
+    UnitCursor at(p, g, first);
+    for (int64_t u = first; u < r.end; u += kThreads, at.advance(kThreads)) {
+      float va[W], vb[W] = {};
+      load_unit<W, kVector>(op.a, at.element(), va);
+      if constexpr (Op::kTwoInputs) load_unit<W, kVector>(op.b, at.element(), vb);
+      for (int k = 0; k < W; ++k) op.add(acc, va[k], vb[k], c);
+    }
+  }
+  for (int v = 0; v < Op::kValues; ++v) {
+    const double total = block_sum(acc[v]);
+    if (threadIdx.x == 0) partials[blockIdx.x * int64_t{Op::kValues} + v] = total;
+  }
 }
 
-__global__ void dice_sums_kernel(const float* p, const float* t, int64_t s, double* sums) {
-  const float* pj = p + blockIdx.x * s;
-  const float* tj = t + blockIdx.x * s;
-  double inter = 0.0, sp = 0.0, st = 0.0;
-  for (int64_t i = threadIdx.x; i < s; i += kThreads) {
-    inter += static_cast<double>(pj[i]) * tj[i];
-    sp += pj[i];
-    st += tj[i];
+// Second pass: one warp per group; lane l sums partials l, l + 32, ... in
+// index order, then a fixed shuffle tree joins the lanes.
+template <class Op>
+__global__ void group_finish_kernel(Op op, GroupReducePlan p, const double* partials) {
+  const int64_t g = (blockIdx.x * int64_t{kThreads} + threadIdx.x) / kFinishLanes;
+  const int lane = static_cast<int>(threadIdx.x % kFinishLanes);
+  if (g >= p.groups) return;  // whole warps: g is the same across a warp
+  const double* mine = partials + g * p.chunks * Op::kValues;
+  double t[Op::kValues];
+  for (int v = 0; v < Op::kValues; ++v) {
+    double acc = 0.0;
+    for (int64_t j = lane; j < p.chunks; j += kFinishLanes) acc += mine[j * Op::kValues + v];
+    for (int offset = kFinishLanes / 2; offset > 0; offset /= 2) {
+      acc += __shfl_down_sync(0xffffffffu, acc, offset);
+    }
+    t[v] = acc;
   }
-  inter = block_sum(inter);
-  sp = block_sum(sp);
-  st = block_sum(st);
-  if (threadIdx.x == 0) {
-    sums[3 * blockIdx.x] = inter;
-    sums[3 * blockIdx.x + 1] = sp;
-    sums[3 * blockIdx.x + 2] = st;
+  if (lane == 0) op.finish(p, g, t, op.center(p, g));
+}
+
+bool aligned16(const float* x) { return reinterpret_cast<uintptr_t>(x) % 16 == 0; }
+
+// Both passes of `op` over the groups of `p`, partials in `scratch`
+// (partial_count(p, Op::kValues) doubles).
+template <class Op>
+cudaError_t reduce_groups(cudaStream_t stream, const Op& op, const GroupReducePlan& p,
+                          double* scratch) {
+  if (p.groups == 0) return cudaSuccess;
+  const bool vector = aligned16(op.a) && (!Op::kTwoInputs || aligned16(op.b));
+  const int blocks = static_cast<int>(p.blocks());
+  if (p.width == 4 && vector) {
+    group_partials_kernel<Op, 4, true><<<blocks, kThreads, 0, stream>>>(op, p, scratch);
+  } else if (p.width == 4) {
+    group_partials_kernel<Op, 4, false><<<blocks, kThreads, 0, stream>>>(op, p, scratch);
+  } else {
+    group_partials_kernel<Op, 1, false><<<blocks, kThreads, 0, stream>>>(op, p, scratch);
   }
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return err;
+  const int64_t warps_per_block = kThreads / kFinishLanes;
+  const int finish_blocks = static_cast<int>((p.groups + warps_per_block - 1) / warps_per_block);
+  group_finish_kernel<Op><<<finish_blocks, kThreads, 0, stream>>>(op, p, scratch);
+  return cudaGetLastError();
 }
 
 __global__ void dice_loss_kernel(const double* sums, int64_t slices, double eps, float* loss) {
@@ -110,23 +250,6 @@ __global__ void dice_bwd_kernel(const float* t, const double* sums, const float*
   }
 }
 
-__global__ void norm_stats_kernel(const float* x, NormView v, double* mean, double* var) {
-  const int64_t g = blockIdx.x;
-  const double m = static_cast<double>(v.nv * v.s);
-  const double mu = group_sum_x(x, v.nv, v.cv, v.s, g, 0.0) / m;
-  double acc = 0.0;
-  for (int64_t k = threadIdx.x; k < v.nv * v.s; k += kThreads) {
-    const int64_t n = k / v.s, i = k % v.s;
-    const double d = static_cast<double>(x[(n * v.cv + g) * v.s + i]) - mu;
-    acc += d * d;
-  }
-  const double total = block_sum(acc);
-  if (threadIdx.x == 0) {
-    mean[g] = mu;
-    var[g] = total / m;
-  }
-}
-
 __global__ void norm_forward_kernel(const float* x, const float* gamma, const float* beta,
                                     const double* mean, const double* var, NormView v, float* y) {
   const int64_t n = v.nv * v.cv * v.s;
@@ -135,24 +258,6 @@ __global__ void norm_forward_kernel(const float* x, const float* gamma, const fl
     const int64_t g = (i / v.s) % v.cv, c = g % v.c;
     const double inv = 1.0 / sqrt(var[g] + v.eps);
     y[i] = static_cast<float>(gamma[c] * ((x[i] - mean[g]) * inv) + beta[c]);
-  }
-}
-
-__global__ void norm_bwd_sums_kernel(const float* x, const float* dy, const double* mean,
-                                     NormView v, double* sum_dy, double* sum_dyxmu) {
-  const int64_t g = blockIdx.x;
-  double a = 0.0, b = 0.0;
-  for (int64_t k = threadIdx.x; k < v.nv * v.s; k += kThreads) {
-    const int64_t n = k / v.s, i = k % v.s;
-    const int64_t idx = (n * v.cv + g) * v.s + i;
-    a += dy[idx];
-    b += static_cast<double>(dy[idx]) * (static_cast<double>(x[idx]) - mean[g]);
-  }
-  a = block_sum(a);
-  b = block_sum(b);
-  if (threadIdx.x == 0) {
-    sum_dy[g] = a;
-    sum_dyxmu[g] = b;
   }
 }
 
@@ -187,8 +292,6 @@ __global__ void norm_param_grads_kernel(const double* var, const double* sum_dy,
   dbeta[c] = static_cast<float>(db);
 }
 
-int blocks_of(int64_t n) { return static_cast<int>(n < 1 ? 1 : n); }
-
 }  // namespace
 
 int reduce_blocks(int64_t n) {
@@ -212,15 +315,13 @@ cudaError_t finish_sum(cudaStream_t stream, const double* partials, int64_t coun
 }
 
 cudaError_t channel_sum(cudaStream_t stream, const float* x, int64_t N, int64_t C, int64_t S,
-                        float* out) {
-  channel_sum_kernel<<<blocks_of(C), kThreads, 0, stream>>>(x, N, C, S, out);
-  return cudaGetLastError();
+                        double* scratch, float* out) {
+  return reduce_groups(stream, ChannelSumOp{x, nullptr, out}, plan_group_reduce(N, C, S), scratch);
 }
 
 cudaError_t dice_sums(cudaStream_t stream, const float* p, const float* t, int64_t slices,
-                      int64_t S, double* sums) {
-  dice_sums_kernel<<<blocks_of(slices), kThreads, 0, stream>>>(p, t, S, sums);
-  return cudaGetLastError();
+                      int64_t S, double* scratch, double* sums) {
+  return reduce_groups(stream, DiceSumsOp{p, t, sums}, plan_group_reduce(1, slices, S), scratch);
 }
 
 cudaError_t dice_loss(cudaStream_t stream, const double* sums, int64_t slices, double eps,
@@ -235,9 +336,10 @@ cudaError_t dice_bwd(cudaStream_t stream, const float* t, const double* sums, co
   return cudaGetLastError();
 }
 
-cudaError_t norm_stats(cudaStream_t stream, const float* x, NormView v, double* mean, double* var) {
-  norm_stats_kernel<<<blocks_of(v.cv), kThreads, 0, stream>>>(x, v, mean, var);
-  return cudaGetLastError();
+cudaError_t norm_stats(cudaStream_t stream, const float* x, NormView v, double* scratch,
+                       double* mean, double* var) {
+  return reduce_groups(stream, NormStatsOp{x, nullptr, mean, var},
+                       plan_group_reduce(v.nv, v.cv, v.s), scratch);
 }
 
 cudaError_t norm_forward(cudaStream_t stream, const float* x, const float* gamma, const float* beta,
@@ -248,9 +350,9 @@ cudaError_t norm_forward(cudaStream_t stream, const float* x, const float* gamma
 }
 
 cudaError_t norm_bwd_sums(cudaStream_t stream, const float* x, const float* dy, const double* mean,
-                          NormView v, double* sum_dy, double* sum_dyxmu) {
-  norm_bwd_sums_kernel<<<blocks_of(v.cv), kThreads, 0, stream>>>(x, dy, mean, v, sum_dy, sum_dyxmu);
-  return cudaGetLastError();
+                          NormView v, double* scratch, double* sum_dy, double* sum_dyxmu) {
+  return reduce_groups(stream, NormBwdSumsOp{x, dy, mean, sum_dy, sum_dyxmu},
+                       plan_group_reduce(v.nv, v.cv, v.s), scratch);
 }
 
 cudaError_t norm_bwd_dx(cudaStream_t stream, const float* x, const float* dy, const float* gamma,

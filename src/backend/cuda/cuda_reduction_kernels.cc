@@ -72,6 +72,8 @@ KernelOr make_mse(const KernelSpec& spec, const CudaKernelContext& ctx, bool bac
   });
 }
 
+// Workspace, in doubles: the 3 sums of each slice, then the grouped sums'
+// partials (three values per block).
 KernelOr make_dice(const KernelSpec& spec, const CudaKernelContext& ctx, bool backward) {
   LMS_RETURN_IF_ERROR(check_pair(spec, backward));
   LMS_RETURN_IF_ERROR(pw::check_rank(spec, spec.input_shapes[0], 2, 12, "input probs"));
@@ -80,20 +82,23 @@ KernelOr make_dice(const KernelSpec& spec, const CudaKernelContext& ctx, bool ba
   const Shape& x = spec.input_shapes[0];
   const int64_t slices = x[0] * x[1];
   const int64_t inner = num_elements(x) / slices;
+  const int64_t partials = partial_count(plan_group_reduce(1, slices, inner), 3);
   const std::string what = node_label(spec);
   cudaStream_t s = ctx.stream;
   return make_fn_kernel(
       [=](const KernelArgs& a) {
-        LMS_RETURN_IF_ERROR(cuda_status(
-            launch::dice_sums(s, a.inputs[0], a.inputs[1], slices, inner, ws_doubles(a)), what));
+        double* sums = ws_doubles(a);
+        LMS_RETURN_IF_ERROR(cuda_status(launch::dice_sums(s, a.inputs[0], a.inputs[1], slices,
+                                                          inner, ws_doubles(a, 3 * slices), sums),
+                                        what));
         if (!backward) {
-          return cuda_status(launch::dice_loss(s, ws_doubles(a), slices, eps, a.outputs[0]), what);
+          return cuda_status(launch::dice_loss(s, sums, slices, eps, a.outputs[0]), what);
         }
-        return cuda_status(launch::dice_bwd(s, a.inputs[1], ws_doubles(a), a.inputs[2], slices,
-                                            inner, eps, a.outputs[0]),
-                           what);
+        return cuda_status(
+            launch::dice_bwd(s, a.inputs[1], sums, a.inputs[2], slices, inner, eps, a.outputs[0]),
+            what);
       },
-      doubles_bytes(3 * slices));
+      doubles_bytes(3 * slices + partials));
 }
 
 KernelOr make_reduce_mean(const KernelSpec& spec, const CudaKernelContext& ctx, bool backward) {

@@ -43,7 +43,9 @@ absl::StatusOr<double> check_norm(const KernelSpec& spec, bool backward, size_t 
   return pw::real_attr_in(spec, "eps", 0.0, true, 1e300, false, "eps > 0");
 }
 
-// Workspace: mean, var (and, backward, sum_dy, sum_dyxmu), cv doubles each.
+// Workspace, in doubles: mean, var (and, backward, sum_dy, sum_dyxmu), cv
+// each, then the grouped sums' partials (two values per block; the stats
+// and the backward sums use them in turn).
 KernelOr make_norm(const KernelSpec& spec, const CudaKernelContext& ctx, bool instance,
                    bool backward) {
   LMS_ASSIGN_OR_RETURN(double eps, check_norm(spec, backward, instance ? 3 : 2));
@@ -52,12 +54,16 @@ KernelOr make_norm(const KernelSpec& spec, const CudaKernelContext& ctx, bool in
   const launch::NormView v{instance ? 1 : n, instance ? n * c : c, s, c, eps};
   const std::string what = node_label(spec);
   cudaStream_t st = ctx.stream;
-  const uint64_t ws = static_cast<uint64_t>(v.cv) * sizeof(double) * (backward ? 4 : 2);
+  const int64_t per_group = backward ? 4 : 2;
+  const int64_t partials = partial_count(plan_group_reduce(v.nv, v.cv, v.s), 2);
+  const uint64_t ws = static_cast<uint64_t>(per_group * v.cv + partials) * sizeof(double);
   return make_fn_kernel(
       [=](const KernelArgs& a) {
         double* mean = static_cast<double*>(a.workspace);
         double* var = mean + v.cv;
-        LMS_RETURN_IF_ERROR(cuda_status(launch::norm_stats(st, a.inputs[0], v, mean, var), what));
+        double* scratch = mean + per_group * v.cv;
+        LMS_RETURN_IF_ERROR(
+            cuda_status(launch::norm_stats(st, a.inputs[0], v, scratch, mean, var), what));
         if (!backward) {
           return cuda_status(launch::norm_forward(st, a.inputs[0], a.inputs[1], a.inputs[2], mean,
                                                   var, v, a.outputs[0]),
@@ -65,8 +71,9 @@ KernelOr make_norm(const KernelSpec& spec, const CudaKernelContext& ctx, bool in
         }
         double* sum_dy = var + v.cv;
         double* sum_dyxmu = sum_dy + v.cv;
-        LMS_RETURN_IF_ERROR(cuda_status(
-            launch::norm_bwd_sums(st, a.inputs[0], a.inputs[2], mean, v, sum_dy, sum_dyxmu), what));
+        LMS_RETURN_IF_ERROR(cuda_status(launch::norm_bwd_sums(st, a.inputs[0], a.inputs[2], mean, v,
+                                                              scratch, sum_dy, sum_dyxmu),
+                                        what));
         LMS_RETURN_IF_ERROR(
             cuda_status(launch::norm_bwd_dx(st, a.inputs[0], a.inputs[2], a.inputs[1], mean, var,
                                             sum_dy, sum_dyxmu, v, a.outputs[0]),

@@ -118,7 +118,9 @@ TEST(CudaKernelSpec, UnknownOpIsUnimplementedNamingIt) {
 }
 
 // Workspaces: reductions keep reduce_blocks(n) double partials; global_norm
-// one set per input; norms 2 (forward) or 4 (backward) doubles per group.
+// one set per input; norms 2 (forward) or 4 (backward) doubles per group,
+// then two partials per block of their grouped sums (reduce_plan.h; one
+// block per group at these sizes).
 TEST(CudaKernelSpec, WorkspaceSizesFollowLayouts) {
   const CudaKernelContext ctx;
   const int64_t n = 2 * 3 * 7 * 5;
@@ -131,10 +133,10 @@ TEST(CudaKernelSpec, WorkspaceSizesFollowLayouts) {
             (launch::reduce_blocks(n) + launch::reduce_blocks(64 * 27)) * sizeof(double));
   auto in_bwd = create_cuda_kernel(valid_specs()[17], ctx);  // instance_norm_bwd: 6 groups
   ASSERT_TRUE(in_bwd.ok());
-  EXPECT_EQ((*in_bwd)->workspace_bytes(), 4 * 6 * sizeof(double));
+  EXPECT_EQ((*in_bwd)->workspace_bytes(), (4 * 6 + 2 * 6) * sizeof(double));
   auto bn = create_cuda_kernel(valid_specs()[18], ctx);  // batch_norm: 3 groups
   ASSERT_TRUE(bn.ok());
-  EXPECT_EQ((*bn)->workspace_bytes(), 2 * 3 * sizeof(double));
+  EXPECT_EQ((*bn)->workspace_bytes(), (2 * 3 + 2 * 3) * sizeof(double));
   // reduce_blocks depends on n only and grows with it up to its cap.
   EXPECT_EQ(launch::reduce_blocks(1), 1);
   EXPECT_LE(launch::reduce_blocks(int64_t{1} << 40), 1024);

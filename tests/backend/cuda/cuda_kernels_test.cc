@@ -171,6 +171,17 @@ TEST_F(CudaKernels, Conv3dAndDeconvMatchCpu) {
   compare({"deconv_bwd_weights", {{2, 3, 5, 4}, {2, 4, 10, 8}}, {{3, 4, 2, 2}, {4}}, dw});
 }
 
+// Bias gradients large enough that each channel's sum is split over
+// several blocks (reduce_plan.h): 3 chunks per channel, float4 loads; then
+// an odd spatial size (scalar loads).
+TEST_F(CudaKernels, ConvBiasGradientOverSeveralBlocksMatchesCpu) {
+  Attrs bw = conv_attrs({1, 1}, {1, 1}, {1, 1});
+  bw["weight_shape"] = V{8, 3, 3, 3};
+  bw["has_bias"] = int64_t{1};
+  compare({"conv_bwd_weights", {{2, 3, 96, 96}, {2, 8, 96, 96}}, {{8, 3, 3, 3}, {8}}, bw});
+  compare({"conv_bwd_weights", {{3, 3, 61, 59}, {3, 8, 61, 59}}, {{8, 3, 3, 3}, {8}}, bw});
+}
+
 TEST_F(CudaKernels, ElementwiseMatchCpu) {
   const Shape s = {2, 3, 7, 5};
   compare({"relu", {s}, {s}, {}});
@@ -215,6 +226,23 @@ TEST_F(CudaKernels, NormalisationMatchCpu) {
   }
 }
 
+// Groups split over several blocks (reduce_plan.h): [2, 16, 24^3] gives 4
+// chunks per channel for batch norm and 2 per instance; [4, 8, 45, 47] has
+// an odd spatial size (scalar loads); x offset to [4, 6] checks the shifted
+// variance.
+TEST_F(CudaKernels, NormalisationOverSeveralBlocksMatchCpu) {
+  const Attrs eps = {{"eps", 1e-5}};
+  for (std::string op : {"instance_norm", "batch_norm"}) {
+    for (const Shape& x : {Shape{2, 16, 24, 24, 24}, Shape{4, 8, 45, 47}}) {
+      const Shape c = {x[1]};
+      compare({op, {x, c, c}, {x}, eps});
+      compare({op + "_bwd", {x, c, x}, {x, c, c}, eps});
+    }
+  }
+  const Shape x = {2, 16, 24, 24, 24}, c = {16};
+  compare({"batch_norm", {x, c, c}, {x}, eps, {{4.f, 6.f}, {-1.f, 1.f}, {-1.f, 1.f}}});
+}
+
 TEST_F(CudaKernels, LossesAndReductionsMatchCpu) {
   const Shape s = {2, 3, 6, 7};
   compare({"mse_loss", {s, s}, {{}}, {}});
@@ -222,6 +250,10 @@ TEST_F(CudaKernels, LossesAndReductionsMatchCpu) {
   const std::vector<std::pair<float, float>> probs = {{0.f, 1.f}, {0.f, 1.f}, {1.f, 1.f}};
   compare({"soft_dice_loss", {s, s}, {{}}, {{"eps", 1.0}}, probs});
   compare({"soft_dice_loss_bwd", {s, s, {}}, {s}, {{"eps", 1.0}}, probs});
+  // Slices of 40^3 = 64000 elements: 8 blocks per slice.
+  const Shape big = {2, 3, 40, 40, 40};
+  compare({"soft_dice_loss", {big, big}, {{}}, {{"eps", 1.0}}, probs});
+  compare({"soft_dice_loss_bwd", {big, big, {}}, {big}, {{"eps", 1.0}}, probs});
   compare({"reduce_mean", {{100000}}, {{}}, {}});
   compare({"reduce_mean_bwd", {{}}, {s}, {{"input_shape", V{2, 3, 6, 7}}}});
   compare({"global_norm", {{300000}, {5}, {3, 4}}, {{}}, {}});
@@ -251,6 +283,24 @@ TEST_F(CudaKernels, ConvBackwardWeightsIsDeterministic) {
   auto second = run_on(*gpu_, c, in);
   ASSERT_TRUE(first.ok() && second.ok());
   EXPECT_EQ(first->outputs, second->outputs);  // bitwise
+}
+
+// The grouped sums split over several blocks give the same bits every run.
+TEST_F(CudaKernels, GroupedReductionsAreDeterministic) {
+  const Shape x = {2, 16, 24, 24, 24}, c = {16}, d = {2, 3, 40, 40, 40};
+  const Attrs eps = {{"eps", 1e-5}};
+  const std::vector<Case> cases = {
+      {"batch_norm", {x, c, c}, {x}, eps},
+      {"instance_norm_bwd", {x, c, x}, {x, c, c}, eps},
+      {"soft_dice_loss", {d, d}, {{}}, {{"eps", 1.0}}, {{0.f, 1.f}, {0.f, 1.f}}},
+  };
+  for (const Case& k : cases) {
+    const std::vector<Floats> in = make_inputs(k, 7);
+    auto first = run_on(*gpu_, k, in);
+    auto second = run_on(*gpu_, k, in);
+    ASSERT_TRUE(first.ok() && second.ok()) << k.op;
+    EXPECT_EQ(first->outputs, second->outputs) << k.op;  // bitwise
+  }
 }
 
 TEST_F(CudaKernels, BadSpecRejectedLikeCpu) {
