@@ -1,15 +1,21 @@
-# lms_glob_tests(<lib> [extra libs...]): one test executable per *_test.cc in
-# the calling folder. Tests whose file name contains "stream", "event",
-# "device" or "executor" are labelled "concurrency" (also run under TSan).
+# lms_glob_tests(<lib> [extra libs...] [EXCLUDE <regex>]): one test executable
+# per *_test.cc in the calling folder, but those whose file name matches
+# EXCLUDE (the folder adds them itself). Tests whose file name contains
+# "stream", "event", "device", "executor" or "session" are labelled
+# "concurrency" (also run under TSan).
 function(lms_glob_tests)
+  cmake_parse_arguments(G "" "EXCLUDE" "" ${ARGN})
   file(GLOB tests CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*_test.cc)
+  if(G_EXCLUDE)
+    list(FILTER tests EXCLUDE REGEX "${G_EXCLUDE}")
+  endif()
   foreach(src ${tests})
     get_filename_component(name ${src} NAME_WE)
     set(labels "")
     if(name MATCHES "stream|event|device|executor|session")
       set(labels concurrency)
     endif()
-    lms_add_test(${name} SOURCES ${src} LIBS ${ARGN} LABELS "${labels}")
+    lms_add_test(${name} SOURCES ${src} LIBS ${G_UNPARSED_ARGUMENTS} LABELS "${labels}")
     target_compile_definitions(${name} PRIVATE LMS_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   endforeach()
 endfunction()

@@ -6,132 +6,21 @@
 
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <cstdio>
-#include <random>
 #include <string>
 #include <vector>
 
-#include "backend/cpu/cpu_device.h"
-#include "backend/cuda/cuda_device.h"
-#include "cuda_test_util.h"
+#include "kernel_compare.h"
 #include "lms/status.h"
 
 namespace lms::cuda {
 namespace {
 
-using Floats = std::vector<float>;
+using testing::Case;
+using testing::Floats;
+using testing::make_inputs;
+using testing::run_on;
 
-struct Case {
-  std::string op;
-  std::vector<Shape> inputs;
-  std::vector<Shape> outputs;
-  Attrs attrs;
-  // Per-input value range [lo, hi]; default [-1, 1]. Scalars like the Adam
-  // step need fixed values: lo == hi.
-  std::vector<std::pair<float, float>> ranges = {};
-};
-
-struct Result {
-  std::vector<Floats> outputs;
-  std::vector<Floats> inputs_after;  // for ops that mutate inputs
-};
-
-std::vector<Floats> make_inputs(const Case& c, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<Floats> in;
-  for (size_t i = 0; i < c.inputs.size(); ++i) {
-    auto [lo, hi] = i < c.ranges.size() ? c.ranges[i] : std::pair<float, float>(-1.f, 1.f);
-    std::uniform_real_distribution<float> dist(lo, hi);
-    Floats v(static_cast<size_t>(num_elements(c.inputs[i])));
-    for (float& x : v) x = lo == hi ? lo : dist(rng);
-    in.push_back(std::move(v));
-  }
-  return in;
-}
-
-absl::StatusOr<Result> run_on(Device& dev, const Case& c, const std::vector<Floats>& in) {
-  KernelSpec spec{.name = c.op + "_node",
-                  .op = c.op,
-                  .attrs = c.attrs,
-                  .input_shapes = c.inputs,
-                  .output_shapes = c.outputs};
-  LMS_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> kernel, dev.compile(spec));
-  KernelArgs args;
-  std::vector<void*> owned;
-  for (size_t i = 0; i < in.size(); ++i) {
-    LMS_ASSIGN_OR_RETURN(void* p, dev.allocate(in[i].size() * sizeof(float)));
-    owned.push_back(p);
-    LMS_RETURN_IF_ERROR(dev.upload(p, in[i].data(), in[i].size() * sizeof(float)));
-    args.inputs.push_back(static_cast<float*>(p));
-  }
-  for (const Shape& s : c.outputs) {
-    LMS_ASSIGN_OR_RETURN(void* p, dev.allocate(shape_bytes(s)));
-    owned.push_back(p);
-    args.outputs.push_back(static_cast<float*>(p));
-  }
-  if (kernel->workspace_bytes() > 0) {
-    LMS_ASSIGN_OR_RETURN(args.workspace, dev.allocate(kernel->workspace_bytes()));
-    owned.push_back(args.workspace);
-  }
-  dev.launch(*kernel, args, spec.name, spec.op);
-  LMS_RETURN_IF_ERROR(dev.synchronize());
-  Result r;
-  for (size_t i = 0; i < c.outputs.size(); ++i) {
-    r.outputs.emplace_back(static_cast<size_t>(num_elements(c.outputs[i])));
-    LMS_RETURN_IF_ERROR(dev.download(r.outputs.back().data(), args.outputs[i],
-                                     r.outputs.back().size() * sizeof(float)));
-  }
-  for (size_t i = 0; i < in.size(); ++i) {
-    r.inputs_after.emplace_back(in[i].size());
-    LMS_RETURN_IF_ERROR(
-        dev.download(r.inputs_after.back().data(), args.inputs[i], in[i].size() * sizeof(float)));
-  }
-  for (void* p : owned) dev.deallocate(p);
-  return r;
-}
-
-void expect_close(const Floats& got, const Floats& want, const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  int bad = 0;
-  for (size_t i = 0; i < got.size() && bad < 5; ++i) {
-    const float tol = 2e-4f + 2e-3f * std::fabs(want[i]);
-    if (!(std::fabs(got[i] - want[i]) <= tol)) {
-      ++bad;
-      ADD_FAILURE() << what << "[" << i << "]: cuda " << got[i] << " vs cpu " << want[i];
-    }
-  }
-}
-
-class CudaKernels : public ::testing::Test {
- protected:
-  void SetUp() override {
-    LMS_SKIP_WITHOUT_CUDA();
-    auto gpu = CudaDevice::create({.capacity_bytes = 256 << 20, .host_pool_bytes = 16 << 20});
-    ASSERT_TRUE(gpu.ok()) << gpu.status();
-    gpu_ = std::move(*gpu);
-    auto cpu = cpu::CpuDevice::create({.capacity_bytes = 256 << 20, .host_pool_bytes = 16 << 20});
-    ASSERT_TRUE(cpu.ok()) << cpu.status();
-    cpu_ = std::move(*cpu);
-  }
-
-  void compare(const Case& c, uint32_t seed = 1234) {
-    std::printf("op %s, seed %u\n", c.op.c_str(), seed);
-    const std::vector<Floats> in = make_inputs(c, seed);
-    auto want = run_on(*cpu_, c, in);
-    ASSERT_TRUE(want.ok()) << want.status();
-    auto got = run_on(*gpu_, c, in);
-    ASSERT_TRUE(got.ok()) << got.status();
-    for (size_t i = 0; i < c.outputs.size(); ++i)
-      expect_close(got->outputs[i], want->outputs[i], c.op + " output " + std::to_string(i));
-    for (size_t i = 0; i < in.size(); ++i)
-      expect_close(got->inputs_after[i], want->inputs_after[i],
-                   c.op + " input " + std::to_string(i));
-  }
-
-  std::unique_ptr<CudaDevice> gpu_;
-  std::unique_ptr<cpu::CpuDevice> cpu_;
-};
+class CudaKernels : public testing::CpuReferenceTest {};
 
 using V = std::vector<int64_t>;
 

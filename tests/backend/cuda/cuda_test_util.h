@@ -56,17 +56,22 @@ inline bool cuda_required() {
 
 }  // namespace lms::cuda::testing
 
-// Skips the test with the reason, or fails it under LMS_REQUIRE_CUDA=1.
-#define LMS_SKIP_WITHOUT_CUDA()                                               \
-  do {                                                                        \
-    const std::string lms_reason_ = ::lms::cuda::testing::no_device_reason(); \
-    if (!lms_reason_.empty()) {                                               \
-      if (::lms::cuda::testing::cuda_required()) {                            \
-        GTEST_FAIL() << "LMS_REQUIRE_CUDA=1 but " << lms_reason_;             \
-      }                                                                       \
-      GTEST_SKIP() << lms_reason_;                                            \
-    }                                                                         \
+// Skips the test with `reason` (a std::string; nothing happens when it is
+// empty), or fails it under LMS_REQUIRE_CUDA=1; either returns from the
+// calling function, so call it in the test body or check IsSkipped() after.
+#define LMS_SKIP_OR_FAIL(reason)                                  \
+  do {                                                            \
+    const std::string lms_reason_ = (reason);                     \
+    if (!lms_reason_.empty()) {                                   \
+      if (::lms::cuda::testing::cuda_required()) {                \
+        GTEST_FAIL() << "LMS_REQUIRE_CUDA=1 but " << lms_reason_; \
+      }                                                           \
+      GTEST_SKIP() << lms_reason_;                                \
+    }                                                             \
   } while (false)
+
+// Skips the test with the reason, or fails it under LMS_REQUIRE_CUDA=1.
+#define LMS_SKIP_WITHOUT_CUDA() LMS_SKIP_OR_FAIL(::lms::cuda::testing::no_device_reason())
 
 // Skips the test when `status` (of creating a device or allocating on it) is
 // out of memory, naming what was asked for; fails instead under

@@ -1,0 +1,221 @@
+// LMS on a CUDA GPU, as a user's program runs it: include/lms and the
+// example model builders only, the GPU from lms::make_cuda_device, the
+// Session run with its own event sink (a stall counter, so the device
+// queries copy events while kernels are queued: the path on which a
+// pending-event query once failed the next kernel launch).
+// For a small VDSR (8 conv3x3 + ReLU, 32 channels, batch 8, 32x32, MSE,
+// Adam) and a small 3-D U-Net (instance norm, max-pool, upsampling, concat
+// skips, soft Dice, Adam), 3 training steps on the unchanged graph and 3
+// after lms::rewrite at a budget between the working-set limit and the
+// unchanged peak (so the report lists swaps) must give:
+//  - bit-identical losses and final persistent tensors (parameters and
+//    Adam state);
+//  - in every step, the measured peak device bytes equal to the report's
+//    predicted peak, under the budget, and the bytes in use by schedule
+//    position equal to the plan's; the LMS run copies bytes both ways.
+// Skips with the reason on a machine without a usable CUDA device (and
+// fails there under LMS_REQUIRE_CUDA=1): it has not run on a GPU here.
+#include <gtest/gtest.h>
+
+#include <cinttypes>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "cuda_test_util.h"
+#include "lms/config.h"
+#include "lms/device.h"
+#include "lms/graph.h"
+#include "lms/rewrite.h"
+#include "lms/session.h"
+#include "lms/status.h"
+#include "lms/training.h"
+#include "models.h"
+
+namespace lms {
+namespace {
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+constexpr int kSteps = 3;
+
+struct Model {
+  Graph train;
+  Feeds feeds;
+};
+
+std::vector<float> uniform(size_t n, std::mt19937_64& gen) {
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(gen);
+  return v;
+}
+
+absl::StatusOr<Model> vdsr(uint64_t seed) {
+  constexpr int64_t kBatch = 8, kSize = 32;
+  Graph g;
+  const models::ModelTensors m = models::build_vdsr(
+      g, {.batch = kBatch, .height = kSize, .width = kSize, .depth = 8, .channels = 32});
+  LMS_RETURN_IF_ERROR(g.status());
+  Model model;
+  LMS_ASSIGN_OR_RETURN(model.train, training_graph(g, m.loss, Adam{.lr = 1e-3}));
+  std::mt19937_64 gen(seed);
+  model.feeds = {{"lr", uniform(kBatch * kSize * kSize, gen)},
+                 {"hr", uniform(kBatch * kSize * kSize, gen)}};
+  return model;
+}
+
+// NCDHW [1, 2, 32^3] image, one-hot labels of 3 classes.
+absl::StatusOr<Model> unet3d(uint64_t seed) {
+  constexpr int64_t kClasses = 3, kSize = 32, kVoxels = kSize * kSize * kSize;
+  Graph g;
+  const models::ModelTensors m = models::build_unet(g, {.batch = 1,
+                                                        .in_channels = 2,
+                                                        .classes = kClasses,
+                                                        .size = kSize,
+                                                        .base_filters = 8,
+                                                        .levels = 3,
+                                                        .spatial_dims = 3});
+  LMS_RETURN_IF_ERROR(g.status());
+  Model model;
+  LMS_ASSIGN_OR_RETURN(model.train, training_graph(g, m.loss, Adam{.lr = 1e-3}));
+  std::mt19937_64 gen(seed);
+  std::vector<float> labels(kClasses * kVoxels, 0.0f);
+  for (int64_t v = 0; v < kVoxels; ++v) labels[(gen() % kClasses) * kVoxels + v] = 1.0f;
+  model.feeds = {{"image", uniform(2 * kVoxels, gen)}, {"labels", std::move(labels)}};
+  return model;
+}
+
+struct Trained {
+  std::vector<float> losses;
+  std::vector<StepResult> steps;
+  std::map<std::string, std::vector<float>> state;  // every persistent tensor, after the run
+};
+
+absl::StatusOr<Trained> train(const Graph& graph, Device& device, const Feeds& feeds) {
+  LMS_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::create(graph, device));
+  const std::string loss = graph.tensor(graph.loss()).name;
+  Trained t;
+  for (int i = 0; i < kSteps; ++i) {
+    StepResult r;
+    LMS_RETURN_IF_ERROR(session->run(feeds, &r));
+    t.losses.push_back(r.fetched.at(loss).at(0));
+    t.steps.push_back(std::move(r));
+  }
+  for (const std::string& name : session->persistent_tensors()) {
+    LMS_ASSIGN_OR_RETURN(t.state[name], session->read(name));
+  }
+  return t;
+}
+
+// Every step ran at the plan's memory: peak and bytes by position.
+void expect_planned_memory(const Trained& t, const RewriteReport& plan, const char* what) {
+  for (size_t i = 0; i < t.steps.size(); ++i) {
+    EXPECT_EQ(t.steps[i].peak_device_bytes, plan.peak_bytes_after) << what << " step " << i;
+    EXPECT_EQ(t.steps[i].device_bytes_by_position, plan.device_bytes_by_position)
+        << what << " step " << i;
+  }
+}
+
+// A budget between the working-set limit and the unchanged peak at which
+// auto plans swaps that fit, with the kernels the unchanged graph uses (a
+// conv switched to workspace = "least" would run another cuDNN algorithm,
+// whose bits differ). Tries the midpoint first, then closer to the peak.
+absl::StatusOr<RewriteReport> plan_with_swaps(Graph& graph, Device& device,
+                                              const RewriteReport& plain) {
+  const uint64_t low = plain.working_set_limit_bytes, high = plain.peak_bytes_after;
+  if (low >= high) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("working-set limit ", low, " is not below the peak ", high));
+  }
+  std::string tried;
+  for (const auto& [num, den] : {std::pair{1, 2}, std::pair{2, 3}, std::pair{5, 6}}) {
+    Graph g = graph;
+    LmsConfig cfg;
+    cfg.device_memory_limit = low + (high - low) * num / den;
+    absl::StatusOr<RewriteReport> rep = rewrite(g, cfg, device);
+    std::printf("budget %" PRIu64 ": %s\n", cfg.device_memory_limit,
+                rep.ok() ? rep->summary().c_str() : rep.status().ToString().c_str());
+    if (rep.ok() && rep->fits && !rep->swapped.empty() && rep->least_workspace_nodes.empty()) {
+      graph = std::move(g);
+      return rep;
+    }
+    absl::StrAppend(&tried, " ", cfg.device_memory_limit);
+  }
+  return absl::NotFoundError(
+      absl::StrCat("no budget of", tried, " gave a plan with swaps that fits"));
+}
+
+void expect_lms_run_is_bit_identical(absl::StatusOr<Model> model, const char* name) {
+  LMS_SKIP_WITHOUT_CUDA();
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto device = make_cuda_device({.capacity_bytes = 1024 * kMiB, .host_pool_bytes = 256 * kMiB});
+  if (absl::IsUnimplemented(device.status())) {
+    LMS_SKIP_OR_FAIL(std::string(device.status().message()));
+  }
+  ASSERT_TRUE(device.ok()) << device.status();
+  std::printf("%s on %s\n", name, (*device)->name().c_str());
+
+  // Both plans before any session: the rewrite profiles on an idle device.
+  Graph plain = model->train;
+  LmsConfig off;
+  off.enabled = false;
+  auto plain_plan = rewrite(plain, off, **device);
+  ASSERT_TRUE(plain_plan.ok()) << plain_plan.status();
+  ASSERT_TRUE(plain_plan->fits) << plain_plan->summary();
+  Graph swapped = model->train;
+  auto plan = plan_with_swaps(swapped, **device, *plain_plan);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+
+  absl::StatusOr<Trained> without = train(plain, **device, model->feeds);
+  ASSERT_TRUE(without.ok()) << without.status();
+  absl::StatusOr<Trained> with = train(swapped, **device, model->feeds);
+  ASSERT_TRUE(with.ok()) << with.status();
+
+  for (int i = 0; i < kSteps; ++i) {
+    std::printf("step %d: loss %.9g without LMS, %.9g with; peak %" PRIu64 " / %" PRIu64
+                " bytes; %" PRIu64 " bytes out, %" PRIu64 " in; stall %.6f s\n",
+                i, without->losses[i], with->losses[i], without->steps[i].peak_device_bytes,
+                with->steps[i].peak_device_bytes, with->steps[i].bytes_d2h,
+                with->steps[i].bytes_h2d, with->steps[i].stall_s);
+    EXPECT_TRUE(std::isfinite(without->losses[i])) << "step " << i;
+    EXPECT_EQ(std::memcmp(&without->losses[i], &with->losses[i], sizeof(float)), 0)
+        << "step " << i << ": " << without->losses[i] << " vs " << with->losses[i];
+    EXPECT_GT(with->steps[i].bytes_d2h, 0u) << "step " << i;
+    EXPECT_GT(with->steps[i].bytes_h2d, 0u) << "step " << i;
+    EXPECT_LE(with->steps[i].peak_device_bytes, plan->budget_bytes) << "step " << i;
+  }
+  expect_planned_memory(*without, *plain_plan, "without LMS");
+  expect_planned_memory(*with, *plan, "with LMS");
+
+  ASSERT_EQ(without->state.size(), with->state.size());
+  for (const auto& [tensor, values] : without->state) {
+    auto it = with->state.find(tensor);
+    ASSERT_NE(it, with->state.end()) << tensor;
+    ASSERT_EQ(it->second.size(), values.size()) << tensor;
+    EXPECT_EQ(std::memcmp(it->second.data(), values.data(), values.size() * sizeof(float)), 0)
+        << tensor << " differs after " << kSteps << " steps";
+  }
+}
+
+TEST(CudaSession, VdsrWithSwapsIsBitIdenticalAtThePlannedPeak) {
+  constexpr uint64_t kSeed = 4401;
+  std::printf("seed %" PRIu64 "\n", kSeed);
+  expect_lms_run_is_bit_identical(vdsr(kSeed), "VDSR");
+}
+
+TEST(CudaSession, Unet3dWithSwapsIsBitIdenticalAtThePlannedPeak) {
+  constexpr uint64_t kSeed = 4402;
+  std::printf("seed %" PRIu64 "\n", kSeed);
+  expect_lms_run_is_bit_identical(unet3d(kSeed), "3-D U-Net");
+}
+
+}  // namespace
+}  // namespace lms
