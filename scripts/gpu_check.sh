@@ -5,7 +5,8 @@
 #      H100/H200 by default);
 #   3. the CUDA tests with LMS_REQUIRE_CUDA=1, so a missing device or a driver
 #      too old for CUDA 13 is a failure, not a green run of skips;
-#   4. compute-sanitizer memcheck and racecheck on the kernel tests;
+#   4. compute-sanitizer memcheck and racecheck on the kernel tests, and the
+#      reduction benchmark (achieved bytes/s against the memory bandwidth);
 #   5. LMS runs of VDSR and the 3-D U-Net on --device cuda with --trace, and
 #      each run's profile summary (copy/compute overlap, stall, issue lead).
 # It ends with one summary a person can read; every step's log is in the
@@ -122,6 +123,7 @@ if [ -x "$build/bench/lms-bench" ] && [ -d "$build/tests/backend/cuda" ]; then
   step "CUDA tests (LMS_REQUIRE_CUDA=1)" cuda_tests.log cuda_tests
   step "compute-sanitizer memcheck" memcheck.log sanitize memcheck
   step "compute-sanitizer racecheck" racecheck.log sanitize racecheck
+  step "reductions: bytes/s vs peak bandwidth" reduce_bench.log bounded "$build/bench/cuda_reduce_bench"
   step "lms-bench vdsr --device cuda" vdsr.log lms_runs vdsr "--batch=32,256" 1GiB
   step "lms-bench unet3d --device cuda" unet3d.log lms_runs unet3d "--size=64,128" 1GiB
 else
@@ -133,6 +135,10 @@ echo
 echo "==================== gpu_check summary ===================="
 head -n 2 "$out/gpu.log" | tail -n 1
 for r in "${results[@]}"; do echo "$r"; done
+if [ -f "$out/reduce_bench.log" ]; then
+  echo "--- reductions (cuda_reduce_bench)"
+  tail -n 20 "$out/reduce_bench.log"
+fi
 for m in vdsr unet3d; do
   [ -f "$out/$m.log" ] || continue
   echo "--- lms-bench $m --device cuda"
