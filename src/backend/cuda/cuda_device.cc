@@ -289,12 +289,15 @@ void CudaDevice::report_timed_spans(bool all) {
   std::vector<std::unique_ptr<StreamSpan>> done;
   {
     std::lock_guard<std::mutex> lock(spans_mu_);
-    std::vector<std::unique_ptr<StreamSpan>> waiting;
-    for (auto& span : timed_spans_) {
-      const bool finished = all || query_event(span->end) == cudaSuccess;
-      (finished ? done : waiting).push_back(std::move(span));
+    // In issue order, up to the first span still running: one query per
+    // span reported plus one, so frequent event waits stay cheap; the rest
+    // is reported at the next synchronize().
+    size_t n = 0;
+    while (n < timed_spans_.size() && (all || query_event(timed_spans_[n]->end) == cudaSuccess)) {
+      done.push_back(std::move(timed_spans_[n]));
+      ++n;
     }
-    timed_spans_ = std::move(waiting);
+    timed_spans_.erase(timed_spans_.begin(), timed_spans_.begin() + static_cast<std::ptrdiff_t>(n));
   }
   for (auto& span : done) {
     float start_ms = 0, end_ms = 0;

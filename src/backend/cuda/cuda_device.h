@@ -52,6 +52,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -169,14 +170,14 @@ class CudaDevice : public Device {
   void close_span(SpanBracket& span, const std::string& what);
   cudaEvent_t timing_event();         // from the spare list, or a new one; null on failure
   void recycle(StreamSpan& span);     // its events go back to the spare list
-  void report_timed_spans(bool all);  // all, or those whose end event completed
+  void report_timed_spans(bool all);  // all, or those finished, in issue order
   void rebase_clock();                // clock_base_ <-> now_s(), streams idle
 
   CudaDeviceOptions options_;
   uint64_t handle_bytes_ = 0;
   std::atomic<EventSink*> sink_{nullptr};
   std::mutex spans_mu_;
-  std::vector<std::unique_ptr<StreamSpan>> timed_spans_;  // reported at synchronize()
+  std::deque<std::unique_ptr<StreamSpan>> timed_spans_;  // reported at synchronize()
   std::vector<cudaEvent_t> spare_timing_events_;
   cudaEvent_t clock_base_ = nullptr;  // completed at clock_base_s_ (now_s())
   double clock_base_s_ = 0;
