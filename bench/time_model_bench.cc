@@ -12,8 +12,13 @@
 //
 //   GOMP_SPINCOUNT=30000 build-*/bench/time_model_bench --threads 1
 //     [--model vdsr|unet3d] [--batch 16] [--size 41] [--depth 20] [--channels 64]
-//     [--steps 3] [--budget-fraction 0.6] [--links 12GB/s,1GB/s,50MB/s]
+//     [--steps 3] [--repeat 1] [--budget-fraction 0.6] [--links 12GB/s,1GB/s,50MB/s]
 //     [--trace DIR]
+// --repeat N plans (profiling the device anew) and runs each row N times
+// and prints the run of median pred/meas with the range of pred/meas over
+// the N: on a shared machine node times drift by several percent between a
+// profile and the steps that follow it, and one cycle shows that noise, not
+// the model's error.
 // --trace DIR writes, per link and model, the Chrome trace of the steps
 // (<model>_<link>_<time model>.trace.json) and prints the profile summary.
 // unet3d: the 3-D U-Net of lms-bench (batch 1, 4 channels in, 4 classes, 8
@@ -56,6 +61,7 @@ struct Options {
   int64_t channels = 64;
   int threads = 0;  // CpuDeviceOptions::compute_threads; 0 = all cores
   int steps = 3;    // timed steps after one warm-up step
+  int repeat = 1;   // plan-and-run cycles per row (each profiles anew); the median is printed
   double budget_fraction = 0.6;
   std::vector<double> links = {12e9, 1e9, 50e6};
   std::string trace_dir;  // empty: no traces
@@ -100,6 +106,9 @@ absl::StatusOr<Options> parse(int argc, char** argv) {
     } else if (a == "--steps") {
       LMS_RETURN_IF_ERROR(parse_int(a, v, 1, &n));
       o.steps = static_cast<int>(n);
+    } else if (a == "--repeat") {
+      LMS_RETURN_IF_ERROR(parse_int(a, v, 1, &n));
+      o.repeat = static_cast<int>(n);
     } else if (a == "--budget-fraction") {
       char* end = nullptr;
       o.budget_fraction = v == nullptr ? 0 : std::strtod(v, &end);
@@ -124,7 +133,7 @@ absl::StatusOr<Options> parse(int argc, char** argv) {
     } else {
       return absl::InvalidArgumentError(fmt::format(
           "unknown argument '{}' (allowed: --model vdsr|unet3d, --batch N, --size N, --depth N, "
-          "--channels N, --threads N, --steps N, --budget-fraction F, --links "
+          "--channels N, --threads N, --steps N, --repeat N, --budget-fraction F, --links "
           "BW[,BW...], --trace DIR)",
           a));
     }
@@ -261,9 +270,9 @@ absl::Status run(const Options& o) {
       kCopyLatencyS * 1e6, spin != nullptr ? spin : "(unset)");
   // Stall: the compute stream waiting on copies; host wait: the issuing
   // thread blocked in device calls, not stall (Note [Stall], lms/session.h).
-  std::printf("%-10s | %-8s | %-32s | %8s | %9s | %9s | %9s | %10s | %10s | %9s\n", "link", "model",
-              "link planned with", "swap MiB", "step pred", "step meas", "pred/meas", "stall pred",
-              "stall meas", "host wait");
+  std::printf("%-10s | %-8s | %-32s | %8s | %9s | %9s | %9s | %10s | %10s | %10s | %9s\n", "link",
+              "model", "link planned with", "swap MiB", "step pred", "step meas", "pred/meas",
+              "range", "stall pred", "stall meas", "host wait");
   bool profiled = false;
   for (const double link : o.links) {
     LMS_ASSIGN_OR_RETURN(auto device, lms::make_cpu_device({.capacity_bytes = budget,
@@ -309,19 +318,34 @@ absl::Status run(const Options& o) {
               ? std::string()
               : fmt::format("{}/{}_{}_{}.trace.json", o.trace_dir, o.model,
                             static_cast<int64_t>(link / 1e6), lms::time_model_name(model));
-      absl::StatusOr<Row> row = plan_and_run(train, cfg, *device, feeds, o.steps, trace);
-      if (!row.ok()) {
+      std::vector<Row> rows;
+      absl::Status failed;
+      for (int rep = 0; rep < o.repeat && failed.ok(); ++rep) {
+        absl::StatusOr<Row> row =
+            plan_and_run(train, cfg, *device, feeds, o.steps, rep == 0 ? trace : std::string());
+        if (row.ok()) {
+          rows.push_back(*std::move(row));
+        } else {
+          failed = row.status();
+        }
+      }
+      if (!failed.ok()) {
         std::printf("%-10s | %-8s | %s\n", rate(link).c_str(), lms::time_model_name(model),
-                    std::string(lms::to_std(row.status().message())).c_str());
+                    std::string(lms::to_std(failed.message())).c_str());
         continue;
       }
-      const lms::RewriteReport& r = row->report;
+      auto ratio = [](const Row& x) { return x.report.step_time_after_s / x.step_s; };
+      std::sort(rows.begin(), rows.end(),
+                [&](const Row& a, const Row& b) { return ratio(a) < ratio(b); });
+      const Row& mid = rows[rows.size() / 2];
+      const lms::RewriteReport& r = mid.report;
       std::printf(
-          "%-10s | %-8s | %-32s | %8.1f | %9.3f | %9.3f | %9.2f | %10.3f | %10.3f | %9.3f\n",
+          "%-10s | %-8s | %-32s | %8.1f | %9.3f | %9.3f | %9.2f | %10s | %10.3f | %10.3f | %9.3f\n",
           rate(link).c_str(), lms::time_model_name(model), planned_link.c_str(),
           static_cast<double>(r.bytes_out_per_step) / static_cast<double>(mib), r.step_time_after_s,
-          row->step_s, r.step_time_after_s / row->step_s, r.stall_s, row->stall_s,
-          row->host_wait_s);
+          mid.step_s, ratio(mid),
+          fmt::format("{:.2f}..{:.2f}", ratio(rows.front()), ratio(rows.back())).c_str(), r.stall_s,
+          mid.stall_s, mid.host_wait_s);
       std::fflush(stdout);
     }
   }

@@ -37,7 +37,8 @@ void mark_oom(CaseResult& row, const absl::Status& s) {
 }
 
 // The planner's figures for the graph as it is (no swaps): profile peak and
-// working-set limit. rewrite with enabled = false analyses and leaves the
+// working-set limit (the smaller of the fast and the least-workspace
+// kernels'). rewrite with enabled = false analyses and leaves the
 // graph unchanged.
 absl::Status fill_planner_before(const Graph& train, const CaseSpec& spec, const RewriteOptions& ro,
                                  CaseResult& row) {
@@ -50,6 +51,22 @@ absl::Status fill_planner_before(const Graph& train, const CaseSpec& spec, const
   row.predicted_peak_after_bytes = rep.peak_bytes_before;
   row.working_set_limit_bytes = rep.working_set_limit_bytes;
   row.working_set_node = rep.working_set_node;
+  if (ro.least_workspace_bytes.has_value() && ro.workspace_bytes.has_value()) {
+    // The smallest working set any plan reaches: every convolution with the
+    // kernel of the smaller workspace (Note [Least workspace fallback]).
+    RewriteOptions least = ro;
+    for (size_t id = 0; id < ro.least_workspace_bytes->size() && id < least.workspace_bytes->size();
+         ++id) {
+      (*least.workspace_bytes)[id] =
+          std::min((*least.workspace_bytes)[id], (*ro.least_workspace_bytes)[id]);
+    }
+    Graph lean = train;
+    LMS_ASSIGN_OR_RETURN(RewriteReport lean_rep, rewrite(lean, off, least));
+    if (lean_rep.working_set_limit_bytes < row.working_set_limit_bytes) {
+      row.working_set_limit_bytes = lean_rep.working_set_limit_bytes;
+      row.working_set_node = lean_rep.working_set_node;
+    }
+  }
   row.predicted_step_s = rep.step_time_before_s;
   row.planned_bytes_by_position = std::move(rep.device_bytes_by_position);
   return absl::OkStatus();

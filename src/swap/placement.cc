@@ -323,6 +323,21 @@ std::vector<int32_t> breadth_order(const Problem& p, const std::vector<Placement
   return order;
 }
 
+std::vector<int32_t> area_order(const Problem& p, const std::vector<PlacementBuffer>& buffers) {
+  std::vector<double> key(p.size.size());
+  for (size_t i = 0; i < key.size(); ++i) {
+    const double length = static_cast<double>(int64_t{buffers[i].last} - buffers[i].first + 1);
+    key[i] = static_cast<double>(p.size[i]) * length;
+  }
+  std::vector<int32_t> order(p.size.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    if (key[a] != key[b]) return key[a] > key[b];
+    return a < b;
+  });
+  return order;
+}
+
 std::string describe(const std::vector<PlacementBuffer>& buffers, const Placement& placement,
                      size_t i, uint64_t size) {
   return absl::StrCat("buffer ", i, " (positions [", buffers[i].first, ", ", buffers[i].last,
@@ -332,7 +347,15 @@ std::string describe(const std::vector<PlacementBuffer>& buffers, const Placemen
 }  // namespace
 
 const char* placement_method_name(PlacementMethod method) {
-  return method == PlacementMethod::kGreedyBySize ? "greedy by size" : "greedy by breadth";
+  switch (method) {
+    case PlacementMethod::kGreedyBySize:
+      return "greedy by size";
+    case PlacementMethod::kGreedyByBreadth:
+      return "greedy by breadth";
+    case PlacementMethod::kGreedyByArea:
+      return "greedy by area";
+  }
+  return "?";
 }
 
 uint64_t placed_size(const PlacementBuffer& buffer, uint64_t alignment) {
@@ -349,9 +372,10 @@ uint64_t placement_lower_bound(const std::vector<PlacementBuffer>& buffers, uint
 
 absl::StatusOr<Placement> place_buffers(const std::vector<PlacementBuffer>& buffers,
                                         const PlacementOptions& options) {
-  if (!options.greedy_by_size && !options.greedy_by_breadth) {
+  if (!options.greedy_by_size && !options.greedy_by_breadth && !options.greedy_by_area) {
     return absl::InvalidArgumentError(
-        "placement: no heuristic chosen; set greedy_by_size and / or greedy_by_breadth");
+        "placement: no heuristic chosen; set at least one of greedy_by_size, greedy_by_breadth "
+        "and greedy_by_area");
   }
   LMS_ASSIGN_OR_RETURN(Problem p, make_problem(buffers, options.alignment_bytes));
   std::optional<Placement> best;
@@ -370,6 +394,12 @@ absl::StatusOr<Placement> place_buffers(const std::vector<PlacementBuffer>& buff
         place_in_order(p, breadth_order(p, buffers), options, PlacementMethod::kGreedyByBreadth,
                        best ? best->arena_bytes - 1 : kNoGap);
     if (breadth) best = std::move(breadth);
+  }
+  if (options.greedy_by_area && (!best || gap_above(*best))) {
+    std::optional<Placement> area =
+        place_in_order(p, area_order(p, buffers), options, PlacementMethod::kGreedyByArea,
+                       best ? best->arena_bytes - 1 : kNoGap);
+    if (area) best = std::move(area);
   }
   return std::move(*best);
 }

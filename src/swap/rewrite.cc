@@ -390,6 +390,15 @@ absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config,
     return first;
   }
   absl::StatusOr<RewriteReport> second = rewrite_once(lean, config, lean_options);
+  if (!first.ok() && !second.ok()) {
+    // Neither plans: the second attempt came closer (smaller working sets),
+    // so its reason is the one to act on.
+    return absl::Status(
+        second.status().code(),
+        absl::StrCat(second.status().message(), " (with the least-workspace kernels of ",
+                     switched.size(), " nodes; with the fast kernels: ", first.status().message(),
+                     ")"));
+  }
   if (!second.ok() || tight(second)) {
     if (first.ok()) graph = std::move(fast);
     return first;

@@ -77,6 +77,19 @@ std::vector<int32_t> reference_size_order(const std::vector<PlacementBuffer>& b,
   return order;
 }
 
+std::vector<int32_t> reference_area_order(const std::vector<PlacementBuffer>& b,
+                                          uint64_t alignment) {
+  std::vector<int32_t> order(b.size());
+  for (size_t i = 0; i < b.size(); ++i) order[i] = static_cast<int32_t>(i);
+  auto area = [&](int32_t i) {
+    return static_cast<double>(placed_size(b[i], alignment)) *
+           static_cast<double>(int64_t{b[i].last} - b[i].first + 1);
+  };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t x, int32_t y) { return area(x) > area(y); });
+  return order;
+}
+
 // Live bytes by position, brute force.
 std::vector<uint64_t> reference_breadth(const std::vector<PlacementBuffer>& b, uint64_t alignment) {
   int32_t end = 0;
@@ -221,10 +234,10 @@ TEST(Placement, GreedyByBreadthWinsWhereGreedyBySizeDoesNot) {
   // order b2, b3, b1, b0: b2 -> 0 [0,3); b3 -> 3 [3,6); b1 -> 6 [6,8);
   // b0 meets b2 only -> 3 [3,7). Arena 8 = the bound: optimal.
   const auto b = unit_buffers({{0, 0, 4}, {1, 1, 2}, {0, 1, 3}, {1, 1, 3}});
-  const Placement size = place_or_die(b, {.greedy_by_breadth = false});
+  const Placement size = place_or_die(b, {.greedy_by_breadth = false, .greedy_by_area = false});
   EXPECT_EQ(in_units(size.offset), (std::vector<uint64_t>{0, 7, 4, 0}));
   EXPECT_EQ(size.arena_bytes, 9 * kUnit);
-  const Placement breadth = place_or_die(b, {.greedy_by_size = false});
+  const Placement breadth = place_or_die(b, {.greedy_by_size = false, .greedy_by_area = false});
   EXPECT_EQ(in_units(breadth.offset), (std::vector<uint64_t>{3, 6, 0, 3}));
   EXPECT_EQ(breadth.arena_bytes, 8 * kUnit);
   EXPECT_EQ(breadth.method, PlacementMethod::kGreedyByBreadth);
@@ -234,6 +247,31 @@ TEST(Placement, GreedyByBreadthWinsWhereGreedyBySizeDoesNot) {
   EXPECT_EQ(both.lower_bound_bytes, 8 * kUnit);
   EXPECT_EQ(both.method, PlacementMethod::kGreedyByBreadth);
   EXPECT_STREQ(placement_method_name(both.method), "greedy by breadth");
+}
+
+TEST(Placement, GreedyByAreaPlacesLongLivedBuffersFirst) {
+  // b0 [2,2] 4, b1 [0,5] 2, b2 [1,3] 2, b3 [0,0] 5. Live: position 0: b1+b3
+  // = 7; 1: b1+b2 = 4; 2: b0+b1+b2 = 8; bound 8.
+  // Greedy by size (b3, b0, b1, b2): b3 -> 0; b0 meets none -> 0; b1 meets
+  // b3 and b0 -> 5; b2 meets b0 [0,4) and b1 [5,7): gap 1 < 2 -> 7. Arena 9.
+  // Greedy by breadth (keys b0 b1 b2: 8, b3: 7; order b0, b1, b2, b3): b0
+  // -> 0; b1 -> 4; b2 -> 6; b3 meets b1 [4,6): gap 4 < 5 -> 6. Arena 11.
+  // Greedy by area (size x positions: b1 12, b2 6, b3 5, b0 4): b1 -> 0;
+  // b2 -> 2; b3 meets b1 -> 2; b0 meets b1 and b2 [0,4) -> 4. Arena 8 = the
+  // bound.
+  const auto b = unit_buffers({{2, 2, 4}, {0, 5, 2}, {1, 3, 2}, {0, 0, 5}});
+  EXPECT_EQ(place_or_die(b, {.greedy_by_breadth = false, .greedy_by_area = false}).arena_bytes,
+            9 * kUnit);
+  EXPECT_EQ(place_or_die(b, {.greedy_by_size = false, .greedy_by_area = false}).arena_bytes,
+            11 * kUnit);
+  const Placement area = place_or_die(b, {.greedy_by_size = false, .greedy_by_breadth = false});
+  EXPECT_EQ(in_units(area.offset), (std::vector<uint64_t>{4, 0, 2, 2}));
+  const Placement all = place_or_die(b, {});
+  EXPECT_EQ(all.offset, area.offset);
+  EXPECT_EQ(all.arena_bytes, 8 * kUnit);
+  EXPECT_EQ(all.lower_bound_bytes, 8 * kUnit);
+  EXPECT_EQ(all.method, PlacementMethod::kGreedyByArea);
+  EXPECT_STREQ(placement_method_name(all.method), "greedy by area");
 }
 
 TEST(Placement, NestedEqualActivationsStackToTheBound) {
@@ -264,7 +302,8 @@ TEST(Placement, RefusesBadInput) {
   EXPECT_THAT(p.status().message(), HasSubstr("2^63 - 1"));
   p = place_buffers({{0, 0, UINT64_MAX}}, {});
   EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
-  p = place_buffers({{0, 1, 10}}, {.greedy_by_size = false, .greedy_by_breadth = false});
+  p = place_buffers({{0, 1, 10}},
+                    {.greedy_by_size = false, .greedy_by_breadth = false, .greedy_by_area = false});
   EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(p.status().message(), HasSubstr("no heuristic"));
 }
@@ -464,21 +503,31 @@ TEST(PlacementProperty, SameOffsetsAsTheQuadraticReference) {
     const std::vector<PlacementBuffer> b = random_buffers(rng, shape, 1 + rng() % 400);
     const bool best_fit = round % 3 != 0;
     const std::string what = absl::StrCat(shape_name(shape), ", round ", round);
-    const Placement size =
-        place_or_die(b, {.greedy_by_breadth = false, .best_fit = best_fit, .max_scan = 0});
+    const Placement size = place_or_die(
+        b,
+        {.greedy_by_breadth = false, .greedy_by_area = false, .best_fit = best_fit, .max_scan = 0});
     EXPECT_EQ(size.offset, reference_place(b, reference_size_order(b, kUnit), kUnit, best_fit))
         << what;
-    const Placement breadth =
-        place_or_die(b, {.greedy_by_size = false, .best_fit = best_fit, .max_scan = 0});
+    const Placement breadth = place_or_die(
+        b, {.greedy_by_size = false, .greedy_by_area = false, .best_fit = best_fit, .max_scan = 0});
     EXPECT_EQ(breadth.offset,
               reference_place(b, reference_breadth_order(b, kUnit), kUnit, best_fit))
         << what;
-    // Both: the smaller arena, greedy by size on a tie.
-    const Placement both =
+    const Placement area = place_or_die(
+        b,
+        {.greedy_by_size = false, .greedy_by_breadth = false, .best_fit = best_fit, .max_scan = 0});
+    EXPECT_EQ(area.offset, reference_place(b, reference_area_order(b, kUnit), kUnit, best_fit))
+        << what;
+    // All three: the smallest arena, the earlier heuristic on a tie.
+    const Placement all =
         place_or_die(b, {.breadth_if_gap_above = 0, .best_fit = best_fit, .max_scan = 0});
-    const bool breadth_wins = breadth.arena_bytes < size.arena_bytes;
-    EXPECT_EQ(both.offset, breadth_wins ? breadth.offset : size.offset) << what;
-    EXPECT_EQ(both.arena_bytes, std::min(size.arena_bytes, breadth.arena_bytes)) << what;
+    const Placement* want = &size;
+    if (breadth.arena_bytes < want->arena_bytes) want = &breadth;
+    if (want->arena_bytes > want->lower_bound_bytes && area.arena_bytes < want->arena_bytes) {
+      want = &area;
+    }
+    EXPECT_EQ(all.offset, want->offset) << what;
+    EXPECT_EQ(all.arena_bytes, want->arena_bytes) << what;
   }
 }
 
