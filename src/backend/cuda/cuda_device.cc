@@ -260,7 +260,8 @@ void CudaDevice::close_span(SpanBracket& b, const std::string& what) {
   if (b.live != nullptr) {
     if (cudaLaunchHostFunc(b.stream, report_span, b.live) != cudaSuccess) {
       (void)cudaGetLastError();
-      delete b.live;  // the first callback may still run: it only writes start_s
+      // Not freed: the first callback is enqueued and will still write to
+      // it. Leaked on this error path only.
       set_async_error(absl::InternalError(absl::StrCat(what, ": cudaLaunchHostFunc failed")));
     }
     b.live = nullptr;
