@@ -5,6 +5,13 @@
 #                    plasma-workspace-wallpapers
 #   DIR/eval/*.png   real photos among scikit-image's data images (astronaut,
 #                    camera, chelsea, coffee, ...), from python3-skimage
+#   DIR/mri/*.nii.gz MRI volumes and label atlases in one space, from
+#                    mricron-data: T1 volumes of one human subject (ch2,
+#                    ch2bet = skull-stripped, ch2better = another acquisition
+#                    of the same subject), atlases aligned to it (aal,
+#                    HarvardOxford cortical, JHU white matter, brodmann, with
+#                    the region names of aal and JHU as .txt), and a macaque
+#                    T1 with NeuroMaps labels (inia19)
 # The .deb files are fetched with `apt-get download` and unpacked with
 # `dpkg -x` into CACHE (default DIR/cache, i.e. ./data/cache).
 #
@@ -19,6 +26,7 @@ dir="${1:-./data}"
 cache="${CACHE:-$dir/cache}"
 wallpaper_pkg=plasma-workspace-wallpapers
 skimage_pkg=python3-skimage
+mri_pkg=mricron-data
 
 # Photographs among the package's wallpapers (the others are vector art or
 # renders: Altai, Canopee, Cascade, Cluster, Elarun, Flow, FlyingKonqui,
@@ -28,6 +36,11 @@ train_photos=(Autumn BytheWater ColdRipple ColorfulCups DarkestHour EveningGlow 
               Grey Kite OneStandsOut Path summer_1am)
 # Real photos among skimage/data (the rest are synthetic, binary or tiny).
 eval_photos=(astronaut camera chelsea coffee coins moon motorcycle_left brick grass gravel)
+# mricron-data's templates folder.
+mri_files=(ch2.nii.gz ch2bet.nii.gz ch2better.nii.gz aal.nii.gz aal.nii.txt
+           HarvardOxford-cort-maxprob-thr0-1mm.nii.gz JHU-WhiteMatter-labels-1mm.nii.gz
+           JHU-WhiteMatter-labels-1mm.nii.txt brodmann.nii.gz inia19-t1-brain.nii.gz
+           inia19-NeuroMaps.nii.gz)
 
 log() { echo "fetch_data: $*"; }
 die() { echo "fetch_data: error: $*" >&2; exit 1; }
@@ -95,13 +108,14 @@ all_present() {
   local name
   for name in "${train_photos[@]}"; do [ -s "$dir/train/$name.jpg" ] || return 1; done
   for name in "${eval_photos[@]}"; do [ -s "$dir/eval/$name.png" ] || return 1; done
+  for name in "${mri_files[@]}"; do [ -s "$dir/mri/$name" ] || return 1; done
 }
 if all_present; then
-  log "all ${#train_photos[@]} train and ${#eval_photos[@]} eval photos already in $dir; nothing to do"
+  log "all ${#train_photos[@]} train and ${#eval_photos[@]} eval photos and ${#mri_files[@]} MRI files already in $dir; nothing to do"
   exit 0
 fi
 
-for pkg in "$wallpaper_pkg" "$skimage_pkg"; do
+for pkg in "$wallpaper_pkg" "$skimage_pkg" "$mri_pkg"; do
   download "$pkg"
   unpack "$pkg"
 done
@@ -121,4 +135,11 @@ for name in "${eval_photos[@]}"; do
   place "$skdata/$name.png" "$dir/eval/$name.png"
 done
 log "eval: ${#eval_photos[@]} photos in $dir/eval ($copied copied, $skipped already there)"
-du -sh "$dir/train" "$dir/eval" | sed 's/^/fetch_data: /'
+
+copied=0 skipped=0
+mkdir -p "$dir/mri"
+for name in "${mri_files[@]}"; do
+  place "$cache/root/usr/share/mricron/templates/$name" "$dir/mri/$name"
+done
+log "mri: ${#mri_files[@]} files in $dir/mri ($copied copied, $skipped already there)"
+du -sh "$dir/train" "$dir/eval" "$dir/mri" | sed 's/^/fetch_data: /'
