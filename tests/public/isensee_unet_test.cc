@@ -47,6 +47,7 @@ Shape prediction_shape(const Graph& g, const models::ModelTensors& m) {
 
 TEST(IsenseeUnet, PredictsEveryClassAtEveryVoxel) {
   const IsenseeConfig configs[] = {
+      IsenseeConfig{},  // the paper's: 128^3, 4 modalities, 16 filters, 5 levels
       tiny(),
       {.batch = 2, .in_channels = 4, .classes = 4, .size = 16, .base_filters = 2, .levels = 5},
       {.in_channels = 2, .classes = 2, .size = 8, .base_filters = 3, .levels = 2},
