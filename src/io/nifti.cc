@@ -132,8 +132,32 @@ absl::Status read_and_check_header(const std::string& path, const NiftiReadOptio
   return check_size(*header, path, options);
 }
 
+// Note [niftilib reading]: nifti_image_read finds the data of a single-file
+// image by its base name and prefers "<base>.nii" to "<base>.nii.gz", so
+// reading x.nii.gz next to an x.nii returns the header of one and the data of
+// the other; iname is therefore set back to `path`. And nifti_image_load
+// reports success for a truncated or corrupt gzip stream (its short-read
+// check compares a size_t -1 with "<"), so the data is read here through
+// znzlib and every byte is accounted for.
+absl::StatusOr<NiftiImagePtr> read_header_image(const std::string& path) {
+  NiftiImagePtr nim(nifti_image_read(path.c_str(), 0));
+  if (nim == nullptr) {
+    return file_error(absl::StatusCode::kDataLoss, path,
+                      "niftilib cannot read the header (see its message on stderr)");
+  }
+  if (nim->nifti_type != NIFTI_FTYPE_NIFTI1_1) {
+    return file_error(absl::StatusCode::kInvalidArgument, path,
+                      "is not a single-file NIfTI-1 image (magic \"n+1\"); .hdr/.img pairs and "
+                      "ANALYZE files are not read");
+  }
+  std::free(nim->iname);
+  nim->iname = strdup(path.c_str());
+  if (nim->iname == nullptr) return absl::ResourceExhaustedError("out of memory");
+  return nim;
+}
+
 // An uncompressed file shorter than its header says is reported with both
-// sizes; niftilib would only fail to load.
+// sizes before anything is read.
 absl::Status check_file_length(const nifti_image& nim, const std::string& path) {
   if (nifti_is_gzfile(path.c_str())) return absl::OkStatus();
   struct stat st;
@@ -145,6 +169,39 @@ absl::Status check_file_length(const nifti_image& nim, const std::string& path) 
                       absl::StrCat("truncated: ", st.st_size,
                                    " bytes, the header needs vox_offset ", nim.iname_offset, " + ",
                                    nim.nvox, " voxels x ", nim.nbyper, " bytes = ", need));
+  }
+  return absl::OkStatus();
+}
+
+// Reads the voxel data of `nim` from `path` into nim.data, native byte order
+// (Note [niftilib reading]).
+absl::Status load_data(nifti_image& nim, const std::string& path) {
+  const size_t bytes = nim.nvox * static_cast<size_t>(nim.nbyper);
+  nim.data = std::malloc(bytes);  // nifti_image_free frees it
+  if (nim.data == nullptr) {
+    return file_error(absl::StatusCode::kResourceExhausted, path,
+                      absl::StrCat("cannot allocate ", bytes, " bytes for the image data"));
+  }
+  znzFile fp = znzopen(path.c_str(), "rb", nifti_is_gzfile(path.c_str()));
+  if (znz_isnull(fp)) return errno_status(errno, absl::StrCat("cannot open ", path));
+  const bool seeked = znzseek(fp, nim.iname_offset, SEEK_SET) >= 0;
+  const size_t got = seeked ? znzread(nim.data, 1, bytes, fp) : 0;
+  char extra = 0;
+  // One byte past the data makes zlib check the gzip trailer (CRC, length).
+  const size_t tail = got == bytes ? znzread(&extra, 1, 1, fp) : 0;
+  znzclose(fp);
+  constexpr size_t kZlibError = static_cast<size_t>(-1);
+  if (got == kZlibError || tail == kZlibError) {
+    return file_error(absl::StatusCode::kDataLoss, path,
+                      "corrupt or truncated gzip stream in the image data");
+  }
+  if (got != bytes) {
+    return file_error(absl::StatusCode::kDataLoss, path,
+                      absl::StrCat("truncated image data: read ", seeked ? got : 0, " of ", bytes,
+                                   " bytes after vox_offset ", nim.iname_offset));
+  }
+  if (nim.swapsize > 1 && nim.byteorder != nifti_short_order()) {
+    nifti_swap_Nbytes(nim.nvox, nim.swapsize, nim.data);
   }
   return absl::OkStatus();
 }
@@ -384,10 +441,10 @@ std::string nifti_suffix(const std::string& path) {
 // disk, say) only on stderr.
 absl::Status verify_written(const nifti_image& written, const std::string& tmp,
                             const std::string& path) {
-  NiftiImagePtr back(nifti_image_read(tmp.c_str(), 1));
-  const bool same = back != nullptr && back->data != nullptr && back->nvox == written.nvox &&
-                    back->datatype == written.datatype &&
-                    std::memcmp(back->data, written.data, written.nvox * written.nbyper) == 0;
+  absl::StatusOr<NiftiImagePtr> back = read_header_image(tmp);
+  const bool same = back.ok() && load_data(**back, tmp).ok() && (*back)->nvox == written.nvox &&
+                    (*back)->datatype == written.datatype &&
+                    std::memcmp((*back)->data, written.data, written.nvox * written.nbyper) == 0;
   if (same) return absl::OkStatus();
   return file_error(
       absl::StatusCode::kDataLoss, path,
@@ -498,17 +555,9 @@ const char* nifti_type_name(NiftiType type) {
 
 absl::StatusOr<Volume> read_nifti(const std::string& path, const NiftiReadOptions& options) {
   LMS_RETURN_IF_ERROR(read_and_check_header(path, options));
-  NiftiImagePtr nim(nifti_image_read(path.c_str(), 0));
-  if (nim == nullptr) {
-    return file_error(absl::StatusCode::kDataLoss, path,
-                      "niftilib cannot read the header (see its message on stderr)");
-  }
+  LMS_ASSIGN_OR_RETURN(NiftiImagePtr nim, read_header_image(path));
   LMS_RETURN_IF_ERROR(check_file_length(*nim, path));
-  if (nifti_image_load(nim.get()) < 0 || nim->data == nullptr) {
-    return file_error(absl::StatusCode::kDataLoss, path,
-                      "the image data is truncated or corrupt (a gzip stream or file shorter "
-                      "than the header says)");
-  }
+  LMS_RETURN_IF_ERROR(load_data(*nim, path));
   LMS_ASSIGN_OR_RETURN(Volume stored, volume_of(*nim, path));
   if (!options.reorient_to_ras) return stored;
   LMS_ASSIGN_OR_RETURN(AxisMap map, ras_axis_map(*nim, path));
