@@ -5,6 +5,7 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config clang-format
       libabsl-dev libfmt-dev libdnnl-dev libtomlplusplus-dev nlohmann-json3-dev
       libgtest-dev libgmock-dev libbenchmark-dev libpng-dev libjpeg-dev libstb-dev
+      libniftiio-dev libznz-dev libnifti2-dev
       dpkg-dev)
 missing=()
 for p in "${pkgs[@]}"; do

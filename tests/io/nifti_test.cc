@@ -1,0 +1,438 @@
+#include "lms/io/nifti.h"
+
+#include <nifti1_io.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace lms::io {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+constexpr uint32_t kSeed = 20240917;
+
+class NiftiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("lms_nifti_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    std::printf("seed %u\n", kSeed);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  fs::path dir_;
+};
+
+// Writes a file through niftilib itself, so that the reader is tested against
+// files it did not write: `fill` sets the data, `edit` the header fields.
+void write_raw(const std::string& path, const std::vector<int>& dims, int datatype,
+               const std::function<void(nifti_image&)>& fill,
+               const std::function<void(nifti_image&)>& edit = nullptr) {
+  int d[8] = {static_cast<int>(dims.size()), 1, 1, 1, 1, 1, 1, 1};
+  for (size_t i = 0; i < dims.size(); ++i) d[i + 1] = dims[i];
+  nifti_image* nim = nifti_make_new_nim(d, datatype, 1);
+  ASSERT_NE(nim, nullptr);
+  if (fill) fill(*nim);
+  if (edit) edit(*nim);
+  ASSERT_EQ(nifti_set_filenames(nim, path.c_str(), 0, 1), 0);
+  nifti_image_write(nim);
+  nifti_image_free(nim);
+}
+
+// Stored value i + 10 j + 100 k at stored voxel (i, j, k), for orientation.
+void fill_ijk(nifti_image& nim) {
+  float* data = static_cast<float*>(nim.data);
+  for (int k = 0; k < nim.nz; ++k) {
+    for (int j = 0; j < nim.ny; ++j) {
+      for (int i = 0; i < nim.nx; ++i) data[i + nim.nx * (j + nim.ny * k)] = i + 10 * j + 100 * k;
+    }
+  }
+}
+
+void set_sform(nifti_image& nim, const float (&rows)[3][4]) {
+  nim.sform_code = NIFTI_XFORM_SCANNER_ANAT;
+  for (int r = 0; r < 4; ++r) {
+    for (int c = 0; c < 4; ++c) nim.sto_xyz.m[r][c] = r < 3 ? rows[r][c] : (c == 3 ? 1 : 0);
+  }
+  nim.sto_ijk = nifti_mat44_inverse(nim.sto_xyz);
+}
+
+// Integer-valued voxels within `type`'s range (below 2^24, so float holds
+// them exactly), or arbitrary floats for the float types.
+Volume random_volume(NiftiType type, std::array<int64_t, 3> dims, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Volume v;
+  v.dims = dims;
+  v.spacing_mm = {0.5, 1.25, 2.0};
+  v.voxels.resize(v.voxel_count());
+  double lo = 0, hi = 255;
+  switch (type) {
+    case NiftiType::kInt8:
+      lo = -128, hi = 127;
+      break;
+    case NiftiType::kUint16:
+      hi = 65535;
+      break;
+    case NiftiType::kInt16:
+      lo = -32768, hi = 32767;
+      break;
+    case NiftiType::kInt32:
+      lo = -(1 << 24), hi = 1 << 24;
+      break;
+    case NiftiType::kUint32:
+      hi = 1 << 24;
+      break;
+    case NiftiType::kFloat32:
+    case NiftiType::kFloat64:
+      lo = -1e6, hi = 1e6;
+      break;
+    default:
+      break;
+  }
+  std::uniform_real_distribution<double> dist(lo, hi);
+  const bool integer = type != NiftiType::kFloat32 && type != NiftiType::kFloat64;
+  for (float& x : v.voxels) x = static_cast<float>(integer ? std::round(dist(rng)) : dist(rng));
+  v.voxels.front() = static_cast<float>(lo), v.voxels.back() = static_cast<float>(hi);
+  return v;
+}
+
+constexpr NiftiType kAllTypes[] = {NiftiType::kUint8,   NiftiType::kInt8,   NiftiType::kUint16,
+                                   NiftiType::kInt16,   NiftiType::kInt32,  NiftiType::kUint32,
+                                   NiftiType::kFloat32, NiftiType::kFloat64};
+
+// v_<type>.nii and v_<type>.nii.gz share a folder and hold different values:
+// each must read back its own data (Note [niftilib reading]).
+TEST_F(NiftiTest, RoundTripEveryTypeNiiAndGz) {
+  uint32_t seed = kSeed;
+  for (NiftiType type : kAllTypes) {
+    for (const char* suffix : {".nii", ".nii.gz"}) {
+      SCOPED_TRACE(std::string(nifti_type_name(type)) + suffix);
+      const Volume v = random_volume(type, {5, 4, 3}, seed++);
+      const std::string file = path(absl::StrCat("v_", nifti_type_name(type), suffix));
+      ASSERT_TRUE(write_nifti(file, v, type).ok());
+      absl::StatusOr<Volume> back = read_nifti(file);
+      ASSERT_TRUE(back.ok()) << back.status();
+      EXPECT_EQ(back->dims, v.dims);
+      EXPECT_EQ(back->spacing_mm, v.spacing_mm);  // all exact in float
+      EXPECT_EQ(back->voxels, v.voxels);
+      ASSERT_TRUE(back->affine.has_value());
+      EXPECT_EQ(*back->affine, (std::array<double, 12>{0.5, 0, 0, 0, 0, 1.25, 0, 0, 0, 0, 2.0, 0}));
+    }
+  }
+  // Atomic writes leave no temporary file behind.
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 16);
+}
+
+TEST_F(NiftiTest, ScaledFileIsRescaledAndSlopeZeroMeansUnscaled) {
+  auto ramp = [](nifti_image& nim) {
+    for (size_t n = 0; n < nim.nvox; ++n) static_cast<int16_t*>(nim.data)[n] = int16_t(n) - 5;
+  };
+  write_raw(path("scaled.nii.gz"), {2, 3, 4}, DT_INT16, ramp, [](nifti_image& nim) {
+    nim.scl_slope = 2;
+    nim.scl_inter = 1;
+  });
+  write_raw(path("zero.nii"), {2, 3, 4}, DT_INT16, ramp, [](nifti_image& nim) {
+    nim.scl_slope = 0;
+    nim.scl_inter = 7;
+  });
+  absl::StatusOr<Volume> scaled = read_nifti(path("scaled.nii.gz"));
+  absl::StatusOr<Volume> zero = read_nifti(path("zero.nii"));
+  ASSERT_TRUE(scaled.ok()) << scaled.status();
+  ASSERT_TRUE(zero.ok()) << zero.status();
+  for (size_t n = 0; n < 24; ++n) {
+    EXPECT_EQ(scaled->voxels[n], 2.0f * (int(n) - 5) + 1) << n;
+    EXPECT_EQ(zero->voxels[n], float(int(n) - 5)) << n;
+  }
+}
+
+// 2x3x4 stored; x flipped by the sform (LAS): RAS x = 1 - i.
+TEST_F(NiftiTest, SformFlippingXIsReadInRasOrder) {
+  write_raw(path("las.nii"), {2, 3, 4}, DT_FLOAT32, fill_ijk, [](nifti_image& nim) {
+    set_sform(nim, {{-1, 0, 0, 5}, {0, 1, 0, 0}, {0, 0, 1, 0}});
+  });
+  absl::StatusOr<Volume> v = read_nifti(path("las.nii"));
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->dims, (std::array<int64_t, 3>{2, 3, 4}));
+  for (int z = 0; z < 4; ++z) {
+    for (int y = 0; y < 3; ++y) {
+      for (int x = 0; x < 2; ++x) EXPECT_EQ(v->at(x, y, z), (1 - x) + 10 * y + 100 * z);
+    }
+  }
+  // RAS voxel 0 is stored voxel i = 1, at world x = -1 + 5.
+  EXPECT_EQ((*v->affine)[0], 1.0);
+  EXPECT_EQ((*v->affine)[3], 4.0);
+}
+
+// Stored i runs Superior, j Right, k Anterior: RAS (x, y, z) = stored (z, x, y).
+TEST_F(NiftiTest, SformPermutingAxesIsReadInRasOrder) {
+  write_raw(path("perm.nii.gz"), {2, 3, 4}, DT_FLOAT32, fill_ijk, [](nifti_image& nim) {
+    nim.dx = nim.pixdim[1] = 1, nim.dy = nim.pixdim[2] = 2, nim.dz = nim.pixdim[3] = 3;
+    set_sform(nim, {{0, 2, 0, 0}, {0, 0, 3, 0}, {1, 0, 0, 0}});
+  });
+  absl::StatusOr<Volume> v = read_nifti(path("perm.nii.gz"));
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->dims, (std::array<int64_t, 3>{3, 4, 2}));
+  EXPECT_EQ(v->spacing_mm, (std::array<double, 3>{2, 3, 1}));
+  for (int z = 0; z < 2; ++z) {
+    for (int y = 0; y < 4; ++y) {
+      for (int x = 0; x < 3; ++x) EXPECT_EQ(v->at(x, y, z), z + 10 * x + 100 * y);
+    }
+  }
+  EXPECT_EQ(*v->affine, (std::array<double, 12>{2, 0, 0, 0, 0, 3, 0, 0, 0, 0, 1, 0}));
+}
+
+// Without an sform the qform decides (here a y flip); with neither the
+// stored order is kept.
+TEST_F(NiftiTest, QformIsUsedWithoutSformAndNoTransformKeepsStoredOrder) {
+  write_raw(path("qform.nii"), {2, 3, 4}, DT_FLOAT32, fill_ijk, [](nifti_image& nim) {
+    mat44 m = nifti_make_orthog_mat44(1, 0, 0, 0, -1, 0, 0, 0, 1);
+    float dx, dy, dz;
+    nifti_mat44_to_quatern(m, &nim.quatern_b, &nim.quatern_c, &nim.quatern_d, &nim.qoffset_x,
+                           &nim.qoffset_y, &nim.qoffset_z, &dx, &dy, &dz, &nim.qfac);
+    nim.qform_code = NIFTI_XFORM_SCANNER_ANAT;
+    nim.sform_code = 0;
+  });
+  write_raw(path("none.nii"), {2, 3, 4}, DT_FLOAT32, fill_ijk,
+            [](nifti_image& nim) { nim.qform_code = nim.sform_code = 0; });
+  absl::StatusOr<Volume> q = read_nifti(path("qform.nii"));
+  absl::StatusOr<Volume> none = read_nifti(path("none.nii"));
+  ASSERT_TRUE(q.ok()) << q.status();
+  ASSERT_TRUE(none.ok()) << none.status();
+  for (int z = 0; z < 4; ++z) {
+    for (int y = 0; y < 3; ++y) {
+      for (int x = 0; x < 2; ++x) {
+        EXPECT_EQ(q->at(x, y, z), x + 10 * (2 - y) + 100 * z);
+        EXPECT_EQ(none->at(x, y, z), x + 10 * y + 100 * z);
+      }
+    }
+  }
+}
+
+// Every rejected file: the expected code, the file named, and the field.
+void expect_error(const absl::StatusOr<Volume>& v, absl::StatusCode code, const std::string& file,
+                  const std::string& field) {
+  ASSERT_FALSE(v.ok());
+  std::printf("%s\n", v.status().ToString().c_str());
+  EXPECT_EQ(v.status().code(), code) << v.status();
+  EXPECT_THAT(std::string(v.status().message()), HasSubstr(file));
+  EXPECT_THAT(std::string(v.status().message()), HasSubstr(field));
+}
+
+void cut_file(const std::string& file, size_t keep) { fs::resize_file(file, keep); }
+
+TEST_F(NiftiTest, TruncatedFilesAreDataLoss) {
+  const Volume v = random_volume(NiftiType::kFloat32, {16, 16, 16}, kSeed);
+  for (const char* name : {"t.nii.gz", "t.nii"}) {
+    const std::string file = path(name);
+    ASSERT_TRUE(write_nifti(file, v, NiftiType::kFloat32).ok());
+    cut_file(file, fs::file_size(file) / 2);
+    expect_error(read_nifti(file), absl::StatusCode::kDataLoss, file, "truncated");
+  }
+  const std::string header_only = path("h.nii.gz");
+  ASSERT_TRUE(write_nifti(header_only, v, NiftiType::kFloat32).ok());
+  cut_file(header_only, 40);  // inside the gzip'd header
+  expect_error(read_nifti(header_only), absl::StatusCode::kDataLoss, header_only, "NIfTI-1");
+}
+
+TEST_F(NiftiTest, CorruptGzipIsAnErrorNotACrash) {
+  const Volume v = random_volume(NiftiType::kFloat32, {16, 16, 16}, kSeed);
+  std::mt19937 rng(kSeed);
+  for (double where : {0.02, 0.5}) {
+    const std::string file = path(absl::StrCat("c", int(where * 100), ".nii.gz"));
+    ASSERT_TRUE(write_nifti(file, v, NiftiType::kFloat32).ok());
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(file) * where));
+    for (int n = 0; n < 64; ++n) f.put(static_cast<char>(rng()));
+    f.close();
+    absl::StatusOr<Volume> back = read_nifti(file);
+    ASSERT_FALSE(back.ok()) << where;
+    EXPECT_THAT(std::string(back.status().message()), HasSubstr(file));
+  }
+}
+
+TEST_F(NiftiTest, NotANiftiFileAndMissingFile) {
+  std::ofstream(path("text.nii")) << "hello, not a volume\n";
+  expect_error(read_nifti(path("text.nii")), absl::StatusCode::kDataLoss, path("text.nii"),
+               "not a NIfTI-1 file");
+  expect_error(read_nifti(path("missing.nii")), absl::StatusCode::kNotFound, path("missing.nii"),
+               "cannot open");
+}
+
+TEST_F(NiftiTest, WrongDimensionsAreRejectedAndSingleton4DIsAccepted) {
+  write_raw(path("2d.nii"), {4, 5}, DT_FLOAT32, nullptr);
+  expect_error(read_nifti(path("2d.nii")), absl::StatusCode::kInvalidArgument, path("2d.nii"),
+               "dim[0] = 2");
+  write_raw(path("4d.nii"), {4, 5, 6, 3}, DT_FLOAT32, nullptr);
+  expect_error(read_nifti(path("4d.nii")), absl::StatusCode::kInvalidArgument, path("4d.nii"),
+               "dim[4] = 3");
+  write_raw(path("4d1.nii.gz"), {4, 5, 6, 1}, DT_FLOAT32, nullptr);
+  absl::StatusOr<Volume> v = read_nifti(path("4d1.nii.gz"));
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->dims, (std::array<int64_t, 3>{4, 5, 6}));
+}
+
+TEST_F(NiftiTest, UnsupportedDatatypesAreNamed) {
+  write_raw(path("c64.nii"), {2, 2, 2}, DT_COMPLEX64, nullptr);
+  write_raw(path("rgb.nii.gz"), {2, 2, 2}, DT_RGB24, nullptr);
+  expect_error(read_nifti(path("c64.nii")), absl::StatusCode::kInvalidArgument, path("c64.nii"),
+               "datatype 32 (COMPLEX64) is not supported; allowed: uint8, int8");
+  expect_error(read_nifti(path("rgb.nii.gz")), absl::StatusCode::kInvalidArgument,
+               path("rgb.nii.gz"), "RGB24");
+}
+
+TEST_F(NiftiTest, NanAndInfVoxelsAndNonFiniteScalingAreRejected) {
+  auto with = [](float bad) {
+    return [bad](nifti_image& nim) { static_cast<float*>(nim.data)[1 + 2 * 2] = bad; };
+  };
+  write_raw(path("nan.nii"), {2, 3, 4}, DT_FLOAT32, with(NAN));
+  write_raw(path("inf.nii.gz"), {2, 3, 4}, DT_FLOAT32, with(-INFINITY));
+  expect_error(read_nifti(path("nan.nii")), absl::StatusCode::kInvalidArgument, path("nan.nii"),
+               "voxel (1, 2, 0)");
+  expect_error(read_nifti(path("inf.nii.gz")), absl::StatusCode::kInvalidArgument,
+               path("inf.nii.gz"), "-inf after scaling");
+  write_raw(path("slope.nii"), {2, 3, 4}, DT_INT16, nullptr,
+            [](nifti_image& nim) { nim.scl_slope = NAN; });
+  expect_error(read_nifti(path("slope.nii")), absl::StatusCode::kInvalidArgument, path("slope.nii"),
+               "scl_slope = nan");
+}
+
+// A header claiming 30000^3 voxels (NIfTI-1 dims stop at 32767) with no data.
+TEST_F(NiftiTest, AbsurdSizeIsRefusedBeforeAllocating) {
+  int d[8] = {3, 30000, 30000, 30000, 1, 1, 1, 1};
+  nifti_image* nim = nifti_make_new_nim(d, DT_UINT8, 0);
+  ASSERT_NE(nim, nullptr);
+  ASSERT_EQ(nifti_set_filenames(nim, path("huge.nii").c_str(), 0, 1), 0);
+  znzFile f = nifti_image_write_hdr_img(nim, 0, "wb");  // header only; closes the file
+  if (!znz_isnull(f)) znzclose(f);
+  nifti_image_free(nim);
+  ASSERT_EQ(fs::file_size(path("huge.nii")), 352u);
+  expect_error(read_nifti(path("huge.nii")), absl::StatusCode::kInvalidArgument, path("huge.nii"),
+               "dims 30000x30000x30000 = 27000000000000 voxels");
+  // Within the voxel limit, the data the header promises is missing.
+  expect_error(read_nifti(path("huge.nii"), {.max_voxels = int64_t{1} << 50}),
+               absl::StatusCode::kInvalidArgument, path("huge.nii"), "host memory");
+}
+
+TEST_F(NiftiTest, WriteRefusesValuesThatDoNotFitAndBadNames) {
+  Volume v = random_volume(NiftiType::kUint8, {2, 2, 2}, kSeed);
+  v.voxels[v.index(1, 0, 1)] = 256;
+  absl::Status s = write_nifti(path("u8.nii"), v, NiftiType::kUint8);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("voxel (1, 0, 1) = 256 does not fit uint8"));
+  v.voxels[v.index(1, 0, 1)] = NAN;
+  EXPECT_FALSE(write_nifti(path("f.nii"), v, NiftiType::kFloat32).ok());
+  v.voxels[v.index(1, 0, 1)] = 1;
+  EXPECT_THAT(std::string(write_nifti(path("v.img"), v, NiftiType::kFloat32).message()),
+              HasSubstr(".nii or .nii.gz"));
+  EXPECT_FALSE(fs::exists(path("u8.nii")));
+  EXPECT_FALSE(fs::exists(path("f.nii")));
+}
+
+int stored_datatype(const std::string& file) {
+  nifti_image* nim = nifti_image_read(file.c_str(), 0);
+  const int dt = nim != nullptr ? nim->datatype : -1;
+  nifti_image_free(nim);
+  return dt;
+}
+
+TEST_F(NiftiTest, LabelsAreWrittenAsUint8OrInt16) {
+  Volume labels{.dims = {3, 2, 2}, .spacing_mm = {1, 1, 1}, .voxels = std::vector<float>(12, 0)};
+  labels.voxels[3] = 4;
+  ASSERT_TRUE(write_nifti_labels(path("small.nii.gz"), labels).ok());
+  EXPECT_EQ(stored_datatype(path("small.nii.gz")), DT_UINT8);
+  labels.voxels[5] = -1;
+  labels.voxels[6] = 1000;
+  ASSERT_TRUE(write_nifti_labels(path("wide.nii.gz"), labels).ok());
+  EXPECT_EQ(stored_datatype(path("wide.nii.gz")), DT_INT16);
+  absl::StatusOr<Volume> back = read_nifti(path("wide.nii.gz"));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->voxels, labels.voxels);
+  labels.voxels[7] = 0.5;
+  EXPECT_EQ(write_nifti_labels(path("half.nii"), labels).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(NiftiGridTest, DifferentGridsNameBothFilesAndTheField) {
+  Volume image{.dims = {4, 4, 4}, .spacing_mm = {1, 1, 1.5}};
+  Volume labels = image;
+  EXPECT_TRUE(check_same_grid(image, labels, "t1.nii.gz", "seg.nii.gz").ok());
+  labels.spacing_mm[2] = 1.5 * (1 + 1e-6);  // float header rounding is tolerated
+  EXPECT_TRUE(check_same_grid(image, labels, "t1.nii.gz", "seg.nii.gz").ok());
+  labels.spacing_mm[2] = 1.6;
+  absl::Status s = check_same_grid(image, labels, "t1.nii.gz", "seg.nii.gz");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("t1.nii.gz and seg.nii.gz differ in spacing_mm"));
+  labels = image;
+  labels.dims[1] = 5;
+  s = check_same_grid(image, labels, "t1.nii.gz", "seg.nii.gz");
+  EXPECT_THAT(std::string(s.message()), HasSubstr("differ in dims: 4x4x4 vs 4x5x4"));
+}
+
+// Value 2x - 3y + 0.5z + 1 at voxel (x, y, z) of an 8x8x8 grid.
+float ramp(double x, double y, double z) { return float(2 * x - 3 * y + 0.5 * z + 1); }
+
+TEST(NiftiResampleTest, TrilinearOfARampIsExactInside) {
+  Volume v{.dims = {8, 8, 8}, .spacing_mm = {1, 1, 1}};
+  for (int z = 0; z < 8; ++z) {
+    for (int y = 0; y < 8; ++y) {
+      for (int x = 0; x < 8; ++x) v.voxels.push_back(ramp(x, y, z));
+    }
+  }
+  // Same extent (8 mm) on 12 voxels of 2/3 mm: output o samples input
+  // (o + 0.5) * 2/3 - 0.5.
+  absl::StatusOr<Volume> r =
+      resample(v, {12, 12, 12}, {2.0 / 3, 2.0 / 3, 2.0 / 3}, Interpolation::kTrilinear);
+  ASSERT_TRUE(r.ok()) << r.status();
+  int checked = 0;
+  for (int z = 1; z < 11; ++z) {
+    for (int y = 1; y < 11; ++y) {
+      for (int x = 1; x < 11; ++x) {
+        auto in = [](int o) { return (o + 0.5) * 2 / 3 - 0.5; };
+        EXPECT_NEAR(r->at(x, y, z), ramp(in(x), in(y), in(z)), 1e-4) << x << " " << y << " " << z;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 1000);
+}
+
+TEST(NiftiResampleTest, NearestKeepsTheLabelSet) {
+  std::mt19937 rng(kSeed);
+  const float kLabels[] = {0, 1, 2, 5};
+  Volume v{.dims = {7, 6, 5}, .spacing_mm = {1, 1.2, 2.5}};
+  for (int n = 0; n < 7 * 6 * 5; ++n) v.voxels.push_back(kLabels[rng() % 4]);
+  absl::StatusOr<Volume> r = resample(v, {11, 9, 4}, {0.7, 0.9, 3.1}, Interpolation::kNearest);
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::set<float> seen(r->voxels.begin(), r->voxels.end());
+  for (float label : seen) EXPECT_TRUE(label == 0 || label == 1 || label == 2 || label == 5);
+  EXPECT_GE(seen.size(), 3u);
+}
+
+TEST(NiftiResampleTest, IdentityReturnsTheSameVoxels) {
+  const Volume v = random_volume(NiftiType::kFloat32, {5, 6, 7}, kSeed);
+  for (Interpolation interp : {Interpolation::kTrilinear, Interpolation::kNearest}) {
+    absl::StatusOr<Volume> r = resample(v, v.dims, v.spacing_mm, interp);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->voxels, v.voxels);
+  }
+  EXPECT_EQ(resample(v, {0, 6, 7}, v.spacing_mm, Interpolation::kNearest).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace lms::io
