@@ -1,0 +1,62 @@
+// Training data of examples/unet3d: an MRI volume and its class labels on a
+// cube grid, and random batches from it with augmentation.
+//
+//   LMS_ASSIGN_OR_RETURN(BrainPair full, load_brain("data/mri", "ch2bet.nii.gz"));
+//   LMS_ASSIGN_OR_RETURN(BrainPair grid, to_cube(full, 96));   // 96^3 voxels
+//   std::vector<float> image, onehot;
+//   LMS_RETURN_IF_ERROR(make_batch(grid, {.crop = 64, .batch = 2}, /*seed=*/1, /*step=*/0,
+//                                  &image, &onehot));
+//
+// Shapes: a batch is NCDHW, image [batch, 1, crop, crop, crop] and one-hot
+// labels [batch, kBrainClasses, crop, crop, crop], with W along the volume's
+// x (Right), H along y (Anterior), D along z (Superior), so voxel (x, y, z)
+// of a crop is element ((z * crop) + y) * crop + x of its channel.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "lms/io/nifti.h"
+
+namespace lms::unet3d {
+
+// An image and its class labels (class ids stored as floats) on one grid.
+struct BrainPair {
+  io::Volume image;   // intensities, normalised: zero mean, unit variance over labelled voxels
+  io::Volume labels;  // class ids 0..kBrainClasses-1 (brain_task.h)
+};
+
+// Reads `dir`/`image_file` and the AAL atlas `dir`/aal.nii.gz with its
+// table aal.nii.txt (as scripts/fetch_data.sh places them), maps the atlas
+// to classes (aal_classes) and normalises the image. Errors: those of
+// read_nifti, aal_classes and check_same_grid (naming the files), and
+// InvalidArgument when no voxel is labelled.
+absl::StatusOr<BrainPair> load_brain(const std::string& dir, const std::string& image_file);
+
+// The pair resampled to side^3 isotropic voxels covering the volume's
+// longest extent, centred (image trilinear, labels nearest); the image is
+// normalised again on the new grid. InvalidArgument for side < 1.
+absl::StatusOr<BrainPair> to_cube(const BrainPair& pair, int64_t side);
+
+// Normalises `image` in place to zero mean and unit variance over the
+// voxels whose label is not 0 (all voxels when none is).
+void normalise(io::Volume& image, const io::Volume& labels);
+
+struct BatchOptions {
+  int64_t crop = 64;  // cube side of each sample, <= the grid's smallest side
+  int64_t batch = 1;  // samples
+  bool flips = true;  // left-right mirror with probability 1/2, swapping L and R classes
+  double intensity_jitter = 0.1;  // image * (1 + u) + v, u, v uniform in [-j, j]
+};
+
+// One batch: random crop corners, flips and intensity jitter drawn from
+// (seed, step) alone, so a step's batch is the same on every run and after a
+// resume. InvalidArgument for a crop larger than the grid or < 1, batch < 1,
+// a negative jitter, grids that differ, or a label outside the classes.
+absl::Status make_batch(const BrainPair& pair, const BatchOptions& options, uint64_t seed,
+                        int64_t step, std::vector<float>* image, std::vector<float>* onehot);
+
+}  // namespace lms::unet3d
