@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <numbers>
 #include <random>
 #include <sstream>
 
@@ -20,6 +21,44 @@ absl::StatusOr<std::string> read_text(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+// Trilinear value of `v` at voxel coordinates (x, y, z); `outside` beyond
+// the grid (a sample counts as inside up to half a voxel past the edge,
+// where it takes the edge voxel).
+float sample_linear(const io::Volume& v, double x, double y, double z, float outside) {
+  const double p[3] = {x, y, z};
+  int64_t lo[3];
+  double f[3];
+  for (int a = 0; a < 3; ++a) {
+    if (p[a] < -0.5 || p[a] > static_cast<double>(v.dims[a]) - 0.5) return outside;
+    const double q = std::clamp(p[a], 0.0, static_cast<double>(v.dims[a] - 1));
+    lo[a] = std::min<int64_t>(static_cast<int64_t>(std::floor(q)), v.dims[a] - 1);
+    f[a] = q - static_cast<double>(lo[a]);
+  }
+  double sum = 0;
+  for (int corner = 0; corner < 8; ++corner) {
+    double w = 1;
+    int64_t at[3];
+    for (int a = 0; a < 3; ++a) {
+      const bool up = (corner >> a) & 1;
+      at[a] = std::min<int64_t>(lo[a] + (up ? 1 : 0), v.dims[a] - 1);
+      w *= up ? f[a] : 1 - f[a];
+    }
+    if (w != 0) sum += w * v.at(at[0], at[1], at[2]);
+  }
+  return static_cast<float>(sum);
+}
+
+// Nearest voxel's label at (x, y, z); 0 (background) beyond the grid.
+long sample_nearest(const io::Volume& v, double x, double y, double z) {
+  const double p[3] = {x, y, z};
+  int64_t at[3];
+  for (int a = 0; a < 3; ++a) {
+    at[a] = std::llround(p[a]);
+    if (at[a] < 0 || at[a] >= v.dims[a]) return 0;
+  }
+  return std::lround(v.at(at[0], at[1], at[2]));
 }
 
 }  // namespace
@@ -101,6 +140,24 @@ absl::Status make_batch(const BrainPair& pair, const BatchOptions& o, uint64_t s
   if (!(o.intensity_jitter >= 0)) {
     return absl::InvalidArgumentError("make_batch: intensity_jitter must be >= 0");
   }
+  if (!(o.max_rotation_deg >= 0 && o.max_rotation_deg <= 180)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("make_batch: max_rotation_deg ", o.max_rotation_deg, " must be in [0, 180]"));
+  }
+  if (!(o.max_scaling >= 0 && o.max_scaling <= 0.5)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("make_batch: max_scaling ", o.max_scaling, " must be in [0, 0.5]"));
+  }
+  for (float l : pair.labels.voxels) {
+    const long label = std::lround(l);
+    if (label < 0 || label >= kBrainClasses) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("make_batch: label ", label, " outside 0..", kBrainClasses - 1));
+    }
+  }
+  const float background = pair.image.voxels.empty() ? 0.0f
+                                                     : *std::min_element(pair.image.voxels.begin(),
+                                                                         pair.image.voxels.end());
   const int64_t c = o.crop, voxels = c * c * c;
   image->assign(static_cast<size_t>(o.batch * voxels), 0.0f);
   onehot->assign(static_cast<size_t>(o.batch * kBrainClasses * voxels), 0.0f);
@@ -114,20 +171,40 @@ absl::Status make_batch(const BrainPair& pair, const BatchOptions& o, uint64_t s
     const bool flip = o.flips && (rng() & 1) != 0;
     std::uniform_real_distribution<double> jitter(-o.intensity_jitter, o.intensity_jitter);
     const double scale = 1.0 + jitter(rng), shift = jitter(rng);
+    const double angle =
+        std::uniform_real_distribution<double>(-o.max_rotation_deg, o.max_rotation_deg)(rng) *
+        std::numbers::pi / 180.0;
+    const double zoom =
+        std::uniform_real_distribution<double>(1.0 - o.max_scaling, 1.0 + o.max_scaling)(rng);
+    const bool warp = angle != 0.0 || zoom != 1.0;
+    const double cos_a = std::cos(angle) / zoom, sin_a = std::sin(angle) / zoom;
+    const double centre = (static_cast<double>(c) - 1) / 2;
     float* img = image->data() + n * voxels;
     float* hot = onehot->data() + n * kBrainClasses * voxels;
     for (int64_t z = 0; z < c; ++z) {
       for (int64_t y = 0; y < c; ++y) {
         for (int64_t x = 0; x < c; ++x) {
-          const int64_t sx = corner[0] + (flip ? c - 1 - x : x);
-          const size_t src = pair.image.index(sx, corner[1] + y, corner[2] + z);
+          const int64_t mx = flip ? c - 1 - x : x;  // the mirror is applied first
           const int64_t dst = (z * c + y) * c + x;
-          img[dst] = static_cast<float>(pair.image.voxels[src] * scale + shift);
-          const long label = std::lround(pair.labels.voxels[src]);
-          if (label < 0 || label >= kBrainClasses) {
-            return absl::InvalidArgumentError(
-                absl::StrCat("make_batch: label ", label, " outside 0..", kBrainClasses - 1));
+          float value = background;
+          long label = 0;
+          if (!warp) {
+            const size_t src = pair.image.index(corner[0] + mx, corner[1] + y, corner[2] + z);
+            value = pair.image.voxels[src];
+            label = std::lround(pair.labels.voxels[src]);
+          } else {
+            // The output voxel's source: rotate and scale back about the
+            // crop's centre (in the grid's voxels).
+            const double dx = static_cast<double>(mx) - centre,
+                         dy = static_cast<double>(y) - centre;
+            const double dz = (static_cast<double>(z) - centre) / zoom;
+            const double sx = corner[0] + centre + cos_a * dx + sin_a * dy;
+            const double sy = corner[1] + centre - sin_a * dx + cos_a * dy;
+            const double sz = corner[2] + centre + dz;
+            value = sample_linear(pair.image, sx, sy, sz, background);
+            label = sample_nearest(pair.labels, sx, sy, sz);
           }
+          img[dst] = static_cast<float>(value * scale + shift);
           const int cls = flip ? mirrored_class(static_cast<int>(label)) : static_cast<int>(label);
           hot[cls * voxels + dst] = 1.0f;
         }

@@ -50,12 +50,21 @@ struct BatchOptions {
   int64_t batch = 1;  // samples
   bool flips = true;  // left-right mirror with probability 1/2, swapping L and R classes
   double intensity_jitter = 0.1;  // image * (1 + u) + v, u, v uniform in [-j, j]
+  // A rotation about the superior (z) axis by an angle uniform in
+  // [-max_rotation_deg, max_rotation_deg] and an isotropic scaling by a
+  // factor uniform in [1 - max_scaling, 1 + max_scaling], both about the
+  // crop's centre: the image is sampled trilinearly, the labels by nearest
+  // voxel; what falls outside the grid is background (label 0, the image's
+  // lowest value). 0 and 0: a plain crop.
+  double max_rotation_deg = 0;
+  double max_scaling = 0;
 };
 
 // One batch: random crop corners, flips and intensity jitter drawn from
 // (seed, step) alone, so a step's batch is the same on every run and after a
 // resume. InvalidArgument for a crop larger than the grid or < 1, batch < 1,
-// a negative jitter, grids that differ, or a label outside the classes.
+// a negative jitter, a rotation outside [0, 180] degrees, a scaling outside
+// [0, 0.5], grids that differ, or a label outside the classes.
 absl::Status make_batch(const BrainPair& pair, const BatchOptions& options, uint64_t seed,
                         int64_t step, std::vector<float>* image, std::vector<float>* onehot);
 

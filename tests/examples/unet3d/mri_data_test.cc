@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <numbers>
 #include <random>
 #include <set>
 
@@ -96,6 +97,93 @@ TEST(MriData, BatchesAreOneHotDeterministicPerStepAndFlipsMirror) {
   std::printf("%d of 16 samples flipped\n", flipped);
   EXPECT_GT(flipped, 0);
   EXPECT_GT(plain, 0);
+}
+
+// A 16^3 volume whose image is its z index and whose label is z % 3: a
+// rotation about z keeps every voxel's z, so wherever a sample lands inside
+// the grid its image is a whole z and its label that z % 3; outside, the
+// background (image 0, label 0). No flips: they would swap classes 1 and 2
+// (frontal L and R). A scaling stretches z evenly: the image
+// rises by the same 1/zoom from slice to slice, within [1/1.5, 1/0.5].
+TEST(MriData, RotationsAndScalingsKeepImageAndLabelsTogether) {
+  BrainPair p;
+  for (io::Volume* v : {&p.image, &p.labels}) {
+    v->dims = {16, 16, 16};
+    v->spacing_mm = {1, 1, 1};
+    v->voxels.resize(4096);
+  }
+  for (int64_t z = 0; z < 16; ++z)
+    for (int64_t i = 0; i < 256; ++i) {
+      p.image.voxels[z * 256 + i] = static_cast<float>(z);
+      p.labels.voxels[z * 256 + i] = static_cast<float>(z % 3);
+    }
+  std::vector<float> img, hot;
+  const int64_t c = 8, v = c * c * c;
+  ASSERT_TRUE(
+      make_batch(
+          p, {.crop = c, .batch = 8, .flips = false, .intensity_jitter = 0, .max_rotation_deg = 45},
+          kSeed, 0, &img, &hot)
+          .ok());
+  int inside = 0;
+  for (int64_t n = 0; n < 8; ++n)
+    for (int64_t i = 0; i < v; ++i) {
+      const float x = img[n * v + i];
+      int cls = -1;
+      for (int k = 0; k < kBrainClasses; ++k)
+        if (hot[(n * kBrainClasses + k) * v + i] == 1.0f) cls = k;
+      ASSERT_EQ(x, std::round(x)) << "sample " << n << " voxel " << i;
+      ASSERT_EQ(cls, static_cast<int>(x) % 3) << "sample " << n << " voxel " << i;
+      inside += x != 0.0f;
+    }
+  EXPECT_GT(inside, 8 * v / 2);
+  ASSERT_TRUE(
+      make_batch(p,
+                 {.crop = c, .batch = 8, .flips = false, .intensity_jitter = 0, .max_scaling = 0.5},
+                 kSeed, 1, &img, &hot)
+          .ok());
+  for (int64_t n = 0; n < 8; ++n) {
+    // The centre column (x = y = 3) of each sample, slice by slice.
+    std::vector<double> rises;
+    for (int64_t z = 1; z < c; ++z) {
+      const float lo = img[n * v + ((z - 1) * c + 3) * c + 3],
+                  hi = img[n * v + (z * c + 3) * c + 3];
+      if (lo > 0 && hi < 15) rises.push_back(hi - lo);
+    }
+    ASSERT_FALSE(rises.empty());
+    for (double r : rises) {
+      EXPECT_NEAR(r, rises[0], 1e-4) << "sample " << n;
+      EXPECT_GE(r, 1 / 1.5 - 1e-6);
+      EXPECT_LE(r, 1 / 0.5 + 1e-6);
+    }
+  }
+  // An x ramp (image = x + 1, inside a 32^3 grid): rotated by a, the
+  // crop's image rises by (cos a, sin a) per voxel in x and y, a unit
+  // vector with |a| <= 45 degrees; some sample is really rotated.
+  BrainPair ramp;
+  for (io::Volume* vol : {&ramp.image, &ramp.labels}) {
+    vol->dims = {32, 32, 32};
+    vol->spacing_mm = {1, 1, 1};
+    vol->voxels.assign(32 * 32 * 32, 0.0f);
+  }
+  for (int64_t i = 0; i < 32 * 32 * 32; ++i) ramp.image.voxels[i] = static_cast<float>(i % 32 + 1);
+  ASSERT_TRUE(
+      make_batch(
+          ramp,
+          {.crop = c, .batch = 8, .flips = false, .intensity_jitter = 0, .max_rotation_deg = 45},
+          kSeed, 2, &img, &hot)
+          .ok());
+  double largest_sin = 0;
+  for (int64_t n = 0; n < 8; ++n) {
+    const float* s0 = img.data() + n * v;
+    const double gx = s0[(4 * c + 3) * c + 4] - s0[(4 * c + 3) * c + 3];
+    const double gy = s0[(4 * c + 4) * c + 3] - s0[(4 * c + 3) * c + 3];
+    EXPECT_NEAR(gx * gx + gy * gy, 1.0, 1e-3) << "sample " << n;
+    EXPECT_GE(gx, std::cos(std::numbers::pi / 4) - 1e-3) << "sample " << n;
+    largest_sin = std::max(largest_sin, std::abs(gy));
+  }
+  EXPECT_GT(largest_sin, 0.05);
+  EXPECT_FALSE(make_batch(p, {.crop = c, .max_rotation_deg = 181}, 1, 0, &img, &hot).ok());
+  EXPECT_FALSE(make_batch(p, {.crop = c, .max_scaling = 0.6}, 1, 0, &img, &hot).ok());
 }
 
 TEST(MriData, CubeResamplingAndBadRequests) {
