@@ -1,92 +1,21 @@
 #include "cli.h"
 
 #include <algorithm>
-#include <charconv>
-#include <cmath>
 #include <optional>
 #include <string_view>
-#include <variant>
 
+#include "flags.h"
 #include "fmt/format.h"
 #include "lms/io/host_memory.h"
 #include "lms/status.h"
-#include "lms/units.h"
 
 namespace lms::vdsr {
 namespace {
 
-struct Bytes {
-  uint64_t* value;
-};
-struct StringList {
-  std::vector<std::string>* value;
-};
-using Target =
-    std::variant<int*, int64_t*, uint64_t*, double*, bool*, std::string*, Bytes, StringList>;
-
-struct Flag {
-  std::string_view name;  // without "--"
-  Target target;
-  int64_t min = 0;  // integers: smallest allowed value
-};
-
-absl::Status bad_value(std::string_view flag, std::string_view value, std::string_view allowed) {
-  return absl::InvalidArgumentError(fmt::format("--{}: bad value '{}' ({})", flag, value, allowed));
-}
-
-template <typename T>
-absl::Status parse_integer(const Flag& f, std::string_view v, T* out) {
-  T parsed{};
-  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), parsed);
-  if (ec != std::errc() || end != v.data() + v.size() || static_cast<int64_t>(parsed) < f.min) {
-    return bad_value(f.name, v, fmt::format("an integer >= {}", f.min));
-  }
-  *out = parsed;
-  return absl::OkStatus();
-}
-
-absl::Status parse_double(const Flag& f, std::string_view v, double* out) {
-  std::string s(v);
-  char* end = nullptr;
-  double d = std::strtod(s.c_str(), &end);
-  if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(d) || d < 0) {
-    return bad_value(f.name, v, "a finite number >= 0");
-  }
-  *out = d;
-  return absl::OkStatus();
-}
-
-absl::Status assign(const Flag& f, std::string_view v) {
-  struct Visitor {
-    const Flag& f;
-    std::string_view v;
-    absl::Status operator()(int* p) { return parse_integer(f, v, p); }
-    absl::Status operator()(int64_t* p) { return parse_integer(f, v, p); }
-    absl::Status operator()(uint64_t* p) { return parse_integer(f, v, p); }
-    absl::Status operator()(double* p) { return parse_double(f, v, p); }
-    absl::Status operator()(bool* p) {
-      *p = true;
-      return absl::OkStatus();
-    }
-    absl::Status operator()(std::string* p) {
-      if (v.empty()) return bad_value(f.name, v, "a non-empty string");
-      *p = std::string(v);
-      return absl::OkStatus();
-    }
-    absl::Status operator()(Bytes b) {
-      absl::StatusOr<uint64_t> n = parse_bytes(v);
-      if (!n.ok() || *n == 0) return bad_value(f.name, v, "a positive size such as 256MiB or 2GB");
-      *b.value = *n;
-      return absl::OkStatus();
-    }
-    absl::Status operator()(StringList l) {
-      if (v.empty()) return bad_value(f.name, v, "a non-empty string");
-      l.value->emplace_back(v);
-      return absl::OkStatus();
-    }
-  };
-  return std::visit(Visitor{f, v}, f.target);
-}
+using examples::bad_value;
+using examples::Bytes;
+using examples::Flag;
+using examples::StringList;
 
 std::vector<Flag> run_flags(RunOptions& r) {
   return {{"data", &r.data_dir},
@@ -118,38 +47,6 @@ std::vector<Flag> eval_flags(EvalOptions& e) {
       {"checkpoint", &e.checkpoint}, {"out", &e.out}, {"eval-crop", &e.eval_crop, 0}};
   f.insert(f.end(), own.begin(), own.end());
   return f;
-}
-
-absl::Status parse_flags(std::string_view command, const std::vector<Flag>& flags,
-                         const std::vector<std::string>& args) {
-  for (size_t i = 1; i < args.size(); ++i) {
-    std::string_view a = args[i];
-    if (a.substr(0, 2) != "--") {
-      return absl::InvalidArgumentError(fmt::format(
-          "vdsr {}: unexpected argument '{}' (flags start with --; see 'vdsr help')", command, a));
-    }
-    a.remove_prefix(2);
-    std::string_view name = a.substr(0, a.find('='));
-    const Flag* flag = nullptr;
-    for (const Flag& f : flags) flag = f.name == name ? &f : flag;
-    if (flag == nullptr) {
-      return absl::InvalidArgumentError(
-          fmt::format("vdsr {}: unknown flag '--{}' (see 'vdsr help')", command, name));
-    }
-    bool boolean = std::holds_alternative<bool*>(flag->target);
-    std::string_view value;
-    if (a.find('=') != std::string_view::npos) {
-      if (boolean) return bad_value(name, a.substr(name.size() + 1), "a switch takes no value");
-      value = a.substr(name.size() + 1);
-    } else if (!boolean) {
-      if (i + 1 >= args.size()) {
-        return absl::InvalidArgumentError(fmt::format("--{}: missing value", name));
-      }
-      value = args[++i];
-    }
-    LMS_RETURN_IF_ERROR(assign(*flag, value));
-  }
-  return absl::OkStatus();
 }
 
 absl::Status check_input_batches(const TrainOptions& t, uint64_t limit) {
@@ -205,13 +102,13 @@ absl::StatusOr<Command> parse_command_line(const std::vector<std::string>& args)
   if (args.empty() || args[0] == "help" || args[0] == "--help" || args[0] == "-h") return cmd;
   if (args[0] == "train") {
     cmd.kind = CommandKind::kTrain;
-    LMS_RETURN_IF_ERROR(parse_flags("train", train_flags(cmd.train), args));
+    LMS_RETURN_IF_ERROR(examples::parse_flags("vdsr", "train", train_flags(cmd.train), args));
     LMS_RETURN_IF_ERROR(check_train(cmd.train));
     return cmd;
   }
   if (args[0] == "eval") {
     cmd.kind = CommandKind::kEval;
-    LMS_RETURN_IF_ERROR(parse_flags("eval", eval_flags(cmd.eval), args));
+    LMS_RETURN_IF_ERROR(examples::parse_flags("vdsr", "eval", eval_flags(cmd.eval), args));
     if (cmd.eval.checkpoint.empty()) {
       return absl::InvalidArgumentError("vdsr eval: --checkpoint PATH is required");
     }

@@ -11,12 +11,8 @@
 #include "dataset.h"
 #include "fmt/format.h"
 #include "lms/io/checkpoint.h"
-#include "lms/io/file_util.h"
 #include "lms/io/host_memory.h"
-#include "lms/profiler/chrome_trace.h"
-#include "lms/profiler/memory_plot.h"
 #include "lms/profiler/recorder.h"
-#include "lms/profiler/summary.h"
 #include "lms/session.h"
 #include "lms/status.h"
 #include "lms/strings.h"
@@ -49,38 +45,6 @@ std::map<std::string, std::string> run_meta(const TrainOptions& o) {
           {"max_images", fmt::format("{}", o.run.max_images)}};
 }
 
-absl::Status check_resume(const io::Checkpoint& ck, const TrainOptions& o) {
-  for (const auto& [key, want] : run_meta(o)) {
-    auto it = ck.meta.find(key);
-    std::string have = it == ck.meta.end() ? "(missing)" : it->second;
-    if (have != want) {
-      return absl::FailedPreconditionError(fmt::format(
-          "--resume: checkpoint '{}' was written with {}={}, this run has {}={}; resuming "
-          "bit-exactly needs the same settings",
-          o.checkpoint, key, have, key, want));
-    }
-  }
-  if (ck.step >= o.steps) {
-    return absl::FailedPreconditionError(
-        fmt::format("--resume: checkpoint '{}' is at step {}, nothing to do for --steps {}",
-                    o.checkpoint, ck.step, o.steps));
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<LmsConfig> lms_config(const TrainOptions& o) {
-  LmsConfig cfg;
-  if (!o.lms_config.empty()) {
-    LMS_ASSIGN_OR_RETURN(cfg, LmsConfig::from_file(o.lms_config));
-  }
-  for (const std::string& kv : o.lms_overrides) {
-    absl::Status s = cfg.apply_override(kv);
-    if (!s.ok())
-      return absl::InvalidArgumentError(fmt::format("--lms-set {}: {}", kv, to_std(s.message())));
-  }
-  return cfg;
-}
-
 // One training run: the objects that must outlive the session, in order.
 class TrainRun {
  public:
@@ -89,8 +53,8 @@ class TrainRun {
   absl::Status prepare() {
     // Options built in code skip parse_command_line's check.
     LMS_RETURN_IF_ERROR(check_host_memory(o_, io::host_memory_limit_bytes()));
-    LMS_ASSIGN_OR_RETURN(cfg_, lms_config(o_));
-    LMS_RETURN_IF_ERROR(check_outputs());
+    LMS_ASSIGN_OR_RETURN(cfg_, examples::load_lms_config(o_.lms_config, o_.lms_overrides));
+    LMS_RETURN_IF_ERROR(examples::check_outputs(o_.checkpoint, o_.trace_dir));
     std::vector<std::string> warnings;
     std::string dir = (std::filesystem::path(o_.run.data_dir) / "train").string();
     LMS_ASSIGN_OR_RETURN(Dataset d,
@@ -134,22 +98,6 @@ class TrainRun {
  private:
   BatchOptions batch_options() const { return {o_.batch, o_.crop, o_.seed, true}; }
 
-  // The checkpoint and trace are written after steps that may take hours:
-  // an unwritable location must fail now, not after the last step.
-  absl::Status check_outputs() const {
-    if (!o_.checkpoint.empty()) {
-      absl::Status s = io::check_writable(o_.checkpoint);
-      if (!s.ok())
-        return absl::Status(s.code(), fmt::format("--checkpoint: {}", to_std(s.message())));
-    }
-    if (!o_.trace_dir.empty()) {
-      absl::Status s =
-          io::check_writable((std::filesystem::path(o_.trace_dir) / "trace.json").string());
-      if (!s.ok()) return absl::Status(s.code(), fmt::format("--trace: {}", to_std(s.message())));
-    }
-    return absl::OkStatus();
-  }
-
   absl::Status build_graph() {
     Graph g;
     models::ModelTensors m = models::build_vdsr(g, {.batch = o_.batch,
@@ -176,7 +124,7 @@ class TrainRun {
 
   absl::Status resume() {
     LMS_ASSIGN_OR_RETURN(io::Checkpoint ck, io::load_usable_checkpoint(o_.checkpoint));
-    LMS_RETURN_IF_ERROR(check_resume(ck, o_));
+    LMS_RETURN_IF_ERROR(examples::check_resume(ck, o_.checkpoint, run_meta(o_), o_.steps));
     LMS_RETURN_IF_ERROR(restore_session(*session_, train_, ck, /*parameters_only=*/false));
     next_step_ = ck.step + 1;
     log_ << fmt::format("resumed from {} at step {}\n", o_.checkpoint, ck.step);
@@ -213,25 +161,10 @@ class TrainRun {
 
   absl::Status write_trace() {
     if (o_.trace_dir.empty()) return absl::OkStatus();
-    std::error_code ec;
-    std::filesystem::create_directories(o_.trace_dir, ec);
-    if (ec) {
-      return absl::InvalidArgumentError(
-          fmt::format("--trace: cannot create '{}': {}", o_.trace_dir, ec.message()));
-    }
-    std::filesystem::path dir(o_.trace_dir);
-    LMS_RETURN_IF_ERROR(write_chrome_trace(recorder_,
-                                           {.device_capacity_bytes = o_.run.capacity_bytes},
-                                           (dir / "trace.json").string()));
-    int64_t last = static_cast<int64_t>(result_.losses.size()) - 1;
-    MemorySeries series = device_series(recorder_, o_.lms_active() ? "LMS on" : "LMS off", last);
-    LMS_RETURN_IF_ERROR(write_memory_svg({series}, o_.run.capacity_bytes,
-                                         (dir / "memory.svg").string(),
-                                         fmt::format("VDSR batch {}, last step", o_.batch)));
-    log_ << format_summary(summarize(recorder_));
-    log_ << fmt::format("trace: {}, {}\n", (dir / "trace.json").string(),
-                        (dir / "memory.svg").string());
-    return absl::OkStatus();
+    return examples::write_trace_files(
+        recorder_, o_.run.capacity_bytes, o_.trace_dir, o_.lms_active() ? "LMS on" : "LMS off",
+        static_cast<int64_t>(result_.losses.size()) - 1,
+        fmt::format("VDSR batch {}, last step", o_.batch), log_);
   }
 
   void print_summary() {

@@ -1,0 +1,91 @@
+// Pieces every example training program shares: the device factory, the LMS
+// config from a file and overrides, the bridge between a Session's persistent
+// tensors and a checkpoint file, the output checks made before a run, the
+// resume check and the trace files written after it.
+//
+//   LMS_ASSIGN_OR_RETURN(LmsConfig cfg, examples::load_lms_config(file, {"policy=auto"}));
+//   LMS_ASSIGN_OR_RETURN(auto device, examples::make_device(device_options, cfg.link));
+//   ...
+//   LMS_RETURN_IF_ERROR(examples::save_session(*session, train, "model.ckpt", step, meta));
+//   LMS_ASSIGN_OR_RETURN(io::Checkpoint ck, io::load_usable_checkpoint("model.ckpt"));
+//   LMS_RETURN_IF_ERROR(examples::restore_session(*session, train, ck, false));
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "lms/config.h"
+#include "lms/device.h"
+#include "lms/graph.h"
+#include "lms/io/checkpoint.h"
+#include "lms/profiler/recorder.h"
+#include "lms/session.h"
+
+namespace lms::examples {
+
+struct DeviceOptions {
+  std::string device = "cpu";                    // "cpu" (emulated device) or "cuda" (GPU 0)
+  uint64_t capacity_bytes = uint64_t{1} << 30;   // device memory
+  uint64_t host_pool_bytes = uint64_t{8} << 30;  // pinned host pool limit
+  int threads = 0;                               // compute threads, 0 = all cores
+};
+
+// The device named by options.device: "cpu" (lms::make_cpu_device) with the
+// capacity, host pool and threads, copies throttled to `link` (the emulated
+// PCIe link); "cuda" (lms::make_cuda_device, GPU 0) with the capacity and
+// host pool. Errors: InvalidArgument for other names; the device's own
+// errors otherwise, after "--device <name>: " for cuda (Unimplemented, with
+// the library's reason, when lms has no CUDA backend or there is no GPU).
+absl::StatusOr<std::unique_ptr<Device>> make_device(const DeviceOptions& options,
+                                                    const LinkConfig& link);
+
+// The LMS config of a run: `file` (TOML; defaults when empty), then each
+// "key=value" of `overrides`. Errors of LmsConfig::from_file, and
+// InvalidArgument "--lms-set <kv>: <reason>" for a bad override.
+absl::StatusOr<LmsConfig> load_lms_config(const std::string& file,
+                                          const std::vector<std::string>& overrides);
+
+// Saves every persistent tensor of `session` (parameters and optimizer
+// state) with its shape in `graph`, atomically. Errors of save_checkpoint;
+// FailedPrecondition, leaving `path` untouched, when a value is not finite
+// or step < 0 (io::validate_checkpoint_values: such a file could not be
+// resumed or evaluated).
+absl::Status save_session(const Session& session, const Graph& graph, const std::string& path,
+                          int64_t step, const std::map<std::string, std::string>& meta);
+
+// Writes the checkpoint's values into every persistent tensor of `session`
+// whose role is in the selected set: all persistent tensors when
+// `parameters_only` is false, only kParameter ones otherwise (eval).
+// DataLoss naming the tensor when the checkpoint lacks one or its shape
+// differs from the graph's.
+absl::Status restore_session(Session& session, const Graph& graph, const io::Checkpoint& ck,
+                             bool parameters_only);
+
+// The checkpoint and trace are written after steps that may take hours: an
+// unwritable location must fail before the first step. Checks `checkpoint`
+// and <trace_dir>/trace.json (either may be empty) with io::check_writable;
+// the errno-derived code with "--checkpoint: " or "--trace: " otherwise.
+absl::Status check_outputs(const std::string& checkpoint, const std::string& trace_dir);
+
+// --resume reproduces the uninterrupted run only with the same settings:
+// FailedPrecondition naming the key and both values when a key of `meta`
+// differs in ck.meta (or is missing), or when ck.step >= steps.
+absl::Status check_resume(const io::Checkpoint& ck, const std::string& path,
+                          const std::map<std::string, std::string>& meta, int64_t steps);
+
+// Writes <dir>/trace.json (Chrome trace), <dir>/memory.svg (device bytes of
+// the step `last_step` over time, with the capacity line, labelled
+// `series_label`, titled `title`) and prints the profile summary (copy /
+// compute overlap, stall) and the file names to `log`. The folder is
+// created. InvalidArgument when it cannot be; write errors otherwise.
+absl::Status write_trace_files(const Recorder& recorder, uint64_t capacity_bytes,
+                               const std::string& dir, const std::string& series_label,
+                               int64_t last_step, const std::string& title, std::ostream& log);
+
+}  // namespace lms::examples
