@@ -118,9 +118,9 @@ absl::Status check_resume(const io::Checkpoint& ck, const std::string& path,
     }
   }
   if (ck.step >= steps) {
-    return absl::FailedPreconditionError(fmt::format(
-        "--resume: checkpoint '{}' is at step {}, nothing to do for --steps {}", path, ck.step,
-        steps));
+    return absl::FailedPreconditionError(
+        fmt::format("--resume: checkpoint '{}' is at step {}, nothing to do for --steps {}", path,
+                    ck.step, steps));
   }
   return absl::OkStatus();
 }

@@ -148,11 +148,13 @@ absl::Status make_batch(const BrainPair& pair, const BatchOptions& o, uint64_t s
     return absl::InvalidArgumentError(
         absl::StrCat("make_batch: max_scaling ", o.max_scaling, " must be in [0, 0.5]"));
   }
+  if (o.classes < 1)
+    return absl::InvalidArgumentError(absl::StrCat("make_batch: classes ", o.classes, " < 1"));
   for (float l : pair.labels.voxels) {
     const long label = std::lround(l);
-    if (label < 0 || label >= kBrainClasses) {
+    if (label < 0 || label >= o.classes) {
       return absl::InvalidArgumentError(
-          absl::StrCat("make_batch: label ", label, " outside 0..", kBrainClasses - 1));
+          absl::StrCat("make_batch: label ", label, " outside 0..", o.classes - 1));
     }
   }
   const float background = pair.image.voxels.empty() ? 0.0f
@@ -160,7 +162,7 @@ absl::Status make_batch(const BrainPair& pair, const BatchOptions& o, uint64_t s
                                                                          pair.image.voxels.end());
   const int64_t c = o.crop, voxels = c * c * c;
   image->assign(static_cast<size_t>(o.batch * voxels), 0.0f);
-  onehot->assign(static_cast<size_t>(o.batch * kBrainClasses * voxels), 0.0f);
+  onehot->assign(static_cast<size_t>(o.batch * o.classes * voxels), 0.0f);
   // One stream per (seed, step): the batch does not depend on earlier steps.
   std::seed_seq seq{seed, static_cast<uint64_t>(step), uint64_t{0x6d7269}};
   std::mt19937_64 rng(seq);
@@ -180,7 +182,7 @@ absl::Status make_batch(const BrainPair& pair, const BatchOptions& o, uint64_t s
     const double cos_a = std::cos(angle) / zoom, sin_a = std::sin(angle) / zoom;
     const double centre = (static_cast<double>(c) - 1) / 2;
     float* img = image->data() + n * voxels;
-    float* hot = onehot->data() + n * kBrainClasses * voxels;
+    float* hot = onehot->data() + n * o.classes * voxels;
     for (int64_t z = 0; z < c; ++z) {
       for (int64_t y = 0; y < c; ++y) {
         for (int64_t x = 0; x < c; ++x) {
@@ -205,7 +207,8 @@ absl::Status make_batch(const BrainPair& pair, const BatchOptions& o, uint64_t s
             label = sample_nearest(pair.labels, sx, sy, sz);
           }
           img[dst] = static_cast<float>(value * scale + shift);
-          const int cls = flip ? mirrored_class(static_cast<int>(label)) : static_cast<int>(label);
+          const int cls = flip && o.swap_left_right ? mirrored_class(static_cast<int>(label))
+                                                    : static_cast<int>(label);
           hot[cls * voxels + dst] = 1.0f;
         }
       }

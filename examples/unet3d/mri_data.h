@@ -8,9 +8,10 @@
 //                                  &image, &onehot));
 //
 // Shapes: a batch is NCDHW, image [batch, 1, crop, crop, crop] and one-hot
-// labels [batch, kBrainClasses, crop, crop, crop], with W along the volume's
-// x (Right), H along y (Anterior), D along z (Superior), so voxel (x, y, z)
-// of a crop is element ((z * crop) + y) * crop + x of its channel.
+// labels [batch, classes, crop, crop, crop] (BatchOptions::classes, 13 for
+// the brain task), with W along the volume's x (Right), H along y
+// (Anterior), D along z (Superior), so voxel (x, y, z) of a crop is element
+// ((z * crop) + y) * crop + x of its channel.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "brain_task.h"
 #include "lms/io/nifti.h"
 
 namespace lms::unet3d {
@@ -58,11 +60,13 @@ struct BatchOptions {
   // lowest value). 0 and 0: a plain crop.
   double max_rotation_deg = 0;
   double max_scaling = 0;
+  int classes = kBrainClasses;  // one-hot channels; every label must be below
+  bool swap_left_right = true;  // flips swap L and R classes (mirrored_class); false: keep labels
 };
 
 // One batch: random crop corners, flips and intensity jitter drawn from
 // (seed, step) alone, so a step's batch is the same on every run and after a
-// resume. InvalidArgument for a crop larger than the grid or < 1, batch < 1,
+// resume. InvalidArgument for a crop larger than the grid or < 1, batch < 1, classes < 1,
 // a negative jitter, a rotation outside [0, 180] degrees, a scaling outside
 // [0, 0.5], grids that differ, or a label outside the classes.
 absl::Status make_batch(const BrainPair& pair, const BatchOptions& options, uint64_t seed,
