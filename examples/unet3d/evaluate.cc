@@ -196,6 +196,7 @@ absl::StatusOr<PredictResult> predict(const PredictOptions& opts, std::ostream& 
                                                   ctx.lms ? &*ctx.lms : nullptr));
   result.image_cube = cube.image;
   if (has_reference) {
+    result.reference_cube = cube.labels;
     LMS_ASSIGN_OR_RETURN(result.dice, dice_per_class(as_labels(result.prediction),
                                                      as_labels(cube.labels), ctx.model.classes));
   }

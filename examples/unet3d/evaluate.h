@@ -66,11 +66,12 @@ absl::StatusOr<EvalResult> evaluate(const EvalOptions& opts, std::ostream& log,
                                     int64_t score_grid = 0);
 
 struct PredictResult {
-  std::string nifti_path;    // <out>.nii.gz: labels on the input image's grid
-  std::string png_path;      // <out>.png (slices.h)
-  io::Volume image_cube;     // the normalised input on the inference grid
-  io::Volume prediction;     // labels on the inference grid
-  std::vector<double> dice;  // per class against the reference; empty without one
+  std::string nifti_path;     // <out>.nii.gz: labels on the input image's grid
+  std::string png_path;       // <out>.png (slices.h)
+  io::Volume image_cube;      // the normalised input on the inference grid
+  io::Volume prediction;      // labels on the inference grid
+  io::Volume reference_cube;  // reference labels on the inference grid; empty without one
+  std::vector<double> dice;   // per class against the reference; empty without one
 };
 
 // Segments opts.image (or the first evaluation subject of opts.run.data_dir

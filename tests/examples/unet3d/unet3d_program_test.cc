@@ -1,0 +1,306 @@
+// The unet3d program as a user runs it (unet3d_lib: parse_command_line,
+// train, evaluate, predict): on a synthetic folder of NIfTI pairs (always)
+// and on a crop of the real MRI (when scripts/fetch_data.sh has fetched it).
+// Properties: LMS on and off give bit-identical losses and weights; a resumed
+// run equals the uninterrupted one; eval gives one Dice per class; predict
+// writes a label map on the input's grid and a PNG of the documented size
+// whose overlay colours are those of the label maps.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli.h"
+#include "evaluate.h"
+#include "lms/io/image.h"
+#include "lms/io/nifti.h"
+#include "slices.h"
+#include "trainer.h"
+
+namespace lms::unet3d {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr uint64_t kSeed = 20261123;
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// A 22 x 20 x 18 volume (1 mm): class 1 in a ball around the centre, class 2
+// in the slab x < 6, background elsewhere; intensity 100 per class step plus
+// uniform noise, so the classes are learnable.
+void write_pair(const fs::path& root, const std::string& name, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> noise(0, 30);
+  io::Volume image, labels;
+  for (io::Volume* v : {&image, &labels}) {
+    v->dims = {22, 20, 18};
+    v->spacing_mm = {1, 1, 1};
+    v->voxels.resize(22 * 20 * 18);
+  }
+  for (int64_t z = 0; z < 18; ++z)
+    for (int64_t y = 0; y < 20; ++y)
+      for (int64_t x = 0; x < 22; ++x) {
+        const double r2 = (x - 11.0) * (x - 11.0) + (y - 10.0) * (y - 10.0) + (z - 9.0) * (z - 9.0);
+        const int c = r2 < 36 ? 1 : (x < 6 ? 2 : 0);
+        const size_t i = image.index(x, y, z);
+        labels.voxels[i] = static_cast<float>(c);
+        image.voxels[i] = 100.0f * static_cast<float>(c) + noise(rng);
+      }
+  fs::create_directories(root / "images");
+  fs::create_directories(root / "labels");
+  ASSERT_TRUE(
+      io::write_nifti((root / "images" / name).string(), image, io::NiftiType::kFloat32).ok());
+  ASSERT_TRUE(io::write_nifti_labels((root / "labels" / name).string(), labels).ok());
+}
+
+class Unet3dProgram : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("unet3d_program_test_" +
+            std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    write_pair(dir_ / "train", "a.nii.gz", kSeed);
+    write_pair(dir_ / "train", "b.nii.gz", kSeed + 1);
+    write_pair(dir_ / "eval", "c.nii.gz", kSeed + 2);
+    std::printf("seed %llu, data in %s\n", static_cast<unsigned long long>(kSeed),
+                dir_.string().c_str());
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  TrainOptions small(int64_t steps) const {
+    TrainOptions o;
+    o.run.data_dir = dir_.string();
+    o.run.device.capacity_bytes = 256 * kMiB;
+    o.run.device.threads = 1;
+    o.model.filters = 2;
+    o.model.levels = 2;
+    o.model.segmentation_levels = 2;
+    o.size = 8;
+    o.grid = 12;
+    o.batch = 2;
+    o.steps = steps;
+    o.seed = kSeed;
+    o.lr = 1e-2;
+    return o;
+  }
+
+  fs::path dir_;
+};
+
+TrainResult train_ok(const TrainOptions& o) {
+  std::ostringstream log;
+  absl::StatusOr<TrainResult> r = train(o, log);
+  EXPECT_TRUE(r.ok()) << r.status() << "\n" << log.str();
+  return r.ok() ? *std::move(r) : TrainResult{};
+}
+
+void expect_same_state(const TrainResult& a, const TrainResult& b) {
+  ASSERT_EQ(a.persistent.size(), b.persistent.size());
+  for (const auto& [name, values] : a.persistent) {
+    EXPECT_TRUE(same_bits(values, b.persistent.at(name))) << name;
+  }
+}
+
+TEST_F(Unet3dProgram, CommandLineChecksSizesAgainstTheLevels) {
+  auto ok = parse_command_line({"train", "--size", "24", "--levels", "4", "--steps", "3"});
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->train.size, 24);
+  EXPECT_EQ(resolved_grid(24, 0, 4), 32);  // 24 + 6 = 30, up to a multiple of 8
+  struct Case {
+    std::vector<std::string> args;
+    std::string expect;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"train", "--size", "20", "--levels", "4"}, "a multiple of 8"},
+           {{"train", "--size", "16", "--grid", "8", "--levels", "2"}, "at least --size 16"},
+           {{"train", "--resume"}, "--resume needs --checkpoint"},
+           {{"train", "--max-scaling", "0.7"}, "0..0.5"},
+           {{"eval"}, "--checkpoint PATH is required"},
+           {{"predict", "--checkpoint", "x", "--reference", "r.nii"}, "--reference needs --image"},
+           {{"segment"}, "unknown command 'segment'"},
+           {{"train", "--bogus", "1"}, "unknown flag '--bogus'"}}) {
+    auto cmd = parse_command_line(c.args);
+    ASSERT_FALSE(cmd.ok()) << c.args[0];
+    EXPECT_EQ(cmd.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(std::string(cmd.status().message()).find(c.expect), std::string::npos)
+        << cmd.status().message() << " lacks " << c.expect;
+  }
+}
+
+// LMS (auto policy under a budget below the peak without LMS) swaps
+// activations of the U-Net, concat skips included, and changes no bit.
+TEST_F(Unet3dProgram, LmsOnAndOffGiveBitIdenticalLossesAndWeights) {
+  TrainOptions base = small(3);
+  TrainResult plain = train_ok(base);
+  ASSERT_EQ(plain.losses.size(), 3u);
+  EXPECT_FALSE(plain.lms_report.enabled);
+  bool ran = false;
+  for (int percent : {70, 80, 90}) {
+    TrainOptions o = base;
+    const uint64_t budget = plain.peak_device_bytes * percent / 100;
+    o.run.lms_overrides = {"policy=auto", "device_memory_limit=" + std::to_string(budget)};
+    std::ostringstream log;
+    absl::StatusOr<TrainResult> lms = train(o, log);
+    std::printf("budget %d%% of the peak (%llu bytes): %s\n", percent,
+                static_cast<unsigned long long>(budget), lms.status().ToString().c_str());
+    if (!lms.ok()) {
+      ASSERT_EQ(lms.status().code(), absl::StatusCode::kResourceExhausted) << log.str();
+      continue;
+    }
+    ran = true;
+    EXPECT_FALSE(lms->lms_report.swapped.empty());
+    EXPECT_GT(lms->bytes_d2h_per_step, 0u);
+    EXPECT_LE(lms->peak_device_bytes, plain.peak_device_bytes);
+    EXPECT_TRUE(same_bits(plain.losses, lms->losses));
+    expect_same_state(plain, *lms);
+    break;
+  }
+  EXPECT_TRUE(ran) << "no budget between 70% and 90% of the peak could be planned";
+}
+
+TEST_F(Unet3dProgram, ResumeEqualsTheUninterruptedRun) {
+  TrainOptions full = small(4);
+  full.checkpoint = (dir_ / "full.ckpt").string();
+  TrainResult uninterrupted = train_ok(full);
+  TrainOptions first = small(2);
+  first.checkpoint = (dir_ / "half.ckpt").string();
+  train_ok(first);
+  TrainOptions rest = small(4);
+  rest.checkpoint = first.checkpoint;
+  rest.resume = true;
+  TrainResult resumed = train_ok(rest);
+  EXPECT_EQ(resumed.first_step, 3);
+  ASSERT_EQ(resumed.losses.size(), 2u);
+  ASSERT_EQ(uninterrupted.losses.size(), 4u);
+  EXPECT_TRUE(same_bits({uninterrupted.losses[2], uninterrupted.losses[3]}, resumed.losses));
+  expect_same_state(uninterrupted, resumed);
+  // Different settings are refused, naming the key.
+  TrainOptions other = rest;
+  other.lr = 5e-3;
+  std::ostringstream log;
+  absl::StatusOr<TrainResult> refused = train(other, log);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(std::string(refused.status().message()).find("lr="), std::string::npos);
+}
+
+TEST_F(Unet3dProgram, EvalAndPredictOnTheTrainedModel) {
+  TrainOptions o = small(6);
+  o.checkpoint = (dir_ / "m.ckpt").string();
+  TrainResult trained = train_ok(o);
+  EXPECT_EQ(trained.model.classes, 3);  // labels 0..2 in the folder
+
+  EvalOptions e;
+  e.run = o.run;
+  e.checkpoint = o.checkpoint;
+  std::ostringstream log;
+  absl::StatusOr<EvalResult> ev = evaluate(e, log, /*score_grid=*/16);
+  ASSERT_TRUE(ev.ok()) << ev.status();
+  EXPECT_EQ(ev->grid, 12);
+  EXPECT_EQ(ev->score_grid, 16);
+  ASSERT_EQ(ev->subjects.size(), 1u);
+  ASSERT_EQ(ev->dice.size(), 3u);
+  for (double d : ev->dice) EXPECT_TRUE(d >= 0 && d <= 1) << d;
+  EXPECT_NE(log.str().find("background"), std::string::npos) << log.str();
+
+  PredictOptions p;
+  p.run = o.run;
+  p.checkpoint = o.checkpoint;
+  p.image = (dir_ / "eval" / "images" / "c.nii.gz").string();
+  p.reference = (dir_ / "eval" / "labels" / "c.nii.gz").string();
+  p.out = (dir_ / "pred").string();
+  absl::StatusOr<PredictResult> pr = predict(p, log);
+  ASSERT_TRUE(pr.ok()) << pr.status();
+  ASSERT_EQ(pr->dice.size(), 3u);
+
+  // The label map lies on the input's grid and holds classes only.
+  absl::StatusOr<io::Volume> labels = io::read_nifti(pr->nifti_path);
+  ASSERT_TRUE(labels.ok()) << labels.status();
+  EXPECT_EQ(labels->dims, (std::array<int64_t, 3>{22, 20, 18}));
+  for (float v : labels->voxels) EXPECT_TRUE(v == 0 || v == 1 || v == 2) << v;
+
+  // The PNG: 3 columns x 3 rows of 12 * zoom pixels with gaps, and every
+  // pixel of the prediction and reference columns is the overlay of its voxel.
+  absl::StatusOr<io::Image> png = io::read_image(pr->png_path);
+  ASSERT_TRUE(png.ok()) << png.status();
+  const int zoom = slice_zoom(12), panel = 12 * zoom;
+  ASSERT_EQ(png->width, 3 * panel + 2 * kSliceGap);
+  ASSERT_EQ(png->height, 3 * panel + 2 * kSliceGap);
+  ASSERT_EQ(png->channels, 3);
+  const GreyScale grey = grey_scale(pr->image_cube);
+  int coloured = 0;
+  for (int view = 0; view < 3; ++view) {
+    for (int u = 0; u < 12; ++u) {
+      for (int r = 0; r < 12; ++r) {
+        const int64_t up = 11 - r, mid = 6;
+        const size_t v = view == 0   ? pr->image_cube.index(u, up, mid)
+                         : view == 1 ? pr->image_cube.index(u, mid, up)
+                                     : pr->image_cube.index(mid, u, up);
+        const float g = grey(pr->image_cube.voxels[v]);
+        for (int col = 0; col < 3; ++col) {
+          const int label = col == 0   ? 0
+                            : col == 1 ? static_cast<int>(pr->prediction.voxels[v])
+                                       : static_cast<int>(pr->reference_cube.voxels[v]);
+          coloured += label > 0;
+          const std::array<float, 3> want = overlay_pixel(g, label);
+          // The pixel at the centre of the voxel's zoom x zoom block.
+          const int x = col * (panel + kSliceGap) + u * zoom + zoom / 2;
+          const int y = view * (panel + kSliceGap) + r * zoom + zoom / 2;
+          for (int ch = 0; ch < 3; ++ch) {
+            const float have =
+                png->data[(static_cast<size_t>(y) * png->width + x) * 3 + static_cast<size_t>(ch)];
+            ASSERT_NEAR(have, want[static_cast<size_t>(ch)], 0.6 / 255)
+                << "view " << view << " column " << col << " voxel " << u << "," << r;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(coloured, 0);  // the reference has foreground on the slices
+}
+
+// A few steps on crops of the real volume (ch2bet / ch2 with the AAL
+// classes): LMS on and off are bit-identical.
+TEST(Unet3dRealVolume, LmsOnAndOffAreBitIdenticalOnTheMri) {
+  const std::string dir = std::string(LMS_SOURCE_DIR) + "/data/mri";
+  if (!fs::exists(dir + "/aal.nii.gz")) {
+    GTEST_SKIP() << dir << " not fetched (scripts/fetch_data.sh --mri-only); the synthetic "
+                 << "folder is tested above";
+  }
+  TrainOptions o;
+  o.run.data_dir = dir;
+  o.run.device.capacity_bytes = 256 * kMiB;
+  o.run.device.threads = 1;
+  o.model.filters = 2;
+  o.model.levels = 2;
+  o.model.segmentation_levels = 2;
+  o.size = 16;
+  o.grid = 20;
+  o.steps = 2;
+  o.seed = kSeed;
+  std::printf("seed %llu\n", static_cast<unsigned long long>(kSeed));
+  TrainResult plain = train_ok(o);
+  ASSERT_EQ(plain.losses.size(), 2u);
+  EXPECT_EQ(plain.model.classes, 13);
+  TrainOptions with_lms = o;
+  with_lms.run.lms_overrides = {
+      "policy=auto", "device_memory_limit=" + std::to_string(plain.peak_device_bytes * 85 / 100)};
+  TrainResult lms = train_ok(with_lms);
+  EXPECT_GT(lms.bytes_d2h_per_step, 0u);
+  EXPECT_TRUE(same_bits(plain.losses, lms.losses));
+  expect_same_state(plain, lms);
+}
+
+}  // namespace
+}  // namespace lms::unet3d
