@@ -15,13 +15,20 @@
 # The .deb files are fetched with `apt-get download` and unpacked with
 # `dpkg -x` into CACHE (default DIR/cache, i.e. ./data/cache).
 #
-# Usage: scripts/fetch_data.sh [DIR]      (DIR defaults to ./data)
+# Usage: scripts/fetch_data.sh [--mri-only] [DIR]   (DIR defaults to ./data)
 #        CACHE=/path scripts/fetch_data.sh [DIR]
+# --mri-only fetches DIR/mri alone (mricron-data, a 16 MB package; the tests on
+# the real MRI use it).
 # Idempotent: files already in place are left alone. Needs apt's package
 # lists; when `apt-get download` finds nothing it runs `apt-get update` (with
 # sudo when not root) once and retries.
 set -euo pipefail
 
+mri_only=0
+if [ "${1:-}" = "--mri-only" ]; then
+  mri_only=1
+  shift
+fi
 dir="${1:-./data}"
 cache="${CACHE:-$dir/cache}"
 wallpaper_pkg=plasma-workspace-wallpapers
@@ -106,19 +113,36 @@ place() {
 
 all_present() {
   local name
+  for name in "${mri_files[@]}"; do [ -s "$dir/mri/$name" ] || return 1; done
+  [ "$mri_only" = 1 ] && return 0
   for name in "${train_photos[@]}"; do [ -s "$dir/train/$name.jpg" ] || return 1; done
   for name in "${eval_photos[@]}"; do [ -s "$dir/eval/$name.png" ] || return 1; done
-  for name in "${mri_files[@]}"; do [ -s "$dir/mri/$name" ] || return 1; done
 }
 if all_present; then
+  [ "$mri_only" = 1 ] && { log "all ${#mri_files[@]} MRI files already in $dir/mri; nothing to do"; exit 0; }
   log "all ${#train_photos[@]} train and ${#eval_photos[@]} eval photos and ${#mri_files[@]} MRI files already in $dir; nothing to do"
   exit 0
 fi
 
-for pkg in "$wallpaper_pkg" "$skimage_pkg" "$mri_pkg"; do
+packages=("$wallpaper_pkg" "$skimage_pkg" "$mri_pkg")
+[ "$mri_only" = 1 ] && packages=("$mri_pkg")
+for pkg in "${packages[@]}"; do
   download "$pkg"
   unpack "$pkg"
 done
+
+place_mri() {
+  copied=0 skipped=0
+  mkdir -p "$dir/mri"
+  for name in "${mri_files[@]}"; do
+    place "$cache/root/usr/share/mricron/templates/$name" "$dir/mri/$name"
+  done
+  log "mri: ${#mri_files[@]} files in $dir/mri ($copied copied, $skipped already there)"
+}
+if [ "$mri_only" = 1 ]; then
+  place_mri
+  exit 0
+fi
 
 mkdir -p "$dir/train" "$dir/eval"
 copied=0 skipped=0
@@ -136,10 +160,5 @@ for name in "${eval_photos[@]}"; do
 done
 log "eval: ${#eval_photos[@]} photos in $dir/eval ($copied copied, $skipped already there)"
 
-copied=0 skipped=0
-mkdir -p "$dir/mri"
-for name in "${mri_files[@]}"; do
-  place "$cache/root/usr/share/mricron/templates/$name" "$dir/mri/$name"
-done
-log "mri: ${#mri_files[@]} files in $dir/mri ($copied copied, $skipped already there)"
+place_mri
 du -sh "$dir/train" "$dir/eval" "$dir/mri" | sed 's/^/fetch_data: /'

@@ -5,6 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
+# The real MRI (a 16 MB Debian package) for the tests that train on it; they
+# skip with the reason when it cannot be fetched.
+scripts/fetch_data.sh --mri-only data ||
+  echo "warning: could not fetch data/mri; the tests on the real MRI will skip"
 jobs=$(nproc)
 export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
