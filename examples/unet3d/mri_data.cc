@@ -1,6 +1,7 @@
 #include "mri_data.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <fstream>
 #include <numbers>
@@ -120,6 +121,32 @@ absl::StatusOr<BrainPair> to_cube(const BrainPair& pair, int64_t side) {
   LMS_ASSIGN_OR_RETURN(out.labels,
                        io::resample(pair.labels, {side, side, side}, {spacing, spacing, spacing},
                                     io::Interpolation::kNearest));
+  // io::resample repeats the edge voxels past the volume; the padding of
+  // the shorter axes is background instead.
+  const float background = pair.image.voxels.empty() ? 0.0f
+                                                     : *std::min_element(pair.image.voxels.begin(),
+                                                                         pair.image.voxels.end());
+  std::array<std::vector<bool>, 3> outside;
+  for (int a = 0; a < 3; ++a) {
+    outside[a].resize(static_cast<size_t>(side));
+    const double n = static_cast<double>(pair.image.dims[a]);
+    for (int64_t o = 0; o < side; ++o) {
+      // The source voxel coordinate of output voxel o (grids share their centre).
+      const double p =
+          (n - 1) / 2 + (static_cast<double>(o) + 0.5 - static_cast<double>(side) / 2) * spacing /
+                            pair.image.spacing_mm[a];
+      outside[a][static_cast<size_t>(o)] = p < -0.5 || p > n - 0.5;
+    }
+  }
+  for (int64_t z = 0; z < side; ++z)
+    for (int64_t y = 0; y < side; ++y)
+      for (int64_t x = 0; x < side; ++x) {
+        if (outside[0][x] || outside[1][y] || outside[2][z]) {
+          const size_t i = out.image.index(x, y, z);
+          out.image.voxels[i] = background;
+          out.labels.voxels[i] = 0.0f;
+        }
+      }
   normalise(out.image, out.labels);
   return out;
 }

@@ -39,8 +39,10 @@ struct BrainPair {
 absl::StatusOr<BrainPair> load_brain(const std::string& dir, const std::string& image_file);
 
 // The pair resampled to side^3 isotropic voxels covering the volume's
-// longest extent, centred (image trilinear, labels nearest); the image is
-// normalised again on the new grid. InvalidArgument for side < 1.
+// longest extent, centred (image trilinear, labels nearest); voxels beyond
+// the volume along its shorter axes are background (the image's minimum,
+// label 0). The image is normalised again on the new grid. InvalidArgument
+// for side < 1.
 absl::StatusOr<BrainPair> to_cube(const BrainPair& pair, int64_t side);
 
 // Normalises `image` in place to zero mean and unit variance over the

@@ -223,3 +223,34 @@ TEST(MriData, RealCh2BetWithTheAalClasses) {
 
 }  // namespace
 }  // namespace lms::unet3d
+
+namespace lms::unet3d {
+namespace {
+
+// A 10 x 20 x 20 volume on a 20^3 cube: the 5 voxels either side along x lie
+// beyond it and are background, not copies of the edge.
+TEST(MriData, CubePaddingIsBackground) {
+  BrainPair p;
+  for (io::Volume* v : {&p.image, &p.labels}) {
+    v->dims = {10, 20, 20};
+    v->spacing_mm = {1, 1, 1};
+    v->voxels.assign(10 * 20 * 20, 1.0f);
+  }
+  for (int64_t z = 0; z < 20; ++z)
+    for (int64_t y = 0; y < 20; ++y)
+      for (int64_t x = 0; x < 10; ++x) p.image.voxels[p.image.index(x, y, z)] = 10.0f + x;
+  auto cube = to_cube(p, 20);
+  ASSERT_TRUE(cube.ok()) << cube.status();
+  const float lowest = cube->image.at(5, 10, 10);  // the source's x = 0, value 10
+  for (int64_t x = 0; x < 20; ++x) {
+    const bool inside = x >= 5 && x < 15;
+    EXPECT_EQ(cube->labels.at(x, 7, 3), inside ? 1.0f : 0.0f) << x;
+    if (!inside) {
+      EXPECT_EQ(cube->image.at(x, 7, 3), lowest) << x;
+    }
+  }
+  EXPECT_LT(cube->image.at(5, 10, 10), cube->image.at(14, 10, 10));
+}
+
+}  // namespace
+}  // namespace lms::unet3d
