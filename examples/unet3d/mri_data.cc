@@ -62,6 +62,26 @@ long sample_nearest(const io::Volume& v, double x, double y, double z) {
   return std::lround(v.at(at[0], at[1], at[2]));
 }
 
+// io::Volume::affine when set, else diag(spacing) at the origin (as read_nifti assumes).
+std::array<double, 12> world_affine(const io::Volume& v) {
+  if (v.affine) return *v.affine;
+  return {v.spacing_mm[0], 0, 0, 0, 0, v.spacing_mm[1], 0, 0, 0, 0, v.spacing_mm[2], 0};
+}
+
+// The same voxels at the same world positions: dims and spacing as
+// check_same_grid compares them, and affines within 1e-4 (relative, at
+// least 1e-4 mm), the precision of a header's float.
+bool same_grid(const io::Volume& a, const io::Volume& b) {
+  if (!io::check_same_grid(a, b, "image", "labels").ok()) return false;
+  const std::array<double, 12> x = world_affine(a), y = world_affine(b);
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (!(std::fabs(x[i] - y[i]) <= 1e-4 * std::max({1.0, std::fabs(x[i]), std::fabs(y[i])}))) {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 void normalise(io::Volume& image, const io::Volume& labels) {
@@ -89,7 +109,22 @@ absl::StatusOr<BrainPair> load_brain(const std::string& dir, const std::string& 
   BrainPair p;
   LMS_ASSIGN_OR_RETURN(p.image, io::read_nifti(image_path));
   LMS_ASSIGN_OR_RETURN(p.labels, io::read_nifti(atlas_path));
-  LMS_RETURN_IF_ERROR(io::check_same_grid(p.image, p.labels, image_path, atlas_path));
+  if (!same_grid(p.image, p.labels)) {
+    // Another acquisition (ch2better: 0.5 mm, its own field of view): the
+    // image moves onto the atlas grid in world space; what it does not
+    // cover is its lowest value (background).
+    const float lowest = p.image.voxels.empty()
+                             ? 0.0f
+                             : *std::min_element(p.image.voxels.begin(), p.image.voxels.end());
+    absl::StatusOr<io::Volume> moved =
+        io::resample_to_grid(p.image, p.labels, io::Interpolation::kTrilinear, lowest);
+    if (!moved.ok()) {
+      return absl::Status(moved.status().code(),
+                          absl::StrCat(image_path, " onto the grid of ", atlas_path, ": ",
+                                       moved.status().message()));
+    }
+    p.image = *std::move(moved);
+  }
   LMS_ASSIGN_OR_RETURN(std::string table, read_text(table_path));
   LMS_ASSIGN_OR_RETURN(std::vector<int> to_class, aal_classes(table, table_path));
   int64_t labelled = 0;

@@ -33,9 +33,18 @@ struct BrainPair {
 
 // Reads `dir`/`image_file` and the AAL atlas `dir`/aal.nii.gz with its
 // table aal.nii.txt (as scripts/fetch_data.sh places them), maps the atlas
-// to classes (aal_classes) and normalises the image. Errors: those of
-// read_nifti, aal_classes and check_same_grid (naming the files), and
-// InvalidArgument when no voxel is labelled.
+// to classes (aal_classes) and normalises the image. The result is on the
+// atlas grid (181x217x181 voxels of 1 mm). An image on another grid (other
+// dims, spacing or affine) is resampled onto it in world space
+// (io::resample_to_grid, trilinear; where the image does not reach, its
+// minimum). ch2better.nii.gz is another acquisition of the same subject as
+// ch2bet (Colin Holmes: ch2 is the 1 mm average of his scans, ch2bet its
+// brain; ch2better the higher-resolution scan), 0.5 mm voxels over x
+// -75..75, y -107..78, z -69.5..88 mm (a smaller field of view than the
+// atlas's): it is moved onto the AAL's 1 mm grid this way.
+// Errors: those of read_nifti and aal_classes (naming the files), those of
+// resample_to_grid (naming both files; e.g. an image whose affine cannot be
+// inverted), and InvalidArgument when no voxel is labelled.
 absl::StatusOr<BrainPair> load_brain(const std::string& dir, const std::string& image_file);
 
 // The pair resampled to side^3 isotropic voxels covering the volume's

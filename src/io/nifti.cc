@@ -340,7 +340,8 @@ absl::StatusOr<Volume> volume_of(const nifti_image& nim, const std::string& path
 
 // ---------------------------------------------------------------- writing
 
-absl::Status check_volume(const Volume& v, const std::string& what) {
+// Dims >= 1 and spacings finite and > 0; InvalidArgument naming `what` otherwise.
+absl::Status check_geometry(const Volume& v, const std::string& what) {
   for (int i = 0; i < 3; ++i) {
     if (v.dims[i] < 1 || !std::isfinite(v.spacing_mm[i]) || v.spacing_mm[i] <= 0) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -348,6 +349,11 @@ absl::Status check_volume(const Volume& v, const std::string& what) {
           " are invalid; each dim must be >= 1 and each spacing finite and > 0"));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status check_volume(const Volume& v, const std::string& what) {
+  LMS_RETURN_IF_ERROR(check_geometry(v, what));
   if (!checked_product({v.dims[0], v.dims[1], v.dims[2]}) ||
       v.voxels.size() != static_cast<size_t>(v.voxel_count())) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": holds ", v.voxels.size(),
@@ -654,6 +660,135 @@ absl::StatusOr<Volume> resample(const Volume& volume, const std::array<int64_t, 
       }
     }
     out.affine = b;
+  }
+  return out;
+}
+
+namespace {
+
+// `v`'s voxel-to-world affine as a row-major 3x4 [R | t]; diag(spacing_mm)
+// at the origin when unset.
+std::array<double, 12> affine_or_default(const Volume& v) {
+  if (v.affine) return *v.affine;
+  return {v.spacing_mm[0], 0, 0, 0, 0, v.spacing_mm[1], 0, 0, 0, 0, v.spacing_mm[2], 0};
+}
+
+// The inverse of the 3x4 affine `a` (world to voxel), or InvalidArgument
+// naming `what` for a non-finite or singular one.
+absl::StatusOr<std::array<double, 12>> invert_affine(const std::array<double, 12>& a,
+                                                     const std::string& what) {
+  if (!std::all_of(a.begin(), a.end(), [](double x) { return std::isfinite(x); })) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("resample_to_grid: ", what, "'s affine is not finite"));
+  }
+  auto r = [&](int i, int j) { return a[i * 4 + j]; };
+  // Cofactors of R; det = row 0 . cofactors of row 0.
+  const double c[3][3] = {
+      {r(1, 1) * r(2, 2) - r(1, 2) * r(2, 1), r(1, 2) * r(2, 0) - r(1, 0) * r(2, 2),
+       r(1, 0) * r(2, 1) - r(1, 1) * r(2, 0)},
+      {r(0, 2) * r(2, 1) - r(0, 1) * r(2, 2), r(0, 0) * r(2, 2) - r(0, 2) * r(2, 0),
+       r(0, 1) * r(2, 0) - r(0, 0) * r(2, 1)},
+      {r(0, 1) * r(1, 2) - r(0, 2) * r(1, 1), r(0, 2) * r(1, 0) - r(0, 0) * r(1, 2),
+       r(0, 0) * r(1, 1) - r(0, 1) * r(1, 0)}};
+  const double det = r(0, 0) * c[0][0] + r(0, 1) * c[0][1] + r(0, 2) * c[0][2];
+  double scale = 1;  // product of the column norms: |det| <= scale
+  for (int j = 0; j < 3; ++j) scale *= std::hypot(r(0, j), r(1, j), r(2, j));
+  if (!(std::fabs(det) > 1e-12 * scale)) {
+    return absl::InvalidArgumentError(absl::StrCat("resample_to_grid: ", what,
+                                                   "'s affine is singular (determinant ", det,
+                                                   "); it cannot map world to voxels"));
+  }
+  std::array<double, 12> inv{};
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 3; ++j) inv[i * 4 + j] = c[j][i] / det;  // adjugate / det
+  }
+  for (int i = 0; i < 3; ++i) {
+    inv[i * 4 + 3] = -(inv[i * 4] * r(0, 3) + inv[i * 4 + 1] * r(1, 3) + inv[i * 4 + 2] * r(2, 3));
+  }
+  return inv;
+}
+
+// A grid for resample_to_grid: valid dims and spacing, at most
+// kMaxNiftiVoxels voxels, and no voxels or exactly dims' worth.
+absl::Status check_grid(const Volume& grid) {
+  const std::string what = "resample_to_grid: grid";
+  LMS_RETURN_IF_ERROR(check_geometry(grid, what));
+  const std::optional<uint64_t> count = checked_product({grid.dims[0], grid.dims[1], grid.dims[2]});
+  if (!count || *count > static_cast<uint64_t>(kMaxNiftiVoxels)) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": dims ", dims_text(grid.dims),
+                                                   " exceed ", kMaxNiftiVoxels, " voxels"));
+  }
+  return grid.voxels.empty() ? absl::OkStatus() : check_volume(grid, what);
+}
+
+}  // namespace
+
+absl::StatusOr<Volume> resample_to_grid(const Volume& volume, const Volume& grid,
+                                        Interpolation interpolation, float outside) {
+  LMS_RETURN_IF_ERROR(check_volume(volume, "resample_to_grid: volume"));
+  LMS_RETURN_IF_ERROR(check_grid(grid));
+  const std::array<double, 12> g = affine_or_default(grid);
+  using Affine = std::array<double, 12>;
+  LMS_ASSIGN_OR_RETURN(const Affine inv, invert_affine(affine_or_default(volume), "volume"));
+  LMS_RETURN_IF_ERROR(invert_affine(g, "grid").status());
+  // m = inv * g: grid voxel (i, j, k) to volume voxel coordinates.
+  std::array<double, 12> m{};
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 4; ++j) {
+      double sum = j == 3 ? inv[i * 4 + 3] : 0.0;
+      for (int k = 0; k < 3; ++k) sum += inv[i * 4 + k] * g[k * 4 + j];
+      m[i * 4 + j] = sum;
+    }
+  }
+  Volume out;
+  out.dims = grid.dims;
+  out.spacing_mm = grid.spacing_mm;
+  out.affine = grid.affine;
+  out.voxels.resize(static_cast<size_t>(grid.voxel_count()));
+  const auto& d = volume.dims;
+  constexpr double kSnap = 1e-6;  // voxels: closer to a voxel centre counts as on it
+  size_t dst = 0;
+  for (int64_t z = 0; z < grid.dims[2]; ++z) {
+    for (int64_t y = 0; y < grid.dims[1]; ++y) {
+      for (int64_t x = 0; x < grid.dims[0]; ++x) {
+        int64_t lo[3];
+        double f[3];
+        bool inside = true;
+        for (int a = 0; a < 3 && inside; ++a) {
+          double p = m[a * 4] * static_cast<double>(x) + m[a * 4 + 1] * static_cast<double>(y) +
+                     m[a * 4 + 2] * static_cast<double>(z) + m[a * 4 + 3];
+          const double nearest = std::nearbyint(p);
+          if (std::fabs(p - nearest) < kSnap) p = nearest;
+          const double last = static_cast<double>(d[a] - 1);
+          if (p < -0.5 || p > last + 0.5) {
+            inside = false;
+          } else if (interpolation == Interpolation::kNearest) {
+            lo[a] = std::clamp<int64_t>(static_cast<int64_t>(std::floor(p + 0.5)), 0, d[a] - 1);
+            f[a] = 0;
+          } else {
+            const double q = std::clamp(p, 0.0, last);
+            lo[a] = std::min<int64_t>(static_cast<int64_t>(std::floor(q)), d[a] - 1);
+            f[a] = q - static_cast<double>(lo[a]);
+          }
+        }
+        if (!inside) {
+          out.voxels[dst++] = outside;
+          continue;
+        }
+        double sum = 0;
+        for (int corner = 0; corner < 8; ++corner) {
+          double w = 1;
+          int64_t at[3];
+          for (int a = 0; a < 3; ++a) {
+            const bool up = (corner >> a) & 1;
+            at[a] = std::min<int64_t>(lo[a] + (up ? 1 : 0), d[a] - 1);
+            w *= up ? f[a] : 1 - f[a];
+          }
+          if (w != 0) sum += w * volume.at(at[0], at[1], at[2]);
+        }
+        out.voxels[dst++] = static_cast<float>(sum);
+      }
+    }
   }
   return out;
 }

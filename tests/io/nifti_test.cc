@@ -434,5 +434,113 @@ TEST(NiftiResampleTest, IdentityReturnsTheSameVoxels) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// A volume whose voxel (x, y, z) holds its index x + dims[0] * (y + dims[1] * z).
+Volume index_volume(const std::array<int64_t, 3>& dims, const std::array<double, 3>& spacing) {
+  Volume v{.dims = dims, .spacing_mm = spacing};
+  for (int64_t n = 0; n < v.dims[0] * v.dims[1] * v.dims[2]; ++n) {
+    v.voxels.push_back(static_cast<float>(n));
+  }
+  return v;
+}
+
+TEST(NiftiResampleToGridTest, IdenticalGridsReturnIdenticalVoxels) {
+  Volume v = random_volume(NiftiType::kFloat32, {5, 6, 7}, kSeed);
+  v.spacing_mm = {0.7, 1.3, 2.1};
+  // Axes permuted and flipped, off the origin: only the world mapping counts.
+  v.affine = std::array<double, 12>{0, -1.3, 0, 10.3, 0.7, 0, 0, -4.9, 0, 0, 2.1, 7.7};
+  for (Interpolation interp : {Interpolation::kTrilinear, Interpolation::kNearest}) {
+    absl::StatusOr<Volume> r = resample_to_grid(v, v, interp, -1);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->dims, v.dims);
+    EXPECT_EQ(r->affine, v.affine);
+    EXPECT_EQ(r->voxels, v.voxels);
+  }
+  // Without affines: diag(spacing) at the origin on both sides.
+  v.affine.reset();
+  absl::StatusOr<Volume> r = resample_to_grid(v, v, Interpolation::kTrilinear, -1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->voxels, v.voxels);
+}
+
+TEST(NiftiResampleToGridTest, TranslatedAffineGivesAShiftedCopy) {
+  // 6x5x4 voxels of 2 mm; the volume's voxel (0, 0, 0) sits at world (4, -2, 0),
+  // 2 voxels along +x and 1 along -y from the grid's (at the origin, no affine).
+  Volume v = index_volume({6, 5, 4}, {2, 2, 2});
+  v.affine = std::array<double, 12>{2, 0, 0, 4, 0, 2, 0, -2, 0, 0, 2, 0};
+  Volume grid{.dims = {6, 5, 4}, .spacing_mm = {2, 2, 2}};  // no voxels: only the grid counts
+  constexpr float kOutside = -7;
+  for (Interpolation interp : {Interpolation::kTrilinear, Interpolation::kNearest}) {
+    absl::StatusOr<Volume> r = resample_to_grid(v, grid, interp, kOutside);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->dims, grid.dims);
+    EXPECT_EQ(r->spacing_mm, grid.spacing_mm);
+    EXPECT_FALSE(r->affine.has_value());
+    int outside = 0;
+    for (int64_t z = 0; z < 4; ++z) {
+      for (int64_t y = 0; y < 5; ++y) {
+        for (int64_t x = 0; x < 6; ++x) {
+          // Grid voxel (x, y, z) is world 2 (x, y, z), the volume's voxel (x - 2, y + 1, z).
+          const int64_t sx = x - 2, sy = y + 1;
+          const bool in = sx >= 0 && sy < 5;
+          EXPECT_EQ(r->at(x, y, z), in ? v.at(sx, sy, z) : kOutside) << x << " " << y << " " << z;
+          outside += !in;
+        }
+      }
+    }
+    EXPECT_EQ(outside, (2 * 5 + 4 * 1) * 4);  // x = 0, 1 and y = 4
+  }
+}
+
+TEST(NiftiResampleToGridTest, HalfMillimetreToOneMillimetreAveragesBlocks) {
+  // The 1 mm grid: 4^3 voxels centred at world 0..3 mm, covering [-0.5, 3.5] mm.
+  // The 0.5 mm volume covers the same box: 8^3 voxels centred at -0.25 + 0.5 i.
+  // Grid voxel i is volume coordinate (i + 0.25) / 0.5 = 2i + 0.5, per axis:
+  // trilinear weights 1/2 and 1/2, the mean of the 2x2x2 block 2i..2i+1.
+  Volume fine = index_volume({8, 8, 8}, {0.5, 0.5, 0.5});  // the ramp x + 8y + 64z
+  fine.affine = std::array<double, 12>{0.5, 0, 0, -0.25, 0, 0.5, 0, -0.25, 0, 0, 0.5, -0.25};
+  Volume grid{.dims = {4, 4, 4}, .spacing_mm = {1, 1, 1}};
+  grid.affine = std::array<double, 12>{1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0};
+  absl::StatusOr<Volume> r = resample_to_grid(fine, grid, Interpolation::kTrilinear, -1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  // Voxel (0, 0, 0): the mean of x, y, z in {0, 1}: 0.5 + 8 * 0.5 + 64 * 0.5.
+  EXPECT_FLOAT_EQ(r->at(0, 0, 0), 36.5f);
+  // Voxel (3, 1, 2): x in {6, 7}, y in {2, 3}, z in {4, 5}: 6.5 + 8 * 2.5 + 64 * 4.5.
+  EXPECT_FLOAT_EQ(r->at(3, 1, 2), 314.5f);
+  for (int64_t z = 0; z < 4; ++z) {
+    for (int64_t y = 0; y < 4; ++y) {
+      for (int64_t x = 0; x < 4; ++x) {
+        double mean = 0;
+        for (int c = 0; c < 8; ++c)
+          mean += fine.at(2 * x + (c & 1), 2 * y + (c >> 1 & 1), 2 * z + (c >> 2));
+        EXPECT_FLOAT_EQ(r->at(x, y, z), static_cast<float>(mean / 8)) << x << " " << y << " " << z;
+      }
+    }
+  }
+  // Nearest: 2i + 0.5 rounds up to voxel 2i + 1.
+  r = resample_to_grid(fine, grid, Interpolation::kNearest, -1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->at(3, 1, 2), fine.at(7, 3, 5));
+}
+
+TEST(NiftiResampleToGridTest, SingularAffinesAndBadVolumesAreNamed) {
+  Volume v = index_volume({3, 3, 3}, {1, 1, 1});
+  Volume grid = v;
+  v.affine = std::array<double, 12>{1, 2, 0, 0, 2, 4, 0, 0, 0, 0, 1, 0};  // rank 2
+  absl::Status s = resample_to_grid(v, grid, Interpolation::kTrilinear, 0).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("volume's affine is singular"));
+  s = resample_to_grid(grid, v, Interpolation::kTrilinear, 0).status();
+  EXPECT_THAT(std::string(s.message()), HasSubstr("grid's affine is singular"));
+  v.affine.reset();
+  v.voxels.pop_back();
+  s = resample_to_grid(v, grid, Interpolation::kTrilinear, 0).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("resample_to_grid: volume"));
+  const Volume good = grid;
+  grid.dims[0] = 0;
+  s = resample_to_grid(good, grid, Interpolation::kTrilinear, 0).status();
+  EXPECT_THAT(std::string(s.message()), HasSubstr("resample_to_grid: grid"));
+}
+
 }  // namespace
 }  // namespace lms::io

@@ -1,6 +1,7 @@
 // NIfTI-1 volumes (namespace lms::io, part of liblms): reading .nii / .nii.gz
 // into float volumes in RAS order, atomic writing, resampling to a training
-// grid, and a same-grid check for image / label pairs. Lengths are in mm.
+// grid or (in world space) onto another volume's grid, and a same-grid check
+// for image / label pairs. Lengths are in mm.
 //
 //   LMS_ASSIGN_OR_RETURN(lms::io::Volume t1, lms::io::read_nifti("sub01/t1.nii.gz"));
 //   LMS_ASSIGN_OR_RETURN(lms::io::Volume seg, lms::io::read_nifti("sub01/seg.nii.gz"));
@@ -132,6 +133,22 @@ enum class Interpolation {
 absl::StatusOr<Volume> resample(const Volume& volume, const std::array<int64_t, 3>& dims,
                                 const std::array<double, 3>& spacing_mm,
                                 Interpolation interpolation);
+
+// Samples `volume` at the world position (mm) of every voxel centre of
+// `grid`: grid's voxel-to-world affine, then the inverse of volume's (an
+// unset affine is diag(spacing_mm) at the origin, as read_nifti assumes), so
+// two acquisitions with different fields of view, voxel sizes or axis
+// orders line up where they overlap. The result has grid's dims,
+// spacing_mm and affine; grid's voxels are not read (they may be empty).
+// Trilinear or nearest voxel as asked; a position within 1e-6 voxel of a
+// voxel centre takes that voxel exactly (identical grids return identical
+// voxels). A position more than half a voxel outside `volume` along any axis
+// takes `outside`; up to half a voxel outside, the edge voxel.
+// Errors: InvalidArgument naming "volume" or "grid" for inconsistent dims /
+// spacing / voxels, more than kMaxNiftiVoxels voxels in grid, or an affine
+// that is not finite or is singular (determinant ~0).
+absl::StatusOr<Volume> resample_to_grid(const Volume& volume, const Volume& grid,
+                                        Interpolation interpolation, float outside);
 
 // OK when `image` and `labels` share dims and spacing (within 1e-4 relative,
 // the precision of a header's float); otherwise InvalidArgument naming both

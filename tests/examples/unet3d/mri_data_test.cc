@@ -221,6 +221,47 @@ TEST(MriData, RealCh2BetWithTheAalClasses) {
   EXPECT_EQ(img.size(), 2u * 32 * 32 * 32);
 }
 
+// ch2better (0.5 mm, its own field of view) comes back on the atlas grid,
+// resampled in world space, and normalised over the labelled voxels.
+TEST(MriData, RealCh2BetterIsResampledOntoTheAtlasGrid) {
+  const std::string dir = std::string(LMS_SOURCE_DIR) + "/data/mri";
+  if (!std::filesystem::exists(dir + "/ch2better.nii.gz")) {
+    GTEST_SKIP() << dir
+                 << " not fetched (scripts/fetch_data.sh); resample_to_grid is tested on synthetic "
+                    "volumes in tests/io/nifti_test.cc";
+  }
+  auto p = load_brain(dir, "ch2better.nii.gz");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->image.dims, (std::array<int64_t, 3>{181, 217, 181}));
+  EXPECT_EQ(p->image.spacing_mm, (std::array<double, 3>{1, 1, 1}));
+  EXPECT_EQ(p->image.dims, p->labels.dims);
+  double sum = 0, sq = 0;
+  int64_t n = 0;
+  for (size_t i = 0; i < p->image.voxels.size(); ++i) {
+    if (p->labels.voxels[i] == 0) continue;
+    sum += p->image.voxels[i];
+    sq += static_cast<double>(p->image.voxels[i]) * p->image.voxels[i];
+    ++n;
+  }
+  ASSERT_GT(n, 0);
+  std::printf("%lld labelled voxels, mean %g, mean square %g\n", static_cast<long long>(n),
+              sum / static_cast<double>(n), sq / static_cast<double>(n));
+  EXPECT_NEAR(sum / static_cast<double>(n), 0.0, 1e-3);
+  EXPECT_NEAR(sq / static_cast<double>(n), 1.0, 1e-3);
+  // The same head in the same place: over the labelled voxels, the
+  // resampled image follows ch2bet (both normalised there, so the mean
+  // product is their correlation).
+  auto bet = load_brain(dir, "ch2bet.nii.gz");
+  ASSERT_TRUE(bet.ok()) << bet.status();
+  double product = 0;
+  for (size_t i = 0; i < p->image.voxels.size(); ++i) {
+    if (p->labels.voxels[i] != 0) product += double{p->image.voxels[i]} * bet->image.voxels[i];
+  }
+  const double correlation = product / static_cast<double>(n);
+  std::printf("correlation with ch2bet over labelled voxels: %.3f\n", correlation);
+  EXPECT_GT(correlation, 0.5);
+}
+
 }  // namespace
 }  // namespace lms::unet3d
 
