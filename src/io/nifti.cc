@@ -476,9 +476,14 @@ absl::Status write_atomically(nifti_image& nim, const std::string& path,
   std::string tmp = absl::StrCat(path, ".tmp.", ::getpid(), ".XXXXXX", suffix);
   int fd = ::mkstemps(tmp.data(), static_cast<int>(suffix.size()));
   if (fd < 0) return errno_status(errno, absl::StrCat("cannot create a temporary file for ", path));
-  ::close(fd);
+  // mkstemps creates the file 0600; niftilib rewrites it in place, so the
+  // mode is what the renamed file keeps. Readable by all, as write_png's.
   absl::Status status = absl::OkStatus();
-  if (nifti_set_filenames(&nim, tmp.c_str(), 0, 1) != 0) {
+  if (::fchmod(fd, 0644) != 0) {
+    status = errno_status(errno, absl::StrCat("cannot set the mode of ", tmp));
+  }
+  ::close(fd);
+  if (status.ok() && nifti_set_filenames(&nim, tmp.c_str(), 0, 1) != 0) {
     status = absl::InternalError(absl::StrCat("niftilib refused the file name ", tmp));
   }
   if (status.ok()) {

@@ -132,6 +132,10 @@ TEST_F(NiftiTest, RoundTripEveryTypeNiiAndGz) {
       EXPECT_EQ(back->voxels, v.voxels);
       ASSERT_TRUE(back->affine.has_value());
       EXPECT_EQ(*back->affine, (std::array<double, 12>{0.5, 0, 0, 0, 0, 1.25, 0, 0, 0, 0, 2.0, 0}));
+      // Readable by others (the temporary file mkstemps made was 0600).
+      EXPECT_EQ(fs::status(file).permissions() & fs::perms::all,
+                fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
+                    fs::perms::others_read);
     }
   }
   // Atomic writes leave no temporary file behind.
