@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -544,6 +545,37 @@ TEST(NiftiResampleToGridTest, SingularAffinesAndBadVolumesAreNamed) {
   grid.dims[0] = 0;
   s = resample_to_grid(good, grid, Interpolation::kTrilinear, 0).status();
   EXPECT_THAT(std::string(s.message()), HasSubstr("resample_to_grid: grid"));
+}
+
+}  // namespace
+}  // namespace lms::io
+
+namespace lms::io {
+namespace {
+
+// Only single-file NIfTI-1 is read: a .hdr/.img pair and a NIfTI-2 header
+// are refused, naming the file and what is allowed.
+TEST_F(NiftiTest, PairsAndNifti2AreRefusedByName) {
+  write_raw(path("pair.hdr"), {2, 3, 4}, DT_FLOAT32, fill_ijk);
+  ASSERT_TRUE(fs::exists(path("pair.img")));
+  absl::StatusOr<Volume> pair = read_nifti(path("pair.hdr"));
+  ASSERT_FALSE(pair.ok());
+  EXPECT_EQ(pair.status().code(), absl::StatusCode::kInvalidArgument) << pair.status();
+  EXPECT_NE(std::string(pair.status().message()).find(".hdr/.img"), std::string::npos)
+      << pair.status();
+  EXPECT_NE(std::string(pair.status().message()).find("pair.hdr"), std::string::npos);
+
+  // A NIfTI-2 header starts with sizeof_hdr = 540 and magic "n+2\0".
+  std::string bytes(540 + 4 + 24 * 4, '\0');
+  const int32_t size = 540;
+  std::memcpy(bytes.data(), &size, 4);
+  std::memcpy(bytes.data() + 4, "n+2\0\r\n\032\n", 8);
+  { std::ofstream(path("two.nii"), std::ios::binary) << bytes; }
+  absl::StatusOr<Volume> two = read_nifti(path("two.nii"));
+  ASSERT_FALSE(two.ok());
+  EXPECT_EQ(two.status().code(), absl::StatusCode::kDataLoss) << two.status();
+  EXPECT_NE(std::string(two.status().message()).find("not a NIfTI-1"), std::string::npos)
+      << two.status();
 }
 
 }  // namespace

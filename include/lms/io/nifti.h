@@ -87,8 +87,10 @@ struct NiftiReadOptions {
 // scl_slope is 0, as the NIfTI-1 standard says). A 4-D or 5-D file whose
 // extra dimensions are all 1 is read as 3-D.
 // Errors (every message names `path`): NotFound / PermissionDenied when the
-// file cannot be opened; DataLoss for a file that is not NIfTI-1, a corrupt
-// gzip stream or data shorter than the header says; InvalidArgument for
+// file cannot be opened; DataLoss for a file that is not NIfTI-1 (a NIfTI-2
+// file, whose header is 540 bytes, included), a corrupt gzip stream or data
+// shorter than the header says; InvalidArgument for a .hdr/.img pair or an
+// ANALYZE 7.5 file (only single-file images, magic "n+1", are read),
 // fewer than 3 dimensions (dim[0] < 3), an extra dimension > 1 ("dim[4] = 3"),
 // a dimension < 1,
 // a datatype other than NiftiType (names the type and lists those allowed),
