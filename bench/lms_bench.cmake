@@ -1,7 +1,8 @@
 # lms-bench: the LMS comparison harness (bench/README.md). lms_bench_lib holds
 # everything but main() so tests/bench runs the sweep and search in-process.
 # Real VDSR photo batches come from examples/vdsr's Dataset when vdsr_lib is
-# built (LMS_BUILD_EXAMPLES=ON); otherwise lms-bench falls back to random data.
+# built (LMS_BUILD_EXAMPLES=ON), and real MRI volumes for the 3-D U-Net from
+# examples/unet3d's unet3d_lib; otherwise lms-bench falls back to random data.
 if(TARGET lms::lms AND TARGET lms_models)
   file(GLOB LMS_BENCH_LIB_SRCS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/lms_bench/*.cc)
   list(REMOVE_ITEM LMS_BENCH_LIB_SRCS ${CMAKE_CURRENT_SOURCE_DIR}/lms_bench/main.cc)
@@ -14,6 +15,10 @@ if(TARGET lms::lms AND TARGET lms_models)
   if(TARGET vdsr_lib)
     target_link_libraries(lms_bench_lib PRIVATE vdsr_lib)
     target_compile_definitions(lms_bench_lib PRIVATE LMS_BENCH_HAVE_VDSR_DATA=1)
+  endif()
+  if(TARGET unet3d_lib)
+    target_link_libraries(lms_bench_lib PRIVATE unet3d_lib)
+    target_compile_definitions(lms_bench_lib PRIVATE LMS_BENCH_HAVE_UNET3D_DATA=1)
   endif()
 
   add_executable(lms-bench ${CMAKE_CURRENT_SOURCE_DIR}/lms_bench/main.cc)

@@ -7,6 +7,7 @@
 #include "overhead.h"
 #include "report.h"
 #include "sweep.h"
+#include "unet3d_data.h"
 #include "vdsr_data.h"
 
 namespace lms::bench {
@@ -26,10 +27,17 @@ std::string link_text(double bytes_per_s) {
 }
 
 absl::StatusOr<ModelFactory> command_factory(const BenchCommand& cmd, std::ostream& err) {
-  if (cmd.mode == Mode::kUnet3d) {
-    return unet_factory({.base_filters = cmd.base_filters, .levels = cmd.levels, .seed = cmd.seed});
-  }
+  if (cmd.mode == Mode::kUnet3d) return command_unet_factory(cmd, err);
   return command_vdsr_factory(cmd, err);
+}
+
+// "S/G: 16/20, 24/30": each requested crop side with its grid side.
+std::string crop_grid_sides(const BenchCommand& cmd) {
+  std::string out;
+  for (int64_t s : cmd.sizes) {
+    out += fmt::format("{}{}/{}", out.empty() ? "" : ", ", s, unet_grid_side(s, cmd.levels));
+  }
+  return out;
 }
 
 absl::Status run_sweep_command(const BenchCommand& cmd, std::ostream& out, std::ostream& err) {
@@ -133,6 +141,46 @@ absl::StatusOr<ModelFactory> command_vdsr_factory(const BenchCommand& cmd, std::
     err << "warning: no --data folder; VDSR trains on random data\n";
   }
   return vdsr_factory(m, source);
+}
+
+Unet3dBenchModel command_unet_model(const BenchCommand& cmd) {
+  const bool mri = !cmd.data_dir.empty();
+  return {.arch = cmd.arch == "isensee" ? UnetArch::kIsensee : UnetArch::kReduced,
+          .in_channels = mri ? 1 : 4,
+          .classes = mri ? kMriClasses : 4,
+          .base_filters = cmd.base_filters,
+          .levels = cmd.levels,
+          .segmentation_levels = 3,
+          .seed = cmd.seed};
+}
+
+absl::StatusOr<ModelFactory> command_unet_factory(const BenchCommand& cmd, std::ostream& err) {
+  const Unet3dBenchModel m = command_unet_model(cmd);
+  Unet3dBatchSource source;
+  if (!cmd.data_dir.empty()) {
+    absl::StatusOr<Unet3dBatchSource> mri = load_mri_volumes(cmd.data_dir, cmd.seed, cmd.levels);
+    // A volume that reads but is wrong (a bad header, an atlas without
+    // regions): random data would hide it.
+    if (absl::IsInvalidArgument(mri.status())) {
+      return absl::InvalidArgumentError(
+          fmt::format("--data {}: {}", cmd.data_dir, to_std(mri.status().message())));
+    }
+    if (mri.ok()) {
+      source = *mri;
+    } else {
+      err << "warning: " << to_std(mri.status().message()) << "; using random volumes (1 channel, "
+          << kMriClasses << " classes)\n";
+    }
+  }
+  LMS_ASSIGN_OR_RETURN(ModelFactory f, unet_factory(m, source));
+  const std::string arch = m.arch == UnetArch::kIsensee ? "Isensee U-Net" : "reduced U-Net";
+  f.data_note = source ? fmt::format(
+                             "{}, {} T1 + AAL {} classes from {}, crops of side S from a cube grid "
+                             "of side G = S + S/4 rounded up to a multiple of {} (S/G: {})",
+                             arch, kMriImageFile, kMriClasses, cmd.data_dir, f.size_step,
+                             crop_grid_sides(cmd))
+                       : fmt::format("{}, {}", arch, f.data_note);
+  return f;
 }
 
 int run_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {

@@ -19,6 +19,14 @@
 
 namespace lms::bench {
 
+// The 3-D U-Net of a command: --arch, --filters, --levels; with --data the
+// MRI volumes (unet3d_data.h: 1 input channel, kMriClasses classes) when
+// loadable (a warning on `err` and random volumes of the same shapes
+// otherwise; InvalidArgument for a volume that reads but is unusable),
+// without it random volumes (4 channels, 4 classes).
+Unet3dBenchModel command_unet_model(const BenchCommand& cmd);
+absl::StatusOr<ModelFactory> command_unet_factory(const BenchCommand& cmd, std::ostream& err);
+
 int run_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 // The LMS config of a command: --lms file (or defaults), --lms-set overrides,

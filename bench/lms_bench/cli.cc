@@ -140,7 +140,19 @@ const std::map<std::string, FlagSpec>& flags() {
         }}},
       {"--trace", {sweeps, string_flag(&BenchCommand::trace_dir)}},
       {"--json", {all, string_flag(&BenchCommand::json_path)}},
-      {"--data", {vdsr_like, string_flag(&BenchCommand::data_dir)}},
+      {"--data", {all, string_flag(&BenchCommand::data_dir)}},
+      {"--arch",
+       {{Mode::kUnet3d},
+        [](BenchCommand& c, const std::string& v) -> absl::Status {
+          if (v != "isensee" && v != "reduced") {
+            return absl::InvalidArgumentError(fmt::format(
+                "--arch '{}': allowed are isensee (models::build_isensee_unet) and reduced "
+                "(models::build_unet)",
+                v));
+          }
+          c.arch = v;
+          return absl::OkStatus();
+        }}},
       {"--crop", {vdsr_like, int_flag("--crop", &BenchCommand::crop, 1, 4096)}},
       {"--depth", {vdsr_like, int_flag("--depth", &BenchCommand::depth, 2, 1000)}},
       {"--channels", {vdsr_like, int_flag("--channels", &BenchCommand::channels, 1, 4096)}},
@@ -196,6 +208,8 @@ void apply_defaults(BenchCommand& c) {
     if (c.mode == Mode::kUnet3d) c.sizes = {32, 48, 64};
     if (overhead) c.sizes = {8};
   }
+  if (c.mode == Mode::kUnet3d && c.arch.empty())
+    c.arch = c.data_dir.empty() ? "reduced" : "isensee";
 }
 
 // One flag at args[*i] (and its value); advances *i past what it used.
@@ -277,7 +291,7 @@ absl::Status check_host_memory(const BenchCommand& c, uint64_t limit) {
   const int64_t size = *std::max_element(c.sizes.begin(), c.sizes.end());
   if (c.mode == Mode::kUnet3d) {
     const Unet3dBenchModel m;
-    const int64_t channels = m.in_channels + m.classes;
+    const int64_t channels = c.data_dir.empty() ? m.in_channels + m.classes : 1 + kMriClasses;
     const uint64_t per_voxel = static_cast<uint64_t>(channels) * 4;
     return io::check_host_bytes(
         fmt::format("--size {}", size), "the image and label volumes",
@@ -336,7 +350,8 @@ or, with --device cuda, a GPU).
   lms-bench vdsr     [--batch 4,8,16,32,64] [--capacity 256MiB] [--data DIR] [--crop 48]
                      [--depth 20] [--channels 64] [--steps 2] [--trace DIR] [--json FILE]
                      [--no-search] [--no-confirm]
-  lms-bench unet3d   [--size 32,48,64] [--capacity 256MiB] [--filters 8] [--levels 3] [...]
+  lms-bench unet3d   [--size 32,48,64] [--capacity 256MiB] [--data DIR] [--arch isensee|reduced]
+                     [--filters 8] [--levels 3] [--steps 2] [--trace DIR] [--json FILE] [...]
   lms-bench overhead [--batch 8] [--capacity 1GiB] [--link 12GB/s] [--budget-fraction 0.6]
                      [--steps 3] [--data DIR] [--json FILE]
 
@@ -344,6 +359,12 @@ vdsr / unet3d: trains every batch (VDSR, Adam) or volume side (3-D U-Net, batch 
 steps with LMS off and on (lms::rewrite, auto policy, budget = the capacity unless the config
 sets device_memory_limit), prints the table (time/step is the mean after the first step), then
 searches the largest batch / size each way and the planner's working-set limit.
+vdsr --data DIR: photo patches from DIR/train (else random data). unet3d --data DIR (data/mri
+of scripts/fetch_data.sh): ch2bet T1 + AAL atlas in 13 classes, crops of side S (flips, jitter,
+rotations, scalings) from the pair resampled to a cube of side S + S/4 (rounded up to a multiple
+of 2^(levels-1)); 1 input channel. Without --data: random volumes, 4 channels, 4 classes.
+--arch isensee (Isensee et al.'s U-Net with deep supervision; default with --data) or reduced
+(default without).
 overhead: one batch that fits both ways; time per step without LMS, with LMS forced to swap
 (budget = --budget-fraction of the no-LMS peak) on an unthrottled link and on a link throttled
 to --link; predicted (simulator) vs measured stall and step time.

@@ -2,7 +2,7 @@
 // tests parse in-process). Flags are `--name value` or `--name=value`.
 //
 //   lms-bench vdsr     --batch 4,8,16,32,64 --capacity 256MiB [--data DIR] [--crop 48]
-//   lms-bench unet3d   --size 32,48,64 --capacity 256MiB
+//   lms-bench unet3d   --size 32,48,64 --capacity 256MiB [--data DIR] [--arch isensee|reduced]
 //   lms-bench overhead [--batch 8] [--capacity 1GiB] [--link 12GB/s]
 //
 //   LMS_ASSIGN_OR_RETURN(lms::bench::BenchCommand cmd, lms::bench::parse_command_line(args));
@@ -31,7 +31,7 @@ struct BenchCommand {
   double link_bytes_per_s = 0;        // --link; 0 = the config's [link]
   std::string trace_dir;              // --trace DIR
   std::string json_path;              // --json FILE
-  std::string data_dir;               // --data DIR (vdsr); empty = random data
+  std::string data_dir;               // --data DIR (vdsr, unet3d); empty = random data
   bool search = true;                 // --search / --no-search
   bool confirm = true;                // --no-confirm: skip the real steps at the limits
   int64_t crop = 48;                  // --crop (vdsr, overhead)
@@ -39,8 +39,11 @@ struct BenchCommand {
   int64_t channels = 64;              // --channels (vdsr, overhead)
   int64_t base_filters = 8;           // --filters (unet3d)
   int64_t levels = 3;                 // --levels (unet3d)
-  int threads = 0;                    // --threads, 0 = all cores
-  bool cuda = false;                  // --device cuda (vdsr, unet3d); default cpu
+  // --arch (unet3d): "isensee" (models::build_isensee_unet) or "reduced"
+  // (models::build_unet); default isensee with --data, reduced without.
+  std::string arch;
+  int threads = 0;    // --threads, 0 = all cores
+  bool cuda = false;  // --device cuda (vdsr, unet3d); default cpu
   // --host-pool; 0 = the device's default: 16 GiB on the CPU device (reserved
   // lazily), 4 GiB on CUDA (cudaHostAlloc pins all of it up front).
   uint64_t host_pool_bytes = 0;
@@ -56,7 +59,8 @@ std::string usage();
 
 // The input buffers of the largest size must fit `limit_bytes`: VDSR's lr
 // and hr batches (2 x batch x crop x crop x 4 bytes), the U-Net's image and
-// labels ((in_channels + classes) x size^3 x 4 bytes). Overflow-checked;
+// labels ((in_channels + classes) x size^3 x 4 bytes: 4 + 4 on random data,
+// 1 + 13 with --data). Overflow-checked;
 // InvalidArgument naming the flags, the bytes, the limit and the largest
 // size that fits otherwise.
 absl::Status check_host_memory(const BenchCommand& cmd, uint64_t limit_bytes);

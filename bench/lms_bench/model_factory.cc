@@ -115,7 +115,8 @@ Feeds random_unet_feeds(const Unet3dBenchModel& m, int64_t size, int64_t step) {
 
 }  // namespace
 
-absl::StatusOr<ModelFactory> unet_factory(const Unet3dBenchModel& m) {
+absl::StatusOr<ModelFactory> unet_factory(const Unet3dBenchModel& m, Unet3dBatchSource source) {
+  const bool isensee = m.arch == UnetArch::kIsensee;
   if (m.levels < 1 || m.levels > 8 || m.in_channels < 1 || m.classes < 2 || m.base_filters < 1 ||
       (m.spatial_dims != 2 && m.spatial_dims != 3)) {
     return absl::InvalidArgumentError(fmt::format(
@@ -123,31 +124,62 @@ absl::StatusOr<ModelFactory> unet_factory(const Unet3dBenchModel& m) {
         "(>= 1), spatial_dims {} (2 or 3) out of range",
         m.levels, m.in_channels, m.classes, m.base_filters, m.spatial_dims));
   }
+  if (isensee && (m.spatial_dims != 3 || m.segmentation_levels < 1)) {
+    return absl::InvalidArgumentError(
+        fmt::format("unet: the Isensee U-Net is 3-D only (spatial_dims {}) with "
+                    "segmentation_levels >= 1 ({})",
+                    m.spatial_dims, m.segmentation_levels));
+  }
   ModelFactory f;
   f.model = m.spatial_dims == 3 ? "unet3d" : "unet2d";
   f.size_label = "size";
   f.size_step = int64_t{1} << (m.levels - 1);
   f.max_search_size = m.spatial_dims == 3 ? 512 : 8192;
-  f.data_note = "random volumes, random one-hot labels";
-  f.build = [m, check = f](int64_t size) -> absl::StatusOr<Graph> {
+  f.data_note = source ? "real volumes" : "random volumes, random one-hot labels";
+  f.build = [m, isensee, check = f](int64_t size) -> absl::StatusOr<Graph> {
     LMS_RETURN_IF_ERROR(check_size(check, size));
     Graph g;
-    models::ModelTensors t = models::build_unet(g, {.batch = 1,
-                                                    .in_channels = m.in_channels,
-                                                    .classes = m.classes,
-                                                    .size = size,
-                                                    .base_filters = m.base_filters,
-                                                    .levels = m.levels,
-                                                    .spatial_dims = m.spatial_dims,
-                                                    .seed = m.seed});
+    models::ModelTensors t =
+        isensee ? models::build_isensee_unet(g, {.batch = 1,
+                                                 .in_channels = m.in_channels,
+                                                 .classes = m.classes,
+                                                 .size = size,
+                                                 .base_filters = m.base_filters,
+                                                 .levels = m.levels,
+                                                 .segmentation_levels = m.segmentation_levels,
+                                                 .deep_supervision = true,
+                                                 .seed = m.seed})
+                : models::build_unet(g, {.batch = 1,
+                                         .in_channels = m.in_channels,
+                                         .classes = m.classes,
+                                         .size = size,
+                                         .base_filters = m.base_filters,
+                                         .levels = m.levels,
+                                         .spatial_dims = m.spatial_dims,
+                                         .seed = m.seed});
     LMS_RETURN_IF_ERROR(g.status());
     return training_graph(g, t.loss, Adam{.lr = m.lr});
   };
-  f.feeds = [m, check = f](int64_t size, int64_t step) -> absl::StatusOr<Feeds> {
+  f.feeds = [m, source, check = f](int64_t size, int64_t step) -> absl::StatusOr<Feeds> {
     const int64_t third = m.spatial_dims == 3 ? size : 1;
     LMS_RETURN_IF_ERROR(check_feed_bytes(
         check, size, io::checked_product({m.in_channels + m.classes, size, size, third, 4})));
-    return random_unet_feeds(m, size, step);
+    if (!source) return random_unet_feeds(m, size, step);
+    std::vector<float> image, labels;
+    LMS_RETURN_IF_ERROR(source(step, size, &image, &labels));
+    const size_t voxels = static_cast<size_t>(size * size * third);
+    if (image.size() != static_cast<size_t>(m.in_channels) * voxels ||
+        labels.size() != static_cast<size_t>(m.classes) * voxels) {
+      return absl::InvalidArgumentError(fmt::format(
+          "{} size {}: the data source gave {} image and {} label values; the model takes {} x {} "
+          "and {} x {}",
+          check.model, size, image.size(), labels.size(), m.in_channels, voxels, m.classes,
+          voxels));
+    }
+    Feeds feeds;
+    feeds.emplace("image", std::move(image));
+    feeds.emplace("labels", std::move(labels));
+    return feeds;
   };
   return f;
 }

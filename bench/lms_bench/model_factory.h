@@ -52,20 +52,41 @@ struct VdsrBenchModel {
 // depth < 2, channels < 1 or crop < 1.
 absl::StatusOr<ModelFactory> vdsr_factory(const VdsrBenchModel& model, VdsrBatchSource source);
 
-// 3-D U-Net after Isensee et al. (BraTS 2017), batch 1, random volumes.
+// Real 3-D U-Net training volumes: fills image (NCDHW [1, 1, size, size,
+// size]) and one-hot labels ([1, classes, size, size, size]) for a step.
+// unet3d_data.h makes one from the MRI folder.
+using Unet3dBatchSource = std::function<absl::Status(
+    int64_t step, int64_t size, std::vector<float>* image, std::vector<float>* labels)>;
+
+// Classes of the MRI task (examples/unet3d's kBrainClasses: background and
+// 12 AAL region groups); the U-Net's classes with --data.
+inline constexpr int64_t kMriClasses = 13;
+
+enum class UnetArch {
+  kReduced,  // models::build_unet: context modules, max-pool, one segmentation conv
+  kIsensee,  // models::build_isensee_unet: residual context, stride-2 convs, deep supervision
+};
+
+// A 3-D U-Net after Isensee et al. (BraTS 2017), batch 1.
 struct Unet3dBenchModel {
+  UnetArch arch = UnetArch::kReduced;
   int64_t in_channels = 4;
   int64_t classes = 4;
   int64_t base_filters = 8;
   int64_t levels = 3;
-  int spatial_dims = 3;  // 2 builds the same network in 2-D (tests)
+  int64_t segmentation_levels = 3;  // kIsensee: decoder levels summed by deep supervision
+  int spatial_dims = 3;             // 2 builds the reduced network in 2-D (tests)
   uint64_t seed = 1;
   double lr = 1e-4;
 };
 
-// Sizes are multiples of 2^(levels-1). Feeds: "image" N(0, 1) noise and
-// "labels" random one-hot over `classes`, seeded by (seed, step).
-// InvalidArgument for levels < 1, a channel count < 1 or spatial_dims not 2/3.
-absl::StatusOr<ModelFactory> unet_factory(const Unet3dBenchModel& model);
+// Sizes are multiples of 2^(levels-1). Feeds: from `source` when set (its
+// buffers must have the model's shapes: InvalidArgument naming the sizes
+// otherwise), else "image" N(0, 1) noise and "labels" random one-hot over
+// `classes`, seeded by (seed, step). InvalidArgument for levels outside 1..8,
+// a channel count < 1, classes < 2, spatial_dims not 2/3, or kIsensee in 2-D
+// or with segmentation_levels < 1.
+absl::StatusOr<ModelFactory> unet_factory(const Unet3dBenchModel& model,
+                                          Unet3dBatchSource source = nullptr);
 
 }  // namespace lms::bench

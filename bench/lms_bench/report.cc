@@ -21,6 +21,13 @@ double lms_ratio(const Limits& l) {
   return l.no_lms_max > 0 ? static_cast<double>(l.lms_max) / l.no_lms_max : 0;
 }
 
+double voxel_ratio(const Limits& l) {
+  const double r = lms_ratio(l);
+  return r * r * r;
+}
+
+double area_ratio(const Limits& l) { return lms_ratio(l) * lms_ratio(l); }
+
 double working_set_pct(const Limits& l) {
   return l.working_set_max > 0 ? 100.0 * l.lms_max / l.working_set_max : 0;
 }
@@ -53,10 +60,11 @@ std::string format_limits(const SweepResult& r) {
                   limit_text(l.no_lms_max, l.no_lms_capped, l.no_lms_confirmed, l.no_lms_max > 0));
   out += fmt::format("largest {} with LMS:    {}\n", r.size_label,
                      limit_text(l.lms_max, l.lms_capped, l.lms_confirmed, l.lms_max > 0));
-  if (r.size_label == "size") {  // volume side: voxels grow with its cube
-    const double ratio = lms_ratio(l);
-    out += fmt::format("LMS / no LMS:             {:.2f}x in side, {:.2f}x in voxels\n", ratio,
-                       ratio * ratio * ratio);
+  if (r.size_label == "size") {  // volume side: voxels grow with its cube (pixels: square)
+    const bool flat = r.model == "unet2d";
+    out +=
+        fmt::format("LMS / no LMS:             {:.2f}x in side, {} ratio {:.2f}x\n", lms_ratio(l),
+                    flat ? "pixel" : "voxel", flat ? area_ratio(l) : voxel_ratio(l));
   } else {
     out += fmt::format("LMS / no LMS:             {:.2f}x (target >= 4x)\n", lms_ratio(l));
   }
@@ -64,6 +72,17 @@ std::string format_limits(const SweepResult& r) {
                      r.size_label, l.working_set_capped ? ">= " : "", l.working_set_max,
                      format_bytes(r.lms_budget_bytes));
   out += fmt::format("LMS max / working-set limit: {:.1f}% (target >= 99%)\n", working_set_pct(l));
+  if (r.model == "unet3d") {
+    // The goals of the 3-D U-Net: the TFLMS case study's 2.4x the voxels,
+    // TFLMS v2's 5.6x, each with LMS at the working-set limit.
+    const double voxels = voxel_ratio(l), pct = working_set_pct(l);
+    auto verdict = [&](double target) { return voxels >= target && pct >= 99 ? "met" : "not met"; };
+    out += fmt::format(
+        "goal: voxel ratio LMS/no-LMS >= 2.4x (case study), aiming for >= 5.6x (TFLMS v2), at "
+        ">= 99% of the working-set limit\n");
+    out += fmt::format("      reached {:.2f}x at {:.1f}%: case study {}, TFLMS v2 {}\n", voxels,
+                       pct, verdict(kCaseStudyVoxelRatio), verdict(kTflmsV2VoxelRatio));
+  }
   out += fmt::format("search: {} planner probes in {:.1f} s, confirming steps {:.1f} s\n", l.probes,
                      l.search_s, l.confirm_s);
   out += l.notes;
@@ -125,6 +144,10 @@ nlohmann::json to_json(const SweepResult& r) {
                    {"search_s", l.search_s},
                    {"confirm_s", l.confirm_s},
                    {"notes", l.notes}};
+    // Volume sides: the ratio in voxels (pixels in 2-D).
+    if (r.size_label == "size") {
+      j["search"]["voxel_ratio"] = r.model == "unet2d" ? area_ratio(l) : voxel_ratio(l);
+    }
   }
   return j;
 }

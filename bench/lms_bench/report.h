@@ -16,14 +16,23 @@ namespace lms::bench {
 // peak device MiB | pinned host MiB | swapped MiB/step | status.
 std::string format_table(const SweepResult& result);
 
-// The searched limits, their ratio and the share of the working-set limit;
-// empty when the sweep did not search.
+// The searched limits, their ratio (for volumes also the voxel ratio) and
+// the share of the working-set limit, and for unet3d the goal line with
+// what was reached; empty when the sweep did not search.
 std::string format_limits(const SweepResult& result);
 
 // LMS max / no-LMS max (0 when no-LMS max is 0) and LMS max / working-set
 // max in percent (0 when the latter is 0).
 double lms_ratio(const Limits& limits);
 double working_set_pct(const Limits& limits);
+// lms_ratio cubed (volumes: voxels grow with the side's cube) and squared (2-D).
+double voxel_ratio(const Limits& limits);
+double area_ratio(const Limits& limits);
+
+// The 3-D U-Net's goals in voxels, LMS max^3 / no-LMS max^3, each at >= 99%
+// of the working-set limit: the TFLMS case study and TFLMS v2.
+inline constexpr double kCaseStudyVoxelRatio = 2.4;
+inline constexpr double kTflmsV2VoxelRatio = 5.6;
 
 nlohmann::json to_json(const CaseResult& row);
 nlohmann::json to_json(const SweepResult& result);

@@ -186,6 +186,12 @@ absl::StatusOr<BrainPair> to_cube(const BrainPair& pair, int64_t side) {
   return out;
 }
 
+int64_t grid_side(int64_t size, int64_t levels) {
+  if (size < 1 || size > (int64_t{1} << 40) || levels < 1 || levels > 32) return 0;
+  const int64_t multiple = int64_t{1} << (levels - 1);
+  return (5 * size + 4 * multiple - 1) / (4 * multiple) * multiple;
+}
+
 absl::Status make_batch(const BrainPair& pair, const BatchOptions& o, uint64_t seed, int64_t step,
                         std::vector<float>* image, std::vector<float>* onehot) {
   const auto& d = pair.image.dims;

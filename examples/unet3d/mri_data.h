@@ -54,6 +54,14 @@ absl::StatusOr<BrainPair> load_brain(const std::string& dir, const std::string& 
 // for side < 1.
 absl::StatusOr<BrainPair> to_cube(const BrainPair& pair, int64_t side);
 
+// The side of the cube grid (to_cube) that crops of side `size` are drawn
+// from for a U-Net of `levels` levels: size + size/4 (so crops land at
+// different places of the head), rounded up to a multiple of
+// 2^(levels - 1), i.e. 2^(levels-1) * ceil(5 size / (4 * 2^(levels-1))).
+// grid_side(32, 3) = 40, grid_side(48, 4) = 64, grid_side(16, 1) = 20.
+// Returns 0 for size < 1, size > 2^40 or levels outside 1..32.
+int64_t grid_side(int64_t size, int64_t levels);
+
 // Normalises `image` in place to zero mean and unit variance over the
 // voxels whose label is not 0 (all voxels when none is).
 void normalise(io::Volume& image, const io::Volume& labels);

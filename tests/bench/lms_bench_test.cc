@@ -20,6 +20,7 @@
 #include "report.h"
 #include "search.h"
 #include "sweep.h"
+#include "unet3d_data.h"
 #include "vdsr_data.h"
 
 namespace lms::bench {
@@ -241,6 +242,147 @@ TEST(Unet, TwoDimensionalStandInSweeps) {
   EXPECT_EQ(r->limits.lms_max % 2, 0);
   o.sizes = {15};
   EXPECT_EQ(run_sweep(*f, o, log).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Unet, IsenseeArchitectureAndSourceShapesAreChecked) {
+  auto f = unet_factory({.arch = UnetArch::kIsensee,
+                         .in_channels = 1,
+                         .classes = 3,
+                         .base_filters = 2,
+                         .levels = 2,
+                         .seed = kSeed});
+  ASSERT_TRUE(f.ok()) << f.status();
+  auto g = f->build(8);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(f->build(7).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(unet_factory({.arch = UnetArch::kIsensee, .spatial_dims = 2}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // A source whose buffers do not match the model is an error, not a crash.
+  Unet3dBatchSource wrong = [](int64_t, int64_t size, std::vector<float>* image,
+                               std::vector<float>* labels) {
+    image->assign(static_cast<size_t>(size * size * size), 0.0f);
+    labels->assign(static_cast<size_t>(2 * size * size * size), 0.0f);  // 2 classes, not 3
+    return absl::OkStatus();
+  };
+  f = unet_factory({.arch = UnetArch::kIsensee, .in_channels = 1, .classes = 3, .levels = 2},
+                   wrong);
+  ASSERT_TRUE(f.ok()) << f.status();
+  const absl::Status s = f->feeds(8, 0).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("the model takes 1 x 512 and 3 x 512"), std::string::npos) << s;
+}
+
+TEST(Cli, Unet3dDataAndArch) {
+  absl::StatusOr<BenchCommand> plain = parse_command_line({"unet3d", "--size", "16"});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->arch, "reduced");  // random volumes: today's reduced U-Net
+  EXPECT_TRUE(plain->data_dir.empty());
+  Unet3dBenchModel m = command_unet_model(*plain);
+  EXPECT_EQ(m.arch, UnetArch::kReduced);
+  EXPECT_EQ(m.in_channels, 4);
+  EXPECT_EQ(m.classes, 4);
+
+  absl::StatusOr<BenchCommand> mri =
+      parse_command_line({"unet3d", "--data", "data/mri", "--size", "32,48", "--filters", "4",
+                          "--levels=4", "--capacity", "64MiB"});
+  ASSERT_TRUE(mri.ok()) << mri.status();
+  EXPECT_EQ(mri->data_dir, "data/mri");
+  EXPECT_EQ(mri->arch, "isensee");  // the default with --data
+  m = command_unet_model(*mri);
+  EXPECT_EQ(m.arch, UnetArch::kIsensee);
+  EXPECT_EQ(m.in_channels, 1);
+  EXPECT_EQ(m.classes, kMriClasses);
+  EXPECT_EQ(m.base_filters, 4);
+  EXPECT_EQ(m.levels, 4);
+  EXPECT_EQ(m.segmentation_levels, 3);
+
+  absl::StatusOr<BenchCommand> reduced =
+      parse_command_line({"unet3d", "--data=data/mri", "--arch", "reduced"});
+  ASSERT_TRUE(reduced.ok()) << reduced.status();
+  EXPECT_EQ(command_unet_model(*reduced).arch, UnetArch::kReduced);
+  EXPECT_EQ(command_unet_model(*reduced).classes, kMriClasses);
+  absl::StatusOr<BenchCommand> isensee = parse_command_line({"unet3d", "--arch=isensee"});
+  ASSERT_TRUE(isensee.ok()) << isensee.status();
+  EXPECT_EQ(command_unet_model(*isensee).arch, UnetArch::kIsensee);
+  EXPECT_EQ(command_unet_model(*isensee).in_channels, 4);
+
+  std::ostringstream out, err;
+  EXPECT_EQ(run_main({"unet3d", "--arch", "full"}, out, err), 2);
+  EXPECT_NE(err.str().find("--arch 'full': allowed are isensee"), std::string::npos) << err.str();
+  EXPECT_EQ(run_main({"vdsr", "--arch", "isensee"}, out, err), 2);
+  EXPECT_NE(err.str().find("--arch: not a flag of `lms-bench vdsr`"), std::string::npos);
+  // With --data the host buffers are 1 + 13 channels, not 4 + 4.
+  absl::Status host = check_host_memory(*mri, uint64_t{14} * 48 * 48 * 48 * 4 - 1);
+  EXPECT_EQ(host.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(check_host_memory(*mri, uint64_t{14} * 48 * 48 * 48 * 4).ok());
+
+  // A missing folder: a warning, then random volumes of the MRI shapes.
+  std::ostringstream out2, err2;
+  EXPECT_EQ(
+      run_main({"unet3d", "--data", "/nonexistent/mri", "--size", "8", "--filters", "2", "--levels",
+                "2", "--capacity", "8MiB", "--steps", "1", "--threads", "1", "--no-search"},
+               out2, err2),
+      0)
+      << err2.str();
+  EXPECT_NE(err2.str().find("warning: "), std::string::npos) << err2.str();
+  EXPECT_NE(err2.str().find("using random volumes (1 channel, 13 classes)"), std::string::npos)
+      << err2.str();
+}
+
+// The real MRI pair (scripts/fetch_data.sh) through the Isensee U-Net: 2
+// base filters, 2 levels, 8 MiB. Size 16 trains both ways; 32 runs out of
+// memory without LMS and trains with it; the limits are 26 and 36 (a
+// 2.65x voxel ratio at the working-set limit).
+TEST(Unet, RealMriSweep) {
+  const std::string dir = std::string(LMS_SOURCE_DIR) + "/data/mri";
+  if (load_mri_volumes("/nonexistent", 1, 2).status().code() == absl::StatusCode::kUnimplemented) {
+    GTEST_SKIP() << "lms-bench built without examples/unet3d (LMS_BUILD_EXAMPLES=OFF)";
+  }
+  if (!std::filesystem::exists(dir + "/ch2bet.nii.gz") ||
+      !std::filesystem::exists(dir + "/aal.nii.gz")) {
+    GTEST_SKIP() << dir << " not fetched (scripts/fetch_data.sh); random volumes are tested above";
+  }
+  const std::string tmp = temp_dir("lms_bench_mri");
+  const std::string path = tmp + "/unet3d.json";
+  std::ostringstream out, err;
+  int rc = run_main(
+      {"unet3d", "--data", dir, "--size", "16,32", "--filters", "2", "--levels", "2", "--capacity",
+       "8MiB", "--steps", "1", "--threads", "1", "--seed", "7", "--json", path},
+      out, err);
+  ASSERT_EQ(rc, 0) << err.str();
+  const std::string text = out.str();
+  std::printf("%s", text.c_str());
+  for (const std::string& part :
+       {std::string("Isensee U-Net, ch2bet.nii.gz T1 + AAL 13 classes"),
+        std::string("(S/G: 16/20, 32/40)"), std::string("voxel ratio"),
+        std::string("goal: voxel ratio LMS/no-LMS >= 2.4x (case study), aiming for >= 5.6x "
+                    "(TFLMS v2), at >= 99% of the working-set limit"),
+        std::string("reached ")}) {
+    EXPECT_NE(text.find(part), std::string::npos) << "want '" << part << "' in: " << text;
+  }
+  std::ifstream in(path);
+  auto j = nlohmann::json::parse(in, nullptr, false);
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_NE(j["data"].get<std::string>().find("ch2bet"), std::string::npos) << j["data"];
+  ASSERT_EQ(j["rows"].size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(j["rows"][i]["size"], i < 2 ? 16 : 32);
+    EXPECT_EQ(j["rows"][i]["lms"], i % 2 == 1);
+  }
+  EXPECT_TRUE(j["rows"][0]["ok"].get<bool>()) << j["rows"][0]["error"];
+  EXPECT_TRUE(j["rows"][1]["ok"].get<bool>()) << j["rows"][1]["error"];
+  EXPECT_EQ(j["rows"][0]["losses"], j["rows"][1]["losses"]);  // same crop, same weights
+  EXPECT_FALSE(j["rows"][2]["ok"].get<bool>());               // 32 without LMS: OOM
+  EXPECT_EQ(j["rows"][2]["status"].get<std::string>().rfind("OOM", 0), 0u) << j["rows"][2];
+  EXPECT_TRUE(j["rows"][3]["ok"].get<bool>()) << j["rows"][3]["error"];
+  EXPECT_GT(j["rows"][3]["bytes_d2h_per_step"].get<uint64_t>(), 0u);
+  const auto& search = j["search"];
+  EXPECT_LT(search["no_lms_max"].get<int64_t>(), 32);
+  EXPECT_GE(search["lms_max"].get<int64_t>(), 32);
+  EXPECT_GE(search["working_set_max"].get<int64_t>(), search["lms_max"].get<int64_t>());
+  const double side = search["lms_over_no_lms"].get<double>();
+  EXPECT_NEAR(search["voxel_ratio"].get<double>(), side * side * side, 1e-9);
+  std::filesystem::remove_all(tmp);
 }
 
 TEST(Overhead, ForcedSwapsRunAndPredictionsArePrinted) {

@@ -202,6 +202,28 @@ TEST(MriData, CubeResamplingAndBadRequests) {
   EXPECT_NE(std::string(bad.message()).find("label 99"), std::string::npos) << bad;
 }
 
+TEST(MriData, GridSideIsAQuarterLargerRoundedToTheUnetMultiple) {
+  EXPECT_EQ(grid_side(32, 3), 40);  // 40 is a multiple of 4
+  EXPECT_EQ(grid_side(48, 4), 64);  // 60 -> 64 (multiple of 8)
+  EXPECT_EQ(grid_side(16, 1), 20);
+  EXPECT_EQ(grid_side(17, 1), 22);  // 21.25 rounds up
+  EXPECT_EQ(grid_side(24, 2), 30);
+  EXPECT_EQ(grid_side(40, 4), 56);  // 50 -> 56
+  EXPECT_EQ(grid_side(1, 1), 2);
+  for (int64_t levels = 1; levels <= 6; ++levels) {
+    const int64_t multiple = int64_t{1} << (levels - 1);
+    for (int64_t size = multiple; size <= 256; size += multiple) {
+      const int64_t g = grid_side(size, levels);
+      ASSERT_EQ(g % multiple, 0) << size << " " << levels;
+      ASSERT_GE(4 * g, 5 * size) << size << " " << levels;
+      ASSERT_LT(4 * (g - multiple), 5 * size) << size << " " << levels;  // the smallest such
+    }
+  }
+  EXPECT_EQ(grid_side(0, 3), 0);
+  EXPECT_EQ(grid_side(32, 0), 0);
+  EXPECT_EQ(grid_side(32, 33), 0);
+}
+
 TEST(MriData, RealCh2BetWithTheAalClasses) {
   const std::string dir = std::string(LMS_SOURCE_DIR) + "/data/mri";
   if (!std::filesystem::exists(dir + "/ch2bet.nii.gz")) {
