@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
-# The main job: installs what is missing, builds, fetches the real photos, and
-# prints the LMS comparison on VDSR (lms-bench: batch sweep with LMS off and
-# on under one device capacity, and the largest batch each way), then trains
-# VDSR briefly with LMS and evaluates PSNR against bicubic on held-out photos.
+# The main job: installs what is missing, builds, fetches the real photos and
+# MRI, and runs both studies:
+#  1. VDSR on photos: the LMS comparison (lms-bench: batch sweep with LMS off
+#     and on under one device capacity, and the largest batch each way), then
+#     a short VDSR training with LMS and PSNR against bicubic on held-out
+#     photos;
+#  2. the 3-D U-Net on MRI: the resolution sweep with LMS off and on, the
+#     largest cube each way, and the case study (the same network trained at
+#     both sizes, Dice per class on the high-resolution grid).
+# Tables go to the terminal; plots, traces, PNGs and JSON to out/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # GNU OpenMP (under oneDNN) spins at barriers by default; with any other busy
@@ -12,7 +18,7 @@ export GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-30000}
 scripts/install_deps.sh
 scripts/fetch_data.sh data
 cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build-release -j "$(nproc)" --target lms-bench vdsr
+cmake --build build-release -j "$(nproc)" --target lms-bench vdsr unet3d
 mkdir -p out
 echo "== lms-bench: VDSR batch sweep, 256 MiB emulated device"
 build-release/bench/lms-bench vdsr --data data --batch 4,8,16,32,64 --capacity 256MiB \
@@ -21,3 +27,10 @@ echo "== VDSR: short training with LMS, then PSNR on the held-out photos"
 build-release/examples/vdsr/vdsr train --data data --capacity 256MiB --batch 32 --crop 48 --lr 1e-3 \
   --steps ${VDSR_STEPS:-30} --lms configs/lms.toml --checkpoint out/vdsr.ckpt --checkpoint-every 10
 build-release/examples/vdsr/vdsr eval --data data --checkpoint out/vdsr.ckpt --out out/vdsr_eval.png
+echo "== lms-bench: 3-D U-Net (Isensee et al.) on MRI: resolution sweep under a 64 MiB emulated"
+echo "   device, then the case study at the largest cube each way"
+build-release/bench/lms-bench unet3d --data data/mri --filters 8 --levels 3 --capacity 64MiB \
+  --size 32,48,64 --steps 1 --study-steps ${UNET3D_STEPS:-100} --out out/unet3d_case_study \
+  --trace out/unet3d_traces --json out/lms-bench-unet3d.json
+echo "== outputs"
+ls out out/unet3d_case_study

@@ -1,5 +1,6 @@
 #include "bench.h"
 
+#include "case_study.h"
 #include "fmt/format.h"
 #include "lms/status.h"
 #include "lms/strings.h"
@@ -40,6 +41,36 @@ std::string crop_grid_sides(const BenchCommand& cmd) {
   return out;
 }
 
+// The case study at the sweep's limits (case_study.h).
+absl::StatusOr<CaseStudyResult> run_command_case_study(const BenchCommand& cmd,
+                                                       const SweepResult& sweep, std::ostream& out,
+                                                       std::ostream& err) {
+  const Limits& l = sweep.limits;
+  if (!sweep.searched || l.no_lms_max < 1 || l.lms_max <= l.no_lms_max) {
+    return absl::FailedPreconditionError(
+        fmt::format("case study: needs searched limits with LMS above no LMS (have {} and {}; drop "
+                    "--no-search or raise --capacity)",
+                    l.no_lms_max, l.lms_max));
+  }
+  CaseStudyOptions o{.data_dir = cmd.data_dir,
+                     .no_lms_size = l.no_lms_max,
+                     .lms_size = l.lms_max,
+                     .filters = cmd.base_filters,
+                     .levels = cmd.levels,
+                     .steps = cmd.study_steps,
+                     .lr = cmd.study_lr,
+                     .seed = cmd.seed,
+                     .capacity_bytes = cmd.capacity_bytes,
+                     .host_pool_bytes = cmd.host_pool_bytes,
+                     .threads = cmd.threads,
+                     .lms_file = cmd.lms_file,
+                     .lms_sets = cmd.lms_sets,
+                     .out_dir = cmd.out_dir};
+  LMS_ASSIGN_OR_RETURN(CaseStudyResult study, run_case_study(o, err));
+  out << "\n" << format_case_study(study);
+  return study;
+}
+
 absl::Status run_sweep_command(const BenchCommand& cmd, std::ostream& out, std::ostream& err) {
   LMS_ASSIGN_OR_RETURN(LmsConfig cfg, command_config(cmd));
   LMS_ASSIGN_OR_RETURN(ModelFactory f, command_factory(cmd, err));
@@ -60,7 +91,13 @@ absl::Status run_sweep_command(const BenchCommand& cmd, std::ostream& out, std::
   out << fmt::format("{} under a {} {} ({}, link {}):\n", f.model,
                      format_bytes(o.device.capacity_bytes), kind, f.data_note, link);
   out << format_table(r) << format_limits(r);
-  if (!cmd.json_path.empty()) LMS_RETURN_IF_ERROR(write_json(to_json(r), cmd.json_path));
+  nlohmann::json json = to_json(r);
+  if (cmd.mode == Mode::kUnet3d && cmd.study_steps > 0 && !cmd.data_dir.empty() &&
+      f.data_note.find(kMriImageFile) != std::string::npos) {
+    LMS_ASSIGN_OR_RETURN(CaseStudyResult study, run_command_case_study(cmd, r, out, err));
+    json["case_study"] = to_json(study);
+  }
+  if (!cmd.json_path.empty()) LMS_RETURN_IF_ERROR(write_json(json, cmd.json_path));
   return absl::OkStatus();
 }
 

@@ -153,6 +153,21 @@ const std::map<std::string, FlagSpec>& flags() {
           c.arch = v;
           return absl::OkStatus();
         }}},
+      {"--study-steps",
+       {{Mode::kUnet3d}, int_flag("--study-steps", &BenchCommand::study_steps, 0, 1000000)}},
+      {"--study-lr",
+       {{Mode::kUnet3d},
+        [](BenchCommand& c, const std::string& v) -> absl::Status {
+          char* end = nullptr;
+          double f = std::strtod(v.c_str(), &end);
+          if (v.empty() || *end != '\0' || !(f > 0 && f < 1)) {
+            return absl::InvalidArgumentError(
+                fmt::format("--study-lr '{}': expected a learning rate in (0, 1)", v));
+          }
+          c.study_lr = f;
+          return absl::OkStatus();
+        }}},
+      {"--out", {{Mode::kUnet3d}, string_flag(&BenchCommand::out_dir)}},
       {"--crop", {vdsr_like, int_flag("--crop", &BenchCommand::crop, 1, 4096)}},
       {"--depth", {vdsr_like, int_flag("--depth", &BenchCommand::depth, 2, 1000)}},
       {"--channels", {vdsr_like, int_flag("--channels", &BenchCommand::channels, 1, 4096)}},
@@ -210,6 +225,8 @@ void apply_defaults(BenchCommand& c) {
   }
   if (c.mode == Mode::kUnet3d && c.arch.empty())
     c.arch = c.data_dir.empty() ? "reduced" : "isensee";
+  if (c.study_steps < 0) c.study_steps = c.mode == Mode::kUnet3d && !c.data_dir.empty() ? 100 : 0;
+  if (c.out_dir.empty()) c.out_dir = "out/unet3d_case_study";
 }
 
 // One flag at args[*i] (and its value); advances *i past what it used.
@@ -351,7 +368,8 @@ or, with --device cuda, a GPU).
                      [--depth 20] [--channels 64] [--steps 2] [--trace DIR] [--json FILE]
                      [--no-search] [--no-confirm]
   lms-bench unet3d   [--size 32,48,64] [--capacity 256MiB] [--data DIR] [--arch isensee|reduced]
-                     [--filters 8] [--levels 3] [--steps 2] [--trace DIR] [--json FILE] [...]
+                     [--filters 8] [--levels 3] [--steps 2] [--trace DIR] [--json FILE]
+                     [--study-steps 100] [--study-lr 3e-3] [--out DIR] [...]
   lms-bench overhead [--batch 8] [--capacity 1GiB] [--link 12GB/s] [--budget-fraction 0.6]
                      [--steps 3] [--data DIR] [--json FILE]
 
@@ -365,6 +383,11 @@ rotations, scalings) from the pair resampled to a cube of side S + S/4 (rounded 
 of 2^(levels-1)); 1 input channel. Without --data: random volumes, 4 channels, 4 classes.
 --arch isensee (Isensee et al.'s U-Net with deep supervision; default with --data) or reduced
 (default without).
+unet3d --data, then the case study (TFLMS, arXiv 1807.02037 Sec. 5): the same U-Net trained
+--study-steps steps (Adam, --study-lr) at the largest size without LMS and at the largest with
+LMS, both under --capacity; Dice per class on the evaluation volume (ch2better) on the
+high-resolution grid, the low-resolution prediction resampled up. Checkpoints and three-slice
+PNGs go to --out (out/unet3d_case_study). --study-steps 0 skips it.
 overhead: one batch that fits both ways; time per step without LMS, with LMS forced to swap
 (budget = --budget-fraction of the no-LMS peak) on an unthrottled link and on a link throttled
 to --link; predicted (simulator) vs measured stall and step time.

@@ -42,6 +42,13 @@ struct BenchCommand {
   // --arch (unet3d): "isensee" (models::build_isensee_unet) or "reduced"
   // (models::build_unet); default isensee with --data, reduced without.
   std::string arch;
+  // The case study after the unet3d sweep on --data (case_study.h): steps of
+  // each training run (--study-steps; 0 = no case study; default 100 with
+  // --data, 0 without), Adam's rate (--study-lr) and where checkpoints and
+  // prediction PNGs go (--out; default out/unet3d_case_study).
+  int64_t study_steps = -1;
+  double study_lr = 3e-3;
+  std::string out_dir;
   int threads = 0;    // --threads, 0 = all cores
   bool cuda = false;  // --device cuda (vdsr, unet3d); default cpu
   // --host-pool; 0 = the device's default: 16 GiB on the CPU device (reserved

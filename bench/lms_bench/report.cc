@@ -33,22 +33,31 @@ double working_set_pct(const Limits& l) {
 }
 
 std::string format_table(const SweepResult& r) {
-  std::string out = fmt::format("{:>6} | {:<3} | {:>13} | {:>15} | {:>15} | {:>16} | {}\n",
+  std::string out = fmt::format("{:>6} | {:<3} | {:>13} | {:>15} | {:>11} | {:>15} | {:>16} | {}\n",
                                 r.size_label, "LMS", "time/step (s)", "peak device MiB",
-                                "pinned host MiB", "swapped MiB/step", "status");
-  out += fmt::format("{:-<6}-+-{:-<3}-+-{:-<13}-+-{:-<15}-+-{:-<15}-+-{:-<16}-+-{:-<20}\n", "", "",
-                     "", "", "", "", "");
+                                "planned MiB", "pinned host MiB", "swapped MiB/step", "status");
+  out +=
+      fmt::format("{:-<6}-+-{:-<3}-+-{:-<13}-+-{:-<15}-+-{:-<11}-+-{:-<15}-+-{:-<16}-+-{:-<20}\n",
+                  "", "", "", "", "", "", "", "");
+  int ran = 0, equal = 0;
   for (const CaseResult& row : r.rows) {
     if (!row.ok) {
-      out += fmt::format("{:>6} | {:<3} | {:>13} | {:>15} | {:>15} | {:>16} | {}\n", row.size,
-                         row.lms ? "on" : "off", "-", "-", "-", "-", row.status);
+      out += fmt::format("{:>6} | {:<3} | {:>13} | {:>15} | {:>11} | {:>15} | {:>16} | {}\n",
+                         row.size, row.lms ? "on" : "off", "-", "-", "-", "-", "-", row.status);
       continue;
     }
-    out +=
-        fmt::format("{:>6} | {:<3} | {:>13.3f} | {:>15.1f} | {:>15.1f} | {:>16.1f} | {}\n",
-                    row.size, row.lms ? "on" : "off", row.mean_step_s, mib(row.peak_device_bytes),
-                    mib(row.peak_pinned_host_bytes), mib(row.bytes_d2h_per_step), row.status);
+    ++ran;
+    equal += row.predicted_peak_after_bytes == row.peak_device_bytes;
+    out += fmt::format(
+        "{:>6} | {:<3} | {:>13.3f} | {:>15.1f} | {:>11.1f} | {:>15.1f} | {:>16.1f} | {}\n",
+        row.size, row.lms ? "on" : "off", row.mean_step_s, mib(row.peak_device_bytes),
+        mib(row.predicted_peak_after_bytes), mib(row.peak_pinned_host_bytes),
+        mib(row.bytes_d2h_per_step), row.status);
   }
+  out += fmt::format(
+      "goal: the planner's predicted peak equals the measured peak at every size: {} of {} runs "
+      "equal to the byte ({})\n",
+      equal, ran, equal == ran ? "met" : "not met");
   return out;
 }
 

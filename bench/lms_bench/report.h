@@ -13,7 +13,9 @@
 namespace lms::bench {
 
 // One line per run: size | LMS | time/step (s, mean after the first step) |
-// peak device MiB | pinned host MiB | swapped MiB/step | status.
+// peak device MiB (measured) | planned MiB (the planner's predicted peak) |
+// pinned host MiB | swapped MiB/step | status; then the goal line: how many
+// runs' measured peak equals the predicted one to the byte.
 std::string format_table(const SweepResult& result);
 
 // The searched limits, their ratio (for volumes also the voxel ratio) and

@@ -48,7 +48,9 @@ absl::Status fill_planner_before(const Graph& train, const CaseSpec& spec, const
   LMS_ASSIGN_OR_RETURN(RewriteReport rep, rewrite(copy, off, ro));
   row.budget_bytes = rep.budget_bytes;
   row.predicted_peak_before_bytes = rep.peak_bytes_before;
-  row.predicted_peak_after_bytes = rep.peak_bytes_before;
+  // The unchanged graph's layout: persistent tensors plus its arena, what
+  // the session holds (RewriteReport::peak_bytes_after).
+  row.predicted_peak_after_bytes = rep.peak_bytes_after;
   row.working_set_limit_bytes = rep.working_set_limit_bytes;
   row.working_set_node = rep.working_set_node;
   if (ro.least_workspace_bytes.has_value() && ro.workspace_bytes.has_value()) {

@@ -76,7 +76,7 @@ struct CaseResult {
   // Planner figures (lms::rewrite on this graph and budget).
   uint64_t budget_bytes = 0;                 // what LMS planned for (capacity if no limit)
   uint64_t predicted_peak_before_bytes = 0;  // no swaps, profile peak
-  uint64_t predicted_peak_after_bytes = 0;   // with the plan (replayed); = before when off
+  uint64_t predicted_peak_after_bytes = 0;   // persistent + arena of the step as run (plan or not)
   uint64_t working_set_limit_bytes = 0;      // no plan gets below this
   std::string working_set_node;
   double predicted_step_s = 0;   // simulated step with the plan

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "cli.h"
-#include "evaluate.h"
-#include "trainer.h"
+#include "unet3d_cli.h"
+#include "unet3d_evaluate.h"
+#include "unet3d_trainer.h"
 
 namespace {
 

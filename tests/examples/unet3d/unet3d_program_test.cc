@@ -16,12 +16,12 @@
 #include <string>
 #include <vector>
 
-#include "cli.h"
-#include "evaluate.h"
 #include "lms/io/image.h"
 #include "lms/io/nifti.h"
 #include "slices.h"
-#include "trainer.h"
+#include "unet3d_cli.h"
+#include "unet3d_evaluate.h"
+#include "unet3d_trainer.h"
 
 namespace lms::unet3d {
 namespace {

@@ -1,4 +1,4 @@
-#include "trainer.h"
+#include "unet3d_trainer.h"
 
 #include <algorithm>
 #include <charconv>

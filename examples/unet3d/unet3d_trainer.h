@@ -23,9 +23,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "cli.h"
 #include "lms/io/checkpoint.h"
 #include "lms/rewrite.h"
+#include "unet3d_cli.h"
 
 namespace lms::unet3d {
 

@@ -21,11 +21,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "cli.h"
 #include "lms/device.h"
 #include "lms/io/checkpoint.h"
 #include "lms/io/nifti.h"
-#include "trainer.h"
+#include "unet3d_cli.h"
+#include "unet3d_trainer.h"
 
 namespace lms::unet3d {
 

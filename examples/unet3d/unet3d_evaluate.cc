@@ -1,4 +1,4 @@
-#include "evaluate.h"
+#include "unet3d_evaluate.h"
 
 #include <algorithm>
 #include <memory>

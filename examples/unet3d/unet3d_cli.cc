@@ -1,4 +1,4 @@
-#include "cli.h"
+#include "unet3d_cli.h"
 
 #include <optional>
 
@@ -118,9 +118,7 @@ absl::Status require_checkpoint(std::string_view command, const std::string& che
 }  // namespace
 
 int64_t resolved_grid(int64_t size, int64_t grid, int64_t levels) {
-  if (grid != 0) return grid;
-  const int64_t step = int64_t{1} << (levels - 1);  // size + size / 4, rounded up
-  return (size + size / 4 + step - 1) / step * step;
+  return grid != 0 ? grid : grid_side(size, levels);
 }
 
 absl::StatusOr<Command> parse_command_line(const std::vector<std::string>& args) {
