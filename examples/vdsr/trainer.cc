@@ -161,10 +161,10 @@ class TrainRun {
 
   absl::Status write_trace() {
     if (o_.trace_dir.empty()) return absl::OkStatus();
-    return examples::write_trace_files(
-        recorder_, o_.run.capacity_bytes, o_.trace_dir, o_.lms_active() ? "LMS on" : "LMS off",
-        static_cast<int64_t>(result_.losses.size()) - 1,
-        fmt::format("VDSR batch {}, last step", o_.batch), log_);
+    return examples::write_trace_files(recorder_, o_.run.capacity_bytes, o_.trace_dir,
+                                       o_.lms_active() ? "LMS on" : "LMS off",
+                                       static_cast<int64_t>(result_.losses.size()) - 1,
+                                       fmt::format("VDSR batch {}, last step", o_.batch), log_);
   }
 
   void print_summary() {
