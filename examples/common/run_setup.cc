@@ -10,6 +10,7 @@
 #include "lms/profiler/summary.h"
 #include "lms/status.h"
 #include "lms/strings.h"
+#include "lms/units.h"
 
 namespace lms::examples {
 
@@ -143,6 +144,21 @@ absl::Status write_trace_files(const Recorder& recorder, uint64_t capacity_bytes
   log << format_summary(summarize(recorder));
   log << fmt::format("trace: {}, {}\n", (d / "trace.json").string(), (d / "memory.svg").string());
   return absl::OkStatus();
+}
+
+std::string format_run_end(const RunEnd& e) {
+  std::string out = fmt::format("peak device memory {} of {}\n", format_bytes(e.peak_device_bytes),
+                                format_bytes(e.capacity_bytes));
+  if (e.lms_report != nullptr && e.lms_report->enabled) {
+    out += fmt::format("LMS {}: {} tensors swapped, {} out / {} in per step\n",
+                       policy_name(e.lms_report->policy), e.lms_report->swapped.size(),
+                       format_bytes(e.bytes_d2h_per_step), format_bytes(e.bytes_h2d_per_step));
+  } else {
+    out += "LMS off\n";
+  }
+  if (!e.checkpoint.empty())
+    out += fmt::format("checkpoint: {} (step {})\n", e.checkpoint, e.last_step);
+  return out;
 }
 
 }  // namespace lms::examples

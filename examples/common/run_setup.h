@@ -25,6 +25,7 @@
 #include "lms/graph.h"
 #include "lms/io/checkpoint.h"
 #include "lms/profiler/recorder.h"
+#include "lms/rewrite.h"
 #include "lms/session.h"
 
 namespace lms::examples {
@@ -87,5 +88,19 @@ absl::Status check_resume(const io::Checkpoint& ck, const std::string& path,
 absl::Status write_trace_files(const Recorder& recorder, uint64_t capacity_bytes,
                                const std::string& dir, const std::string& series_label,
                                int64_t last_step, const std::string& title, std::ostream& log);
+
+// The end-of-run lines every training program prints after its "done:"
+// line: the device peak against the capacity, what LMS swapped per step
+// (or "LMS off") and the checkpoint written.
+struct RunEnd {
+  const RewriteReport* lms_report = nullptr;  // enabled == false without LMS
+  uint64_t peak_device_bytes = 0;
+  uint64_t capacity_bytes = 0;
+  uint64_t bytes_d2h_per_step = 0;
+  uint64_t bytes_h2d_per_step = 0;
+  std::string checkpoint;  // empty: none written
+  int64_t last_step = 0;
+};
+std::string format_run_end(const RunEnd& end);
 
 }  // namespace lms::examples

@@ -168,22 +168,16 @@ class TrainRun {
   }
 
   void print_summary() {
-    const RewriteReport& rep = result_.lms_report;
     log_ << fmt::format("done: steps {}..{} in {:.1f} s ({:.1f} img/s), final loss {:.6e}\n",
                         result_.first_step, o_.steps, result_.total_s, result_.images_per_s,
                         result_.losses.back());
-    log_ << fmt::format("peak device memory {} of {}\n", format_bytes(result_.peak_device_bytes),
-                        format_bytes(o_.run.capacity_bytes));
-    if (rep.enabled) {
-      log_ << fmt::format("LMS {}: {} tensors swapped, {} out / {} in per step\n",
-                          policy_name(rep.policy), rep.swapped.size(),
-                          format_bytes(result_.bytes_d2h_per_step),
-                          format_bytes(result_.bytes_h2d_per_step));
-    } else {
-      log_ << "LMS off\n";
-    }
-    if (!o_.checkpoint.empty())
-      log_ << fmt::format("checkpoint: {} (step {})\n", o_.checkpoint, o_.steps);
+    log_ << examples::format_run_end({.lms_report = &result_.lms_report,
+                                      .peak_device_bytes = result_.peak_device_bytes,
+                                      .capacity_bytes = o_.run.capacity_bytes,
+                                      .bytes_d2h_per_step = result_.bytes_d2h_per_step,
+                                      .bytes_h2d_per_step = result_.bytes_h2d_per_step,
+                                      .checkpoint = o_.checkpoint,
+                                      .last_step = o_.steps});
   }
 
   const TrainOptions& o_;
