@@ -11,6 +11,7 @@ scripts/fetch_data.sh --mri-only data ||
   echo "warning: could not fetch data/mri; the tests on the real MRI will skip"
 jobs=$(nproc)
 export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+export LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 
 configure() {  # configure <dir> <cmake args...>
