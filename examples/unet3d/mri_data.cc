@@ -24,44 +24,6 @@ absl::StatusOr<std::string> read_text(const std::string& path) {
   return text.str();
 }
 
-// Trilinear value of `v` at voxel coordinates (x, y, z); `outside` beyond
-// the grid (a sample counts as inside up to half a voxel past the edge,
-// where it takes the edge voxel).
-float sample_linear(const io::Volume& v, double x, double y, double z, float outside) {
-  const double p[3] = {x, y, z};
-  int64_t lo[3];
-  double f[3];
-  for (int a = 0; a < 3; ++a) {
-    if (p[a] < -0.5 || p[a] > static_cast<double>(v.dims[a]) - 0.5) return outside;
-    const double q = std::clamp(p[a], 0.0, static_cast<double>(v.dims[a] - 1));
-    lo[a] = std::min<int64_t>(static_cast<int64_t>(std::floor(q)), v.dims[a] - 1);
-    f[a] = q - static_cast<double>(lo[a]);
-  }
-  double sum = 0;
-  for (int corner = 0; corner < 8; ++corner) {
-    double w = 1;
-    int64_t at[3];
-    for (int a = 0; a < 3; ++a) {
-      const bool up = (corner >> a) & 1;
-      at[a] = std::min<int64_t>(lo[a] + (up ? 1 : 0), v.dims[a] - 1);
-      w *= up ? f[a] : 1 - f[a];
-    }
-    if (w != 0) sum += w * v.at(at[0], at[1], at[2]);
-  }
-  return static_cast<float>(sum);
-}
-
-// Nearest voxel's label at (x, y, z); 0 (background) beyond the grid.
-long sample_nearest(const io::Volume& v, double x, double y, double z) {
-  const double p[3] = {x, y, z};
-  int64_t at[3];
-  for (int a = 0; a < 3; ++a) {
-    at[a] = std::llround(p[a]);
-    if (at[a] < 0 || at[a] >= v.dims[a]) return 0;
-  }
-  return std::lround(v.at(at[0], at[1], at[2]));
-}
-
 // io::Volume::affine when set, else diag(spacing) at the origin (as read_nifti assumes).
 std::array<double, 12> world_affine(const io::Volume& v) {
   if (v.affine) return *v.affine;
@@ -271,8 +233,10 @@ absl::Status make_batch(const BrainPair& pair, const BatchOptions& o, uint64_t s
             const double sx = corner[0] + centre + cos_a * dx + sin_a * dy;
             const double sy = corner[1] + centre - sin_a * dx + cos_a * dy;
             const double sz = corner[2] + centre + dz;
-            value = sample_linear(pair.image, sx, sy, sz, background);
-            label = sample_nearest(pair.labels, sx, sy, sz);
+            value =
+                io::sample_at(pair.image, sx, sy, sz, io::Interpolation::kTrilinear, background);
+            label =
+                std::lround(io::sample_at(pair.labels, sx, sy, sz, io::Interpolation::kNearest, 0));
           }
           img[dst] = static_cast<float>(value * scale + shift);
           const int cls = flip && o.swap_left_right ? mirrored_class(static_cast<int>(label))

@@ -728,6 +728,38 @@ absl::Status check_grid(const Volume& grid) {
 
 }  // namespace
 
+float sample_at(const Volume& volume, double x, double y, double z, Interpolation interpolation,
+                float outside) {
+  const auto& d = volume.dims;
+  const double p[3] = {x, y, z};
+  int64_t lo[3];
+  double f[3];
+  for (int a = 0; a < 3; ++a) {
+    const double last = static_cast<double>(d[a] - 1);
+    if (!(p[a] >= -0.5 && p[a] <= last + 0.5)) return outside;  // NaN too
+    if (interpolation == Interpolation::kNearest) {
+      lo[a] = std::clamp<int64_t>(static_cast<int64_t>(std::floor(p[a] + 0.5)), 0, d[a] - 1);
+      f[a] = 0;
+    } else {
+      const double q = std::clamp(p[a], 0.0, last);
+      lo[a] = std::min<int64_t>(static_cast<int64_t>(std::floor(q)), d[a] - 1);
+      f[a] = q - static_cast<double>(lo[a]);
+    }
+  }
+  double sum = 0;
+  for (int corner = 0; corner < 8; ++corner) {
+    double w = 1;
+    int64_t at[3];
+    for (int a = 0; a < 3; ++a) {
+      const bool up = (corner >> a) & 1;
+      at[a] = std::min<int64_t>(lo[a] + (up ? 1 : 0), d[a] - 1);
+      w *= up ? f[a] : 1 - f[a];
+    }
+    if (w != 0) sum += w * volume.at(at[0], at[1], at[2]);
+  }
+  return static_cast<float>(sum);
+}
+
 absl::StatusOr<Volume> resample_to_grid(const Volume& volume, const Volume& grid,
                                         Interpolation interpolation, float outside) {
   LMS_RETURN_IF_ERROR(check_volume(volume, "resample_to_grid: volume"));
@@ -750,48 +782,19 @@ absl::StatusOr<Volume> resample_to_grid(const Volume& volume, const Volume& grid
   out.spacing_mm = grid.spacing_mm;
   out.affine = grid.affine;
   out.voxels.resize(static_cast<size_t>(grid.voxel_count()));
-  const auto& d = volume.dims;
   constexpr double kSnap = 1e-6;  // voxels: closer to a voxel centre counts as on it
   size_t dst = 0;
   for (int64_t z = 0; z < grid.dims[2]; ++z) {
     for (int64_t y = 0; y < grid.dims[1]; ++y) {
       for (int64_t x = 0; x < grid.dims[0]; ++x) {
-        int64_t lo[3];
-        double f[3];
-        bool inside = true;
-        for (int a = 0; a < 3 && inside; ++a) {
-          double p = m[a * 4] * static_cast<double>(x) + m[a * 4 + 1] * static_cast<double>(y) +
-                     m[a * 4 + 2] * static_cast<double>(z) + m[a * 4 + 3];
-          const double nearest = std::nearbyint(p);
-          if (std::fabs(p - nearest) < kSnap) p = nearest;
-          const double last = static_cast<double>(d[a] - 1);
-          if (p < -0.5 || p > last + 0.5) {
-            inside = false;
-          } else if (interpolation == Interpolation::kNearest) {
-            lo[a] = std::clamp<int64_t>(static_cast<int64_t>(std::floor(p + 0.5)), 0, d[a] - 1);
-            f[a] = 0;
-          } else {
-            const double q = std::clamp(p, 0.0, last);
-            lo[a] = std::min<int64_t>(static_cast<int64_t>(std::floor(q)), d[a] - 1);
-            f[a] = q - static_cast<double>(lo[a]);
-          }
+        double p[3];
+        for (int a = 0; a < 3; ++a) {
+          p[a] = m[a * 4] * static_cast<double>(x) + m[a * 4 + 1] * static_cast<double>(y) +
+                 m[a * 4 + 2] * static_cast<double>(z) + m[a * 4 + 3];
+          const double nearest = std::nearbyint(p[a]);
+          if (std::fabs(p[a] - nearest) < kSnap) p[a] = nearest;
         }
-        if (!inside) {
-          out.voxels[dst++] = outside;
-          continue;
-        }
-        double sum = 0;
-        for (int corner = 0; corner < 8; ++corner) {
-          double w = 1;
-          int64_t at[3];
-          for (int a = 0; a < 3; ++a) {
-            const bool up = (corner >> a) & 1;
-            at[a] = std::min<int64_t>(lo[a] + (up ? 1 : 0), d[a] - 1);
-            w *= up ? f[a] : 1 - f[a];
-          }
-          if (w != 0) sum += w * volume.at(at[0], at[1], at[2]);
-        }
-        out.voxels[dst++] = static_cast<float>(sum);
+        out.voxels[dst++] = sample_at(volume, p[0], p[1], p[2], interpolation, outside);
       }
     }
   }

@@ -580,3 +580,26 @@ TEST_F(NiftiTest, PairsAndNifti2AreRefusedByName) {
 
 }  // namespace
 }  // namespace lms::io
+
+namespace lms::io {
+namespace {
+
+// sample_at on a 2 x 2 x 1 volume: trilinear midpoints, nearest with halves
+// rounding up, the edge value up to half a voxel out, `outside` beyond.
+TEST(SampleAt, TrilinearNearestAndOutside) {
+  Volume v;
+  v.dims = {2, 2, 1};
+  v.spacing_mm = {1, 1, 1};
+  v.voxels = {0, 10, 20, 30};  // (x, y): (0,0) 0, (1,0) 10, (0,1) 20, (1,1) 30
+  EXPECT_FLOAT_EQ(sample_at(v, 0.5, 0.5, 0, Interpolation::kTrilinear, -1), 15);
+  EXPECT_FLOAT_EQ(sample_at(v, 0.25, 0, 0, Interpolation::kTrilinear, -1), 2.5);
+  EXPECT_FLOAT_EQ(sample_at(v, 0.5, 0, 0, Interpolation::kNearest, -1), 10);
+  EXPECT_FLOAT_EQ(sample_at(v, 0.49, 0.51, 0, Interpolation::kNearest, -1), 20);
+  EXPECT_FLOAT_EQ(sample_at(v, -0.4, 1.4, 0.3, Interpolation::kTrilinear, -1), 20);
+  EXPECT_FLOAT_EQ(sample_at(v, -0.6, 0, 0, Interpolation::kTrilinear, -1), -1);
+  EXPECT_FLOAT_EQ(sample_at(v, 0, 0, 0.6, Interpolation::kNearest, -1), -1);
+  EXPECT_FLOAT_EQ(sample_at(v, std::nan(""), 0, 0, Interpolation::kNearest, -1), -1);
+}
+
+}  // namespace
+}  // namespace lms::io

@@ -152,6 +152,14 @@ absl::StatusOr<Volume> resample(const Volume& volume, const std::array<int64_t, 
 absl::StatusOr<Volume> resample_to_grid(const Volume& volume, const Volume& grid,
                                         Interpolation interpolation, float outside);
 
+// The value of `volume` at voxel coordinates (x, y, z) (voxel centres at
+// whole numbers): trilinear, or the nearest voxel's (halves round up). Up
+// to half a voxel past the edge the edge voxels are used; further out (or a
+// NaN coordinate) the result is `outside`. What resample_to_grid computes
+// per voxel. `volume` must be consistent (voxels.size() == dims' product).
+float sample_at(const Volume& volume, double x, double y, double z, Interpolation interpolation,
+                float outside);
+
 // OK when `image` and `labels` share dims and spacing (within 1e-4 relative,
 // the precision of a header's float); otherwise InvalidArgument naming both
 // paths, the field ("dims" or "spacing_mm") and both values.
