@@ -126,6 +126,16 @@ absl::Status check_resume(const io::Checkpoint& ck, const std::string& path,
   return absl::OkStatus();
 }
 
+absl::StatusOr<int64_t> resume_session(Session& session, const Graph& graph,
+                                       const std::string& path,
+                                       const std::map<std::string, std::string>& meta,
+                                       int64_t steps) {
+  LMS_ASSIGN_OR_RETURN(io::Checkpoint ck, io::load_usable_checkpoint(path));
+  LMS_RETURN_IF_ERROR(check_resume(ck, path, meta, steps));
+  LMS_RETURN_IF_ERROR(restore_session(session, graph, ck, /*parameters_only=*/false));
+  return ck.step;
+}
+
 absl::Status write_trace_files(const Recorder& recorder, uint64_t capacity_bytes,
                                const std::string& dir, const std::string& series_label,
                                int64_t last_step, const std::string& title, std::ostream& log) {

@@ -80,6 +80,15 @@ absl::Status check_outputs(const std::string& checkpoint, const std::string& tra
 absl::Status check_resume(const io::Checkpoint& ck, const std::string& path,
                           const std::map<std::string, std::string>& meta, int64_t steps);
 
+// --resume: loads the checkpoint at `path` (io::load_usable_checkpoint),
+// checks it with check_resume, restores every persistent tensor of
+// `session` (restore_session) and returns the step it was written after.
+// Errors of those three.
+absl::StatusOr<int64_t> resume_session(Session& session, const Graph& graph,
+                                       const std::string& path,
+                                       const std::map<std::string, std::string>& meta,
+                                       int64_t steps);
+
 // Writes <dir>/trace.json (Chrome trace), <dir>/memory.svg (device bytes of
 // the step `last_step` over time, with the capacity line, labelled
 // `series_label`, titled `title`) and prints the profile summary (copy /

@@ -123,11 +123,11 @@ class TrainRun {
   }
 
   absl::Status resume() {
-    LMS_ASSIGN_OR_RETURN(io::Checkpoint ck, io::load_usable_checkpoint(o_.checkpoint));
-    LMS_RETURN_IF_ERROR(examples::check_resume(ck, o_.checkpoint, run_meta(o_), o_.steps));
-    LMS_RETURN_IF_ERROR(restore_session(*session_, train_, ck, /*parameters_only=*/false));
-    next_step_ = ck.step + 1;
-    log_ << fmt::format("resumed from {} at step {}\n", o_.checkpoint, ck.step);
+    LMS_ASSIGN_OR_RETURN(
+        const int64_t step,
+        examples::resume_session(*session_, train_, o_.checkpoint, run_meta(o_), o_.steps));
+    next_step_ = step + 1;
+    log_ << fmt::format("resumed from {} at step {}\n", o_.checkpoint, step);
     return absl::OkStatus();
   }
 
