@@ -61,9 +61,8 @@ absl::StatusOr<CaseStudyRun> train_and_score(const CaseStudyOptions& o, bool lms
   run.peak_device_bytes = tr.peak_device_bytes;
   run.bytes_swapped_per_step = tr.bytes_d2h_per_step;
   run.final_loss = tr.losses.empty() ? 0.0f : tr.losses.back();
-  // Inference is forward-only and not what the study compares: a roomy device.
   unet3d::RunOptions eval_run = run_options(o, false);
-  eval_run.device.capacity_bytes = std::max<uint64_t>(o.capacity_bytes, uint64_t{4} << 30);
+  eval_run.device.capacity_bytes = std::max(o.capacity_bytes, kCaseStudyEvalCapacity);
   unet3d::EvalOptions e{.run = eval_run, .checkpoint = run.checkpoint, .grid = 0};
   LMS_ASSIGN_OR_RETURN(unet3d::EvalResult er, unet3d::evaluate(e, log, common_grid));
   run.dice = er.dice;

@@ -21,6 +21,8 @@
 
 namespace lms::bench {
 
+inline constexpr uint64_t kCaseStudyEvalCapacity = uint64_t{4} << 30;  // bytes
+
 struct CaseStudyOptions {
   std::string data_dir;     // the fetched MRI (data/mri) or a folder of pairs
   int64_t no_lms_size = 0;  // training crop side without LMS (voxels)
