@@ -6,6 +6,7 @@ pkgs=(build-essential cmake pkg-config clang-format
       libabsl-dev libfmt-dev libdnnl-dev libtomlplusplus-dev nlohmann-json3-dev
       libgtest-dev libgmock-dev libbenchmark-dev libpng-dev libjpeg-dev libstb-dev
       libniftiio-dev libznz-dev libnifti2-dev
+      libopenmpi-dev openmpi-bin
       dpkg-dev)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -114,6 +114,17 @@ class Device {
 
   // Profiler sink (nullable, not owned).
   virtual void set_event_sink(EventSink* sink) = 0;
+
+  // Runs `task` on the host in `stream`'s order: after everything enqueued
+  // on that stream before, before anything enqueued after, as a CUDA host
+  // function does (cudaLaunchHostFunc). The MPI communicator of
+  // lms/distributed.h runs each gradient all-reduce this way on
+  // StreamKind::kComm. `task` must not call the device; an error it returns
+  // is an async error reported by synchronize(), as a kernel's is. `name`
+  // labels it for the profiler. The default returns Unimplemented: a device
+  // decorator forwards this call.
+  virtual absl::Status enqueue_host_task(StreamKind stream, std::function<absl::Status()> task,
+                                         std::string_view name);
 };
 
 // The emulated CPU device: device memory is one region of `capacity_bytes`

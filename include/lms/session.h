@@ -28,6 +28,7 @@ namespace lms {
 
 class Device;
 class EventSink;
+class Communicator;
 
 // Host data of graph inputs by name, float32, in the tensor's layout
 // (NCHW / NCDHW); sizes must match the input's shape.
@@ -38,6 +39,11 @@ struct SessionOptions {
   // They stay in device memory until the end of the step.
   std::vector<std::string> fetches;
   EventSink* sink = nullptr;  // profiler (nullable, not owned)
+  // Required for a graph with all_reduce nodes (TrainingOptions::
+  // data_parallel); not owned, outlives the session. Session::create checks
+  // with it that every rank holds the same graph, plan and persistent
+  // tensors (Note [Rank agreement]).
+  Communicator* communicator = nullptr;
 };
 
 // Note [Stall]: stall is the time the compute stream waits on a copy, that

@@ -8,6 +8,8 @@
 //   // "optimizer/step" and one "update/<p>" node per parameter.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <variant>
 
 #include "absl/status/statusor.h"
@@ -36,6 +38,29 @@ struct Adam {
 
 using Optimizer = std::variant<Sgd, Adam>;
 
+// Data-parallel training (lms/distributed.h): the gradients are averaged over
+// the ranks by all_reduce nodes, bucketed as PyTorch DDP buckets them (Li et
+// al., "PyTorch Distributed", VLDB 2020):
+//  - parameters in the order their gradients become final in the backward
+//    schedule, packed into buckets of at most bucket_bytes (a larger
+//    gradient is a bucket of its own);
+//  - one node "all_reduce/<k>" per bucket, scheduled right after its last
+//    gradient is final, so it runs on the communication stream while the
+//    backward pass goes on; its output i (kGradient, named
+//    "all_reduce/<k>:<i>" or "all_reduce/<k>" for one input) is the mean
+//    over the ranks of its input i, and that is what the optimizer reads.
+//    "<p>/grad" stays this rank's own gradient.
+//  - the attribute release_after names the first node that reads a bucket's
+//    output: the rank's own gradients stay in device memory until then, so
+//    the compute stream never waits for the exchange before it must.
+struct DataParallel {
+  uint64_t bucket_bytes = uint64_t{25} << 20;  // DDP's default bucket_cap_mb = 25
+};
+
+struct TrainingOptions {
+  std::optional<DataParallel> data_parallel;  // unset: single-process training
+};
+
 // A copy of `forward` extended with the backward pass from `loss` and one
 // optimizer step:
 //  - reverse-mode autodiff seeded with fill(1) of shape [] ("grad/seed"),
@@ -58,6 +83,9 @@ using Optimizer = std::variant<Sgd, Adam>;
 // parameter; a gradient must pass through an op without a gradient rule
 // (names the node and op); invalid optimizer hyper-parameters (names the
 // field and the allowed range).
-absl::StatusOr<Graph> training_graph(const Graph& forward, TensorId loss, const Optimizer& opt);
+// With options.data_parallel: the all_reduce nodes described at
+// DataParallel; InvalidArgument also for bucket_bytes = 0.
+absl::StatusOr<Graph> training_graph(const Graph& forward, TensorId loss, const Optimizer& opt,
+                                     const TrainingOptions& options = {});
 
 }  // namespace lms

@@ -273,7 +273,9 @@ absl::Status add_optimizer(Graph& g, const std::vector<ParamGrad>& params, const
 
 }  // namespace
 
-absl::StatusOr<Graph> training_graph(const Graph& forward, TensorId loss, const Optimizer& opt) {
+absl::StatusOr<Graph> training_graph(const Graph& forward, TensorId loss, const Optimizer& opt,
+                                     const TrainingOptions& options) {
+  (void)options;
   LMS_RETURN_IF_ERROR(check_loss(forward, loss));
   LMS_RETURN_IF_ERROR(check_optimizer(opt));
   Graph g = forward;

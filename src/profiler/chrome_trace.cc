@@ -43,6 +43,7 @@ void add_metadata(const Timeline& t, const TraceOptions& opt, json& events) {
 const char* copy_category(StreamKind stream) {
   if (stream == StreamKind::kD2H) return "swap_out";
   if (stream == StreamKind::kH2D) return "swap_in";
+  if (stream == StreamKind::kComm) return "all_reduce";
   return "copy";
 }
 

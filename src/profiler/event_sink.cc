@@ -14,6 +14,8 @@ const char* stream_name(StreamKind stream) {
       return "d2h";
     case StreamKind::kH2D:
       return "h2d";
+    case StreamKind::kComm:
+      return "comm";
   }
   return "unknown";
 }

@@ -10,12 +10,14 @@
 namespace lms {
 
 // The streams of a device, plus the host thread that issues work.
-enum class StreamKind : uint8_t { kHost = 0, kCompute = 1, kD2H = 2, kH2D = 3 };
+// kComm is the communication stream of data-parallel training: the gradient
+// all-reduce of src/distributed runs there, overlapping the backward pass.
+enum class StreamKind : uint8_t { kHost = 0, kCompute = 1, kD2H = 2, kH2D = 3, kComm = 4 };
 
 // The memory a counter belongs to.
 enum class MemoryKind : uint8_t { kDevice = 0, kPinnedHost = 1 };
 
-const char* stream_name(StreamKind stream);  // "host", "compute", "d2h", "h2d"
+const char* stream_name(StreamKind stream);  // "host", "compute", "d2h", "h2d", "comm"
 
 // Seconds since an arbitrary fixed origin on steady_clock.
 double now_s();

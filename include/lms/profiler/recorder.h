@@ -45,7 +45,7 @@ struct StringEq {
 };
 }  // namespace recorder_internal
 
-inline constexpr size_t kNumStreams = 4;   // StreamKind values
+inline constexpr size_t kNumStreams = 5;   // StreamKind values
 inline constexpr size_t kNumMemories = 2;  // MemoryKind values
 
 // kStall: a stream blocked on a copy (on_stall, Note [Stall] in

@@ -97,6 +97,8 @@ const char* stall_reason(StreamKind stream) {
       return "wait for d2h copy";
     case StreamKind::kH2D:
       return "wait for h2d copy";
+    case StreamKind::kComm:
+      return "wait for all-reduce";
     default:
       return "event wait";
   }
@@ -138,15 +140,17 @@ absl::Status CpuDevice::init(CpuDeviceOptions options) {
   });
   d2h_ = std::make_unique<CpuStream>(StreamKind::kD2H);
   h2d_ = std::make_unique<CpuStream>(StreamKind::kH2D);
+  comm_ = std::make_unique<CpuStream>(StreamKind::kComm);
   return absl::OkStatus();
 }
 
 CpuDevice::~CpuDevice() {
   // Note [Stream shutdown]: every worker drains before any is destroyed, so
   // a wait on another stream's event always finds that stream running.
-  for (CpuStream* s : {compute_.get(), d2h_.get(), h2d_.get()}) {
+  for (CpuStream* s : {compute_.get(), d2h_.get(), h2d_.get(), comm_.get()}) {
     if (s != nullptr) s->synchronize();
   }
+  comm_.reset();
   h2d_.reset();
   d2h_.reset();
   compute_.reset();
@@ -202,6 +206,8 @@ CpuStream& CpuDevice::stream(StreamKind kind) {
       return *d2h_;
     case StreamKind::kH2D:
       return *h2d_;
+    case StreamKind::kComm:
+      return *comm_;
     default:
       return *compute_;  // kHost has no stream; host-ordered work goes to compute
   }
@@ -260,6 +266,7 @@ absl::Status CpuDevice::synchronize() {
   compute_->synchronize();
   d2h_->synchronize();
   h2d_->synchronize();
+  comm_->synchronize();
   std::lock_guard<std::mutex> lock(error_mu_);
   absl::Status error = std::exchange(first_error_, absl::OkStatus());
   error_pending_.store(false);
@@ -395,9 +402,30 @@ void CpuDevice::launch(Kernel& kernel, const KernelArgs& args, std::string_view 
 
 void CpuDevice::set_event_sink(EventSink* sink) { sink_.store(sink); }
 
+absl::Status CpuDevice::enqueue_host_task(StreamKind kind, std::function<absl::Status()> task,
+                                          std::string_view name) {
+  if (!task) return absl::InvalidArgumentError("enqueue_host_task: the task is empty");
+  stream(kind).enqueue([this, kind, task = std::move(task), name = std::string(name)] {
+    const double start_s = now_s();
+    absl::Status status = task();
+    if (EventSink* sink = sink_.load(); sink != nullptr && sink->wants_spans()) {
+      sink->on_node(kind == StreamKind::kHost ? StreamKind::kCompute : kind, name, "host_task",
+                    start_s, now_s());
+    }
+    if (!status.ok()) set_async_error(annotate(status, absl::StrCat("'", name, "': ")));
+  });
+  return absl::OkStatus();
+}
+
 }  // namespace lms::cpu
 
 namespace lms {
+
+absl::Status Device::enqueue_host_task(StreamKind, std::function<absl::Status()>,
+                                       std::string_view) {
+  return absl::UnimplementedError(absl::StrCat(
+      "device '", name(), "' does not run host tasks on its streams (Device::enqueue_host_task)"));
+}
 
 absl::StatusOr<std::unique_ptr<Device>> make_cpu_device(CpuDeviceOptions options) {
   LMS_ASSIGN_OR_RETURN(std::unique_ptr<cpu::CpuDevice> device, cpu::CpuDevice::create(options));

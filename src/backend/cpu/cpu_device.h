@@ -100,6 +100,11 @@ class CpuDevice : public Device {
   // `sink`; nullable, not owned, and must outlive the work already enqueued.
   // Memory observers set above are called in addition, not instead.
   void set_event_sink(EventSink* sink) override;
+  // Runs `task` on the stream's worker thread; reported as on_node(stream,
+  // name, "host_task"); its error is an async error (it runs even after an
+  // earlier async error, like copies, so a peer waiting on it never hangs).
+  absl::Status enqueue_host_task(StreamKind stream, std::function<absl::Status()> task,
+                                 std::string_view name) override;
 
   // CpuDevice-specific.
   const CpuDeviceOptions& options() const { return options_; }
@@ -138,6 +143,7 @@ class CpuDevice : public Device {
   std::unique_ptr<CpuStream> compute_;
   std::unique_ptr<CpuStream> d2h_;
   std::unique_ptr<CpuStream> h2d_;
+  std::unique_ptr<CpuStream> comm_;
 };
 
 }  // namespace lms::cpu

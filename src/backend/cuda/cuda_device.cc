@@ -52,6 +52,8 @@ const char* stall_reason(StreamKind stream) {
       return "wait for d2h copy";
     case StreamKind::kH2D:
       return "wait for h2d copy";
+    case StreamKind::kComm:
+      return "wait for all-reduce";
     default:
       return "event wait";
   }
@@ -156,7 +158,7 @@ absl::Status CudaDevice::init_memory(uint64_t free_bytes) {
 }
 
 absl::Status CudaDevice::init_streams() {
-  for (cudaStream_t* s : {&compute_, &d2h_, &h2d_}) {
+  for (cudaStream_t* s : {&compute_, &d2h_, &h2d_, &comm_}) {
     LMS_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking),
                              "cudaStreamCreateWithFlags");
   }
@@ -169,13 +171,13 @@ absl::Status CudaDevice::init_streams() {
 
 CudaDevice::~CudaDevice() {
   bind();
-  for (cudaStream_t s : {compute_, d2h_, h2d_}) {
+  for (cudaStream_t s : {compute_, d2h_, h2d_, comm_}) {
     if (s != nullptr) (void)cudaStreamSynchronize(s);
   }
   if (kernel_ctx_ != nullptr) {
     if (kernel_ctx_->cudnn != nullptr) (void)cudnnDestroy(kernel_ctx_->cudnn);
   }
-  for (cudaStream_t s : {compute_, d2h_, h2d_}) {
+  for (cudaStream_t s : {compute_, d2h_, h2d_, comm_}) {
     if (s != nullptr) (void)cudaStreamDestroy(s);
   }
   // Spans never reported (no synchronize() after them) are dropped.
@@ -196,6 +198,8 @@ cudaStream_t CudaDevice::stream(StreamKind kind) const {
       return d2h_;
     case StreamKind::kH2D:
       return h2d_;
+    case StreamKind::kComm:
+      return comm_;
     default:
       return compute_;
   }
@@ -465,7 +469,7 @@ void CudaDevice::synchronize(Event& event) {
 
 absl::Status CudaDevice::synchronize() {
   bind();
-  for (StreamKind kind : {StreamKind::kCompute, StreamKind::kD2H, StreamKind::kH2D}) {
+  for (StreamKind kind : {StreamKind::kCompute, StreamKind::kD2H, StreamKind::kH2D, StreamKind::kComm}) {
     absl::Status st = cuda_status(cudaStreamSynchronize(stream(kind)),
                                   absl::StrCat("synchronize: stream ", stream_name(kind)));
     if (!st.ok()) set_async_error(st);
@@ -558,5 +562,39 @@ void CudaDevice::launch(Kernel& kernel, const KernelArgs& args, std::string_view
 }
 
 void CudaDevice::set_event_sink(EventSink* sink) { sink_.store(sink); }
+
+namespace {
+
+struct HostTask {
+  CudaDevice* device;
+  std::function<absl::Status()> task;
+  std::string name;
+  std::function<void(absl::Status)> on_error;
+};
+
+void CUDART_CB run_host_task(void* data) {
+  std::unique_ptr<HostTask> t(static_cast<HostTask*>(data));
+  absl::Status status = t->task();
+  if (!status.ok()) t->on_error(std::move(status));
+}
+
+}  // namespace
+
+absl::Status CudaDevice::enqueue_host_task(StreamKind kind, std::function<absl::Status()> task,
+                                           std::string_view name) {
+  if (!task) return absl::InvalidArgumentError("enqueue_host_task: the task is empty");
+  bind();
+  auto t = std::make_unique<HostTask>();
+  t->device = this;
+  t->task = std::move(task);
+  t->name = std::string(name);
+  t->on_error = [this, n = t->name](absl::Status s) {
+    set_async_error(annotate(s, absl::StrCat("'", n, "': ")));
+  };
+  LMS_CUDA_RETURN_IF_ERROR(cudaLaunchHostFunc(stream(kind), run_host_task, t.get()),
+                           "cudaLaunchHostFunc");
+  t.release();
+  return absl::OkStatus();
+}
 
 }  // namespace lms::cuda

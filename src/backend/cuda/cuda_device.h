@@ -138,6 +138,10 @@ class CudaDevice : public Device {
   // at issue (on_stall), all stamped by stream callbacks (Note [CUDA profiler
   // events]), and memory counters of both pools; nullable, not owned.
   void set_event_sink(EventSink* sink) override;
+  // A CUDA host function (cudaLaunchHostFunc) on the stream; its error is
+  // an async error reported at synchronize().
+  absl::Status enqueue_host_task(StreamKind stream, std::function<absl::Status()> task,
+                                 std::string_view name) override;
 
   // CudaDevice-specific.
   const CudaDeviceOptions& options() const { return options_; }
@@ -189,6 +193,7 @@ class CudaDevice : public Device {
   cudaStream_t compute_ = nullptr;
   cudaStream_t d2h_ = nullptr;
   cudaStream_t h2d_ = nullptr;
+  cudaStream_t comm_ = nullptr;  // the all-reduce (src/distributed)
 
   mutable std::mutex error_mu_;
   absl::Status first_error_;
