@@ -51,6 +51,13 @@ struct RewriteOptions {
   // Tensors kept until the end of the step (SessionOptions::fetches of the
   // session that will run the graph); empty = the graph's loss.
   std::vector<std::string> fetched;
+  // Data parallelism (lms/distributed.h): the ranks (Communicator::size())
+  // and each rank's all-reduce bandwidth, bytes/s, for the time the
+  // simulation gives the all_reduce nodes (a ring: 2 (ranks - 1) / ranks of
+  // a bucket's bytes per rank). They change predicted times only, never
+  // memory.
+  int ranks = 1;
+  double allreduce_bytes_per_s = 10e9;
 };
 
 struct RewriteReport {

@@ -6,6 +6,7 @@
 // parameter and the loss depends on it. Every other input slot is kNoTensor,
 // so no backward node is emitted for, say, the data gradient of a first
 // convolution whose input is a graph input.
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -271,11 +272,128 @@ absl::Status add_optimizer(Graph& g, const std::vector<ParamGrad>& params, const
   return absl::OkStatus();
 }
 
+// A preferred order in which every node of `hoisted` comes right after the
+// last of its predecessors (data and control), the rest keeping the order of
+// `base` (a topological order of g). Kahn's schedule keeps a valid
+// preferred order unchanged, so this is the schedule.
+std::vector<NodeId> hoist(const Graph& g, const std::vector<NodeId>& base,
+                          const std::vector<bool>& hoisted) {
+  std::vector<int32_t> pending(g.num_nodes(), 0);
+  std::vector<std::vector<NodeId>> hoisted_successors(g.num_nodes());
+  auto for_each_predecessor = [&](NodeId id, auto fn) {
+    for (TensorId t : g.node(id).inputs) {
+      if (g.tensor(t).producer != kNoNode) fn(g.tensor(t).producer);
+    }
+    for (NodeId c : g.node(id).control_inputs) fn(c);
+  };
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    if (!hoisted[id]) continue;
+    for_each_predecessor(id, [&](NodeId p) {
+      ++pending[id];
+      hoisted_successors[p].push_back(id);
+    });
+  }
+  std::vector<NodeId> order;
+  order.reserve(base.size());
+  std::vector<bool> emitted(g.num_nodes(), false);
+  std::vector<NodeId> stack;
+  auto emit = [&](NodeId first) {
+    stack.push_back(first);
+    while (!stack.empty()) {
+      const NodeId id = stack.back();
+      stack.pop_back();
+      order.push_back(id);
+      emitted[id] = true;
+      // Reverse, so successors come out in creation order.
+      for (auto it = hoisted_successors[id].rbegin(); it != hoisted_successors[id].rend(); ++it) {
+        if (--pending[*it] == 0) stack.push_back(*it);
+      }
+    }
+  };
+  for (NodeId id : base) {
+    // A hoisted node with predecessors comes out with the last of them.
+    if (!emitted[id] && (!hoisted[id] || pending[id] == 0)) emit(id);
+  }
+  return order;
+}
+
+// TrainingOptions::data_parallel: buckets of the parameters' gradients in the
+// order they become final, one all_reduce node each; `params` then holds the
+// averaged gradients the optimizer reads.
+absl::Status add_all_reduce(Graph& g, std::vector<ParamGrad>& params, const DataParallel& dp) {
+  if (dp.bucket_bytes == 0) {
+    return error(
+        "DataParallel::bucket_bytes is 0; it must be at least 1 byte (DDP's default "
+        "is 25 MiB)");
+  }
+  std::vector<bool> hoisted(g.num_nodes(), false);
+  for (const ParamGrad& pg : params) hoisted[g.tensor(pg.grad).producer] = true;
+  LMS_ASSIGN_OR_RETURN(std::vector<NodeId> base, schedule(g));
+  std::vector<NodeId> order = hoist(g, base, hoisted);
+  std::vector<int32_t> position(g.num_nodes());
+  for (int32_t p = 0; p < static_cast<int32_t>(order.size()); ++p) position[order[p]] = p;
+  std::vector<size_t> by_ready(params.size());
+  for (size_t i = 0; i < params.size(); ++i) by_ready[i] = i;
+  std::stable_sort(by_ready.begin(), by_ready.end(), [&](size_t a, size_t b) {
+    return position[g.tensor(params[a].grad).producer] <
+           position[g.tensor(params[b].grad).producer];
+  });
+  std::vector<std::vector<size_t>> buckets;
+  uint64_t filled = 0;
+  for (size_t i : by_ready) {
+    const uint64_t bytes = g.tensor(params[i].grad).bytes();
+    if (buckets.empty() || filled + bytes > dp.bucket_bytes) {
+      buckets.emplace_back();
+      filled = 0;
+    }
+    buckets.back().push_back(i);
+    filled += bytes;
+  }
+  for (size_t k = 0; k < buckets.size(); ++k) {
+    std::vector<TensorId> in;
+    for (size_t i : buckets[k]) in.push_back(params[i].grad);
+    LMS_ASSIGN_OR_RETURN(std::vector<TensorId> out,
+                         g.add_node("all_reduce", str_cat("all_reduce/", k), std::move(in), {},
+                                    TensorRole::kGradient));
+    for (size_t j = 0; j < buckets[k].size(); ++j) params[buckets[k][j]].grad = out[j];
+  }
+  return absl::OkStatus();
+}
+
+// After the optimizer exists: every gradient-final node and all_reduce right
+// after its inputs (so each bucket's exchange starts as soon as it can and
+// overlaps the rest of the backward pass), and each all_reduce's
+// release_after set to the first reader of its outputs.
+absl::Status schedule_all_reduce(Graph& g) {
+  std::vector<bool> hoisted(g.num_nodes(), false);
+  std::vector<NodeId> reducers;
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    if (g.node(id).op != "all_reduce") continue;
+    reducers.push_back(id);
+    hoisted[id] = true;
+    for (TensorId t : g.node(id).inputs) hoisted[g.tensor(t).producer] = true;
+  }
+  LMS_ASSIGN_OR_RETURN(std::vector<NodeId> base, schedule(g));
+  std::vector<NodeId> order = hoist(g, base, hoisted);
+  LMS_RETURN_IF_ERROR(g.set_order(order));
+  std::vector<int32_t> position(g.num_nodes());
+  for (int32_t p = 0; p < static_cast<int32_t>(order.size()); ++p) position[order[p]] = p;
+  for (NodeId r : reducers) {
+    NodeId first = kNoNode;
+    for (TensorId t : g.node(r).outputs) {
+      for (NodeId c : g.tensor(t).consumers) {
+        if (first == kNoNode || position[c] < position[first]) first = c;
+      }
+    }
+    if (first != kNoNode) g.mutable_node(r).attrs["release_after"] = g.node(first).name;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<Graph> training_graph(const Graph& forward, TensorId loss, const Optimizer& opt,
                                      const TrainingOptions& options) {
-  (void)options;
   LMS_RETURN_IF_ERROR(check_loss(forward, loss));
   LMS_RETURN_IF_ERROR(check_optimizer(opt));
   Graph g = forward;
@@ -296,7 +414,11 @@ absl::StatusOr<Graph> training_graph(const Graph& forward, TensorId loss, const 
     LMS_ASSIGN_OR_RETURN(TensorId grad, backprop.total(t, str_cat(g.tensor(t).name, "/grad")));
     if (grad != kNoTensor) params.push_back({t, grad});
   }
+  if (options.data_parallel) {
+    LMS_RETURN_IF_ERROR(add_all_reduce(g, params, *options.data_parallel));
+  }
   LMS_RETURN_IF_ERROR(add_optimizer(g, params, opt));
+  if (options.data_parallel) LMS_RETURN_IF_ERROR(schedule_all_reduce(g));
   LMS_RETURN_IF_ERROR(g.status());
   g.set_loss(loss);
   return g;

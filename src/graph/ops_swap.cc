@@ -1,5 +1,9 @@
 // swap_out / swap_in (inserted by lms::rewrite): a copy between device memory
 // and pinned host memory; the output has the input's shape and no FLOPs.
+// all_reduce (training_graph with TrainingOptions::data_parallel): output i
+// is the mean over the ranks of input i, computed on the communication
+// stream. swap_out and all_reduce take the optional string attribute
+// release_after (Note [Swap-out release] in swap/release_plan.h).
 #include "graph/ops_internal.h"
 
 namespace lms::ops_internal {
@@ -11,8 +15,19 @@ void register_swap_ops(std::vector<OpSpec>& specs) {
   auto no_flops = [](const Attrs&, const std::vector<Shape>&, const std::vector<Shape>&) {
     return 0.0;
   };
-  specs.push_back(make_spec("swap_out", 1, 1, {}, copy, no_flops));
+  auto same_shapes = [](const Attrs& attrs,
+                        const std::vector<Shape>& in) -> absl::StatusOr<std::vector<Shape>> {
+    auto it = attrs.find("release_after");
+    if (it != attrs.end() && !std::holds_alternative<std::string>(it->second)) {
+      return absl::InvalidArgumentError("attribute 'release_after' must be a node name (a string)");
+    }
+    return in;
+  };
+  specs.push_back(make_spec("swap_out", 1, 1, {}, same_shapes, no_flops));
+  specs.back().optional_attrs = {"release_after"};
   specs.push_back(make_spec("swap_in", 1, 1, {}, copy, no_flops));
+  specs.push_back(make_spec("all_reduce", 1, -1, {}, same_shapes, no_flops));
+  specs.back().optional_attrs = {"release_after"};
 }
 
 }  // namespace lms::ops_internal

@@ -139,7 +139,10 @@ absl::Status Executor::allocate_outputs(NodeId id) {
 void Executor::wait_for_control_inputs(NodeId id, StreamKind stream) {
   for (NodeId c : plan_.graph->node(id).control_inputs) {
     if (copy_done_[c] == nullptr) continue;
-    StreamKind other = plan_.graph->node(c).op == "swap_out" ? StreamKind::kD2H : StreamKind::kH2D;
+    const std::string& op = plan_.graph->node(c).op;
+    StreamKind other = op == "swap_out"  ? StreamKind::kD2H
+                       : op == "swap_in" ? StreamKind::kH2D
+                                         : StreamKind::kComm;
     if (other != stream) device_.wait(stream, *copy_done_[c]);
   }
 }
@@ -204,12 +207,50 @@ absl::Status Executor::issue_swap_in(NodeId id) {
   return absl::OkStatus();
 }
 
+// Note [All-reduce]: an all_reduce node averages one bucket of gradients
+// over the ranks on the communication stream, overlapping the rest of the
+// backward pass. Like a swap-out's copy, the exchange waits for the compute
+// stream to reach its issue point (its inputs are final, and its outputs'
+// addresses are free of earlier occupants) and for inputs a swap-in brings
+// back. Its outputs are ready at an event on the comm stream, which their
+// compute readers wait for; its inputs are read on the comm stream, so
+// their release is stream-ordered (Note [Swap-out release]) at the node
+// named by release_after, by which the exchange is expected to be done.
+absl::Status Executor::issue_all_reduce(NodeId id) {
+  const Node& n = plan_.graph->node(id);
+  if (plan_.communicator == nullptr) {
+    return absl::FailedPreconditionError(
+        "an all_reduce node needs a communicator (SessionOptions::communicator)");
+  }
+  device_.wait(StreamKind::kComm, *record_on(StreamKind::kCompute));
+  wait_for_control_inputs(id, StreamKind::kComm);
+  std::vector<const float*> in;
+  std::vector<float*> out;
+  std::vector<int64_t> counts;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    const TensorId src = n.inputs[i];
+    if (ready_[src] != nullptr) device_.wait(StreamKind::kComm, *ready_[src]);
+    in.push_back(static_cast<const float*>(buffer(src)));
+    out.push_back(static_cast<float*>(buffers_[n.outputs[i]]));
+    counts.push_back(num_elements(plan_.graph->tensor(src).shape));
+  }
+  const float scale = 1.0f / static_cast<float>(plan_.communicator->size());
+  LMS_RETURN_IF_ERROR(plan_.communicator->enqueue_all_reduce(device_, in, out, counts, scale,
+                                                             to_std(absl::string_view(n.name))));
+  std::shared_ptr<Event> done = record_on(StreamKind::kComm);
+  for (TensorId t : n.outputs) ready_[t] = done;
+  for (TensorId t : n.inputs) copy_read_[t] = done;
+  copy_done_[id] = done;
+  return absl::OkStatus();
+}
+
 // Note [Swap-out release]: a device buffer is given up at its fixed point of
 // the schedule, the end of its live range in the plan's layout; a later
 // buffer placed at the same address may be written from the next position
 // on. The host never waits for that: the release is stream-ordered. If a
-// copy may still be reading the buffer (a swap-out's D2H) or writing it (a
-// swap-in's H2D whose output no kernel waited for), the compute stream
+// copy may still be reading the buffer (a swap-out's D2H, an all-reduce's
+// exchange) or writing it (a swap-in's H2D or an all-reduce whose output no
+// kernel waited for), the compute stream
 // waits for that copy before its next node, and the host goes on. Every
 // later writer of the memory is ordered after that wait: kernels run on
 // the compute stream, and a swap-in's H2D copy waits for the compute stream
@@ -263,7 +304,8 @@ void Executor::release_after(int32_t position) {
 // Note [Step commit]: the first node that writes a persistent tensor is
 // issued only when nothing after it can fail on the host: the plan puts every
 // allocation before it (swap/liveness.h). Device errors are asynchronous, so
-// the compute stream also waits here for every copy issued so far; an error
+// the compute stream also waits here for every copy and all-reduce issued so
+// far; an error
 // in any earlier kernel or copy is then recorded before the first update
 // runs, and the device skips the updates (Note [CPU device async errors];
 // CUDA errors are sticky). What stays open: an error inside the update
@@ -271,6 +313,9 @@ void Executor::release_after(int32_t position) {
 void Executor::order_commit() {
   device_.wait(StreamKind::kCompute, *record_on(StreamKind::kD2H));
   device_.wait(StreamKind::kCompute, *record_on(StreamKind::kH2D));
+  if (plan_.communicator != nullptr) {
+    device_.wait(StreamKind::kCompute, *record_on(StreamKind::kComm));
+  }
 }
 
 absl::Status Executor::issue(int32_t position) {
@@ -284,6 +329,8 @@ absl::Status Executor::issue(int32_t position) {
     LMS_RETURN_IF_ERROR(issue_swap_out(id));
   } else if (n.op == "swap_in") {
     LMS_RETURN_IF_ERROR(issue_swap_in(id));
+  } else if (n.op == "all_reduce") {
+    LMS_RETURN_IF_ERROR(issue_all_reduce(id));
   } else {
     LMS_RETURN_IF_ERROR(issue_compute(id));
   }

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "backend/kernel.h"
 #include "lms/device.h"
+#include "lms/distributed.h"
 #include "lms/graph.h"
 #include "lms/session.h"
 #include "swap/release_plan.h"
@@ -41,6 +42,8 @@ struct ExecutablePlan {
   std::vector<void*> persistent;  // by TensorId: device buffer of persistent tensors
   int32_t commit = 0;             // Note [Step commit] (swap/liveness.h)
   std::string oom_hint;           // appended to device out-of-memory errors
+  // all_reduce nodes (Note [All-reduce]); null when the graph has none.
+  Communicator* communicator = nullptr;
 };
 
 // Runs one step. Owns the per-step buffers and events; reusable across steps.
@@ -65,6 +68,7 @@ class Executor {
   absl::Status issue_compute(NodeId id);
   absl::Status issue_swap_out(NodeId id);
   absl::Status issue_swap_in(NodeId id);
+  absl::Status issue_all_reduce(NodeId id);
   absl::Status allocate_outputs(NodeId id);
   absl::StatusOr<void*> allocate_host(uint64_t bytes, NodeId id);
   void* place(TensorId t);

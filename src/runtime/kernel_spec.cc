@@ -2,7 +2,9 @@
 
 namespace lms {
 
-bool is_swap(const Node& n) { return n.op == "swap_out" || n.op == "swap_in"; }
+bool has_no_kernel(const Node& n) {
+  return n.op == "swap_out" || n.op == "swap_in" || n.op == "all_reduce";
+}
 
 KernelSpec kernel_spec(const Graph& g, const Node& n) {
   KernelSpec spec{n.name, n.op, n.attrs, {}, {}};

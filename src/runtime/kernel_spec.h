@@ -1,6 +1,7 @@
 // How the runtime turns a graph node into a kernel: the KernelSpec a backend
 // compiles (op, attributes, input and output shapes) and which nodes have no
-// kernel (swap_out / swap_in run on the copy streams). Shared by Session,
+// kernel (swap_out / swap_in run on the copy streams, all_reduce on the
+// communication stream). Shared by Session,
 // kernel_workspace_bytes and profile_step, so every caller compiles a node
 // the same way and sees the same workspace.
 #pragma once
@@ -14,8 +15,9 @@
 
 namespace lms {
 
-// swap_out / swap_in: copies, not kernels.
-bool is_swap(const Node& n);
+// swap_out / swap_in (copies on the copy streams) and all_reduce (an
+// exchange on the communication stream): nodes without a kernel.
+bool has_no_kernel(const Node& n);
 
 // The spec of compute node `n` of `g`.
 KernelSpec kernel_spec(const Graph& g, const Node& n);

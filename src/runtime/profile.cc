@@ -457,7 +457,7 @@ absl::StatusOr<StepProfile> profile_step(const Graph& graph, Device& device,
     NodeTimer timer{device, catcher, *done, options, pool};
     for (NodeId id = 0; id < graph.num_nodes(); ++id) {
       const Node& n = graph.node(id);
-      if (is_swap(n)) continue;
+      if (has_no_kernel(n)) continue;
       absl::StatusOr<double> t = timer.time_node(graph, id);
       if (absl::IsResourceExhausted(t.status()) && options.skip_nodes_that_do_not_fit) {
         out.unprofiled.push_back(n.name);
@@ -480,7 +480,7 @@ CostModelConfig calibrate_cost_model(const StepProfile& profile, const Graph& gr
   for (NodeId id = 0; id < n; ++id) {
     const double t = profile.node_time_s[id];
     const Node& node = graph.node(id);
-    if (!(t >= 0) || is_swap(node)) continue;
+    if (!(t >= 0) || has_no_kernel(node)) continue;
     if (shortest < 0 || t < shortest) shortest = t;
     if (t == 0) continue;
     const double flops = node_flops(graph, id);

@@ -9,8 +9,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "graph/op_registry.h"
 #include "lms/device.h"
+#include "lms/distributed.h"
 #include "lms/profiler/event_sink.h"
 #include "lms/status.h"
 #include "lms/strings.h"
@@ -51,7 +53,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Kernel>>> compile_kernels(const Graph
   std::vector<std::unique_ptr<Kernel>> kernels(g.num_nodes());
   for (NodeId id = 0; id < g.num_nodes(); ++id) {
     const Node& n = g.node(id);
-    if (is_swap(n)) continue;
+    if (has_no_kernel(n)) continue;
     LMS_ASSIGN_OR_RETURN(kernels[id], compile_node(g, id, device));
   }
   return kernels;
@@ -193,6 +195,31 @@ std::vector<std::vector<TensorId>> host_releases(const Graph& g, const std::vect
   return releases;
 }
 
+bool has_all_reduce(const Graph& g) {
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    if (g.node(id).op == "all_reduce") return true;
+  }
+  return false;
+}
+
+// What Note [Rank agreement] compares: digests of the graph's text (with its
+// swap nodes, so the LMS plan), of what it was planned for, and of the
+// persistent tensors' initial values.
+struct RankDigest {
+  std::string graph, plan, values;
+};
+
+std::string digest(std::string_view bytes) {
+  return absl::StrCat(absl::Hex(std::hash<std::string_view>{}(bytes), absl::kZeroPad16));
+}
+
+std::string plan_record_text(const PlanRecord& r) {
+  return absl::StrCat(r.planned, ";", r.lms_enabled, ";", r.policy, ";", r.device_kind, ";",
+                      r.capacity_bytes, ";", r.budget_bytes, ";", r.budget_from_limit, ";",
+                      r.alignment_bytes, ";", absl::StrJoin(r.fetched, ","), ";",
+                      absl::StrJoin(r.workspace_bytes, ","));
+}
+
 }  // namespace
 
 class Session::Impl {
@@ -229,10 +256,55 @@ class Session::Impl {
     plan_.host_release_after = host_releases(g, plan_.order);
     LMS_RETURN_IF_ERROR(lay_out());
     LMS_RETURN_IF_ERROR(allocate_persistent());
+    LMS_RETURN_IF_ERROR(check_rank_agreement());
+    plan_.communicator = options_.communicator;
     LMS_RETURN_IF_ERROR(allocate_arena());
     stall_counter_.set_memory_by_position(&planned_by_node_, &planned_by_swap_in_);
     executor_ = std::make_unique<Executor>(plan_, device_, &stall_counter_);
     return absl::OkStatus();
+  }
+
+  // Note [Rank agreement]: data-parallel ranks must run the same step, or
+  // their all-reduces pair different gradients (or hang on a bucket one rank
+  // does not have). Session::create compares, across the ranks, digests of
+  // the graph (its text, which holds the LMS plan's swap nodes), of what it
+  // was planned for (Graph::plan_record) and of the persistent tensors'
+  // initial values, and fails naming the ranks that differ from rank 0.
+  absl::Status check_rank_agreement() {
+    Communicator* comm = options_.communicator;
+    const Graph& g = *plan_.graph;
+    if (comm == nullptr) {
+      if (!has_all_reduce(g)) return absl::OkStatus();
+      return absl::InvalidArgumentError(
+          "the graph has all_reduce nodes (TrainingOptions::data_parallel) but "
+          "SessionOptions::communicator is null; pass the communicator of the ranks");
+    }
+    const std::string mine =
+        absl::StrCat(digest(to_text(g)), " ", digest(plan_record_text(g.plan_record())), " ",
+                     digest(initial_digest_source_));
+    LMS_ASSIGN_OR_RETURN(std::vector<std::string> all, comm->all_gather(mine));
+    std::vector<std::string> problems;
+    const char* what[] = {"the graph (model, shapes, LMS swap plan)",
+                          "what the graph was planned for (device, capacity, budget, policy)",
+                          "the initial parameters (seeds)"};
+    const std::vector<std::string> root = absl::StrSplit(all[0], ' ');
+    for (size_t part = 0; part < 3; ++part) {
+      std::vector<int> ranks;
+      for (size_t r = 1; r < all.size(); ++r) {
+        const std::vector<std::string> theirs = absl::StrSplit(all[r], ' ');
+        if (theirs.size() != 3 || theirs[part] != root[part]) ranks.push_back(static_cast<int>(r));
+      }
+      if (!ranks.empty()) {
+        problems.push_back(absl::StrCat(what[part], " differs on rank(s) ",
+                                        absl::StrJoin(ranks, ", "), " from rank 0's"));
+      }
+    }
+    if (problems.empty()) return absl::OkStatus();
+    return absl::FailedPreconditionError(
+        absl::StrCat("data-parallel ranks disagree: ", absl::StrJoin(problems, "; "),
+                     ". Every rank must build the same model with the same LMS config and seeds "
+                     "(this is rank ",
+                     comm->rank(), " of ", comm->size(), ")"));
   }
 
   absl::Status allocate_persistent() {
@@ -249,6 +321,10 @@ class Session::Impl {
       }
       plan_.persistent[t] = *p;
       std::vector<float> v = initial_values(tensor);
+      if (options_.communicator != nullptr) {
+        initial_digest_source_ += digest(
+            std::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float)));
+      }
       LMS_RETURN_IF_ERROR(device_.upload(*p, v.data(), tensor.bytes()));
     }
     return absl::OkStatus();
@@ -370,6 +446,7 @@ class Session::Impl {
   StallCounter stall_counter_;
   ExecutablePlan plan_;
   uint64_t arena_bytes_ = 0;
+  std::string initial_digest_source_;  // Note [Rank agreement]
   // Planned device bytes while a node runs (by node name) and while a
   // swap-in's copy runs (by its output's name): the memory counter over
   // device time (StallCounter).

@@ -18,8 +18,20 @@ double CostModel::h2d_time_s(uint64_t bytes) const {
   return options_.copy_latency_s + static_cast<double>(bytes) / options_.h2d_bytes_per_s;
 }
 
+double CostModel::all_reduce_time_s(uint64_t bytes) const {
+  const double b = static_cast<double>(bytes);
+  if (options_.ranks <= 1) return b / options_.memory_bytes_per_s;
+  const double k = options_.ranks;
+  return options_.allreduce_latency_s + 2 * (k - 1) / k * b / options_.allreduce_bytes_per_s;
+}
+
 double CostModel::node_time_s(NodeId node) const {
   const Node& n = graph_.node(node);
+  if (n.op == "all_reduce") {
+    uint64_t bytes = 0;
+    for (TensorId t : n.inputs) bytes += graph_.tensor(t).bytes();
+    return all_reduce_time_s(bytes);
+  }
   if (n.op == "swap_out") return d2h_time_s(graph_.tensor(n.inputs[0]).bytes());
   if (n.op == "swap_in") return h2d_time_s(graph_.tensor(n.inputs[0]).bytes());
   const auto& measured = options_.measured_node_time_s;

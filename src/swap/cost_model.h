@@ -22,6 +22,13 @@ struct CostOptions {
   double d2h_bytes_per_s = 12e9;      // device-to-host link bandwidth
   double h2d_bytes_per_s = 12e9;      // host-to-device link bandwidth
   double copy_latency_s = 5e-6;       // per copy, each direction
+  // all_reduce nodes (data parallelism, lms/distributed.h): a ring
+  // all-reduce moves 2 (ranks - 1) / ranks of the bucket's bytes per rank at
+  // allreduce_bytes_per_s, plus allreduce_latency_s per bucket; with one
+  // rank it is a copy at memory bandwidth.
+  int ranks = 1;
+  double allreduce_bytes_per_s = 10e9;  // bytes/s per rank
+  double allreduce_latency_s = 50e-6;   // seconds per bucket
   // Measured seconds per NodeId from a profiling run; when an entry exists
   // and is >= 0 it replaces the roofline estimate for that node.
   std::vector<double> measured_node_time_s;
@@ -32,10 +39,13 @@ class CostModel {
   CostModel(const Graph& graph, CostOptions options);
 
   // Seconds for `node` of the graph given at construction: compute nodes by
-  // the roofline (or measurement), swap_out / swap_in by the copy time.
+  // the roofline (or measurement), swap_out / swap_in by the copy time,
+  // all_reduce by all_reduce_time_s of its inputs' bytes.
   double node_time_s(NodeId node) const;
   double d2h_time_s(uint64_t bytes) const;
   double h2d_time_s(uint64_t bytes) const;
+  // Seconds to all-reduce `bytes` over options().ranks ranks.
+  double all_reduce_time_s(uint64_t bytes) const;
   const CostOptions& options() const { return options_; }
 
  private:

@@ -48,11 +48,25 @@ TensorLife tensor_life(const Graph& graph, const Liveness& live, TensorId id, bo
   life.on_device = true;
   life.first = life.input ? 0 : live.position[t.producer];
   life.last = life.uses.empty() ? life.first : life.uses.back();
+  if (!life.uses.empty()) {
+    life.last = release_position(graph, live.order[life.last], live.position);
+  }
   if (fetched) life.last = live.size() - 1;
   return life;
 }
 
 }  // namespace
+
+int32_t release_position(const Graph& graph, NodeId reader, const std::vector<int32_t>& position) {
+  const Node& n = graph.node(reader);
+  int32_t pos = position[reader];
+  if (n.op != "swap_out" && n.op != "all_reduce") return pos;
+  auto it = n.attrs.find("release_after");
+  if (it == n.attrs.end()) return pos;
+  const std::string* name = std::get_if<std::string>(&it->second);
+  const NodeId r = name != nullptr ? graph.find_node(*name) : kNoNode;
+  return r != kNoNode ? std::max(pos, position[r]) : pos;
+}
 
 uint64_t rounded_size(uint64_t bytes, uint64_t alignment) {
   return std::max(alignment, (bytes + alignment - 1) / alignment * alignment);

@@ -61,6 +61,13 @@ struct Liveness {
 
 uint64_t rounded_size(uint64_t bytes, uint64_t alignment);
 
+// Note [Swap-out release] (release_plan.h): the position after which a
+// tensor whose last reader is `reader` is released: the reader's own
+// position, or later for a swap_out or all_reduce naming a later node in its
+// `release_after` attribute (its copy or exchange reads the buffer on
+// another stream until then). `position` is by NodeId.
+int32_t release_position(const Graph& graph, NodeId reader, const std::vector<int32_t>& position);
+
 // The commit position of Note [Step commit] for `graph` scheduled as `order`.
 int32_t commit_position(const Graph& graph, const std::vector<NodeId>& order);
 

@@ -490,18 +490,9 @@ absl::StatusOr<StepBuffers> step_buffers(const Graph& graph, const Liveness& liv
       continue;
     }
     if (!life.on_device || life.first < 0) continue;
-    int32_t last = life.last;
-    // Note [Swap-out release]: a swap_out's `release_after` keeps its source
-    // to that node (release_plan.cc, swap_out_release).
-    const Node& reader = graph.node(live.order[last]);
-    if (!life.fetched && !life.uses.empty() && reader.op == "swap_out") {
-      auto it = reader.attrs.find("release_after");
-      const std::string* name =
-          it != reader.attrs.end() ? std::get_if<std::string>(&it->second) : nullptr;
-      const NodeId r = name != nullptr ? graph.find_node(*name) : kNoNode;
-      if (r != kNoNode) last = std::max(last, live.position[r]);
-    }
-    step.buffers.push_back({life.first, last, life.bytes});
+    // Note [Swap-out release]: life.last already holds a swap_out's or
+    // all_reduce's `release_after` (liveness.h, release_position).
+    step.buffers.push_back({life.first, life.last, life.bytes});
     step.tensor.push_back(t);
     step.workspace_of.push_back(kNoNode);
   }

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "lms/status.h"
 #include "lms/strings.h"
+#include "swap/liveness.h"
 
 namespace lms::swap {
 namespace {
@@ -22,17 +23,6 @@ absl::StatusOr<std::vector<bool>> fetched_flags(const Graph& g,
     fetched[t] = true;
   }
   return fetched;
-}
-
-// The position after which a swap_out's source may be released (Note
-// [Swap-out release]): its `release_after` node if later, else the swap_out.
-int32_t swap_out_release(const Graph& g, NodeId swap_out, const std::vector<int32_t>& position) {
-  int32_t pos = position[swap_out];
-  auto it = g.node(swap_out).attrs.find("release_after");
-  if (it == g.node(swap_out).attrs.end()) return pos;
-  const std::string* name = std::get_if<std::string>(&it->second);
-  NodeId r = name != nullptr ? g.find_node(*name) : kNoNode;
-  return r != kNoNode ? std::max(pos, position[r]) : pos;
 }
 
 }  // namespace
@@ -59,8 +49,7 @@ absl::StatusOr<ReleasePlan> release_plan(const Graph& g, const std::vector<std::
       if (last == kNoNode || position[c] > position[last]) last = c;
     }
     if (last != kNoNode) {
-      release =
-          g.node(last).op == "swap_out" ? swap_out_release(g, last, position) : position[last];
+      release = release_position(g, last, position);
     }
     plan.release_after[release].push_back(t);
   }

@@ -32,6 +32,8 @@ swap::CostOptions cost_options(const LmsConfig& c, const RewriteOptions& o) {
   cost.h2d_bytes_per_s = c.link.h2d_bytes_per_s;
   cost.copy_latency_s = c.link.copy_latency_s;
   cost.measured_node_time_s = o.node_time_s;
+  cost.ranks = o.ranks;
+  cost.allreduce_bytes_per_s = o.allreduce_bytes_per_s;
   return cost;
 }
 
@@ -94,7 +96,7 @@ std::string time_model_text(const Graph& g, const LmsConfig& c, const RewriteOpt
   int64_t compute = 0, timed = 0;
   for (NodeId id = 0; id < static_cast<NodeId>(g.num_nodes()); ++id) {
     const std::string& op = g.node(id).op;
-    if (op == "swap_out" || op == "swap_in") continue;
+    if (op == "swap_out" || op == "swap_in" || op == "all_reduce") continue;
     ++compute;
     if (id < static_cast<NodeId>(o.node_time_s.size()) && o.node_time_s[id] >= 0) ++timed;
   }

@@ -6,11 +6,12 @@
 namespace lms::swap {
 namespace {
 
-enum Stream : int { kCompute = 0, kD2H = 1, kH2D = 2 };
+enum Stream : int { kCompute = 0, kD2H = 1, kH2D = 2, kComm = 3 };
 
 Stream stream_of(const Node& n) {
   if (n.op == "swap_out") return kD2H;
   if (n.op == "swap_in") return kH2D;
+  if (n.op == "all_reduce") return kComm;
   return kCompute;
 }
 
@@ -42,9 +43,10 @@ class Simulator {
   double time(int32_t p) const { return p < static_cast<int32_t>(times_.size()) ? times_[p] : 0; }
   const SimOptions& options_;
   std::vector<std::vector<TensorId>> frees_at_;  // tensors freed at (e) of each position
-  // By TensorId: the position of the latest swap_out reading the tensor
-  // (-1: none); its release waits for that copy wherever it happens.
-  std::vector<int32_t> swap_out_reader_;
+  // By TensorId: the position of the latest swap_out or all_reduce reading
+  // the tensor (-1: none); its release waits for that copy or exchange
+  // wherever it happens.
+  std::vector<int32_t> side_reader_;
   std::vector<uint64_t> outputs_at_;  // device bytes allocated at each issue
   struct Deferred {
     double time;
@@ -52,7 +54,7 @@ class Simulator {
   };
   std::deque<Deferred> deferred_;
   double host_ = 0;
-  double stream_free_[3] = {0, 0, 0};
+  double stream_free_[4] = {0, 0, 0, 0};
   // The compute stream's next node waits for copies that end by then: D2H
   // copies of buffers released at fixed points (wait_at_release) and, at the
   // commit, every copy issued so far.
@@ -79,11 +81,11 @@ void Simulator::index_tensors() {
     const TensorLife& t = live_.tensors[id];
     if (t.on_device && !t.persistent && !t.fetched) frees_at_[t.last].push_back(id);
   }
-  swap_out_reader_.assign(live_.tensors.size(), -1);
+  side_reader_.assign(live_.tensors.size(), -1);
   for (int32_t p = 0; p < live_.size(); ++p) {
     const Node& n = graph_.node(live_.order[p]);
-    if (stream_of(n) != kD2H) continue;
-    for (TensorId t : n.inputs) swap_out_reader_[t] = std::max(swap_out_reader_[t], p);
+    if (stream_of(n) != kD2H && stream_of(n) != kComm) continue;
+    for (TensorId t : n.inputs) side_reader_[t] = std::max(side_reader_[t], p);
   }
 }
 
@@ -141,16 +143,17 @@ void Simulator::launch(int32_t p) {
 
 void Simulator::free_after(int32_t p) {
   const bool copy_stream = stream_of(graph_.node(live_.order[p])) == kD2H;
-  if (options_.wait_at_release) {
-    // Note [Swap-out release]: stream-ordered, the compute stream waits for
-    // a swap-out still reading a buffer released here, whether the
-    // swap-out is the buffer's last reader or a compute node after it is
-    // (the executor waits on the copy's event either way).
-    for (TensorId t : frees_at_[p]) {
-      const int32_t reader = swap_out_reader_[t];
-      if (reader >= 0 && reader <= p) {
-        compute_fence_ = std::max(compute_fence_, result_.end_s[reader]);
-      }
+  // Note [Swap-out release]: stream-ordered, the compute stream waits for a
+  // swap-out (with wait_at_release) or an all-reduce (always: Note
+  // [All-reduce] in runtime/executor.cc) still reading a buffer released
+  // here, whether it is the buffer's last reader or a compute node after it
+  // is (the executor waits on the event either way).
+  for (TensorId t : frees_at_[p]) {
+    const int32_t reader = side_reader_[t];
+    if (reader < 0 || reader > p) continue;
+    const bool comm = stream_of(graph_.node(live_.order[reader])) == kComm;
+    if (comm || options_.wait_at_release) {
+      compute_fence_ = std::max(compute_fence_, result_.end_s[reader]);
     }
   }
   for (TensorId t : frees_at_[p]) {
@@ -170,7 +173,8 @@ SimResult Simulator::run() {
   for (int32_t p = 0; p < live_.size(); ++p) {
     if (p == live_.commit) {
       // Note [Step commit]: compute waits for every copy issued so far.
-      compute_fence_ = std::max({compute_fence_, stream_free_[kD2H], stream_free_[kH2D]});
+      compute_fence_ =
+          std::max({compute_fence_, stream_free_[kD2H], stream_free_[kH2D], stream_free_[kComm]});
     }
     allocate(p, outputs_at_[p] + live_.workspace[p]);
     result_.peak_device_bytes = std::max(result_.peak_device_bytes, in_use_);

@@ -3,8 +3,11 @@
 // order (instantaneous unless blocked); compute, D2H and H2D streams each run
 // their nodes in order, a node waiting for the cross-stream nodes it depends
 // on (data and control edges, as event waits) and a copy also for the compute
-// stream to reach the point where it was issued; at the commit the compute
-// stream waits for every copy issued so far (Note [Step commit]); outputs are
+// stream to reach the point where it was issued; all_reduce nodes run on a
+// fourth stream (communication) like copies, their inputs released
+// stream-ordered (Note [All-reduce] in runtime/executor.cc); at the commit
+// the compute stream waits for every copy and all-reduce issued so far (Note
+// [Step commit]); outputs are
 // allocated at issue. A tensor last read by a swap-out is released either at
 // its fixed point with the compute stream waiting for the copy, as the
 // executor does (wait_at_release, Note [Swap-out release]), or when that D2H

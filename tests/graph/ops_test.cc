@@ -114,6 +114,8 @@ std::vector<Valid> valid_cases() {
       {"adam_update", {{4}, {4}, {4}, {4}, {}}, adam, {}},
       {"swap_out", {x4}, {}, {x4}},
       {"swap_in", {x4}, {}, {x4}},
+      {"all_reduce", {x4, x5, {1}}, {}, {x4, x5, {1}}},
+      {"all_reduce", {x4}, {{"release_after", std::string("update/w")}}, {x4}},
   };
 }
 
@@ -209,6 +211,8 @@ std::vector<Invalid> invalid_cases() {
       {"adam_update", {{4}, {4}, {4}, {4}, {1}}, adam, "step must be a scalar"},
       {"adam_update", {{4}, {4}, {4}, {4}, {}}, with(adam, "beta2", 1.0), "beta2 must be in"},
       {"swap_in", {x4, x4}, {}, "takes 1 inputs, got 2"},
+      {"all_reduce", {}, {}, "takes at least 1 inputs, got 0"},
+      {"all_reduce", {x4}, {{"release_after", int64_t{3}}}, "'release_after' must be a node name"},
   };
 }
 

@@ -38,7 +38,8 @@ constexpr uint64_t kMiB = 1024 * kKiB;
 //   loss = mse(out, mask)
 // `stem` is read by three far-apart consumers: the first pool, the last
 // concat and the residual add before the head.
-inline absl::StatusOr<Graph> user_unet(int64_t batch, int64_t size, const Optimizer& opt) {
+inline absl::StatusOr<Graph> user_unet(int64_t batch, int64_t size, const Optimizer& opt,
+                                       const TrainingOptions& options = {}) {
   Graph g;
   const TensorId image = g.input("image", {batch, 1, size, size});
   const TensorId mask = g.input("mask", {batch, 1, size, size});
@@ -60,7 +61,7 @@ inline absl::StatusOr<Graph> user_unet(int64_t batch, int64_t size, const Optimi
   const TensorId out = sigmoid(g, "out", conv2d(g, "head", res, 1, {1}, {.seed = 6}));
   const TensorId loss = mse_loss(g, "loss", out, mask);
   LMS_RETURN_IF_ERROR(g.status());
-  return training_graph(g, loss, opt);
+  return training_graph(g, loss, opt, options);
 }
 
 inline Feeds user_unet_feeds(int64_t batch, int64_t size, uint64_t seed) {
@@ -73,12 +74,13 @@ inline Feeds user_unet_feeds(int64_t batch, int64_t size, uint64_t seed) {
 }
 
 // VDSR from the example model builders, NCHW [batch, 1, size, size].
-inline absl::StatusOr<Graph> vdsr(int64_t batch, int64_t size, const Optimizer& opt) {
+inline absl::StatusOr<Graph> vdsr(int64_t batch, int64_t size, const Optimizer& opt,
+                                  const TrainingOptions& options = {}) {
   Graph g;
   const models::ModelTensors m = models::build_vdsr(
       g, {.batch = batch, .height = size, .width = size, .depth = 8, .channels = 8, .seed = 3});
   LMS_RETURN_IF_ERROR(g.status());
-  return training_graph(g, m.loss, opt);
+  return training_graph(g, m.loss, opt, options);
 }
 
 inline Feeds vdsr_feeds(int64_t batch, int64_t size, uint64_t seed) {
