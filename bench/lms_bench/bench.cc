@@ -124,7 +124,10 @@ absl::Status run_overhead_command(const BenchCommand& cmd, std::ostream& out, st
 absl::Status run_scaling_command(const BenchCommand& cmd, std::ostream& out, std::ostream& err) {
   LMS_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> world, make_mpi_communicator());
   LMS_ASSIGN_OR_RETURN(LmsConfig cfg, command_config(cmd));
-  ScalingOptions o{.batch = cmd.sizes.at(0), .steps = cmd.steps, .config = cfg};
+  ScalingOptions o{.batch = cmd.sizes.at(0),
+                   .steps = cmd.steps,
+                   .config = cfg,
+                   .budget_fraction = cmd.budget_fraction};
   o.model = {.depth = cmd.depth, .channels = cmd.channels, .crop = cmd.crop, .seed = cmd.seed};
   o.device = command_device(cmd, cfg);
   if (o.device.compute_threads == 0) {

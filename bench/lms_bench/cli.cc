@@ -176,7 +176,7 @@ const std::map<std::string, FlagSpec>& flags() {
       {"--filters", {{Mode::kUnet3d}, int_flag("--filters", &BenchCommand::base_filters, 1, 1024)}},
       {"--levels", {{Mode::kUnet3d}, int_flag("--levels", &BenchCommand::levels, 1, 8)}},
       {"--budget-fraction",
-       {{Mode::kOverhead},
+       {{Mode::kOverhead, Mode::kScaling},
         [](BenchCommand& c, const std::string& v) -> absl::Status {
           char* end = nullptr;
           double f = std::strtod(v.c_str(), &end);
@@ -381,7 +381,8 @@ or, with --device cuda, a GPU).
   lms-bench overhead [--batch 8] [--capacity 1GiB] [--link 12GB/s] [--budget-fraction 0.6]
                      [--steps 3] [--data DIR] [--json FILE]
   mpirun -np N lms-bench scaling [--batch 4] [--threads 1] [--depth 20] [--channels 64]
-                     [--crop 48] [--capacity 256MiB] [--steps 4] [--json FILE]
+                     [--crop 48] [--capacity 256MiB] [--budget-fraction 0.6] [--steps 4]
+                     [--json FILE]
 
 vdsr / unet3d: trains every batch (VDSR, Adam) or volume side (3-D U-Net, batch 1) for --steps
 steps with LMS off and on (lms::rewrite, auto policy, budget = the capacity unless the config
@@ -402,7 +403,8 @@ overhead: one batch that fits both ways; time per step without LMS, with LMS for
 (budget = --budget-fraction of the no-LMS peak) on an unthrottled link and on a link throttled
 to --link; predicted (simulator) vs measured stall and step time.
 scaling (under mpirun): data-parallel VDSR with LMS (gradient all-reduce over MPI) on 1, 2, 4 ...
-ranks of the launch, --batch per rank (weak scaling); ranks, step time, speedup and efficiency.
+ranks of the launch, --batch per rank (weak scaling), LMS budget --budget-fraction of the no-LMS
+peak; ranks, step time, speedup and efficiency.
 --threads per rank defaults to the cores divided by the ranks (at least 1).
 
 Common flags:

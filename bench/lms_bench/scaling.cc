@@ -31,7 +31,16 @@ absl::StatusOr<ScalingRow> run_row(Communicator& comm, const ScalingOptions& o, 
   RewriteOptions ro;
   ro.fetched = {"loss"};
   ro.ranks = comm.size();
-  LMS_ASSIGN_OR_RETURN(RewriteReport rep, rewrite(train, o.config, *device, ro));
+  LmsConfig cfg = o.config;
+  if (o.budget_fraction < 1) {
+    Graph probe = train;
+    LmsConfig off = cfg;
+    off.enabled = false;
+    LMS_ASSIGN_OR_RETURN(RewriteReport peak, rewrite(probe, off, *device, ro));
+    cfg.device_memory_limit =
+        static_cast<uint64_t>(o.budget_fraction * static_cast<double>(peak.peak_bytes_after));
+  }
+  LMS_ASSIGN_OR_RETURN(RewriteReport rep, rewrite(train, cfg, *device, ro));
   if (!rep.fits) {
     return absl::ResourceExhaustedError(fmt::format("batch {} does not fit {} even with LMS: {}",
                                                     o.batch, format_bytes(o.device.capacity_bytes),
@@ -41,6 +50,7 @@ absl::StatusOr<ScalingRow> run_row(Communicator& comm, const ScalingOptions& o, 
       std::unique_ptr<Session> session,
       Session::create(train, *device, {.fetches = {"loss"}, .communicator = &comm}));
   ScalingRow row;
+  row.budget_bytes = rep.budget_bytes;
   row.ranks = comm.size();
   row.global_batch = o.batch * comm.size();
   for (NodeId id = 0; id < train.num_nodes(); ++id) {
@@ -96,6 +106,10 @@ std::vector<int> scaling_rank_counts(int world) {
 
 absl::StatusOr<ScalingResult> run_scaling(Communicator& world, const ScalingOptions& o,
                                           std::ostream& err) {
+  if (!(o.budget_fraction > 0 && o.budget_fraction <= 1)) {
+    return absl::InvalidArgumentError(
+        fmt::format("scaling: budget fraction {} must be in (0, 1]", o.budget_fraction));
+  }
   if (o.steps < 1 || o.batch < 1) {
     return absl::InvalidArgumentError(
         fmt::format("scaling: steps ({}) and batch ({}) must be >= 1", o.steps, o.batch));
@@ -125,9 +139,10 @@ absl::StatusOr<ScalingResult> run_scaling(Communicator& world, const ScalingOpti
 
 std::string format_scaling(const ScalingResult& r) {
   std::string out = fmt::format(
-      "data-parallel VDSR with LMS, {} rank(s) launched; {} compute thread(s) per rank on {} "
-      "core(s){}\n",
-      r.world_ranks, r.threads_per_rank, r.cores,
+      "data-parallel VDSR with LMS (budget {} per rank), {} rank(s) launched; {} compute "
+      "thread(s) per rank on {} core(s){}\n",
+      r.rows.empty() ? std::string("-") : format_bytes(r.rows.front().budget_bytes), r.world_ranks,
+      r.threads_per_rank, r.cores,
       r.world_ranks * std::max(r.threads_per_rank, 1) > r.cores
           ? " (oversubscribed: ranks share cores, so efficiency falls for that reason alone)"
           : "");
@@ -153,6 +168,7 @@ nlohmann::json to_json(const ScalingResult& r) {
                     {"speedup", row.speedup},
                     {"efficiency", row.efficiency},
                     {"all_reduce_buckets", row.all_reduce_buckets},
+                    {"budget_bytes", row.budget_bytes},
                     {"swapped_bytes_per_step", row.swapped_bytes},
                     {"loss", row.loss}});
   }

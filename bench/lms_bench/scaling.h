@@ -31,8 +31,11 @@ struct ScalingOptions {
   VdsrBenchModel model;
   int64_t batch = 4;  // per rank
   int steps = 4;      // timed steps per row, after one warm-up step
-  LmsConfig config;   // LMS on: planned under device.capacity_bytes
+  LmsConfig config;   // LMS on (auto policy unless the config says otherwise)
   DeviceSetup device;
+  // LMS is forced to swap: its budget (device_memory_limit) is this fraction
+  // of the predicted no-LMS peak, in (0, 1]; 1 = the device capacity.
+  double budget_fraction = 0.6;
 };
 
 struct ScalingRow {
@@ -42,6 +45,7 @@ struct ScalingRow {
   double samples_per_s = 0;    // global_batch / step_s
   double speedup = 0;          // samples_per_s / the 1-rank row's
   double efficiency = 0;       // speedup / ranks
+  uint64_t budget_bytes = 0;   // LMS budget on rank 0
   uint64_t swapped_bytes = 0;  // D2H bytes per step on rank 0 (LMS)
   uint64_t all_reduce_buckets = 0;
   float loss = 0;  // mean over ranks of the last step's loss
