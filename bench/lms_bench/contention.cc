@@ -186,6 +186,7 @@ ContentionDevice summarize_device(const DeviceWork& w) {
   const Busy compute = busy(t, StreamKind::kCompute, IntervalKind::kNode, from_s);
   d.h2d_bytes_per_s = in.seconds > 0 ? static_cast<double>(in.bytes) / in.seconds : 0;
   d.d2h_bytes_per_s = out.seconds > 0 ? static_cast<double>(out.bytes) / out.seconds : 0;
+  d.compute_s = compute.seconds / timed;
   d.compute_utilisation = step_sum > 0 ? compute.seconds / step_sum : 0;
   if (!w.results.empty()) {
     d.bytes_h2d_per_step = w.results.back().bytes_h2d;
@@ -224,6 +225,7 @@ void fill_means(ContentionCase& c) {
     c.mean_step_s += d.mean_step_s / n;
     c.h2d_bytes_per_s += d.h2d_bytes_per_s / n;
     c.d2h_bytes_per_s += d.d2h_bytes_per_s / n;
+    c.compute_s += d.compute_s / n;
     c.compute_utilisation += d.compute_utilisation / n;
   }
   c.error = c.mean_step_s > 0 ? c.predicted_step_s / c.mean_step_s - 1 : 0;
@@ -268,11 +270,11 @@ std::string rate_text(double bytes_per_s) {
 }
 
 std::string row_text(const std::string& k, const std::string& device, double h2d, double d2h,
-                     double util, double step_s, const ContentionCase& c) {
+                     double compute_s, double util, double step_s, const ContentionCase& c) {
   return fmt::format(
-      "{:>12} | {:>6} | {:>8.3f} | {:>8.3f} | {:>11.1f}% | {:>11.3f} | {:>11.3f} | "
-      "{:>+6.1f}% | {:>12.1f}\n",
-      k, device, h2d / 1e9, d2h / 1e9, 100 * util, step_s, c.predicted_step_s,
+      "{:>12} | {:>6} | {:>8.3f} | {:>8.3f} | {:>9.3f} | {:>11.1f}% | {:>11.3f} | {:>11.3f} | "
+      "{:>+6.1f}% | {:>13.1f}\n",
+      k, device, h2d / 1e9, d2h / 1e9, compute_s, 100 * util, step_s, c.predicted_step_s,
       100 * (c.predicted_step_s / step_s - 1),
       static_cast<double>(c.planned_bytes_out_per_step) / kMiB);
 }
@@ -281,13 +283,14 @@ std::string compare_text(const ContentionCase& one, const ContentionCase& c) {
   auto ratio = [](double a, double b) { return b > 0 ? a / b : 0; };
   return fmt::format(
       "{} vs 1 device per link: copy throughput per device x{:.2f} H2D ({:.3f} -> {:.3f} GB/s), "
-      "x{:.2f} D2H ({:.3f} -> {:.3f} GB/s); compute utilisation {:.1f}% -> {:.1f}%; step time "
-      "{:+.1f}% ({:.3f} -> {:.3f} s; predicted {:+.1f}%)\n",
+      "x{:.2f} D2H ({:.3f} -> {:.3f} GB/s); compute utilisation {:.1f}% -> {:.1f}% (compute "
+      "{:.3f} -> {:.3f} s/step); step time {:+.1f}% ({:.3f} -> {:.3f} s; predicted {:+.1f}%)\n",
       c.devices, ratio(c.h2d_bytes_per_s, one.h2d_bytes_per_s), one.h2d_bytes_per_s / 1e9,
       c.h2d_bytes_per_s / 1e9, ratio(c.d2h_bytes_per_s, one.d2h_bytes_per_s),
       one.d2h_bytes_per_s / 1e9, c.d2h_bytes_per_s / 1e9, 100 * one.compute_utilisation,
-      100 * c.compute_utilisation, 100 * (ratio(c.mean_step_s, one.mean_step_s) - 1),
-      one.mean_step_s, c.mean_step_s, 100 * (ratio(c.predicted_step_s, one.predicted_step_s) - 1));
+      100 * c.compute_utilisation, one.compute_s, c.compute_s,
+      100 * (ratio(c.mean_step_s, one.mean_step_s) - 1), one.mean_step_s, c.mean_step_s,
+      100 * (ratio(c.predicted_step_s, one.predicted_step_s) - 1));
 }
 
 std::string tolerance_text(const ContentionResult& r) {
@@ -342,32 +345,34 @@ std::string format_contention(const ContentionResult& r) {
       "contention: {} {} {} ({}), LMS on every device, capacity {} each ({:.2f} of the no-LMS "
       "peak {}); one host link per row group shared by its devices: {} D2H, {} H2D, {:.0f} us "
       "latency (profiled alone: {} / {}, {:.0f} us); 1 compute thread per device (2 cores: the "
-      "devices share the link, not cores); {} timed steps after 1 warm-up, devices start each "
-      "step together\n",
+      "devices share the link, not cores); {} timed step{} after 1 warm-up, devices start "
+      "each step together\n",
       r.model, r.size_label, r.size, r.data_note, format_bytes(r.budget_bytes),
       static_cast<double>(r.budget_bytes) /
           static_cast<double>(std::max<uint64_t>(1, r.no_lms_peak_bytes)),
       format_bytes(r.no_lms_peak_bytes), rate_text(r.link.d2h_bytes_per_s),
       rate_text(r.link.h2d_bytes_per_s), r.link.latency_s * 1e6,
       rate_text(r.measured_link.d2h_bytes_per_s), rate_text(r.measured_link.h2d_bytes_per_s),
-      r.measured_link.copy_latency_s * 1e6, r.steps - 1);
-  out += fmt::format("{:>12} | {:>6} | {:>8} | {:>8} | {:>12} | {:>11} | {:>11} | {:>7} | {:>12}\n",
-                     "devices/link", "device", "H2D GB/s", "D2H GB/s", "compute util",
-                     "step s meas", "step s pred", "error", "swap MiB/step");
+      r.measured_link.copy_latency_s * 1e6, r.steps - 1, r.steps > 2 ? "s" : "");
+  out += fmt::format(
+      "{:>12} | {:>6} | {:>8} | {:>8} | {:>9} | {:>12} | {:>11} | {:>11} | {:>7} | {:>13}\n",
+      "devices/link", "device", "H2D GB/s", "D2H GB/s", "compute s", "compute util", "step s meas",
+      "step s pred", "error", "swap MiB/step");
   for (const ContentionCase& c : r.cases) {
     for (size_t i = 0; i < c.runs.size(); ++i) {
       const ContentionDevice& d = c.runs[i];
       out += row_text(std::to_string(c.devices), std::to_string(i), d.h2d_bytes_per_s,
-                      d.d2h_bytes_per_s, d.compute_utilisation, d.mean_step_s, c);
+                      d.d2h_bytes_per_s, d.compute_s, d.compute_utilisation, d.mean_step_s, c);
     }
     if (c.runs.size() > 1) {
       out += row_text(std::to_string(c.devices), "mean", c.h2d_bytes_per_s, c.d2h_bytes_per_s,
-                      c.compute_utilisation, c.mean_step_s, c);
+                      c.compute_s, c.compute_utilisation, c.mean_step_s, c);
     }
   }
   out +=
-      "GB/s: bytes copied / time the device's copy stream was busy (GB = 1e9 B); compute util: "
-      "compute-stream busy / step time\n";
+      "GB/s: bytes copied / time the device's copy stream was busy (GB = 1e9 B); compute s: "
+      "compute-stream busy per step; compute util: compute s / step time; swap: planned D2H "
+      "bytes per step\n";
   const auto one = std::find_if(r.cases.begin(), r.cases.end(),
                                 [](const ContentionCase& c) { return c.devices == 1; });
   for (const ContentionCase& c : r.cases) {
@@ -386,6 +391,7 @@ nlohmann::json to_json(const ContentionResult& r) {
                       {"mean_stall_s", d.mean_stall_s},
                       {"h2d_bytes_per_s", d.h2d_bytes_per_s},
                       {"d2h_bytes_per_s", d.d2h_bytes_per_s},
+                      {"compute_s", d.compute_s},
                       {"compute_utilisation", d.compute_utilisation},
                       {"bytes_h2d_per_step", d.bytes_h2d_per_step},
                       {"bytes_d2h_per_step", d.bytes_d2h_per_step}});
@@ -398,6 +404,7 @@ nlohmann::json to_json(const ContentionResult& r) {
                      {"mean_step_s", c.mean_step_s},
                      {"h2d_bytes_per_s", c.h2d_bytes_per_s},
                      {"d2h_bytes_per_s", c.d2h_bytes_per_s},
+                     {"compute_s", c.compute_s},
                      {"compute_utilisation", c.compute_utilisation},
                      {"error", c.error},
                      {"within_tolerance", c.within_tolerance()},

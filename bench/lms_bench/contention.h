@@ -8,6 +8,10 @@
 // Recorder), the compute utilisation (compute-stream busy / step time) and
 // the step time, next to the simulator's prediction of the step
 // (LmsConfig::link_devices = the count: each copy gets 1/k of the link).
+// The compute time per step is printed too: the simulator takes each node's
+// time measured alone, so where the devices' compute slows down together
+// (other work on the machine's cores, shared memory bandwidth) the
+// prediction errs by that, not by the link.
 //
 // Each device computes on one thread (CpuDeviceOptions::compute_threads = 1)
 // so that two devices on a 2-core machine do not share cores: what they
@@ -69,7 +73,8 @@ struct ContentionDevice {
   double mean_stall_s = 0;          // StepResult::stall_s (Note [Stall])
   double h2d_bytes_per_s = 0;       // bytes copied in / busy time of the H2D stream
   double d2h_bytes_per_s = 0;       // likewise out
-  double compute_utilisation = 0;   // compute-stream busy / step time, [0, 1]
+  double compute_s = 0;             // compute-stream busy per step, seconds
+  double compute_utilisation = 0;   // compute_s / step time, [0, 1]
   uint64_t bytes_h2d_per_step = 0;  // StepResult, last step
   uint64_t bytes_d2h_per_step = 0;
 };
@@ -86,6 +91,7 @@ struct ContentionCase {
   double mean_step_s = 0;
   double h2d_bytes_per_s = 0;
   double d2h_bytes_per_s = 0;
+  double compute_s = 0;
   double compute_utilisation = 0;
   double error = 0;  // predicted / measured mean step - 1
   bool within_tolerance() const;
