@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <barrier>
 #include <cmath>
-#include <limits>
 #include <memory>
 #include <thread>
 #include <utility>

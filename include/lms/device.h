@@ -179,8 +179,10 @@ struct CpuDeviceOptions {
   double d2h_bytes_per_s = 0;  // emulated link bandwidth, bytes/s; 0 = unthrottled
   double h2d_bytes_per_s = 0;
   double copy_latency_s = 0;  // seconds added to every async copy (and upload/download)
-  // A link shared with other devices (make_host_link); when set, copies are
-  // throttled by it instead, and the three fields above must be 0.
+  // A link shared with other devices (make_host_link); when set, every async
+  // copy and blocking upload / download is throttled by it instead (so a
+  // device's own upload and swap-in also share its H2D channel), and the
+  // three fields above must be 0.
   std::shared_ptr<HostLink> link;
   // OpenMP threads for the kernels on the compute thread; 0 = all cores.
   int compute_threads = 0;
