@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "case_study.h"
+#include "contention.h"
 #include "fmt/format.h"
 #include "lms/status.h"
 #include "lms/strings.h"
@@ -146,6 +147,39 @@ absl::Status run_scaling_command(const BenchCommand& cmd, std::ostream& out, std
   return absl::OkStatus();
 }
 
+absl::Status run_contention_command(const BenchCommand& cmd, std::ostream& out, std::ostream& err) {
+  LMS_ASSIGN_OR_RETURN(LmsConfig cfg, command_config(cmd));
+  LMS_ASSIGN_OR_RETURN(ModelFactory f, cmd.model == "unet3d" ? command_unet_factory(cmd, err)
+                                                             : command_vdsr_factory(cmd, err));
+  ContentionOptions o{.size = cmd.sizes.at(0),
+                      .steps = cmd.steps,
+                      .devices = cmd.devices,
+                      .config = cfg,
+                      .link = {.d2h_bytes_per_s = cfg.link.d2h_bytes_per_s,
+                               .h2d_bytes_per_s = cfg.link.h2d_bytes_per_s,
+                               .latency_s = cfg.link.copy_latency_s},
+                      .host_pool_bytes = cmd.host_pool_bytes,
+                      .budget_fraction = cmd.budget_fraction,
+                      .trace_dir = cmd.trace_dir};
+  LMS_ASSIGN_OR_RETURN(ContentionResult r, run_contention(f, o, err));
+  out << format_contention(r);
+  if (!cmd.json_path.empty()) LMS_RETURN_IF_ERROR(write_json(to_json(r), cmd.json_path));
+  return absl::OkStatus();
+}
+
+absl::Status run_command(const BenchCommand& cmd, std::ostream& out, std::ostream& err) {
+  switch (cmd.mode) {
+    case Mode::kOverhead:
+      return run_overhead_command(cmd, out, err);
+    case Mode::kContention:
+      return run_contention_command(cmd, out, err);
+    case Mode::kScaling:
+      return run_scaling_command(cmd, out, err);
+    default:
+      return run_sweep_command(cmd, out, err);
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<LmsConfig> command_config(const BenchCommand& cmd) {
@@ -258,9 +292,7 @@ int run_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
     out << usage();
     return kExitOk;
   }
-  absl::Status s = cmd->mode == Mode::kOverhead  ? run_overhead_command(*cmd, out, err)
-                   : cmd->mode == Mode::kScaling ? run_scaling_command(*cmd, out, err)
-                                                 : run_sweep_command(*cmd, out, err);
+  absl::Status s = run_command(*cmd, out, err);
   if (!s.ok()) return fail(s, err);
   return kExitOk;
 }

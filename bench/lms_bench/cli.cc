@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 
+#include "contention.h"
 #include "fmt/format.h"
 #include "lms/io/file_util.h"
 #include "lms/io/host_memory.h"
@@ -59,6 +60,23 @@ Setter bytes_flag(const std::string& flag, uint64_t BenchCommand::*field) {
   };
 }
 
+// overhead and contention run one size.
+absl::Status check_one_size(const BenchCommand& c, const char* flag, const std::string& v) {
+  if (c.mode != Mode::kContention || c.sizes.size() == 1) return absl::OkStatus();
+  return absl::InvalidArgumentError(fmt::format("{} '{}': contention takes one size", flag, v));
+}
+
+absl::Status set_budget_fraction(BenchCommand& c, const std::string& v) {
+  char* end = nullptr;
+  double f = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || !(f > 0 && f < 1)) {
+    return absl::InvalidArgumentError(
+        fmt::format("--budget-fraction '{}': expected a number in (0, 1)", v));
+  }
+  c.budget_fraction = f;
+  return absl::OkStatus();
+}
+
 Setter string_flag(std::string BenchCommand::*field) {
   return [=](BenchCommand& c, const std::string& v) {
     c.*field = v;
@@ -69,9 +87,15 @@ Setter string_flag(std::string BenchCommand::*field) {
 const char* mode_name(Mode m);
 
 const std::map<std::string, FlagSpec>& flags() {
-  const std::set<Mode> all = {Mode::kVdsr, Mode::kUnet3d, Mode::kOverhead, Mode::kScaling};
+  const std::set<Mode> all = {Mode::kVdsr, Mode::kUnet3d, Mode::kOverhead, Mode::kContention,
+                              Mode::kScaling};
+  // contention sets each device's capacity and compute threads itself.
+  const std::set<Mode> sized = {Mode::kVdsr, Mode::kUnet3d, Mode::kOverhead, Mode::kScaling};
   const std::set<Mode> sweeps = {Mode::kVdsr, Mode::kUnet3d};
-  const std::set<Mode> vdsr_like = {Mode::kVdsr, Mode::kOverhead, Mode::kScaling};
+  const std::set<Mode> vdsr_like = {Mode::kVdsr, Mode::kOverhead, Mode::kContention,
+                                     Mode::kScaling};
+  const std::set<Mode> unet_like = {Mode::kUnet3d, Mode::kContention};
+  const std::set<Mode> one_size = {Mode::kOverhead, Mode::kContention, Mode::kScaling};
   static const auto* table = new std::map<std::string, FlagSpec>{
       {"--batch",
        {vdsr_like,
@@ -81,15 +105,37 @@ const std::map<std::string, FlagSpec>& flags() {
             return absl::InvalidArgumentError(
                 fmt::format("--batch '{}': {} takes one batch", v, mode_name(c.mode)));
           }
-          return absl::OkStatus();
+          return check_one_size(c, "--batch", v);
         }}},
       {"--size",
-       {{Mode::kUnet3d},
+       {unet_like,
         [](BenchCommand& c, const std::string& v) -> absl::Status {
           LMS_ASSIGN_OR_RETURN(c.sizes, parse_size_list("--size", v));
+          return check_one_size(c, "--size", v);
+        }}},
+      {"--model",
+       {{Mode::kContention},
+        [](BenchCommand& c, const std::string& v) -> absl::Status {
+          if (v != "vdsr" && v != "unet3d") {
+            return absl::InvalidArgumentError(
+                fmt::format("--model '{}': allowed are vdsr and unet3d", v));
+          }
+          c.model = v;
           return absl::OkStatus();
         }}},
-      {"--capacity", {all, bytes_flag("--capacity", &BenchCommand::capacity_bytes)}},
+      {"--devices",
+       {{Mode::kContention},
+        [](BenchCommand& c, const std::string& v) -> absl::Status {
+          LMS_ASSIGN_OR_RETURN(c.devices, parse_size_list("--devices", v));
+          for (int64_t k : c.devices) {
+            if (k > 16) {
+              return absl::InvalidArgumentError(fmt::format(
+                  "--devices '{}': each count of devices per link must be in [1, 16]", v));
+            }
+          }
+          return absl::OkStatus();
+        }}},
+      {"--capacity", {sized, bytes_flag("--capacity", &BenchCommand::capacity_bytes)}},
       {"--device",
        {sweeps,
         [](BenchCommand& c, const std::string& v) -> absl::Status {
@@ -109,7 +155,7 @@ const std::map<std::string, FlagSpec>& flags() {
           return absl::OkStatus();
         }}},
       {"--threads",
-       {all,
+       {sized,
         [](BenchCommand& c, const std::string& v) -> absl::Status {
           LMS_ASSIGN_OR_RETURN(int64_t n, parse_int("--threads", v, 0, 1024));
           c.threads = static_cast<int>(n);
@@ -140,7 +186,6 @@ const std::map<std::string, FlagSpec>& flags() {
           c.link_bytes_per_s = *bw;
           return absl::OkStatus();
         }}},
-      {"--trace", {sweeps, string_flag(&BenchCommand::trace_dir)}},
       {"--json", {all, string_flag(&BenchCommand::json_path)}},
       {"--data", {all, string_flag(&BenchCommand::data_dir)}},
       {"--arch",
@@ -173,20 +218,11 @@ const std::map<std::string, FlagSpec>& flags() {
       {"--crop", {vdsr_like, int_flag("--crop", &BenchCommand::crop, 1, 4096)}},
       {"--depth", {vdsr_like, int_flag("--depth", &BenchCommand::depth, 2, 1000)}},
       {"--channels", {vdsr_like, int_flag("--channels", &BenchCommand::channels, 1, 4096)}},
-      {"--filters", {{Mode::kUnet3d}, int_flag("--filters", &BenchCommand::base_filters, 1, 1024)}},
-      {"--levels", {{Mode::kUnet3d}, int_flag("--levels", &BenchCommand::levels, 1, 8)}},
-      {"--budget-fraction",
-       {{Mode::kOverhead, Mode::kScaling},
-        [](BenchCommand& c, const std::string& v) -> absl::Status {
-          char* end = nullptr;
-          double f = std::strtod(v.c_str(), &end);
-          if (v.empty() || *end != '\0' || !(f > 0 && f < 1)) {
-            return absl::InvalidArgumentError(
-                fmt::format("--budget-fraction '{}': expected a number in (0, 1)", v));
-          }
-          c.budget_fraction = f;
-          return absl::OkStatus();
-        }}},
+      {"--filters", {unet_like, int_flag("--filters", &BenchCommand::base_filters, 1, 1024)}},
+      {"--levels", {unet_like, int_flag("--levels", &BenchCommand::levels, 1, 8)}},
+      {"--trace",
+       {{Mode::kVdsr, Mode::kUnet3d, Mode::kContention}, string_flag(&BenchCommand::trace_dir)}},
+      {"--budget-fraction", {one_size, set_budget_fraction}},
   };
   return *table;
 }
@@ -201,6 +237,8 @@ const char* mode_name(Mode m) {
       return "overhead";
     case Mode::kScaling:
       return "scaling";
+    case Mode::kContention:
+      return "contention";
     case Mode::kHelp:
       break;
   }
@@ -212,24 +250,36 @@ absl::StatusOr<Mode> parse_mode(const std::string& word) {
   if (word == "unet3d") return Mode::kUnet3d;
   if (word == "overhead") return Mode::kOverhead;
   if (word == "scaling") return Mode::kScaling;
+  if (word == "contention") return Mode::kContention;
   if (word == "help" || word == "--help" || word == "-h") return Mode::kHelp;
-  return absl::InvalidArgumentError(fmt::format(
-      "unknown command '{}': expected vdsr, unet3d, overhead, scaling or help (see lms-bench "
-      "--help)",
-      word));
+  return absl::InvalidArgumentError(
+      fmt::format("unknown command '{}': expected vdsr, unet3d, overhead, contention, scaling or help (see "
+                  "lms-bench --help)",
+                  word));
+}
+
+// contention: the link is slow enough that copies take a good part of a
+// step on this CPU (kContentionLinkBytesPerS), each device computes on one
+// thread, and the U-Net is the reduced one on random volumes unless --data.
+void apply_contention_defaults(BenchCommand& c) {
+  if (c.link_bytes_per_s == 0) c.link_bytes_per_s = kContentionLinkBytesPerS;
+  if (c.arch.empty()) c.arch = c.data_dir.empty() ? "reduced" : "isensee";
+  c.threads = 1;
 }
 
 void apply_defaults(BenchCommand& c) {
   const bool overhead = c.mode == Mode::kOverhead;
   if (c.capacity_bytes == 0) c.capacity_bytes = (overhead ? uint64_t{1024} : uint64_t{256}) << 20;
-  if (c.steps == 0) c.steps = overhead ? 3 : c.mode == Mode::kScaling ? 4 : 2;
+  if (c.steps == 0) c.steps = overhead || c.mode == Mode::kContention ? 3 : c.mode == Mode::kScaling ? 4 : 2;
   if (c.host_pool_bytes == 0) c.host_pool_bytes = (c.cuda ? uint64_t{4} : uint64_t{16}) << 30;
   if (c.sizes.empty()) {
     if (c.mode == Mode::kVdsr) c.sizes = {4, 8, 16, 32, 64};
     if (c.mode == Mode::kUnet3d) c.sizes = {32, 48, 64};
     if (overhead) c.sizes = {8};
     if (c.mode == Mode::kScaling) c.sizes = {4};
+    if (c.mode == Mode::kContention) c.sizes = {c.model == "unet3d" ? int64_t{48} : 16};
   }
+  if (c.mode == Mode::kContention) apply_contention_defaults(c);
   if (c.mode == Mode::kUnet3d && c.arch.empty())
     c.arch = c.data_dir.empty() ? "reduced" : "isensee";
   if (c.study_steps < 0) c.study_steps = c.mode == Mode::kUnet3d && !c.data_dir.empty() ? 100 : 0;
@@ -244,9 +294,9 @@ absl::Status parse_flag(const std::vector<std::string>& args, size_t* i, BenchCo
     return absl::OkStatus();
   }
   if (arg == "--search" || arg == "--no-search" || arg == "--no-confirm") {
-    if (c.mode == Mode::kOverhead || c.mode == Mode::kScaling) {
+    if (c.mode == Mode::kOverhead || c.mode == Mode::kContention || c.mode == Mode::kScaling) {
       return absl::InvalidArgumentError(
-          fmt::format("{}: not a flag of {}", arg, mode_name(c.mode)));
+          fmt::format("{}: not a flag of `lms-bench {}`", arg, mode_name(c.mode)));
     }
     if (arg == "--no-confirm")
       c.confirm = false;
@@ -314,7 +364,7 @@ absl::StatusOr<std::vector<int64_t>> parse_size_list(const std::string& flag,
 absl::Status check_host_memory(const BenchCommand& c, uint64_t limit) {
   if (c.sizes.empty() || c.mode == Mode::kHelp) return absl::OkStatus();
   const int64_t size = *std::max_element(c.sizes.begin(), c.sizes.end());
-  if (c.mode == Mode::kUnet3d) {
+  if (c.mode == Mode::kUnet3d || (c.mode == Mode::kContention && c.model == "unet3d")) {
     const Unet3dBenchModel m;
     const int64_t channels = c.data_dir.empty() ? m.in_channels + m.classes : 1 + kMriClasses;
     const uint64_t per_voxel = static_cast<uint64_t>(channels) * 4;
@@ -383,6 +433,9 @@ or, with --device cuda, a GPU).
   mpirun -np N lms-bench scaling [--batch 4] [--threads 1] [--depth 20] [--channels 64]
                      [--crop 48] [--capacity 256MiB] [--budget-fraction 0.6] [--steps 4]
                      [--json FILE]
+  lms-bench contention [--model vdsr|unet3d] [--batch 16 | --size 48] [--devices 1,2]
+                     [--link 100MB/s] [--budget-fraction 0.6] [--steps 3] [--trace DIR]
+                     [--json FILE] [--data DIR] [--filters 8] [--levels 3] [...]
 
 vdsr / unet3d: trains every batch (VDSR, Adam) or volume side (3-D U-Net, batch 1) for --steps
 steps with LMS off and on (lms::rewrite, auto policy, budget = the capacity unless the config
@@ -406,6 +459,12 @@ scaling (under mpirun): data-parallel VDSR with LMS (gradient all-reduce over MP
 ranks of the launch, --batch per rank (weak scaling), LMS budget --budget-fraction of the no-LMS
 peak; ranks, step time, speedup and efficiency.
 --threads per rank defaults to the cores divided by the ranks (at least 1).
+contention: one model per emulated device, with LMS (capacity = --budget-fraction of the no-LMS
+peak), for each count of --devices sharing one host link of --link each way (default 100MB/s,
+so copies matter): per device the copy throughput each way, compute utilisation and step time,
+the simulator's predicted step (LmsConfig::link_devices) and its error, and each count against
+1 device per link. Each device computes on 1 thread, so 2 devices on 2 cores share the link,
+not cores.
 
 Common flags:
   --capacity BYTES    device memory (256MiB; overhead 1GiB)

@@ -5,6 +5,7 @@
 //   lms-bench unet3d   --size 32,48,64 --capacity 256MiB [--data DIR] [--arch isensee|reduced]
 //   lms-bench overhead [--batch 8] [--capacity 1GiB] [--link 12GB/s]
 //   mpirun -np 4 lms-bench scaling [--batch 4] [--threads 1] [--steps 4]
+//   lms-bench contention [--model vdsr|unet3d] [--batch 16] [--link 100MB/s] [--devices 1,2]
 //
 //   LMS_ASSIGN_OR_RETURN(lms::bench::BenchCommand cmd, lms::bench::parse_command_line(args));
 //
@@ -20,11 +21,13 @@
 
 namespace lms::bench {
 
-enum class Mode { kHelp, kVdsr, kUnet3d, kOverhead, kScaling };
+enum class Mode { kHelp, kVdsr, kUnet3d, kOverhead, kContention, kScaling };
 
 struct BenchCommand {
   Mode mode = Mode::kHelp;
-  std::vector<int64_t> sizes;         // --batch (vdsr, overhead: one value) or --size (unet3d)
+  // --batch (vdsr; overhead and contention: one value) or --size (unet3d;
+  // contention --model unet3d: one value).
+  std::vector<int64_t> sizes;
   uint64_t capacity_bytes = 0;        // --capacity; mode default when 0
   int steps = 0;                      // --steps; mode default when 0
   std::string lms_file;               // --lms FILE (TOML)
@@ -56,7 +59,11 @@ struct BenchCommand {
   // lazily), 4 GiB on CUDA (cudaHostAlloc pins all of it up front).
   uint64_t host_pool_bytes = 0;
   uint64_t seed = 1;             // --seed
-  double budget_fraction = 0.6;  // --budget-fraction (overhead), (0, 1)
+  double budget_fraction = 0.6;  // --budget-fraction (overhead, contention), (0, 1)
+  // contention: the model (--model vdsr|unet3d) and the counts of devices
+  // sharing one link (--devices, one configuration each).
+  std::string model = "vdsr";
+  std::vector<int64_t> devices = {1, 2};
 };
 
 // Also checks the command's host buffers (check_host_memory) against

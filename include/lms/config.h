@@ -86,6 +86,13 @@ struct LmsConfig {
   uint64_t alignment_bytes = 256;               // allocator alignment, a power of two
   TimeModel time_model = TimeModel::kMeasured;  // see TimeModel
   LinkConfig link;
+  // Devices sharing the host link (lms/device.h HostLink), each running this
+  // step at the same time, as one model per GPU behind one PCIe switch;
+  // 1..1024. The planner and the simulator give each copy 1/link_devices of
+  // the link's bandwidth (exact for lockstep replicas, pessimistic when the
+  // devices' copies do not overlap). With time_model "measured" it divides
+  // the link measured on the device alone.
+  int32_t link_devices = 1;
   CostModelConfig cost_model;
 
   // InvalidArgument for unreadable files (naming the path), TOML syntax

@@ -127,6 +127,41 @@ class Device {
                                          std::string_view name);
 };
 
+// A host link that several emulated CPU devices share, as GPUs behind one
+// PCIe switch share its uplink. Full duplex: each direction is a channel of
+// its own, and concurrent copies in one direction share its bandwidth
+// fairly. A copy moves in chunks of `chunk_bytes`; each chunk takes the
+// direction's next free slot of chunk / bandwidth seconds, so k devices
+// copying at once interleave their chunks and each gets about 1/k of the
+// bandwidth. A copy alone takes latency_s + bytes / bandwidth, exactly what
+// a device's own throttle (CpuDeviceOptions) gives.
+//
+//   LMS_ASSIGN_OR_RETURN(std::shared_ptr<lms::HostLink> pcie,
+//                        lms::make_host_link({.d2h_bytes_per_s = 12e9, .h2d_bytes_per_s = 12e9}));
+//   LMS_ASSIGN_OR_RETURN(auto gpu0, lms::make_cpu_device({.link = pcie}));
+//   LMS_ASSIGN_OR_RETURN(auto gpu1, lms::make_cpu_device({.link = pcie}));
+//
+// The simulator's model of this contention is LmsConfig::link_devices
+// (lms/config.h).
+struct HostLinkOptions {
+  double d2h_bytes_per_s = 0;  // device -> host bandwidth, bytes/s; 0 = unthrottled
+  double h2d_bytes_per_s = 0;  // host -> device bandwidth, bytes/s; 0 = unthrottled
+  // Seconds from the start of a copy until its first byte moves. It does not
+  // occupy the link: concurrent copies wait out their latencies together.
+  double latency_s = 0;
+  // The unit of fair sharing, bytes, > 0. Smaller chunks share more evenly
+  // and cost more sleeps.
+  uint64_t chunk_bytes = uint64_t{512} << 10;
+};
+
+// Opaque: made by make_host_link, held by the devices that share it
+// (CpuDeviceOptions::link). Thread-safe.
+class HostLink;
+
+// Errors: InvalidArgument naming the field for a negative or non-finite
+// bandwidth or latency, or a zero chunk_bytes.
+absl::StatusOr<std::shared_ptr<HostLink>> make_host_link(HostLinkOptions options);
+
 // The emulated CPU device: device memory is one region of `capacity_bytes`
 // carved by the same BFC allocator the CUDA device uses, streams are worker
 // threads, copies are memcpy throttled to an emulated link, kernels are
@@ -138,15 +173,24 @@ struct CpuDeviceOptions {
   // Limit of the pinned host pool in bytes. Reserved lazily (mmap with
   // MAP_NORESERVE), so a large limit costs no RAM until blocks are used.
   uint64_t host_pool_bytes = uint64_t{4} << 30;
+  // The device's own emulated link: every async copy and blocking
+  // upload / download takes copy_latency_s + bytes / bandwidth seconds at
+  // least, whatever other devices do.
   double d2h_bytes_per_s = 0;  // emulated link bandwidth, bytes/s; 0 = unthrottled
   double h2d_bytes_per_s = 0;
   double copy_latency_s = 0;  // seconds added to every async copy (and upload/download)
+  // A link shared with other devices (make_host_link); when set, every async
+  // copy and blocking upload / download is throttled by it instead (so a
+  // device's own upload and swap-in also share its H2D channel), and the
+  // three fields above must be 0.
+  std::shared_ptr<HostLink> link;
   // OpenMP threads for the kernels on the compute thread; 0 = all cores.
   int compute_threads = 0;
 };
 
 // Errors: InvalidArgument for a zero capacity or host pool, a negative or
-// non-finite bandwidth or latency, or negative compute_threads;
+// non-finite bandwidth or latency, a link together with a nonzero bandwidth
+// or latency of the device's own (naming both), or negative compute_threads;
 // ResourceExhausted when a region cannot be reserved; Internal when oneDNN
 // fails to start.
 absl::StatusOr<std::unique_ptr<Device>> make_cpu_device(CpuDeviceOptions options);

@@ -217,6 +217,8 @@ const std::vector<KeySpec>& key_specs() {
        "\"measured\" (profile on the device, lms/profile.h) or \"roofline\" ([cost_model] "
        "and [link])",
        to(get_time_model, &LmsConfig::time_model)},
+      {"link_devices", "an integer 1..1024 (devices sharing the host link)",
+       to([](const toml::node& v) { return get_int(v, 1, 1024); }, &LmsConfig::link_devices)},
       {"link.d2h_bandwidth",
        "a bandwidth such as \"12GB/s\" or a positive finite number of bytes/s",
        to(get_bandwidth, &LmsConfig::link, &LinkConfig::d2h_bytes_per_s)},
@@ -483,7 +485,8 @@ std::string LmsConfig::to_toml() const {
       "\nsync_mode = ", sync_mode, "\nmin_tensor_bytes = ", min_tensor_bytes, "\ntensors = [",
       absl::StrJoin(quoted, ", "), "]\nfragmentation_reserve = ", real(fragmentation_reserve),
       "\nalignment = ", alignment_bytes, "\ntime_model = \"", time_model_name(time_model),
-      "\"\n\n[link]\nd2h_bandwidth = ", real(link.d2h_bytes_per_s),
+      "\"\nlink_devices = ", link_devices,
+      "\n\n[link]\nd2h_bandwidth = ", real(link.d2h_bytes_per_s),
       "\nh2d_bandwidth = ", real(link.h2d_bytes_per_s),
       "\ncopy_latency = ", real(link.copy_latency_s),
       "\n\n[cost_model]\ncompute_rate = ", real(cost_model.compute_flops_per_s),

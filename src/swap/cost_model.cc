@@ -3,19 +3,32 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "graph/op_registry.h"
+#include "lms/status.h"
 
 namespace lms::swap {
 
+absl::Status check_cost_options(const CostOptions& options) {
+  if (options.link_devices >= 1) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("link_devices is ", options.link_devices,
+                   "; it must be >= 1 (the devices sharing the host link, each running the step)"));
+}
+
 CostModel::CostModel(const Graph& graph, CostOptions options)
-    : graph_(graph), options_(std::move(options)) {}
+    : graph_(graph), options_(std::move(options)) {
+  LMS_CHECK(options_.link_devices >= 1);
+}
 
 double CostModel::d2h_time_s(uint64_t bytes) const {
-  return options_.copy_latency_s + static_cast<double>(bytes) / options_.d2h_bytes_per_s;
+  return options_.copy_latency_s +
+         static_cast<double>(bytes) * options_.link_devices / options_.d2h_bytes_per_s;
 }
 
 double CostModel::h2d_time_s(uint64_t bytes) const {
-  return options_.copy_latency_s + static_cast<double>(bytes) / options_.h2d_bytes_per_s;
+  return options_.copy_latency_s +
+         static_cast<double>(bytes) * options_.link_devices / options_.h2d_bytes_per_s;
 }
 
 double CostModel::all_reduce_time_s(uint64_t bytes) const {

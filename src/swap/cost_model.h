@@ -1,7 +1,8 @@
 // Predicted times for the planner and the simulator: per-node compute time
 // from FLOPs and bytes touched (a roofline: max(flops / F, bytes / B) plus a
 // launch overhead) or from measured per-node times of a profiling run, and
-// copy times over the host link, latency + bytes / bandwidth per direction.
+// copy times over the host link, latency + bytes * link_devices / bandwidth
+// per direction.
 //
 //   swap::CostModel cost(graph, {.compute_flops_per_s = 2e12});
 //   double t = cost.node_time_s(node);         // seconds
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "lms/graph.h"
 
 namespace lms::swap {
@@ -29,19 +31,34 @@ struct CostOptions {
   int ranks = 1;
   double allreduce_bytes_per_s = 10e9;  // bytes/s per rank
   double allreduce_latency_s = 50e-6;   // seconds per bucket
+  // Devices sharing the host link (lms/device.h HostLink), each running this
+  // step at the same time; >= 1 (check_cost_options). The lockstep model:
+  // identical replicas issue the same copies at the same moments, and a link
+  // shared fairly (Note [Shared host link] in backend/cpu/host_link.h) gives
+  // each 1/link_devices of the bandwidth, so a copy takes
+  // latency + bytes * link_devices / bandwidth. Exact for lockstep replicas;
+  // pessimistic when the devices' copies do not overlap in time (different
+  // models, or replicas that drift apart), where a copy gets more than its
+  // share. Compute is not shared: each device has its own.
+  int link_devices = 1;
   // Measured seconds per NodeId from a profiling run; when an entry exists
   // and is >= 0 it replaces the roofline estimate for that node.
   std::vector<double> measured_node_time_s;
 };
 
+// InvalidArgument for link_devices < 1, naming it.
+absl::Status check_cost_options(const CostOptions& options);
+
 class CostModel {
  public:
+  // `options` must pass check_cost_options.
   CostModel(const Graph& graph, CostOptions options);
 
   // Seconds for `node` of the graph given at construction: compute nodes by
   // the roofline (or measurement), swap_out / swap_in by the copy time,
   // all_reduce by all_reduce_time_s of its inputs' bytes.
   double node_time_s(NodeId node) const;
+  // Seconds of one copy while link_devices devices copy alike (see above).
   double d2h_time_s(uint64_t bytes) const;
   double h2d_time_s(uint64_t bytes) const;
   // Seconds to all-reduce `bytes` over options().ranks ranks.

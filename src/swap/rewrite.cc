@@ -31,6 +31,7 @@ swap::CostOptions cost_options(const LmsConfig& c, const RewriteOptions& o) {
   cost.d2h_bytes_per_s = c.link.d2h_bytes_per_s;
   cost.h2d_bytes_per_s = c.link.h2d_bytes_per_s;
   cost.copy_latency_s = c.link.copy_latency_s;
+  cost.link_devices = c.link_devices;
   cost.measured_node_time_s = o.node_time_s;
   cost.ranks = o.ranks;
   cost.allreduce_bytes_per_s = o.allreduce_bytes_per_s;
@@ -46,7 +47,9 @@ absl::StatusOr<Analysis> analyse(const Graph& g, const LmsConfig& c, const Rewri
   swap::LivenessOptions lo{c.alignment_bytes, o.fetched, workspaces(o)};
   Analysis a;
   LMS_ASSIGN_OR_RETURN(a.live, swap::analyze(g, lo));
-  swap::CostModel cost(g, cost_options(c, o));
+  const swap::CostOptions cost_opts = cost_options(c, o);
+  LMS_RETURN_IF_ERROR(swap::check_cost_options(cost_opts));
+  swap::CostModel cost(g, cost_opts);
   a.times = swap::times_by_position(cost, a.live.order);
   return a;
 }
@@ -85,7 +88,7 @@ absl::StatusOr<swap::SwapPlan> make_plan(const Graph& g, const LmsConfig& c, con
   ao.fragmentation_reserve = 0;
   ao.host_limit_bytes = c.host_memory_limit;
   ao.min_tensor_bytes = c.min_tensor_bytes;
-  ao.h2d_bytes_per_s = c.link.h2d_bytes_per_s;
+  ao.h2d_bytes_per_s = c.link.h2d_bytes_per_s / c.link_devices;  // CostOptions::link_devices
   ao.copy_latency_s = c.link.copy_latency_s;
   return swap::plan_auto(&g, a.live, a.times, ao);
 }

@@ -37,6 +37,7 @@ void expect_same(const LmsConfig& a, const LmsConfig& b) {
   EXPECT_EQ(a.tensors, b.tensors);
   EXPECT_EQ(a.alignment_bytes, b.alignment_bytes);
   EXPECT_EQ(a.time_model, b.time_model);
+  EXPECT_EQ(a.link_devices, b.link_devices);
   auto near = [](double x, double y) { EXPECT_NEAR(x, y, 1e-12 * std::abs(y)); };
   near(a.fragmentation_reserve, b.fragmentation_reserve);
   near(a.link.d2h_bytes_per_s, b.link.d2h_bytes_per_s);
@@ -65,6 +66,7 @@ void expect_identical(const LmsConfig& a, const LmsConfig& b, const std::string&
   EXPECT_EQ(a.tensors, b.tensors) << context;
   EXPECT_EQ(a.alignment_bytes, b.alignment_bytes) << context;
   EXPECT_EQ(a.time_model, b.time_model) << context;
+  EXPECT_EQ(a.link_devices, b.link_devices) << context;
   EXPECT_TRUE(same_bits(a.fragmentation_reserve, b.fragmentation_reserve)) << context;
   EXPECT_TRUE(same_bits(a.link.d2h_bytes_per_s, b.link.d2h_bytes_per_s)) << context;
   EXPECT_TRUE(same_bits(a.link.h2d_bytes_per_s, b.link.h2d_bytes_per_s)) << context;
@@ -164,6 +166,9 @@ TEST(Config, EachBadKeyOrValueIsNamed) {
       {"alignment = 300", "alignment", "300"},
       {"time_model = \"measure\"", "time_model", "measure"},
       {"time_model = 1", "time_model", "1"},
+      {"link_devices = 0", "link_devices", "0"},
+      {"link_devices = 1025", "link_devices", "1025"},
+      {"link_devices = 1.5", "link_devices", "1.5"},
       {"[link]\nd2h_bandwidth = \"12GB\"", "link.d2h_bandwidth", "12GB"},
       {"[link]\nh2d_bandwidth = 0", "link.h2d_bandwidth", "0"},
       {"[link]\ncopy_latency = \"5 parsecs\"", "link.copy_latency", "5 parsecs"},
@@ -212,10 +217,14 @@ TEST(Config, OverridesUseTheSameKeysAndValidation) {
   EXPECT_TRUE(c.apply_override("time_model=roofline").ok());
   EXPECT_EQ(c.time_model, TimeModel::kRoofline);
   EXPECT_NE(c.to_toml().find("time_model = \"roofline\""), std::string::npos) << c.to_toml();
+  EXPECT_EQ(LmsConfig{}.link_devices, 1);
+  EXPECT_TRUE(c.apply_override("link_devices=2").ok());
+  EXPECT_EQ(c.link_devices, 2);
+  EXPECT_NE(c.to_toml().find("link_devices = 2"), std::string::npos) << c.to_toml();
   const std::string before = c.to_toml();
-  for (const char* bad :
-       {"sync_mode=9", "nokey", "=3", "Policy=auto", "policy=fast", "a.b=1",
-        "sync_mode=1\nenabled=true", "link=3", "time_model=fast", "time_model=Measured"}) {
+  for (const char* bad : {"sync_mode=9", "nokey", "=3", "Policy=auto", "policy=fast", "a.b=1",
+                          "sync_mode=1\nenabled=true", "link=3", "time_model=fast",
+                          "time_model=Measured", "link_devices=0"}) {
     absl::Status s = c.apply_override(bad);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_EQ(c.to_toml(), before) << bad;  // unchanged on error
@@ -427,6 +436,7 @@ LmsConfig random_config(std::mt19937_64& rng) {
   c.fragmentation_reserve = reserves[rng() % std::size(reserves)];
   c.alignment_bytes = uint64_t{1} << (rng() % 21);
   c.time_model = static_cast<TimeModel>(rng() % 2);
+  c.link_devices = 1 + static_cast<int32_t>(rng() % 1024);
   c.link.d2h_bytes_per_s = random_positive(rng);
   c.link.h2d_bytes_per_s = random_positive(rng);
   c.link.copy_latency_s = duration();

@@ -211,6 +211,38 @@ TEST(Rewrite, RuntimeWorkspaceAndMeasuredTimesAreUsed) {
   EXPECT_NEAR(rep->step_time_before_s, 1e-3 * nodes, 1e-12);
 }
 
+// LmsConfig::link_devices: the same TFLMS plan (a rule, so the link does not
+// change it) is predicted slower when two devices share the link, and a
+// count below 1 is refused before anything changes.
+TEST(Rewrite, ASharedLinkSlowsThePredictedStep) {
+  LmsConfig config;
+  config.policy = SwapPolicy::kTflms;
+  config.link = {.d2h_bytes_per_s = 1e6, .h2d_bytes_per_s = 1e6, .copy_latency_s = 0};
+  RewriteOptions options;
+  options.device_capacity_bytes = 1 << 30;
+  std::vector<RewriteReport> reports;
+  for (int k : {1, 2}) {
+    Graph g = swap_test::conv_training_graph();
+    options.node_time_s.assign(g.num_nodes(), 1e-4);
+    config.link_devices = k;
+    auto rep = rewrite(g, config, options);
+    ASSERT_TRUE(rep.ok()) << rep.status();
+    reports.push_back(*rep);
+  }
+  ASSERT_FALSE(reports[0].swapped.empty());
+  EXPECT_EQ(reports[1].swapped, reports[0].swapped);
+  EXPECT_GT(reports[1].step_time_after_s, reports[0].step_time_after_s);
+  EXPECT_GE(reports[1].stall_s, reports[0].stall_s);
+
+  Graph g = swap_test::conv_training_graph();
+  const std::string before = to_text(g);
+  config.link_devices = 0;
+  auto rep = rewrite(g, config, options);
+  EXPECT_EQ(rep.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(rep.status().ToString().find("link_devices"), std::string::npos) << rep.status();
+  EXPECT_EQ(to_text(g), before);
+}
+
 // Property: for random chain/skip graphs and random budgets between the
 // working-set limit and the unswapped peak, auto's plan fits the usable
 // budget in the rewritten graph's exact profile, the graph verifies, and the

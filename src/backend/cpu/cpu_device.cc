@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "backend/cpu/cpu_event.h"
+#include "backend/cpu/host_link.h"
 #include "lms/status.h"
 #include "lms/units.h"
 
@@ -62,6 +63,20 @@ absl::Status annotate(const absl::Status& status, const std::string& prefix) {
   return absl::Status(status.code(), absl::StrCat(prefix, status.message()));
 }
 
+// A device throttled by a shared link has no link of its own: two throttles
+// would each take their time and the slower would win unnoticed.
+absl::Status check_one_link(const CpuDeviceOptions& o) {
+  const char* own = o.d2h_bytes_per_s != 0   ? "d2h_bytes_per_s"
+                    : o.h2d_bytes_per_s != 0 ? "h2d_bytes_per_s"
+                    : o.copy_latency_s != 0  ? "copy_latency_s"
+                                             : nullptr;
+  if (own == nullptr) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "CpuDeviceOptions.link and CpuDeviceOptions.", own,
+      " are both set; a device sharing a link is throttled by the link's HostLinkOptions, so set "
+      "its own d2h_bytes_per_s, h2d_bytes_per_s and copy_latency_s to 0"));
+}
+
 absl::Status check_options(const CpuDeviceOptions& o) {
   auto bad_rate = [](double v) { return !std::isfinite(v) || v < 0; };
   if (o.capacity_bytes == 0) {
@@ -80,6 +95,7 @@ absl::Status check_options(const CpuDeviceOptions& o) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "CpuDeviceOptions.copy_latency_s is %g; it must be finite and >= 0", o.copy_latency_s));
   }
+  if (o.link != nullptr) LMS_RETURN_IF_ERROR(check_one_link(o));
   if (o.compute_threads < 0) {
     return absl::InvalidArgumentError(absl::StrCat("CpuDeviceOptions.compute_threads is ",
                                                    o.compute_threads,
@@ -283,7 +299,12 @@ bool CpuDevice::has_async_error() const { return error_pending_.load(); }
 
 // ---- Copies ---------------------------------------------------------------
 
-void CpuDevice::throttle(StreamKind direction, uint64_t bytes, double start_s) const {
+void CpuDevice::move_bytes(StreamKind direction, void* dst, const void* src, uint64_t bytes,
+                           double start_s) const {
+  if (options_.link != nullptr) {
+    return options_.link->copy(direction, dst, src, bytes, start_s);
+  }
+  if (bytes > 0) std::memcpy(dst, src, bytes);
   const double rate =
       direction == StreamKind::kD2H ? options_.d2h_bytes_per_s : options_.h2d_bytes_per_s;
   double duration_s = options_.copy_latency_s;
@@ -304,8 +325,7 @@ void CpuDevice::enqueue_copy(StreamKind kind, void* dst, const void* src, uint64
   stream(kind).enqueue([this, kind, dst, src, bytes, valid, name = std::string(tensor)] {
     if (!valid.ok()) return set_async_error(valid);
     const double start_s = now_s();
-    if (bytes > 0) std::memcpy(dst, src, bytes);
-    throttle(kind, bytes, start_s);
+    move_bytes(kind, dst, src, bytes, start_s);
     if (EventSink* sink = sink_.load(); sink != nullptr && sink->wants_spans()) {
       sink->on_copy(kind, name, bytes, start_s, now_s());
     }
@@ -336,9 +356,7 @@ absl::Status CpuDevice::blocking_copy(StreamKind direction, void* dst, const voi
   auto done = std::make_shared<EventState>();
   const uint64_t gen = done->record([&](uint64_t g) {
     compute_->enqueue([this, direction, dst, src, bytes, done, g] {
-      const double start_s = now_s();
-      std::memcpy(dst, src, bytes);
-      throttle(direction, bytes, start_s);
+      move_bytes(direction, dst, src, bytes, now_s());
       done->complete(g);
     });
   });

@@ -4,7 +4,8 @@
 // ("pinned host") over page-locked memory (mlock best effort); compute, D2H and
 // H2D are worker threads running their queues in order; events are real
 // synchronisation; copies are memcpy, optionally throttled to a link bandwidth
-// and latency (PCIe, NVLink); kernels are oneDNN primitives from cpu/kernels,
+// and latency (PCIe, NVLink) of the device's own or shared with other devices
+// (host_link.h); kernels are oneDNN primitives from cpu/kernels,
 // run on the compute thread.
 //
 //   LMS_ASSIGN_OR_RETURN(auto dev, CpuDevice::create({.capacity_bytes = 256 << 20,
@@ -46,7 +47,8 @@ using lms::CpuDeviceOptions;  // lms/device.h
 class CpuDevice : public Device {
  public:
   // InvalidArgument for a zero capacity or host pool, a negative or non-finite
-  // bandwidth or latency, or negative compute_threads; ResourceExhausted when
+  // bandwidth or latency, a link with a nonzero bandwidth or latency of the
+  // device's own, or negative compute_threads; ResourceExhausted when
   // a region cannot be reserved; InternalError when oneDNN fails to start.
   static absl::StatusOr<std::unique_ptr<CpuDevice>> create(CpuDeviceOptions options);
   // Drains every stream (Note [Stream shutdown]) before freeing memory.
@@ -121,7 +123,11 @@ class CpuDevice : public Device {
                     std::string_view tensor);
   absl::Status blocking_copy(StreamKind direction, void* dst, const void* src, uint64_t bytes);
   absl::Status check_device_range(const void* ptr, uint64_t bytes, const std::string& what) const;
-  void throttle(StreamKind direction, uint64_t bytes, double start_s) const;
+  // memcpy for a copy that started at `start_s`, returning no earlier than
+  // the link allows: the shared link's (Note [Shared host link]) when
+  // options_.link is set, else start + copy_latency_s + bytes / bandwidth.
+  void move_bytes(StreamKind direction, void* dst, const void* src, uint64_t bytes,
+                  double start_s) const;
   void set_async_error(absl::Status status);
   bool has_async_error() const;
 

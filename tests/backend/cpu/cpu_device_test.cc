@@ -1,6 +1,6 @@
 // The emulated CPU device: options, memory limits, copies (data and
-// throttling), cross-stream dependencies, async kernel errors, profiler
-// reports and shutdown. Real threads and real data throughout.
+// throttling, alone or on a link shared with another device), cross-stream dependencies, async
+// kernel errors, profiler reports and shutdown. Real threads and real data throughout.
 #include "backend/cpu/cpu_device.h"
 
 #include <dlfcn.h>
@@ -350,6 +350,117 @@ TEST(CpuDeviceTest, CopyLatencyIsAddedToEveryCopy) {
   const double took_s = std::chrono::duration<double>(Clock::now() - start).count();
   EXPECT_GE(took_s, 10 * 2e-3);
   EXPECT_LT(took_s, 1.0);
+}
+
+// A device on a shared link (lms/device.h HostLink), with a sink and one
+// device buffer and one pinned block of `bytes`, both touched so first-touch
+// page faults are not timed as link time.
+struct LinkedDevice {
+  std::unique_ptr<CpuDevice> dev;
+  TestSink sink;
+  void* device = nullptr;
+  void* host = nullptr;
+
+  LinkedDevice(std::shared_ptr<HostLink> link, uint64_t bytes) {
+    dev = make_device({.capacity_bytes = 2 * bytes, .host_pool_bytes = 2 * bytes, .link = link});
+    if (dev == nullptr) return;
+    dev->set_event_sink(&sink);
+    auto d = dev->allocate(bytes);
+    auto h = dev->allocate_host(bytes);
+    EXPECT_TRUE(d.ok() && h.ok());
+    if (!d.ok() || !h.ok()) return;
+    device = *d;
+    host = *h;
+    std::memset(host, 1, bytes);
+    SlowFillKernel touch(0us, static_cast<int64_t>(bytes / sizeof(float)));
+    dev->launch(touch, writes(static_cast<float*>(device)), "touch", "fill");
+    EXPECT_TRUE(dev->synchronize().ok());
+  }
+
+  void copy(StreamKind kind, uint64_t bytes) {
+    if (kind == StreamKind::kH2D) return dev->copy_h2d(device, host, bytes, "x");
+    dev->copy_d2h(host, device, bytes, "x");
+  }
+
+  // bytes / span of the last copy the device reported, bytes/s.
+  double last_copy_rate() {
+    std::lock_guard<std::mutex> lock(sink.mu);
+    if (sink.copies.empty()) return 0;
+    const TestSink::Span& c = sink.copies.back();
+    return static_cast<double>(c.bytes) / (c.end_s - c.start_s);
+  }
+};
+
+// Issues one copy of `bytes` on each device in `kinds`' direction, all at
+// once, and returns each copy's throughput.
+std::vector<double> copy_together(std::vector<LinkedDevice*> devices, std::vector<StreamKind> kinds,
+                                  uint64_t bytes) {
+  for (size_t i = 0; i < devices.size(); ++i) devices[i]->copy(kinds[i], bytes);
+  std::vector<double> rates;
+  for (LinkedDevice* d : devices) {
+    EXPECT_TRUE(d->dev->synchronize().ok());
+    rates.push_back(d->last_copy_rate());
+  }
+  return rates;
+}
+
+TEST(CpuDeviceTest, DevicesSharingALinkDivideItsBandwidthInEachDirection) {
+  // 8 MiB at 40 MB/s: 0.21 s alone, 0.42 s for two copies at once.
+  constexpr uint64_t kBytes = 8 * kMiB;
+  constexpr double kRate = 40e6;
+  auto link = make_host_link({.d2h_bytes_per_s = kRate, .h2d_bytes_per_s = kRate});
+  ASSERT_TRUE(link.ok()) << link.status();
+  LinkedDevice a(*link, kBytes), b(*link, kBytes);
+  ASSERT_TRUE(a.host != nullptr && b.host != nullptr);
+  const double alone = copy_together({&a}, {StreamKind::kH2D}, kBytes)[0];
+  const std::vector<double> shared =
+      copy_together({&a, &b}, {StreamKind::kH2D, StreamKind::kH2D}, kBytes);
+  const std::vector<double> duplex =
+      copy_together({&a, &b}, {StreamKind::kH2D, StreamKind::kD2H}, kBytes);
+  std::printf(
+      "link %.0f MB/s: alone %.1f MB/s; two h2d at once %.1f and %.1f MB/s; h2d and d2h "
+      "at once %.1f and %.1f MB/s\n",
+      kRate / 1e6, alone / 1e6, shared[0] / 1e6, shared[1] / 1e6, duplex[0] / 1e6, duplex[1] / 1e6);
+  // Alone, a copy gets the link (never more: its slots last bytes / rate).
+  EXPECT_LE(alone, kRate * (1 + 1e-9));
+  EXPECT_GT(alone, 0.5 * kRate);
+  // Two at once in one direction: each about half.
+  for (double r : shared) EXPECT_LT(r, 0.8 * alone);
+  // One each way: full duplex, no sharing.
+  for (double r : duplex) EXPECT_GT(r, 1.25 * std::max(shared[0], shared[1]));
+}
+
+TEST(CpuDeviceTest, BlockingUploadAndDownloadAreThrottledByTheSharedLink) {
+  constexpr uint64_t kBytes = 4 * kMiB;  // 0.105 s at 40 MB/s
+  constexpr double kRate = 40e6;
+  auto link = make_host_link({.d2h_bytes_per_s = kRate, .h2d_bytes_per_s = kRate});
+  ASSERT_TRUE(link.ok()) << link.status();
+  LinkedDevice a(*link, kBytes);
+  ASSERT_NE(a.host, nullptr);
+  std::vector<char> buffer(kBytes, 3);
+  auto start = Clock::now();
+  ASSERT_TRUE(a.dev->upload(a.device, buffer.data(), kBytes).ok());
+  EXPECT_GE(std::chrono::duration<double>(Clock::now() - start).count(), kBytes / kRate);
+  start = Clock::now();
+  ASSERT_TRUE(a.dev->download(buffer.data(), a.device, kBytes).ok());
+  EXPECT_GE(std::chrono::duration<double>(Clock::now() - start).count(), kBytes / kRate);
+}
+
+TEST(CpuDeviceTest, ALinkAndABandwidthOfTheDevicesOwnAreRejectedNamingBoth) {
+  auto link = make_host_link({.h2d_bytes_per_s = 1e9});
+  ASSERT_TRUE(link.ok()) << link.status();
+  for (const char* own : {"d2h_bytes_per_s", "h2d_bytes_per_s", "copy_latency_s"}) {
+    CpuDeviceOptions o{.capacity_bytes = kMiB, .host_pool_bytes = kMiB, .link = *link};
+    if (std::string(own) == "d2h_bytes_per_s") o.d2h_bytes_per_s = 1e9;
+    if (std::string(own) == "h2d_bytes_per_s") o.h2d_bytes_per_s = 1e9;
+    if (std::string(own) == "copy_latency_s") o.copy_latency_s = 1e-6;
+    auto dev = CpuDevice::create(o);
+    ASSERT_FALSE(dev.ok()) << own;
+    EXPECT_EQ(dev.status().code(), absl::StatusCode::kInvalidArgument);
+    const std::string message(dev.status().message());
+    EXPECT_NE(message.find("link"), std::string::npos) << message;
+    EXPECT_NE(message.find(own), std::string::npos) << message;
+  }
 }
 
 TEST(CpuDeviceTest, AsyncKernelErrorSurfacesAtSynchronizeAndIsCleared) {
