@@ -48,8 +48,9 @@ class Backoff {
 };
 
 Clock::time_point deadline_after(double seconds) {
-  return Clock::now() +
-         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  constexpr double kForever_s = 1e9;  // about 30 years; keeps the tick count in range
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                            std::chrono::duration<double>(std::min(seconds, kForever_s)));
 }
 
 // MPI_Finalize at normal exit for a process whose MPI this library started:
