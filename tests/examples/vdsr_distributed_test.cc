@@ -138,6 +138,15 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return true;
 }
 
+void expect_same_tensors(const io::Checkpoint& a, const io::Checkpoint& b) {
+  ASSERT_EQ(a.tensors.size(), b.tensors.size());
+  for (const io::NamedTensor& t : b.tensors) {
+    const io::NamedTensor* same = a.find(t.name);
+    ASSERT_NE(same, nullptr) << t.name;
+    EXPECT_TRUE(same_bits(same->data, t.data)) << t.name;
+  }
+}
+
 TEST_F(VdsrDistributed, EachRankLoadsItsShareOfTheImages) {
   std::vector<std::string> names;
   for (int rank = 0; rank < 2; ++rank) {
@@ -223,12 +232,32 @@ TEST_F(VdsrDistributed, ResumedTwoRankRunEqualsTheUninterruptedOne) {
   ASSERT_TRUE(resumed.ok()) << resumed.status();
   EXPECT_EQ(resumed->step, 5);
   EXPECT_EQ(resumed->meta, full->meta);
-  ASSERT_EQ(resumed->tensors.size(), full->tensors.size());
-  for (const io::NamedTensor& t : full->tensors) {
-    const io::NamedTensor* r = resumed->find(t.name);
-    ASSERT_NE(r, nullptr) << t.name;
-    EXPECT_TRUE(same_bits(r->data, t.data)) << t.name;
+  expect_same_tensors(*resumed, *full);
+}
+
+// Under LMS each rank would profile its own device; rewrite_on_ranks plans
+// from rank 0's times on both, so the plans agree (Session::create checks)
+// and swapping changes no bit (contract 1 of docs/design.md).
+TEST_F(VdsrDistributed, LmsPlansAgreeAcrossRanksAndChangeNoBit) {
+  if (!examples::testing::mpirun_available()) {
+    GTEST_SKIP() << examples::testing::mpirun_missing_reason();
   }
+  JobEnd end = two_ranks(with(train_args(2), {"--checkpoint", path("off.ckpt")}));
+  ASSERT_EQ(end.exit_code, 0) << end.output;
+  // 1 MiB holds less than the 1.42 MiB this step needs without swapping.
+  end = two_ranks(with(train_args(2), {"--checkpoint", path("on.ckpt"), "--capacity", "1MiB",
+                                       "--lms-set", "policy=auto"}));
+  ASSERT_EQ(end.exit_code, 0) << end.output;
+  EXPECT_EQ(count_of(end.output, "measured on rank 0 (cpu-emulated), planned alike on all 2 ranks"),
+            1)
+      << end.output;
+  EXPECT_EQ(count_of(end.output, "LMS auto: "), 1) << end.output;
+  EXPECT_EQ(count_of(end.output, "LMS auto: 0 tensors"), 0) << end.output;
+  absl::StatusOr<io::Checkpoint> off = io::load_usable_checkpoint(path("off.ckpt"));
+  absl::StatusOr<io::Checkpoint> on = io::load_usable_checkpoint(path("on.ckpt"));
+  ASSERT_TRUE(off.ok()) << off.status();
+  ASSERT_TRUE(on.ok()) << on.status();
+  expect_same_tensors(*on, *off);
 }
 
 TEST_F(VdsrDistributed, AFailedRankEndsTheJobAndEveryRankNamesIt) {
