@@ -23,11 +23,14 @@ constexpr int kAbortTag = 1;
 // MPI counts are int: a buffer goes out in messages of at most this many
 // bytes (MPI keeps messages between two ranks with one tag in order).
 constexpr int64_t kMaxMessageBytes = int64_t{1} << 30;
-// Polling pace of every wait: yield for the first kPollsBeforeSleep polls
-// (peers that are ready answer within microseconds), then sleep kPollSleep
-// between polls, so a long wait leaves the cores to the ranks computing.
-constexpr int kPollsBeforeSleep = 200;
-constexpr auto kPollSleep = std::chrono::microseconds(200);
+// Polling pace of every wait: poll without pause for kSpinFor (peers that
+// are ready answer within microseconds; sched_yield would hand the core to
+// any other runnable process for a whole time slice), then sleep between
+// polls, from kFirstSleep doubling up to kLongestSleep, so a long wait
+// leaves the cores to the ranks still computing.
+constexpr auto kSpinFor = std::chrono::microseconds(200);
+constexpr auto kFirstSleep = std::chrono::microseconds(10);
+constexpr auto kLongestSleep = std::chrono::microseconds(1000);
 // How long a failed collective waits for its cancelled messages to settle
 // (Note [Abandoned messages]).
 constexpr auto kCancelWait = std::chrono::milliseconds(200);
@@ -35,16 +38,16 @@ constexpr auto kCancelWait = std::chrono::milliseconds(200);
 class Backoff {
  public:
   void pause() {
-    if (polls_ < kPollsBeforeSleep) {
-      ++polls_;
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(kPollSleep);
-    }
+    if (Clock::now() - start_ < kSpinFor) return;
+    std::this_thread::sleep_for(sleep_);
+    sleep_ = std::min(2 * sleep_, std::chrono::microseconds(kLongestSleep));
   }
+  // A message arrived: the next may follow at once.
+  void reset() { *this = Backoff(); }
 
  private:
-  int polls_ = 0;
+  Clock::time_point start_ = Clock::now();
+  std::chrono::microseconds sleep_ = kFirstSleep;
 };
 
 Clock::time_point deadline_after(double seconds) {
@@ -203,6 +206,7 @@ absl::Status MpiEngine::wait(Exchange& ex, std::string_view what, bool& in_fligh
     }
     pending -= done;
     if (pending == 0) break;
+    if (done > 0) backoff.reset();
     if (absl::Status notice = poll_notices(); !notice.ok()) return fail(ex, notice, in_flight);
     if (Clock::now() > deadline) {
       return fail(
