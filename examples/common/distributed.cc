@@ -1,10 +1,12 @@
 #include "distributed.h"
 
 #include <charconv>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
 #include <span>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_split.h"
@@ -212,17 +214,19 @@ absl::StatusOr<Ranks::Fault> Ranks::fault_from_environment() {
   if (value == nullptr) return fault;
   std::vector<std::string> parts = absl::StrSplit(value, ':');
   if (parts.size() != 3 || !parse_int(parts[0], &fault.rank) || !parse_int(parts[1], &fault.step) ||
-      (parts[2] != "fail" && parts[2] != "kill")) {
-    return absl::InvalidArgumentError(fmt::format(
-        "{}: bad value '{}' (RANK:STEP:fail or RANK:STEP:kill)", kFaultVariable, value));
+      (parts[2] != "fail" && parts[2] != "kill" && parts[2] != "hang")) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: bad value '{}' (RANK:STEP:fail, RANK:STEP:kill or RANK:STEP:hang)",
+                    kFaultVariable, value));
   }
-  fault.kill = parts[2] == "kill";
+  fault.mode = parts[2];
   return fault;
 }
 
 absl::Status Ranks::inject_fault(int64_t step) const {
   if (fault_.rank != rank() || fault_.step != step) return absl::OkStatus();
-  if (fault_.kill) std::raise(SIGKILL);
+  if (fault_.mode == "kill") std::raise(SIGKILL);
+  if (fault_.mode == "hang") std::this_thread::sleep_for(std::chrono::hours(1));
   return absl::InternalError(fmt::format("injected fault at step {} ({})", step, kFaultVariable));
 }
 

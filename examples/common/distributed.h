@@ -148,17 +148,18 @@ class Ranks {
   absl::Status fail(const absl::Status& error);
 
   // Fault injection for tests only: the environment variable
-  // LMS_EXAMPLES_INJECT_FAULT="RANK:STEP:fail" makes rank RANK fail with
-  // Internal "injected fault at step STEP" when this is called for STEP;
-  // "RANK:STEP:kill" makes it raise SIGKILL instead (a rank that dies).
-  // Read by join() with --distributed only; OK everywhere else.
+  // LMS_EXAMPLES_INJECT_FAULT="RANK:STEP:MODE" acts on rank RANK when this
+  // is called for STEP. MODE fail: returns Internal "injected fault at step
+  // STEP"; kill: raises SIGKILL (a rank that dies); hang: sleeps for an hour
+  // (a rank that stops answering). Read by join() with --distributed only;
+  // OK everywhere else.
   absl::Status inject_fault(int64_t step) const;
 
  private:
   struct Fault {
     int rank = -1;  // -1: none
     int64_t step = 0;
-    bool kill = false;
+    std::string mode;  // "fail", "kill", "hang"
   };
   static absl::StatusOr<Fault> fault_from_environment();
 

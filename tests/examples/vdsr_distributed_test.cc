@@ -283,6 +283,18 @@ TEST_F(VdsrDistributed, AKilledRankEndsTheJobAndMpirunNamesIt) {
   EXPECT_NE(end.output.find("rank 1"), std::string::npos) << end.output;
 }
 
+TEST_F(VdsrDistributed, AHungRankIsNamedAfterTheCommTimeoutAndTheJobEnds) {
+  if (!examples::testing::mpirun_available()) {
+    GTEST_SKIP() << examples::testing::mpirun_missing_reason();
+  }
+  const JobEnd end = two_ranks(with(train_args(4), {"--comm-timeout", "2"}),
+                               {{"LMS_EXAMPLES_INJECT_FAULT", "1:2:hang"}});
+  expect_failed_quickly(end);
+  EXPECT_GE(end.elapsed_s, 2.0) << "the deadline is 2 s";
+  EXPECT_EQ(count_of(end.output, "rank 0: error: "), 1) << end.output;
+  EXPECT_NE(end.output.find("waited 2 s for rank(s) 1"), std::string::npos) << end.output;
+}
+
 TEST_F(VdsrDistributed, RanksWithDifferentSettingsAreRefusedAtStart) {
   if (!examples::testing::mpirun_available()) {
     GTEST_SKIP() << examples::testing::mpirun_missing_reason();
