@@ -1,5 +1,8 @@
 #include "bench.h"
 
+#include <algorithm>
+#include <thread>
+
 #include "case_study.h"
 #include "fmt/format.h"
 #include "lms/status.h"
@@ -7,6 +10,7 @@
 #include "lms/units.h"
 #include "overhead.h"
 #include "report.h"
+#include "scaling.h"
 #include "sweep.h"
 #include "unet3d_data.h"
 #include "vdsr_data.h"
@@ -112,6 +116,33 @@ absl::Status run_overhead_command(const BenchCommand& cmd, std::ostream& out, st
   LMS_ASSIGN_OR_RETURN(OverheadResult r, run_overhead(f, o, err));
   out << format_overhead(r);
   if (!cmd.json_path.empty()) LMS_RETURN_IF_ERROR(write_json(to_json(r), cmd.json_path));
+  return absl::OkStatus();
+}
+
+// Note [Failed ranks] (lms/distributed.h): an error on any rank ends every
+// rank, after printing it with the rank's number.
+absl::Status run_scaling_command(const BenchCommand& cmd, std::ostream& out, std::ostream& err) {
+  LMS_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> world, make_mpi_communicator());
+  LMS_ASSIGN_OR_RETURN(LmsConfig cfg, command_config(cmd));
+  ScalingOptions o{.batch = cmd.sizes.at(0),
+                   .steps = cmd.steps,
+                   .config = cfg,
+                   .budget_fraction = cmd.budget_fraction};
+  o.model = {.depth = cmd.depth, .channels = cmd.channels, .crop = cmd.crop, .seed = cmd.seed};
+  o.device = command_device(cmd, cfg);
+  if (o.device.compute_threads == 0) {
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    o.device.compute_threads = std::max(1, cores / world->size());
+  }
+  absl::StatusOr<ScalingResult> r = run_scaling(*world, o, err);
+  if (!r.ok()) {
+    err << "lms-bench scaling: rank " << world->rank() << ": " << r.status() << "\n";
+    err.flush();
+    world->abort(r.status());
+  }
+  if (world->rank() != 0) return absl::OkStatus();
+  out << format_scaling(*r);
+  if (!cmd.json_path.empty()) LMS_RETURN_IF_ERROR(write_json(to_json(*r), cmd.json_path));
   return absl::OkStatus();
 }
 
@@ -227,8 +258,9 @@ int run_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
     out << usage();
     return kExitOk;
   }
-  absl::Status s = cmd->mode == Mode::kOverhead ? run_overhead_command(*cmd, out, err)
-                                                : run_sweep_command(*cmd, out, err);
+  absl::Status s = cmd->mode == Mode::kOverhead  ? run_overhead_command(*cmd, out, err)
+                   : cmd->mode == Mode::kScaling ? run_scaling_command(*cmd, out, err)
+                                                 : run_sweep_command(*cmd, out, err);
   if (!s.ok()) return fail(s, err);
   return kExitOk;
 }

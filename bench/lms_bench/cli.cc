@@ -66,18 +66,20 @@ Setter string_flag(std::string BenchCommand::*field) {
   };
 }
 
+const char* mode_name(Mode m);
+
 const std::map<std::string, FlagSpec>& flags() {
-  const std::set<Mode> all = {Mode::kVdsr, Mode::kUnet3d, Mode::kOverhead};
+  const std::set<Mode> all = {Mode::kVdsr, Mode::kUnet3d, Mode::kOverhead, Mode::kScaling};
   const std::set<Mode> sweeps = {Mode::kVdsr, Mode::kUnet3d};
-  const std::set<Mode> vdsr_like = {Mode::kVdsr, Mode::kOverhead};
+  const std::set<Mode> vdsr_like = {Mode::kVdsr, Mode::kOverhead, Mode::kScaling};
   static const auto* table = new std::map<std::string, FlagSpec>{
       {"--batch",
        {vdsr_like,
         [](BenchCommand& c, const std::string& v) -> absl::Status {
           LMS_ASSIGN_OR_RETURN(c.sizes, parse_size_list("--batch", v));
-          if (c.mode == Mode::kOverhead && c.sizes.size() != 1) {
+          if ((c.mode == Mode::kOverhead || c.mode == Mode::kScaling) && c.sizes.size() != 1) {
             return absl::InvalidArgumentError(
-                fmt::format("--batch '{}': overhead takes one batch", v));
+                fmt::format("--batch '{}': {} takes one batch", v, mode_name(c.mode)));
           }
           return absl::OkStatus();
         }}},
@@ -174,7 +176,7 @@ const std::map<std::string, FlagSpec>& flags() {
       {"--filters", {{Mode::kUnet3d}, int_flag("--filters", &BenchCommand::base_filters, 1, 1024)}},
       {"--levels", {{Mode::kUnet3d}, int_flag("--levels", &BenchCommand::levels, 1, 8)}},
       {"--budget-fraction",
-       {{Mode::kOverhead},
+       {{Mode::kOverhead, Mode::kScaling},
         [](BenchCommand& c, const std::string& v) -> absl::Status {
           char* end = nullptr;
           double f = std::strtod(v.c_str(), &end);
@@ -197,6 +199,8 @@ const char* mode_name(Mode m) {
       return "unet3d";
     case Mode::kOverhead:
       return "overhead";
+    case Mode::kScaling:
+      return "scaling";
     case Mode::kHelp:
       break;
   }
@@ -207,21 +211,24 @@ absl::StatusOr<Mode> parse_mode(const std::string& word) {
   if (word == "vdsr") return Mode::kVdsr;
   if (word == "unet3d") return Mode::kUnet3d;
   if (word == "overhead") return Mode::kOverhead;
+  if (word == "scaling") return Mode::kScaling;
   if (word == "help" || word == "--help" || word == "-h") return Mode::kHelp;
   return absl::InvalidArgumentError(fmt::format(
-      "unknown command '{}': expected vdsr, unet3d, overhead or help (see lms-bench --help)",
+      "unknown command '{}': expected vdsr, unet3d, overhead, scaling or help (see lms-bench "
+      "--help)",
       word));
 }
 
 void apply_defaults(BenchCommand& c) {
   const bool overhead = c.mode == Mode::kOverhead;
   if (c.capacity_bytes == 0) c.capacity_bytes = (overhead ? uint64_t{1024} : uint64_t{256}) << 20;
-  if (c.steps == 0) c.steps = overhead ? 3 : 2;
+  if (c.steps == 0) c.steps = overhead ? 3 : c.mode == Mode::kScaling ? 4 : 2;
   if (c.host_pool_bytes == 0) c.host_pool_bytes = (c.cuda ? uint64_t{4} : uint64_t{16}) << 30;
   if (c.sizes.empty()) {
     if (c.mode == Mode::kVdsr) c.sizes = {4, 8, 16, 32, 64};
     if (c.mode == Mode::kUnet3d) c.sizes = {32, 48, 64};
     if (overhead) c.sizes = {8};
+    if (c.mode == Mode::kScaling) c.sizes = {4};
   }
   if (c.mode == Mode::kUnet3d && c.arch.empty())
     c.arch = c.data_dir.empty() ? "reduced" : "isensee";
@@ -237,8 +244,9 @@ absl::Status parse_flag(const std::vector<std::string>& args, size_t* i, BenchCo
     return absl::OkStatus();
   }
   if (arg == "--search" || arg == "--no-search" || arg == "--no-confirm") {
-    if (c.mode == Mode::kOverhead) {
-      return absl::InvalidArgumentError(fmt::format("{}: not a flag of overhead", arg));
+    if (c.mode == Mode::kOverhead || c.mode == Mode::kScaling) {
+      return absl::InvalidArgumentError(
+          fmt::format("{}: not a flag of {}", arg, mode_name(c.mode)));
     }
     if (arg == "--no-confirm")
       c.confirm = false;
@@ -372,6 +380,9 @@ or, with --device cuda, a GPU).
                      [--study-steps 100] [--study-lr 3e-3] [--out DIR] [...]
   lms-bench overhead [--batch 8] [--capacity 1GiB] [--link 12GB/s] [--budget-fraction 0.6]
                      [--steps 3] [--data DIR] [--json FILE]
+  mpirun -np N lms-bench scaling [--batch 4] [--threads 1] [--depth 20] [--channels 64]
+                     [--crop 48] [--capacity 256MiB] [--budget-fraction 0.6] [--steps 4]
+                     [--json FILE]
 
 vdsr / unet3d: trains every batch (VDSR, Adam) or volume side (3-D U-Net, batch 1) for --steps
 steps with LMS off and on (lms::rewrite, auto policy, budget = the capacity unless the config
@@ -391,6 +402,10 @@ PNGs go to --out (out/unet3d_case_study). --study-steps 0 skips it.
 overhead: one batch that fits both ways; time per step without LMS, with LMS forced to swap
 (budget = --budget-fraction of the no-LMS peak) on an unthrottled link and on a link throttled
 to --link; predicted (simulator) vs measured stall and step time.
+scaling (under mpirun): data-parallel VDSR with LMS (gradient all-reduce over MPI) on 1, 2, 4 ...
+ranks of the launch, --batch per rank (weak scaling), LMS budget --budget-fraction of the no-LMS
+peak; ranks, step time, speedup and efficiency.
+--threads per rank defaults to the cores divided by the ranks (at least 1).
 
 Common flags:
   --capacity BYTES    device memory (256MiB; overhead 1GiB)

@@ -4,6 +4,7 @@
 //   lms-bench vdsr     --batch 4,8,16,32,64 --capacity 256MiB [--data DIR] [--crop 48]
 //   lms-bench unet3d   --size 32,48,64 --capacity 256MiB [--data DIR] [--arch isensee|reduced]
 //   lms-bench overhead [--batch 8] [--capacity 1GiB] [--link 12GB/s]
+//   mpirun -np 4 lms-bench scaling [--batch 4] [--threads 1] [--steps 4]
 //
 //   LMS_ASSIGN_OR_RETURN(lms::bench::BenchCommand cmd, lms::bench::parse_command_line(args));
 //
@@ -19,7 +20,7 @@
 
 namespace lms::bench {
 
-enum class Mode { kHelp, kVdsr, kUnet3d, kOverhead };
+enum class Mode { kHelp, kVdsr, kUnet3d, kOverhead, kScaling };
 
 struct BenchCommand {
   Mode mode = Mode::kHelp;

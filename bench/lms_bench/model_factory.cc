@@ -78,7 +78,7 @@ absl::StatusOr<ModelFactory> vdsr_factory(const VdsrBenchModel& m, VdsrBatchSour
                                                     .channels = m.channels,
                                                     .seed = m.seed});
     LMS_RETURN_IF_ERROR(g.status());
-    return training_graph(g, t.loss, Adam{.lr = m.lr, .clip_norm = m.clip_norm});
+    return training_graph(g, t.loss, Adam{.lr = m.lr, .clip_norm = m.clip_norm}, m.training);
   };
   f.feeds = [m, source, check = f](int64_t batch, int64_t step) -> absl::StatusOr<Feeds> {
     LMS_RETURN_IF_ERROR(

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "lms/graph.h"
 #include "lms/session.h"
+#include "lms/training.h"
 
 namespace lms::bench {
 
@@ -45,6 +46,7 @@ struct VdsrBenchModel {
   uint64_t seed = 1;  // weights and random batches
   double lr = 1e-4;
   double clip_norm = 0.4;
+  TrainingOptions training;  // data_parallel for lms-bench scaling
 };
 
 // Random batches (uniform [0, 1) targets, inputs = targets + small noise,
