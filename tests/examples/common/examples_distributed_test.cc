@@ -2,8 +2,6 @@
 // refused without mpirun). The ranks of real jobs are tested through the
 // programs under mpirun: tests/examples/vdsr_distributed_test.cc and
 // tests/examples/unet3d/unet3d_distributed_test.cc.
-#include "distributed.h"
-
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -12,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "distributed.h"
 #include "flags.h"
 
 namespace lms::examples {
