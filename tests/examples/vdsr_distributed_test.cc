@@ -295,7 +295,9 @@ TEST_F(VdsrDistributed, AHungRankIsNamedAfterTheCommTimeoutAndTheJobEnds) {
   EXPECT_NE(end.output.find("waited 2 s for rank(s) 1"), std::string::npos) << end.output;
 }
 
-TEST_F(VdsrDistributed, RanksWithDifferentSettingsAreRefusedAtStart) {
+// Settings and LMS configs are compared by the program, the graphs and LMS
+// plans by Session::create (here: planned for different capacities).
+TEST_F(VdsrDistributed, RanksThatDisagreeAreRefusedAtStart) {
   if (!examples::testing::mpirun_available()) {
     GTEST_SKIP() << examples::testing::mpirun_missing_reason();
   }
@@ -313,6 +315,15 @@ TEST_F(VdsrDistributed, RanksWithDifferentSettingsAreRefusedAtStart) {
   EXPECT_NE(end.output.find("LMS configs differ across ranks: rank 1 has 'policy = \"tflms\"'"),
             std::string::npos)
       << end.output;
+
+  const std::vector<std::string> lms = {"--lms-set", "policy=auto", "--capacity"};
+  end =
+      one_each(with(with(train_args(2), lms), {"1MiB"}), with(with(train_args(2), lms), {"2MiB"}));
+  expect_failed_quickly(end);
+  EXPECT_NE(end.output.find("rank 0: error: data-parallel ranks disagree"), std::string::npos)
+      << end.output;
+  EXPECT_NE(end.output.find("differs on rank(s) 1"), std::string::npos) << end.output;
+  EXPECT_EQ(count_of(end.output, "step      1/2"), 0) << end.output;
 }
 
 }  // namespace
