@@ -20,8 +20,9 @@ absl::StatusOr<std::unique_ptr<Device>> make_device(const DeviceOptions& run,
     // The emulated link options do not apply: the real PCIe/NVLink sets the pace.
     // Unimplemented (with the library's reason) when this build of lms has no
     // CUDA backend or the machine no GPU.
-    auto device = make_cuda_device(
-        {.capacity_bytes = run.capacity_bytes, .host_pool_bytes = run.host_pool_bytes});
+    auto device = make_cuda_device({.device_ordinal = run.cuda_ordinal,
+                                    .capacity_bytes = run.capacity_bytes,
+                                    .host_pool_bytes = run.host_pool_bytes});
     if (!device.ok()) {
       return absl::Status(
           device.status().code(),

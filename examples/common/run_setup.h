@@ -31,16 +31,17 @@
 namespace lms::examples {
 
 struct DeviceOptions {
-  std::string device = "cpu";                    // "cpu" (emulated device) or "cuda" (GPU 0)
+  std::string device = "cpu";                    // "cpu" (emulated device) or "cuda" (a GPU)
   uint64_t capacity_bytes = uint64_t{1} << 30;   // device memory
   uint64_t host_pool_bytes = uint64_t{8} << 30;  // pinned host pool limit
   int threads = 0;                               // compute threads, 0 = all cores
+  int cuda_ordinal = 0;  // the GPU of "cuda"; data-parallel ranks take their local rank
 };
 
 // The device named by options.device: "cpu" (lms::make_cpu_device) with the
 // capacity, host pool and threads, copies throttled to `link` (the emulated
-// PCIe link); "cuda" (lms::make_cuda_device, GPU 0) with the capacity and
-// host pool. Errors: InvalidArgument for other names; the device's own
+// PCIe link); "cuda" (lms::make_cuda_device, GPU cuda_ordinal) with the
+// capacity and host pool. Errors: InvalidArgument for other names; the device's own
 // errors otherwise, after "--device <name>: " for cuda (Unimplemented, with
 // the library's reason, when lms has no CUDA backend or there is no GPU).
 absl::StatusOr<std::unique_ptr<Device>> make_device(const DeviceOptions& options,

@@ -97,6 +97,7 @@ absl::Status check_train(const TrainOptions& t) {
   if (t.checkpoint_every > 0 && t.checkpoint.empty()) {
     return absl::InvalidArgumentError("--checkpoint-every needs --checkpoint PATH to write to");
   }
+  LMS_RETURN_IF_ERROR(examples::check_distributed(t.distributed));
   const int64_t classes = t.model.classes == 0 ? kBrainClasses : t.model.classes;
   const int64_t grid = resolved_grid(t.size, t.grid, t.model.levels);
   const uint64_t limit = io::host_memory_limit_bytes();
@@ -126,7 +127,9 @@ absl::StatusOr<Command> parse_command_line(const std::vector<std::string>& args)
   if (args.empty() || args[0] == "help" || args[0] == "--help" || args[0] == "-h") return cmd;
   if (args[0] == "train") {
     cmd.kind = CommandKind::kTrain;
-    LMS_RETURN_IF_ERROR(examples::parse_flags("unet3d", "train", train_flags(cmd.train), args));
+    std::vector<Flag> flags =
+        with(train_flags(cmd.train), examples::distributed_flags(cmd.train.distributed));
+    LMS_RETURN_IF_ERROR(examples::parse_flags("unet3d", "train", flags, args));
     LMS_RETURN_IF_ERROR(check_train(cmd.train));
     return cmd;
   }
@@ -151,7 +154,8 @@ absl::StatusOr<Command> parse_command_line(const std::vector<std::string>& args)
 }
 
 std::string usage() {
-  return R"(unet3d: 3-D U-Net segmentation (Isensee et al., BraTS 2017) of MRI on the lms runtime.
+  return std::string(
+             R"(unet3d: 3-D U-Net segmentation (Isensee et al., BraTS 2017) of MRI on the lms runtime.
 
 usage: unet3d train   [flags]   train on <data> (the fetched MRI or <data>/train pairs)
        unet3d eval    [flags]   Dice per class on the evaluation volume(s)
@@ -193,6 +197,8 @@ train flags:
   --trace DIR           write DIR/trace.json, DIR/memory.svg and a summary
   --log-every N         progress line every N steps (default 1)
 
+)") + examples::distributed_usage() +
+         R"(
 eval flags:
   --checkpoint PATH     trained model (required)
   --grid N              evaluation grid, 0 = the training grid (default 0)

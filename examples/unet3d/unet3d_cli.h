@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "distributed.h"
 #include "run_setup.h"
 
 namespace lms::unet3d {
@@ -56,6 +57,8 @@ struct TrainOptions {
   std::string trace_dir;         // profiler output; empty = none
   int64_t log_every = 1;         // progress line every N steps
   bool live_progress = false;    // redraw the progress line in place ('\r'), as on a terminal
+  // --distributed, --scale-lr, --comm-timeout
+  examples::DistributedOptions distributed;
 };
 
 struct EvalOptions {
@@ -85,7 +88,8 @@ struct Command {
 // args excludes the program name: {"train", "--steps", "10", ...}.
 // Checks, beyond each flag's range: --size a multiple of 2^(levels-1);
 // --grid >= --size and a multiple of 2^(levels-1) when given; --lr > 0;
-// --resume and --checkpoint-every need --checkpoint; --max-rotation at most
+// --resume and --checkpoint-every need --checkpoint; --scale-lr needs
+// --distributed and --comm-timeout is > 0; --max-rotation at most
 // 180 and --max-scaling at most 0.5; the input batch
 // (batch x (1 + classes) x size^3 x 4 bytes, classes counted as 13 when 0)
 // within io::host_memory_limit_bytes().

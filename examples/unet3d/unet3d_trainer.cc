@@ -9,6 +9,7 @@
 #include <random>
 #include <utility>
 
+#include "distributed.h"
 #include "fmt/format.h"
 #include "lms/profiler/recorder.h"
 #include "lms/session.h"
@@ -28,9 +29,10 @@ double now_s() {
   return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
 }
 
-// What a checkpoint must agree on for --resume to reproduce the same run;
-// the model fields are also what eval and predict rebuild the network from.
-std::map<std::string, std::string> run_meta(const TrainOptions& o, const ModelSpec& m) {
+// What a checkpoint must agree on for --resume to reproduce the same run,
+// and what the ranks of a data-parallel run must agree on; the model fields
+// are also what eval and predict rebuild the network from.
+std::map<std::string, std::string> run_meta(const TrainOptions& o, const ModelSpec& m, int ranks) {
   return {{"model", "isensee_unet3d"},
           {"filters", fmt::format("{}", m.filters)},
           {"levels", fmt::format("{}", m.levels)},
@@ -44,7 +46,9 @@ std::map<std::string, std::string> run_meta(const TrainOptions& o, const ModelSp
           {"max_rotation_deg", fmt::format("{}", o.max_rotation_deg)},
           {"max_scaling", fmt::format("{}", o.max_scaling)},
           {"intensity_jitter", fmt::format("{}", o.intensity_jitter)},
-          {"flips", o.no_flips ? "off" : "on"}};
+          {"flips", o.no_flips ? "off" : "on"},
+          {"ranks", fmt::format("{}", ranks)},
+          {"scale_lr", o.distributed.scale_lr ? "on" : "off"}};
 }
 
 // "[=========>          ]" for step of steps.
@@ -57,13 +61,20 @@ std::string progress_bar(int64_t step, int64_t steps) {
   return "[" + bar + "]";
 }
 
+// One training run (Note [Data-parallel runs] with --distributed).
 class TrainRun {
  public:
-  TrainRun(const TrainOptions& o, std::ostream& log) : o_(o), log_(log) {}
+  TrainRun(const TrainOptions& o, examples::Ranks& ranks, std::ostream& log)
+      : o_(o), ranks_(ranks), log_(ranks.root_log(log)) {}
+  // The session, then a NCCL communicator, then the device.
+  ~TrainRun() {
+    session_.reset();
+    ranks_.detach_device();
+  }
 
   absl::Status prepare() {
     LMS_ASSIGN_OR_RETURN(cfg_, examples::load_lms_config(o_.run.lms_config, o_.run.lms_overrides));
-    LMS_RETURN_IF_ERROR(examples::check_outputs(o_.checkpoint, o_.trace_dir));
+    if (ranks_.is_root()) LMS_RETURN_IF_ERROR(examples::check_outputs(o_.checkpoint, o_.trace_dir));
     LMS_ASSIGN_OR_RETURN(DataSet full,
                          load_subjects(o_.run.data_dir, Split::kTrain, o_.model.classes));
     model_ = {.filters = o_.model.filters,
@@ -72,13 +83,24 @@ class TrainRun {
               .classes = full.classes,
               .size = o_.size,
               .grid = resolved_grid(o_.size, o_.grid, o_.model.levels)};
+    LMS_RETURN_IF_ERROR(ranks_.check_same_settings(meta()));
+    LMS_RETURN_IF_ERROR(
+        ranks_.check_same("LMS configs", o_.run.lms_active() ? cfg_.to_toml() : ""));
+    const std::string sharing = take_share(full);
     LMS_ASSIGN_OR_RETURN(data_, on_cube(full, model_.grid));
-    log_ << fmt::format("data: {}\n      resampled to {}^3 voxels, crops of {}^3\n",
-                        data_.description, model_.grid, model_.size);
+    log_ << fmt::format("data: {}\n      resampled to {}^3 voxels, crops of {}^3{}\n",
+                        data_.description, model_.grid, model_.size, sharing);
     LMS_RETURN_IF_ERROR(build_graph());
-    LMS_ASSIGN_OR_RETURN(device_, examples::make_device(o_.run.device, cfg_.link));
+    examples::DeviceOptions device = o_.run.device;
+    device.cuda_ordinal = ranks_.local_rank();
+    LMS_ASSIGN_OR_RETURN(device_, examples::make_device(device, cfg_.link));
+    LMS_RETURN_IF_ERROR(ranks_.attach_device(*device_));
     if (o_.run.lms_active()) LMS_RETURN_IF_ERROR(apply_lms());
-    SessionOptions so{.fetches = {"loss"}, .sink = o_.trace_dir.empty() ? nullptr : &recorder_};
+    log_ << examples::data_parallel_summary(ranks_, o_.batch, o_.lr, o_.distributed.scale_lr);
+    const bool trace = !o_.trace_dir.empty() && ranks_.is_root();
+    SessionOptions so{.fetches = {"loss"},
+                      .sink = trace ? &recorder_ : nullptr,
+                      .communicator = ranks_.communicator()};
     LMS_ASSIGN_OR_RETURN(session_, Session::create(train_, *device_, so));
     if (o_.resume) LMS_RETURN_IF_ERROR(resume());
     return absl::OkStatus();
@@ -89,21 +111,22 @@ class TrainRun {
     result_.model = model_;
     const double start = now_s();
     for (int64_t step = next_step_; step <= o_.steps; ++step) {
+      LMS_RETURN_IF_ERROR(ranks_.inject_fault(step));
       LMS_RETURN_IF_ERROR(run_step(step));
       const bool periodic = o_.checkpoint_every > 0 && step % o_.checkpoint_every == 0;
       if (!o_.checkpoint.empty() && (periodic || step == o_.steps)) {
         LMS_RETURN_IF_ERROR(
-            examples::save_session(*session_, train_, o_.checkpoint, step, run_meta(o_, model_)));
+            examples::save_on_root(ranks_, *session_, train_, o_.checkpoint, step, meta()));
       }
     }
     result_.total_s = now_s() - start;
     const int64_t ran = o_.steps - result_.first_step + 1;
-    result_.voxels_per_s = static_cast<double>(ran * o_.batch * o_.size * o_.size * o_.size) /
+    result_.voxels_per_s = static_cast<double>(ran * global_batch() * o_.size * o_.size * o_.size) /
                            std::max(result_.total_s, 1e-9);
     for (const std::string& name : session_->persistent_tensors()) {
       LMS_ASSIGN_OR_RETURN(result_.persistent[name], session_->read(name));
     }
-    if (!o_.trace_dir.empty()) {
+    if (!o_.trace_dir.empty() && ranks_.is_root()) {
       LMS_RETURN_IF_ERROR(
           examples::write_trace_files(recorder_, o_.run.device.capacity_bytes, o_.trace_dir,
                                       o_.run.lms_active() ? "LMS on" : "LMS off",
@@ -117,6 +140,35 @@ class TrainRun {
   TrainResult take_result() { return std::move(result_); }
 
  private:
+  std::map<std::string, std::string> meta() const { return run_meta(o_, model_, ranks_.size()); }
+  int64_t global_batch() const { return o_.batch * ranks_.size(); }
+  double learning_rate() const { return ranks_.learning_rate(o_.lr, o_.distributed.scale_lr); }
+  // Each rank its own crops (Note [Data-parallel runs]).
+  uint64_t data_seed() const { return examples::rank_seed(o_.seed, ranks_.rank()); }
+
+  // Keeps this rank's subjects, subjects[rank::ranks], when there are at
+  // least as many as ranks; otherwise every rank keeps them all and only
+  // the crops differ. Returns the log's note on what was done.
+  std::string take_share(DataSet& data) const {
+    const int n = ranks_.size();
+    if (n == 1) return "";
+    if (data.subjects.size() < static_cast<size_t>(n)) {
+      return fmt::format(
+          "\n      {} subject(s) for {} ranks: every rank trains on all of them, each on its own "
+          "random crops",
+          data.subjects.size(), n);
+    }
+    std::vector<Subject> share;
+    for (size_t i = static_cast<size_t>(ranks_.rank()); i < data.subjects.size(); i += n) {
+      share.push_back(std::move(data.subjects[i]));
+    }
+    const size_t total = data.subjects.size();
+    data.subjects = std::move(share);
+    return fmt::format(
+        "\n      {} subjects sharded over {} ranks: rank r trains on subjects r, r+{}, ...", total,
+        n, n);
+  }
+
   absl::Status build_graph() {
     Graph g;
     models::ModelTensors m =
@@ -129,13 +181,16 @@ class TrainRun {
                                        .segmentation_levels = model_.segmentation_levels,
                                        .seed = o_.seed});
     LMS_RETURN_IF_ERROR(g.status());
-    LMS_ASSIGN_OR_RETURN(train_, training_graph(g, m.loss, Adam{.lr = o_.lr}));
+    TrainingOptions to;
+    if (ranks_.distributed()) to.data_parallel = DataParallel{};
+    LMS_ASSIGN_OR_RETURN(train_, training_graph(g, m.loss, Adam{.lr = learning_rate()}, to));
     return absl::OkStatus();
   }
 
   absl::Status apply_lms() {
-    LMS_ASSIGN_OR_RETURN(result_.lms_report,
-                         rewrite(train_, cfg_, *device_, {.fetched = {"loss"}}));
+    LMS_ASSIGN_OR_RETURN(
+        result_.lms_report,
+        examples::rewrite_on_ranks(train_, cfg_, *device_, {.fetched = {"loss"}}, ranks_));
     log_ << "LMS: " << result_.lms_report.summary() << "\n";
     return absl::OkStatus();
   }
@@ -143,14 +198,14 @@ class TrainRun {
   absl::Status resume() {
     LMS_ASSIGN_OR_RETURN(
         const int64_t step,
-        examples::resume_session(*session_, train_, o_.checkpoint, run_meta(o_, model_), o_.steps));
+        examples::resume_session(*session_, train_, o_.checkpoint, meta(), o_.steps));
     next_step_ = step + 1;
     log_ << fmt::format("resumed from {} at step {}\n", o_.checkpoint, step);
     return absl::OkStatus();
   }
 
   // The batch of `step`: sample n comes from the subject and crop that
-  // (seed, step, n) draw.
+  // (data_seed(), step, n) draw.
   absl::Status make_step_batch(int64_t step, std::vector<float>* image,
                                std::vector<float>* onehot) const {
     const int64_t voxels = o_.size * o_.size * o_.size;
@@ -158,7 +213,7 @@ class TrainRun {
     onehot->assign(static_cast<size_t>(o_.batch * model_.classes * voxels), 0.0f);
     std::vector<float> one_image, one_hot;
     for (int64_t n = 0; n < o_.batch; ++n) {
-      std::seed_seq seq{o_.seed, static_cast<uint64_t>(step), static_cast<uint64_t>(n)};
+      std::seed_seq seq{data_seed(), static_cast<uint64_t>(step), static_cast<uint64_t>(n)};
       std::mt19937_64 rng(seq);
       const size_t pick = std::uniform_int_distribution<size_t>(0, data_.subjects.size() - 1)(rng);
       BatchOptions bo{.crop = o_.size,
@@ -169,8 +224,8 @@ class TrainRun {
                       .max_scaling = o_.max_scaling,
                       .classes = model_.classes,
                       .swap_left_right = data_.swap_left_right};
-      LMS_RETURN_IF_ERROR(make_batch(data_.subjects[pick].pair, bo, o_.seed, step * o_.batch + n,
-                                     &one_image, &one_hot));
+      LMS_RETURN_IF_ERROR(make_batch(data_.subjects[pick].pair, bo, data_seed(),
+                                     step * o_.batch + n, &one_image, &one_hot));
       std::copy(one_image.begin(), one_image.end(), image->begin() + n * voxels);
       std::copy(one_hot.begin(), one_hot.end(), onehot->begin() + n * model_.classes * voxels);
     }
@@ -191,7 +246,9 @@ class TrainRun {
                              : "";
       return absl::Status(s.code(), fmt::format("step {}: {}{}", step, to_std(s.message()), hint));
     }
-    const float loss = r.fetched.at("loss")[0];
+    // The mean over the ranks (the same bits on each), so all stop together.
+    LMS_ASSIGN_OR_RETURN(const double mean_loss, ranks_.mean(r.fetched.at("loss")[0]));
+    const float loss = static_cast<float>(mean_loss);
     if (!std::isfinite(loss)) {
       return absl::InternalError(fmt::format("step {}: loss is {} (try a lower --lr)", step, loss));
     }
@@ -201,7 +258,7 @@ class TrainRun {
     result_.bytes_h2d_per_step = r.bytes_h2d;
     const bool line = step % o_.log_every == 0 || step == o_.steps;
     if (line || o_.live_progress) {
-      const double voxels = static_cast<double>(o_.batch * o_.size * o_.size * o_.size);
+      const double voxels = static_cast<double>(global_batch() * o_.size * o_.size * o_.size);
       log_ << fmt::format(
           "{}{} step {:>5}/{}  loss {:.4f}  {:8.3g} vox/s  peak {}  swap out {} in {}  stall "
           "{:.3f} s{}",
@@ -227,7 +284,8 @@ class TrainRun {
   }
 
   const TrainOptions& o_;
-  std::ostream& log_;
+  examples::Ranks& ranks_;
+  std::ostream& log_;  // null on ranks > 0
   LmsConfig cfg_;
   ModelSpec model_;
   DataSet data_;
@@ -268,9 +326,11 @@ absl::StatusOr<ModelSpec> model_spec(const io::Checkpoint& ck, const std::string
 }
 
 absl::StatusOr<TrainResult> train(const TrainOptions& opts, std::ostream& log) {
-  TrainRun run(opts, log);
-  LMS_RETURN_IF_ERROR(run.prepare());
-  LMS_RETURN_IF_ERROR(run.run());
+  LMS_ASSIGN_OR_RETURN(examples::Ranks ranks, examples::Ranks::join(opts.distributed));
+  TrainRun run(opts, ranks, log);
+  absl::Status s = run.prepare();
+  if (s.ok()) s = run.run();
+  if (!s.ok()) return ranks.fail(s);  // with peers: ends the job, naming this rank
   return run.take_result();
 }
 

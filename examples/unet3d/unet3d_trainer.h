@@ -14,6 +14,14 @@
 // norm parameters, Adam moments and step counter), k, and the model and run
 // settings, so `--resume` continues with step k + 1 and reproduces the
 // uninterrupted run bit for bit.
+//
+// With opts.distributed.enabled the process is one rank of an mpirun job
+// (Note [Data-parallel runs] in examples/common/distributed.h): with at
+// least as many training subjects as ranks, rank r trains on subjects r,
+// r + ranks, ...; with fewer, every rank trains on all of them; either way
+// each rank draws its own crops. Gradients are averaged over the ranks,
+// rank 0 alone logs and writes the checkpoint and trace, and an error on any
+// rank ends the job.
 #pragma once
 
 #include <cstdint>
@@ -46,8 +54,9 @@ struct ModelSpec {
 absl::StatusOr<ModelSpec> model_spec(const io::Checkpoint& ck, const std::string& path);
 
 struct TrainResult {
-  int64_t first_step = 1;     // the first step this call ran (k + 1 after a resume)
-  std::vector<float> losses;  // losses[i] is the loss of step first_step + i
+  int64_t first_step = 1;  // the first step this call ran (k + 1 after a resume)
+  // losses[i] is the loss of step first_step + i (the mean over the ranks).
+  std::vector<float> losses;
   // Final values of every persistent tensor, by name.
   std::map<std::string, std::vector<float>> persistent;
   ModelSpec model;                  // classes resolved from the data
@@ -55,7 +64,8 @@ struct TrainResult {
   uint64_t peak_device_bytes = 0;   // max over steps
   uint64_t bytes_d2h_per_step = 0;  // of the last step
   uint64_t bytes_h2d_per_step = 0;
-  double voxels_per_s = 0;  // training voxels (batch x size^3) per second, over this call
+  // Training voxels (batch x size^3 x ranks) per second, over this call.
+  double voxels_per_s = 0;
   double total_s = 0;
 };
 
@@ -71,6 +81,11 @@ struct TrainResult {
 // ResourceExhausted when a step does not fit the device (the message
 // suggests LMS or a smaller --size); Internal for a non-finite loss;
 // DataLoss for a corrupt checkpoint.
+// With opts.distributed.enabled: FailedPrecondition when not started by
+// mpirun, or when the ranks' settings or LMS configs differ (naming the
+// ranks; Session::create likewise for their graphs and plans). In a job of
+// several ranks an error does not return: it is printed as "rank R: error:
+// ..." and ends the job on every rank (examples::Ranks::fail).
 absl::StatusOr<TrainResult> train(const TrainOptions& opts, std::ostream& log);
 
 }  // namespace lms::unet3d

@@ -38,6 +38,8 @@ std::vector<Flag> train_flags(TrainOptions& t) {
       {"resume", &t.resume},         {"trace", &t.trace_dir},
       {"log-every", &t.log_every, 1}};
   f.insert(f.end(), own.begin(), own.end());
+  std::vector<Flag> ranks = examples::distributed_flags(t.distributed);
+  f.insert(f.end(), ranks.begin(), ranks.end());
   return f;
 }
 
@@ -87,6 +89,7 @@ absl::Status check_train(const TrainOptions& t) {
   if (t.checkpoint_every > 0 && t.checkpoint.empty()) {
     return absl::InvalidArgumentError("--checkpoint-every needs --checkpoint PATH to write to");
   }
+  LMS_RETURN_IF_ERROR(examples::check_distributed(t.distributed));
   return check_host_memory(t, io::host_memory_limit_bytes());
 }
 
@@ -119,7 +122,7 @@ absl::StatusOr<Command> parse_command_line(const std::vector<std::string>& args)
 }
 
 std::string usage() {
-  return R"(vdsr: VDSR x2 super-resolution (Kim et al., CVPR 2016) on the lms runtime.
+  return std::string(R"(vdsr: VDSR x2 super-resolution (Kim et al., CVPR 2016) on the lms runtime.
 
 usage: vdsr train [flags]    train on <data>/train/*.{png,jpg}
        vdsr eval  [flags]    PSNR of VDSR vs bicubic on <data>/eval
@@ -131,7 +134,7 @@ common flags:
   --capacity BYTES      device memory, e.g. 256MiB (default 1GiB)
   --host-memory BYTES   pinned host pool limit (default 8GiB)
   --threads N           compute threads, 0 = all cores (default 0)
-  --max-images N        use the first N images only, 0 = all (default 0)
+  --max-images N        use the first N images only (of the rank's share), 0 = all (default 0)
 
 train flags:
   --batch N             patches per step (default 16)
@@ -150,6 +153,8 @@ train flags:
   --trace DIR           write DIR/trace.json, DIR/memory.svg and a summary
   --log-every N         progress line every N steps (default 1)
 
+)") + examples::distributed_usage() +
+         R"(
 eval flags:
   --checkpoint PATH     trained weights (required)
   --eval-crop N         centre crop side, 0 = whole image (default 256)

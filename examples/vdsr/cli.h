@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "distributed.h"
 
 namespace lms::vdsr {
 
@@ -24,7 +25,7 @@ struct RunOptions {
   uint64_t capacity_bytes = uint64_t{1} << 30;   // device memory
   uint64_t host_pool_bytes = uint64_t{8} << 30;  // pinned host pool limit
   int threads = 0;                               // compute threads, 0 = all cores
-  int max_images = 0;                            // 0 = all images of the folder
+  int max_images = 0;                            // 0 = all (of the rank's share)
 };
 
 struct TrainOptions {
@@ -44,6 +45,8 @@ struct TrainOptions {
   bool resume = false;                     // continue from `checkpoint`
   std::string trace_dir;                   // profiler output; empty = none
   int64_t log_every = 1;                   // progress line every N steps
+  // --distributed, --scale-lr, --comm-timeout
+  examples::DistributedOptions distributed;
 
   bool lms_active() const { return !lms_config.empty() || !lms_overrides.empty(); }
 };

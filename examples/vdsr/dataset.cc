@@ -61,6 +61,27 @@ void copy_patch(const io::Plane& src, const PatchDraw& d, int crop, float* dst) 
   }
 }
 
+// The files of rank `o.rank`: files[rank::ranks].
+absl::StatusOr<std::vector<std::string>> share_of(std::vector<std::string> files,
+                                                  const std::string& dir, const DatasetOptions& o) {
+  if (o.ranks < 1 || o.rank < 0 || o.rank >= o.ranks) {
+    return absl::InvalidArgumentError(
+        fmt::format("rank {} of {} ranks: must be in [0, ranks)", o.rank, o.ranks));
+  }
+  if (o.ranks == 1) return files;
+  if (files.size() < static_cast<size_t>(o.ranks)) {
+    return absl::InvalidArgumentError(fmt::format(
+        "{} has {} image file(s) for {} ranks, so rank {} would train on none; run at most {} "
+        "ranks or add images",
+        dir, files.size(), o.ranks, files.size(), files.size()));
+  }
+  std::vector<std::string> share;
+  for (size_t i = static_cast<size_t>(o.rank); i < files.size(); i += o.ranks) {
+    share.push_back(std::move(files[i]));
+  }
+  return share;
+}
+
 }  // namespace
 
 absl::StatusOr<ImagePair> make_pair(const io::Image& image, int scale) {
@@ -92,6 +113,7 @@ absl::StatusOr<Dataset> Dataset::load(const std::string& dir, const DatasetOptio
   }
   std::vector<std::string> reasons;  // one per unusable file (Note [Unusable folder])
   LMS_ASSIGN_OR_RETURN(std::vector<std::string> files, io::list_images(dir, &reasons));
+  LMS_ASSIGN_OR_RETURN(files, share_of(std::move(files), dir, options));
   std::vector<ImagePair> pairs;
   size_t large_enough = 0;
   for (const std::string& path : files) {

@@ -26,8 +26,13 @@ namespace lms::vdsr {
 
 struct DatasetOptions {
   int scale = 2;       // super-resolution factor (>= 2)
-  int max_images = 0;  // 0 = every image in the folder
+  int max_images = 0;  // 0 = every image of the share
   int min_side = 0;    // the training crop: an image smaller on a side is unusable
+  // This rank's share of a data-parallel run (Note [Data-parallel runs] in
+  // examples/common/distributed.h): the files i (0-based, in
+  // io::list_images order) with i % ranks == rank. 0 of 1: every file.
+  int rank = 0;
+  int ranks = 1;
 };
 
 // One training pair: the bicubic-degraded input and the original, same size.
@@ -57,15 +62,18 @@ absl::StatusOr<ImagePair> make_pair(const io::Image& image, int scale);
 
 class Dataset {
  public:
-  // Decodes every PNG/JPEG in `dir` one at a time (files that do not decode
-  // are skipped with a line in *warnings) and keeps only the two Y planes.
-  // Images smaller than min_side are kept (batch() then reports the crop as
-  // too large, naming the smallest image) unless no image is large enough.
-  // Errors: those of io::list_images; InvalidArgument for scale < 2,
-  // max_images < 0 or min_side < 0; when no image is usable, an error listing
-  // every file of `dir` with its reason (io::no_usable_image_message):
-  // NotFound when none decodes, InvalidArgument when some decode but all are
-  // smaller than min_side.
+  // Decodes every PNG/JPEG of the share (options.rank, options.ranks) of
+  // `dir` one at a time (files that do not decode are skipped with a line in
+  // *warnings) and keeps only the two Y planes, the first max_images of them
+  // when max_images > 0. Images smaller than min_side are kept (batch() then
+  // reports the crop as too large, naming the smallest image) unless no
+  // image is large enough. Errors: those of io::list_images;
+  // InvalidArgument for scale < 2, max_images < 0, min_side < 0, a rank
+  // outside [0, ranks), and a folder with fewer image files than ranks
+  // (naming both counts); when no image of the share is usable, an error
+  // listing every file of `dir` with its reason
+  // (io::no_usable_image_message): NotFound when none decodes,
+  // InvalidArgument when some decode but all are smaller than min_side.
   static absl::StatusOr<Dataset> load(const std::string& dir, const DatasetOptions& options,
                                       std::vector<std::string>* warnings = nullptr);
   // From pairs already made (tests). InvalidArgument when empty.

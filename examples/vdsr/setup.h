@@ -17,8 +17,10 @@
 
 namespace lms::vdsr {
 
-// examples::make_device with run's device, capacity, host pool and threads.
-absl::StatusOr<std::unique_ptr<Device>> make_device(const RunOptions& run, const LinkConfig& link);
+// examples::make_device with run's device, capacity, host pool and threads
+// (and `cuda_ordinal`, the GPU of --device cuda).
+absl::StatusOr<std::unique_ptr<Device>> make_device(const RunOptions& run, const LinkConfig& link,
+                                                    int cuda_ordinal = 0);
 
 using examples::restore_session;
 using examples::save_session;

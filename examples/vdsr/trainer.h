@@ -11,6 +11,12 @@
 // holds every persistent tensor (weights, biases, Adam moments and step
 // counter) and k, so `--resume` continues with step k + 1 and reproduces the
 // uninterrupted run bit for bit.
+//
+// With opts.distributed.enabled the process is one rank of an mpirun job
+// (Note [Data-parallel runs] in examples/common/distributed.h): it trains on
+// images rank, rank + ranks, ... with its own batches, gradients are
+// averaged over the ranks, rank 0 alone logs and writes the checkpoint and
+// trace, and an error on any rank ends the job.
 #pragma once
 
 #include <cstdint>
@@ -26,15 +32,16 @@
 namespace lms::vdsr {
 
 struct TrainResult {
-  int64_t first_step = 1;     // the first step this call ran (k + 1 after a resume)
-  std::vector<float> losses;  // losses[i] is the loss of step first_step + i
+  int64_t first_step = 1;  // the first step this call ran (k + 1 after a resume)
+  // losses[i] is the loss of step first_step + i (the mean over the ranks).
+  std::vector<float> losses;
   // Final values of every persistent tensor, by name.
   std::map<std::string, std::vector<float>> persistent;
   RewriteReport lms_report;         // enabled == false without LMS
-  uint64_t peak_device_bytes = 0;   // max over steps
+  uint64_t peak_device_bytes = 0;   // max over steps (this rank's)
   uint64_t bytes_d2h_per_step = 0;  // of the last step
   uint64_t bytes_h2d_per_step = 0;
-  double images_per_s = 0;  // over all steps of this call
+  double images_per_s = 0;  // over all steps of this call and all ranks
   double total_s = 0;
 };
 
@@ -55,6 +62,12 @@ struct TrainResult {
 // a negative step; ResourceExhausted when a step does not fit the device
 // (the message suggests LMS or a smaller batch); DataLoss for a corrupt
 // checkpoint.
+// With opts.distributed.enabled: FailedPrecondition when not started by
+// mpirun, or when the ranks' settings or LMS configs differ (naming the
+// ranks; Session::create likewise for their graphs and plans);
+// InvalidArgument when the folder has fewer images than ranks. In a job of
+// several ranks an error does not return: it is printed as "rank R: error:
+// ..." and ends the job on every rank (examples::Ranks::fail).
 absl::StatusOr<TrainResult> train(const TrainOptions& opts, std::ostream& log);
 
 }  // namespace lms::vdsr

@@ -11,7 +11,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -19,6 +18,7 @@
 #include "lms/io/image.h"
 #include "lms/io/nifti.h"
 #include "slices.h"
+#include "synthetic_pairs.h"
 #include "unet3d_cli.h"
 #include "unet3d_evaluate.h"
 #include "unet3d_trainer.h"
@@ -34,34 +34,6 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-// A 22 x 20 x 18 volume (1 mm): class 1 in a ball around the centre, class 2
-// in the slab x < 6, background elsewhere; intensity 100 per class step plus
-// uniform noise, so the classes are learnable.
-void write_pair(const fs::path& root, const std::string& name, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> noise(0, 30);
-  io::Volume image, labels;
-  for (io::Volume* v : {&image, &labels}) {
-    v->dims = {22, 20, 18};
-    v->spacing_mm = {1, 1, 1};
-    v->voxels.resize(22 * 20 * 18);
-  }
-  for (int64_t z = 0; z < 18; ++z)
-    for (int64_t y = 0; y < 20; ++y)
-      for (int64_t x = 0; x < 22; ++x) {
-        const double r2 = (x - 11.0) * (x - 11.0) + (y - 10.0) * (y - 10.0) + (z - 9.0) * (z - 9.0);
-        const int c = r2 < 36 ? 1 : (x < 6 ? 2 : 0);
-        const size_t i = image.index(x, y, z);
-        labels.voxels[i] = static_cast<float>(c);
-        image.voxels[i] = 100.0f * static_cast<float>(c) + noise(rng);
-      }
-  fs::create_directories(root / "images");
-  fs::create_directories(root / "labels");
-  ASSERT_TRUE(
-      io::write_nifti((root / "images" / name).string(), image, io::NiftiType::kFloat32).ok());
-  ASSERT_TRUE(io::write_nifti_labels((root / "labels" / name).string(), labels).ok());
-}
-
 class Unet3dProgram : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -70,9 +42,9 @@ class Unet3dProgram : public ::testing::Test {
             std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
-    write_pair(dir_ / "train", "a.nii.gz", kSeed);
-    write_pair(dir_ / "train", "b.nii.gz", kSeed + 1);
-    write_pair(dir_ / "eval", "c.nii.gz", kSeed + 2);
+    ASSERT_TRUE(write_synthetic_pair(dir_ / "train", "a.nii.gz", kSeed).ok());
+    ASSERT_TRUE(write_synthetic_pair(dir_ / "train", "b.nii.gz", kSeed + 1).ok());
+    ASSERT_TRUE(write_synthetic_pair(dir_ / "eval", "c.nii.gz", kSeed + 2).ok());
     std::printf("seed %llu, data in %s\n", static_cast<unsigned long long>(kSeed),
                 dir_.string().c_str());
   }
