@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "fmt/format.h"
+#include "lms/profile.h"
 #include "lms/rewrite.h"
 #include "lms/session.h"
 #include "lms/status.h"
@@ -18,6 +19,41 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// rank 0's text on every rank.
+absl::StatusOr<std::string> from_root(Communicator& comm, const std::string& mine) {
+  LMS_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                       comm.all_gather(comm.rank() == 0 ? mine : std::string()));
+  return all[0];
+}
+
+// lms::rewrite on every rank from rank 0's measured time model (lms/
+// profile.h), so the ranks plan alike: node times measured on each rank
+// differ a little, plans made from them may too, and Session::create refuses
+// ranks whose plans differ (Note [Rank agreement]).
+absl::StatusOr<RewriteReport> rewrite_alike(Graph& graph, LmsConfig cfg, Device& device,
+                                            RewriteOptions ro, Communicator& comm) {
+  if (!cfg.enabled || cfg.time_model != TimeModel::kMeasured) {
+    return rewrite(graph, cfg, device, ro);
+  }
+  std::ostringstream times;
+  times.precision(17);
+  if (comm.rank() == 0) {
+    LMS_ASSIGN_OR_RETURN(StepProfile profile,
+                         profile_step(graph, device, {.skip_nodes_that_do_not_fit = true}));
+    cfg.link = profile.link;
+    cfg.cost_model = calibrate_cost_model(profile, graph);
+    for (double t : profile.node_time_s) times << t << " ";
+  }
+  cfg.time_model = TimeModel::kRoofline;
+  LMS_ASSIGN_OR_RETURN(std::string toml, from_root(comm, cfg.to_toml()));
+  LMS_ASSIGN_OR_RETURN(cfg, LmsConfig::from_toml_string(toml));
+  LMS_ASSIGN_OR_RETURN(std::string text, from_root(comm, times.str()));
+  std::istringstream in(text);
+  ro.node_time_s.clear();
+  for (double t = 0; in >> t;) ro.node_time_s.push_back(t);
+  return rewrite(graph, cfg, device, ro);
 }
 
 // One row on the ranks of `comm`: the step times of every timed step (the
@@ -40,7 +76,7 @@ absl::StatusOr<ScalingRow> run_row(Communicator& comm, const ScalingOptions& o, 
     cfg.device_memory_limit =
         static_cast<uint64_t>(o.budget_fraction * static_cast<double>(peak.peak_bytes_after));
   }
-  LMS_ASSIGN_OR_RETURN(RewriteReport rep, rewrite(train, cfg, *device, ro));
+  LMS_ASSIGN_OR_RETURN(RewriteReport rep, rewrite_alike(train, cfg, *device, ro, comm));
   if (!rep.fits) {
     return absl::ResourceExhaustedError(fmt::format("batch {} does not fit {} even with LMS: {}",
                                                     o.batch, format_bytes(o.device.capacity_bytes),
