@@ -183,7 +183,7 @@ struct CpuDeviceOptions {
   // copy and blocking upload / download is throttled by it instead (so a
   // device's own upload and swap-in also share its H2D channel), and the
   // three fields above must be 0.
-  std::shared_ptr<HostLink> link;
+  std::shared_ptr<HostLink> link = nullptr;
   // OpenMP threads for the kernels on the compute thread; 0 = all cores.
   int compute_threads = 0;
 };

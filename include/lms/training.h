@@ -58,7 +58,7 @@ struct DataParallel {
 };
 
 struct TrainingOptions {
-  std::optional<DataParallel> data_parallel;  // unset: single-process training
+  std::optional<DataParallel> data_parallel = std::nullopt;  // unset: single-process training
 };
 
 // A copy of `forward` extended with the backward pass from `loss` and one
