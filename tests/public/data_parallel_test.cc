@@ -199,5 +199,53 @@ TEST(DataParallel, OneRankIsBitIdenticalToSingleProcessWithAndWithoutSwapping) {
   EXPECT_TRUE(user::differing(swapped.state, reference.state).empty());
 }
 
+// In one bucket (DDP's default cap), the head's weight gradient, computed
+// first in the backward pass, waits for every other gradient: LMS may swap
+// it out meanwhile and bring it back for the all-reduce.
+TEST(DataParallel, AGradientWaitingForItsBucketCanBeSwapped) {
+  const Adam adam{.lr = 1e-3};
+  auto dp = user::user_unet(kBatch, kSize, adam, {.data_parallel = DataParallel{}});
+  ASSERT_TRUE(dp.ok()) << dp.status();
+  ASSERT_EQ(all_reduce_nodes(*dp).size(), 1u);
+  const TensorId grad = dp->find_tensor("head/w/grad");
+  ASSERT_NE(grad, kNoTensor);
+  auto device = make_cpu_device({.capacity_bytes = 64 * kMiB, .host_pool_bytes = 64 * kMiB});
+  ASSERT_TRUE(device.ok());
+  LmsConfig cfg;
+  cfg.policy = SwapPolicy::kManual;
+  cfg.tensors = {"head/w/grad"};
+  Graph swapped = *dp;
+  auto rep = rewrite(swapped, cfg, **device);
+  ASSERT_TRUE(rep.ok()) << rep.status();
+  ASSERT_EQ(rep->swapped, std::vector<std::string>{"head/w/grad"}) << rep->summary();
+  // The all-reduce now reads the swapped-in copy.
+  const NodeId reduce = all_reduce_nodes(swapped)[0];
+  bool reads_swap_in = false;
+  for (TensorId t : swapped.node(reduce).inputs) {
+    const NodeId producer = swapped.tensor(t).producer;
+    reads_swap_in = reads_swap_in || swapped.node(producer).op == "swap_in";
+  }
+  EXPECT_TRUE(reads_swap_in);
+
+  const TrainedRun reference = train_steps(*user::user_unet(kBatch, kSize, adam), 0, nullptr);
+  OneRank comm;
+  auto session_device =
+      make_cpu_device({.capacity_bytes = 64 * kMiB, .host_pool_bytes = 64 * kMiB});
+  ASSERT_TRUE(session_device.ok());
+  auto session = Session::create(swapped, **session_device, {.communicator = &comm});
+  ASSERT_TRUE(session.ok()) << session.status();
+  std::vector<float> losses;
+  uint64_t out = 0;
+  for (int step = 0; step < 3; ++step) {
+    StepResult r;
+    ASSERT_TRUE((*session)->run(user::user_unet_feeds(kBatch, kSize, kSeed + step), &r).ok());
+    losses.push_back(r.fetched.at("loss")[0]);
+    out += r.bytes_d2h;
+  }
+  EXPECT_EQ(out, 3 * swapped.tensor(swapped.find_tensor("head/w/grad")).bytes());
+  EXPECT_EQ(losses, reference.losses);
+  EXPECT_TRUE(user::differing(user::persistent_state(**session), reference.state).empty());
+}
+
 }  // namespace
 }  // namespace lms
