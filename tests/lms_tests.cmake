@@ -19,3 +19,13 @@ function(lms_glob_tests)
     target_compile_definitions(${name} PRIVATE LMS_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   endforeach()
 endfunction()
+
+# lms_mpi_job_test(<test target>): the test launches programs under mpirun
+# (tests/examples/mpi_job.h: a watchdog, the output kept); without MPI it skips, saying why.
+function(lms_mpi_job_test target)
+  target_sources(${target} PRIVATE ${PROJECT_SOURCE_DIR}/tests/examples/mpi_job.cc)
+  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/tests/examples)
+  if(MPIEXEC_EXECUTABLE)
+    target_compile_definitions(${target} PRIVATE LMS_MPIEXEC="${MPIEXEC_EXECUTABLE}")
+  endif()
+endfunction()

@@ -2,17 +2,11 @@
 // `mpirun -np 2 mpi_failure_probe <mode>` (mpi_failure_probe.cc) under a
 // watchdog and checks how the job ended, how fast, and what it printed.
 // Not itself run under mpirun.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <string>
+
+#include "mpi_job.h"
 
 namespace {
 
@@ -25,59 +19,12 @@ constexpr double kFailureBound_s = 30;
 // regression fails the test instead of hanging it.
 constexpr double kWatchdog_s = 90;
 
-struct JobEnd {
-  int exit_code = -1;  // -1 unless it exited
-  bool timed_out = false;
-  double elapsed_s = 0;
-  std::string output;  // stdout and stderr together
-};
+using lms::examples::testing::JobEnd;
 
-// Runs mpirun in its own process group, so the watchdog can end all of it.
+// `mpirun -np 2 mpi_failure_probe <mode>` under the watchdog (mpi_job.h).
 JobEnd run_probe(const char* mode) {
-  JobEnd end;
-  int pipe_fds[2];
-  if (pipe(pipe_fds) != 0) return end;
-  const auto start = std::chrono::steady_clock::now();
-  const pid_t pid = fork();
-  if (pid == 0) {
-    setpgid(0, 0);
-    dup2(pipe_fds[1], STDOUT_FILENO);
-    dup2(pipe_fds[1], STDERR_FILENO);
-    close(pipe_fds[0]);
-    close(pipe_fds[1]);
-    // mpirun refuses to start as root without these (CI containers run as root).
-    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
-    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
-    execl(LMS_MPIEXEC, LMS_MPIEXEC, "-np", "2", "--oversubscribe", LMS_FAILURE_PROBE, mode,
-          static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  close(pipe_fds[1]);
-  auto elapsed_s = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  };
-  pollfd fd = {pipe_fds[0], POLLIN, 0};
-  char buffer[4096];
-  while (true) {
-    if (elapsed_s() > kWatchdog_s) {
-      end.timed_out = true;
-      kill(-pid, SIGKILL);
-      break;
-    }
-    if (poll(&fd, 1, 100) <= 0) continue;
-    const ssize_t n = read(pipe_fds[0], buffer, sizeof(buffer));
-    if (n <= 0) break;  // every writer is gone
-    end.output.append(buffer, static_cast<size_t>(n));
-  }
-  close(pipe_fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  end.elapsed_s = elapsed_s();
-  if (WIFEXITED(status)) end.exit_code = WEXITSTATUS(status);
-  std::printf("mode %s: %s %d after %.2f s\n--- output ---\n%s--- end ---\n", mode,
-              WIFEXITED(status) ? "exit code" : "signal",
-              WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), end.elapsed_s,
-              end.output.c_str());
+  JobEnd end = lms::examples::testing::run_mpi_job(
+      {"-np", "2", "--oversubscribe", LMS_FAILURE_PROBE, mode}, {}, kWatchdog_s);
   testing::Test::RecordProperty("elapsed_s", std::to_string(end.elapsed_s));
   return end;
 }

@@ -1,5 +1,6 @@
-// Launches an example program under mpirun for the data-parallel tests
-// (vdsr_distributed_test, unet3d_distributed_test): the job runs in its own
+// Launches a program under mpirun for the data-parallel tests
+// (vdsr_distributed_test, unet3d_distributed_test, mpi_failure_test): the
+// job runs in its own
 // process group under a watchdog that kills all of it, so a hung job fails
 // its test instead of hanging ctest.
 //
