@@ -45,6 +45,20 @@ const char* policy_name(SwapPolicy policy);  // "auto", "tflms", "vdnn", "manual
 enum class TimeModel : uint8_t { kMeasured, kRoofline };
 const char* time_model_name(TimeModel model);  // "measured", "roofline"
 
+// What the auto policy may do with an activation saved for the backward pass
+// besides keeping it on the device (TOML key auto_actions; Note [Joint
+// planner] in docs/design.md):
+//   kSwap       swap it out to pinned host memory and prefetch it back
+//               (vDNN, Rhu et al. 2016; TFLMS, Le et al. 2018)
+//   kRecompute  drop it and recompute it from kept inputs right before its
+//               backward reader (gradient checkpointing, Chen et al. 2016)
+//   kJoint      swap or recompute, per tensor, whichever the time model says
+//               is cheaper (Capuchin, Peng et al. 2020; Checkmate, Jain et
+//               al. 2020); the plan with the least predicted step time of the
+//               joint, swap-only and recompute-only plans. The default.
+enum class AutoActions : uint8_t { kSwap, kRecompute, kJoint };
+const char* auto_actions_name(AutoActions actions);  // "swap", "recompute", "joint"
+
 // The host link (TOML table [link]); also the emulated device's copy throttle.
 // Precedence for planning: the Device overload with time_model "measured"
 // plans with the link it measures on the device (StepProfile::link()); this
@@ -85,6 +99,7 @@ struct LmsConfig {
   double fragmentation_reserve = 0.0;
   uint64_t alignment_bytes = 256;               // allocator alignment, a power of two
   TimeModel time_model = TimeModel::kMeasured;  // see TimeModel
+  AutoActions auto_actions = AutoActions::kJoint;  // see AutoActions
   LinkConfig link;
   // Devices sharing the host link (lms/device.h HostLink), each running this
   // step at the same time, as one model per GPU behind one PCIe switch;

@@ -141,6 +141,15 @@ absl::StatusOr<TimeModel> get_time_model(const toml::node& v) {
   return bad("unknown time model");
 }
 
+absl::StatusOr<AutoActions> get_auto_actions(const toml::node& v) {
+  auto s = v.as_string();
+  if (!s) return bad("not a string");
+  for (AutoActions a : {AutoActions::kSwap, AutoActions::kRecompute, AutoActions::kJoint}) {
+    if (s->get() == auto_actions_name(a)) return a;
+  }
+  return bad("unknown auto actions");
+}
+
 absl::StatusOr<std::vector<std::string>> get_names(const toml::node& v) {
   std::vector<std::string> names;
   if (auto s = v.as_string()) {
@@ -217,6 +226,9 @@ const std::vector<KeySpec>& key_specs() {
        "\"measured\" (profile on the device, lms/profile.h) or \"roofline\" ([cost_model] "
        "and [link])",
        to(get_time_model, &LmsConfig::time_model)},
+      {"auto_actions",
+       "\"swap\", \"recompute\" or \"joint\" (what the auto policy may do besides keep)",
+       to(get_auto_actions, &LmsConfig::auto_actions)},
       {"link_devices", "an integer 1..1024 (devices sharing the host link)",
        to([](const toml::node& v) { return get_int(v, 1, 1024); }, &LmsConfig::link_devices)},
       {"link.d2h_bandwidth",
@@ -424,6 +436,18 @@ const char* time_model_name(TimeModel model) {
   return "measured";
 }
 
+const char* auto_actions_name(AutoActions actions) {
+  switch (actions) {
+    case AutoActions::kSwap:
+      return "swap";
+    case AutoActions::kRecompute:
+      return "recompute";
+    case AutoActions::kJoint:
+      return "joint";
+  }
+  return "joint";
+}
+
 absl::StatusOr<LmsConfig> LmsConfig::from_toml_string(std::string_view text) {
   LMS_ASSIGN_OR_RETURN(toml::table table, parse_toml(text));
   LmsConfig config;
@@ -485,6 +509,7 @@ std::string LmsConfig::to_toml() const {
       "\nsync_mode = ", sync_mode, "\nmin_tensor_bytes = ", min_tensor_bytes, "\ntensors = [",
       absl::StrJoin(quoted, ", "), "]\nfragmentation_reserve = ", real(fragmentation_reserve),
       "\nalignment = ", alignment_bytes, "\ntime_model = \"", time_model_name(time_model),
+      "\"\nauto_actions = \"", auto_actions_name(auto_actions),
       "\"\nlink_devices = ", link_devices,
       "\n\n[link]\nd2h_bandwidth = ", real(link.d2h_bytes_per_s),
       "\nh2d_bandwidth = ", real(link.h2d_bytes_per_s),

@@ -38,6 +38,7 @@ void expect_same(const LmsConfig& a, const LmsConfig& b) {
   EXPECT_EQ(a.alignment_bytes, b.alignment_bytes);
   EXPECT_EQ(a.time_model, b.time_model);
   EXPECT_EQ(a.link_devices, b.link_devices);
+  EXPECT_EQ(a.auto_actions, b.auto_actions);
   auto near = [](double x, double y) { EXPECT_NEAR(x, y, 1e-12 * std::abs(y)); };
   near(a.fragmentation_reserve, b.fragmentation_reserve);
   near(a.link.d2h_bytes_per_s, b.link.d2h_bytes_per_s);
@@ -67,6 +68,7 @@ void expect_identical(const LmsConfig& a, const LmsConfig& b, const std::string&
   EXPECT_EQ(a.alignment_bytes, b.alignment_bytes) << context;
   EXPECT_EQ(a.time_model, b.time_model) << context;
   EXPECT_EQ(a.link_devices, b.link_devices) << context;
+  EXPECT_EQ(a.auto_actions, b.auto_actions) << context;
   EXPECT_TRUE(same_bits(a.fragmentation_reserve, b.fragmentation_reserve)) << context;
   EXPECT_TRUE(same_bits(a.link.d2h_bytes_per_s, b.link.d2h_bytes_per_s)) << context;
   EXPECT_TRUE(same_bits(a.link.h2d_bytes_per_s, b.link.h2d_bytes_per_s)) << context;
@@ -166,6 +168,8 @@ TEST(Config, EachBadKeyOrValueIsNamed) {
       {"alignment = 300", "alignment", "300"},
       {"time_model = \"measure\"", "time_model", "measure"},
       {"time_model = 1", "time_model", "1"},
+      {"auto_actions = \"both\"", "auto_actions", "both"},
+      {"auto_actions = 2", "auto_actions", "2"},
       {"link_devices = 0", "link_devices", "0"},
       {"link_devices = 1025", "link_devices", "1025"},
       {"link_devices = 1.5", "link_devices", "1.5"},
@@ -217,6 +221,10 @@ TEST(Config, OverridesUseTheSameKeysAndValidation) {
   EXPECT_TRUE(c.apply_override("time_model=roofline").ok());
   EXPECT_EQ(c.time_model, TimeModel::kRoofline);
   EXPECT_NE(c.to_toml().find("time_model = \"roofline\""), std::string::npos) << c.to_toml();
+  EXPECT_EQ(LmsConfig{}.auto_actions, AutoActions::kJoint);
+  EXPECT_TRUE(c.apply_override("auto_actions=recompute").ok());
+  EXPECT_EQ(c.auto_actions, AutoActions::kRecompute);
+  EXPECT_NE(c.to_toml().find("auto_actions = \"recompute\""), std::string::npos) << c.to_toml();
   EXPECT_EQ(LmsConfig{}.link_devices, 1);
   EXPECT_TRUE(c.apply_override("link_devices=2").ok());
   EXPECT_EQ(c.link_devices, 2);
@@ -436,6 +444,7 @@ LmsConfig random_config(std::mt19937_64& rng) {
   c.fragmentation_reserve = reserves[rng() % std::size(reserves)];
   c.alignment_bytes = uint64_t{1} << (rng() % 21);
   c.time_model = static_cast<TimeModel>(rng() % 2);
+  c.auto_actions = static_cast<AutoActions>(rng() % 3);
   c.link_devices = 1 + static_cast<int32_t>(rng() % 1024);
   c.link.d2h_bytes_per_s = random_positive(rng);
   c.link.h2d_bytes_per_s = random_positive(rng);
