@@ -98,10 +98,12 @@ void BM_PlanAutoTight(benchmark::State& state) {
   state.SetComplexityN(state.range(0));
 }
 
+// range(1): LmsConfig::auto_actions (0 swap, 1 recompute, 2 joint).
 void BM_RewriteAuto(benchmark::State& state) {
   const lms::Graph g = training_like(static_cast<int>(state.range(0)), 1);
   lms::LmsConfig config;
   config.device_memory_limit = midpoint_budget(g);
+  config.auto_actions = static_cast<lms::AutoActions>(state.range(1));
   double stall = 0;
   for (auto _ : state) {
     state.PauseTiming();
@@ -143,10 +145,9 @@ BENCHMARK(BM_PlanAutoTight)
     ->Unit(benchmark::kMillisecond)
     ->Complexity(benchmark::oNLogN);
 BENCHMARK(BM_RewriteAuto)
-    ->RangeMultiplier(10)
-    ->Range(1000, 100000)
-    ->Unit(benchmark::kMillisecond)
-    ->Complexity(benchmark::oNLogN);
+    ->ArgsProduct({{1000, 10000, 100000}, {0, 1, 2}})
+    ->ArgNames({"nodes", "actions"})
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_RewriteTflms)
     ->RangeMultiplier(10)
     ->Range(1000, 100000)

@@ -95,7 +95,7 @@ class AutoPlanner {
   bool chain(TensorId t, int32_t pos, int depth, Chain& out) const;
   Chain recompute_chain(const Gap& gap) const;
   void choose_recompute(int32_t index, const Chain& c);
-  void drop_recompute(Gap& gap);
+  void drop_recompute(int32_t index);
   double link_penalty(const Gap& gap) const {
     if (!joint() || gap.trigger > gap.after) return 0;
     const double t = options_.link_share * prefix_.back();
@@ -109,6 +109,8 @@ class AutoPlanner {
   void set_trigger(Gap& gap, int32_t trigger);
   void phase_hidden();
   absl::Status phase_stall();
+  absl::Status phase_stall_batched();
+  absl::Status stuck(int32_t q) const;
   void phase_drop();
   SwapPlan build_plan() const;
   std::string node_name(int32_t position) const;
@@ -124,6 +126,10 @@ class AutoPlanner {
   std::vector<int32_t> chosen_;                // gap indices in order of choice
   std::vector<int32_t> tensor_gaps_;           // chosen gaps per tensor
   std::vector<std::vector<int32_t>> gaps_of_;  // by tensor, ascending `after`
+  // By gap: chosen recomputes reading its tensor live in it, and, for a
+  // chosen recompute, the gaps it reads live.
+  std::vector<int32_t> dependents_;
+  std::vector<std::vector<int32_t>> leaves_;
   uint64_t host_bytes_ = 0;
   double link_s_ = 0;  // chosen copies' H2D seconds
 };
@@ -173,6 +179,8 @@ void AutoPlanner::collect_gaps() {
     gap.cap = idle.before - 1;
     gaps_.push_back(gap);
   }
+  dependents_.assign(gaps_.size(), 0);
+  leaves_.assign(gaps_.size(), {});
   gaps_of_.assign(live_.tensors.size(), {});
   for (int32_t i = 0; i < static_cast<int32_t>(gaps_.size()); ++i) {
     gaps_of_[gaps_[i].tensor].push_back(i);
@@ -228,14 +236,19 @@ void AutoPlanner::choose_recompute(int32_t index, const Chain& c) {
   gap.recompute_s = c.seconds;
   const int32_t pos = gap.before - 1;
   set_trigger(gap, pos);
+  leaves_[index] = c.leaf_gaps;
   for (int32_t h : c.leaf_gaps) {
+    ++dependents_[h];
     Gap& leaf = gaps_[h];
     leaf.cap = std::min(leaf.cap, pos);
     if (!leaf.recompute && leaf.trigger > pos) set_trigger(leaf, pos);
   }
 }
 
-void AutoPlanner::drop_recompute(Gap& gap) {
+void AutoPlanner::drop_recompute(int32_t index) {
+  Gap& gap = gaps_[index];
+  for (int32_t h : leaves_[index]) --dependents_[h];
+  leaves_[index].clear();
   set_trigger(gap, gap.after);
   gap.recompute = false;
   gap.recompute_s = 0;
@@ -285,47 +298,91 @@ void AutoPlanner::phase_hidden() {
 }
 
 absl::Status AutoPlanner::phase_stall() {
+  if (may_recompute()) return phase_stall_batched();
   while (over()) {
     const int32_t q = tree_.argmax();
     int32_t best = -1;
     double best_score = -1;
-    bool best_recompute = false;
-    Chain best_chain;
     for (int32_t i = 0; i < static_cast<int32_t>(gaps_.size()); ++i) {
       const Gap& gap = gaps_[i];
       if (gap.after >= q || gap.before <= q || gap.trigger >= q || gap.recompute) continue;
-      if (may_swap() && host_allows(gap)) {
-        const int32_t trigger = std::max(gap.hidden_trigger, q);
-        if (trigger <= gap.cap) {
-          const double added = stall(gap, trigger) - stall(gap, gap.trigger) + link_penalty(gap);
-          const double score = static_cast<double>(gap.bytes) / (added + 1e-6);
-          if (score > best_score) best = i, best_score = score, best_recompute = false;
-        }
-      }
-      if (may_recompute() && gap.trigger == gap.after) {
-        Chain c = recompute_chain(gap);
-        if (!c.ok) continue;
-        const double score = static_cast<double>(gap.bytes) / (c.seconds + 1e-6);
-        if (score > best_score) {
-          best = i, best_score = score, best_recompute = true;
-          best_chain = std::move(c);
-        }
-      }
+      if (!host_allows(gap)) continue;
+      const int32_t trigger = std::max(gap.hidden_trigger, q);
+      if (trigger > gap.cap) continue;
+      const double added = stall(gap, trigger) - stall(gap, gap.trigger) + link_penalty(gap);
+      const double score = static_cast<double>(gap.bytes) / (added + 1e-6);
+      if (score > best_score) best = i, best_score = score;
     }
-    if (best < 0) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "lms auto: device bytes during node '", node_name(q), "' stay at ", tree_.global_max(),
-          " > usable budget ", limit_,
-          " with every tensor idle there swapped out (host_memory_limit may prevent more); "
-          "raise device_memory_limit or reduce the batch"));
-    }
+    if (best < 0) return stuck(q);
     Gap& gap = gaps_[best];
     if (gap.trigger == gap.after) chosen_.push_back(best);
-    if (best_recompute) {
-      choose_recompute(best, best_chain);
-    } else {
-      set_trigger(gap, std::max(gap.hidden_trigger, q));
+    set_trigger(gap, std::max(gap.hidden_trigger, q));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AutoPlanner::stuck(int32_t q) const {
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "lms auto: device bytes during node '", node_name(q), "' stay at ", tree_.global_max(),
+      " > usable budget ", limit_,
+      " with every tensor idle there swapped out or recomputed (host_memory_limit may prevent "
+      "more); raise device_memory_limit or reduce the batch"));
+}
+
+// Phase 2 with recomputation: the gaps covering the peak position q are
+// scored once (bytes per added second; a recompute's chain counted once
+// more for each chosen recompute that reads the tensor live there, since
+// its chain then grows by this one) and taken best first, each re-checked
+// against the choices made meanwhile, until q is within the limit. One
+// scan per position relieved instead of one per gap keeps large graphs fast.
+absl::Status AutoPlanner::phase_stall_batched() {
+  struct Candidate {
+    double score;
+    int32_t gap;
+    bool recompute;
+  };
+  std::vector<Candidate> candidates;
+  while (over()) {
+    const int32_t q = tree_.argmax();
+    candidates.clear();
+    for (int32_t i = 0; i < static_cast<int32_t>(gaps_.size()); ++i) {
+      const Gap& gap = gaps_[i];
+      if (gap.after >= q || gap.before <= q || gap.trigger >= q || gap.recompute) continue;
+      if (may_swap() && host_allows(gap) && std::max(gap.hidden_trigger, q) <= gap.cap) {
+        const int32_t trigger = std::max(gap.hidden_trigger, q);
+        const double added = stall(gap, trigger) - stall(gap, gap.trigger) + link_penalty(gap);
+        candidates.push_back({static_cast<double>(gap.bytes) / (added + 1e-6), i, false});
+      }
+      if (gap.trigger == gap.after) {
+        const Chain c = recompute_chain(gap);
+        if (c.ok) {
+          const double seconds = c.seconds * (1 + dependents_[i]);
+          candidates.push_back({static_cast<double>(gap.bytes) / (seconds + 1e-6), i, true});
+        }
+      }
     }
+    std::stable_sort(candidates.begin(), candidates.end(),
+                     [](const Candidate& a, const Candidate& b) { return a.score > b.score; });
+    bool took = false;
+    for (const Candidate& c : candidates) {
+      if (tree_.max(q, q) <= static_cast<int64_t>(limit_)) break;
+      Gap& gap = gaps_[c.gap];
+      if (gap.recompute || gap.trigger >= q) continue;
+      if (c.recompute) {
+        if (gap.trigger != gap.after) continue;
+        const Chain chain = recompute_chain(gap);
+        if (!chain.ok) continue;
+        chosen_.push_back(c.gap);
+        choose_recompute(c.gap, chain);
+      } else {
+        const int32_t trigger = std::max(gap.hidden_trigger, q);
+        if (trigger > gap.cap || !host_allows(gap)) continue;
+        if (gap.trigger == gap.after) chosen_.push_back(c.gap);
+        set_trigger(gap, trigger);
+      }
+      took = true;
+    }
+    if (!took) return stuck(q);
   }
   return absl::OkStatus();
 }
@@ -338,7 +395,7 @@ void AutoPlanner::phase_drop() {
     if (with > static_cast<int64_t>(limit_)) continue;
     if (gap.recompute) {
       // Kept again: chains through this tensor now read it live.
-      drop_recompute(gap);
+      drop_recompute(*it);
     } else {
       set_trigger(gap, gap.after);
     }

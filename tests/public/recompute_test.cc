@@ -253,7 +253,6 @@ TEST(Recompute, JointIsNeverPredictedSlowerThanSwapOnlyOrRecomputeOnly) {
           Graph g = model.graph;
           auto rep = rewrite(g, cfg, RewriteOptions{.device_capacity_bytes = 1ull << 40});
           if (rep.ok()) step[a] = rep->step_time_after_s;
-          std::printf("%s\n%s", rep->summary().c_str(), rep->decisions_text().c_str());
         }
         SCOPED_TRACE(testing::Message() << "link " << link << " B/s, budget " << fraction);
         if (!step.contains(AutoActions::kJoint)) {
