@@ -3,12 +3,15 @@
 // device, the figure bench/pytorch_vdsr.py measures for PyTorch on the same
 // problem (bench/compare_pytorch.sh runs both; results in bench/SPEED.md).
 //
-//   build-*/bench/vdsr_step_bench --threads 2 --warmup 2 --steps 5 [--profile]
+//   build-*/bench/vdsr_step_bench --threads 2 --warmup 2 --steps 5 [--profile] [--plain]
 //
 // Prints seconds per step (mean, min) and conv GFLOP/s; with --profile, the
 // compute-stream time per op (and per conv pass shape) over the timed steps,
-// read from the device's node events. No LMS rewrite: everything fits the
-// device, so this is pure compute + executor overhead.
+// read from the device's node events. The graph goes through lms::rewrite
+// with LMS disabled: everything fits the device, so this is pure compute +
+// executor overhead, with the activation layouts the rewrite picks (blocked
+// between convolutions, Note [Blocked layouts]); --plain skips the rewrite,
+// so every tensor stays NCHW and each conv kernel reorders its own.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -24,6 +27,7 @@
 #include "fmt/format.h"
 #include "lms/device.h"
 #include "lms/profiler/event_sink.h"
+#include "lms/rewrite.h"
 #include "lms/session.h"
 #include "lms/status.h"
 #include "lms/strings.h"
@@ -39,6 +43,7 @@ struct Options {
   int64_t batch = 16;
   int64_t size = 64;
   bool profile = false;
+  bool plain = false;  // no lms::rewrite: every tensor NCHW
 };
 
 // Compute-stream busy time per op, summed over the recorded nodes; conv ops are
@@ -129,8 +134,8 @@ absl::StatusOr<Options> parse(int argc, char** argv) {
     std::string_view a = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
     int64_t n = 0;
-    if (a == "--profile") {
-      o.profile = true;
+    if (a == "--profile" || a == "--plain") {
+      (a == "--profile" ? o.profile : o.plain) = true;
       continue;
     }
     if (a == "--threads") {
@@ -149,7 +154,7 @@ absl::StatusOr<Options> parse(int argc, char** argv) {
     } else {
       return absl::InvalidArgumentError(
           fmt::format("unknown argument '{}' (allowed: --threads N, --warmup N, --steps N, "
-                      "--batch N, --size N, --profile)",
+                      "--batch N, --size N, --profile, --plain)",
                       a));
     }
     ++i;
@@ -187,6 +192,11 @@ absl::Status run(const Options& o) {
   LMS_ASSIGN_OR_RETURN(lms::Graph train, lms::training_graph(g, m.loss, lms::Adam{.lr = 1e-4}));
   LMS_ASSIGN_OR_RETURN(auto device, lms::make_cpu_device({.capacity_bytes = uint64_t{6} << 30,
                                                           .compute_threads = o.threads}));
+  if (!o.plain) {
+    lms::LmsConfig no_swaps;
+    no_swaps.enabled = false;
+    LMS_RETURN_IF_ERROR(lms::rewrite(train, no_swaps, *device).status());
+  }
   OpTimes times(cfg.depth);
   LMS_ASSIGN_OR_RETURN(
       auto session,

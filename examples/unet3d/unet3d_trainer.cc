@@ -95,7 +95,11 @@ class TrainRun {
     device.cuda_ordinal = ranks_.local_rank();
     LMS_ASSIGN_OR_RETURN(device_, examples::make_device(device, cfg_.link));
     LMS_RETURN_IF_ERROR(ranks_.attach_device(*device_));
-    if (o_.run.lms_active()) LMS_RETURN_IF_ERROR(apply_lms());
+    if (o_.run.lms_active()) {
+      LMS_RETURN_IF_ERROR(apply_lms());
+    } else {
+      LMS_RETURN_IF_ERROR(lay_out());
+    }
     log_ << examples::data_parallel_summary(ranks_, o_.batch, o_.lr, o_.distributed.scale_lr);
     const bool trace = !o_.trace_dir.empty() && ranks_.is_root();
     SessionOptions so{.fetches = {"loss"},
@@ -185,6 +189,15 @@ class TrainRun {
     if (ranks_.distributed()) to.data_parallel = DataParallel{};
     LMS_ASSIGN_OR_RETURN(train_, training_graph(g, m.loss, Adam{.lr = learning_rate()}, to));
     return absl::OkStatus();
+  }
+
+  // Without LMS the rewrite only picks the device's activation layouts
+  // (blocked between convolutions on the CPU), so a run without LMS compiles
+  // the same kernels as one with it.
+  absl::Status lay_out() {
+    LmsConfig off;
+    off.enabled = false;
+    return rewrite(train_, off, *device_, {.fetched = {"loss"}}).status();
   }
 
   absl::Status apply_lms() {

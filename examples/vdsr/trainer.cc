@@ -72,7 +72,11 @@ class TrainRun {
     LMS_RETURN_IF_ERROR(build_graph());
     LMS_ASSIGN_OR_RETURN(device_, make_device(o_.run, cfg_.link, ranks_.local_rank()));
     LMS_RETURN_IF_ERROR(ranks_.attach_device(*device_));
-    if (o_.lms_active()) LMS_RETURN_IF_ERROR(apply_lms());
+    if (o_.lms_active()) {
+      LMS_RETURN_IF_ERROR(apply_lms());
+    } else {
+      LMS_RETURN_IF_ERROR(lay_out());
+    }
     log_ << examples::data_parallel_summary(ranks_, o_.batch, o_.lr, o_.distributed.scale_lr);
     const bool trace = !o_.trace_dir.empty() && ranks_.is_root();
     SessionOptions so{.fetches = {"loss"},
@@ -156,6 +160,15 @@ class TrainRun {
         train_,
         training_graph(g, m.loss, Adam{.lr = learning_rate(), .clip_norm = o_.clip_norm}, to));
     return absl::OkStatus();
+  }
+
+  // Without LMS the rewrite only picks the device's activation layouts
+  // (blocked between convolutions on the CPU), so a run without LMS compiles
+  // the same kernels as one with it.
+  absl::Status lay_out() {
+    LmsConfig off;
+    off.enabled = false;
+    return rewrite(train_, off, *device_, {.fetched = {"loss"}}).status();
   }
 
   absl::Status apply_lms() {

@@ -82,4 +82,18 @@ inline constexpr std::string_view kWorkspaceAttr = "workspace";
 inline constexpr std::string_view kWorkspaceFast = "fast";
 inline constexpr std::string_view kWorkspaceLeast = "least";
 
+// The optional attribute "layout" of any node: the storage layout of each
+// input and output tensor, one character each, inputs then ':' then outputs
+// ("bp:b": input 0 blocked, input 1 plain, output 0 blocked). 'p' is the
+// plain NCHW / NCDHW layout of docs/ops.md; 'b' the device's blocked
+// activation layout (on the CPU device oneDNN's nChw16c / nCdhw16c with
+// AVX-512, nChw8c / nCdhw8c otherwise), same byte size, the channels split
+// into blocks. Absent: every tensor plain. Set by lms::rewrite with the CPU
+// device, LMS on or off (Note [Blocked layouts] in
+// src/graph/blocked_layouts.cc), never by model code; a graph run without
+// that rewrite keeps every tensor plain.
+inline constexpr std::string_view kLayoutAttr = "layout";
+inline constexpr char kLayoutPlain = 'p';
+inline constexpr char kLayoutBlocked = 'b';
+
 }  // namespace lms

@@ -47,6 +47,7 @@ absl::Status check_attr_names(const std::string& op, const std::vector<std::stri
                                       kWorkspaceFast, "\" or \"", kWorkspaceLeast, "\""));
       }
     }
+    if (key == kLayoutAttr) continue;  // every op's; check_layout_attr
     if (std::find(accepted.begin(), accepted.end(), key) == accepted.end()) {
       return ops_internal::op_error(
           op, ops_internal::str_cat("unknown attribute '", key, "' (allowed: ", list, ")"));
@@ -60,6 +61,24 @@ absl::Status check_attr_names(const std::string& op, const std::vector<std::stri
     }
   }
   return absl::OkStatus();
+}
+
+// The optional "layout" attribute (kLayoutAttr in lms/types.h): one 'p' or
+// 'b' per input, ':', one per output.
+absl::Status check_layout_attr(const std::string& op, const Attrs& attrs, size_t num_inputs,
+                               size_t num_outputs) {
+  auto it = attrs.find(kLayoutAttr);
+  if (it == attrs.end()) return absl::OkStatus();
+  const std::string* v = std::get_if<std::string>(&it->second);
+  bool ok = v != nullptr && v->size() == num_inputs + 1 + num_outputs && (*v)[num_inputs] == ':';
+  for (size_t i = 0; ok && i < v->size(); ++i) {
+    ok = i == num_inputs || (*v)[i] == kLayoutPlain || (*v)[i] == kLayoutBlocked;
+  }
+  if (ok) return absl::OkStatus();
+  return ops_internal::op_error(
+      op, ops_internal::str_cat("attribute '", kLayoutAttr, "' must be a string of ", num_inputs,
+                                " characters 'p' or 'b' (one per input), ':', and ", num_outputs,
+                                " more (one per output)"));
 }
 
 // Wraps the family's infer with the shared checks.
@@ -84,6 +103,7 @@ OpDef finish(OpSpec spec) {
       absl::Status s = check_shape(ops_internal::str_cat("output ", j), outputs[j]);
       if (!s.ok()) return ops_internal::op_error(arity.name, s.message());
     }
+    LMS_RETURN_IF_ERROR(check_layout_attr(arity.name, attrs, inputs.size(), outputs.size()));
     return outputs;
   };
   if (!def.flops) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "graph/blocked_layouts.h"
 #include "lms/device.h"
 #include "lms/profile.h"
 #include "lms/rewrite.h"
@@ -37,6 +38,16 @@ absl::Status measure_times(const Graph& graph, Device& device, LmsConfig& config
   config.cost_model = calibrate_cost_model(profile, graph);
   options.node_time_s = std::move(profile.node_time_s);
   return absl::OkStatus();
+}
+
+// The CPU device stores activations blocked between ops where every reader
+// can (Note [Blocked layouts] in src/graph/blocked_layouts.cc). This runs
+// before the kernels are compiled for their workspaces, so the plan counts
+// the kernels the session will run, and before the swap pass, whose swap
+// copies and rewired consumers keep each tensor's layout.
+absl::Status lay_out_for(Graph& graph, const Device& device, const RewriteOptions& options) {
+  if (device.kind() != "cpu") return absl::OkStatus();
+  return assign_blocked_layouts(graph, options.fetched).status();
 }
 
 bool is_conv_family(std::string_view op) {
@@ -79,7 +90,10 @@ absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config, Dev
         "); allowed: 0 (the capacity) up to ", format_bytes(mem.capacity_bytes)));
   }
   LMS_RETURN_IF_ERROR(verify(graph));
-  LMS_ASSIGN_OR_RETURN(std::vector<uint64_t> workspaces, kernel_workspace_bytes(graph, device));
+  // The graph changes only when the whole rewrite succeeds.
+  Graph laid_out = graph;
+  LMS_RETURN_IF_ERROR(lay_out_for(laid_out, device, options));
+  LMS_ASSIGN_OR_RETURN(std::vector<uint64_t> workspaces, kernel_workspace_bytes(laid_out, device));
   LmsConfig facts = config;
   facts.alignment_bytes = mem.alignment_bytes;
   RewriteOptions with_device = options;
@@ -87,12 +101,13 @@ absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config, Dev
   with_device.workspace_bytes = std::move(workspaces);
   if (config.enabled) {
     LMS_ASSIGN_OR_RETURN(with_device.least_workspace_bytes,
-                         least_kernel_workspace_bytes(graph, device));
+                         least_kernel_workspace_bytes(laid_out, device));
   }
   if (config.enabled && config.time_model == TimeModel::kMeasured) {
-    LMS_RETURN_IF_ERROR(measure_times(graph, device, facts, with_device));
+    LMS_RETURN_IF_ERROR(measure_times(laid_out, device, facts, with_device));
   }
-  LMS_ASSIGN_OR_RETURN(RewriteReport report, rewrite(graph, facts, with_device));
+  LMS_ASSIGN_OR_RETURN(RewriteReport report, rewrite(laid_out, facts, with_device));
+  graph = std::move(laid_out);
   if (config.enabled && config.time_model == TimeModel::kMeasured) {
     report.time_model = absl::StrCat("measured on ", device.name(), ": ", report.time_model,
                                      " (calibrated on the device, for nodes without a time)");

@@ -10,6 +10,8 @@
 #include <tuple>
 #include <vector>
 
+#include "backend/cpu/kernels/spatial_plan.h"
+#include "lms/types.h"
 #include "spatial_test_util.h"
 
 namespace lms::cpu::testing {
@@ -403,6 +405,80 @@ TEST(ConvKernelWorkspace, BlockedLayoutReportsReorderBuffers) {
   EXPECT_EQ((*blocked)->run(no_workspace).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// Reorders between the plain layout of `shape` and the device's blocked one.
+std::vector<float> reorder(const std::vector<float>& v, const Shape& shape, bool to_blocked) {
+  static CpuKernelContext ctx = make_context();
+  dnnl::memory::desc plain = plain_desc(shape), blocked = blocked_desc(shape);
+  std::vector<float> out(v.size());
+  dnnl::memory src(to_blocked ? plain : blocked, ctx.engine, const_cast<float*>(v.data()));
+  dnnl::memory dst(to_blocked ? blocked : plain, ctx.engine, out.data());
+  dnnl::reorder(src, dst).execute(ctx.stream, src, dst);
+  ctx.stream.wait();
+  return out;
+}
+
+// Runs `spec` with the tensors marked in `layout` ("bp:b" style) blocked:
+// reorders those inputs to blocked and those outputs back to plain.
+std::vector<std::vector<float>> run_blocked(KernelSpec spec, const std::string& layout,
+                                            std::vector<std::vector<float>> inputs,
+                                            const SpatialKernelOptions& options) {
+  spec.attrs[std::string(kLayoutAttr)] = layout;
+  const size_t n_in = spec.input_shapes.size();
+  for (size_t i = 0; i < n_in; ++i) {
+    if (layout[i] == kLayoutBlocked) inputs[i] = reorder(inputs[i], spec.input_shapes[i], true);
+  }
+  auto outputs = run_spec(spec, inputs, options);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (layout[n_in + 1 + i] == kLayoutBlocked) {
+      outputs[i] = reorder(outputs[i], spec.output_shapes[i], false);
+    }
+  }
+  return outputs;
+}
+
+void expect_same_bits(const std::vector<std::vector<float>>& a,
+                      const std::vector<std::vector<float>>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].size(), b[i].size()) << what;
+    EXPECT_EQ(0, std::memcmp(a[i].data(), b[i].data(), a[i].size() * 4))
+        << what << ": output " << i << " differs";
+  }
+}
+
+// Note [Blocked layouts]: a kernel whose activations are stored blocked runs
+// the primitive it runs on plain ones, so the results are bit-identical.
+TEST(ConvKernelBlockedTensors, SameBitsAsPlainTensors) {
+  std::mt19937 rng = seeded_rng(41);
+  for (const ConvCase& cc : conv_cases()) {
+    const char x = cc.x[1] % 16 == 0 ? kLayoutBlocked : kLayoutPlain;
+    const char y = cc.out_channels % 16 == 0 ? kLayoutBlocked : kLayoutPlain;
+    if (cc.transposed || (x == kLayoutPlain && y == kLayoutPlain)) continue;
+    auto xv = random_values(num_elements(cc.x), rng);
+    auto wv = random_values(num_elements(cc.w()), rng);
+    auto bv = random_values(cc.out_channels, rng);
+    auto dy = random_values(num_elements(cc.y()), rng);
+    const std::string b = cc.bias ? "p" : "";
+    for (const OptionCase& oc : kOptionCases) {
+      const std::string what = cc.name + "/" + oc.name;
+      std::vector<std::vector<float>> fwd_in = {xv, wv};
+      if (cc.bias) fwd_in.push_back(bv);
+      expect_same_bits(
+          run_spec(forward_spec(cc), fwd_in, oc.options),
+          run_blocked(forward_spec(cc), std::string{x, 'p'} + b + ":" + y, fwd_in, oc.options),
+          what + " forward");
+      expect_same_bits(
+          run_spec(backward_data_spec(cc), {dy, wv}, oc.options),
+          run_blocked(backward_data_spec(cc), std::string{y, 'p', ':', x}, {dy, wv}, oc.options),
+          what + " backward data");
+      expect_same_bits(run_spec(backward_weights_spec(cc), {xv, dy}, oc.options),
+                       run_blocked(backward_weights_spec(cc), std::string{x, y, ':', 'p'} + b,
+                                   {xv, dy}, oc.options),
+                       what + " backward weights");
+    }
+  }
+}
+
 void expect_invalid(KernelSpec spec, const std::string& fragment) {
   CpuKernelContext ctx = make_context();
   auto k = create_spatial_kernel(spec, ctx);
@@ -439,6 +515,33 @@ TEST(ConvKernelValidation, RejectsInconsistentSpecs) {
   s = forward_spec(dc), s.name = "deconv_dilation",
   s.attrs["dilation"] = std::vector<int64_t>{2, 2};
   expect_invalid(s, "dilation");
+}
+
+TEST(ConvKernelValidation, RejectsBlockedWeightsAndPaddedBlocks) {
+  ConvCase cc = conv_cases()[3];  // 64 -> 64, bias
+  KernelSpec s = forward_spec(cc);
+  s.name = "blocked_weights", s.attrs[std::string(kLayoutAttr)] = std::string("bbp:b");
+  expect_invalid(s, "activations");
+  s = forward_spec(cc), s.name = "short_layout", s.attrs[std::string(kLayoutAttr)] = "bp:b";
+  expect_invalid(s, "layout");
+  cc = conv_cases()[0];  // 3 -> 4 channels: blocks would pad
+  s = forward_spec(cc), s.name = "padded", s.attrs[std::string(kLayoutAttr)] = "bpp:p";
+  expect_invalid(s, "whole blocks");
+}
+
+// create_cpu_kernel: blocked tensors reach only kernels that read them.
+TEST(ConvKernelValidation, OpsWithoutBlockedKernelsRejectBlockedTensors) {
+  CpuKernelContext ctx = make_context();
+  Attrs mixed = {{std::string(kLayoutAttr), std::string("p:b")}};
+  auto relu =
+      create_cpu_kernel(KernelSpec{"r", "relu", mixed, {{2, 16, 4, 4}}, {{2, 16, 4, 4}}}, ctx);
+  EXPECT_EQ(relu.status().code(), absl::StatusCode::kInvalidArgument) << relu.status();
+  Attrs all = {{std::string(kLayoutAttr), std::string("b:b")}};
+  auto ok = create_cpu_kernel(KernelSpec{"r", "relu", all, {{2, 16, 4, 4}}, {{2, 16, 4, 4}}}, ctx);
+  EXPECT_TRUE(ok.ok()) << ok.status();
+  auto softmax =
+      create_cpu_kernel(KernelSpec{"s", "softmax", all, {{2, 16, 4, 4}}, {{2, 16, 4, 4}}}, ctx);
+  EXPECT_EQ(softmax.status().code(), absl::StatusCode::kInvalidArgument) << softmax.status();
 }
 
 TEST(ConvKernelValidation, OtherOpsGetNoKernel) {

@@ -55,8 +55,48 @@ bool use_blocked(const ConvProblem& p, ConvLayout layout, std::string_view op) {
   return std::min(p.x[1], p.y[1]) >= kMinBlockedChannels;
 }
 
-ConvDescs conv_descs(const ConvProblem& p, const SpatialKernelOptions& options,
-                     std::string_view op) {
+// Which of x and y (dx, dy) the node's tensors hold in the blocked layout
+// (kLayoutAttr; Note [Blocked layouts] in src/graph/blocked_layouts.cc).
+struct ConvTensorLayouts {
+  bool x_blocked = false;
+  bool y_blocked = false;
+};
+
+absl::StatusOr<ConvTensorLayouts> conv_tensor_layouts(const KernelSpec& spec,
+                                                      const ConvProblem& p) {
+  auto it = spec.attrs.find(kLayoutAttr);
+  if (it == spec.attrs.end()) return ConvTensorLayouts{};
+  const std::string* s = std::get_if<std::string>(&it->second);
+  const size_t n_in = spec.input_shapes.size();
+  if (s == nullptr || s->size() != n_in + 1 + spec.output_shapes.size() || (*s)[n_in] != ':') {
+    return spec_error(spec,
+                      "attribute 'layout' must be one 'p' or 'b' per input, ':', one per output");
+  }
+  auto in = [&](size_t i) { return (*s)[i] == kLayoutBlocked; };
+  auto out = [&](size_t i) { return (*s)[n_in + 1 + i] == kLayoutBlocked; };
+  ConvTensorLayouts l;
+  if (spec.op.ends_with("_bwd_data")) {
+    l = {.x_blocked = out(0), .y_blocked = in(0)};
+  } else if (spec.op.ends_with("_bwd_weights")) {
+    l = {.x_blocked = in(0), .y_blocked = in(1)};
+  } else {
+    l = {.x_blocked = in(0), .y_blocked = out(0)};
+  }
+  const auto blocked = static_cast<size_t>(std::count(s->begin(), s->end(), kLayoutBlocked));
+  if (blocked != static_cast<size_t>(l.x_blocked) + static_cast<size_t>(l.y_blocked)) {
+    return spec_error(spec, "only the activations (x, y, dx, dy) of a convolution can be blocked");
+  }
+  // Blocking must not pad: the planner counts the plain byte size.
+  for (auto [on, shape] : {std::pair{l.x_blocked, &p.x}, std::pair{l.y_blocked, &p.y}}) {
+    if (on && blocked_desc(*shape).get_size() != plain_desc(*shape).get_size()) {
+      return spec_error(spec, "a blocked tensor's channels must fill whole blocks (16)");
+    }
+  }
+  return l;
+}
+
+ConvDescs conv_descs(const ConvProblem& p, const ConvTensorLayouts& layouts,
+                     const SpatialKernelOptions& options, std::string_view op) {
   ConvDescs d;
   // Note [Conv algorithm]: convolution_auto lets oneDNN pick Winograd (3x3,
   // stride 1, blocked layouts, large enough problems) where its heuristic
@@ -68,8 +108,8 @@ ConvDescs conv_descs(const ConvProblem& p, const SpatialKernelOptions& options,
                        : dnnl::algorithm::convolution_direct;
   Shape w_dims = p.w;
   if (p.transposed) std::swap(w_dims[0], w_dims[1]);
-  d.x_user = plain_desc(p.x);
-  d.y_user = plain_desc(p.y);
+  d.x_user = layouts.x_blocked ? blocked_desc(p.x) : plain_desc(p.x);
+  d.y_user = layouts.y_blocked ? blocked_desc(p.y) : plain_desc(p.y);
   if (p.transposed) {
     auto tag = p.rank == 2 ? memory::format_tag::iohw : memory::format_tag::iodhw;
     d.w_user =
@@ -79,9 +119,11 @@ ConvDescs conv_descs(const ConvProblem& p, const SpatialKernelOptions& options,
   }
   d.bias = plain_desc({p.y[1]});
   bool blocked = use_blocked(p, options.conv_layout, op);
-  d.x = blocked ? any_desc(p.x) : d.x_user;
+  // The primitive is chosen as for plain tensors whatever the tensors'
+  // layouts, so blocking them changes no result (Note [Blocked layouts]).
+  d.x = blocked ? any_desc(p.x) : plain_desc(p.x);
   d.w = blocked ? any_desc(w_dims) : d.w_user;
-  d.y = blocked ? any_desc(p.y) : d.y_user;
+  d.y = blocked ? any_desc(p.y) : plain_desc(p.y);
   d.strides.assign(p.stride.begin(), p.stride.end());
   d.pad.assign(p.pad.begin(), p.pad.end());
   for (int64_t dil : p.dilation) d.dilates.push_back(dil - 1);  // oneDNN: 0 = dense
@@ -189,8 +231,9 @@ std::unique_ptr<Kernel> make_backward_weights(const KernelSpec& spec, const CpuK
 
 template <class F>
 std::unique_ptr<Kernel> make_conv(const KernelSpec& spec, const CpuKernelContext& ctx,
-                                  const ConvProblem& p, const SpatialKernelOptions& options) {
-  ConvDescs d = conv_descs(p, options, spec.op);
+                                  const ConvProblem& p, const ConvTensorLayouts& layouts,
+                                  const SpatialKernelOptions& options) {
+  ConvDescs d = conv_descs(p, layouts, options, spec.op);
   if (spec.op.ends_with("_bwd_data")) return make_backward_data<F>(spec, ctx, p, d);
   if (spec.op.ends_with("_bwd_weights")) return make_backward_weights<F>(spec, ctx, p, d);
   return make_forward<F>(spec, ctx, p, d);
@@ -221,9 +264,10 @@ absl::StatusOr<std::unique_ptr<Kernel>> create_conv_kernel(const KernelSpec& spe
                                                            const SpatialKernelOptions& options) {
   if (!is_conv_op(spec.op)) return std::unique_ptr<Kernel>();
   LMS_ASSIGN_OR_RETURN(ConvProblem p, conv_problem(spec));
+  LMS_ASSIGN_OR_RETURN(ConvTensorLayouts layouts, conv_tensor_layouts(spec, p));
   auto make = [&](const SpatialKernelOptions& o) {
-    return p.transposed ? make_conv<DeconvFamily>(spec, ctx, p, o)
-                        : make_conv<ConvFamily>(spec, ctx, p, o);
+    return p.transposed ? make_conv<DeconvFamily>(spec, ctx, p, layouts, o)
+                        : make_conv<ConvFamily>(spec, ctx, p, layouts, o);
   };
   std::unique_ptr<Kernel> best = make(options);
   if (!wants_least_workspace(spec)) return best;

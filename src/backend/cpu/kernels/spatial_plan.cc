@@ -53,6 +53,18 @@ dnnl::memory::desc any_desc(const Shape& shape) {
                             dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
 }
 
+dnnl::memory::desc blocked_desc(const Shape& shape) {
+  using tag = dnnl::memory::format_tag;
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
+  const bool wide = (isa & avx512) == avx512;  // avx512_core and every ISA above it
+  const bool rank4 = shape.size() == 4;
+  const tag t =
+      wide ? (rank4 ? tag::nChw16c : tag::nCdhw16c) : (rank4 ? tag::nChw8c : tag::nCdhw8c);
+  return dnnl::memory::desc(dnnl::memory::dims(shape.begin(), shape.end()),
+                            dnnl::memory::data_type::f32, t);
+}
+
 // Executes the steps of a PlanBuilder. The dnnl::memory objects are created
 // once; run() only points them at this invocation's buffers.
 class PlanKernel final : public Kernel {

@@ -48,6 +48,10 @@ dnnl::primitive_attr user_scratchpad_attr();
 dnnl::memory::desc plain_desc(const Shape& shape);
 // Same dims with the oneDNN-chosen layout (format_tag::any).
 dnnl::memory::desc any_desc(const Shape& shape);
+// The device's blocked activation layout of an NCHW / NCDHW shape (kLayoutAttr
+// in lms/types.h): nChw16c / nCdhw16c where oneDNN runs AVX-512 kernels, else
+// nChw8c / nCdhw8c, the layouts oneDNN's convolutions pick on those ISAs.
+dnnl::memory::desc blocked_desc(const Shape& shape);
 
 class PlanBuilder {
  public:

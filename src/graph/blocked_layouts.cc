@@ -1,0 +1,151 @@
+#include "graph/blocked_layouts.h"
+
+#include <algorithm>
+#include <array>
+#include <string_view>
+
+#include "absl/strings/str_cat.h"
+
+namespace lms {
+namespace {
+
+// Note [Blocked layouts]: a convolution kernel on the CPU device runs on
+// oneDNN's blocked layout (nChw16c with AVX-512, Note [Conv layouts]); when
+// its input and output tensors are plain it reorders each of them on every
+// call, about 9.5 ms per 64->64 layer of a VDSR step (bench/SPEED.md). A
+// tensor whose producer and every consumer can work on the blocked layout is
+// therefore stored blocked, and nothing reorders it. The rule:
+//  - Only activations and their gradients, produced by a node, NCHW or NCDHW
+//    with C a multiple of kBlockChannels: blocking then only permutes the
+//    bytes (16 divides the block of every ISA), so the tensor's byte size, the
+//    one the memory planner counts, is unchanged. Graph inputs, persistent
+//    tensors, the loss and fetched tensors stay plain: the host writes and
+//    reads those (feeds, fetches, Session::read, checkpoints).
+//  - Convolutions read and write blocked only their activation slots (x, y,
+//    dy, dx; weights and biases stay plain); their kernels reorder a blocked
+//    tensor themselves when the primitive they pick wants plain.
+//  - Element-wise ops (relu, add, ...) see a tensor as a flat array, so they
+//    work on any layout as long as all their inputs and outputs share it:
+//    either all are blocked or none is.
+//  - Swap copies copy bytes, so a swapped tensor keeps its layout:
+//    lms::rewrite lays the graph out before it inserts them, and the nodes
+//    it rewires to a swap-in keep their "layout" attribute. (In a graph that
+//    already has swap nodes, their tensors stay plain.)
+//  - Any other op (concat, pooling, normalisation, losses, optimizers) reads
+//    and writes plain; the CPU kernels refuse anything else (check_layouts
+//    in src/backend/cpu/kernels/cpu_kernels.cc).
+// Reorders are exact permutations and every kernel keeps the primitive it
+// would pick for plain tensors, so results are bit-identical with and
+// without blocking.
+constexpr int64_t kBlockChannels = 16;
+
+constexpr std::array<std::string_view, 9> kElementwiseOps = {
+    "relu",        "relu_bwd", "leaky_relu", "leaky_relu_bwd", "sigmoid",
+    "sigmoid_bwd", "add",      "mul",        "scale"};
+
+bool is_elementwise(std::string_view op) {
+  return std::find(kElementwiseOps.begin(), kElementwiseOps.end(), op) != kElementwiseOps.end();
+}
+
+// Whether a convolution reads input `i` / writes output `i` blocked.
+bool conv_slot(std::string_view op, bool input, size_t i) {
+  if (op == "conv") return i == 0;                      // x -> y
+  if (op == "conv_bwd_data") return i == 0;             // dy -> dx
+  if (op == "conv_bwd_weights") return input && i < 2;  // x, dy -> dw, db
+  return false;
+}
+
+bool slot_may_block(const Node& n, bool input, size_t i) {
+  return is_elementwise(n.op) || conv_slot(n.op, input, i);
+}
+
+bool shape_may_block(const Tensor& t) {
+  return (t.shape.size() == 4 || t.shape.size() == 5) && t.dtype == DType::kFloat32 &&
+         t.shape[1] % kBlockChannels == 0;
+}
+
+// Candidates by the per-slot rule, before the element-wise agreement.
+std::vector<bool> candidates(const Graph& g, const std::vector<bool>& kept_plain) {
+  std::vector<bool> ok(g.num_tensors(), false);
+  for (TensorId t = 0; t < g.num_tensors(); ++t) {
+    const Tensor& tensor = g.tensor(t);
+    if (kept_plain[t] || tensor.producer == kNoNode || is_persistent(tensor.role) ||
+        tensor.role == TensorRole::kHost || !shape_may_block(tensor)) {
+      continue;
+    }
+    const Node& p = g.node(tensor.producer);
+    const size_t out = std::find(p.outputs.begin(), p.outputs.end(), t) - p.outputs.begin();
+    bool all = slot_may_block(p, false, out);
+    for (NodeId c : tensor.consumers) {
+      const Node& n = g.node(c);
+      for (size_t i = 0; i < n.inputs.size(); ++i) {
+        if (n.inputs[i] == t) all = all && slot_may_block(n, true, i);
+      }
+    }
+    ok[t] = all;
+  }
+  return ok;
+}
+
+// An element-wise node with one plain tensor makes all its tensors plain;
+// repeated until nothing changes (chains of element-wise ops).
+void agree_elementwise(const Graph& g, std::vector<bool>& ok) {
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (NodeId id = 0; id < g.num_nodes(); ++id) {
+      const Node& n = g.node(id);
+      if (!is_elementwise(n.op)) continue;
+      bool all = true;
+      for (TensorId t : n.inputs) all = all && ok[t];
+      for (TensorId t : n.outputs) all = all && ok[t];
+      if (all) continue;
+      for (const auto* list : {&n.inputs, &n.outputs}) {
+        for (TensorId t : *list) {
+          changed = changed || ok[t];
+          ok[t] = false;
+        }
+      }
+    }
+  }
+}
+
+std::string layout_string(const Node& n, const std::vector<bool>& blocked) {
+  std::string s;
+  for (TensorId t : n.inputs) s += blocked[t] ? kLayoutBlocked : kLayoutPlain;
+  s += ':';
+  for (TensorId t : n.outputs) s += blocked[t] ? kLayoutBlocked : kLayoutPlain;
+  return s;
+}
+
+}  // namespace
+
+absl::StatusOr<BlockedLayoutReport> assign_blocked_layouts(
+    Graph& g, const std::vector<std::string>& fetched) {
+  std::vector<bool> kept_plain(g.num_tensors(), false);
+  for (const std::string& name : fetched) {
+    const TensorId t = g.find_tensor(name);
+    if (t == kNoTensor) {
+      return absl::InvalidArgumentError(absl::StrCat("assign_blocked_layouts: fetched '", name,
+                                                     "' is not a tensor of the graph"));
+    }
+    kept_plain[t] = true;
+  }
+  if (g.loss() != kNoTensor) kept_plain[g.loss()] = true;
+  std::vector<bool> blocked = candidates(g, kept_plain);
+  agree_elementwise(g, blocked);
+  BlockedLayoutReport report;
+  for (TensorId t = 0; t < g.num_tensors(); ++t) {
+    if (!blocked[t]) continue;
+    ++report.blocked_tensors;
+    report.blocked_bytes += g.tensor(t).bytes();
+  }
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    Node& n = g.mutable_node(id);
+    n.attrs.erase(std::string(kLayoutAttr));
+    std::string s = layout_string(n, blocked);
+    if (s.find(kLayoutBlocked) != std::string::npos) n.attrs[std::string(kLayoutAttr)] = s;
+  }
+  return report;
+}
+
+}  // namespace lms

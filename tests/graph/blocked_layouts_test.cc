@@ -1,0 +1,132 @@
+// assign_blocked_layouts: which tensors of a training graph are blocked, the
+// agreement of every tensor's producer and consumers, fetched tensors and
+// channel counts that keep tensors plain, idempotence, and the op registry's
+// check of the "layout" attribute.
+#include "graph/blocked_layouts.h"
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "lms/ops.h"
+#include "lms/training.h"
+
+namespace lms {
+namespace {
+
+// x -> c1 -> r1 -> c2 -> r2 -> c3 -> r3 -> concat(r3, r1) -> c4 (1 ch) + x
+// -> mse. r1 and r3 feed the concat, which reads plain, so only c2's output,
+// r2 and their gradients can stay blocked.
+Graph skip_net(int64_t channels) {
+  Graph g;
+  TensorId x = g.input("x", {2, 1, 8, 8});
+  TensorId target = g.input("target", {2, 1, 8, 8});
+  TensorId r1 = relu(g, "r1", conv2d(g, "c1", x, channels, {3}, {.pad = {1}, .seed = 1}));
+  TensorId r2 = relu(g, "r2", conv2d(g, "c2", r1, channels, {3}, {.pad = {1}, .seed = 2}));
+  TensorId r3 = relu(g, "r3", conv2d(g, "c3", r2, channels, {3}, {.pad = {1}, .seed = 3}));
+  TensorId cat = concat(g, "cat", {r3, r1});
+  TensorId y = add(g, "residual", conv2d(g, "c4", cat, 1, {3}, {.pad = {1}, .seed = 4}), x);
+  TensorId loss = mse_loss(g, "loss", y, target);
+  return *training_graph(g, loss, Sgd{.lr = 0.1});
+}
+
+// The layout character of tensor `t` at slot `i` of node `n`.
+char slot_layout(const Node& n, bool input, size_t i) {
+  auto it = n.attrs.find(kLayoutAttr);
+  if (it == n.attrs.end()) return kLayoutPlain;
+  const std::string& s = std::get<std::string>(it->second);
+  return input ? s[i] : s[n.inputs.size() + 1 + i];
+}
+
+// Property: a tensor's producer and every consumer agree on its layout.
+// Returns the names of the blocked tensors.
+std::set<std::string> check_agreement(const Graph& g) {
+  std::set<std::string> blocked;
+  for (TensorId t = 0; t < g.num_tensors(); ++t) {
+    const Tensor& tensor = g.tensor(t);
+    char layout = kLayoutPlain;
+    if (tensor.producer != kNoNode) {
+      const Node& p = g.node(tensor.producer);
+      for (size_t i = 0; i < p.outputs.size(); ++i) {
+        if (p.outputs[i] == t) layout = slot_layout(p, false, i);
+      }
+    }
+    for (NodeId c : tensor.consumers) {
+      const Node& n = g.node(c);
+      for (size_t i = 0; i < n.inputs.size(); ++i) {
+        if (n.inputs[i] == t) {
+          EXPECT_EQ(slot_layout(n, true, i), layout) << tensor.name;
+        }
+      }
+    }
+    if (layout == kLayoutBlocked) blocked.insert(tensor.name);
+  }
+  return blocked;
+}
+
+TEST(BlockedLayoutsTest, BlocksConvReluChainsAndKeepsConcatEdgesPlain) {
+  Graph g = skip_net(16);
+  auto report = assign_blocked_layouts(g, {});
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_TRUE(verify(g).ok()) << verify(g);
+  // grad/c3/data is r2's gradient (c3's conv_bwd_data), grad/r2/data c2's.
+  const std::set<std::string> want = {"c2", "r2", "grad/c3/data", "grad/r2/data"};
+  EXPECT_EQ(check_agreement(g), want);
+  EXPECT_EQ(report->blocked_tensors, 4);
+  EXPECT_EQ(report->blocked_bytes, 4u * 2 * 16 * 8 * 8 * 4);
+  // The kernels see the layouts by slot: c2's conv reads r1 plain and
+  // writes blocked; c3's reads r2 blocked.
+  const Node& c2 = g.node(g.tensor(g.find_tensor("c2")).producer);
+  EXPECT_EQ(std::get<std::string>(c2.attrs.at(std::string(kLayoutAttr))), "ppp:b");
+  const Node& c3 = g.node(g.tensor(g.find_tensor("c3")).producer);
+  EXPECT_EQ(std::get<std::string>(c3.attrs.at(std::string(kLayoutAttr))), "bpp:p");
+}
+
+TEST(BlockedLayoutsTest, FetchedTensorsAndTheirElementwiseNeighboursStayPlain) {
+  Graph g = skip_net(16);
+  ASSERT_TRUE(assign_blocked_layouts(g, {"r2"}).ok());
+  // r2 is fetched; relu r2 then keeps c2 plain, and relu_bwd its gradients.
+  EXPECT_EQ(check_agreement(g), std::set<std::string>{});
+}
+
+TEST(BlockedLayoutsTest, ChannelsThatWouldPadStayPlain) {
+  Graph g = skip_net(24);
+  auto report = assign_blocked_layouts(g, {});
+  ASSERT_TRUE(report.ok());
+  EXPECT_EQ(report->blocked_tensors, 0);
+  EXPECT_EQ(check_agreement(g), std::set<std::string>{});
+}
+
+TEST(BlockedLayoutsTest, RunningTwiceGivesTheSameGraph) {
+  Graph g = skip_net(32);
+  ASSERT_TRUE(assign_blocked_layouts(g, {}).ok());
+  const std::string once = to_text(g);
+  ASSERT_TRUE(assign_blocked_layouts(g, {}).ok());
+  EXPECT_EQ(to_text(g), once);
+  auto parsed = parse_graph(once);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(to_text(*parsed), once);
+}
+
+TEST(BlockedLayoutsTest, UnknownFetchIsInvalidArgument) {
+  Graph g = skip_net(16);
+  EXPECT_EQ(assign_blocked_layouts(g, {"nope"}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(BlockedLayoutsTest, VerifyRejectsMalformedLayoutAttribute) {
+  Graph g = skip_net(16);
+  Node& c2 = g.mutable_node(g.tensor(g.find_tensor("c2")).producer);
+  for (const char* bad : {"pp:b", "ppp:bb", "pppb", "ppx:b"}) {
+    c2.attrs[std::string(kLayoutAttr)] = std::string(bad);
+    absl::Status s = verify(g);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("layout"), std::string::npos) << s;
+  }
+  c2.attrs[std::string(kLayoutAttr)] = std::string("ppp:b");
+  EXPECT_TRUE(verify(g).ok());
+}
+
+}  // namespace
+}  // namespace lms
