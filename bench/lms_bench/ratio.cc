@@ -18,12 +18,17 @@ namespace lms::bench {
 namespace {
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
+// Device capacities are whole 64 KiB: the emulated device rounds its
+// capacity down to its alignment, and a plan made for a capacity the device
+// does not have is refused (Session::create).
+constexpr uint64_t kCapacityGrainBytes = uint64_t{64} << 10;
 // "Unlimited" device memory for the ideal run and the profile; the region
 // is reserved lazily, so only touched pages cost RAM.
 constexpr uint64_t kUnlimitedCapacityBytes = uint64_t{8} << 30;
-// Two runs of one plan on this loaded 2-core machine differ by up to about
-// 5% in step time (bench/README.md, "lms-bench ratio"): the joint plan
-// counts as no slower than the better single plan within that.
+// The joint plan counts as no slower than the better single plan within
+// this fraction: what is left of run-to-run noise in the best timed step
+// (Note [Best timed step]) on a quiet machine; on this loaded one the same
+// plan still differs by more at times, and the goal line then says FAIL.
 constexpr double kRunNoise = 0.05;
 
 // Note [Ratio basis]
@@ -125,24 +130,39 @@ CaseSpec throttled_spec(const RatioOptions& o, const ModelFacts& facts, double l
   return spec;
 }
 
+// Note [Best timed step]
+// A run's step time is the shortest of its steps after the warm-up, not
+// the mean. This 2-core machine is shared with other builds and runs: work
+// outside the bench only ever lengthens a step, and on it the same plan
+// run three times in a row (the three plans, while the planner ignored
+// auto_actions) differed by up to 20% in mean step time (bench/README.md,
+// "lms-bench ratio"). The ideal and every plan are timed the same way.
+double best_timed_step_s(const CaseResult& row) {
+  if (row.step_s.size() < 2) return row.mean_step_s;
+  return *std::min_element(row.step_s.begin() + 1, row.step_s.end());
+}
+
 RatioRun run_of(AutoActions plan, const CaseResult& row, double ideal_step_s) {
   RatioRun r{.plan = plan,
              .fits = row.ok,
              .status = row.ok ? "ok" : "does not fit: " + row.status,
-             .step_s = row.mean_step_s,
+             .step_s = best_timed_step_s(row),
+             .mean_step_s = row.mean_step_s,
              .predicted_step_s = row.predicted_step_s,
              .swapped_tensors = row.swapped_tensors,
              .bytes_d2h_per_step = row.bytes_d2h_per_step};
   if (!row.ok) r.error = row.error;
-  if (row.ok && row.mean_step_s > 0) r.relative = ideal_step_s / row.mean_step_s;
+  if (row.ok && r.step_s > 0) r.relative = ideal_step_s / r.step_s;
   return r;
 }
 
 absl::StatusOr<RatioBudget> run_budget(const ModelFactory& f, const RatioOptions& o,
                                        const ModelFacts& facts, const RatioTarget& t, double k,
                                        uint64_t peak_bytes, std::ostream& log) {
+  const auto bytes = static_cast<uint64_t>(static_cast<double>(peak_bytes) / k);
   RatioBudget b{.oversubscription = k,
-                .budget_bytes = static_cast<uint64_t>(static_cast<double>(peak_bytes) / k)};
+                .budget_bytes = std::max(kCapacityGrainBytes,
+                                         bytes / kCapacityGrainBytes * kCapacityGrainBytes)};
   for (AutoActions plan : o.plans) {
     CaseSpec spec = throttled_spec(o, facts, t.throttle_bytes_per_s);
     spec.lms = true;
@@ -151,7 +171,7 @@ absl::StatusOr<RatioBudget> run_budget(const ModelFactory& f, const RatioOptions
     LMS_ASSIGN_OR_RETURN(CaseResult row, run_case(f, spec));
     b.runs.push_back(run_of(plan, row, t.ideal_step_s));
     log << fmt::format("  {} {:g}x {}: {}\n", t.preset.name, k, auto_actions_name(plan),
-                       row.ok ? fmt::format("{:.3f} s/step", row.mean_step_s) : row.status);
+                       row.ok ? fmt::format("{:.3f} s/step", best_timed_step_s(row)) : row.status);
   }
   return b;
 }
@@ -169,7 +189,8 @@ absl::StatusOr<RatioTarget> run_target(const ModelFactory& f, const RatioOptions
         fmt::format("{} {} {}: the ideal run (no LMS, {} device) failed: {}", m.model, m.size_label,
                     m.size, format_bytes(kUnlimitedCapacityBytes), row.error));
   }
-  t.ideal_step_s = row.mean_step_s;
+  t.ideal_step_s = best_timed_step_s(row);
+  t.ideal_mean_step_s = row.mean_step_s;
   t.ideal_predicted_step_s = row.predicted_step_s;
   log << fmt::format("  {}: link {:.1f} MB/s, ideal {:.3f} s/step\n", preset.name,
                      t.throttle_bytes_per_s / 1e6, t.ideal_step_s);
@@ -371,7 +392,8 @@ std::string format_ratio(const RatioResult& r) {
     out += "\n";
   }
   out +=
-      "oversub: device capacity = no-LMS peak / oversub; of ideal: ideal step / measured step; "
+      "oversub: device capacity = no-LMS peak / oversub; step s meas: the best timed step; of "
+      "ideal: ideal step / measured step; "
       "swapped: tensors the plan swaps; MiB out: measured D2H bytes per step\n";
   out += "goals:\n";
   for (const RatioGoal& g : ratio_goals(r)) out += "  " + g.text + "\n";
@@ -392,6 +414,7 @@ nlohmann::json to_json(const RatioResult& r) {
                           {"status", x.status},
                           {"error", x.error},
                           {"step_s", x.step_s},
+                          {"mean_step_s", x.mean_step_s},
                           {"predicted_step_s", x.predicted_step_s},
                           {"relative", x.relative},
                           {"swapped_tensors", x.swapped_tensors},
@@ -407,6 +430,7 @@ nlohmann::json to_json(const RatioResult& r) {
                          {"gpu_link_bytes_per_s", t.preset.link_bytes_per_s},
                          {"throttle_bytes_per_s", t.throttle_bytes_per_s},
                          {"ideal_step_s", t.ideal_step_s},
+                         {"ideal_mean_step_s", t.ideal_mean_step_s},
                          {"ideal_predicted_step_s", t.ideal_predicted_step_s},
                          {"budgets", budgets}});
     }

@@ -91,7 +91,8 @@ struct RatioRun {
   bool fits = false;
   std::string status;  // "ok" or "does not fit: OOM (planner: ...)" / "does not fit: OOM at <node>"
   std::string error;   // the planner's or the runtime's full message when !fits
-  double step_s = 0;   // measured mean after the warm-up
+  double step_s = 0;   // measured: the best step after the warm-up (Note [Best timed step])
+  double mean_step_s = 0;  // measured: the mean after the warm-up
   double predicted_step_s = 0;
   double relative = 0;  // ideal step / step_s
   size_t swapped_tensors = 0;
@@ -100,14 +101,15 @@ struct RatioRun {
 
 struct RatioBudget {
   double oversubscription = 0;
-  uint64_t budget_bytes = 0;
+  uint64_t budget_bytes = 0;   // no-LMS peak / oversubscription, down to whole 64 KiB
   std::vector<RatioRun> runs;  // in RatioOptions::plans order
 };
 
 struct RatioTarget {
   LinkPreset preset;
   double throttle_bytes_per_s = 0;
-  double ideal_step_s = 0;  // no LMS, unlimited device memory, this link
+  double ideal_step_s = 0;  // no LMS, unlimited device memory, this link; best timed step
+  double ideal_mean_step_s = 0;
   double ideal_predicted_step_s = 0;
   std::vector<RatioBudget> budgets;
 };
