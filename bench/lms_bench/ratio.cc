@@ -143,7 +143,7 @@ double best_timed_step_s(const CaseResult& row) {
   return *std::min_element(row.step_s.begin() + 1, row.step_s.end());
 }
 
-RatioRun run_of(AutoActions plan, const CaseResult& row, double ideal_step_s) {
+RatioRun run_of(AutoActions plan, const CaseResult& row, const RatioTarget& t) {
   RatioRun r{.plan = plan,
              .fits = row.ok,
              .status = row.ok ? "ok" : "does not fit: " + row.status,
@@ -153,7 +153,10 @@ RatioRun run_of(AutoActions plan, const CaseResult& row, double ideal_step_s) {
              .swapped_tensors = row.swapped_tensors,
              .bytes_d2h_per_step = row.bytes_d2h_per_step};
   if (!row.ok) r.error = row.error;
-  if (row.ok && r.step_s > 0) r.relative = ideal_step_s / r.step_s;
+  if (row.ok && r.step_s > 0) r.relative = t.ideal_step_s / r.step_s;
+  if (row.ok && r.predicted_step_s > 0) {
+    r.predicted_relative = t.ideal_predicted_step_s / r.predicted_step_s;
+  }
   return r;
 }
 
@@ -170,7 +173,7 @@ absl::StatusOr<RatioBudget> run_budget(const ModelFactory& f, const RatioOptions
     spec.config.auto_actions = plan;
     spec.device.capacity_bytes = b.budget_bytes;
     LMS_ASSIGN_OR_RETURN(CaseResult row, run_case(f, spec));
-    b.runs.push_back(run_of(plan, row, t.ideal_step_s));
+    b.runs.push_back(run_of(plan, row, t));
     log << fmt::format("  {} {:g}x {}: {}\n", t.preset.name, k, auto_actions_name(plan),
                        row.ok ? fmt::format("{:.3f} s/step", best_timed_step_s(row)) : row.status);
   }
@@ -291,9 +294,11 @@ std::string run_row(const RatioBudget& b, const RatioRun& r) {
                        auto_actions_name(r.plan), r.status);
   }
   return fmt::format(
-      "{:>7} | {:>10} | {:>9} | {:>11.3f} | {:>11.3f} | {:>7.1f}% | {:>7} | {:>9.1f}\n", k,
-      format_bytes(b.budget_bytes), auto_actions_name(r.plan), r.step_s, r.predicted_step_s,
-      100 * r.relative, r.swapped_tensors, static_cast<double>(r.bytes_d2h_per_step) / kMiB);
+      "{:>7} | {:>10} | {:>9} | {:>11.3f} | {:>11.3f} | {:>7.1f}% | {:>12.1f}% | {:>7} | "
+      "{:>9.1f}\n",
+      k, format_bytes(b.budget_bytes), auto_actions_name(r.plan), r.step_s, r.predicted_step_s,
+      100 * r.relative, 100 * r.predicted_relative, r.swapped_tensors,
+      static_cast<double>(r.bytes_d2h_per_step) / kMiB);
 }
 
 std::string format_target(const RatioModel& m, const RatioTarget& t) {
@@ -305,9 +310,9 @@ std::string format_target(const RatioModel& m, const RatioTarget& t) {
       rate_text(t.throttle_bytes_per_s), m.device_flops_per_s / 1e9,
       t.preset.link_bytes_per_s / 1e9, t.preset.gpu_flops_per_s / 1e12, t.ideal_step_s,
       t.ideal_predicted_step_s);
-  out += fmt::format("{:>7} | {:>10} | {:>9} | {:>11} | {:>11} | {:>8} | {:>7} | {:>9}\n",
+  out += fmt::format("{:>7} | {:>10} | {:>9} | {:>11} | {:>11} | {:>8} | {:>13} | {:>7} | {:>9}\n",
                      "oversub", "capacity", "plan", "step s meas", "step s pred", "of ideal",
-                     "swapped", "MiB out");
+                     "pred of ideal", "swapped", "MiB out");
   for (const RatioBudget& b : t.budgets) {
     for (const RatioRun& r : b.runs) out += run_row(b, r);
   }
@@ -397,7 +402,8 @@ std::string format_ratio(const RatioResult& r) {
   }
   out +=
       "oversub: device capacity = no-LMS peak / oversub; step s meas: the best timed step; of "
-      "ideal: ideal step / measured step; "
+      "ideal: ideal step / measured step; pred of ideal: the same ratio of the planner's "
+      "predictions; "
       "swapped: tensors the plan swaps; MiB out: measured D2H bytes per step\n";
   out += "goals:\n";
   for (const RatioGoal& g : ratio_goals(r)) out += "  " + g.text + "\n";
@@ -421,6 +427,7 @@ nlohmann::json to_json(const RatioResult& r) {
                           {"mean_step_s", x.mean_step_s},
                           {"predicted_step_s", x.predicted_step_s},
                           {"relative", x.relative},
+                          {"predicted_relative", x.predicted_relative},
                           {"swapped_tensors", x.swapped_tensors},
                           {"bytes_d2h_per_step", x.bytes_d2h_per_step}});
         }

@@ -94,7 +94,8 @@ struct RatioRun {
   double step_s = 0;   // measured: the best step after the warm-up (Note [Best timed step])
   double mean_step_s = 0;  // measured: the mean after the warm-up
   double predicted_step_s = 0;
-  double relative = 0;  // ideal step / step_s
+  double relative = 0;            // ideal step / step_s
+  double predicted_relative = 0;  // the same ratio of the planner's predictions
   size_t swapped_tensors = 0;
   uint64_t bytes_d2h_per_step = 0;  // measured
 };

@@ -141,6 +141,9 @@ TEST(Ratio, TinyRunThrottlesToTheMeasuredRateAndPrintsEveryPlan) {
     EXPECT_LE(rel, 1.5) << run["plan"];
     EXPECT_NEAR(rel, t["ideal_step_s"].get<double>() / run["step_s"].get<double>(), 1e-9);
     EXPECT_GT(run["predicted_step_s"].get<double>(), 0);
+    EXPECT_NEAR(run["predicted_relative"].get<double>(),
+                t["ideal_predicted_step_s"].get<double>() / run["predicted_step_s"].get<double>(),
+                1e-9);
     EXPECT_GT(run["bytes_d2h_per_step"].get<uint64_t>(), 0u);  // half the peak must swap
   }
   EXPECT_EQ(two["runs"][2]["plan"], "joint");
