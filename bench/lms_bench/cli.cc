@@ -513,6 +513,15 @@ absl::StatusOr<std::vector<int64_t>> parse_size_list(const std::string& flag,
 }
 
 absl::Status check_host_memory(const BenchCommand& c, uint64_t limit) {
+  if (c.mode == Mode::kRatio) {  // each model at its one size
+    for (const std::string& model : c.ratio_models) {
+      BenchCommand one = c;
+      one.mode = model == "unet3d" ? Mode::kUnet3d : Mode::kVdsr;
+      one.sizes = {model == "unet3d" ? c.ratio_size : c.ratio_batch};
+      LMS_RETURN_IF_ERROR(check_host_memory(one, limit));
+    }
+    return absl::OkStatus();
+  }
   if (c.sizes.empty() || c.mode == Mode::kHelp) return absl::OkStatus();
   const int64_t size = *std::max_element(c.sizes.begin(), c.sizes.end());
   if (c.mode == Mode::kUnet3d || (c.mode == Mode::kContention && c.model == "unet3d")) {

@@ -46,6 +46,21 @@ TEST(RatioCli, DefaultsAreTheTwoGoalTargetsAndThreeFactors) {
   EXPECT_EQ(c->oversubscription, (std::vector<double>{1.5, 2, 4}));
   EXPECT_EQ(c->steps, 3);
   EXPECT_EQ(c->ratio_batch, 8);
+  EXPECT_EQ(c->threads, 1);  // Note [Ratio threads]
+}
+
+TEST(RatioCli, InputsLargerThanTheHostAreRefusedPerModel) {
+  BenchCommand c = *parse({});
+  c.ratio_batch = 64;
+  // 2 x 64 x 48 x 48 x 4 bytes of VDSR input; the U-Net's 8 x 32^3 x 4 fit.
+  EXPECT_TRUE(check_host_memory(c, 2 * 64 * 48 * 48 * 4).ok());
+  absl::Status s = check_host_memory(c, 2 * 64 * 48 * 48 * 4 - 1);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("--batch 64"), std::string::npos) << s.message();
+  c.ratio_models = {"unet3d"};
+  c.ratio_size = 64;
+  s = check_host_memory(c, 8 * 64 * 64 * 64 * 4 - 1);
+  EXPECT_NE(s.message().find("--size 64"), std::string::npos) << s.message();
 }
 
 TEST(RatioCli, PresetsCustomTargetsAndSizes) {
