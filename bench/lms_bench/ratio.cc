@@ -26,9 +26,10 @@ constexpr uint64_t kCapacityGrainBytes = uint64_t{64} << 10;
 // is reserved lazily, so only touched pages cost RAM.
 constexpr uint64_t kUnlimitedCapacityBytes = uint64_t{8} << 30;
 // The joint plan counts as no slower than the better single plan within
-// this fraction: what is left of run-to-run noise in the best timed step
-// (Note [Best timed step]) on a quiet machine; on this loaded one the same
-// plan still differs by more at times, and the goal line then says FAIL.
+// this fraction, a tolerance for run-to-run noise in the best timed step
+// (Note [Best timed step]). On this loaded 2-core machine one plan run
+// three times differs by more at times (bench/README.md), and the goal line
+// then says FAIL on noise: rerun it on a quiet machine.
 constexpr double kRunNoise = 0.05;
 
 // Note [Ratio basis]
@@ -135,9 +136,9 @@ CaseSpec throttled_spec(const RatioOptions& o, const ModelFacts& facts, double l
 // the mean. This 2-core machine is shared with other builds and runs: work
 // outside the bench only ever lengthens a step, and on it the same plan
 // run three times in a row (the three plans, while the planner ignored
-// auto_actions) differed by up to 20% in mean step time (bench/README.md,
-// "lms-bench ratio"). The ideal is timed the same way over twice the timed
-// steps; a shorter ideal only lowers every ratio.
+// auto_actions) differed by up to 20% in mean step time, and by more under
+// heavier load (bench/README.md, "Compute-to-link ratio"). The ideal is timed the same way over
+// twice the timed steps; a shorter ideal only lowers every ratio.
 double best_timed_step_s(const CaseResult& row) {
   if (row.step_s.size() < 2) return row.mean_step_s;
   return *std::min_element(row.step_s.begin() + 1, row.step_s.end());
