@@ -94,6 +94,9 @@ absl::StatusOr<PlanFacts> measure_facts(const Graph& train, const ContentionOpti
   r.profile_s = profile.elapsed_s;
   facts.config = o.config;
   facts.config.time_model = TimeModel::kRoofline;  // with the measured times below
+  // The copies are what is measured: plan swaps only (lms-bench ratio
+  // compares them with recomputation).
+  facts.config.auto_actions = AutoActions::kSwap;
   facts.config.link = profile.link;
   facts.config.cost_model = calibrate_cost_model(profile, train);
   facts.config.device_memory_limit = 0;  // the device capacity is the budget

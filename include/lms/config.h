@@ -97,8 +97,8 @@ struct LmsConfig {
   // fits (Note [Placement-aware planning]), so no reserve is needed; a
   // reserve leaves device memory to other users of the device.
   double fragmentation_reserve = 0.0;
-  uint64_t alignment_bytes = 256;               // allocator alignment, a power of two
-  TimeModel time_model = TimeModel::kMeasured;  // see TimeModel
+  uint64_t alignment_bytes = 256;                  // allocator alignment, a power of two
+  TimeModel time_model = TimeModel::kMeasured;     // see TimeModel
   AutoActions auto_actions = AutoActions::kJoint;  // see AutoActions
   LinkConfig link;
   // Devices sharing the host link (lms/device.h HostLink), each running this

@@ -60,15 +60,35 @@ struct RewriteOptions {
   double allreduce_bytes_per_s = 10e9;
 };
 
+// What the plan does with one tensor (RewriteReport::decisions).
+struct TensorDecision {
+  std::string tensor;
+  std::string action;  // "swap" or "recompute"
+  uint64_t bytes = 0;  // the tensor's bytes
+  int restores = 0;    // swap-ins, or recomputations, per step
+  // Predicted cost per step, seconds: for "swap" the link time of its copies
+  // (swap-out and swap-ins at the planned link bandwidth; hidden behind
+  // compute unless the link is busy, see stall_s), for "recompute" the
+  // compute time of the nodes run again for it (on the compute stream).
+  double seconds = 0;
+};
+
 struct RewriteReport {
   bool enabled = false;  // false: the graph was left unchanged
   SwapPolicy policy = SwapPolicy::kAuto;
-  std::vector<std::string> swapped;  // tensor names, in plan order
-  uint64_t bytes_out_per_step = 0;   // D2H bytes per step
-  uint64_t bytes_in_per_step = 0;    // H2D bytes per step
-  uint64_t host_bytes = 0;           // pinned host bytes held by swapped tensors
-  uint64_t budget_bytes = 0;         // device bytes planned for (0: none known)
-  uint64_t usable_budget_bytes = 0;  // what auto planned for: budget less reserve and re-plans
+  // The plan the auto policy chose (LmsConfig::auto_actions): with "joint"
+  // the one of joint, swap-only and recompute-only whose predicted step time
+  // is least among those that fit.
+  AutoActions actions = AutoActions::kSwap;
+  std::vector<std::string> swapped;       // tensor names copied to host, in plan order
+  std::vector<std::string> recomputed;    // tensor names recomputed (and never copied)
+  std::vector<TensorDecision> decisions;  // one per swapped or recomputed tensor
+  double recompute_s = 0;                 // predicted compute seconds of recomputation per step
+  uint64_t bytes_out_per_step = 0;        // D2H bytes per step
+  uint64_t bytes_in_per_step = 0;         // H2D bytes per step
+  uint64_t host_bytes = 0;                // pinned host bytes held by swapped tensors
+  uint64_t budget_bytes = 0;              // device bytes planned for (0: none known)
+  uint64_t usable_budget_bytes = 0;       // what auto planned for: budget less reserve and re-plans
   // The original graph's memory profile peak, bytes (docs/memory_model.md):
   // persistent bytes plus the most bytes live at one position.
   uint64_t peak_bytes_before = 0;
@@ -114,12 +134,14 @@ struct RewriteReport {
   std::string time_model;
   uint64_t working_set_limit_bytes = 0;  // no plan gets below this
   std::string working_set_node;          // the node that sets it
-  std::string plan_text;                 // one line per swapped tensor
+  std::string plan_text;                 // one line per swapped or recomputed tensor
   // Convolution nodes the rewrite set to workspace = "least" because the
   // plan with the fast kernels did not fit (RewriteOptions::
   // least_workspace_bytes); empty when none.
   std::vector<std::string> least_workspace_nodes;
   std::string summary() const;  // human-readable, multi-line
+  // One line per decision: tensor, action, bytes, restores and cost.
+  std::string decisions_text() const;
 };
 
 // Runs the policy of `config` on `graph` (verified before and after) and

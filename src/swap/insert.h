@@ -12,6 +12,24 @@
 // puts, right after each node of the old schedule, the swap-outs anchored
 // there and then the swap-ins it triggers (plan.h relies on this order), so
 // schedule() reproduces the planned positions.
+//
+// Note [Recomputation]
+// A restore marked `recompute` (plan.h) is served by clones of the tensor's
+// producer inserted right after the trigger (after the swap-outs and swap-ins
+// anchored there): node "recompute/<tensor>/<k>" (k: the restore's index
+// among the item's swap_ins) with the producer's op and attributes, its
+// output replacing the tensor in the served consumers. Each input of the
+// producer is read in the version live right after the trigger: the original
+// when its next use after the trigger reads the original, the copy of a
+// swap-in triggered at or before the trigger, or the output of an earlier
+// recompute; an input with no such version (dead there, or swapped in or
+// recomputed later) is itself recomputed first by a clone named
+// "recompute/<tensor>/<k>/<its producer>", and so on back to live inputs
+// (gradient checkpointing's segment recomputation, Chen et al. 2016).
+// Each clone gets a control input from the trigger. Clones run the same
+// kernel on the same bytes, so the results are bit-identical to the
+// originals; parameters are read before the first update (recompute restores
+// serve uses before live.commit), so they see the same weights.
 #pragma once
 
 #include "absl/status/status.h"
@@ -22,9 +40,13 @@
 namespace lms::swap {
 
 // `live` must be the analysis of `graph` the plan was made for.
-// InvalidArgument from validate_plan, or when a swap name is already taken
-// (the graph was rewritten before); the graph is unchanged then. Verifies the
-// result (verify()).
-absl::Status insert_swaps(Graph& graph, const Liveness& live, const SwapPlan& plan);
+// InvalidArgument from validate_plan, when a swap or recompute name is
+// already taken (the graph was rewritten before), or when a recompute needs a
+// tensor that is neither live at its trigger nor recomputable; the graph is
+// unchanged then. Verifies the result (verify()). `clone_of`, when given, is
+// set to one entry per node of the result: the node a recompute clone
+// copies, kNoNode for every other node.
+absl::Status insert_swaps(Graph& graph, const Liveness& live, const SwapPlan& plan,
+                          std::vector<NodeId>* clone_of = nullptr);
 
 }  // namespace lms::swap

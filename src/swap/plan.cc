@@ -55,6 +55,15 @@ absl::Status validate_swap_in(const Graph& g, const Liveness& live, const SwapPl
 }
 
 absl::Status validate_item(const Graph& g, const Liveness& live, const SwapPlan::Item& item) {
+  if (item.tensor >= 0 && item.tensor < g.num_tensors()) {
+    for (const SwapPlan::SwapIn& in : item.swap_ins) {
+      if (in.recompute && !recomputable(g, g.tensor(item.tensor).producer)) {
+        return item_error(g, item.tensor,
+                          "its producer cannot be recomputed (only forward ops whose outputs "
+                          "depend on their inputs alone: see swap::recomputable)");
+      }
+    }
+  }
   if (item.tensor < 0 || item.tensor >= g.num_tensors()) {
     return item_error(g, item.tensor, "not a tensor of the graph");
   }
@@ -80,6 +89,26 @@ absl::Status validate_item(const Graph& g, const Liveness& live, const SwapPlan:
 
 }  // namespace
 
+bool recomputable(const Graph& graph, NodeId node) {
+  static const absl::flat_hash_set<std::string>* const kOps = new absl::flat_hash_set<std::string>{
+      "conv", "deconv", "upsample", "relu",  "leaky_relu", "sigmoid",       "softmax",   "add",
+      "mul",  "scale",  "concat",   "slice", "max_pool",   "instance_norm", "batch_norm"};
+  if (node < 0 || node >= graph.num_nodes()) return false;
+  const Node& n = graph.node(node);
+  if (!kOps->contains(n.op)) return false;
+  for (TensorId out : n.outputs) {
+    if (graph.tensor(out).role != TensorRole::kActivation) return false;
+  }
+  return true;
+}
+
+bool copies(const SwapPlan::Item& item) {
+  for (const SwapPlan::SwapIn& in : item.swap_ins) {
+    if (!in.recompute) return true;
+  }
+  return false;
+}
+
 std::string to_text(const SwapPlan& plan, const Graph& graph) {
   std::string out;
   for (const SwapPlan::Item& item : plan.items) {
@@ -87,7 +116,13 @@ std::string to_text(const SwapPlan& plan, const Graph& graph) {
     for (const SwapPlan::SwapIn& in : item.swap_ins) {
       std::vector<std::string> cs;
       for (NodeId c : in.consumers) cs.push_back(graph.node(c).name);
-      ins.push_back(absl::StrCat(graph.node(in.trigger).name, "@{", absl::StrJoin(cs, ", "), "}"));
+      ins.push_back(absl::StrCat(in.recompute ? "recompute" : graph.node(in.trigger).name, "@{",
+                                 absl::StrJoin(cs, ", "), "}"));
+    }
+    if (!copies(item)) {
+      absl::StrAppend(&out, "recompute ", graph.tensor(item.tensor).name, " in=[",
+                      absl::StrJoin(ins, ", "), "]\n");
+      continue;
     }
     absl::StrAppend(&out, "swap ", graph.tensor(item.tensor).name,
                     " out_after=", graph.node(item.swap_out_after).name, " in=[",
@@ -135,10 +170,13 @@ MemoryProfile plan_profile(const Liveness& live, const SwapPlan& plan) {
 PlanTraffic plan_traffic(const Graph& graph, const SwapPlan& plan) {
   PlanTraffic traffic;
   for (const SwapPlan::Item& item : plan.items) {
+    if (!copies(item)) continue;
     uint64_t bytes = graph.tensor(item.tensor).bytes();
     traffic.bytes_out += bytes;
     traffic.host_bytes += bytes;
-    traffic.bytes_in += bytes * item.swap_ins.size();
+    for (const SwapPlan::SwapIn& in : item.swap_ins) {
+      if (!in.recompute) traffic.bytes_in += bytes;
+    }
   }
   return traffic;
 }

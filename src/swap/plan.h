@@ -1,6 +1,8 @@
 // A swap plan: which tensors are copied to pinned host memory, after which
 // node each swap-out is issued, and for each later group of consumers the
-// trigger node after which its swap-in starts. Planners produce it; the
+// trigger node after which its swap-in starts, or, for a restore marked
+// `recompute`, after which the tensor is computed again from its producer's
+// inputs (Note [Recomputation] in insert.h). Planners produce it; the
 // insertion pass (insert.h) applies it.
 //
 //   SwapPlan plan;
@@ -23,6 +25,10 @@ struct SwapPlan {
   struct SwapIn {
     NodeId trigger = kNoNode;       // the swap-in is issued right after this node
     std::vector<NodeId> consumers;  // later uses served by this copy
+    // Recomputed instead of copied: right after `trigger` the tensor's
+    // producer (and, where its inputs are gone too, theirs) runs again on the
+    // compute stream; nothing crosses the link.
+    bool recompute = false;
   };
   struct Item {
     TensorId tensor = kNoTensor;
@@ -38,8 +44,20 @@ struct SwapPlan {
   std::vector<Item> items;
 };
 
+// True when `node` may be run again to recompute its outputs: a forward op
+// whose outputs depend only on its inputs and attributes (conv, deconv,
+// upsample, relu, leaky_relu, sigmoid, softmax, add, mul, scale, concat,
+// slice, max_pool, instance_norm, batch_norm) with activation outputs.
+bool recomputable(const Graph& graph, NodeId node);
+
+// True when some restore of the item copies (a swap-out is needed).
+bool copies(const SwapPlan::Item& item);
+
 // One line per item:
 //   swap conv1 out_after=conv1 in=[relu9@{relu_bwd3, conv_bwd_weights1}] sync_before=-
+// with a recompute restore written recompute@{consumers}, and an item that
+// only recomputes written
+//   recompute relu3 in=[recompute@{relu_bwd3}]
 std::string to_text(const SwapPlan& plan, const Graph& graph);
 
 // Checks that `plan` can be applied to `graph` scheduled as `live`: each
@@ -64,7 +82,8 @@ void clamp_to_commit(const Liveness& live, SwapPlan& plan);
 // Requires a valid plan.
 MemoryProfile plan_profile(const Liveness& live, const SwapPlan& plan);
 
-// Bytes copied each way per step (unrounded tensor bytes).
+// Bytes copied each way per step (unrounded tensor bytes); recompute
+// restores copy nothing.
 struct PlanTraffic {
   uint64_t bytes_out = 0;
   uint64_t bytes_in = 0;

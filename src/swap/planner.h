@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "lms/config.h"
 #include "lms/graph.h"
 #include "swap/liveness.h"
 #include "swap/plan.h"
@@ -62,6 +63,12 @@ struct AutoOptions {
   uint64_t min_tensor_bytes = 0;
   double h2d_bytes_per_s = 12e9;
   double copy_latency_s = 5e-6;
+  // What a gap may be relieved by (Note [Joint planner]); recomputation needs
+  // the graph (plan_auto's `graph` non-null), without it only swaps are used.
+  AutoActions actions = AutoActions::kSwap;
+  // Joint: the share of the step's compute time the planner lets copies
+  // occupy the link before it charges them (Note [Joint planner]), [0, 1].
+  double link_share = 1.0;
 };
 
 // Candidates are the idle intervals (idle_intervals) of every non-persistent,
@@ -69,7 +76,8 @@ struct AutoOptions {
 // gradients, and graph inputs after their first read.
 // Least predicted stall plan whose exact profile (plan_profile) stays within
 // budget_bytes * (1 - fragmentation_reserve); the empty plan if the graph
-// already fits. `node_time_s` is by position. See Note [Auto planner].
+// already fits. `node_time_s` is by position. See Note [Auto planner] and,
+// for recompute restores, Note [Joint planner].
 // ResourceExhausted naming the node and its bytes when a working set
 // (working_sets) exceeds the usable budget, or when no swap can relieve a
 // position; InvalidArgument for a budget of 0 or a reserve outside [0, 1).

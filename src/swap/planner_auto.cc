@@ -19,6 +19,31 @@
 // (simulator.h) predicts the step with it. The final plan is re-checked with
 // plan_profile from scratch, so "fits" is never answered for a plan that does
 // not fit the usable budget.
+//
+// Note [Joint planner]
+// With recomputation (AutoOptions::actions recompute or joint) a gap may also
+// be relieved by dropping the tensor after u_a and recomputing it right
+// before u_b (Note [Recomputation] in insert.h): the same freed range as a
+// swap triggered at u_b - 1, at the cost of running its producer again, plus
+// the producers of any input not live there (a chain, costed with the
+// current choices: an input is live unless its own gap there is recomputed,
+// or swapped in later, which the chain forbids from then on by capping that
+// gap's trigger). Copies are not free once the link is busy: the joint
+// planner keeps the sum of chosen copy times (link seconds) and in phase 1
+// takes a hidden swap only while that sum stays within the step's compute
+// time (times link_share); in phase 2 a swap costs its added stall plus the link seconds it adds
+// past the compute time, a recompute the seconds of its chain, and among the
+// gaps covering the peak the one with most bytes per added second wins,
+// swap or recompute. The copies' stall estimate ignores queueing, so the
+// link's real capacity is less than the compute time: AutoOptions::link_share
+// scales it, and the rewrite plans with several shares and keeps the plan the
+// simulator predicts fastest. Recompute-only skips phase 1 and offers only
+// recomputes; swap-only is Note [Auto planner] unchanged. The chain's
+// intermediates live only between u_b - 1 and u_b, where node u_b's outputs
+// and workspace are not allocated yet, so the profile at the positions does
+// not count them; the rewritten graph's layout decides `fits` (Note [Honest
+// fits]), and where the intermediates do not fit the rewrite plans again for
+// less (Note [Placement-aware planning]).
 #include <algorithm>
 #include <cmath>
 
@@ -41,6 +66,18 @@ struct Gap {
   int32_t hidden_trigger;  // latest trigger that hides the copy (after: none)
   int32_t trigger;         // current trigger; == after while not chosen
   double seconds;          // idle compute time of the gap
+  bool recompute = false;  // chosen, and restored by recomputation
+  int32_t cap = 0;         // latest swap trigger a chosen recompute allows
+  double recompute_s = 0;  // the chain's compute seconds when chosen
+};
+
+// What recomputing a tensor right after a position needs, with the current
+// choices (Note [Joint planner]).
+struct Chain {
+  bool ok = false;
+  double seconds = 0;
+  uint64_t transient = 0;          // bytes of the chain's intermediates
+  std::vector<int32_t> leaf_gaps;  // gaps of the inputs read live there
 };
 
 class AutoPlanner {
@@ -51,6 +88,19 @@ class AutoPlanner {
 
  private:
   void collect_gaps();
+  bool joint() const { return options_.actions == AutoActions::kJoint && graph_ != nullptr; }
+  bool may_swap() const { return options_.actions != AutoActions::kRecompute || graph_ == nullptr; }
+  bool may_recompute() const { return options_.actions != AutoActions::kSwap && graph_ != nullptr; }
+  int32_t covering_gap(TensorId t, int32_t pos) const;
+  bool chain(TensorId t, int32_t pos, int depth, Chain& out) const;
+  Chain recompute_chain(const Gap& gap) const;
+  void choose_recompute(int32_t index, const Chain& c);
+  void drop_recompute(Gap& gap);
+  double link_penalty(const Gap& gap) const {
+    if (!joint() || gap.trigger > gap.after) return 0;
+    const double t = options_.link_share * prefix_.back();
+    return std::max(0.0, link_s_ + gap.copy_s - t) - std::max(0.0, link_s_ - t);
+  }
   double stall(const Gap& gap, int32_t trigger) const {
     if (trigger <= gap.after) return 0;
     return std::max(0.0, gap.copy_s - (prefix_[gap.before] - prefix_[trigger + 1]));
@@ -71,9 +121,11 @@ class AutoPlanner {
   std::vector<double> prefix_;  // prefix_[p] = compute time of positions < p
   RangeMaxTree tree_;
   std::vector<Gap> gaps_;
-  std::vector<int32_t> chosen_;       // gap indices in order of choice
-  std::vector<int32_t> tensor_gaps_;  // chosen gaps per tensor
+  std::vector<int32_t> chosen_;                // gap indices in order of choice
+  std::vector<int32_t> tensor_gaps_;           // chosen gaps per tensor
+  std::vector<std::vector<int32_t>> gaps_of_;  // by tensor, ascending `after`
   uint64_t host_bytes_ = 0;
+  double link_s_ = 0;  // chosen copies' H2D seconds
 };
 
 std::vector<int64_t> signed_profile(const Liveness& live) {
@@ -118,8 +170,75 @@ void AutoPlanner::collect_gaps() {
         hi = mid - 1;
     }
     gap.hidden_trigger = lo;
+    gap.cap = idle.before - 1;
     gaps_.push_back(gap);
   }
+  gaps_of_.assign(live_.tensors.size(), {});
+  for (int32_t i = 0; i < static_cast<int32_t>(gaps_.size()); ++i) {
+    gaps_of_[gaps_[i].tensor].push_back(i);
+  }
+  for (auto& list : gaps_of_) {
+    std::sort(list.begin(), list.end(),
+              [&](int32_t a, int32_t b) { return gaps_[a].after < gaps_[b].after; });
+  }
+}
+
+// The gap of `t` idle right after `pos` (after <= pos < before), or -1.
+int32_t AutoPlanner::covering_gap(TensorId t, int32_t pos) const {
+  const std::vector<int32_t>& list = gaps_of_[t];
+  auto it = std::upper_bound(list.begin(), list.end(), pos,
+                             [&](int32_t p, int32_t g) { return p < gaps_[g].after; });
+  if (it == list.begin()) return -1;
+  const Gap& gap = gaps_[*(it - 1)];
+  return gap.before > pos ? *(it - 1) : -1;
+}
+
+// Adds what recomputing `t` right after `pos` costs to `out`; false when
+// some input is neither live there nor recomputable.
+bool AutoPlanner::chain(TensorId t, int32_t pos, int depth, Chain& out) const {
+  constexpr int kMaxDepth = 8;
+  const NodeId producer = graph_->tensor(t).producer;
+  if (depth > kMaxDepth || !recomputable(*graph_, producer)) return false;
+  const int32_t p = live_.position[producer];
+  out.seconds += prefix_[p + 1] - prefix_[p];
+  for (TensorId in : graph_->node(producer).inputs) {
+    const TensorLife& life = live_.tensors[in];
+    if (life.persistent || life.fetched) continue;
+    const bool used_later = !life.uses.empty() && life.uses.back() > pos;
+    const int32_t g = used_later ? covering_gap(in, pos) : -1;
+    if (used_later && (g < 0 || !gaps_[g].recompute)) {
+      if (g >= 0) out.leaf_gaps.push_back(g);
+      continue;
+    }
+    out.transient += life.bytes;
+    if (!chain(in, pos, depth + 1, out)) return false;
+  }
+  return true;
+}
+
+Chain AutoPlanner::recompute_chain(const Gap& gap) const {
+  Chain c;
+  c.ok = chain(gap.tensor, gap.before - 1, 0, c);
+  return c;
+}
+
+void AutoPlanner::choose_recompute(int32_t index, const Chain& c) {
+  Gap& gap = gaps_[index];
+  gap.recompute = true;
+  gap.recompute_s = c.seconds;
+  const int32_t pos = gap.before - 1;
+  set_trigger(gap, pos);
+  for (int32_t h : c.leaf_gaps) {
+    Gap& leaf = gaps_[h];
+    leaf.cap = std::min(leaf.cap, pos);
+    if (!leaf.recompute && leaf.trigger > pos) set_trigger(leaf, pos);
+  }
+}
+
+void AutoPlanner::drop_recompute(Gap& gap) {
+  set_trigger(gap, gap.after);
+  gap.recompute = false;
+  gap.recompute_s = 0;
 }
 
 bool AutoPlanner::host_allows(const Gap& gap) const {
@@ -133,7 +252,8 @@ void AutoPlanner::set_trigger(Gap& gap, int32_t trigger) {
   tree_.add(gap.after + 1, trigger, -bytes);     // apply the new one
   const bool was = gap.trigger > gap.after, is = trigger > gap.after;
   gap.trigger = trigger;
-  if (was == is) return;
+  if (was == is || gap.recompute) return;
+  link_s_ += is ? gap.copy_s : -gap.copy_s;
   int32_t& count = tensor_gaps_[gap.tensor];
   if (is && count++ == 0) host_bytes_ += gap.bytes;
   if (!is && --count == 0) host_bytes_ -= gap.bytes;
@@ -141,6 +261,7 @@ void AutoPlanner::set_trigger(Gap& gap, int32_t trigger) {
 
 void AutoPlanner::phase_hidden() {
   std::vector<int32_t> ranked;
+  if (!may_swap()) return;
   for (int32_t i = 0; i < static_cast<int32_t>(gaps_.size()); ++i) {
     if (gaps_[i].hidden_trigger > gaps_[i].after) ranked.push_back(i);
   }
@@ -157,6 +278,7 @@ void AutoPlanner::phase_hidden() {
     Gap& gap = gaps_[i];
     if (tree_.max(gap.after + 1, gap.hidden_trigger) <= static_cast<int64_t>(limit_)) continue;
     if (!host_allows(gap)) continue;
+    if (joint() && link_s_ + gap.copy_s > options_.link_share * prefix_.back()) continue;
     set_trigger(gap, gap.hidden_trigger);
     chosen_.push_back(i);
   }
@@ -167,13 +289,28 @@ absl::Status AutoPlanner::phase_stall() {
     const int32_t q = tree_.argmax();
     int32_t best = -1;
     double best_score = -1;
+    bool best_recompute = false;
+    Chain best_chain;
     for (int32_t i = 0; i < static_cast<int32_t>(gaps_.size()); ++i) {
       const Gap& gap = gaps_[i];
-      if (gap.after >= q || gap.before <= q || gap.trigger >= q || !host_allows(gap)) continue;
-      const int32_t trigger = std::max(gap.hidden_trigger, q);
-      const double added = stall(gap, trigger) - stall(gap, gap.trigger);
-      const double score = static_cast<double>(gap.bytes) / (added + 1e-6);
-      if (score > best_score) best = i, best_score = score;
+      if (gap.after >= q || gap.before <= q || gap.trigger >= q || gap.recompute) continue;
+      if (may_swap() && host_allows(gap)) {
+        const int32_t trigger = std::max(gap.hidden_trigger, q);
+        if (trigger <= gap.cap) {
+          const double added = stall(gap, trigger) - stall(gap, gap.trigger) + link_penalty(gap);
+          const double score = static_cast<double>(gap.bytes) / (added + 1e-6);
+          if (score > best_score) best = i, best_score = score, best_recompute = false;
+        }
+      }
+      if (may_recompute() && gap.trigger == gap.after) {
+        Chain c = recompute_chain(gap);
+        if (!c.ok) continue;
+        const double score = static_cast<double>(gap.bytes) / (c.seconds + 1e-6);
+        if (score > best_score) {
+          best = i, best_score = score, best_recompute = true;
+          best_chain = std::move(c);
+        }
+      }
     }
     if (best < 0) {
       return absl::ResourceExhaustedError(absl::StrCat(
@@ -184,7 +321,11 @@ absl::Status AutoPlanner::phase_stall() {
     }
     Gap& gap = gaps_[best];
     if (gap.trigger == gap.after) chosen_.push_back(best);
-    set_trigger(gap, std::max(gap.hidden_trigger, q));
+    if (best_recompute) {
+      choose_recompute(best, best_chain);
+    } else {
+      set_trigger(gap, std::max(gap.hidden_trigger, q));
+    }
   }
   return absl::OkStatus();
 }
@@ -192,8 +333,15 @@ absl::Status AutoPlanner::phase_stall() {
 void AutoPlanner::phase_drop() {
   for (auto it = chosen_.rbegin(); it != chosen_.rend(); ++it) {
     Gap& gap = gaps_[*it];
+    if (gap.trigger == gap.after) continue;
     const int64_t with = tree_.max(gap.after + 1, gap.trigger) + static_cast<int64_t>(gap.bytes);
-    if (with <= static_cast<int64_t>(limit_)) set_trigger(gap, gap.after);
+    if (with > static_cast<int64_t>(limit_)) continue;
+    if (gap.recompute) {
+      // Kept again: chains through this tensor now read it live.
+      drop_recompute(gap);
+    } else {
+      set_trigger(gap, gap.after);
+    }
   }
 }
 
@@ -214,6 +362,7 @@ SwapPlan AutoPlanner::build_plan() const {
       const int32_t end = k + 1 < gaps.size() ? gaps[k + 1]->after : life.uses.back();
       SwapPlan::SwapIn in;
       in.trigger = live_.order[gaps[k]->trigger];
+      in.recompute = gaps[k]->recompute;
       for (int32_t use : life.uses) {
         if (use >= gaps[k]->before && use <= end) in.consumers.push_back(live_.order[use]);
       }

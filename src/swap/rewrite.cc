@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "lms/status.h"
@@ -76,7 +78,7 @@ absl::StatusOr<swap::SwapPlan> rule_plan(const Graph& g, const LmsConfig& c, con
 
 // Plans for `usable` device bytes (the budget less what is kept free).
 absl::StatusOr<swap::SwapPlan> make_plan(const Graph& g, const LmsConfig& c, const Analysis& a,
-                                         uint64_t usable) {
+                                         uint64_t usable, AutoActions actions, double link_share) {
   if (c.policy != SwapPolicy::kAuto) return rule_plan(g, c, a);
   if (usable == 0) {
     return absl::InvalidArgumentError(
@@ -90,6 +92,8 @@ absl::StatusOr<swap::SwapPlan> make_plan(const Graph& g, const LmsConfig& c, con
   ao.min_tensor_bytes = c.min_tensor_bytes;
   ao.h2d_bytes_per_s = c.link.h2d_bytes_per_s / c.link_devices;  // CostOptions::link_devices
   ao.copy_latency_s = c.link.copy_latency_s;
+  ao.actions = actions;
+  ao.link_share = link_share;
   return swap::plan_auto(&g, a.live, a.times, ao);
 }
 
@@ -175,16 +179,37 @@ absl::Status layout_fits(const Graph& g, const LmsConfig& c, const RewriteOption
 // Other policies are laid out once and report whether they fit.
 constexpr int kFitAttempts = 16;
 
+// The options of `rewritten`, whose recompute clones (clone_of, insert.h)
+// get the workspace and the measured time of the node they copy.
+RewriteOptions options_after(const RewriteOptions& o, const std::vector<NodeId>& clone_of) {
+  RewriteOptions after = o;
+  auto extend = [&](auto& by_node, auto missing) {
+    for (NodeId n = 0; n < static_cast<NodeId>(clone_of.size()); ++n) {
+      if (clone_of[n] == kNoNode) continue;
+      if (by_node.size() <= static_cast<size_t>(n)) by_node.resize(n + 1, missing);
+      by_node[n] =
+          clone_of[n] < static_cast<NodeId>(by_node.size()) ? by_node[clone_of[n]] : missing;
+    }
+  };
+  if (after.workspace_bytes.has_value()) extend(*after.workspace_bytes, uint64_t{0});
+  if (!after.node_time_s.empty()) extend(after.node_time_s, -1.0);
+  return after;
+}
+
 absl::Status plan_and_place(const Graph& graph, const LmsConfig& config,
                             const RewriteOptions& options, const Analysis& before,
-                            RewriteReport& rep, Graph& rewritten, swap::SwapPlan& plan) {
+                            AutoActions actions, double link_share, RewriteReport& rep,
+                            Graph& rewritten, swap::SwapPlan& plan,
+                            RewriteOptions& rewritten_options) {
   // One attempt: plan for `usable`, insert, lay out; true when it fits.
   auto attempt = [&](uint64_t usable) -> absl::StatusOr<bool> {
     rep.usable_budget_bytes = usable;
-    LMS_ASSIGN_OR_RETURN(plan, make_plan(graph, config, before, usable));
+    LMS_ASSIGN_OR_RETURN(plan, make_plan(graph, config, before, usable, actions, link_share));
     rewritten = graph;
-    LMS_RETURN_IF_ERROR(swap::insert_swaps(rewritten, before.live, plan));
-    LMS_RETURN_IF_ERROR(layout_fits(rewritten, config, options, rep));
+    std::vector<NodeId> clone_of;
+    LMS_RETURN_IF_ERROR(swap::insert_swaps(rewritten, before.live, plan, &clone_of));
+    rewritten_options = options_after(options, clone_of);
+    LMS_RETURN_IF_ERROR(layout_fits(rewritten, config, rewritten_options, rep));
     return rep.fits;
   };
   uint64_t usable = rep.usable_budget_bytes;
@@ -221,6 +246,7 @@ absl::Status plan_and_place(const Graph& graph, const LmsConfig& config,
   Graph best_graph = rewritten;
   swap::SwapPlan best_plan = plan;
   RewriteReport best_rep = rep;
+  RewriteOptions best_options = rewritten_options;
   for (int k = 0; k < kFitAttempts / 2 && hi - lo > config.alignment_bytes; ++k) {
     const uint64_t mid = lo + (hi - lo) / 2;
     LMS_ASSIGN_OR_RETURN(fitted, attempt(mid));
@@ -229,6 +255,7 @@ absl::Status plan_and_place(const Graph& graph, const LmsConfig& config,
       best_graph = rewritten;
       best_plan = plan;
       best_rep = rep;
+      best_options = rewritten_options;
     } else {
       hi = mid;
     }
@@ -236,6 +263,7 @@ absl::Status plan_and_place(const Graph& graph, const LmsConfig& config,
   rewritten = std::move(best_graph);
   plan = std::move(best_plan);
   rep = std::move(best_rep);
+  rewritten_options = std::move(best_options);
   return absl::OkStatus();
 }
 
@@ -285,14 +313,16 @@ std::string RewriteReport::summary() const {
         format_bytes(arena_persistent_bytes));
   }
   return absl::StrFormat(
-             "lms: policy %s, %d tensors swapped\n"
+             "lms: policy %s, %d tensors swapped, %d recomputed (%.6f s of compute)\n"
              "  device budget        %s (usable %s): %s\n"
              "  predicted peak       %s -> %s (working-set limit %s at %s)\n"
              "  swap traffic / step  %s out, %s in; pinned host %s\n"
              "  predicted step       %.6f s -> %.6f s (stall %.6f s)\n"
              "  time model           %s\n"
              "  static arena         %s (lower bound %s, gap %s; persistent %s outside)\n",
-             policy_name(policy), swapped.size(), format_bytes(budget_bytes),
+             policy == SwapPolicy::kAuto ? absl::StrCat("auto (", auto_actions_name(actions), ")")
+                                         : std::string(policy_name(policy)),
+             swapped.size(), recomputed.size(), recompute_s, format_bytes(budget_bytes),
              format_bytes(usable_budget_bytes), fit_text(*this), format_bytes(peak_bytes_before),
              format_bytes(peak_bytes_after), format_bytes(working_set_limit_bytes),
              working_set_node, format_bytes(bytes_out_per_step), format_bytes(bytes_in_per_step),
@@ -306,7 +336,105 @@ std::string RewriteReport::summary() const {
                                 least_workspace_nodes.size()));
 }
 
+std::string RewriteReport::decisions_text() const {
+  std::string out;
+  for (const TensorDecision& d : decisions) {
+    absl::StrAppendFormat(&out, "%-9s %s  %s x%d  %.6f s\n", d.action, d.tensor,
+                          format_bytes(d.bytes), d.restores, d.seconds);
+  }
+  return out;
+}
+
 namespace {
+
+// The tensors a plan swaps or recomputes, with their predicted costs.
+void fill_decisions(const Graph& graph, const Graph& rewritten, const LmsConfig& c,
+                    const swap::SwapPlan& plan, const std::vector<double>& times_by_node,
+                    RewriteReport& rep) {
+  absl::flat_hash_map<std::string, size_t> by_base;  // "recompute/<t>/<k>" -> decision
+  for (const swap::SwapPlan::Item& item : plan.items) {
+    const Tensor& t = graph.tensor(item.tensor);
+    TensorDecision d;
+    d.tensor = t.name;
+    d.bytes = t.bytes();
+    d.restores = static_cast<int>(item.swap_ins.size());
+    const double bytes = static_cast<double>(d.bytes);
+    if (swap::copies(item)) {
+      d.action = "swap";
+      const double d2h = c.link.d2h_bytes_per_s / c.link_devices;
+      const double h2d = c.link.h2d_bytes_per_s / c.link_devices;
+      d.seconds = c.link.copy_latency_s + bytes / d2h;
+      for (const auto& in : item.swap_ins) {
+        if (!in.recompute) d.seconds += c.link.copy_latency_s + bytes / h2d;
+      }
+      rep.swapped.push_back(t.name);
+    } else {
+      d.action = "recompute";
+      rep.recomputed.push_back(t.name);
+    }
+    for (size_t k = 0; k < item.swap_ins.size(); ++k) {
+      if (item.swap_ins[k].recompute) {
+        by_base[absl::StrCat("recompute/", t.name, "/", k)] = rep.decisions.size();
+      }
+    }
+    rep.decisions.push_back(std::move(d));
+  }
+  for (NodeId n = graph.num_nodes(); n < rewritten.num_nodes(); ++n) {
+    const std::string& name = rewritten.node(n).name;
+    if (!absl::StartsWith(name, "recompute/")) continue;
+    const double seconds = n < static_cast<NodeId>(times_by_node.size()) ? times_by_node[n] : 0;
+    rep.recompute_s += seconds;
+    // The base is the name itself or a prefix of it ending before a '/'.
+    for (size_t end = name.size(); end != std::string::npos && end > 0;
+         end = name.rfind('/', end - 1)) {
+      auto it = by_base.find(name.substr(0, end));
+      if (it != by_base.end()) {
+        rep.decisions[it->second].seconds += seconds;
+        break;
+      }
+    }
+  }
+}
+
+struct Planned {
+  Graph graph;
+  RewriteReport rep;
+};
+
+// Plans with `actions`, inserts the plan into a copy of `graph` and predicts
+// the step; `rep` holds what was filled before planning.
+absl::StatusOr<Planned> plan_with(const Graph& graph, const LmsConfig& config,
+                                  const RewriteOptions& options, const Analysis& before,
+                                  RewriteReport rep, AutoActions actions, double link_share = 1.0) {
+  rep.actions = actions;
+  Graph rewritten = graph;
+  swap::SwapPlan plan;
+  RewriteOptions rewritten_options = options;
+  LMS_RETURN_IF_ERROR(plan_and_place(graph, config, options, before, actions, link_share, rep,
+                                     rewritten, plan, rewritten_options));
+  const swap::PlanTraffic traffic = swap::plan_traffic(graph, plan);
+  if (config.host_memory_limit > 0 && traffic.host_bytes > config.host_memory_limit) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "lms rewrite: the plan holds ", format_bytes(traffic.host_bytes),
+        " of pinned host memory, over host_memory_limit ", format_bytes(config.host_memory_limit),
+        "; raise host_memory_limit or swap fewer tensors (min_tensor_bytes, swapout_threshold)"));
+  }
+  rep.plan_text = swap::to_text(plan, graph);
+  rep.bytes_out_per_step = traffic.bytes_out;
+  rep.bytes_in_per_step = traffic.bytes_in;
+  rep.host_bytes = traffic.host_bytes;
+  LMS_ASSIGN_OR_RETURN(Analysis after, analyse(rewritten, config, rewritten_options));
+  std::vector<double> times_by_node(rewritten.num_nodes(), 0);
+  for (size_t p = 0; p < after.live.order.size(); ++p)
+    times_by_node[after.live.order[p]] = after.times[p];
+  fill_decisions(graph, rewritten, config, plan, times_by_node, rep);
+  const swap::SimResult sim = swap::simulate(rewritten, after.live, after.times,
+                                             {rep.budget_bytes, /*wait_at_release=*/true});
+  rep.step_time_after_s = sim.step_time_s;
+  rep.stall_s = sim.stall_s;
+  rewritten.set_plan_record(plan_record(graph, config, rewritten_options, rep));
+  return Planned{std::move(rewritten), std::move(rep)};
+}
 
 absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const LmsConfig& config,
                                            const RewriteOptions& options) {
@@ -326,29 +454,39 @@ absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const LmsConfig& config
     return rep;
   }
 
-  Graph rewritten = graph;
-  swap::SwapPlan plan;
-  LMS_RETURN_IF_ERROR(plan_and_place(graph, config, options, before, rep, rewritten, plan));
-  const swap::PlanTraffic traffic = swap::plan_traffic(graph, plan);
-  if (config.host_memory_limit > 0 && traffic.host_bytes > config.host_memory_limit) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "lms rewrite: the plan holds ", format_bytes(traffic.host_bytes),
-        " of pinned host memory, over host_memory_limit ", format_bytes(config.host_memory_limit),
-        "; raise host_memory_limit or swap fewer tensors (min_tensor_bytes, swapout_threshold)"));
+  if (config.policy != SwapPolicy::kAuto || config.auto_actions != AutoActions::kJoint) {
+    const AutoActions actions =
+        config.policy == SwapPolicy::kAuto ? config.auto_actions : AutoActions::kSwap;
+    LMS_ASSIGN_OR_RETURN(Planned p, plan_with(graph, config, options, before, rep, actions));
+    graph = std::move(p.graph);
+    return p.rep;
   }
-  rep.plan_text = swap::to_text(plan, graph);
-  for (const auto& item : plan.items) rep.swapped.push_back(graph.tensor(item.tensor).name);
-  rep.bytes_out_per_step = traffic.bytes_out;
-  rep.bytes_in_per_step = traffic.bytes_in;
-  rep.host_bytes = traffic.host_bytes;
-  LMS_ASSIGN_OR_RETURN(Analysis after, analyse(rewritten, config, options));
-  const swap::SimResult sim = swap::simulate(rewritten, after.live, after.times,
-                                             {rep.budget_bytes, /*wait_at_release=*/true});
-  rep.step_time_after_s = sim.step_time_s;
-  rep.stall_s = sim.stall_s;
-  rewritten.set_plan_record(plan_record(graph, config, options, rep));
-  graph = std::move(rewritten);
-  return rep;
+  // Note [Joint planner]: the joint greedy plan with several link shares,
+  // and the swap-only and recompute-only plans as well; the least predicted
+  // step time that fits wins (the first on a tie), so joint is never
+  // predicted slower than either.
+  absl::StatusOr<Planned> best =
+      plan_with(graph, config, options, before, rep, AutoActions::kJoint);
+  const bool nothing_to_do = best.ok() && best->rep.decisions.empty();
+  struct Variant {
+    AutoActions actions;
+    double link_share;
+  };
+  for (Variant v : {Variant{AutoActions::kJoint, 0.5}, Variant{AutoActions::kJoint, 0.25},
+                    Variant{AutoActions::kJoint, 0.0}, Variant{AutoActions::kSwap, 1.0},
+                    Variant{AutoActions::kRecompute, 1.0}}) {
+    if (nothing_to_do) break;
+    absl::StatusOr<Planned> p =
+        plan_with(graph, config, options, before, rep, v.actions, v.link_share);
+    if (!p.ok()) continue;
+    const bool better_fit = !best.ok() || (p->rep.fits && !best->rep.fits);
+    const bool faster = best.ok() && p->rep.fits == best->rep.fits &&
+                        p->rep.step_time_after_s < best->rep.step_time_after_s;
+    if (better_fit || faster) best = std::move(p);
+  }
+  if (!best.ok()) return best.status();
+  graph = std::move(best->graph);
+  return best->rep;
 }
 
 // Note [Least workspace fallback]: a convolution's fastest kernel may need a

@@ -98,6 +98,7 @@ TEST(Sweep, LmsTrainsWhereTheDeviceRunsOutWithoutIt) {
   o.sizes = {4, 24};
   o.steps = 2;
   o.device = tiny_device();
+  o.config.auto_actions = AutoActions::kSwap;  // the swap columns are checked below
   std::ostringstream log;
   auto r = run_sweep(tiny_vdsr(), o, log);
   ASSERT_TRUE(r.ok()) << r.status();

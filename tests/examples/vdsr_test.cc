@@ -316,7 +316,8 @@ TEST(VdsrTrainTest, AutoPolicyUnderBudgetSwapsAndMatchesBitForBit) {
   for (int percent : {85, 90, 95}) {
     TrainOptions o = base;
     uint64_t budget = reference.peak_device_bytes * percent / 100;
-    o.lms_overrides = {"policy=auto", "device_memory_limit=" + std::to_string(budget)};
+    o.lms_overrides = {"policy=auto", "auto_actions=swap",
+                       "device_memory_limit=" + std::to_string(budget)};
     std::ostringstream log;
     absl::StatusOr<TrainResult> lms = train(o, log);
     std::printf("budget %d%% of the peak: %s\n%s", percent, lms.status().ToString().c_str(),

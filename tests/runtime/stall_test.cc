@@ -149,6 +149,7 @@ PlanInputs plan_inputs(const Model& m) {
 Graph plan_for(const Model& m, const PlanInputs& in, double link, RewriteReport* report) {
   LmsConfig cfg;
   cfg.policy = SwapPolicy::kAuto;
+  cfg.auto_actions = AutoActions::kSwap;  // stalls come from copies
   cfg.device_memory_limit = in.budget;
   cfg.link.d2h_bytes_per_s = cfg.link.h2d_bytes_per_s = link;
   cfg.link.copy_latency_s = 0;

@@ -1,7 +1,9 @@
 #include "swap/insert.h"
 
+#include <algorithm>
 #include <random>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "swap/planner.h"
 #include "swap_test_util.h"
@@ -103,6 +105,137 @@ TEST(Insert, PlanProfileIsExactOnRandomGraphs) {
     EXPECT_EQ(memory_profile(*after).peak, planned.peak);
     EXPECT_LE(planned.peak, memory_profile(*live).peak);
   }
+}
+
+// Positions in comments; r is read again at v, q only by r.
+constexpr char kChainGraph[] = R"(input x f32[1,1,16,16]
+node p = relu(x) -> p f32[1,1,16,16] activation
+node q = scale(p) {factor=2.0} -> q f32[1,1,16,16] activation
+node r = relu(q) -> r f32[1,1,16,16] activation
+node s = relu(r) -> s f32[1,1,16,16] activation
+node u = relu(s) -> u f32[1,1,16,16] activation
+node v = add(u, r) -> v f32[1,1,16,16] activation
+node w = add(v, p) -> w f32[1,1,16,16] activation
+node loss = reduce_mean(w) -> loss f32[] activation
+loss loss
+)";
+
+// Recomputing r before v: its input q is dead there, so q is recomputed
+// first from p, which is still live (read again by w).
+TEST(Insert, RecomputeChainsThroughDeadInputsToLiveOnes) {
+  Graph g = parse_or_die(kChainGraph);
+  auto live = analyze(g, {});
+  ASSERT_TRUE(live.ok());
+  SwapPlan plan;
+  plan.items.push_back({g.find_tensor("r"),
+                        g.find_node("r"),
+                        {{g.find_node("u"), {g.find_node("v")}, /*recompute=*/true}},
+                        kNoNode});
+  const MemoryProfile planned = plan_profile(*live, plan);
+  EXPECT_EQ(to_text(plan, g), "recompute r in=[recompute@{v}]\n");
+  std::vector<NodeId> clone_of;
+  ASSERT_TRUE(insert_swaps(g, *live, plan, &clone_of).ok());
+  ASSERT_TRUE(verify(g).ok());
+  EXPECT_EQ(schedule_names(g), (std::vector<std::string>{"p", "q", "r", "s", "u", "recompute/r/0/q",
+                                                         "recompute/r/0", "v", "w", "loss"}));
+  const Node& chain_q = g.node(g.find_node("recompute/r/0/q"));
+  EXPECT_EQ(chain_q.op, "scale");
+  EXPECT_EQ(chain_q.attrs, g.node(g.find_node("q")).attrs);
+  EXPECT_EQ(g.tensor(chain_q.inputs[0]).name, "p");
+  const Node& chain_r = g.node(g.find_node("recompute/r/0"));
+  EXPECT_EQ(g.tensor(chain_r.inputs[0]).name, "recompute/r/0/q");
+  EXPECT_EQ(g.tensor(g.node(g.find_node("v")).inputs[1]).name, "recompute/r/0");
+  ASSERT_EQ(clone_of.size(), static_cast<size_t>(g.num_nodes()));
+  EXPECT_EQ(clone_of[g.find_node("recompute/r/0")], g.find_node("r"));
+  EXPECT_EQ(clone_of[g.find_node("recompute/r/0/q")], g.find_node("q"));
+  EXPECT_EQ(clone_of[g.find_node("v")], kNoNode);
+  // r is freed after s: during u (position 4) one tensor less is live; the
+  // chain's q and r are live only between u and v.
+  const int32_t u = live->position[g.find_node("u")];
+  EXPECT_EQ(planned.during[u] + 1024, memory_profile(*live).during[u]);
+  auto after = analyze(g, {});
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(memory_profile(*after).during[after->position[g.find_node("u")]], planned.during[u]);
+  EXPECT_LE(memory_profile(*after).peak, planned.peak + 1024);
+}
+
+TEST(Insert, RecomputeNeedsLiveOrRecomputableInputs) {
+  // a = relu(x) before d: x is a graph input read only by a.
+  Graph g = parse_or_die(kSkipGraph);
+  auto live = analyze(g, {});
+  ASSERT_TRUE(live.ok());
+  const std::string before = to_text(g);
+  SwapPlan plan;
+  plan.items.push_back({g.find_tensor("a"),
+                        g.find_node("a"),
+                        {{g.find_node("e"), {g.find_node("d")}, true}},
+                        kNoNode});
+  absl::Status s = insert_swaps(g, *live, plan);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("'x'"), absl::string_view::npos) << s;
+  EXPECT_EQ(to_text(g), before);
+  // A tensor whose producer is not a forward op cannot be recomputed.
+  Graph train = swap_test::conv_training_graph();
+  auto tlive = analyze(train, {});
+  ASSERT_TRUE(tlive.ok());
+  const TensorId grad = train.find_tensor("grad/conv3/data");
+  ASSERT_NE(grad, kNoTensor);
+  const NodeId producer = train.tensor(grad).producer;
+  const NodeId last = train.tensor(grad).consumers.back();
+  SwapPlan bad;
+  bad.items.push_back({grad, producer, {{producer, {last}, true}}, kNoNode});
+  s = insert_swaps(train, *tlive, bad);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("cannot be recomputed"), absl::string_view::npos) << s;
+}
+
+// Recompute-only and joint plans on random chains with skips: every plan
+// inserts, verifies, serves each planned consumer from a clone of the right
+// node, and the result's profile at the original positions is the planned one.
+TEST(Insert, RecomputePlansOnRandomGraphs) {
+  int recomputed = 0;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    SCOPED_TRACE(testing::Message() << "seed " << seed);
+    std::mt19937_64 rng(seed);
+    Graph g = swap_test::random_chain(seed, 10 + static_cast<int>(rng() % 40));
+    auto live = analyze(g, {});
+    ASSERT_TRUE(live.ok());
+    const MemoryProfile full = memory_profile(*live);
+    const uint64_t ws = working_set_limit(*live).bytes;
+    AutoOptions options;
+    options.budget_bytes = ws + (full.peak - ws) * (1 + rng() % 3) / 4;
+    options.actions = rng() % 2 == 0 ? AutoActions::kRecompute : AutoActions::kJoint;
+    options.h2d_bytes_per_s = 1e6;  // a slow link: recomputation is cheaper
+    const std::vector<double> times(live->size(), 1e-4);
+    auto plan = plan_auto(&g, *live, times, options);
+    if (!plan.ok()) {
+      EXPECT_EQ(plan.status().code(), absl::StatusCode::kResourceExhausted) << plan.status();
+      continue;
+    }
+    const MemoryProfile planned = plan_profile(*live, *plan);
+    EXPECT_LE(planned.peak, options.budget_bytes);
+    const Graph original = g;
+    std::vector<NodeId> clone_of;
+    ASSERT_TRUE(insert_swaps(g, *live, *plan, &clone_of).ok()) << to_text(*plan, original);
+    ASSERT_TRUE(verify(g).ok());
+    for (const SwapPlan::Item& item : plan->items) {
+      for (size_t k = 0; k < item.swap_ins.size(); ++k) {
+        if (!item.swap_ins[k].recompute) continue;
+        ++recomputed;
+        const std::string name =
+            absl::StrCat("recompute/", original.tensor(item.tensor).name, "/", k);
+        const NodeId clone = g.find_node(name);
+        ASSERT_NE(clone, kNoNode) << name;
+        EXPECT_EQ(clone_of[clone], original.tensor(item.tensor).producer);
+        EXPECT_EQ(g.node(clone).op, original.node(clone_of[clone]).op);
+        for (NodeId c : item.swap_ins[k].consumers) {
+          const std::vector<TensorId>& in = g.node(c).inputs;
+          EXPECT_NE(std::find(in.begin(), in.end(), g.find_tensor(name)), in.end());
+        }
+      }
+    }
+  }
+  EXPECT_GT(recomputed, 5);
 }
 
 }  // namespace

@@ -59,6 +59,9 @@ uint64_t working_set(const Graph& g) {
 struct PolicyCase {
   const char* name;
   const char* overrides;
+  // auto: the budget is this share of the way from the working-set limit to
+  // the un-swapped layout (1: 256 bytes under the layout).
+  double tightness = 1.0;
 };
 
 TEST(Rewrite, GoldenPerPolicyOnConvTrainingGraph) {
@@ -71,6 +74,10 @@ TEST(Rewrite, GoldenPerPolicyOnConvTrainingGraph) {
       {"vdnn", "policy=vdnn"},
       {"manual", "policy=manual,tensors=relu1"},
       {"auto", "policy=auto"},
+      {"auto_swap", "policy=auto,auto_actions=swap"},
+      {"auto_recompute", "policy=auto,auto_actions=recompute"},
+      {"auto_joint_slow_link",
+       "policy=auto,auto_actions=joint,link.d2h_bandwidth=10MB/s,link.h2d_bandwidth=10MB/s", 0.3},
   };
   for (const PolicyCase& c : cases) {
     SCOPED_TRACE(c.name);
@@ -85,7 +92,11 @@ TEST(Rewrite, GoldenPerPolicyOnConvTrainingGraph) {
     // Give auto 256 bytes less than the un-swapped graph's layout needs: it
     // has to swap, and its layout has to fit.
     if (config.policy == SwapPolicy::kAuto) {
-      config.device_memory_limit = layout_bytes(original) - 256;
+      const uint64_t layout = layout_bytes(original);
+      config.device_memory_limit =
+          c.tightness == 1.0
+              ? layout - 256
+              : ws + static_cast<uint64_t>(c.tightness * static_cast<double>(layout - ws));
     }
     // This graph has no kernels: its workspaces are known to be zero, which
     // lets the rewrite decide `fits` (Note [Honest fits]).
@@ -104,7 +115,11 @@ TEST(Rewrite, GoldenPerPolicyOnConvTrainingGraph) {
       EXPECT_NE(guess->fit_unknown_reason.find("workspaces"), std::string::npos);
       EXPECT_NE(guess->summary().find("cannot say"), std::string::npos) << guess->summary();
     }
-    EXPECT_FALSE(rep->swapped.empty());
+    EXPECT_FALSE(rep->decisions.empty());
+    if (config.auto_actions == AutoActions::kRecompute) {
+      EXPECT_TRUE(rep->swapped.empty());
+      EXPECT_FALSE(rep->recomputed.empty());
+    }
     // The device bytes of the final graph's layout, never below its profile.
     EXPECT_EQ(rep->peak_bytes_after, layout_bytes(g));
     EXPECT_GE(rep->peak_bytes_after, unswapped_peak(g));

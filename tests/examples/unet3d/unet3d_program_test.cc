@@ -111,34 +111,43 @@ TEST_F(Unet3dProgram, CommandLineChecksSizesAgainstTheLevels) {
 }
 
 // LMS (auto policy under a budget below the peak without LMS) swaps
-// activations of the U-Net, concat skips included, and changes no bit.
+// activations of the U-Net, concat skips included, or (joint, the default)
+// swaps and recomputes them, and changes no bit.
 TEST_F(Unet3dProgram, LmsOnAndOffGiveBitIdenticalLossesAndWeights) {
   TrainOptions base = small(3);
   TrainResult plain = train_ok(base);
   ASSERT_EQ(plain.losses.size(), 3u);
   EXPECT_FALSE(plain.lms_report.enabled);
-  bool ran = false;
-  for (int percent : {70, 80, 90}) {
-    TrainOptions o = base;
-    const uint64_t budget = plain.peak_device_bytes * percent / 100;
-    o.run.lms_overrides = {"policy=auto", "device_memory_limit=" + std::to_string(budget)};
-    std::ostringstream log;
-    absl::StatusOr<TrainResult> lms = train(o, log);
-    std::printf("budget %d%% of the peak (%llu bytes): %s\n", percent,
-                static_cast<unsigned long long>(budget), lms.status().ToString().c_str());
-    if (!lms.ok()) {
-      ASSERT_EQ(lms.status().code(), absl::StatusCode::kResourceExhausted) << log.str();
-      continue;
+  for (const std::string actions : {"swap", "joint"}) {
+    SCOPED_TRACE(actions);
+    bool ran = false;
+    for (int percent : {70, 80, 90}) {
+      TrainOptions o = base;
+      const uint64_t budget = plain.peak_device_bytes * percent / 100;
+      o.run.lms_overrides = {"policy=auto", "auto_actions=" + actions,
+                             "device_memory_limit=" + std::to_string(budget)};
+      std::ostringstream log;
+      absl::StatusOr<TrainResult> lms = train(o, log);
+      std::printf("%s, budget %d%% of the peak (%llu bytes): %s\n", actions.c_str(), percent,
+                  static_cast<unsigned long long>(budget), lms.status().ToString().c_str());
+      if (!lms.ok()) {
+        ASSERT_EQ(lms.status().code(), absl::StatusCode::kResourceExhausted) << log.str();
+        continue;
+      }
+      ran = true;
+      if (actions == "swap") {
+        EXPECT_FALSE(lms->lms_report.swapped.empty());
+        EXPECT_GT(lms->bytes_d2h_per_step, 0u);
+      } else {
+        EXPECT_FALSE(lms->lms_report.decisions.empty());
+      }
+      EXPECT_LE(lms->peak_device_bytes, plain.peak_device_bytes);
+      EXPECT_TRUE(same_bits(plain.losses, lms->losses));
+      expect_same_state(plain, *lms);
+      break;
     }
-    ran = true;
-    EXPECT_FALSE(lms->lms_report.swapped.empty());
-    EXPECT_GT(lms->bytes_d2h_per_step, 0u);
-    EXPECT_LE(lms->peak_device_bytes, plain.peak_device_bytes);
-    EXPECT_TRUE(same_bits(plain.losses, lms->losses));
-    expect_same_state(plain, *lms);
-    break;
+    EXPECT_TRUE(ran) << "no budget between 70% and 90% of the peak could be planned";
   }
-  EXPECT_TRUE(ran) << "no budget between 70% and 90% of the peak could be planned";
 }
 
 TEST_F(Unet3dProgram, ResumeEqualsTheUninterruptedRun) {
@@ -267,7 +276,8 @@ TEST(Unet3dRealVolume, LmsOnAndOffAreBitIdenticalOnTheMri) {
   EXPECT_EQ(plain.model.classes, 13);
   TrainOptions with_lms = o;
   with_lms.run.lms_overrides = {
-      "policy=auto", "device_memory_limit=" + std::to_string(plain.peak_device_bytes * 85 / 100)};
+      "policy=auto", "auto_actions=swap",
+      "device_memory_limit=" + std::to_string(plain.peak_device_bytes * 85 / 100)};
   TrainResult lms = train_ok(with_lms);
   EXPECT_GT(lms.bytes_d2h_per_step, 0u);
   EXPECT_TRUE(same_bits(plain.losses, lms.losses));

@@ -1,0 +1,285 @@
+// Recomputation and the joint planner, used as a user would (include/lms and
+// the example model builders only). For VDSR, a 2-D U-Net with concat skips
+// and a tensor read by three far-apart consumers, and Isensee's 3-D U-Net:
+//  - every plan kind (auto with swap-only, recompute-only and joint) fits a
+//    budget well under the no-LMS peak, and the steps it runs give the same
+//    bits as the steps without LMS (with the same kernels, where the budget
+//    made the rewrite pick least-workspace ones): losses, fetched gradients
+//    and every persistent tensor, with the measured peak the planned one;
+//  - recompute-only and joint plans really recompute (nodes "recompute/...")
+//    and report each decision with its predicted cost;
+//  - joint is never predicted slower than swap-only or recompute-only.
+#include <gtest/gtest.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "lms/config.h"
+#include "lms/rewrite.h"
+#include "lms/types.h"
+#include "user_models.h"
+
+namespace lms::user {
+namespace {
+
+constexpr uint64_t kSeed = 4407;
+constexpr int kSteps = 2;
+
+struct Model {
+  std::string name;
+  Graph graph;
+  Feeds feeds;
+};
+
+Feeds isensee_feeds(const models::IsenseeConfig& c) {
+  std::mt19937_64 gen(kSeed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int64_t voxels = c.size * c.size * c.size;
+  std::vector<float> image(c.batch * voxels), labels(c.batch * c.classes * voxels, 0.0f);
+  for (float& v : image) v = normal(gen);
+  for (int64_t n = 0; n < c.batch; ++n) {
+    for (int64_t i = 0; i < voxels; ++i) {
+      const float v = image[n * voxels + i];
+      const int64_t k = v < -0.5f ? 0 : (v > 0.5f ? 1 : 2);
+      labels[(n * c.classes + k) * voxels + i] = 1.0f;
+    }
+  }
+  return {{"image", std::move(image)}, {"labels", std::move(labels)}};
+}
+
+std::vector<Model> models_under_test() {
+  std::vector<Model> out;
+  auto v = vdsr(4, 24, Adam{.lr = 1e-3});
+  EXPECT_TRUE(v.ok()) << v.status();
+  if (v.ok()) out.push_back({"vdsr", *std::move(v), vdsr_feeds(4, 24, kSeed)});
+  auto u = user_unet(2, 32, Adam{.lr = 1e-3, .clip_norm = 1.0});
+  EXPECT_TRUE(u.ok()) << u.status();
+  if (u.ok()) out.push_back({"user_unet", *std::move(u), user_unet_feeds(2, 32, kSeed)});
+  const models::IsenseeConfig c{.batch = 1,
+                                .in_channels = 1,
+                                .classes = 3,
+                                .size = 16,
+                                .base_filters = 4,
+                                .levels = 3,
+                                .seed = 7};
+  Graph g;
+  const models::ModelTensors m = models::build_isensee_unet(g, c);
+  auto i = training_graph(g, m.loss, Adam{.lr = 5e-3});
+  EXPECT_TRUE(i.ok()) << i.status();
+  if (i.ok()) out.push_back({"isensee_unet3d", *std::move(i), isensee_feeds(c)});
+  return out;
+}
+
+// Two parameters' gradients are fetched: the first and the last.
+std::vector<std::string> fetches(const Graph& g) {
+  std::vector<std::string> params;
+  for (TensorId t = 0; t < g.num_tensors(); ++t) {
+    if (g.tensor(t).role == TensorRole::kParameter) params.push_back(g.tensor(t).name);
+  }
+  return {g.tensor(g.loss()).name, params.front() + "/grad", params.back() + "/grad"};
+}
+
+struct StepsRun {
+  absl::Status status;
+  std::vector<std::vector<float>> fetched;  // every step's fetches, in order
+  std::map<std::string, std::vector<float>> state;
+  uint64_t peak = 0;
+};
+
+StepsRun run_steps(const Graph& graph, Device& device, const Feeds& feeds,
+                   const std::vector<std::string>& names) {
+  StepsRun run;
+  SessionOptions opts;
+  opts.fetches = names;
+  auto session = Session::create(graph, device, opts);
+  if (!session.ok()) {
+    run.status = session.status();
+    return run;
+  }
+  for (int s = 0; s < kSteps && run.status.ok(); ++s) {
+    StepResult r;
+    run.status = (*session)->run(feeds, &r);
+    if (!run.status.ok()) break;
+    for (const std::string& n : names) run.fetched.push_back(r.fetched.at(n));
+    run.peak = std::max(run.peak, r.peak_device_bytes);
+  }
+  run.state = persistent_state(**session);
+  return run;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+int count_recompute_nodes(const Graph& g) {
+  int n = 0;
+  for (NodeId id = 0; id < g.num_nodes(); ++id)
+    n += g.node(id).op != "swap_in" && g.node(id).name.rfind("recompute/", 0) == 0;
+  return n;
+}
+
+TEST(Recompute, EveryPlanKindIsBitIdenticalToNoLms) {
+  std::printf("seed %" PRIu64 "\n", kSeed);
+  for (Model& model : models_under_test()) {
+    SCOPED_TRACE(model.name);
+    const std::vector<std::string> names = fetches(model.graph);
+    auto big = make_cpu_device({.capacity_bytes = 512 * kMiB, .host_pool_bytes = 256 * kMiB});
+    ASSERT_TRUE(big.ok()) << big.status();
+    LmsConfig off;
+    off.enabled = false;
+    Graph plain = model.graph;
+    RewriteOptions ropts;
+    ropts.fetched = names;
+    auto none = rewrite(plain, off, **big, ropts);
+    ASSERT_TRUE(none.ok()) << none.status();
+    const StepsRun reference = run_steps(plain, **big, model.feeds, names);
+    ASSERT_TRUE(reference.status.ok()) << reference.status;
+    const uint64_t peak = none->peak_bytes_after;
+    std::printf("%s: no-LMS peak %" PRIu64 " bytes, working-set limit %" PRIu64 "\n",
+                model.name.c_str(), peak, none->working_set_limit_bytes);
+
+    struct Kind {
+      AutoActions actions;
+      double link_bytes_per_s;  // 0: the default [link]
+    };
+    // Joint twice: on the default link it mostly swaps; on a link 10,000x
+    // slower than the roofline's compute it mixes swaps and recomputation.
+    for (Kind kind : {Kind{AutoActions::kSwap, 0}, Kind{AutoActions::kRecompute, 0},
+                      Kind{AutoActions::kJoint, 0}, Kind{AutoActions::kJoint, 100e6}}) {
+      const AutoActions actions = kind.actions;
+      SCOPED_TRACE(testing::Message()
+                   << auto_actions_name(actions) << ", link " << kind.link_bytes_per_s);
+      // The tightest of these budgets at which the plan kind fits.
+      bool ran = false;
+      // The slow-link joint plan starts at 70%: at 60% VDSR's recompute plans
+      // need least-workspace kernels, which the rewrite tries only when no
+      // plan fits with the fast ones, and the swap plan does.
+      for (double fraction : {0.6, 0.7, 0.8, 0.9}) {
+        if (kind.link_bytes_per_s > 0 && fraction < 0.7) continue;
+        const uint64_t budget = static_cast<uint64_t>(fraction * static_cast<double>(peak));
+        if (budget < none->working_set_limit_bytes) continue;
+        auto device = make_cpu_device({.capacity_bytes = budget, .host_pool_bytes = 256 * kMiB});
+        ASSERT_TRUE(device.ok()) << device.status();
+        LmsConfig cfg;
+        cfg.auto_actions = actions;
+        cfg.time_model = TimeModel::kRoofline;  // the same plan on every machine
+        if (kind.link_bytes_per_s > 0) {
+          cfg.link.d2h_bytes_per_s = cfg.link.h2d_bytes_per_s = kind.link_bytes_per_s;
+        }
+        Graph g = model.graph;
+        auto rep = rewrite(g, cfg, **device, ropts);
+        if (!rep.ok() || !rep->fits) continue;
+        std::printf("%s %s (link %g B/s) at %.0f%% of the peak: %zu swapped, %zu recomputed\n%s",
+                    model.name.c_str(), auto_actions_name(actions), kind.link_bytes_per_s,
+                    100 * fraction, rep->swapped.size(), rep->recomputed.size(),
+                    rep->summary().c_str());
+        EXPECT_EQ(rep->decisions.size(), rep->swapped.size() + rep->recomputed.size());
+        const int clones = count_recompute_nodes(g);
+        if (actions == AutoActions::kSwap) {
+          EXPECT_TRUE(rep->recomputed.empty());
+          EXPECT_EQ(clones, 0);
+        } else if (actions == AutoActions::kRecompute) {
+          EXPECT_TRUE(rep->swapped.empty());
+          EXPECT_GT(rep->recomputed.size(), 0u);
+        } else if (kind.link_bytes_per_s > 0) {
+          EXPECT_GT(rep->recomputed.size(), 0u);
+        }
+        EXPECT_EQ(clones > 0, !rep->recomputed.empty());
+        EXPECT_EQ(rep->recompute_s > 0, !rep->recomputed.empty());
+        for (const TensorDecision& d : rep->decisions) {
+          EXPECT_GT(d.seconds, 0) << d.tensor;
+          EXPECT_GT(d.restores, 0) << d.tensor;
+        }
+        const StepsRun lms = run_steps(g, **device, model.feeds, names);
+        ASSERT_TRUE(lms.status.ok()) << lms.status;
+        // Where the budget made the rewrite pick least-workspace kernels, the
+        // reference is the same kernels without LMS (lms/rewrite.h).
+        StepsRun same_kernels;
+        if (!rep->least_workspace_nodes.empty()) {
+          Graph lean = model.graph;
+          for (const std::string& name : rep->least_workspace_nodes) {
+            lean.mutable_node(lean.find_node(name)).attrs[std::string(kWorkspaceAttr)] =
+                std::string(kWorkspaceLeast);
+          }
+          ASSERT_TRUE(rewrite(lean, off, **big, ropts).ok());
+          same_kernels = run_steps(lean, **big, model.feeds, names);
+          ASSERT_TRUE(same_kernels.status.ok()) << same_kernels.status;
+          std::printf("  %zu convolutions on least-workspace kernels\n",
+                      rep->least_workspace_nodes.size());
+        }
+        const StepsRun& expected = rep->least_workspace_nodes.empty() ? reference : same_kernels;
+        EXPECT_EQ(lms.peak, rep->peak_bytes_after);
+        ASSERT_EQ(lms.fetched.size(), expected.fetched.size());
+        for (size_t k = 0; k < lms.fetched.size(); ++k) {
+          EXPECT_TRUE(same_bits(lms.fetched[k], expected.fetched[k]))
+              << "step " << k / names.size() << ", " << names[k % names.size()] << "\nplan:\n"
+              << rep->plan_text;
+        }
+        EXPECT_EQ(differing(lms.state, expected.state), std::vector<std::string>{});
+        ran = true;
+        break;
+      }
+      EXPECT_TRUE(ran) << "no budget from 60% to 90% of the peak fits";
+    }
+  }
+}
+
+TEST(Recompute, JointIsNeverPredictedSlowerThanSwapOnlyOrRecomputeOnly) {
+  std::printf("seed %" PRIu64 "\n", kSeed);
+  for (Model& model : models_under_test()) {
+    SCOPED_TRACE(model.name);
+    LmsConfig off;
+    off.enabled = false;
+    Graph plain = model.graph;
+    auto none = rewrite(plain, off, RewriteOptions{.device_capacity_bytes = 1ull << 40});
+    ASSERT_TRUE(none.ok()) << none.status();
+    // Links from NVLink-like to far slower than compute: the roofline's
+    // 1 TFLOP/s against 100 GB/s down to 100 MB/s.
+    for (double link : {100e9, 1e9, 100e6}) {
+      for (double fraction : {0.5, 0.7}) {
+        LmsConfig cfg;
+        cfg.time_model = TimeModel::kRoofline;
+        cfg.link.d2h_bytes_per_s = cfg.link.h2d_bytes_per_s = link;
+        cfg.device_memory_limit =
+            static_cast<uint64_t>(fraction * static_cast<double>(none->peak_bytes_after));
+        std::map<AutoActions, double> step;
+        for (AutoActions a : {AutoActions::kSwap, AutoActions::kRecompute, AutoActions::kJoint}) {
+          cfg.auto_actions = a;
+          Graph g = model.graph;
+          auto rep = rewrite(g, cfg, RewriteOptions{.device_capacity_bytes = 1ull << 40});
+          if (rep.ok()) step[a] = rep->step_time_after_s;
+          std::printf("%s\n%s", rep->summary().c_str(), rep->decisions_text().c_str());
+        }
+        SCOPED_TRACE(testing::Message() << "link " << link << " B/s, budget " << fraction);
+        if (!step.contains(AutoActions::kJoint)) {
+          EXPECT_TRUE(step.empty()) << "joint fails where another plan kind fits";
+          continue;
+        }
+        for (AutoActions a : {AutoActions::kSwap, AutoActions::kRecompute}) {
+          if (step.contains(a)) {
+            EXPECT_LE(step[AutoActions::kJoint], step[a]);
+          }
+        }
+        // On a link 1000x or more slower than compute, the copies cannot be
+        // hidden and recomputation is cheaper: joint beats swap-only.
+        if (link <= 1e9 && step.contains(AutoActions::kSwap)) {
+          EXPECT_LT(step[AutoActions::kJoint], step[AutoActions::kSwap]);
+        }
+        std::printf(
+            "%s, link %.0e B/s, budget %.0f%%: swap %.4g s, recompute %.4g s, joint %.4g s\n",
+            model.name.c_str(), link, 100 * fraction,
+            step.contains(AutoActions::kSwap) ? step[AutoActions::kSwap] : -1.0,
+            step.contains(AutoActions::kRecompute) ? step[AutoActions::kRecompute] : -1.0,
+            step[AutoActions::kJoint]);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace lms::user
