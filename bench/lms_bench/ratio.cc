@@ -152,6 +152,8 @@ RatioRun run_of(AutoActions plan, const CaseResult& row, const RatioTarget& t) {
              .mean_step_s = row.mean_step_s,
              .predicted_step_s = row.predicted_step_s,
              .swapped_tensors = row.swapped_tensors,
+             .recomputed_tensors = row.recomputed_tensors,
+             .chosen = row.plan_actions,
              .bytes_d2h_per_step = row.bytes_d2h_per_step};
   if (!row.ok) r.error = row.error;
   if (row.ok && r.step_s > 0) r.relative = t.ideal_step_s / r.step_s;
@@ -295,11 +297,11 @@ std::string run_row(const RatioBudget& b, const RatioRun& r) {
                        auto_actions_name(r.plan), r.status);
   }
   return fmt::format(
-      "{:>7} | {:>10} | {:>9} | {:>11.3f} | {:>11.3f} | {:>7.1f}% | {:>12.1f}% | {:>7} | "
-      "{:>9.1f}\n",
+      "{:>7} | {:>10} | {:>9} | {:>11.3f} | {:>11.3f} | {:>7.1f}% | {:>12.1f}% | {:>7} | {:>10} "
+      "| {:>9.1f} | {:>9}\n",
       k, format_bytes(b.budget_bytes), auto_actions_name(r.plan), r.step_s, r.predicted_step_s,
-      100 * r.relative, 100 * r.predicted_relative, r.swapped_tensors,
-      static_cast<double>(r.bytes_d2h_per_step) / kMiB);
+      100 * r.relative, 100 * r.predicted_relative, r.swapped_tensors, r.recomputed_tensors,
+      static_cast<double>(r.bytes_d2h_per_step) / kMiB, auto_actions_name(r.chosen));
 }
 
 std::string format_target(const RatioModel& m, const RatioTarget& t) {
@@ -311,9 +313,11 @@ std::string format_target(const RatioModel& m, const RatioTarget& t) {
       rate_text(t.throttle_bytes_per_s), m.device_flops_per_s / 1e9,
       t.preset.link_bytes_per_s / 1e9, t.preset.gpu_flops_per_s / 1e12, t.ideal_step_s,
       t.ideal_predicted_step_s);
-  out += fmt::format("{:>7} | {:>10} | {:>9} | {:>11} | {:>11} | {:>8} | {:>13} | {:>7} | {:>9}\n",
-                     "oversub", "capacity", "plan", "step s meas", "step s pred", "of ideal",
-                     "pred of ideal", "swapped", "MiB out");
+  out += fmt::format(
+      "{:>7} | {:>10} | {:>9} | {:>11} | {:>11} | {:>8} | {:>13} | {:>7} | {:>10} | {:>9} | "
+      "{:>9}\n",
+      "oversub", "capacity", "plan", "step s meas", "step s pred", "of ideal", "pred of ideal",
+      "swapped", "recomputed", "MiB out", "chosen");
   for (const RatioBudget& b : t.budgets) {
     for (const RatioRun& r : b.runs) out += run_row(b, r);
   }
@@ -405,7 +409,9 @@ std::string format_ratio(const RatioResult& r) {
       "oversub: device capacity = no-LMS peak / oversub; step s meas: the best timed step; of "
       "ideal: ideal step / measured step; pred of ideal: the same ratio of the planner's "
       "predictions; "
-      "swapped: tensors the plan swaps; MiB out: measured D2H bytes per step\n";
+      "swapped / recomputed: tensors the plan swaps / recomputes; MiB out: measured D2H bytes per "
+      "step; chosen: the plan the planner kept (joint keeps the fastest predicted of joint, "
+      "swap-only and recompute-only)\n";
   out += "goals:\n";
   for (const RatioGoal& g : ratio_goals(r)) out += "  " + g.text + "\n";
   return out;
@@ -430,6 +436,8 @@ nlohmann::json to_json(const RatioResult& r) {
                           {"relative", x.relative},
                           {"predicted_relative", x.predicted_relative},
                           {"swapped_tensors", x.swapped_tensors},
+                          {"recomputed_tensors", x.recomputed_tensors},
+                          {"chosen", auto_actions_name(x.chosen)},
                           {"bytes_d2h_per_step", x.bytes_d2h_per_step}});
         }
         budgets.push_back({{"oversubscription", b.oversubscription},

@@ -97,7 +97,9 @@ struct RatioRun {
   double relative = 0;            // ideal step / step_s
   double predicted_relative = 0;  // the same ratio of the planner's predictions
   size_t swapped_tensors = 0;
-  uint64_t bytes_d2h_per_step = 0;  // measured
+  size_t recomputed_tensors = 0;
+  AutoActions chosen = AutoActions::kSwap;  // RewriteReport::actions
+  uint64_t bytes_d2h_per_step = 0;          // measured
 };
 
 struct RatioBudget {
