@@ -140,7 +140,7 @@ struct RatioResult {
 absl::StatusOr<RatioModel> run_ratio(const ModelFactory& factory, const RatioOptions& options,
                                      std::ostream& log);
 
-// The goals of the issue, one line each ("PASS ...", "FAIL ...", or "n/a"
+// The goals, one line each ("PASS ...", "FAIL ...", or "n/a"
 // with what to run): joint >= 80% of ideal at 2x under h100-pcie5, >= 95%
 // under v100-nvlink2, and joint never slower than the better single plan.
 struct RatioGoal {

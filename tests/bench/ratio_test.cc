@@ -111,7 +111,7 @@ TEST(Ratio, FlopRatesAndTheLinkFormula) {
   EXPECT_DOUBLE_EQ(*parse_flop_rate("1.5PFLOP/s"), 1.5e15);
   EXPECT_FALSE(parse_flop_rate("-1TFLOP/s").ok());
   EXPECT_FALSE(parse_flop_rate("1TB/s").ok());
-  // The figure: 105 GFLOP/s on an H100 + PCIe Gen5 ratio.
+  // 105 GFLOP/s (a full CPU of this kind) on the H100 + PCIe Gen5 ratio.
   const LinkPreset h100 = *std::find_if(link_presets().begin(), link_presets().end(),
                                         [](const LinkPreset& p) { return p.name == "h100-pcie5"; });
   EXPECT_NEAR(throttled_link_bytes_per_s(105e9, h100), 105e9 * 50e9 / 67e12, 1);
