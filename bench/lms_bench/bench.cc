@@ -10,6 +10,7 @@
 #include "lms/strings.h"
 #include "lms/units.h"
 #include "overhead.h"
+#include "ratio.h"
 #include "report.h"
 #include "scaling.h"
 #include "sweep.h"
@@ -167,6 +168,30 @@ absl::Status run_contention_command(const BenchCommand& cmd, std::ostream& out, 
   return absl::OkStatus();
 }
 
+// Each model of --model in turn, every target and oversubscription on it.
+absl::Status run_ratio_command(const BenchCommand& cmd, std::ostream& out, std::ostream& err) {
+  LMS_ASSIGN_OR_RETURN(LmsConfig cfg, command_config(cmd));
+  RatioResult r{.steps = cmd.steps, .compute_threads = cmd.threads};
+  for (const std::string& model : cmd.ratio_models) {
+    const bool unet = model == "unet3d";
+    BenchCommand one = cmd;
+    one.sizes = {unet ? cmd.ratio_size : cmd.ratio_batch};
+    LMS_ASSIGN_OR_RETURN(ModelFactory f,
+                         unet ? command_unet_factory(one, err) : command_vdsr_factory(one, err));
+    RatioOptions o{.size = one.sizes[0],
+                   .steps = cmd.steps,
+                   .oversubscription = cmd.oversubscription,
+                   .targets = cmd.targets,
+                   .config = cfg,
+                   .device = command_device(one, cfg)};
+    LMS_ASSIGN_OR_RETURN(RatioModel m, run_ratio(f, o, err));
+    r.models.push_back(std::move(m));
+  }
+  out << format_ratio(r);
+  if (!cmd.json_path.empty()) LMS_RETURN_IF_ERROR(write_json(to_json(r), cmd.json_path));
+  return absl::OkStatus();
+}
+
 absl::Status run_command(const BenchCommand& cmd, std::ostream& out, std::ostream& err) {
   switch (cmd.mode) {
     case Mode::kOverhead:
@@ -175,6 +200,8 @@ absl::Status run_command(const BenchCommand& cmd, std::ostream& out, std::ostrea
       return run_contention_command(cmd, out, err);
     case Mode::kScaling:
       return run_scaling_command(cmd, out, err);
+    case Mode::kRatio:
+      return run_ratio_command(cmd, out, err);
     default:
       return run_sweep_command(cmd, out, err);
   }

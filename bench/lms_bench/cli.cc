@@ -84,22 +84,90 @@ Setter string_flag(std::string BenchCommand::*field) {
   };
 }
 
+// ratio: one positive size per model.
+absl::Status set_ratio_size(const char* flag, const std::string& v, int64_t& field) {
+  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, parse_size_list(flag, v));
+  if (sizes.size() != 1) {
+    return absl::InvalidArgumentError(fmt::format("{} '{}': ratio takes one size", flag, v));
+  }
+  field = sizes[0];
+  return absl::OkStatus();
+}
+
+absl::Status set_ratio_models(BenchCommand& c, const std::string& v) {
+  c.ratio_models.clear();
+  for (size_t begin = 0; begin <= v.size();) {
+    const size_t end = std::min(v.find(',', begin), v.size());
+    const std::string word = v.substr(begin, end - begin);
+    if (word != "vdsr" && word != "unet3d") {
+      return absl::InvalidArgumentError(fmt::format(
+          "--model '{}': unknown model '{}'; allowed are vdsr and unet3d, comma-separated", v,
+          word));
+    }
+    c.ratio_models.push_back(word);
+    begin = end + 1;
+  }
+  return absl::OkStatus();
+}
+
+// A positive finite number; InvalidArgument naming the flag and `what`.
+absl::StatusOr<double> parse_positive(const char* flag, const std::string& v, const char* what) {
+  char* end = nullptr;
+  const double f = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || !(f > 0) || !std::isfinite(f)) {
+    return absl::InvalidArgumentError(fmt::format("{} '{}': expected {}", flag, v, what));
+  }
+  return f;
+}
+
+absl::Status set_link_ratio(BenchCommand& c, const std::string& v) {
+  LMS_ASSIGN_OR_RETURN(c.link_bytes_per_flop,
+                       parse_positive("--link-ratio", v,
+                                      "link bytes per FLOP of compute, a number > 0 (H100 + PCIe "
+                                      "Gen5: 50e9 / 67e12 = 7.5e-4)"));
+  return absl::OkStatus();
+}
+
+absl::Status set_oversubscription(BenchCommand& c, const std::string& v) {
+  c.oversubscription.clear();
+  for (size_t begin = 0; begin <= v.size();) {
+    const size_t end = std::min(v.find(',', begin), v.size());
+    absl::StatusOr<double> k =
+        parse_positive("--oversubscription", v.substr(begin, end - begin), "");
+    if (!k.ok() || *k <= 1) {
+      return absl::InvalidArgumentError(fmt::format(
+          "--oversubscription '{}': expected a comma-separated list of factors > 1 (device "
+          "capacity = no-LMS peak / factor)",
+          v));
+    }
+    c.oversubscription.push_back(*k);
+    begin = end + 1;
+  }
+  return absl::OkStatus();
+}
+
 const char* mode_name(Mode m);
 
 const std::map<std::string, FlagSpec>& flags() {
-  const std::set<Mode> all = {Mode::kVdsr, Mode::kUnet3d, Mode::kOverhead, Mode::kContention,
-                              Mode::kScaling};
+  const std::set<Mode> all = {Mode::kVdsr,       Mode::kUnet3d,  Mode::kOverhead,
+                              Mode::kContention, Mode::kScaling, Mode::kRatio};
+  // ratio throttles the link itself (--preset, --gpu-link, --link-ratio).
+  const std::set<Mode> linked = {Mode::kVdsr, Mode::kUnet3d, Mode::kOverhead, Mode::kContention,
+                                 Mode::kScaling};
+  const std::set<Mode> threaded = {Mode::kVdsr, Mode::kUnet3d, Mode::kOverhead, Mode::kScaling,
+                                   Mode::kRatio};
   // contention sets each device's capacity and compute threads itself.
   const std::set<Mode> sized = {Mode::kVdsr, Mode::kUnet3d, Mode::kOverhead, Mode::kScaling};
   const std::set<Mode> sweeps = {Mode::kVdsr, Mode::kUnet3d};
-  const std::set<Mode> vdsr_like = {Mode::kVdsr, Mode::kOverhead, Mode::kContention,
-                                     Mode::kScaling};
-  const std::set<Mode> unet_like = {Mode::kUnet3d, Mode::kContention};
+  const std::set<Mode> vdsr_like = {Mode::kVdsr, Mode::kOverhead, Mode::kContention, Mode::kScaling,
+                                    Mode::kRatio};
+  const std::set<Mode> unet_like = {Mode::kUnet3d, Mode::kContention, Mode::kRatio};
   const std::set<Mode> one_size = {Mode::kOverhead, Mode::kContention, Mode::kScaling};
   static const auto* table = new std::map<std::string, FlagSpec>{
       {"--batch",
        {vdsr_like,
         [](BenchCommand& c, const std::string& v) -> absl::Status {
+          if (c.mode == Mode::kRatio) return set_ratio_size("--batch", v, c.ratio_batch);
           LMS_ASSIGN_OR_RETURN(c.sizes, parse_size_list("--batch", v));
           if ((c.mode == Mode::kOverhead || c.mode == Mode::kScaling) && c.sizes.size() != 1) {
             return absl::InvalidArgumentError(
@@ -110,12 +178,14 @@ const std::map<std::string, FlagSpec>& flags() {
       {"--size",
        {unet_like,
         [](BenchCommand& c, const std::string& v) -> absl::Status {
+          if (c.mode == Mode::kRatio) return set_ratio_size("--size", v, c.ratio_size);
           LMS_ASSIGN_OR_RETURN(c.sizes, parse_size_list("--size", v));
           return check_one_size(c, "--size", v);
         }}},
       {"--model",
-       {{Mode::kContention},
+       {{Mode::kContention, Mode::kRatio},
         [](BenchCommand& c, const std::string& v) -> absl::Status {
+          if (c.mode == Mode::kRatio) return set_ratio_models(c, v);
           if (v != "vdsr" && v != "unet3d") {
             return absl::InvalidArgumentError(
                 fmt::format("--model '{}': allowed are vdsr and unet3d", v));
@@ -155,7 +225,7 @@ const std::map<std::string, FlagSpec>& flags() {
           return absl::OkStatus();
         }}},
       {"--threads",
-       {sized,
+       {threaded,
         [](BenchCommand& c, const std::string& v) -> absl::Status {
           LMS_ASSIGN_OR_RETURN(int64_t n, parse_int("--threads", v, 0, 1024));
           c.threads = static_cast<int>(n);
@@ -179,7 +249,7 @@ const std::map<std::string, FlagSpec>& flags() {
           return absl::OkStatus();
         }}},
       {"--link",
-       {all,
+       {linked,
         [](BenchCommand& c, const std::string& v) -> absl::Status {
           absl::StatusOr<double> bw = parse_bandwidth(v);
           if (!bw.ok()) return with_flag("--link", v, bw.status());
@@ -223,6 +293,40 @@ const std::map<std::string, FlagSpec>& flags() {
       {"--trace",
        {{Mode::kVdsr, Mode::kUnet3d, Mode::kContention}, string_flag(&BenchCommand::trace_dir)}},
       {"--budget-fraction", {one_size, set_budget_fraction}},
+      {"--preset",
+       {{Mode::kRatio},
+        [](BenchCommand& c, const std::string& v) -> absl::
+                                                      Status {
+                                                        LMS_ASSIGN_OR_RETURN(c.targets,
+                                                                             parse_presets(v));
+                                                        return absl::OkStatus();
+                                                      }}},
+      {"--gpu-flops",
+       {{Mode::kRatio},
+        [](BenchCommand& c,
+           const std::string& v) -> absl::
+                                     Status {
+                                       absl::StatusOr<double> f = parse_flop_rate(v);
+                                       if (!f.ok())
+                                         return absl::InvalidArgumentError(fmt::format(
+                                             "--gpu-flops {}", to_std(f.status().message())));
+                                       c.gpu_flops_per_s = *f;
+                                       return absl::OkStatus();
+                                     }}},
+      {"--gpu-link",
+       {{Mode::kRatio},
+        [](BenchCommand& c, const std::string& v) -> absl::
+                                                      Status {
+                                                        absl::StatusOr<double> bw =
+                                                            parse_bandwidth(v);
+                                                        if (!bw.ok())
+                                                          return with_flag("--gpu-link", v,
+                                                                           bw.status());
+                                                        c.gpu_link_bytes_per_s = *bw;
+                                                        return absl::OkStatus();
+                                                      }}},
+      {"--link-ratio", {{Mode::kRatio}, set_link_ratio}},
+      {"--oversubscription", {{Mode::kRatio}, set_oversubscription}},
   };
   return *table;
 }
@@ -239,6 +343,8 @@ const char* mode_name(Mode m) {
       return "scaling";
     case Mode::kContention:
       return "contention";
+    case Mode::kRatio:
+      return "ratio";
     case Mode::kHelp:
       break;
   }
@@ -251,9 +357,11 @@ absl::StatusOr<Mode> parse_mode(const std::string& word) {
   if (word == "overhead") return Mode::kOverhead;
   if (word == "scaling") return Mode::kScaling;
   if (word == "contention") return Mode::kContention;
+  if (word == "ratio") return Mode::kRatio;
   if (word == "help" || word == "--help" || word == "-h") return Mode::kHelp;
   return absl::InvalidArgumentError(
-      fmt::format("unknown command '{}': expected vdsr, unet3d, overhead, contention, scaling or help (see "
+      fmt::format("unknown command '{}': expected vdsr, unet3d, overhead, contention, scaling, "
+                  "ratio or help (see "
                   "lms-bench --help)",
                   word));
 }
@@ -267,10 +375,52 @@ void apply_contention_defaults(BenchCommand& c) {
   c.threads = 1;
 }
 
+// ratio: the custom target joins the presets; without either, the two
+// targets of the goals (v100-nvlink2, h100-pcie5).
+absl::Status apply_ratio_defaults(BenchCommand& c) {
+  if (c.mode != Mode::kRatio) return absl::OkStatus();
+  if ((c.gpu_flops_per_s > 0) != (c.gpu_link_bytes_per_s > 0)) {
+    return absl::InvalidArgumentError(fmt::format(
+        "{}: a custom target needs both --gpu-flops and --gpu-link (e.g. --gpu-flops 60TFLOP/s "
+        "--gpu-link 50GB/s)",
+        c.gpu_flops_per_s > 0 ? "--gpu-flops without --gpu-link"
+                              : "--gpu-link without --gpu-flops"));
+  }
+  if (c.gpu_flops_per_s > 0 && c.link_bytes_per_flop > 0) {
+    return absl::InvalidArgumentError(
+        "--link-ratio: give either --link-ratio or --gpu-flops and --gpu-link, not both");
+  }
+  if (c.gpu_flops_per_s > 0) {
+    c.targets.push_back(
+        {.name = "custom",
+         .label = fmt::format("custom {:g} TFLOP/s + {:g} GB/s", c.gpu_flops_per_s / 1e12,
+                              c.gpu_link_bytes_per_s / 1e9),
+         .gpu_flops_per_s = c.gpu_flops_per_s,
+         .link_bytes_per_s = c.gpu_link_bytes_per_s});
+  }
+  if (c.link_bytes_per_flop > 0) {
+    // Only the ratio matters: a 1 TFLOP/s GPU with the link that gives it.
+    c.targets.push_back({.name = "custom",
+                         .label = fmt::format("custom {:g} B/FLOP", c.link_bytes_per_flop),
+                         .gpu_flops_per_s = 1e12,
+                         .link_bytes_per_s = c.link_bytes_per_flop * 1e12});
+  }
+  if (c.targets.empty()) {
+    LMS_ASSIGN_OR_RETURN(c.targets, parse_presets("v100-nvlink2,h100-pcie5"));
+  }
+  if (c.arch.empty()) c.arch = c.data_dir.empty() ? "reduced" : "isensee";
+  // Note [Ratio threads] (ratio.h): one compute thread unless --threads N.
+  if (c.threads == 0) c.threads = 1;
+  return absl::OkStatus();
+}
+
 void apply_defaults(BenchCommand& c) {
   const bool overhead = c.mode == Mode::kOverhead;
   if (c.capacity_bytes == 0) c.capacity_bytes = (overhead ? uint64_t{1024} : uint64_t{256}) << 20;
-  if (c.steps == 0) c.steps = overhead || c.mode == Mode::kContention ? 3 : c.mode == Mode::kScaling ? 4 : 2;
+  if (c.steps == 0) {
+    const bool three = overhead || c.mode == Mode::kContention || c.mode == Mode::kRatio;
+    c.steps = three ? 3 : c.mode == Mode::kScaling ? 4 : 2;
+  }
   if (c.host_pool_bytes == 0) c.host_pool_bytes = (c.cuda ? uint64_t{4} : uint64_t{16}) << 30;
   if (c.sizes.empty()) {
     if (c.mode == Mode::kVdsr) c.sizes = {4, 8, 16, 32, 64};
@@ -294,7 +444,8 @@ absl::Status parse_flag(const std::vector<std::string>& args, size_t* i, BenchCo
     return absl::OkStatus();
   }
   if (arg == "--search" || arg == "--no-search" || arg == "--no-confirm") {
-    if (c.mode == Mode::kOverhead || c.mode == Mode::kContention || c.mode == Mode::kScaling) {
+    if (c.mode == Mode::kOverhead || c.mode == Mode::kContention || c.mode == Mode::kScaling ||
+        c.mode == Mode::kRatio) {
       return absl::InvalidArgumentError(
           fmt::format("{}: not a flag of `lms-bench {}`", arg, mode_name(c.mode)));
     }
@@ -362,6 +513,15 @@ absl::StatusOr<std::vector<int64_t>> parse_size_list(const std::string& flag,
 }
 
 absl::Status check_host_memory(const BenchCommand& c, uint64_t limit) {
+  if (c.mode == Mode::kRatio) {  // each model at its one size
+    for (const std::string& model : c.ratio_models) {
+      BenchCommand one = c;
+      one.mode = model == "unet3d" ? Mode::kUnet3d : Mode::kVdsr;
+      one.sizes = {model == "unet3d" ? c.ratio_size : c.ratio_batch};
+      LMS_RETURN_IF_ERROR(check_host_memory(one, limit));
+    }
+    return absl::OkStatus();
+  }
   if (c.sizes.empty() || c.mode == Mode::kHelp) return absl::OkStatus();
   const int64_t size = *std::max_element(c.sizes.begin(), c.sizes.end());
   if (c.mode == Mode::kUnet3d || (c.mode == Mode::kContention && c.model == "unet3d")) {
@@ -413,6 +573,7 @@ absl::StatusOr<BenchCommand> parse_command_line(const std::vector<std::string>& 
     if (c.mode == Mode::kHelp) return c;
   }
   apply_defaults(c);
+  LMS_RETURN_IF_ERROR(apply_ratio_defaults(c));
   LMS_RETURN_IF_ERROR(check_host_memory(c, io::host_memory_limit_bytes()));
   LMS_RETURN_IF_ERROR(check_outputs(c));
   return c;
@@ -436,6 +597,10 @@ or, with --device cuda, a GPU).
   lms-bench contention [--model vdsr|unet3d] [--batch 16 | --size 48] [--devices 1,2]
                      [--link 100MB/s] [--budget-fraction 0.6] [--steps 3] [--trace DIR]
                      [--json FILE] [--data DIR] [--filters 8] [--levels 3] [...]
+  lms-bench ratio    [--model vdsr,unet3d] [--preset v100-nvlink2,h100-pcie5 | all]
+                     [--gpu-flops 60TFLOP/s --gpu-link 50GB/s | --link-ratio 7.5e-4]
+                     [--oversubscription 1.5,2,4] [--batch 8] [--size 32] [--steps 3]
+                     [--threads 1] [--json FILE] [--crop 48] [--depth 20] [--filters 8] [...]
 
 vdsr / unet3d: trains every batch (VDSR, Adam) or volume side (3-D U-Net, batch 1) for --steps
 steps with LMS off and on (lms::rewrite, auto policy, budget = the capacity unless the config
@@ -465,6 +630,15 @@ so copies matter): per device the copy throughput each way, compute utilisation 
 the simulator's predicted step (LmsConfig::link_devices) and its error, and each count against
 1 device per link. Each device computes on 1 thread, so 2 devices on 2 cores share the link,
 not cores.
+ratio: the link throttled to a target system's compute-to-link ratio, link = measured device
+FLOP/s (best convolution node, calibrate_cost_model) x target link / target GPU FLOP/s (FP32
+peaks); presets v100-pcie3 (15.7 TFLOP/s, 12 GB/s), v100-nvlink2 (15.7, 60), h100-pcie5 (67, 50),
+gh200-c2c (67, 350), or a custom target (--gpu-flops and --gpu-link, or --link-ratio in link
+bytes per FLOP). For each model, target and oversubscription (device capacity = no-LMS peak /
+factor): step time under the swap, recompute and joint plans (LmsConfig auto_actions) measured
+and predicted, throughput relative to no LMS at unlimited memory on the same link, and the goals
+(joint >= 80% of ideal at 2x under h100-pcie5, >= 95% under v100-nvlink2, joint never slower
+than the better single plan). The device computes on 1 thread unless --threads N.
 
 Common flags:
   --capacity BYTES    device memory (256MiB; overhead 1GiB)

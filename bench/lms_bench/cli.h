@@ -6,6 +6,8 @@
 //   lms-bench overhead [--batch 8] [--capacity 1GiB] [--link 12GB/s]
 //   mpirun -np 4 lms-bench scaling [--batch 4] [--threads 1] [--steps 4]
 //   lms-bench contention [--model vdsr|unet3d] [--batch 16] [--link 100MB/s] [--devices 1,2]
+//   lms-bench ratio    [--model vdsr,unet3d] [--preset h100-pcie5,v100-nvlink2]
+//                      [--gpu-flops 60TFLOP/s --gpu-link 50GB/s] [--oversubscription 1.5,2,4]
 //
 //   LMS_ASSIGN_OR_RETURN(lms::bench::BenchCommand cmd, lms::bench::parse_command_line(args));
 //
@@ -18,10 +20,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "ratio.h"
 
 namespace lms::bench {
 
-enum class Mode { kHelp, kVdsr, kUnet3d, kOverhead, kContention, kScaling };
+enum class Mode { kHelp, kVdsr, kUnet3d, kOverhead, kContention, kScaling, kRatio };
 
 struct BenchCommand {
   Mode mode = Mode::kHelp;
@@ -64,6 +67,19 @@ struct BenchCommand {
   // sharing one link (--devices, one configuration each).
   std::string model = "vdsr";
   std::vector<int64_t> devices = {1, 2};
+  // ratio (ratio.h): the models in order (--model vdsr,unet3d), VDSR's batch
+  // (--batch) and the U-Net's volume side (--size), one each; the targets
+  // (--preset list, then the custom one of --gpu-flops and --gpu-link or of
+  // --link-ratio; default v100-nvlink2 and h100-pcie5) and the
+  // oversubscription factors (--oversubscription, each > 1).
+  std::vector<std::string> ratio_models = {"vdsr", "unet3d"};
+  int64_t ratio_batch = 8;
+  int64_t ratio_size = 32;
+  std::vector<LinkPreset> targets;
+  double gpu_flops_per_s = 0;       // --gpu-flops
+  double gpu_link_bytes_per_s = 0;  // --gpu-link
+  double link_bytes_per_flop = 0;   // --link-ratio
+  std::vector<double> oversubscription = {1.5, 2, 4};
 };
 
 // Also checks the command's host buffers (check_host_memory) against

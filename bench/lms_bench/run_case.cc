@@ -91,6 +91,8 @@ absl::StatusOr<bool> apply_lms(Graph& train, const CaseSpec& spec, const Rewrite
   }
   LMS_RETURN_IF_ERROR(rep.status());
   row.swapped_tensors = rep->swapped.size();
+  row.recomputed_tensors = rep->recomputed.size();
+  row.plan_actions = rep->actions;
   row.predicted_peak_after_bytes = rep->peak_bytes_after;
   row.predicted_step_s = rep->step_time_after_s;
   row.predicted_stall_s = rep->stall_s;

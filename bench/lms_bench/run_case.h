@@ -73,6 +73,10 @@ struct CaseResult {
   uint64_t bytes_d2h_per_step = 0;  // measured, last step
   uint64_t bytes_h2d_per_step = 0;
   size_t swapped_tensors = 0;
+  size_t recomputed_tensors = 0;  // RewriteReport::recomputed
+  // The plan auto chose (RewriteReport::actions; with joint, the fastest
+  // predicted of joint, swap-only and recompute-only).
+  AutoActions plan_actions = AutoActions::kSwap;
   // Planner figures (lms::rewrite on this graph and budget).
   uint64_t budget_bytes = 0;                 // what LMS planned for (capacity if no limit)
   uint64_t predicted_peak_before_bytes = 0;  // no swaps, profile peak
