@@ -178,7 +178,12 @@ class TrainRun {
     LMS_ASSIGN_OR_RETURN(
         result_.lms_report,
         examples::rewrite_on_ranks(train_, cfg_, *device_, {.fetched = {"loss"}}, ranks_));
-    log_ << "LMS: " << result_.lms_report.summary() << "\n";
+    log_ << "LMS: " << result_.lms_report.summary();
+    if (!result_.lms_report.decisions.empty()) {
+      log_ << "  per tensor (action, bytes, restores per step, predicted seconds per step):\n"
+           << result_.lms_report.decisions_text();
+    }
+    log_ << "\n";
     return absl::OkStatus();
   }
 

@@ -1,6 +1,9 @@
 // lms::rewrite: the Large Model Support pass. Plans which activations to swap
-// to pinned host memory (policy of LmsConfig) and inserts swap_out / swap_in
-// nodes into the training graph in place (docs/design.md "Swap rewrite").
+// to pinned host memory or recompute (policy and auto_actions of LmsConfig)
+// and inserts swap_out / swap_in nodes and recompute clones into the training
+// graph in place (docs/design.md "Swap rewrite"). Recompute clones are named
+// recompute/<tensor>/<k>, run the kernels of the nodes they copy, and keep
+// results bit-identical.
 //
 //   LMS_ASSIGN_OR_RETURN(auto device, lms::make_cpu_device({.capacity_bytes = 256 << 20}));
 //   LMS_ASSIGN_OR_RETURN(auto cfg, lms::LmsConfig::from_file("lms.toml"));
@@ -140,7 +143,8 @@ struct RewriteReport {
   // least_workspace_bytes); empty when none.
   std::vector<std::string> least_workspace_nodes;
   std::string summary() const;  // human-readable, multi-line
-  // One line per decision: tensor, action, bytes, restores and cost.
+  // One line per decision, indented by two spaces: action, tensor, bytes,
+  // restores per step (xN) and predicted seconds per step.
   std::string decisions_text() const;
 };
 

@@ -339,7 +339,7 @@ std::string RewriteReport::summary() const {
 std::string RewriteReport::decisions_text() const {
   std::string out;
   for (const TensorDecision& d : decisions) {
-    absl::StrAppendFormat(&out, "%-9s %s  %s x%d  %.6f s\n", d.action, d.tensor,
+    absl::StrAppendFormat(&out, "  %-9s %s  %s x%d  %.6f s\n", d.action, d.tensor,
                           format_bytes(d.bytes), d.restores, d.seconds);
   }
   return out;
