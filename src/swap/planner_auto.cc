@@ -330,55 +330,75 @@ absl::Status AutoPlanner::stuck(int32_t q) const {
 }
 
 // Phase 2 with recomputation: the gaps covering the peak position q are
-// scored once (bytes per added second; a recompute's chain counted once
-// more for each chosen recompute that reads the tensor live there, since
-// its chain then grows by this one) and taken best first, each re-checked
-// against the choices made meanwhile, until q is within the limit. One
-// scan per position relieved instead of one per gap keeps large graphs fast.
+// scored (bytes per added second; a recompute's chain counted once more for
+// each chosen recompute that reads the tensor live, since its chain then
+// grows by this one) and taken best first until q is within the limit. The
+// choices change the scores (a neighbour of a recomputed tensor gets a
+// longer chain, copies fill the link), so each candidate is scored again
+// when it reaches the top and put back if it fell below the next one (lazy
+// greedy). One scan per position relieved instead of one per gap keeps
+// large graphs fast.
 absl::Status AutoPlanner::phase_stall_batched() {
   struct Candidate {
     double score;
     int32_t gap;
     bool recompute;
+    bool operator<(const Candidate& o) const {
+      if (score != o.score) return score < o.score;
+      return gap > o.gap;  // ties: the earlier gap first
+    }
   };
-  std::vector<Candidate> candidates;
+  // The candidate's score with the current choices; < 0 when it is no
+  // longer possible. `chain` receives the recompute's chain.
+  auto score = [&](const Candidate& c, int32_t q, Chain& chain) -> double {
+    const Gap& gap = gaps_[c.gap];
+    if (gap.recompute || gap.trigger >= q) return -1;
+    if (c.recompute) {
+      if (gap.trigger != gap.after) return -1;
+      chain = recompute_chain(gap);
+      if (!chain.ok) return -1;
+      return static_cast<double>(gap.bytes) / (chain.seconds * (1 + dependents_[c.gap]) + 1e-6);
+    }
+    const int32_t trigger = std::max(gap.hidden_trigger, q);
+    if (!may_swap() || trigger > gap.cap || !host_allows(gap)) return -1;
+    const double added = stall(gap, trigger) - stall(gap, gap.trigger) + link_penalty(gap);
+    return static_cast<double>(gap.bytes) / (added + 1e-6);
+  };
+  std::vector<Candidate> heap;
+  Chain chain;
   while (over()) {
     const int32_t q = tree_.argmax();
-    candidates.clear();
+    heap.clear();
     for (int32_t i = 0; i < static_cast<int32_t>(gaps_.size()); ++i) {
       const Gap& gap = gaps_[i];
-      if (gap.after >= q || gap.before <= q || gap.trigger >= q || gap.recompute) continue;
-      if (may_swap() && host_allows(gap) && std::max(gap.hidden_trigger, q) <= gap.cap) {
-        const int32_t trigger = std::max(gap.hidden_trigger, q);
-        const double added = stall(gap, trigger) - stall(gap, gap.trigger) + link_penalty(gap);
-        candidates.push_back({static_cast<double>(gap.bytes) / (added + 1e-6), i, false});
-      }
-      if (gap.trigger == gap.after) {
-        const Chain c = recompute_chain(gap);
-        if (c.ok) {
-          const double seconds = c.seconds * (1 + dependents_[i]);
-          candidates.push_back({static_cast<double>(gap.bytes) / (seconds + 1e-6), i, true});
-        }
+      if (gap.after >= q || gap.before <= q) continue;
+      for (bool recompute : {false, true}) {
+        Candidate c{0, i, recompute};
+        c.score = score(c, q, chain);
+        if (c.score >= 0) heap.push_back(c);
       }
     }
-    std::stable_sort(candidates.begin(), candidates.end(),
-                     [](const Candidate& a, const Candidate& b) { return a.score > b.score; });
+    std::make_heap(heap.begin(), heap.end());
     bool took = false;
-    for (const Candidate& c : candidates) {
-      if (tree_.max(q, q) <= static_cast<int64_t>(limit_)) break;
+    while (!heap.empty() && tree_.max(q, q) > static_cast<int64_t>(limit_)) {
+      std::pop_heap(heap.begin(), heap.end());
+      Candidate c = heap.back();
+      heap.pop_back();
+      const double now = score(c, q, chain);
+      if (now < 0) continue;
+      if (!heap.empty() && now < heap.front().score) {
+        c.score = now;
+        heap.push_back(c);
+        std::push_heap(heap.begin(), heap.end());
+        continue;
+      }
       Gap& gap = gaps_[c.gap];
-      if (gap.recompute || gap.trigger >= q) continue;
       if (c.recompute) {
-        if (gap.trigger != gap.after) continue;
-        const Chain chain = recompute_chain(gap);
-        if (!chain.ok) continue;
         chosen_.push_back(c.gap);
         choose_recompute(c.gap, chain);
       } else {
-        const int32_t trigger = std::max(gap.hidden_trigger, q);
-        if (trigger > gap.cap || !host_allows(gap)) continue;
         if (gap.trigger == gap.after) chosen_.push_back(c.gap);
-        set_trigger(gap, trigger);
+        set_trigger(gap, std::max(gap.hidden_trigger, q));
       }
       took = true;
     }
