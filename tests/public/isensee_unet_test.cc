@@ -95,24 +95,6 @@ TEST(IsenseeUnet, BadConfigNamesTheField) {
   }
 }
 
-// A fixed batch: a normal image and a label map by the image's value (below
-// -0.5, above 0.5, between), so that the classes can be learnt.
-Feeds tiny_feeds(const IsenseeConfig& c) {
-  std::mt19937_64 gen(kSeed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  const int64_t voxels = c.size * c.size * c.size;
-  std::vector<float> image(c.batch * voxels), labels(c.batch * c.classes * voxels, 0.0f);
-  for (float& v : image) v = normal(gen);
-  for (int64_t n = 0; n < c.batch; ++n) {
-    for (int64_t i = 0; i < voxels; ++i) {
-      const float v = image[n * voxels + i];
-      const int64_t k = v < -0.5f ? 0 : (v > 0.5f ? 1 : 2);
-      labels[(n * c.classes + k) * voxels + i] = 1.0f;
-    }
-  }
-  return {{"image", std::move(image)}, {"labels", std::move(labels)}};
-}
-
 Graph tiny_training_graph() {
   Graph g;
   const models::ModelTensors m = models::build_isensee_unet(g, tiny());
@@ -145,7 +127,7 @@ void train(bool lms, uint64_t budget, Trained& out) {
   out.report = *rep;
   auto session = Session::create(g, **device);
   ASSERT_TRUE(session.ok()) << session.status();
-  const Feeds feeds = tiny_feeds(tiny());
+  const Feeds feeds = isensee_feeds(tiny(), kSeed);
   for (int i = 0; i < kSteps; ++i) {
     StepResult r;
     ASSERT_TRUE((*session)->run(feeds, &r).ok());

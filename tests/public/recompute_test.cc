@@ -36,22 +36,6 @@ struct Model {
   Feeds feeds;
 };
 
-Feeds isensee_feeds(const models::IsenseeConfig& c) {
-  std::mt19937_64 gen(kSeed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  const int64_t voxels = c.size * c.size * c.size;
-  std::vector<float> image(c.batch * voxels), labels(c.batch * c.classes * voxels, 0.0f);
-  for (float& v : image) v = normal(gen);
-  for (int64_t n = 0; n < c.batch; ++n) {
-    for (int64_t i = 0; i < voxels; ++i) {
-      const float v = image[n * voxels + i];
-      const int64_t k = v < -0.5f ? 0 : (v > 0.5f ? 1 : 2);
-      labels[(n * c.classes + k) * voxels + i] = 1.0f;
-    }
-  }
-  return {{"image", std::move(image)}, {"labels", std::move(labels)}};
-}
-
 std::vector<Model> models_under_test() {
   std::vector<Model> out;
   auto v = vdsr(4, 24, Adam{.lr = 1e-3});
@@ -71,7 +55,7 @@ std::vector<Model> models_under_test() {
   const models::ModelTensors m = models::build_isensee_unet(g, c);
   auto i = training_graph(g, m.loss, Adam{.lr = 5e-3});
   EXPECT_TRUE(i.ok()) << i.status();
-  if (i.ok()) out.push_back({"isensee_unet3d", *std::move(i), isensee_feeds(c)});
+  if (i.ok()) out.push_back({"isensee_unet3d", *std::move(i), isensee_feeds(c, kSeed)});
   return out;
 }
 

@@ -94,6 +94,25 @@ inline Feeds vdsr_feeds(int64_t batch, int64_t size, uint64_t seed) {
   return {{"lr", std::move(lr)}, {"hr", std::move(hr)}};
 }
 
+// A fixed batch for Isensee's 3-D U-Net (NCDHW): a normal image and a
+// one-hot label map by the image's value (below -0.5, above 0.5, between),
+// so that the classes can be learnt. Needs c.classes >= 3.
+inline Feeds isensee_feeds(const models::IsenseeConfig& c, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int64_t voxels = c.size * c.size * c.size;
+  std::vector<float> image(c.batch * voxels), labels(c.batch * c.classes * voxels, 0.0f);
+  for (float& v : image) v = normal(gen);
+  for (int64_t n = 0; n < c.batch; ++n) {
+    for (int64_t i = 0; i < voxels; ++i) {
+      const float v = image[n * voxels + i];
+      const int64_t k = v < -0.5f ? 0 : (v > 0.5f ? 1 : 2);
+      labels[(n * c.classes + k) * voxels + i] = 1.0f;
+    }
+  }
+  return {{"image", std::move(image)}, {"labels", std::move(labels)}};
+}
+
 // Every persistent tensor (parameters, optimizer state, step counter) by name.
 inline std::map<std::string, std::vector<float>> persistent_state(const Session& s) {
   std::map<std::string, std::vector<float>> state;
