@@ -75,6 +75,9 @@ struct ProfileOptions {
   // its name is listed in StepProfile::unprofiled (the Device overload of
   // lms::rewrite does this and uses the calibrated roofline for it).
   bool skip_nodes_that_do_not_fit = false;
+  // Time only these nodes (the rest get -1); empty: every compute node.
+  // InvalidArgument for an id outside the graph.
+  std::vector<NodeId> only_nodes;
   EventSink* sink = nullptr;  // forwarded every device event; the device is left with it
 };
 

@@ -51,9 +51,26 @@ struct RewriteOptions {
   // Measured seconds by NodeId from a profiling step; entries < 0 or missing
   // fall back to the cost model's roofline.
   std::vector<double> node_time_s;
+  // Measured seconds by NodeId of the workspace = "least" kernels (entries
+  // < 0 or missing: the node's node_time_s entry). When given, auto with
+  // joint actions also plans with those kernels when the fast ones' plan
+  // fits, and keeps whichever plan is predicted faster (Note [Least
+  // workspace fallback] in src/swap/rewrite.cc); the results then equal
+  // those of the graph run without LMS on the same kernels
+  // (use_least_workspace_kernels). The Device overload measures them with
+  // time_model "measured" and joint actions. Empty: the least-workspace
+  // kernels are used only when the fast ones cannot fit.
+  std::vector<double> least_node_time_s;
   // Tensors kept until the end of the step (SessionOptions::fetches of the
   // session that will run the graph); empty = the graph's loss.
   std::vector<std::string> fetched;
+  // The Device overload on the CPU device: fuse each relu that is a conv
+  // output's only reader into the conv (lms/types.h kActivationAttr; Note
+  // [Conv + ReLU fusion] in src/graph/fusion.cc). The fused node takes the
+  // relu's name and the conv output tensor disappears; results are
+  // bit-identical. node_time_s, when given, is by the input graph's node ids
+  // and is carried over (a fused node's time is the sum of its two).
+  bool fuse_conv_relu = true;
   // Data parallelism (lms/distributed.h): the ranks (Communicator::size())
   // and each rank's all-reduce bandwidth, bytes/s, for the time the
   // simulation gives the all_reduce nodes (a ring: 2 (ranks - 1) / ranks of
@@ -139,9 +156,14 @@ struct RewriteReport {
   std::string working_set_node;          // the node that sets it
   std::string plan_text;                 // one line per swapped or recomputed tensor
   // Convolution nodes the rewrite set to workspace = "least" because the
-  // plan with the fast kernels did not fit (RewriteOptions::
-  // least_workspace_bytes); empty when none.
+  // plan with the fast kernels did not fit, or (auto with joint actions)
+  // was predicted slower (RewriteOptions::least_workspace_bytes and
+  // least_node_time_s); empty when none. use_least_workspace_kernels
+  // applies them to the graph as it was before the rewrite.
   std::vector<std::string> least_workspace_nodes;
+  // The fused conv + relu nodes, by name (RewriteOptions::fuse_conv_relu);
+  // empty when none.
+  std::vector<std::string> fused;
   std::string summary() const;  // human-readable, multi-line
   // One line per decision, indented by two spaces: action, tensor, bytes,
   // restores per step (xN) and predicted seconds per step.
@@ -173,5 +195,14 @@ absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config);
 // the device has no kernel for.
 absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config, Device& device,
                                       const RewriteOptions& options = {});
+
+// Sets workspace = "least" (lms/types.h kWorkspaceAttr) on the convolutions
+// of `graph` named in `nodes`, typically RewriteReport::least_workspace_nodes
+// applied to the graph as it was before the rewrite, so that it runs the same
+// kernels without LMS (and gives the same bits). A fused node's name
+// (RewriteReport::fused) is its relu's: the conv that relu reads gets the
+// attribute. InvalidArgument naming the first name that is neither a
+// convolution node nor a relu reading one; the graph is then unchanged.
+absl::Status use_least_workspace_kernels(Graph& graph, const std::vector<std::string>& nodes);
 
 }  // namespace lms

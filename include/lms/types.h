@@ -82,6 +82,16 @@ inline constexpr std::string_view kWorkspaceAttr = "workspace";
 inline constexpr std::string_view kWorkspaceFast = "fast";
 inline constexpr std::string_view kWorkspaceLeast = "least";
 
+// The optional attribute "activation" of conv: "relu" makes the node output
+// relu(conv(x, w) + b) in one kernel (oneDNN's eltwise post-op on the CPU
+// device), so the pre-activation tensor never exists. Its gradient applies
+// relu_bwd to the node's output first, which is exact: relu(v) > 0 exactly
+// where v > 0. lms::rewrite with the CPU device sets it where a relu is a
+// conv output's only reader (Note [Conv + ReLU fusion] in
+// src/graph/fusion.cc); model code may set it too.
+inline constexpr std::string_view kActivationAttr = "activation";
+inline constexpr std::string_view kActivationRelu = "relu";
+
 // The optional attribute "layout" of any node: the storage layout of each
 // input and output tensor, one character each, inputs then ':' then outputs
 // ("bp:b": input 0 blocked, input 1 plain, output 0 blocked). 'p' is the

@@ -133,6 +133,13 @@ absl::StatusOr<Shapes> infer_conv(const Attrs& a, const Shapes& in) {
   LMS_ASSIGN_OR_RETURN(Geometry g, read_geometry("conv", a, in[0].size(), true));
   LMS_ASSIGN_OR_RETURN(Shape y, conv_shape("conv", in[0], in[1], g));
   LMS_RETURN_IF_ERROR(check_bias("conv", in, in[1][0]));
+  if (auto it = a.find(kActivationAttr); it != a.end()) {
+    const std::string* v = std::get_if<std::string>(&it->second);
+    if (v == nullptr || *v != kActivationRelu) {
+      return op_error("conv", str_cat("attribute '", kActivationAttr, "' must be the string \"",
+                                      kActivationRelu, "\" (or absent: no activation)"));
+    }
+  }
   return Shapes{y};
 }
 
@@ -161,13 +168,18 @@ absl::StatusOr<Shapes> infer_conv_bwd_weights(const Attrs& a, const Shapes& in) 
 double conv_flops(const Shape& y, const Shape& w) { return 2 * numel(y) * numel(w, 1); }
 
 absl::Status conv_grad(GradContext& ctx) {
-  const TensorId dy = ctx.output_grads[0];
-  if (dy == kNoTensor) {
+  if (ctx.output_grads[0] == kNoTensor) {
     decline_rest(ctx);
     return absl::OkStatus();
   }
   const Node fwd = ctx.graph.node(ctx.node);
   const bool bias = fwd.inputs.size() > 2;
+  const bool want_db = bias && wants(ctx, 2);
+  TensorId dy = ctx.output_grads[0];
+  if (fwd.attrs.contains(kActivationAttr) && (wants(ctx, 0) || wants(ctx, 1) || want_db)) {
+    // y = relu(v): dv = relu_bwd(y, dy), exact (Note [Conv + ReLU fusion]).
+    LMS_ASSIGN_OR_RETURN(dy, add_grad_node1(ctx, "relu_bwd", "relu", {fwd.outputs[0], dy}, {}));
+  }
   Attrs geom = {{"stride", fwd.attrs.at("stride")},
                 {"pad", fwd.attrs.at("pad")},
                 {"dilation", fwd.attrs.at("dilation")}};
@@ -177,7 +189,6 @@ absl::Status conv_grad(GradContext& ctx) {
     LMS_ASSIGN_OR_RETURN(ctx.input_grads[0],
                          add_grad_node1(ctx, "conv_bwd_data", "data", {dy, fwd.inputs[1]}, a));
   }
-  const bool want_db = bias && wants(ctx, 2);
   if (wants(ctx, 1) || want_db) {
     Attrs a = geom;
     a["weight_shape"] = input_shape(ctx, 1);
@@ -396,9 +407,11 @@ void register_conv_ops(std::vector<OpSpec>& specs) {
                             [=](const Attrs&, const Shapes& in, const Shapes& out) {
                               return deconv_flops(in[0], out[0]);
                             }));
-  // The six above accept the optional workspace attribute (docs/ops.md).
+  // The six above accept the optional workspace attribute (docs/ops.md);
+  // conv also the activation attribute (lms/types.h kActivationAttr).
   for (size_t i = specs.size() - 6; i < specs.size(); ++i)
     specs[i].optional_attrs = {std::string(kWorkspaceAttr)};
+  specs[specs.size() - 6].optional_attrs.push_back(std::string(kActivationAttr));
   specs.push_back(make_spec(
       "upsample", 1, 1, {"mode", "scale"}, infer_upsample,
       [](const Attrs& a, const Shapes&, const Shapes& out) { return upsample_flops(a, out[0]); },

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "graph/blocked_layouts.h"
+#include "graph/fusion.h"
 #include "lms/device.h"
 #include "lms/profile.h"
 #include "lms/rewrite.h"
@@ -37,17 +38,65 @@ absl::Status measure_times(const Graph& graph, Device& device, LmsConfig& config
   config.link = profile.link;
   config.cost_model = calibrate_cost_model(profile, graph);
   options.node_time_s = std::move(profile.node_time_s);
+  // Joint actions may plan with the least-workspace kernels even when the
+  // fast ones fit (Note [Least workspace fallback] in src/swap/rewrite.cc):
+  // time those kernels too, so the comparison counts their speed.
+  const bool joint = config.policy == SwapPolicy::kAuto && config.auto_actions == AutoActions::kJoint;
+  if (!joint || !options.least_workspace_bytes || !options.workspace_bytes ||
+      !options.least_node_time_s.empty()) {
+    return absl::OkStatus();
+  }
+  const std::vector<uint64_t>& least = *options.least_workspace_bytes;
+  const std::vector<uint64_t>& fast = *options.workspace_bytes;
+  Graph lean = graph;
+  ProfileOptions lo;
+  lo.link = false;
+  lo.skip_nodes_that_do_not_fit = true;
+  for (NodeId id = 0; id < static_cast<NodeId>(std::min(least.size(), fast.size())); ++id) {
+    if (least[id] >= fast[id]) continue;
+    lean.mutable_node(id).attrs[std::string(kWorkspaceAttr)] = std::string(kWorkspaceLeast);
+    lo.only_nodes.push_back(id);
+  }
+  if (lo.only_nodes.empty()) return absl::OkStatus();
+  LMS_ASSIGN_OR_RETURN(StepProfile lean_profile, profile_step(lean, device, lo));
+  options.least_node_time_s = std::move(lean_profile.node_time_s);
   return absl::OkStatus();
 }
 
-// The CPU device stores activations blocked between ops where every reader
-// can (Note [Blocked layouts] in src/graph/blocked_layouts.cc). This runs
-// before the kernels are compiled for their workspaces, so the plan counts
-// the kernels the session will run, and before the swap pass, whose swap
-// copies and rewired consumers keep each tensor's layout.
-absl::Status lay_out_for(Graph& graph, const Device& device, const RewriteOptions& options) {
-  if (device.kind() != "cpu") return absl::OkStatus();
-  return assign_blocked_layouts(graph, options.fetched).status();
+// The CPU device runs each conv with its relu as one kernel where the relu
+// is the conv output's only reader (Note [Conv + ReLU fusion] in
+// src/graph/fusion.cc), and stores activations blocked between ops where
+// every reader can (Note [Blocked layouts] in src/graph/blocked_layouts.cc).
+// This runs before the kernels are compiled for their workspaces, so the
+// plan counts the kernels the session will run, and before the swap pass,
+// whose swap copies and rewired consumers keep each tensor's layout. Given
+// node times follow the nodes: a fused node's is the sum of its two.
+absl::StatusOr<std::vector<std::string>> prepare_for(Graph& graph, const Device& device,
+                                                     RewriteOptions& options) {
+  if (device.kind() != "cpu") return std::vector<std::string>();
+  std::vector<std::string> fused;
+  if (options.fuse_conv_relu) {
+    LMS_ASSIGN_OR_RETURN(FusionResult f, fuse_conv_relu(graph, options.fetched));
+    if (!options.node_time_s.empty()) {
+      std::vector<double> times(f.graph.num_nodes(), 0.0);
+      std::vector<bool> unknown(f.graph.num_nodes(), false);
+      for (NodeId id = 0; id < static_cast<NodeId>(f.node_map.size()); ++id) {
+        const NodeId m = f.node_map[id];
+        const bool known = id < static_cast<NodeId>(options.node_time_s.size()) &&
+                           options.node_time_s[id] >= 0;
+        if (known) times[m] += options.node_time_s[id];
+        unknown[m] = unknown[m] || !known;
+      }
+      for (size_t i = 0; i < times.size(); ++i) {
+        if (unknown[i]) times[i] = -1;  // the cost model's roofline
+      }
+      options.node_time_s = std::move(times);
+    }
+    graph = std::move(f.graph);
+    fused = std::move(f.fused);
+  }
+  LMS_RETURN_IF_ERROR(assign_blocked_layouts(graph, options.fetched).status());
+  return fused;
 }
 
 bool is_conv_family(std::string_view op) {
@@ -68,6 +117,27 @@ absl::StatusOr<std::vector<uint64_t>> least_kernel_workspace_bytes(const Graph& 
   }
   if (!any) return std::vector<uint64_t>();
   return kernel_workspace_bytes(lean, device);
+}
+
+absl::Status use_least_workspace_kernels(Graph& graph, const std::vector<std::string>& nodes) {
+  std::vector<NodeId> convs;
+  for (const std::string& name : nodes) {
+    NodeId id = graph.find_node(name);
+    if (id != kNoNode && graph.node(id).op == "relu") {
+      const NodeId producer = graph.tensor(graph.node(id).inputs[0]).producer;
+      if (producer != kNoNode && graph.node(producer).op == "conv") id = producer;
+    }
+    if (id == kNoNode || !is_conv_family(graph.node(id).op)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "use_least_workspace_kernels: '", name,
+          "' is neither a convolution node of the graph nor a relu reading a conv output"));
+    }
+    convs.push_back(id);
+  }
+  for (NodeId id : convs) {
+    graph.mutable_node(id).attrs[std::string(kWorkspaceAttr)] = std::string(kWorkspaceLeast);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config, Device& device,
@@ -92,11 +162,12 @@ absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config, Dev
   LMS_RETURN_IF_ERROR(verify(graph));
   // The graph changes only when the whole rewrite succeeds.
   Graph laid_out = graph;
-  LMS_RETURN_IF_ERROR(lay_out_for(laid_out, device, options));
+  RewriteOptions with_device = options;
+  LMS_ASSIGN_OR_RETURN(std::vector<std::string> fused,
+                       prepare_for(laid_out, device, with_device));
   LMS_ASSIGN_OR_RETURN(std::vector<uint64_t> workspaces, kernel_workspace_bytes(laid_out, device));
   LmsConfig facts = config;
   facts.alignment_bytes = mem.alignment_bytes;
-  RewriteOptions with_device = options;
   with_device.device_capacity_bytes = mem.capacity_bytes;
   with_device.workspace_bytes = std::move(workspaces);
   if (config.enabled) {
@@ -107,6 +178,7 @@ absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config, Dev
     LMS_RETURN_IF_ERROR(measure_times(laid_out, device, facts, with_device));
   }
   LMS_ASSIGN_OR_RETURN(RewriteReport report, rewrite(laid_out, facts, with_device));
+  report.fused = std::move(fused);
   graph = std::move(laid_out);
   if (config.enabled && config.time_model == TimeModel::kMeasured) {
     report.time_model = absl::StrCat("measured on ", device.name(), ": ", report.time_model,

@@ -455,9 +455,18 @@ absl::StatusOr<StepProfile> profile_step(const Graph& graph, Device& device,
   if (options.nodes) {
     InputPool pool(device, options.seed);
     NodeTimer timer{device, catcher, *done, options, pool};
+    std::vector<bool> timed(graph.num_nodes(), options.only_nodes.empty());
+    for (NodeId id : options.only_nodes) {
+      if (id < 0 || id >= graph.num_nodes()) {
+        return absl::InvalidArgumentError(absl::StrCat("profile_step: only_nodes holds node id ",
+                                                       id, "; allowed: 0 to ",
+                                                       graph.num_nodes() - 1));
+      }
+      timed[id] = true;
+    }
     for (NodeId id = 0; id < graph.num_nodes(); ++id) {
       const Node& n = graph.node(id);
-      if (has_no_kernel(n)) continue;
+      if (has_no_kernel(n) || !timed[id]) continue;
       absl::StatusOr<double> t = timer.time_node(graph, id);
       if (absl::IsResourceExhausted(t.status()) && options.skip_nodes_that_do_not_fit) {
         out.unprofiled.push_back(n.name);

@@ -304,13 +304,18 @@ std::string fit_text(const RewriteReport& r) {
 }  // namespace
 
 std::string RewriteReport::summary() const {
+  const std::string fused_text =
+      fused.empty() ? std::string()
+                    : absl::StrFormat("  fused                %d conv + relu pairs, one kernel each\n",
+                                      fused.size());
   if (!enabled) {
     return absl::StrFormat(
         "lms: disabled, graph unchanged; peak %s, budget %s: %s\n"
         "  static arena         %s (lower bound %s, gap %s; persistent %s outside)\n",
         format_bytes(peak_bytes_after), format_bytes(budget_bytes), fit_text(*this),
         format_bytes(arena_bytes), format_bytes(arena_lower_bound_bytes), arena_gap_text(*this),
-        format_bytes(arena_persistent_bytes));
+        format_bytes(arena_persistent_bytes)) +
+           fused_text;
   }
   return absl::StrFormat(
              "lms: policy %s, %d tensors swapped, %d recomputed (%.6f s of compute)\n"
@@ -331,9 +336,10 @@ std::string RewriteReport::summary() const {
              arena_gap_text(*this), format_bytes(arena_persistent_bytes)) +
          (least_workspace_nodes.empty()
               ? std::string()
-              : absl::StrFormat("  least workspace      %d convolution kernels (budget too tight "
-                                "for the fast ones)\n",
-                                least_workspace_nodes.size()));
+              : absl::StrFormat("  least workspace      %d convolution kernels (the plan with "
+                                "the fast ones did not fit or was predicted slower)\n",
+                                least_workspace_nodes.size())) +
+         fused_text;
 }
 
 std::string RewriteReport::decisions_text() const {
@@ -436,6 +442,11 @@ absl::StatusOr<Planned> plan_with(const Graph& graph, const LmsConfig& config,
   return Planned{std::move(rewritten), std::move(rep)};
 }
 
+// Past this many nodes auto with joint actions makes only the joint greedy
+// plan (Note [Joint planner]) and does not plan with the least-workspace
+// kernels unless it must (Note [Least workspace fallback]).
+constexpr int32_t kJointCompareNodes = 20000;
+
 absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const LmsConfig& config,
                                            const RewriteOptions& options) {
   LMS_RETURN_IF_ERROR(verify(graph));
@@ -467,7 +478,6 @@ absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const LmsConfig& config
   // predicted slower than either. Each candidate is inserted, laid out and
   // simulated, about 15 us per node; past kJointCompareNodes nodes only the
   // joint greedy plan is made, so planning stays linear.
-  constexpr int32_t kJointCompareNodes = 20000;
   absl::StatusOr<Planned> best =
       plan_with(graph, config, options, before, rep, AutoActions::kJoint);
   const bool nothing_to_do = best.ok() && best->rep.decisions.empty();
@@ -500,10 +510,25 @@ absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const LmsConfig& config
 // nodes have a kernel with a smaller workspace, plan once more with those
 // nodes set to workspace = "least" (lms/types.h; vDNN_dyn's memory-optimal
 // algorithms, Rhu et al. 2016) and keep that plan if it fits where the
-// first did not. The node times stay those of the fast kernels.
+// first did not.
+//
+// With auto and joint actions and the lean kernels' times known
+// (RewriteOptions::least_node_time_s, measured by the Device overload), the
+// lean plan is made even when the fast one fits, and kept when it is
+// predicted faster: the memory the lean kernels free can save more
+// recomputation or copying than their slower kernels cost. That makes joint
+// never slower than a recompute-only or swap-only rewrite that had to fall
+// back. Without those times (the roofline knows no kernel choice) the
+// lean kernels are used only to fit, so results stay bit-identical to the
+// graph without LMS wherever the fast kernels fit.
 bool tight(const absl::StatusOr<RewriteReport>& r) {
   if (!r.ok()) return absl::IsResourceExhausted(r.status());
   return r->enabled && !r->fits && r->fit_unknown_reason.empty();
+}
+
+bool joint(const LmsConfig& config) {
+  return config.enabled && config.policy == SwapPolicy::kAuto &&
+         config.auto_actions == AutoActions::kJoint;
 }
 
 }  // namespace
@@ -512,8 +537,13 @@ absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config,
                                       const RewriteOptions& options) {
   Graph fast = graph;
   absl::StatusOr<RewriteReport> first = rewrite_once(fast, config, options);
-  if (!config.enabled || !tight(first) || !options.least_workspace_bytes.has_value() ||
-      !options.workspace_bytes.has_value()) {
+  // Whether to plan with the least-workspace kernels too, and keep the
+  // faster of the two plans (joint) or the one that fits (otherwise).
+  const bool compare = joint(config) && !options.least_node_time_s.empty() && first.ok() &&
+                       first->fits && !first->decisions.empty() &&
+                       graph.num_nodes() <= kJointCompareNodes;
+  if (!config.enabled || !(tight(first) || compare) ||
+      !options.least_workspace_bytes.has_value() || !options.workspace_bytes.has_value()) {
     if (first.ok()) graph = std::move(fast);
     return first;
   }
@@ -530,6 +560,12 @@ absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config,
     ws[id] = least[id];
     lean.mutable_node(id).attrs[std::string(kWorkspaceAttr)] = std::string(kWorkspaceLeast);
     switched.push_back(graph.node(id).name);
+    if (id < static_cast<NodeId>(options.least_node_time_s.size()) &&
+        options.least_node_time_s[id] >= 0) {
+      std::vector<double>& t = lean_options.node_time_s;
+      if (t.size() <= static_cast<size_t>(id)) t.resize(id + 1, -1.0);
+      t[id] = options.least_node_time_s[id];
+    }
   }
   if (switched.empty()) {
     if (first.ok()) graph = std::move(fast);
@@ -545,7 +581,10 @@ absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config,
                      switched.size(), " nodes; with the fast kernels: ", first.status().message(),
                      ")"));
   }
-  if (!second.ok() || tight(second)) {
+  const bool lean_wins =
+      second.ok() && !tight(second) &&
+      (!compare || (second->fits && second->step_time_after_s < first->step_time_after_s));
+  if (!lean_wins) {
     if (first.ok()) graph = std::move(fast);
     return first;
   }

@@ -146,6 +146,10 @@ TrainedRun train_steps(Graph train, uint64_t budget, Communicator* comm) {
   LmsConfig cfg;
   cfg.enabled = budget > 0;
   cfg.device_memory_limit = budget;
+  // Swaps only: what this test checks is that copies around the all-reduce
+  // change no bit (a joint plan may pick recomputation or least-workspace
+  // kernels instead, lms/rewrite.h).
+  cfg.auto_actions = AutoActions::kSwap;
   auto rep = rewrite(train, cfg, **device);
   EXPECT_TRUE(rep.ok()) << rep.status();
   if (!rep.ok()) return run;

@@ -130,14 +130,7 @@ TEST(LeastWorkspace, TightBudgetSwitchesConvolutionsAndTrainsBitIdentically) {
 
   // The reference: the rewritten graph's kernels, no swaps, on the big device.
   Graph reference = *train;
-  for (const std::string& name : rep->least_workspace_nodes) {
-    for (NodeId id = 0; id < static_cast<NodeId>(reference.num_nodes()); ++id) {
-      if (reference.node(id).name == name) {
-        reference.mutable_node(id).attrs[std::string(kWorkspaceAttr)] =
-            std::string(kWorkspaceLeast);
-      }
-    }
-  }
+  ASSERT_TRUE(use_least_workspace_kernels(reference, rep->least_workspace_nodes).ok());
   auto big2 = make_cpu_device({.capacity_bytes = 512 * kMiB, .host_pool_bytes = 512 * kMiB});
   ASSERT_TRUE(big2.ok());
   auto ref_rep = rewrite(reference, off, **big2);

@@ -285,13 +285,7 @@ void check_graph(uint64_t seed, int rank, Tally& tally) {
       // without LMS.
       ++tally.least_workspace_runs;
       Graph same_kernels = train;
-      for (NodeId id = 0; id < static_cast<NodeId>(same_kernels.num_nodes()); ++id) {
-        const std::vector<std::string>& least = rep->least_workspace_nodes;
-        if (std::find(least.begin(), least.end(), same_kernels.node(id).name) != least.end()) {
-          same_kernels.mutable_node(id).attrs[std::string(kWorkspaceAttr)] =
-              std::string(kWorkspaceLeast);
-        }
-      }
+      ASSERT_TRUE(use_least_workspace_kernels(same_kernels, rep->least_workspace_nodes).ok());
       std::unique_ptr<Device> roomy = cpu_device(64 * kMiB);
       ASSERT_NE(roomy, nullptr);
       auto same_rep = rewrite(same_kernels, off, *roomy);

@@ -181,7 +181,12 @@ class CudnnConvKernel final : public Kernel {
  public:
   CudnnConvKernel(const KernelSpec& spec, const CudaKernelContext& ctx, cpu::ConvProblem p,
                   Pass pass)
-      : name_(spec.name), op_(spec.op), ctx_(ctx), p_(std::move(p)), pass_(pass) {}
+      : name_(spec.name),
+        op_(spec.op),
+        ctx_(ctx),
+        p_(std::move(p)),
+        pass_(pass),
+        relu_(spec.op == "conv" && spec.attrs.contains(kActivationAttr)) {}
 
   absl::Status init(const KernelSpec& spec) {
     const Shape& ci = p_.transposed ? p_.y : p_.x;
@@ -220,6 +225,13 @@ class CudnnConvKernel final : public Kernel {
     for (size_t k = 0; k < split_.pieces.size(); ++k) {
       const auto [first, samples] = split_.pieces[k];
       LMS_RETURN_IF_ERROR(run_piece(a, *setup_for(samples), first, k == 0, what));
+    }
+    if (relu_) {
+      // activation = "relu" (lms/types.h): the same element-wise kernel as a
+      // relu node, in place on the output, so the bits are the same.
+      return cuda_status(launch::unary(ctx_.stream, launch::Unary::kRelu, a.outputs[0],
+                                       a.outputs[0], num_elements(p_.y), 0.f),
+                         what + ": relu");
     }
     if (pass_ == Pass::kBackwardFilter && p_.bias) {
       // db[K] = sum of dy (input 1, [N,K,S']) over N and S', the whole batch.
@@ -300,6 +312,7 @@ class CudnnConvKernel final : public Kernel {
   CudaKernelContext ctx_;
   cpu::ConvProblem p_;
   Pass pass_;
+  bool relu_ = false;  // conv with activation = "relu"
   ConvSplit split_;
   std::vector<std::unique_ptr<PieceSetup>> setups_;
   int64_t ci_sample_ = 0, co_sample_ = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -164,22 +165,68 @@ auto pick_pd(const ConvDescs& d, MakePd make) {
   return make(dnnl::algorithm::convolution_direct);
 }
 
-// Inputs x, w, b?; output y.
+bool has_relu(const KernelSpec& spec) {
+  auto it = spec.attrs.find(kActivationAttr);
+  if (it == spec.attrs.end()) return false;
+  const std::string* v = std::get_if<std::string>(&it->second);
+  return v != nullptr && *v == kActivationRelu;
+}
+
+bool same_primitive(const dnnl::convolution_forward::primitive_desc& a,
+                    const dnnl::convolution_forward::primitive_desc& b) {
+  return std::string(a.impl_info_str()) == b.impl_info_str() && a.src_desc() == b.src_desc() &&
+         a.weights_desc() == b.weights_desc() && a.dst_desc() == b.dst_desc();
+}
+
+// Inputs x, w, b?; output y. With activation = "relu" (conv only; Note
+// [Conv + ReLU fusion] in src/graph/fusion.cc) the relu runs as the
+// primitive's eltwise post-op when oneDNN then picks the same
+// implementation and layouts as for the plain conv, so the bits cannot
+// differ from conv followed by relu; otherwise the plain conv runs and the
+// relu after it, in place on its output.
 template <class F>
 std::unique_ptr<Kernel> make_forward(const KernelSpec& spec, const CpuKernelContext& ctx,
                                      const ConvProblem& p, const ConvDescs& d) {
   auto pd = pick_pd(d, [&](dnnl::algorithm alg) {
     return forward_pd<F>(p, d, alg, ctx.engine, user_scratchpad_attr());
   });
+  bool relu_after = false;
+  if constexpr (std::is_same_v<F, ConvFamily>) {
+    if (has_relu(spec)) {
+      dnnl::primitive_attr attr = user_scratchpad_attr();
+      dnnl::post_ops ops;
+      ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+      attr.set_post_ops(ops);
+      relu_after = true;
+      for (dnnl::algorithm alg : {d.alg, dnnl::algorithm::convolution_direct}) {
+        auto fused = forward_pd<F>(p, d, alg, ctx.engine, attr);
+        if (same_primitive(fused, pd)) {
+          pd = fused;
+          relu_after = false;
+          break;
+        }
+      }
+    }
+  }
   PlanBuilder b(spec.name, ctx);
-  std::vector<StepArg> args = {
-      {DNNL_ARG_SRC, b.bind_input(0, d.x_user, pd.src_desc()), pd.src_desc()},
-      {DNNL_ARG_WEIGHTS, b.bind_input(1, d.w_user, pd.weights_desc()), pd.weights_desc()},
-      {DNNL_ARG_DST, b.bind_output(0, d.y_user, pd.dst_desc()), pd.dst_desc()}};
+  const BufferRef x = b.bind_input(0, d.x_user, pd.src_desc());
+  const BufferRef w = b.bind_input(1, d.w_user, pd.weights_desc());
+  const BufferRef y = b.bind_output(0, d.y_user, pd.dst_desc());
+  std::vector<StepArg> args = {{DNNL_ARG_SRC, x, pd.src_desc()},
+                               {DNNL_ARG_WEIGHTS, w, pd.weights_desc()},
+                               {DNNL_ARG_DST, y, pd.dst_desc()}};
   if (p.bias) {
     args.push_back({DNNL_ARG_BIAS, b.bind_input(2, d.bias, pd.bias_desc()), pd.bias_desc()});
   }
   b.add_step(typename F::Fwd(pd), std::move(args), pd.scratchpad_desc());
+  if (relu_after) {
+    dnnl::eltwise_forward::desc desc(dnnl::prop_kind::forward_training,
+                                     dnnl::algorithm::eltwise_relu, pd.dst_desc(), 0.f, 0.f);
+    dnnl::eltwise_forward::primitive_desc epd(desc, user_scratchpad_attr(), ctx.engine);
+    b.add_step(dnnl::eltwise_forward(epd),
+               {{DNNL_ARG_SRC, y, pd.dst_desc()}, {DNNL_ARG_DST, y, pd.dst_desc()}},
+               epd.scratchpad_desc());
+  }
   return b.finish();
 }
 

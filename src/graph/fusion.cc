@@ -1,0 +1,151 @@
+#include "graph/fusion.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "lms/status.h"
+#include "lms/types.h"
+
+namespace lms {
+
+// Note [Conv + ReLU fusion]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
+// A conv whose output v is read only by a relu becomes one node computing
+// y = relu(v) (kActivationAttr): on the CPU device one oneDNN convolution
+// with an eltwise post-op, so v is never written to memory nor counted by
+// the planner, and the step saves one pass over y.
+//
+// Exactness. relu_bwd already reads the relu's output y (dy * (y > 0)), and
+// y > 0 exactly where v > 0, so the backward graph is unchanged: it reads y
+// and the conv's inputs, never v. The forward values are the same bits: the
+// post-op applies max(v, 0) to the same float v the separate relu would
+// read, and the CPU kernel keeps the fused primitive only when oneDNN picks
+// the same implementation as for the plain conv (otherwise it runs that
+// implementation and the relu in place after it, still one node).
+//
+// The rule. relu node R fuses with conv node P when
+//  - R's input v is P's output, P has no activation yet;
+//  - R is v's only reader, and v is neither fetched nor the loss (the host
+//    would read the tensor that no longer exists);
+//  - the graph is not planned yet (a plan names nodes and positions).
+// The fused node takes R's name, so y keeps its name and every consumer,
+// fetch and swap plan that names it still finds it; P's name disappears
+// with v. It takes P's place in the creation order and the preferred
+// order, and the control edges of both.
+
+namespace {
+
+bool fusable(const Graph& g, NodeId relu, const std::vector<bool>& kept) {
+  const Node& r = g.node(relu);
+  if (r.op != "relu" || r.inputs.size() != 1) return false;
+  const TensorId v = r.inputs[0];
+  const Tensor& t = g.tensor(v);
+  if (t.producer == kNoNode || kept[v] || t.consumers.size() != 1) return false;
+  const Node& p = g.node(t.producer);
+  return p.op == "conv" && p.outputs.size() == 1 && !p.attrs.contains(kActivationAttr);
+}
+
+absl::Status add_leaf(const Graph& g, TensorId t, Graph& out, std::vector<TensorId>& tensor_map) {
+  const Tensor& x = g.tensor(t);
+  switch (x.role) {
+    case TensorRole::kInput:
+      tensor_map[t] = out.input(x.name, x.shape);
+      break;
+    case TensorRole::kParameter:
+      tensor_map[t] = out.parameter(x.name, x.shape, x.init);
+      break;
+    case TensorRole::kOptimizerState:
+      tensor_map[t] = out.optimizer_state(x.name, x.shape, x.init);
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("fuse_conv_relu: tensor '", x.name, "' (",
+                                                     role_name(x.role), ") has no producer"));
+  }
+  return out.status();
+}
+
+}  // namespace
+
+absl::StatusOr<FusionResult> fuse_conv_relu(const Graph& g,
+                                            const std::vector<std::string>& fetched) {
+  LMS_RETURN_IF_ERROR(verify(g));
+  std::vector<bool> kept(g.num_tensors(), false);
+  for (const std::string& name : fetched) {
+    const TensorId t = g.find_tensor(name);
+    if (t == kNoTensor) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("fuse_conv_relu: fetched '", name, "' is not a tensor of the graph"));
+    }
+    kept[t] = true;
+  }
+  if (g.loss() != kNoTensor) kept[g.loss()] = true;
+
+  FusionResult result;
+  const NodeId n = g.num_nodes();
+  // relu_of[conv] = the relu fused into it; absorbed[relu] = fused away.
+  std::vector<NodeId> relu_of(n, kNoNode);
+  std::vector<bool> absorbed(n, false);
+  if (!g.plan_record().planned) {
+    for (NodeId id = 0; id < n; ++id) {
+      if (!fusable(g, id, kept)) continue;
+      relu_of[g.tensor(g.node(id).inputs[0]).producer] = id;
+      absorbed[id] = true;
+    }
+  }
+
+  Graph& out = result.graph;
+  std::vector<TensorId> tensor_map(g.num_tensors(), kNoTensor);
+  for (TensorId t = 0; t < g.num_tensors(); ++t) {
+    if (g.tensor(t).producer == kNoNode) LMS_RETURN_IF_ERROR(add_leaf(g, t, out, tensor_map));
+  }
+  result.node_map.assign(n, kNoNode);
+  for (NodeId id = 0; id < n; ++id) {
+    if (absorbed[id]) continue;
+    const Node& node = g.node(id);
+    std::vector<TensorId> inputs;
+    inputs.reserve(node.inputs.size());
+    for (TensorId t : node.inputs) inputs.push_back(tensor_map[t]);
+    Attrs attrs = node.attrs;
+    std::string name = node.name;
+    // The tensors whose ids the new node's outputs take.
+    std::vector<TensorId> outputs = node.outputs;
+    if (relu_of[id] != kNoNode) {
+      const Node& relu = g.node(relu_of[id]);
+      attrs[std::string(kActivationAttr)] = std::string(kActivationRelu);
+      attrs.erase(std::string(kLayoutAttr));  // assigned again on the fused graph
+      name = relu.name;
+      outputs = relu.outputs;
+      result.fused.push_back(name);
+    }
+    const TensorRole role =
+        outputs.empty() ? TensorRole::kActivation : g.tensor(outputs[0]).role;
+    LMS_ASSIGN_OR_RETURN(std::vector<TensorId> made,
+                         out.add_node(node.op, name, std::move(inputs), std::move(attrs), role));
+    for (size_t i = 0; i < made.size() && i < outputs.size(); ++i) tensor_map[outputs[i]] = made[i];
+    result.node_map[id] = out.num_nodes() - 1;
+    if (relu_of[id] != kNoNode) result.node_map[relu_of[id]] = out.num_nodes() - 1;
+  }
+  for (NodeId id = 0; id < n; ++id) {
+    for (NodeId before : g.node(id).control_inputs) {
+      const NodeId a = result.node_map[before], b = result.node_map[id];
+      if (a != b) out.add_control_edge(a, b);
+    }
+  }
+  std::vector<NodeId> order;
+  std::vector<bool> placed(out.num_nodes(), false);
+  for (NodeId id : g.order()) {
+    const NodeId m = result.node_map[id];
+    if (placed[m]) continue;
+    placed[m] = true;
+    order.push_back(m);
+  }
+  LMS_RETURN_IF_ERROR(out.set_order(std::move(order)));
+  if (g.loss() != kNoTensor) out.set_loss(tensor_map[g.loss()]);
+  out.set_plan_record(g.plan_record());
+  LMS_RETURN_IF_ERROR(verify(out));
+  return result;
+}
+
+}  // namespace lms
