@@ -119,8 +119,7 @@ absl::StatusOr<FusionResult> fuse_conv_relu(const Graph& g,
       outputs = relu.outputs;
       result.fused.push_back(name);
     }
-    const TensorRole role =
-        outputs.empty() ? TensorRole::kActivation : g.tensor(outputs[0]).role;
+    const TensorRole role = outputs.empty() ? TensorRole::kActivation : g.tensor(outputs[0]).role;
     LMS_ASSIGN_OR_RETURN(std::vector<TensorId> made,
                          out.add_node(node.op, name, std::move(inputs), std::move(attrs), role));
     for (size_t i = 0; i < made.size() && i < outputs.size(); ++i) tensor_map[outputs[i]] = made[i];

@@ -41,7 +41,8 @@ absl::Status measure_times(const Graph& graph, Device& device, LmsConfig& config
   // Joint actions may plan with the least-workspace kernels even when the
   // fast ones fit (Note [Least workspace fallback] in src/swap/rewrite.cc):
   // time those kernels too, so the comparison counts their speed.
-  const bool joint = config.policy == SwapPolicy::kAuto && config.auto_actions == AutoActions::kJoint;
+  const bool joint =
+      config.policy == SwapPolicy::kAuto && config.auto_actions == AutoActions::kJoint;
   if (!joint || !options.least_workspace_bytes || !options.workspace_bytes ||
       !options.least_node_time_s.empty()) {
     return absl::OkStatus();
@@ -82,8 +83,8 @@ absl::StatusOr<std::vector<std::string>> prepare_for(Graph& graph, const Device&
       std::vector<bool> unknown(f.graph.num_nodes(), false);
       for (NodeId id = 0; id < static_cast<NodeId>(f.node_map.size()); ++id) {
         const NodeId m = f.node_map[id];
-        const bool known = id < static_cast<NodeId>(options.node_time_s.size()) &&
-                           options.node_time_s[id] >= 0;
+        const bool known =
+            id < static_cast<NodeId>(options.node_time_s.size()) && options.node_time_s[id] >= 0;
         if (known) times[m] += options.node_time_s[id];
         unknown[m] = unknown[m] || !known;
       }
@@ -163,8 +164,7 @@ absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config, Dev
   // The graph changes only when the whole rewrite succeeds.
   Graph laid_out = graph;
   RewriteOptions with_device = options;
-  LMS_ASSIGN_OR_RETURN(std::vector<std::string> fused,
-                       prepare_for(laid_out, device, with_device));
+  LMS_ASSIGN_OR_RETURN(std::vector<std::string> fused, prepare_for(laid_out, device, with_device));
   LMS_ASSIGN_OR_RETURN(std::vector<uint64_t> workspaces, kernel_workspace_bytes(laid_out, device));
   LmsConfig facts = config;
   facts.alignment_bytes = mem.alignment_bytes;

@@ -305,16 +305,17 @@ std::string fit_text(const RewriteReport& r) {
 
 std::string RewriteReport::summary() const {
   const std::string fused_text =
-      fused.empty() ? std::string()
-                    : absl::StrFormat("  fused                %d conv + relu pairs, one kernel each\n",
-                                      fused.size());
+      fused.empty()
+          ? std::string()
+          : absl::StrFormat("  fused                %d conv + relu pairs, one kernel each\n",
+                            fused.size());
   if (!enabled) {
     return absl::StrFormat(
-        "lms: disabled, graph unchanged; peak %s, budget %s: %s\n"
-        "  static arena         %s (lower bound %s, gap %s; persistent %s outside)\n",
-        format_bytes(peak_bytes_after), format_bytes(budget_bytes), fit_text(*this),
-        format_bytes(arena_bytes), format_bytes(arena_lower_bound_bytes), arena_gap_text(*this),
-        format_bytes(arena_persistent_bytes)) +
+               "lms: disabled, graph unchanged; peak %s, budget %s: %s\n"
+               "  static arena         %s (lower bound %s, gap %s; persistent %s outside)\n",
+               format_bytes(peak_bytes_after), format_bytes(budget_bytes), fit_text(*this),
+               format_bytes(arena_bytes), format_bytes(arena_lower_bound_bytes),
+               arena_gap_text(*this), format_bytes(arena_persistent_bytes)) +
            fused_text;
   }
   return absl::StrFormat(
@@ -542,8 +543,8 @@ absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config,
   const bool compare = joint(config) && !options.least_node_time_s.empty() && first.ok() &&
                        first->fits && !first->decisions.empty() &&
                        graph.num_nodes() <= kJointCompareNodes;
-  if (!config.enabled || !(tight(first) || compare) ||
-      !options.least_workspace_bytes.has_value() || !options.workspace_bytes.has_value()) {
+  if (!config.enabled || !(tight(first) || compare) || !options.least_workspace_bytes.has_value() ||
+      !options.workspace_bytes.has_value()) {
     if (first.ok()) graph = std::move(fast);
     return first;
   }

@@ -38,7 +38,7 @@ struct StepsRun {
 };
 
 StepsRun run_steps(const Graph& graph, Device& device, const Feeds& feeds,
-              const std::vector<std::string>& names) {
+                   const std::vector<std::string>& names) {
   StepsRun run;
   auto session = Session::create(graph, device, {.fetches = names});
   if (!session.ok()) {
@@ -111,13 +111,17 @@ std::vector<Model> models_under_test() {
   auto v = vdsr(2, 24, Adam{.lr = 1e-3});
   EXPECT_TRUE(v.ok()) << v.status();
   if (v.ok()) {
-    out.push_back({"vdsr", *std::move(v), vdsr_feeds(2, 24, kSeed),
+    out.push_back({"vdsr",
+                   *std::move(v),
+                   vdsr_feeds(2, 24, kSeed),
                    {"loss", "relu3", "conv2/w/grad", "conv8/b/grad"}});
   }
   auto u = user_unet(2, 32, Adam{.lr = 1e-3});
   EXPECT_TRUE(u.ok()) << u.status();
   if (u.ok()) {
-    out.push_back({"user_unet", *std::move(u), user_unet_feeds(2, 32, kSeed),
+    out.push_back({"user_unet",
+                   *std::move(u),
+                   user_unet_feeds(2, 32, kSeed),
                    {"loss", "stem", "stem/conv/w/grad", "head/b/grad"}});
   }
   return out;
@@ -160,8 +164,7 @@ TEST(ConvReluFusion, FusedGraphsTrainToTheSameBits) {
     ASSERT_TRUE(unfused_rep.ok()) << unfused_rep.status();
     EXPECT_TRUE(unfused_rep->fused.empty());
     EXPECT_EQ(unfused.num_nodes(), m.graph.num_nodes());
-    std::printf("%s: %zu pairs fused; planned peak %" PRIu64 " bytes fused, %" PRIu64
-                " unfused\n",
+    std::printf("%s: %zu pairs fused; planned peak %" PRIu64 " bytes fused, %" PRIu64 " unfused\n",
                 m.name.c_str(), got.size(), rep->peak_bytes_after, unfused_rep->peak_bytes_after);
     EXPECT_LE(rep->peak_bytes_after, unfused_rep->peak_bytes_after);
 

@@ -142,8 +142,8 @@ PlanInputs plan_inputs(const Model& m) {
   // The working-set limit with the kernels' workspaces: without them the
   // budget can fall under what a convolution with its workspace needs
   // (oneDNN's workspaces differ between CPUs).
-  auto rep =
-      rewrite(copy, off, {.device_capacity_bytes = kCapacity, .workspace_bytes = in.workspace_bytes});
+  auto rep = rewrite(copy, off,
+                     {.device_capacity_bytes = kCapacity, .workspace_bytes = in.workspace_bytes});
   EXPECT_TRUE(rep.ok()) << rep.status();
   if (rep.ok()) in.budget = (rep->working_set_limit_bytes + rep->peak_bytes_before) / 2;
   return in;
