@@ -4,14 +4,17 @@
 // problem (bench/compare_pytorch.sh runs both; results in bench/SPEED.md).
 //
 //   build-*/bench/vdsr_step_bench --threads 2 --warmup 2 --steps 5 [--profile] [--plain]
+//                                 [--no-fuse]
 //
 // Prints seconds per step (mean, min) and conv GFLOP/s; with --profile, the
 // compute-stream time per op (and per conv pass shape) over the timed steps,
 // read from the device's node events. The graph goes through lms::rewrite
 // with LMS disabled: everything fits the device, so this is pure compute +
 // executor overhead, with the activation layouts the rewrite picks (blocked
-// between convolutions, Note [Blocked layouts]); --plain skips the rewrite,
-// so every tensor stays NCHW and each conv kernel reorders its own.
+// between convolutions, Note [Blocked layouts]) and each conv fused with its
+// relu (Note [Conv + ReLU fusion]); --no-fuse keeps the relus apart; --plain
+// skips the rewrite, so every tensor stays NCHW, every relu is its own node
+// and each conv kernel reorders its own.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -43,7 +46,8 @@ struct Options {
   int64_t batch = 16;
   int64_t size = 64;
   bool profile = false;
-  bool plain = false;  // no lms::rewrite: every tensor NCHW
+  bool plain = false;    // no lms::rewrite: every tensor NCHW
+  bool no_fuse = false;  // rewrite with RewriteOptions::fuse_conv_relu = false
 };
 
 // Compute-stream busy time per op, summed over the recorded nodes; conv ops are
@@ -100,11 +104,12 @@ class OpTimes final : public lms::EventSink {
  private:
   // VDSR layers are named conv1..convD by build_vdsr (backward nodes
   // "grad/convI/..."); the first and last are the 1->64 and 64->1 layers.
+  // A conv fused with its relu is named after the relu ("reluI").
   std::string layer_kind(std::string_view node) const {
     auto is = [&](std::string_view layer) {
       return node == layer || node.find(fmt::format("{}/", layer)) != std::string_view::npos;
     };
-    if (is("conv1")) return "first";
+    if (is("conv1") || is("relu1")) return "first";
     if (is(last_)) return "last";
     return "64to64";
   }
@@ -134,8 +139,8 @@ absl::StatusOr<Options> parse(int argc, char** argv) {
     std::string_view a = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
     int64_t n = 0;
-    if (a == "--profile" || a == "--plain") {
-      (a == "--profile" ? o.profile : o.plain) = true;
+    if (a == "--profile" || a == "--plain" || a == "--no-fuse") {
+      (a == "--profile" ? o.profile : a == "--plain" ? o.plain : o.no_fuse) = true;
       continue;
     }
     if (a == "--threads") {
@@ -154,7 +159,7 @@ absl::StatusOr<Options> parse(int argc, char** argv) {
     } else {
       return absl::InvalidArgumentError(
           fmt::format("unknown argument '{}' (allowed: --threads N, --warmup N, --steps N, "
-                      "--batch N, --size N, --profile, --plain)",
+                      "--batch N, --size N, --profile, --plain, --no-fuse)",
                       a));
     }
     ++i;
@@ -195,7 +200,8 @@ absl::Status run(const Options& o) {
   if (!o.plain) {
     lms::LmsConfig no_swaps;
     no_swaps.enabled = false;
-    LMS_RETURN_IF_ERROR(lms::rewrite(train, no_swaps, *device).status());
+    LMS_RETURN_IF_ERROR(
+        lms::rewrite(train, no_swaps, *device, {.fuse_conv_relu = !o.no_fuse}).status());
   }
   OpTimes times(cfg.depth);
   LMS_ASSIGN_OR_RETURN(

@@ -90,6 +90,7 @@ absl::Status check_options(const RatioOptions& o) {
 struct ModelFacts {
   CostModelConfig cost;
   std::vector<double> node_time_s;
+  std::vector<double> least_node_time_s;  // of the least-workspace kernels
 };
 
 absl::StatusOr<ModelFacts> profile_model(const ModelFactory& f, const RatioOptions& o,
@@ -109,6 +110,24 @@ absl::StatusOr<ModelFacts> profile_model(const ModelFactory& f, const RatioOptio
   m.profile_s = profile.elapsed_s;
   ModelFacts facts{.cost = calibrate_cost_model(profile, train),
                    .node_time_s = std::move(profile.node_time_s)};
+  // The least-workspace kernels too, so that the joint plan may use them
+  // where the memory they free is worth more than their speed
+  // (RewriteOptions::least_node_time_s).
+  LMS_ASSIGN_OR_RETURN(std::vector<uint64_t> fast_ws, kernel_workspace_bytes(train, *device));
+  LMS_ASSIGN_OR_RETURN(std::vector<uint64_t> least_ws,
+                       least_kernel_workspace_bytes(train, *device));
+  Graph lean = train;
+  ProfileOptions lo{.link = false};
+  for (NodeId id = 0; id < static_cast<NodeId>(std::min(fast_ws.size(), least_ws.size())); ++id) {
+    if (least_ws[id] >= fast_ws[id]) continue;
+    lean.mutable_node(id).attrs[std::string(kWorkspaceAttr)] = std::string(kWorkspaceLeast);
+    lo.only_nodes.push_back(id);
+  }
+  if (!lo.only_nodes.empty()) {
+    LMS_ASSIGN_OR_RETURN(StepProfile lean_profile, profile_step(lean, *device, lo));
+    m.profile_s += lean_profile.elapsed_s;
+    facts.least_node_time_s = std::move(lean_profile.node_time_s);
+  }
   m.device_flops_per_s = facts.cost.compute_flops_per_s;
   return facts;
 }
@@ -128,6 +147,7 @@ CaseSpec throttled_spec(const RatioOptions& o, const ModelFacts& facts, double l
   spec.device.h2d_bytes_per_s = link;
   spec.device.copy_latency_s = o.config.link.copy_latency_s;
   spec.node_time_s = facts.node_time_s;
+  spec.least_node_time_s = facts.least_node_time_s;
   return spec;
 }
 

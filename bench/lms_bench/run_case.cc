@@ -177,6 +177,7 @@ absl::StatusOr<CaseResult> run_case(const ModelFactory& f, const CaseSpec& spec)
                     .workspace_bytes = std::move(ws),
                     .least_workspace_bytes = std::move(least_ws),
                     .node_time_s = spec.node_time_s,
+                    .least_node_time_s = spec.least_node_time_s,
                     .fetched = {loss}};
   LMS_RETURN_IF_ERROR(fill_planner_before(train, spec, ro, row));
   if (spec.lms) {

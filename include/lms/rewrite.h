@@ -57,10 +57,16 @@ struct RewriteOptions {
   // fits, and keeps whichever plan is predicted faster (Note [Least
   // workspace fallback] in src/swap/rewrite.cc); the results then equal
   // those of the graph run without LMS on the same kernels
-  // (use_least_workspace_kernels). The Device overload measures them with
-  // time_model "measured" and joint actions. Empty: the least-workspace
-  // kernels are used only when the fast ones cannot fit.
+  // (use_least_workspace_kernels). Empty: the least-workspace kernels are
+  // used only when the fast ones cannot fit.
   std::vector<double> least_node_time_s;
+  // The Device overload with time_model "measured" and joint actions: also
+  // measure least_node_time_s, so that least-workspace kernels are used
+  // wherever the plan with them is predicted faster. Off by default: the
+  // results then differ from the graph's without LMS on its fast kernels
+  // (they equal those on the same kernels), and bit-identity with and
+  // without LMS is what most users check first. lms-bench ratio turns it on.
+  bool least_workspace_when_faster = false;
   // Tensors kept until the end of the step (SessionOptions::fetches of the
   // session that will run the graph); empty = the graph's loss.
   std::vector<std::string> fetched;

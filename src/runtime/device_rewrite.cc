@@ -43,8 +43,8 @@ absl::Status measure_times(const Graph& graph, Device& device, LmsConfig& config
   // time those kernels too, so the comparison counts their speed.
   const bool joint =
       config.policy == SwapPolicy::kAuto && config.auto_actions == AutoActions::kJoint;
-  if (!joint || !options.least_workspace_bytes || !options.workspace_bytes ||
-      !options.least_node_time_s.empty()) {
+  if (!joint || !options.least_workspace_when_faster || !options.least_workspace_bytes ||
+      !options.workspace_bytes || !options.least_node_time_s.empty()) {
     return absl::OkStatus();
   }
   const std::vector<uint64_t>& least = *options.least_workspace_bytes;
