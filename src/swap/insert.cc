@@ -45,9 +45,12 @@ absl::Status insert_item(Graph& graph, const SwapPlan::Item& item,
   const std::string name = tensor.name;
   const TensorRole role = tensor.role == TensorRole::kInput ? TensorRole::kActivation : tensor.role;
   if (!copies(item)) return absl::OkStatus();
+  Attrs out_attrs;
+  if (item.release_after != kNoNode)
+    out_attrs["release_after"] = graph.node(item.release_after).name;
   LMS_ASSIGN_OR_RETURN(std::vector<TensorId> host,
                        graph.add_node("swap_out", absl::StrCat("swap_out/", name), {item.tensor},
-                                      {}, TensorRole::kHost));
+                                      std::move(out_attrs), TensorRole::kHost));
   const NodeId out_node = graph.tensor(host[0]).producer;
   outs_after[item.swap_out_after].push_back(out_node);
   if (item.sync_before != kNoNode) graph.add_control_edge(out_node, item.sync_before);

@@ -48,8 +48,10 @@ TensorLife tensor_life(const Graph& graph, const Liveness& live, TensorId id, bo
   life.on_device = true;
   life.first = life.input ? 0 : live.position[t.producer];
   life.last = life.uses.empty() ? life.first : life.uses.back();
-  if (!life.uses.empty()) {
-    life.last = release_position(graph, live.order[life.last], live.position);
+  // The latest release position over the readers: a swap_out that is not
+  // the last reader may still hold the buffer longer (release_after).
+  for (NodeId c : t.consumers) {
+    life.last = std::max(life.last, release_position(graph, c, live.position));
   }
   if (fetched) life.last = live.size() - 1;
   return life;

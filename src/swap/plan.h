@@ -40,6 +40,11 @@ struct SwapPlan {
     // TFLMS sync_mode 1/3: this node gets a control input from the swap-out,
     // so it waits for the D2H copy. kNoNode: asynchronous.
     NodeId sync_before = kNoNode;
+    // The original is not released before this node (the swap_out's
+    // release_after, Note [Swap-out release] in release_plan.h): the one by
+    // which its D2H copy is predicted done, so the release does not wait for
+    // the copy. kNoNode: released after its last reader as usual.
+    NodeId release_after = kNoNode;
   };
   std::vector<Item> items;
 };

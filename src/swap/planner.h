@@ -62,6 +62,7 @@ struct AutoOptions {
   uint64_t host_limit_bytes = 0;       // pinned host bytes; 0 = unlimited
   uint64_t min_tensor_bytes = 0;
   double h2d_bytes_per_s = 12e9;
+  double d2h_bytes_per_s = 12e9;  // with defer_release
   double copy_latency_s = 5e-6;
   // What a gap may be relieved by (Note [Joint planner]); recomputation needs
   // the graph (plan_auto's `graph` non-null), without it only swaps are used.
@@ -69,6 +70,11 @@ struct AutoOptions {
   // Joint: the share of the step's compute time the planner lets copies
   // occupy the link before it charges them (Note [Joint planner]), [0, 1].
   double link_share = 1.0;
+  // Joint: a swapped tensor is released only once its swap-out is predicted
+  // done (SwapPlan::Item::release_after), so the compute stream does not
+  // wait for the copy at the release, but the memory is freed later (Note
+  // [Joint planner]).
+  bool defer_release = false;
 };
 
 // Candidates are the idle intervals (idle_intervals) of every non-persistent,

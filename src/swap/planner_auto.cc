@@ -44,6 +44,15 @@
 // not count them; the rewritten graph's layout decides `fits` (Note [Honest
 // fits]), and where the intermediates do not fit the rewrite plans again for
 // less (Note [Placement-aware planning]).
+//
+// A swapped tensor's original is released after its last reader, and the
+// compute stream waits there for its swap-out (Note [Swap-out release]):
+// when the link is slow against one layer's compute, every swap costs that
+// wait. With AutoOptions::defer_release the planner instead frees a swap's
+// memory only from the position by which its swap-out is predicted done
+// (Gap::free_from) and has the original released there (the swap_out's
+// release_after), trading that stall for memory held a few positions
+// longer; the rewrite plans both ways and keeps the faster prediction.
 #include <algorithm>
 #include <cmath>
 
@@ -66,6 +75,10 @@ struct Gap {
   int32_t hidden_trigger;  // latest trigger that hides the copy (after: none)
   int32_t trigger;         // current trigger; == after while not chosen
   double seconds;          // idle compute time of the gap
+  // First position a swap frees: after + 1, or with joint actions and
+  // defer_release the first position by which the tensor's swap-out is
+  // predicted done (its release is deferred there, Note [Joint planner]).
+  int32_t free_from = 0;
   bool recompute = false;  // chosen, and restored by recomputation
   int32_t cap = 0;         // latest swap trigger a chosen recompute allows
   double recompute_s = 0;  // the chain's compute seconds when chosen
@@ -107,6 +120,8 @@ class AutoPlanner {
   }
   bool host_allows(const Gap& gap) const;
   void set_trigger(Gap& gap, int32_t trigger);
+  // The first position the gap's choice frees.
+  int32_t freed_from(const Gap& gap) const { return gap.recompute ? gap.after + 1 : gap.free_from; }
   void phase_hidden();
   absl::Status phase_stall();
   absl::Status phase_stall_batched();
@@ -177,6 +192,22 @@ void AutoPlanner::collect_gaps() {
     }
     gap.hidden_trigger = lo;
     gap.cap = idle.before - 1;
+    gap.free_from = idle.after + 1;
+    if (joint() && options_.defer_release) {
+      const double out_s =
+          options_.copy_latency_s + static_cast<double>(life.bytes) / options_.d2h_bytes_per_s;
+      const int32_t issued = std::max(life.input ? life.uses.front() : life.first, 0);
+      // Smallest p in [after + 1, before] with compute(issued+1 .. p-1) >= out_s.
+      int32_t a = idle.after + 1, b = idle.before;
+      while (a < b) {
+        const int32_t mid = a + (b - a) / 2;
+        if (prefix_[mid] - prefix_[std::min(issued + 1, mid)] >= out_s)
+          b = mid;
+        else
+          a = mid + 1;
+      }
+      gap.free_from = a;
+    }
     gaps_.push_back(gap);
   }
   dependents_.assign(gaps_.size(), 0);
@@ -261,8 +292,9 @@ bool AutoPlanner::host_allows(const Gap& gap) const {
 
 void AutoPlanner::set_trigger(Gap& gap, int32_t trigger) {
   const int64_t bytes = static_cast<int64_t>(gap.bytes);
-  tree_.add(gap.after + 1, gap.trigger, bytes);  // undo the old freed range
-  tree_.add(gap.after + 1, trigger, -bytes);     // apply the new one
+  const int32_t from = freed_from(gap);
+  tree_.add(from, gap.trigger, bytes);  // undo the old freed range
+  tree_.add(from, trigger, -bytes);     // apply the new one
   const bool was = gap.trigger > gap.after, is = trigger > gap.after;
   gap.trigger = trigger;
   if (was == is || gap.recompute) return;
@@ -289,7 +321,8 @@ void AutoPlanner::phase_hidden() {
   for (int32_t i : ranked) {
     if (!over()) return;
     Gap& gap = gaps_[i];
-    if (tree_.max(gap.after + 1, gap.hidden_trigger) <= static_cast<int64_t>(limit_)) continue;
+    if (gap.free_from > gap.hidden_trigger) continue;
+    if (tree_.max(gap.free_from, gap.hidden_trigger) <= static_cast<int64_t>(limit_)) continue;
     if (!host_allows(gap)) continue;
     if (joint() && link_s_ + gap.copy_s > options_.link_share * prefix_.back()) continue;
     set_trigger(gap, gap.hidden_trigger);
@@ -360,7 +393,7 @@ absl::Status AutoPlanner::phase_stall_batched() {
       return static_cast<double>(gap.bytes) / (chain.seconds * (1 + dependents_[c.gap]) + 1e-6);
     }
     const int32_t trigger = std::max(gap.hidden_trigger, q);
-    if (!may_swap() || trigger > gap.cap || !host_allows(gap)) return -1;
+    if (!may_swap() || trigger > gap.cap || gap.free_from > q || !host_allows(gap)) return -1;
     const double added = stall(gap, trigger) - stall(gap, gap.trigger) + link_penalty(gap);
     return static_cast<double>(gap.bytes) / (added + 1e-6);
   };
@@ -411,7 +444,7 @@ void AutoPlanner::phase_drop() {
   for (auto it = chosen_.rbegin(); it != chosen_.rend(); ++it) {
     Gap& gap = gaps_[*it];
     if (gap.trigger == gap.after) continue;
-    const int64_t with = tree_.max(gap.after + 1, gap.trigger) + static_cast<int64_t>(gap.bytes);
+    const int64_t with = tree_.max(freed_from(gap), gap.trigger) + static_cast<int64_t>(gap.bytes);
     if (with > static_cast<int64_t>(limit_)) continue;
     if (gap.recompute) {
       // Kept again: chains through this tensor now read it live.
@@ -435,6 +468,12 @@ SwapPlan AutoPlanner::build_plan() const {
     SwapPlan::Item item;
     item.tensor = t;
     item.swap_out_after = live_.order[life.input ? life.uses.front() : life.first];
+    // The original, released in the first chosen gap, waits there for the
+    // swap-out's predicted end (joint; Note [Joint planner]).
+    const Gap& first = *gaps.front();
+    if (!first.recompute && first.free_from > first.after + 1) {
+      item.release_after = live_.order[first.free_from - 1];
+    }
     for (size_t k = 0; k < gaps.size(); ++k) {
       const int32_t end = k + 1 < gaps.size() ? gaps[k + 1]->after : life.uses.back();
       SwapPlan::SwapIn in;

@@ -44,13 +44,7 @@ absl::StatusOr<ReleasePlan> release_plan(const Graph& g, const std::vector<std::
     }
     if (plan.fetched[t]) continue;
     int32_t release = tensor.producer != kNoNode ? position[tensor.producer] : 0;
-    NodeId last = kNoNode;
-    for (NodeId c : tensor.consumers) {
-      if (last == kNoNode || position[c] > position[last]) last = c;
-    }
-    if (last != kNoNode) {
-      release = release_position(g, last, position);
-    }
+    for (NodeId c : tensor.consumers) release = std::max(release, release_position(g, c, position));
     plan.release_after[release].push_back(t);
   }
   return plan;

@@ -21,7 +21,8 @@ struct ReleasePlan {
 
 // Note [Swap-out release]: a device tensor is released after the issue of its
 // last consumer, or of its producer when nothing reads it (fetched tensors at
-// the end of the step). When the last consumer is a swap_out (or an
+// the end of the step), or later where a reader's release_after says so
+// (below). When the last consumer is a swap_out (or an
 // all_reduce, whose exchange reads on the communication stream), the release
 // is stream-ordered: the host frees at once, and the compute stream waits
 // for that copy before its next node (a stall, Note [Stall] in
@@ -31,7 +32,8 @@ struct ReleasePlan {
 // every run and in the planner's replay. A swap_out may move its source's
 // release later with the string attribute `release_after` = a node name
 // (a node by which the copy is predicted to be done, so the wait costs
-// nothing); an all_reduce likewise (training_graph names the first reader of
+// nothing), also when it is not the last reader (the joint planner does,
+// Note [Joint planner]); an all_reduce likewise (training_graph names the first reader of
 // its outputs). liveness.h's release_position is this rule.
 // `fetched` names tensors kept until the end of the step (empty: the loss).
 // InvalidArgument for an unknown fetch or a cyclic graph.

@@ -78,7 +78,8 @@ absl::StatusOr<swap::SwapPlan> rule_plan(const Graph& g, const LmsConfig& c, con
 
 // Plans for `usable` device bytes (the budget less what is kept free).
 absl::StatusOr<swap::SwapPlan> make_plan(const Graph& g, const LmsConfig& c, const Analysis& a,
-                                         uint64_t usable, AutoActions actions, double link_share) {
+                                         uint64_t usable, AutoActions actions, double link_share,
+                                         bool defer_release) {
   if (c.policy != SwapPolicy::kAuto) return rule_plan(g, c, a);
   if (usable == 0) {
     return absl::InvalidArgumentError(
@@ -91,9 +92,11 @@ absl::StatusOr<swap::SwapPlan> make_plan(const Graph& g, const LmsConfig& c, con
   ao.host_limit_bytes = c.host_memory_limit;
   ao.min_tensor_bytes = c.min_tensor_bytes;
   ao.h2d_bytes_per_s = c.link.h2d_bytes_per_s / c.link_devices;  // CostOptions::link_devices
+  ao.d2h_bytes_per_s = c.link.d2h_bytes_per_s / c.link_devices;
   ao.copy_latency_s = c.link.copy_latency_s;
   ao.actions = actions;
   ao.link_share = link_share;
+  ao.defer_release = defer_release;
   return swap::plan_auto(&g, a.live, a.times, ao);
 }
 
@@ -198,13 +201,14 @@ RewriteOptions options_after(const RewriteOptions& o, const std::vector<NodeId>&
 
 absl::Status plan_and_place(const Graph& graph, const LmsConfig& config,
                             const RewriteOptions& options, const Analysis& before,
-                            AutoActions actions, double link_share, RewriteReport& rep,
-                            Graph& rewritten, swap::SwapPlan& plan,
+                            AutoActions actions, double link_share, bool defer_release,
+                            RewriteReport& rep, Graph& rewritten, swap::SwapPlan& plan,
                             RewriteOptions& rewritten_options) {
   // One attempt: plan for `usable`, insert, lay out; true when it fits.
   auto attempt = [&](uint64_t usable) -> absl::StatusOr<bool> {
     rep.usable_budget_bytes = usable;
-    LMS_ASSIGN_OR_RETURN(plan, make_plan(graph, config, before, usable, actions, link_share));
+    LMS_ASSIGN_OR_RETURN(
+        plan, make_plan(graph, config, before, usable, actions, link_share, defer_release));
     rewritten = graph;
     std::vector<NodeId> clone_of;
     LMS_RETURN_IF_ERROR(swap::insert_swaps(rewritten, before.live, plan, &clone_of));
@@ -412,13 +416,14 @@ struct Planned {
 // the step; `rep` holds what was filled before planning.
 absl::StatusOr<Planned> plan_with(const Graph& graph, const LmsConfig& config,
                                   const RewriteOptions& options, const Analysis& before,
-                                  RewriteReport rep, AutoActions actions, double link_share = 1.0) {
+                                  RewriteReport rep, AutoActions actions, double link_share = 1.0,
+                                  bool defer_release = false) {
   rep.actions = actions;
   Graph rewritten = graph;
   swap::SwapPlan plan;
   RewriteOptions rewritten_options = options;
-  LMS_RETURN_IF_ERROR(plan_and_place(graph, config, options, before, actions, link_share, rep,
-                                     rewritten, plan, rewritten_options));
+  LMS_RETURN_IF_ERROR(plan_and_place(graph, config, options, before, actions, link_share,
+                                     defer_release, rep, rewritten, plan, rewritten_options));
   const swap::PlanTraffic traffic = swap::plan_traffic(graph, plan);
   if (config.host_memory_limit > 0 && traffic.host_bytes > config.host_memory_limit) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -474,7 +479,8 @@ absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const LmsConfig& config
     return p.rep;
   }
   // Note [Joint planner]: the joint greedy plan with several link shares,
-  // and the swap-only and recompute-only plans as well; the least predicted
+  // with and without deferred releases, and the swap-only and
+  // recompute-only plans as well; the least predicted
   // step time that fits wins (the first on a tie), so joint is never
   // predicted slower than either. Each candidate is inserted, laid out and
   // simulated, about 15 us per node; past kJointCompareNodes nodes only the
@@ -485,13 +491,16 @@ absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const LmsConfig& config
   struct Variant {
     AutoActions actions;
     double link_share;
+    bool defer_release = false;
   };
-  for (Variant v : {Variant{AutoActions::kJoint, 0.5}, Variant{AutoActions::kJoint, 0.25},
-                    Variant{AutoActions::kJoint, 0.0}, Variant{AutoActions::kSwap, 1.0},
-                    Variant{AutoActions::kRecompute, 1.0}}) {
+  for (Variant v :
+       {Variant{AutoActions::kJoint, 0.5}, Variant{AutoActions::kJoint, 0.25},
+        Variant{AutoActions::kJoint, 0.0}, Variant{AutoActions::kJoint, 1.0, true},
+        Variant{AutoActions::kJoint, 0.5, true}, Variant{AutoActions::kJoint, 0.25, true},
+        Variant{AutoActions::kSwap, 1.0}, Variant{AutoActions::kRecompute, 1.0}}) {
     if (nothing_to_do || graph.num_nodes() > kJointCompareNodes) break;
     absl::StatusOr<Planned> p =
-        plan_with(graph, config, options, before, rep, v.actions, v.link_share);
+        plan_with(graph, config, options, before, rep, v.actions, v.link_share, v.defer_release);
     if (!p.ok()) continue;
     const bool better_fit = !best.ok() || (p->rep.fits && !best->rep.fits);
     const bool faster = best.ok() && p->rep.fits == best->rep.fits &&

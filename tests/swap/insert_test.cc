@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "swap/planner.h"
+#include "swap/release_plan.h"
 #include "swap_test_util.h"
 
 namespace lms::swap {
@@ -236,6 +237,70 @@ TEST(Insert, RecomputePlansOnRandomGraphs) {
     }
   }
   EXPECT_GT(recomputed, 5);
+}
+
+// Joint plans with deferred releases (AutoOptions::defer_release) on random
+// chains with a link slower than the compute: a swap whose swap-out is not
+// done by the original's last reader gets release_after on its swap_out,
+// naming the node by which the copy is predicted done; liveness and the
+// executor's release plan both hold the original until that node; and the
+// rewritten graph's profile stays within the budget wherever the plan only
+// swaps.
+TEST(Insert, DeferredReleaseHoldsTheOriginalUntilItsSwapOutIsDone) {
+  int deferred = 0;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    SCOPED_TRACE(testing::Message() << "seed " << seed);
+    std::mt19937_64 rng(seed);
+    Graph g = swap_test::random_chain(seed, 10 + static_cast<int>(rng() % 40));
+    auto live = analyze(g, {});
+    ASSERT_TRUE(live.ok());
+    const MemoryProfile full = memory_profile(*live);
+    const uint64_t ws = working_set_limit(*live).bytes;
+    AutoOptions options;
+    options.budget_bytes = ws + (full.peak - ws) * (1 + rng() % 3) / 4;
+    options.actions = AutoActions::kJoint;
+    options.defer_release = true;
+    options.h2d_bytes_per_s = options.d2h_bytes_per_s = 2e7;
+    const std::vector<double> times(live->size(), 1e-4);
+    auto plan = plan_auto(&g, *live, times, options);
+    if (!plan.ok()) {
+      EXPECT_EQ(plan.status().code(), absl::StatusCode::kResourceExhausted) << plan.status();
+      continue;
+    }
+    const Graph original = g;
+    ASSERT_TRUE(insert_swaps(g, *live, *plan).ok()) << to_text(*plan, original);
+    ASSERT_TRUE(verify(g).ok());
+    auto after = analyze(g, {});
+    ASSERT_TRUE(after.ok());
+    auto releases = release_plan(g, {});
+    ASSERT_TRUE(releases.ok());
+    bool only_swaps = true;
+    for (const SwapPlan::Item& item : plan->items) {
+      for (const SwapPlan::SwapIn& in : item.swap_ins) only_swaps = only_swaps && !in.recompute;
+      if (item.release_after == kNoNode) continue;
+      ++deferred;
+      const std::string& name = original.tensor(item.tensor).name;
+      const NodeId out = g.find_node(absl::StrCat("swap_out/", name));
+      ASSERT_NE(out, kNoNode) << name;
+      const auto it = g.node(out).attrs.find("release_after");
+      ASSERT_NE(it, g.node(out).attrs.end()) << name;
+      EXPECT_EQ(std::get<std::string>(it->second), original.node(item.release_after).name);
+      // Held until that node, past the position of its last reader.
+      const int32_t hold = after->position[item.release_after];
+      EXPECT_EQ(after->tensors[item.tensor].last, hold) << name;
+      int32_t last_reader = 0;
+      for (NodeId c : g.tensor(item.tensor).consumers) {
+        last_reader = std::max(last_reader, after->position[c]);
+      }
+      EXPECT_GT(hold, last_reader) << name;
+      const std::vector<TensorId>& freed = releases->release_after[hold];
+      EXPECT_NE(std::find(freed.begin(), freed.end(), item.tensor), freed.end()) << name;
+    }
+    if (only_swaps) {
+      EXPECT_LE(memory_profile(*after).peak, options.budget_bytes);
+    }
+  }
+  EXPECT_GT(deferred, 5);
 }
 
 }  // namespace

@@ -218,17 +218,14 @@ void check_layout(const Graph& g, const Facts& f, const std::string& what) {
     ++tensor_buffers;
     ASSERT_NE(i, -1) << "not in the arena";
     const int32_t first = tensor.producer != kNoNode ? pos[tensor.producer] : 0;
+    // The last reader, or later where a swap_out (last reader or not) names
+    // a node in release_after (Note [Swap-out release]).
     int32_t last = first;
-    NodeId last_reader = kNoNode;
     for (NodeId c : tensor.consumers) {
-      if (pos[c] >= last) {
-        last = pos[c];
-        last_reader = c;
-      }
-    }
-    if (last_reader != kNoNode && g.node(last_reader).op == "swap_out") {
-      auto it = g.node(last_reader).attrs.find("release_after");
-      if (it != g.node(last_reader).attrs.end()) {
+      last = std::max(last, pos[c]);
+      if (g.node(c).op != "swap_out") continue;
+      auto it = g.node(c).attrs.find("release_after");
+      if (it != g.node(c).attrs.end()) {
         const NodeId r = g.find_node(std::get<std::string>(it->second));
         ASSERT_NE(r, kNoNode);
         last = std::max(last, pos[r]);
