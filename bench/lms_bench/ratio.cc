@@ -116,18 +116,10 @@ absl::StatusOr<ModelFacts> profile_model(const ModelFactory& f, const RatioOptio
   LMS_ASSIGN_OR_RETURN(std::vector<uint64_t> fast_ws, kernel_workspace_bytes(train, *device));
   LMS_ASSIGN_OR_RETURN(std::vector<uint64_t> least_ws,
                        least_kernel_workspace_bytes(train, *device));
-  Graph lean = train;
-  ProfileOptions lo{.link = false};
-  for (NodeId id = 0; id < static_cast<NodeId>(std::min(fast_ws.size(), least_ws.size())); ++id) {
-    if (least_ws[id] >= fast_ws[id]) continue;
-    lean.mutable_node(id).attrs[std::string(kWorkspaceAttr)] = std::string(kWorkspaceLeast);
-    lo.only_nodes.push_back(id);
-  }
-  if (!lo.only_nodes.empty()) {
-    LMS_ASSIGN_OR_RETURN(StepProfile lean_profile, profile_step(lean, *device, lo));
-    m.profile_s += lean_profile.elapsed_s;
-    facts.least_node_time_s = std::move(lean_profile.node_time_s);
-  }
+  LMS_ASSIGN_OR_RETURN(StepProfile lean_profile,
+                       profile_least_workspace_kernels(train, *device, fast_ws, least_ws));
+  m.profile_s += lean_profile.elapsed_s;
+  facts.least_node_time_s = std::move(lean_profile.node_time_s);
   m.device_flops_per_s = facts.cost.compute_flops_per_s;
   return facts;
 }

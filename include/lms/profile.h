@@ -112,6 +112,18 @@ struct StepProfile {
 absl::StatusOr<StepProfile> profile_step(const Graph& graph, Device& device,
                                          const ProfileOptions& options = {});
 
+// The convolutions whose workspace = "least" kernel (lms/types.h
+// kWorkspaceAttr) needs less than their fast one (least_workspace_bytes[id]
+// < workspace_bytes[id], both by NodeId as kernel_workspace_bytes and
+// least_kernel_workspace_bytes in lms/session.h give them) timed with that
+// kernel, alone on the device as profile_step does (no link, nodes that do
+// not fit skipped): RewriteOptions::least_node_time_s. node_time_s is -1 for
+// every other node, and empty when no convolution switches. Errors: those of
+// profile_step.
+absl::StatusOr<StepProfile> profile_least_workspace_kernels(
+    const Graph& graph, Device& device, const std::vector<uint64_t>& workspace_bytes,
+    const std::vector<uint64_t>& least_workspace_bytes);
+
 // A roofline calibrated on the device from the profiled nodes of `graph`:
 //   compute_flops_per_s  the best FLOP rate achieved by a convolution node
 //                        (conv, deconv and their backward ops; any node with

@@ -47,19 +47,9 @@ absl::Status measure_times(const Graph& graph, Device& device, LmsConfig& config
       !options.workspace_bytes || !options.least_node_time_s.empty()) {
     return absl::OkStatus();
   }
-  const std::vector<uint64_t>& least = *options.least_workspace_bytes;
-  const std::vector<uint64_t>& fast = *options.workspace_bytes;
-  Graph lean = graph;
-  ProfileOptions lo;
-  lo.link = false;
-  lo.skip_nodes_that_do_not_fit = true;
-  for (NodeId id = 0; id < static_cast<NodeId>(std::min(least.size(), fast.size())); ++id) {
-    if (least[id] >= fast[id]) continue;
-    lean.mutable_node(id).attrs[std::string(kWorkspaceAttr)] = std::string(kWorkspaceLeast);
-    lo.only_nodes.push_back(id);
-  }
-  if (lo.only_nodes.empty()) return absl::OkStatus();
-  LMS_ASSIGN_OR_RETURN(StepProfile lean_profile, profile_step(lean, device, lo));
+  LMS_ASSIGN_OR_RETURN(StepProfile lean_profile,
+                       profile_least_workspace_kernels(graph, device, *options.workspace_bytes,
+                                                       *options.least_workspace_bytes));
   options.least_node_time_s = std::move(lean_profile.node_time_s);
   return absl::OkStatus();
 }

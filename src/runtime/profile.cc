@@ -481,6 +481,23 @@ absl::StatusOr<StepProfile> profile_step(const Graph& graph, Device& device,
   return out;
 }
 
+absl::StatusOr<StepProfile> profile_least_workspace_kernels(
+    const Graph& graph, Device& device, const std::vector<uint64_t>& workspace_bytes,
+    const std::vector<uint64_t>& least_workspace_bytes) {
+  Graph lean = graph;
+  ProfileOptions options;
+  options.link = false;
+  options.skip_nodes_that_do_not_fit = true;
+  const size_t n = std::min(workspace_bytes.size(), least_workspace_bytes.size());
+  for (NodeId id = 0; id < static_cast<NodeId>(n) && id < graph.num_nodes(); ++id) {
+    if (least_workspace_bytes[id] >= workspace_bytes[id]) continue;
+    lean.mutable_node(id).attrs[std::string(kWorkspaceAttr)] = std::string(kWorkspaceLeast);
+    options.only_nodes.push_back(id);
+  }
+  if (options.only_nodes.empty()) return StepProfile{.device = device.name()};
+  return profile_step(lean, device, options);
+}
+
 CostModelConfig calibrate_cost_model(const StepProfile& profile, const Graph& graph) {
   CostModelConfig c;
   double best_conv = 0, best_flops = 0, best_bytes = 0, shortest = -1;

@@ -31,30 +31,6 @@ namespace {
 constexpr uint64_t kSeed = 9127;
 constexpr int kSteps = 2;
 
-struct StepsRun {
-  absl::Status status;
-  std::vector<std::vector<float>> fetched;
-  std::map<std::string, std::vector<float>> state;
-};
-
-StepsRun run_steps(const Graph& graph, Device& device, const Feeds& feeds,
-                   const std::vector<std::string>& names) {
-  StepsRun run;
-  auto session = Session::create(graph, device, {.fetches = names});
-  if (!session.ok()) {
-    run.status = session.status();
-    return run;
-  }
-  for (int s = 0; s < kSteps && run.status.ok(); ++s) {
-    StepResult r;
-    run.status = (*session)->run(feeds, &r);
-    if (!run.status.ok()) break;
-    for (const std::string& n : names) run.fetched.push_back(r.fetched.at(n));
-  }
-  run.state = persistent_state(**session);
-  return run;
-}
-
 // Fetch `value_only` (the fetched relu output; -1: none) is compared by
 // value: where the separate relu writes -0.0 (oneDNN computes x * 0 for
 // x < 0) the fused conv's post-op writes +0.0. Every non-zero element, and
@@ -134,7 +110,7 @@ TEST(ConvReluFusion, FusedGraphsTrainToTheSameBits) {
     for (const std::string& f : m.fetches) ASSERT_NE(m.graph.find_tensor(f), kNoTensor) << f;
     auto big = make_cpu_device({.capacity_bytes = 512 * kMiB, .host_pool_bytes = 256 * kMiB});
     ASSERT_TRUE(big.ok()) << big.status();
-    const StepsRun plain = run_steps(m.graph, **big, m.feeds, m.fetches);
+    const StepsRun plain = run_steps(m.graph, **big, m.feeds, m.fetches, kSteps);
     ASSERT_TRUE(plain.status.ok()) << plain.status;
 
     LmsConfig off;
@@ -154,8 +130,8 @@ TEST(ConvReluFusion, FusedGraphsTrainToTheSameBits) {
       EXPECT_EQ(fused.node(id).op, "conv") << name;
       EXPECT_EQ(fused.num_nodes(), m.graph.num_nodes() - static_cast<int>(got.size()));
     }
-    expect_same_bits(run_steps(fused, **big, m.feeds, m.fetches), plain, "fused, LMS off", 1,
-                     m.fetches.size());
+    expect_same_bits(run_steps(fused, **big, m.feeds, m.fetches, kSteps), plain, "fused, LMS off",
+                     1, m.fetches.size());
 
     RewriteOptions unfused_opts = ropts;
     unfused_opts.fuse_conv_relu = false;
@@ -192,10 +168,10 @@ TEST(ConvReluFusion, FusedGraphsTrainToTheSameBits) {
       if (!lms->least_workspace_nodes.empty()) {
         Graph lean = m.graph;
         ASSERT_TRUE(use_least_workspace_kernels(lean, lms->least_workspace_nodes).ok());
-        expected = run_steps(lean, **big, m.feeds, m.fetches);
+        expected = run_steps(lean, **big, m.feeds, m.fetches, kSteps);
       }
-      expect_same_bits(run_steps(g, **small, m.feeds, m.fetches), expected, "fused with LMS", 1,
-                       m.fetches.size());
+      expect_same_bits(run_steps(g, **small, m.feeds, m.fetches, kSteps), expected,
+                       "fused with LMS", 1, m.fetches.size());
     }
   }
 }
@@ -240,8 +216,8 @@ TEST(ConvReluFusion, ConvWithReluActivationEqualsConvThenRelu) {
   const std::vector<std::string> names = {"loss", "h", "w/grad", "b/grad"};
   auto device = make_cpu_device({.capacity_bytes = 64 * kMiB, .host_pool_bytes = 64 * kMiB});
   ASSERT_TRUE(device.ok()) << device.status();
-  const StepsRun a = run_steps(*fused, **device, feeds, names);
-  const StepsRun b = run_steps(*separate, **device, feeds, names);
+  const StepsRun a = run_steps(*fused, **device, feeds, names, kSteps);
+  const StepsRun b = run_steps(*separate, **device, feeds, names, kSteps);
   expect_same_bits(a, b, "activation attribute", 1, names.size());
   // About half of h is zero: the relu really ran.
   ASSERT_FALSE(a.fetched.empty());

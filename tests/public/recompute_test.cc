@@ -68,34 +68,6 @@ std::vector<std::string> fetches(const Graph& g) {
   return {g.tensor(g.loss()).name, params.front() + "/grad", params.back() + "/grad"};
 }
 
-struct StepsRun {
-  absl::Status status;
-  std::vector<std::vector<float>> fetched;  // every step's fetches, in order
-  std::map<std::string, std::vector<float>> state;
-  uint64_t peak = 0;
-};
-
-StepsRun run_steps(const Graph& graph, Device& device, const Feeds& feeds,
-                   const std::vector<std::string>& names) {
-  StepsRun run;
-  SessionOptions opts;
-  opts.fetches = names;
-  auto session = Session::create(graph, device, opts);
-  if (!session.ok()) {
-    run.status = session.status();
-    return run;
-  }
-  for (int s = 0; s < kSteps && run.status.ok(); ++s) {
-    StepResult r;
-    run.status = (*session)->run(feeds, &r);
-    if (!run.status.ok()) break;
-    for (const std::string& n : names) run.fetched.push_back(r.fetched.at(n));
-    run.peak = std::max(run.peak, r.peak_device_bytes);
-  }
-  run.state = persistent_state(**session);
-  return run;
-}
-
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
@@ -132,7 +104,7 @@ TEST(Recompute, EveryPlanKindIsBitIdenticalToNoLms) {
     ropts.fetched = names;
     auto none = rewrite(plain, off, **big, ropts);
     ASSERT_TRUE(none.ok()) << none.status();
-    const StepsRun reference = run_steps(plain, **big, model.feeds, names);
+    const StepsRun reference = run_steps(plain, **big, model.feeds, names, kSteps);
     ASSERT_TRUE(reference.status.ok()) << reference.status;
     const uint64_t peak = none->peak_bytes_after;
     std::printf("%s: no-LMS peak %" PRIu64 " bytes, working-set limit %" PRIu64 "\n",
@@ -192,7 +164,7 @@ TEST(Recompute, EveryPlanKindIsBitIdenticalToNoLms) {
           EXPECT_GT(d.seconds, 0) << d.tensor;
           EXPECT_GT(d.restores, 0) << d.tensor;
         }
-        const StepsRun lms = run_steps(g, **device, model.feeds, names);
+        const StepsRun lms = run_steps(g, **device, model.feeds, names, kSteps);
         ASSERT_TRUE(lms.status.ok()) << lms.status;
         // Where the budget made the rewrite pick least-workspace kernels, the
         // reference is the same kernels without LMS (lms/rewrite.h).
@@ -202,7 +174,7 @@ TEST(Recompute, EveryPlanKindIsBitIdenticalToNoLms) {
           ASSERT_TRUE(use_least_workspace_kernels(lean, rep->least_workspace_nodes).ok());
           auto lean_rep = rewrite(lean, off, **big, ropts);
           ASSERT_TRUE(lean_rep.ok()) << lean_rep.status();
-          same_kernels = run_steps(lean, **big, model.feeds, names);
+          same_kernels = run_steps(lean, **big, model.feeds, names, kSteps);
           ASSERT_TRUE(same_kernels.status.ok()) << same_kernels.status;
           std::printf("  %zu convolutions on least-workspace kernels\n",
                       rep->least_workspace_nodes.size());

@@ -138,4 +138,36 @@ inline std::vector<std::string> differing(const std::map<std::string, std::vecto
   return out;
 }
 
+// What run_steps saw: every step's fetches in order, the persistent state
+// after the last step, and the largest measured device peak.
+struct StepsRun {
+  absl::Status status;
+  std::vector<std::vector<float>> fetched;
+  std::map<std::string, std::vector<float>> state;
+  uint64_t peak = 0;
+};
+
+// Runs `steps` steps of `graph` on `device` with `feeds`, fetching `names`;
+// stops at the first error (kept in status).
+inline StepsRun run_steps(const Graph& graph, Device& device, const Feeds& feeds,
+                          const std::vector<std::string>& names, int steps) {
+  StepsRun run;
+  SessionOptions opts;
+  opts.fetches = names;
+  auto session = Session::create(graph, device, opts);
+  if (!session.ok()) {
+    run.status = session.status();
+    return run;
+  }
+  for (int s = 0; s < steps && run.status.ok(); ++s) {
+    StepResult r;
+    run.status = (*session)->run(feeds, &r);
+    if (!run.status.ok()) break;
+    for (const std::string& n : names) run.fetched.push_back(r.fetched.at(n));
+    run.peak = std::max(run.peak, r.peak_device_bytes);
+  }
+  run.state = persistent_state(**session);
+  return run;
+}
+
 }  // namespace lms::user

@@ -92,6 +92,35 @@ TEST(ProfileStep, ComputeNodesGetPositiveTimesAndSwapNodesNone) {
               c.compute_flops_per_s, c.memory_bytes_per_s, c.kernel_launch_s, p->elapsed_s);
 }
 
+// profile_least_workspace_kernels times exactly the convolutions whose
+// least-workspace kernel is smaller, and nothing when none is.
+TEST(ProfileStep, LeastWorkspaceKernelsAreTimedWhereTheyAreSmaller) {
+  Graph train = small_vdsr(2, 16, 4, 16);
+  auto device = cpu_device({.capacity_bytes = 64 * kMiB});
+  auto fast = kernel_workspace_bytes(train, *device);
+  auto least = least_kernel_workspace_bytes(train, *device);
+  ASSERT_TRUE(fast.ok() && least.ok());
+  auto lean = profile_least_workspace_kernels(train, *device, *fast, *least);
+  ASSERT_TRUE(lean.ok()) << lean.status();
+  int switched = 0;
+  for (NodeId id = 0; id < train.num_nodes(); ++id) {
+    const bool smaller = static_cast<size_t>(id) < least->size() && (*least)[id] < (*fast)[id];
+    switched += smaller;
+    ASSERT_EQ(lean->node_time_s.size(), static_cast<size_t>(train.num_nodes()));
+    if (smaller) {
+      EXPECT_GT(lean->node_time_s[id], 0) << train.node(id).name;
+    } else {
+      EXPECT_EQ(lean->node_time_s[id], -1) << train.node(id).name;
+    }
+  }
+  std::printf("%d of %d nodes have a smaller least-workspace kernel\n", switched,
+              train.num_nodes());
+  ASSERT_GT(switched, 0);
+  auto none = profile_least_workspace_kernels(train, *device, *fast, *fast);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->node_time_s.empty());
+}
+
 TEST(ProfileStep, AConvTwiceAsBigTakesLonger) {
   Graph g;
   const TensorId small = g.input("small", {4, 32, 64, 64});

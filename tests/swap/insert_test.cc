@@ -190,6 +190,14 @@ TEST(Insert, RecomputeNeedsLiveOrRecomputableInputs) {
   EXPECT_NE(s.message().find("cannot be recomputed"), absl::string_view::npos) << s;
 }
 
+// A budget a quarter, half or three quarters of the way from the working-set
+// limit of `live` to its peak, drawn from `rng`.
+uint64_t budget_between_limit_and_peak(const Liveness& live, std::mt19937_64& rng) {
+  const uint64_t peak = memory_profile(live).peak;
+  const uint64_t ws = working_set_limit(live).bytes;
+  return ws + (peak - ws) * (1 + rng() % 3) / 4;
+}
+
 // Recompute-only and joint plans on random chains with skips: every plan
 // inserts, verifies, serves each planned consumer from a clone of the right
 // node, and the result's profile at the original positions is the planned one.
@@ -201,10 +209,8 @@ TEST(Insert, RecomputePlansOnRandomGraphs) {
     Graph g = swap_test::random_chain(seed, 10 + static_cast<int>(rng() % 40));
     auto live = analyze(g, {});
     ASSERT_TRUE(live.ok());
-    const MemoryProfile full = memory_profile(*live);
-    const uint64_t ws = working_set_limit(*live).bytes;
     AutoOptions options;
-    options.budget_bytes = ws + (full.peak - ws) * (1 + rng() % 3) / 4;
+    options.budget_bytes = budget_between_limit_and_peak(*live, rng);
     options.actions = rng() % 2 == 0 ? AutoActions::kRecompute : AutoActions::kJoint;
     options.h2d_bytes_per_s = 1e6;  // a slow link: recomputation is cheaper
     const std::vector<double> times(live->size(), 1e-4);
@@ -254,10 +260,8 @@ TEST(Insert, DeferredReleaseHoldsTheOriginalUntilItsSwapOutIsDone) {
     Graph g = swap_test::random_chain(seed, 10 + static_cast<int>(rng() % 40));
     auto live = analyze(g, {});
     ASSERT_TRUE(live.ok());
-    const MemoryProfile full = memory_profile(*live);
-    const uint64_t ws = working_set_limit(*live).bytes;
     AutoOptions options;
-    options.budget_bytes = ws + (full.peak - ws) * (1 + rng() % 3) / 4;
+    options.budget_bytes = budget_between_limit_and_peak(*live, rng);
     options.actions = AutoActions::kJoint;
     options.defer_release = true;
     options.h2d_bytes_per_s = options.d2h_bytes_per_s = 2e7;
