@@ -253,5 +253,54 @@ TEST(Recompute, JointIsNeverPredictedSlowerThanSwapOnlyOrRecomputeOnly) {
   }
 }
 
+// RewriteOptions::least_workspace_when_faster with the measured time model
+// on the 2-D U-Net and Isensee's 3-D U-Net at 70% of the peak: the joint
+// rewrite also times the least-workspace kernels and may keep them; the plan
+// fits, runs at the planned peak, and gives the same bits as the graph
+// without LMS on the kernels it names (use_least_workspace_kernels).
+TEST(Recompute, LeastWorkspaceWhenFasterStaysBitIdenticalOnItsKernels) {
+  std::printf("seed %" PRIu64 "\n", kSeed);
+  for (Model& model : models_under_test()) {
+    if (model.name == "vdsr") continue;
+    SCOPED_TRACE(model.name);
+    const std::vector<std::string> names = fetches(model.graph);
+    auto big = make_cpu_device({.capacity_bytes = 512 * kMiB, .host_pool_bytes = 256 * kMiB});
+    ASSERT_TRUE(big.ok()) << big.status();
+    LmsConfig off;
+    off.enabled = false;
+    RewriteOptions ropts;
+    ropts.fetched = names;
+    Graph probe = model.graph;
+    auto none = rewrite(probe, off, **big, ropts);
+    ASSERT_TRUE(none.ok()) << none.status();
+    const uint64_t budget =
+        std::max(none->working_set_limit_bytes, none->peak_bytes_after * 7 / 10);
+    auto device = make_cpu_device({.capacity_bytes = budget, .host_pool_bytes = 256 * kMiB});
+    ASSERT_TRUE(device.ok()) << device.status();
+    RewriteOptions faster = ropts;
+    faster.least_workspace_when_faster = true;
+    Graph g = model.graph;
+    auto rep = rewrite(g, LmsConfig{}, **device, faster);  // joint, measured
+    ASSERT_TRUE(rep.ok()) << rep.status();
+    ASSERT_TRUE(rep->fits) << rep->summary();
+    std::printf("%s at %" PRIu64 " bytes: %zu swapped, %zu recomputed, %zu least-workspace\n",
+                model.name.c_str(), budget, rep->swapped.size(), rep->recomputed.size(),
+                rep->least_workspace_nodes.size());
+    const StepsRun lms = run_steps(g, **device, model.feeds, names, kSteps);
+    ASSERT_TRUE(lms.status.ok()) << lms.status;
+    EXPECT_EQ(lms.peak, rep->peak_bytes_after);
+    Graph same = model.graph;
+    ASSERT_TRUE(use_least_workspace_kernels(same, rep->least_workspace_nodes).ok());
+    ASSERT_TRUE(rewrite(same, off, **big, ropts).ok());
+    const StepsRun expected = run_steps(same, **big, model.feeds, names, kSteps);
+    ASSERT_TRUE(expected.status.ok()) << expected.status;
+    ASSERT_EQ(lms.fetched.size(), expected.fetched.size());
+    for (size_t k = 0; k < lms.fetched.size(); ++k) {
+      EXPECT_TRUE(same_bits(lms.fetched[k], expected.fetched[k])) << names[k % names.size()];
+    }
+    EXPECT_EQ(differing(lms.state, expected.state), std::vector<std::string>{});
+  }
+}
+
 }  // namespace
 }  // namespace lms::user
