@@ -92,10 +92,15 @@ class Recomputer {
         if (item.swap_ins[k].recompute) restores.push_back({&item, k});
       }
     }
-    std::stable_sort(restores.begin(), restores.end(), [&](const auto& a, const auto& b) {
-      return live_.position[a.first->swap_ins[a.second].trigger] <
-             live_.position[b.first->swap_ins[b.second].trigger];
-    });
+    // By trigger, and at one trigger in schedule order of the producers, so
+    // a restore that reads another restored there finds it done (Note
+    // [Shared recomputation] in planner_auto.cc).
+    auto key = [&](const std::pair<const SwapPlan::Item*, size_t>& r) {
+      return std::make_pair(live_.position[r.first->swap_ins[r.second].trigger],
+                            live_.position[original_.tensor(r.first->tensor).producer]);
+    };
+    std::stable_sort(restores.begin(), restores.end(),
+                     [&](const auto& a, const auto& b) { return key(a) < key(b); });
     for (const auto& [item, k] : restores) {
       const SwapPlan::SwapIn& in = item->swap_ins[k];
       memo_.clear();

@@ -75,6 +75,11 @@ struct AutoOptions {
   // wait for the copy at the release, but the memory is freed later (Note
   // [Joint planner]).
   bool defer_release = false;
+  // Recompute or joint: a recompute whose chain computes again a tensor
+  // that has a later recompute of its own restores that tensor with it
+  // where the profile has room, so it is computed once (Note [Shared
+  // recomputation]). false only to compare.
+  bool share_recompute = true;
 };
 
 // Candidates are the idle intervals (idle_intervals) of every non-persistent,

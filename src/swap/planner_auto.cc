@@ -91,6 +91,9 @@ struct Chain {
   double seconds = 0;
   uint64_t transient = 0;          // bytes of the chain's intermediates
   std::vector<int32_t> leaf_gaps;  // gaps of the inputs read live there
+  // Chosen recompute gaps of intermediates the chain computes again, whose
+  // own restore comes later (Note [Shared recomputation]).
+  std::vector<int32_t> inner_gaps;
 };
 
 class AutoPlanner {
@@ -127,6 +130,7 @@ class AutoPlanner {
   absl::Status phase_stall_batched();
   absl::Status stuck(int32_t q) const;
   void phase_drop();
+  void phase_share();
   SwapPlan build_plan() const;
   std::string node_name(int32_t position) const;
   bool over() const { return tree_.global_max() > static_cast<int64_t>(limit_); }
@@ -245,10 +249,13 @@ bool AutoPlanner::chain(TensorId t, int32_t pos, int depth, Chain& out) const {
     if (life.persistent || life.fetched) continue;
     const bool used_later = !life.uses.empty() && life.uses.back() > pos;
     const int32_t g = used_later ? covering_gap(in, pos) : -1;
-    if (used_later && (g < 0 || !gaps_[g].recompute)) {
+    // A recompute restored at or before pos is live there too (Note
+    // [Shared recomputation]).
+    if (used_later && (g < 0 || !gaps_[g].recompute || gaps_[g].trigger <= pos)) {
       if (g >= 0) out.leaf_gaps.push_back(g);
       continue;
     }
+    if (g >= 0) out.inner_gaps.push_back(g);
     out.transient += life.bytes;
     if (!chain(in, pos, depth + 1, out)) return false;
   }
@@ -455,6 +462,57 @@ void AutoPlanner::phase_drop() {
   }
 }
 
+// Note [Shared recomputation]
+// A recompute's chain computes again every intermediate not live at its
+// restore, and each intermediate with a recompute of its own is computed a
+// second time at its own restore: recomputing every other layer of a chain
+// of convolutions costs one, recomputing two in a row three. Gradient
+// checkpointing (Chen et al. 2016) instead recomputes a segment once and
+// keeps it until its backward use. After phase 3 every chosen recompute
+// whose chain passes through such an intermediate, in order of restore,
+// moves that intermediate's restore to its own (the intermediate then is
+// read live and recomputed once, held from there until its use) where the
+// profile has room for it at the positions in between and its chain there
+// reads nothing swapped in later. The chain is then looked at again, and
+// the moved intermediate's own chain in turn. Compute only shrinks: the
+// intermediate's chain at the earlier restore is exactly what the
+// dependent's chain spent on it.
+void AutoPlanner::phase_share() {
+  if (!may_recompute() || !options_.share_recompute) return;
+  std::vector<int32_t> work;
+  for (int32_t i : chosen_) {
+    if (gaps_[i].recompute && gaps_[i].trigger > gaps_[i].after) work.push_back(i);
+  }
+  std::stable_sort(work.begin(), work.end(),
+                   [&](int32_t a, int32_t b) { return gaps_[a].trigger < gaps_[b].trigger; });
+  for (size_t w = 0; w < work.size(); ++w) {
+    const int32_t pos = gaps_[work[w]].trigger;
+    for (bool moved = true; moved;) {
+      moved = false;
+      Chain c;
+      if (!chain(gaps_[work[w]].tensor, pos, 0, c)) break;
+      for (int32_t x : c.inner_gaps) {
+        Gap& inner = gaps_[x];
+        if (inner.trigger <= pos || pos <= inner.after) continue;
+        if (tree_.max(pos + 1, inner.trigger) + static_cast<int64_t>(inner.bytes) >
+            static_cast<int64_t>(limit_)) {
+          continue;
+        }
+        Chain own;
+        if (!chain(inner.tensor, pos, 0, own)) continue;
+        bool live = true;
+        for (int32_t h : own.leaf_gaps) live = live && gaps_[h].trigger <= pos;
+        if (!live) continue;
+        set_trigger(inner, pos);
+        inner.recompute_s = own.seconds;
+        work.push_back(x);
+        moved = true;
+        break;
+      }
+    }
+  }
+}
+
 SwapPlan AutoPlanner::build_plan() const {
   absl::btree_map<TensorId, std::vector<const Gap*>> by_tensor;
   for (const Gap& gap : gaps_) {
@@ -495,6 +553,7 @@ absl::StatusOr<SwapPlan> AutoPlanner::run() {
   phase_hidden();
   LMS_RETURN_IF_ERROR(phase_stall());
   phase_drop();
+  phase_share();
   SwapPlan plan = build_plan();
   const MemoryProfile check = plan_profile(live_, plan);
   if (check.peak > limit_) {
