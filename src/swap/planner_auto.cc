@@ -53,6 +53,10 @@
 // (Gap::free_from) and has the original released there (the swap_out's
 // release_after), trading that stall for memory held a few positions
 // longer; the rewrite plans both ways and keeps the faster prediction.
+// Each free_from assumes its swap-out has the D2H stream to itself; once
+// the choices are made the swap-outs are replayed in issue order and a
+// release that would come before its queued copy is done moves later where
+// the profile has room (phase_queue).
 #include <algorithm>
 #include <cmath>
 
@@ -131,6 +135,7 @@ class AutoPlanner {
   absl::Status stuck(int32_t q) const;
   void phase_drop();
   void phase_share();
+  void phase_queue();
   SwapPlan build_plan() const;
   std::string node_name(int32_t position) const;
   bool over() const { return tree_.global_max() > static_cast<int64_t>(limit_); }
@@ -513,6 +518,55 @@ void AutoPlanner::phase_share() {
   }
 }
 
+// With deferred releases each gap's free_from assumed its swap-out had the
+// D2H link to itself from its issue. The copies queue on one stream, so the
+// chosen swap-outs are replayed in issue order (FIFO) and a release that
+// would come before its copy is done moves to the first position that
+// starts after it, where the profile has room to hold the tensor that much
+// longer; otherwise it stays, and the compute stream waits there for the
+// rest of the copy (Note [Joint planner]).
+void AutoPlanner::phase_queue() {
+  if (!joint() || !options_.defer_release) return;
+  struct Out {
+    double issue_s;
+    int32_t gap;  // the tensor's first chosen gap, when it is a swap
+    uint64_t bytes;
+  };
+  std::vector<Out> outs;
+  for (const std::vector<int32_t>& list : gaps_of_) {
+    int32_t first = -1;
+    bool copied = false;
+    for (int32_t i : list) {
+      const Gap& gap = gaps_[i];
+      if (gap.trigger == gap.after) continue;
+      if (first < 0) first = i;
+      copied = copied || !gap.recompute;
+    }
+    if (!copied) continue;  // kept or only recomputed: no swap-out
+    const Gap& gap = gaps_[first];
+    const TensorLife& life = live_.tensors[gap.tensor];
+    const int32_t issued = std::max(life.input ? life.uses.front() : life.first, 0);
+    outs.push_back({prefix_[issued + 1], gap.recompute ? -1 : first, gap.bytes});
+  }
+  std::stable_sort(outs.begin(), outs.end(),
+                   [](const Out& a, const Out& b) { return a.issue_s < b.issue_s; });
+  double link_free_s = 0;
+  for (const Out& out : outs) {
+    const double done_s = std::max(out.issue_s, link_free_s) + options_.copy_latency_s +
+                          static_cast<double>(out.bytes) / options_.d2h_bytes_per_s;
+    link_free_s = done_s;
+    if (out.gap < 0) continue;  // recomputed first: no release waits for the copy
+    Gap& gap = gaps_[out.gap];
+    const auto at = std::lower_bound(prefix_.begin(), prefix_.end(), done_s);
+    const int32_t p = static_cast<int32_t>(at - prefix_.begin());
+    if (p <= gap.free_from || p > gap.trigger) continue;
+    const int64_t bytes = static_cast<int64_t>(gap.bytes);
+    if (tree_.max(gap.free_from, p - 1) + bytes > static_cast<int64_t>(limit_)) continue;
+    tree_.add(gap.free_from, p - 1, bytes);
+    gap.free_from = p;
+  }
+}
+
 SwapPlan AutoPlanner::build_plan() const {
   absl::btree_map<TensorId, std::vector<const Gap*>> by_tensor;
   for (const Gap& gap : gaps_) {
@@ -554,6 +608,7 @@ absl::StatusOr<SwapPlan> AutoPlanner::run() {
   LMS_RETURN_IF_ERROR(phase_stall());
   phase_drop();
   phase_share();
+  phase_queue();
   SwapPlan plan = build_plan();
   const MemoryProfile check = plan_profile(live_, plan);
   if (check.peak > limit_) {

@@ -497,6 +497,7 @@ absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const LmsConfig& config
        {Variant{AutoActions::kJoint, 0.5}, Variant{AutoActions::kJoint, 0.25},
         Variant{AutoActions::kJoint, 0.0}, Variant{AutoActions::kJoint, 1.0, true},
         Variant{AutoActions::kJoint, 0.5, true}, Variant{AutoActions::kJoint, 0.25, true},
+        Variant{AutoActions::kJoint, 0.0, true},
         Variant{AutoActions::kSwap, 1.0}, Variant{AutoActions::kRecompute, 1.0}}) {
     if (nothing_to_do || graph.num_nodes() > kJointCompareNodes) break;
     absl::StatusOr<Planned> p =

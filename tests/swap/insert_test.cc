@@ -1,6 +1,7 @@
 #include "swap/insert.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <random>
 
@@ -336,12 +337,42 @@ TEST(Insert, DeferredReleaseHoldsTheOriginalUntilItsSwapOutIsDone) {
     options.budget_bytes = budget_between_limit_and_peak(*live, rng);
     options.actions = AutoActions::kJoint;
     options.defer_release = true;
-    options.h2d_bytes_per_s = options.d2h_bytes_per_s = 2e7;
-    const std::vector<double> times(live->size(), 1e-4);
+    options.h2d_bytes_per_s = options.d2h_bytes_per_s = 2e6;
+    // A power of two, so the planner's prefix sums are exact.
+    const double node_s = 1.0 / 8192;
+    const std::vector<double> times(live->size(), node_s);
     auto plan = plan_auto(&g, *live, times, options);
     if (!plan.ok()) {
       EXPECT_EQ(plan.status().code(), absl::StatusCode::kResourceExhausted) << plan.status();
       continue;
+    }
+    // The swap-outs queue on the D2H stream in issue order: a release that
+    // comes before its copy is done could not have been held longer.
+    const MemoryProfile planned = plan_profile(*live, *plan);
+    std::vector<const SwapPlan::Item*> queue;
+    for (const SwapPlan::Item& item : plan->items) {
+      if (copies(item)) queue.push_back(&item);
+    }
+    std::stable_sort(queue.begin(), queue.end(), [&](const auto* a, const auto* b) {
+      return live->position[a->swap_out_after] < live->position[b->swap_out_after];
+    });
+    double link_free_s = 0;
+    for (const SwapPlan::Item* item : queue) {
+      const uint64_t bytes = live->tensors[item->tensor].bytes;
+      const double issue_s = node_s * (live->position[item->swap_out_after] + 1);
+      const double done_s = std::max(issue_s, link_free_s) + options.copy_latency_s +
+                            static_cast<double>(bytes) / options.d2h_bytes_per_s;
+      link_free_s = done_s;
+      if (item->release_after == kNoNode) continue;
+      const int32_t from = live->position[item->release_after] + 1;
+      const auto done_at = static_cast<int32_t>(std::ceil(done_s / node_s));
+      const int32_t trigger = live->position[item->swap_ins.front().trigger];
+      if (from >= done_at || done_at > trigger) continue;
+      uint64_t most = 0;
+      for (int32_t p = from; p < done_at; ++p) most = std::max(most, planned.during[p]);
+      EXPECT_GT(most + bytes, options.budget_bytes)
+          << g.tensor(item->tensor).name << " released at " << from << ", its copy done at "
+          << done_at;
     }
     const Graph original = g;
     ASSERT_TRUE(insert_swaps(g, *live, *plan).ok()) << to_text(*plan, original);
