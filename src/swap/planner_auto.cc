@@ -374,6 +374,31 @@ absl::Status AutoPlanner::stuck(int32_t q) const {
       "more); raise device_memory_limit or reduce the batch"));
 }
 
+// Note [Jittered greedy]
+// Phase 2 ranks candidates by bytes per added second, and on a network of
+// equal layers (VDSR: every activation 4.5 MiB, every convolution about as
+// fast) most candidates tie within the noise of the measured node times:
+// which one goes first decides which chains later cost one convolution or
+// several, and lms-bench ratio saw the same budget planned between 67% and
+// 79% of ideal from one profile to the next. With AutoOptions::jitter_seed
+// each candidate's score is scaled by a fixed factor within kJitter of 1
+// drawn from the seed and the candidate, so each seed breaks the near-ties
+// another way; the rewrite (src/swap/rewrite.cc) plans the best of its fixed
+// variants again with several seeds on graphs up to kJitterNodes nodes and
+// keeps whichever plan the simulator predicts fastest: a small random
+// search around the greedy, judged by the same model as the rest.
+constexpr double kJitter = 0.1;
+
+double jitter_factor(uint64_t seed, uint64_t key) {
+  // splitmix64 of the seed and the key: deterministic across platforms.
+  uint64_t z = seed * 0x9E3779B97F4A7C15ull + key + 1;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  const double u = static_cast<double>(z >> 11) * 0x1.0p-53;  // [0, 1)
+  return 1 + kJitter * (2 * u - 1);
+}
+
 // Phase 2 with recomputation: the gaps covering the peak position q are
 // scored (bytes per added second; a recompute's chain counted once more for
 // each chosen recompute that reads the tensor live, since its chain then
@@ -411,6 +436,11 @@ absl::Status AutoPlanner::phase_stall_batched() {
   };
   std::vector<Candidate> heap;
   Chain chain;
+  auto jittered = [&](const Candidate& c, double score) {
+    if (options_.jitter_seed == 0 || score < 0) return score;
+    return score *
+           jitter_factor(options_.jitter_seed, 2 * static_cast<uint64_t>(c.gap) + c.recompute);
+  };
   while (over()) {
     const int32_t q = tree_.argmax();
     heap.clear();
@@ -419,7 +449,7 @@ absl::Status AutoPlanner::phase_stall_batched() {
       if (gap.after >= q || gap.before <= q) continue;
       for (bool recompute : {false, true}) {
         Candidate c{0, i, recompute};
-        c.score = score(c, q, chain);
+        c.score = jittered(c, score(c, q, chain));
         if (c.score >= 0) heap.push_back(c);
       }
     }
@@ -429,7 +459,7 @@ absl::Status AutoPlanner::phase_stall_batched() {
       std::pop_heap(heap.begin(), heap.end());
       Candidate c = heap.back();
       heap.pop_back();
-      const double now = score(c, q, chain);
+      const double now = jittered(c, score(c, q, chain));
       if (now < 0) continue;
       if (!heap.empty() && now < heap.front().score) {
         c.score = now;

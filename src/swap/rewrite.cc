@@ -77,9 +77,17 @@ absl::StatusOr<swap::SwapPlan> rule_plan(const Graph& g, const LmsConfig& c, con
 }
 
 // Plans for `usable` device bytes (the budget less what is kept free).
+// One plan of the joint comparison (Note [Joint planner]); the defaults are
+// the plan of LmsConfig::auto_actions alone.
+struct PlanVariant {
+  AutoActions actions = AutoActions::kJoint;
+  double link_share = 1.0;
+  bool defer_release = false;
+  uint64_t jitter_seed = 0;  // AutoOptions::jitter_seed; 0: none
+};
+
 absl::StatusOr<swap::SwapPlan> make_plan(const Graph& g, const LmsConfig& c, const Analysis& a,
-                                         uint64_t usable, AutoActions actions, double link_share,
-                                         bool defer_release) {
+                                         uint64_t usable, const PlanVariant& v) {
   if (c.policy != SwapPolicy::kAuto) return rule_plan(g, c, a);
   if (usable == 0) {
     return absl::InvalidArgumentError(
@@ -94,9 +102,10 @@ absl::StatusOr<swap::SwapPlan> make_plan(const Graph& g, const LmsConfig& c, con
   ao.h2d_bytes_per_s = c.link.h2d_bytes_per_s / c.link_devices;  // CostOptions::link_devices
   ao.d2h_bytes_per_s = c.link.d2h_bytes_per_s / c.link_devices;
   ao.copy_latency_s = c.link.copy_latency_s;
-  ao.actions = actions;
-  ao.link_share = link_share;
-  ao.defer_release = defer_release;
+  ao.actions = v.actions;
+  ao.link_share = v.link_share;
+  ao.defer_release = v.defer_release;
+  ao.jitter_seed = v.jitter_seed;
   return swap::plan_auto(&g, a.live, a.times, ao);
 }
 
@@ -201,14 +210,12 @@ RewriteOptions options_after(const RewriteOptions& o, const std::vector<NodeId>&
 
 absl::Status plan_and_place(const Graph& graph, const LmsConfig& config,
                             const RewriteOptions& options, const Analysis& before,
-                            AutoActions actions, double link_share, bool defer_release,
-                            RewriteReport& rep, Graph& rewritten, swap::SwapPlan& plan,
-                            RewriteOptions& rewritten_options) {
+                            const PlanVariant& variant, RewriteReport& rep, Graph& rewritten,
+                            swap::SwapPlan& plan, RewriteOptions& rewritten_options) {
   // One attempt: plan for `usable`, insert, lay out; true when it fits.
   auto attempt = [&](uint64_t usable) -> absl::StatusOr<bool> {
     rep.usable_budget_bytes = usable;
-    LMS_ASSIGN_OR_RETURN(
-        plan, make_plan(graph, config, before, usable, actions, link_share, defer_release));
+    LMS_ASSIGN_OR_RETURN(plan, make_plan(graph, config, before, usable, variant));
     rewritten = graph;
     std::vector<NodeId> clone_of;
     LMS_RETURN_IF_ERROR(swap::insert_swaps(rewritten, before.live, plan, &clone_of));
@@ -416,14 +423,13 @@ struct Planned {
 // the step; `rep` holds what was filled before planning.
 absl::StatusOr<Planned> plan_with(const Graph& graph, const LmsConfig& config,
                                   const RewriteOptions& options, const Analysis& before,
-                                  RewriteReport rep, AutoActions actions, double link_share = 1.0,
-                                  bool defer_release = false) {
-  rep.actions = actions;
+                                  RewriteReport rep, const PlanVariant& variant) {
+  rep.actions = variant.actions;
   Graph rewritten = graph;
   swap::SwapPlan plan;
   RewriteOptions rewritten_options = options;
-  LMS_RETURN_IF_ERROR(plan_and_place(graph, config, options, before, actions, link_share,
-                                     defer_release, rep, rewritten, plan, rewritten_options));
+  LMS_RETURN_IF_ERROR(plan_and_place(graph, config, options, before, variant, rep, rewritten, plan,
+                                     rewritten_options));
   const swap::PlanTraffic traffic = swap::plan_traffic(graph, plan);
   if (config.host_memory_limit > 0 && traffic.host_bytes > config.host_memory_limit) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -452,6 +458,11 @@ absl::StatusOr<Planned> plan_with(const Graph& graph, const LmsConfig& config,
 // plan (Note [Joint planner]) and does not plan with the least-workspace
 // kernels unless it must (Note [Least workspace fallback]).
 constexpr int32_t kJointCompareNodes = 20000;
+// The fixed plans of the joint comparison, then up to this many jittered
+// greedy plans for graphs of at most kJitterNodes nodes.
+constexpr size_t kFixedVariants = 9;
+constexpr uint64_t kJitteredPlans = 12;
+constexpr int32_t kJitterNodes = 2000;
 
 absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const LmsConfig& config,
                                            const RewriteOptions& options) {
@@ -474,39 +485,50 @@ absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const LmsConfig& config
   if (config.policy != SwapPolicy::kAuto || config.auto_actions != AutoActions::kJoint) {
     const AutoActions actions =
         config.policy == SwapPolicy::kAuto ? config.auto_actions : AutoActions::kSwap;
-    LMS_ASSIGN_OR_RETURN(Planned p, plan_with(graph, config, options, before, rep, actions));
+    LMS_ASSIGN_OR_RETURN(Planned p,
+                         plan_with(graph, config, options, before, rep, PlanVariant{actions}));
     graph = std::move(p.graph);
     return p.rep;
   }
   // Note [Joint planner]: the joint greedy plan with several link shares,
   // with and without deferred releases, and the swap-only and
-  // recompute-only plans as well; the least predicted
+  // recompute-only plans as well, then on graphs up to kJitterNodes nodes
+  // the best of those with jittered greedy ties (Note [Jittered greedy]);
+  // the least predicted
   // step time that fits wins (the first on a tie), so joint is never
   // predicted slower than either. Each candidate is inserted, laid out and
   // simulated, about 15 us per node; past kJointCompareNodes nodes only the
   // joint greedy plan is made, so planning stays linear.
-  absl::StatusOr<Planned> best =
-      plan_with(graph, config, options, before, rep, AutoActions::kJoint);
+  absl::StatusOr<Planned> best = plan_with(graph, config, options, before, rep, PlanVariant{});
   const bool nothing_to_do = best.ok() && best->rep.decisions.empty();
-  struct Variant {
-    AutoActions actions;
-    double link_share;
-    bool defer_release = false;
-  };
-  for (Variant v :
-       {Variant{AutoActions::kJoint, 0.5}, Variant{AutoActions::kJoint, 0.25},
-        Variant{AutoActions::kJoint, 0.0}, Variant{AutoActions::kJoint, 1.0, true},
-        Variant{AutoActions::kJoint, 0.5, true}, Variant{AutoActions::kJoint, 0.25, true},
-        Variant{AutoActions::kJoint, 0.0, true},
-        Variant{AutoActions::kSwap, 1.0}, Variant{AutoActions::kRecompute, 1.0}}) {
+  using V = PlanVariant;
+  constexpr AutoActions kJ = AutoActions::kJoint;
+  std::vector<PlanVariant> variants = {
+      V{kJ, 0.5},       V{kJ, 0.25},           V{kJ, 0.0},
+      V{kJ, 1.0, true}, V{kJ, 0.5, true},      V{kJ, 0.25, true},
+      V{kJ, 0.0, true}, V{AutoActions::kSwap}, V{AutoActions::kRecompute}};
+  PlanVariant best_variant;
+  for (size_t i = 0; i < variants.size(); ++i) {
+    const PlanVariant v = variants[i];
     if (nothing_to_do || graph.num_nodes() > kJointCompareNodes) break;
-    absl::StatusOr<Planned> p =
-        plan_with(graph, config, options, before, rep, v.actions, v.link_share, v.defer_release);
+    absl::StatusOr<Planned> p = plan_with(graph, config, options, before, rep, v);
     if (!p.ok()) continue;
     const bool better_fit = !best.ok() || (p->rep.fits && !best->rep.fits);
     const bool faster = best.ok() && p->rep.fits == best->rep.fits &&
                         p->rep.step_time_after_s < best->rep.step_time_after_s;
-    if (better_fit || faster) best = std::move(p);
+    if (better_fit || faster) {
+      best = std::move(p);
+      best_variant = v;
+    }
+    // Then the best of the fixed variants again with its greedy's ties
+    // broken at random (Note [Jittered greedy] in planner_auto.cc).
+    if (i + 1 == kFixedVariants && graph.num_nodes() <= kJitterNodes) {
+      for (uint64_t seed = 1; seed <= kJitteredPlans; ++seed) {
+        PlanVariant j = best_variant;
+        j.jitter_seed = seed;
+        variants.push_back(j);
+      }
+    }
   }
   if (!best.ok()) return best.status();
   graph = std::move(best->graph);

@@ -204,7 +204,7 @@ uint64_t budget_between_limit_and_peak(const Liveness& live, std::mt19937_64& rn
 // inserts, verifies, serves each planned consumer from a clone of the right
 // node, and the result's profile at the original positions is the planned one.
 TEST(Insert, RecomputePlansOnRandomGraphs) {
-  int recomputed = 0;
+  int recomputed = 0, jitter_changed = 0;
   for (uint64_t seed = 1; seed <= 40; ++seed) {
     SCOPED_TRACE(testing::Message() << "seed " << seed);
     std::mt19937_64 rng(seed);
@@ -221,6 +221,15 @@ TEST(Insert, RecomputePlansOnRandomGraphs) {
       EXPECT_EQ(plan.status().code(), absl::StatusCode::kResourceExhausted) << plan.status();
       continue;
     }
+    // Every node equally fast: near-ties everywhere. A jittered greedy
+    // (Note [Jittered greedy]) plans within the budget too, and at times
+    // differently.
+    options.jitter_seed = seed;
+    auto jittered = plan_auto(&g, *live, times, options);
+    ASSERT_TRUE(jittered.ok()) << jittered.status();
+    EXPECT_LE(plan_profile(*live, *jittered).peak, options.budget_bytes);
+    jitter_changed += to_text(*jittered, g) != to_text(*plan, g);
+    if (seed % 2 == 0) plan = std::move(jittered);  // inserted and checked below
     const MemoryProfile planned = plan_profile(*live, *plan);
     EXPECT_LE(planned.peak, options.budget_bytes);
     const Graph original = g;
@@ -245,6 +254,8 @@ TEST(Insert, RecomputePlansOnRandomGraphs) {
     }
   }
   EXPECT_GT(recomputed, 5);
+  std::printf("%d plans changed by a jittered greedy\n", jitter_changed);
+  EXPECT_GT(jitter_changed, 0);
 }
 
 // A training graph of `depth` 3x3 conv + relu layers with random channel
