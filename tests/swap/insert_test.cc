@@ -200,6 +200,13 @@ uint64_t budget_between_limit_and_peak(const Liveness& live, std::mt19937_64& rn
   return ws + (peak - ws) * (1 + rng() % 3) / 4;
 }
 
+// Auto options whose budget is budget_between_limit_and_peak.
+AutoOptions options_between_limit_and_peak(const Liveness& live, std::mt19937_64& rng) {
+  AutoOptions options;
+  options.budget_bytes = budget_between_limit_and_peak(live, rng);
+  return options;
+}
+
 // Recompute-only and joint plans on random chains with skips: every plan
 // inserts, verifies, serves each planned consumer from a clone of the right
 // node, and the result's profile at the original positions is the planned one.
@@ -209,10 +216,9 @@ TEST(Insert, RecomputePlansOnRandomGraphs) {
     SCOPED_TRACE(testing::Message() << "seed " << seed);
     std::mt19937_64 rng(seed);
     Graph g = swap_test::random_chain(seed, 10 + static_cast<int>(rng() % 40));
-    auto live = analyze(g, {});
+    absl::StatusOr<Liveness> live = analyze(g, {});
     ASSERT_TRUE(live.ok());
-    AutoOptions options;
-    options.budget_bytes = budget_between_limit_and_peak(*live, rng);
+    AutoOptions options = options_between_limit_and_peak(*live, rng);
     options.actions = rng() % 2 == 0 ? AutoActions::kRecompute : AutoActions::kJoint;
     options.h2d_bytes_per_s = 1e6;  // a slow link: recomputation is cheaper
     const std::vector<double> times(live->size(), 1e-4);
@@ -297,8 +303,7 @@ TEST(Insert, SharedRecomputationClonesNoMoreThanSeparateChains) {
     const Graph g = random_conv_training_graph(seed, 6 + static_cast<int>(rng() % 12));
     auto live = analyze(g, {});
     ASSERT_TRUE(live.ok());
-    AutoOptions options;
-    options.budget_bytes = budget_between_limit_and_peak(*live, rng);
+    AutoOptions options = options_between_limit_and_peak(*live, rng);
     options.actions = rng() % 2 == 0 ? AutoActions::kRecompute : AutoActions::kJoint;
     options.h2d_bytes_per_s = options.d2h_bytes_per_s = 1e6;
     const std::vector<double> times(live->size(), 1e-4);
@@ -342,10 +347,9 @@ TEST(Insert, DeferredReleaseHoldsTheOriginalUntilItsSwapOutIsDone) {
     SCOPED_TRACE(testing::Message() << "seed " << seed);
     std::mt19937_64 rng(seed);
     Graph g = swap_test::random_chain(seed, 10 + static_cast<int>(rng() % 40));
-    auto live = analyze(g, {});
+    absl::StatusOr<Liveness> live = analyze(g, {});
     ASSERT_TRUE(live.ok());
-    AutoOptions options;
-    options.budget_bytes = budget_between_limit_and_peak(*live, rng);
+    AutoOptions options = options_between_limit_and_peak(*live, rng);
     options.actions = AutoActions::kJoint;
     options.defer_release = true;
     options.h2d_bytes_per_s = options.d2h_bytes_per_s = 2e6;
