@@ -170,6 +170,10 @@ absl::Status make_batch(const BrainPair& pair, const BatchOptions& o, uint64_t s
   if (!(o.intensity_jitter >= 0)) {
     return absl::InvalidArgumentError("make_batch: intensity_jitter must be >= 0");
   }
+  if (!(o.max_gamma >= 0 && o.max_gamma <= 2)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("make_batch: max_gamma ", o.max_gamma, " must be in [0, 2]"));
+  }
   if (!(o.max_rotation_deg >= 0 && o.max_rotation_deg <= 180)) {
     return absl::InvalidArgumentError(
         absl::StrCat("make_batch: max_rotation_deg ", o.max_rotation_deg, " must be in [0, 180]"));
@@ -190,6 +194,10 @@ absl::Status make_batch(const BrainPair& pair, const BatchOptions& o, uint64_t s
   const float background = pair.image.voxels.empty() ? 0.0f
                                                      : *std::min_element(pair.image.voxels.begin(),
                                                                          pair.image.voxels.end());
+  const float highest = pair.image.voxels.empty() ? 0.0f
+                                                  : *std::max_element(pair.image.voxels.begin(),
+                                                                      pair.image.voxels.end());
+  const double range = static_cast<double>(highest) - background;
   const int64_t c = o.crop, voxels = c * c * c;
   image->assign(static_cast<size_t>(o.batch * voxels), 0.0f);
   onehot->assign(static_cast<size_t>(o.batch * o.classes * voxels), 0.0f);
@@ -209,6 +217,11 @@ absl::Status make_batch(const BrainPair& pair, const BatchOptions& o, uint64_t s
     const double zoom =
         std::uniform_real_distribution<double>(1.0 - o.max_scaling, 1.0 + o.max_scaling)(rng);
     const bool warp = angle != 0.0 || zoom != 1.0;
+    // Drawn only when on, so batches without it keep their random stream.
+    const double gamma =
+        o.max_gamma > 0 ? std::exp(std::uniform_real_distribution<double>(
+                              -std::log1p(o.max_gamma), std::log1p(o.max_gamma))(rng))
+                        : 1.0;
     const double cos_a = std::cos(angle) / zoom, sin_a = std::sin(angle) / zoom;
     const double centre = (static_cast<double>(c) - 1) / 2;
     float* img = image->data() + n * voxels;
@@ -237,6 +250,10 @@ absl::Status make_batch(const BrainPair& pair, const BatchOptions& o, uint64_t s
                 io::sample_at(pair.image, sx, sy, sz, io::Interpolation::kTrilinear, background);
             label =
                 std::lround(io::sample_at(pair.labels, sx, sy, sz, io::Interpolation::kNearest, 0));
+          }
+          if (gamma != 1.0 && range > 0) {
+            const double t = std::clamp((value - background) / range, 0.0, 1.0);
+            value = static_cast<float>(background + range * std::pow(t, gamma));
           }
           img[dst] = static_cast<float>(value * scale + shift);
           const int cls = flip && o.swap_left_right ? mirrored_class(static_cast<int>(label))

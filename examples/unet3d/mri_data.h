@@ -71,6 +71,13 @@ struct BatchOptions {
   int64_t batch = 1;  // samples
   bool flips = true;  // left-right mirror with probability 1/2, swapping L and R classes
   double intensity_jitter = 0.1;  // image * (1 + u) + v, u, v uniform in [-j, j]
+  // Contrast: before the jitter, each intensity is mapped to t in [0, 1]
+  // over the grid's range [lo, hi] and becomes lo + (hi - lo) t^gamma, gamma
+  // log-uniform in [1 / (1 + max_gamma), 1 + max_gamma] (the gamma
+  // augmentation of nnU-Net, Isensee et al., Nature Methods 2021). Another
+  // scan of the same head differs from the training scan mostly in its grey /
+  // white matter contrast, which this varies. 0: off.
+  double max_gamma = 0;
   // A rotation about the superior (z) axis by an angle uniform in
   // [-max_rotation_deg, max_rotation_deg] and an isotropic scaling by a
   // factor uniform in [1 - max_scaling, 1 + max_scaling], both about the
@@ -86,7 +93,7 @@ struct BatchOptions {
 // One batch: random crop corners, flips and intensity jitter drawn from
 // (seed, step) alone, so a step's batch is the same on every run and after a
 // resume. InvalidArgument for a crop larger than the grid or < 1, batch < 1, classes < 1,
-// a negative jitter, a rotation outside [0, 180] degrees, a scaling outside
+// a negative jitter, a max_gamma outside [0, 2], a rotation outside [0, 180] degrees, a scaling outside
 // [0, 0.5], grids that differ, or a label outside the classes.
 absl::Status make_batch(const BrainPair& pair, const BatchOptions& options, uint64_t seed,
                         int64_t step, std::vector<float>* image, std::vector<float>* onehot);

@@ -46,6 +46,7 @@ std::vector<Flag> train_flags(TrainOptions& t) {
                                  {"max-rotation", &t.max_rotation_deg},
                                  {"max-scaling", &t.max_scaling},
                                  {"jitter", &t.intensity_jitter},
+                                 {"gamma", &t.max_gamma},
                                  {"no-flips", &t.no_flips},
                                  {"checkpoint", &t.checkpoint},
                                  {"checkpoint-every", &t.checkpoint_every, 0},
@@ -91,6 +92,7 @@ absl::Status check_train(const TrainOptions& t) {
     return bad_value("max-rotation", fmt::format("{}", t.max_rotation_deg), "0..180 degrees");
   if (t.max_scaling > 0.5)
     return bad_value("max-scaling", fmt::format("{}", t.max_scaling), "0..0.5");
+  if (t.max_gamma > 2) return bad_value("gamma", fmt::format("{}", t.max_gamma), "0..2");
   if (t.resume && t.checkpoint.empty()) {
     return absl::InvalidArgumentError("--resume needs --checkpoint PATH to resume from");
   }
@@ -190,6 +192,7 @@ train flags:
   --max-rotation DEG    random rotation about the superior axis (default 10)
   --max-scaling X       random isotropic scaling 1 +- X (default 0.1)
   --jitter X            intensity scale and shift jitter (default 0.1)
+  --gamma X             contrast: intensities ^ gamma, gamma in [1/(1+X), 1+X] (default 0.5)
   --no-flips            no left-right flips
   --checkpoint PATH     write weights + optimizer state here (atomically)
   --checkpoint-every N  also every N steps (default 0: only at the end)

@@ -50,6 +50,7 @@ struct TrainOptions {
   double max_rotation_deg = 10;  // augmentation (mri_data.h BatchOptions)
   double max_scaling = 0.1;
   double intensity_jitter = 0.1;
+  double max_gamma = 0.5;  // contrast augmentation (mri_data.h BatchOptions::max_gamma)
   bool no_flips = false;
   std::string checkpoint;        // path; empty = none
   int64_t checkpoint_every = 0;  // steps; 0 = only at the end

@@ -46,6 +46,7 @@ std::map<std::string, std::string> run_meta(const TrainOptions& o, const ModelSp
           {"max_rotation_deg", fmt::format("{}", o.max_rotation_deg)},
           {"max_scaling", fmt::format("{}", o.max_scaling)},
           {"intensity_jitter", fmt::format("{}", o.intensity_jitter)},
+          {"max_gamma", fmt::format("{}", o.max_gamma)},
           {"flips", o.no_flips ? "off" : "on"},
           {"ranks", fmt::format("{}", ranks)},
           {"scale_lr", o.distributed.scale_lr ? "on" : "off"}};
@@ -238,6 +239,7 @@ class TrainRun {
                       .batch = 1,
                       .flips = !o_.no_flips,
                       .intensity_jitter = o_.intensity_jitter,
+                      .max_gamma = o_.max_gamma,
                       .max_rotation_deg = o_.max_rotation_deg,
                       .max_scaling = o_.max_scaling,
                       .classes = model_.classes,

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -184,6 +185,52 @@ TEST(MriData, RotationsAndScalingsKeepImageAndLabelsTogether) {
   EXPECT_GT(largest_sin, 0.05);
   EXPECT_FALSE(make_batch(p, {.crop = c, .max_rotation_deg = 181}, 1, 0, &img, &hot).ok());
   EXPECT_FALSE(make_batch(p, {.crop = c, .max_scaling = 0.6}, 1, 0, &img, &hot).ok());
+}
+
+// Gamma changes the contrast and nothing else: with the same (seed, step) a
+// sample keeps its crop and labels, its intensities keep their order and
+// stay in the grid's range, and the drawn gamma lies in [1/1.5, 1.5]: it is
+// recovered from one voxel, t_out = t_in^gamma on the range [lo, hi].
+TEST(MriData, GammaKeepsCropLabelsAndIntensityOrder) {
+  std::printf("seed %llu\n", static_cast<unsigned long long>(kSeed));
+  const BrainPair p = synthetic(12);
+  const auto [lo_it, hi_it] = std::minmax_element(p.image.voxels.begin(), p.image.voxels.end());
+  const double lo = *lo_it, hi = *hi_it;
+  const int64_t c = 8, v = c * c * c;
+  const BatchOptions plain{.crop = c, .batch = 1, .intensity_jitter = 0};
+  BatchOptions contrast = plain;
+  contrast.max_gamma = 0.5;
+  int changed = 0;
+  for (int64_t step = 0; step < 6; ++step) {
+    std::vector<float> img, hot, img_g, hot_g;
+    ASSERT_TRUE(make_batch(p, plain, kSeed, step, &img, &hot).ok());
+    ASSERT_TRUE(make_batch(p, contrast, kSeed, step, &img_g, &hot_g).ok());
+    ASSERT_EQ(hot, hot_g) << "step " << step;
+    std::vector<int64_t> order(static_cast<size_t>(v));
+    for (int64_t i = 0; i < v; ++i) order[static_cast<size_t>(i)] = i;
+    std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return img[a] < img[b]; });
+    for (size_t k = 1; k < order.size(); ++k) {
+      ASSERT_LE(img_g[order[k - 1]], img_g[order[k]]) << "step " << step;
+    }
+    for (float x : img_g) {
+      ASSERT_GE(x, lo - 1e-4);
+      ASSERT_LE(x, hi + 1e-4);
+    }
+    // A voxel well inside the range gives the gamma.
+    const int64_t mid = order[order.size() / 2];
+    const double t_in = (img[mid] - lo) / (hi - lo), t_out = (img_g[mid] - lo) / (hi - lo);
+    ASSERT_GT(t_in, 0.05);
+    ASSERT_LT(t_in, 0.95);
+    const double gamma = std::log(t_out) / std::log(t_in);
+    EXPECT_GE(gamma, 1 / 1.5 - 1e-3) << "step " << step;
+    EXPECT_LE(gamma, 1.5 + 1e-3) << "step " << step;
+    changed += std::abs(gamma - 1) > 0.02;
+  }
+  EXPECT_GE(changed, 3);
+  std::vector<float> img, hot;
+  const absl::Status bad = make_batch(p, {.crop = c, .max_gamma = 2.5}, 1, 0, &img, &hot);
+  EXPECT_TRUE(absl::IsInvalidArgument(bad));
+  EXPECT_NE(bad.message().find("max_gamma"), std::string_view::npos) << bad;
 }
 
 TEST(MriData, CubeResamplingAndBadRequests) {
