@@ -191,12 +191,12 @@ absl::Status make_batch(const BrainPair& pair, const BatchOptions& o, uint64_t s
           absl::StrCat("make_batch: label ", label, " outside 0..", o.classes - 1));
     }
   }
-  const float background = pair.image.voxels.empty() ? 0.0f
-                                                     : *std::min_element(pair.image.voxels.begin(),
-                                                                         pair.image.voxels.end());
-  const float highest = pair.image.voxels.empty() ? 0.0f
-                                                  : *std::max_element(pair.image.voxels.begin(),
-                                                                      pair.image.voxels.end());
+  float background = 0, highest = 0;
+  if (!pair.image.voxels.empty()) {
+    const auto [lo, hi] = std::minmax_element(pair.image.voxels.begin(), pair.image.voxels.end());
+    background = *lo;
+    highest = *hi;
+  }
   const double range = static_cast<double>(highest) - background;
   const int64_t c = o.crop, voxels = c * c * c;
   image->assign(static_cast<size_t>(o.batch * voxels), 0.0f);
@@ -218,10 +218,11 @@ absl::Status make_batch(const BrainPair& pair, const BatchOptions& o, uint64_t s
         std::uniform_real_distribution<double>(1.0 - o.max_scaling, 1.0 + o.max_scaling)(rng);
     const bool warp = angle != 0.0 || zoom != 1.0;
     // Drawn only when on, so batches without it keep their random stream.
-    const double gamma =
-        o.max_gamma > 0 ? std::exp(std::uniform_real_distribution<double>(
-                              -std::log1p(o.max_gamma), std::log1p(o.max_gamma))(rng))
-                        : 1.0;
+    double gamma = 1.0;
+    if (o.max_gamma > 0) {
+      const double reach = std::log1p(o.max_gamma);
+      gamma = std::exp(std::uniform_real_distribution<double>(-reach, reach)(rng));
+    }
     const double cos_a = std::cos(angle) / zoom, sin_a = std::sin(angle) / zoom;
     const double centre = (static_cast<double>(c) - 1) / 2;
     float* img = image->data() + n * voxels;

@@ -93,8 +93,8 @@ struct BatchOptions {
 // One batch: random crop corners, flips and intensity jitter drawn from
 // (seed, step) alone, so a step's batch is the same on every run and after a
 // resume. InvalidArgument for a crop larger than the grid or < 1, batch < 1, classes < 1,
-// a negative jitter, a max_gamma outside [0, 2], a rotation outside [0, 180] degrees, a scaling outside
-// [0, 0.5], grids that differ, or a label outside the classes.
+// a negative jitter, a max_gamma outside [0, 2], a rotation outside [0, 180] degrees, a scaling
+// outside [0, 0.5], grids that differ, or a label outside the classes.
 absl::Status make_batch(const BrainPair& pair, const BatchOptions& options, uint64_t seed,
                         int64_t step, std::vector<float>* image, std::vector<float>* onehot);
 
