@@ -85,7 +85,7 @@ class Recomputer {
     }
   }
 
-  absl::Status run(std::vector<NodeId>* clone_of) {
+  absl::Status run(std::vector<NodeOrigin>* origins) {
     std::vector<std::pair<const SwapPlan::Item*, size_t>> restores;
     for (const SwapPlan::Item& item : plan_.items) {
       for (size_t k = 0; k < item.swap_ins.size(); ++k) {
@@ -104,14 +104,15 @@ class Recomputer {
     for (const auto& [item, k] : restores) {
       const SwapPlan::SwapIn& in = item->swap_ins[k];
       memo_.clear();
+      restore_ = {static_cast<int32_t>(item - plan_.items.data()), static_cast<int32_t>(k)};
       base_ = absl::StrCat("recompute/", graph_.tensor(item->tensor).name, "/", k);
       LMS_ASSIGN_OR_RETURN(TensorId out, recompute(item->tensor, live_.position[in.trigger], 0));
       done_[{item, k}] = out;
       for (NodeId c : in.consumers) rewire(graph_, c, item->tensor, out);
     }
-    if (clone_of != nullptr) {
-      clone_of->assign(graph_.num_nodes(), kNoNode);
-      for (const auto& [clone, original] : clones_) (*clone_of)[clone] = original;
+    if (origins != nullptr) {
+      origins->assign(graph_.num_nodes(), NodeOrigin{});
+      for (const auto& [clone, origin] : clones_) (*origins)[clone] = origin;
     }
     return absl::OkStatus();
   }
@@ -177,7 +178,7 @@ class Recomputer {
       }
     }
     after_[live_.order[pos]].push_back(clone);
-    clones_.push_back({clone, producer});
+    clones_.push_back({clone, {producer, restore_.first, restore_.second}});
     TensorId result = kNoTensor;
     for (size_t i = 0; i < outs.size(); ++i) {
       memo_[original.outputs[i]] = outs[i];
@@ -195,14 +196,15 @@ class Recomputer {
       served_;
   absl::flat_hash_map<std::pair<const SwapPlan::Item*, size_t>, TensorId> done_;
   absl::flat_hash_map<TensorId, TensorId> memo_;
-  std::vector<std::pair<NodeId, NodeId>> clones_;
+  std::vector<std::pair<NodeId, NodeOrigin>> clones_;
+  std::pair<int32_t, int32_t> restore_{-1, -1};  // (item, restore) being inserted
   std::string base_;
 };
 
 }  // namespace
 
 absl::Status insert_swaps(Graph& graph, const Liveness& live, const SwapPlan& plan,
-                          std::vector<NodeId>* clone_of) {
+                          std::vector<NodeOrigin>* origins) {
   LMS_RETURN_IF_ERROR(validate_plan(graph, live, plan));
   LMS_RETURN_IF_ERROR(check_names_free(graph, plan));
   const int32_t old_nodes = graph.num_nodes();
@@ -213,7 +215,7 @@ absl::Status insert_swaps(Graph& graph, const Liveness& live, const SwapPlan& pl
     LMS_RETURN_IF_ERROR(insert_item(graph, item, outs_after, ins_after));
   }
   Recomputer recomputer(graph, original, live, plan, recomputes_after);
-  if (absl::Status s = recomputer.run(clone_of); !s.ok()) {
+  if (absl::Status s = recomputer.run(origins); !s.ok()) {
     graph = std::move(original);
     return s;
   }

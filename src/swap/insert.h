@@ -39,14 +39,23 @@
 
 namespace lms::swap {
 
+// Where a node of the rewritten graph comes from: for a recompute clone, the
+// node it copies and the restore it was inserted for (every clone serves one
+// restore: a restore that shares another's chain reads that restore's
+// output); the defaults for every other node.
+struct NodeOrigin {
+  NodeId clone_of = kNoNode;
+  int32_t item = -1;     // index into SwapPlan::items
+  int32_t restore = -1;  // index into that item's swap_ins
+};
+
 // `live` must be the analysis of `graph` the plan was made for.
 // InvalidArgument from validate_plan, when a swap or recompute name is
 // already taken (the graph was rewritten before), or when a recompute needs a
 // tensor that is neither live at its trigger nor recomputable; the graph is
-// unchanged then. Verifies the result (verify()). `clone_of`, when given, is
-// set to one entry per node of the result: the node a recompute clone
-// copies, kNoNode for every other node.
+// unchanged then. Verifies the result (verify()). `origins`, when given, is
+// set to one entry per node of the result.
 absl::Status insert_swaps(Graph& graph, const Liveness& live, const SwapPlan& plan,
-                          std::vector<NodeId>* clone_of = nullptr);
+                          std::vector<NodeOrigin>* origins = nullptr);
 
 }  // namespace lms::swap

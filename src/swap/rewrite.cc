@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/container/flat_hash_map.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "lms/status.h"
@@ -191,16 +189,17 @@ absl::Status layout_fits(const Graph& g, const LmsConfig& c, const RewriteOption
 // Other policies are laid out once and report whether they fit.
 constexpr int kFitAttempts = 16;
 
-// The options of `rewritten`, whose recompute clones (clone_of, insert.h)
+// The options of `rewritten`, whose recompute clones (NodeOrigin, insert.h)
 // get the workspace and the measured time of the node they copy.
-RewriteOptions options_after(const RewriteOptions& o, const std::vector<NodeId>& clone_of) {
+RewriteOptions options_after(const RewriteOptions& o,
+                             const std::vector<swap::NodeOrigin>& origins) {
   RewriteOptions after = o;
   auto extend = [&](auto& by_node, auto missing) {
-    for (NodeId n = 0; n < static_cast<NodeId>(clone_of.size()); ++n) {
-      if (clone_of[n] == kNoNode) continue;
+    for (NodeId n = 0; n < static_cast<NodeId>(origins.size()); ++n) {
+      const NodeId copied = origins[n].clone_of;
+      if (copied == kNoNode) continue;
       if (by_node.size() <= static_cast<size_t>(n)) by_node.resize(n + 1, missing);
-      by_node[n] =
-          clone_of[n] < static_cast<NodeId>(by_node.size()) ? by_node[clone_of[n]] : missing;
+      by_node[n] = copied < static_cast<NodeId>(by_node.size()) ? by_node[copied] : missing;
     }
   };
   if (after.workspace_bytes.has_value()) extend(*after.workspace_bytes, uint64_t{0});
@@ -211,15 +210,15 @@ RewriteOptions options_after(const RewriteOptions& o, const std::vector<NodeId>&
 absl::Status plan_and_place(const Graph& graph, const LmsConfig& config,
                             const RewriteOptions& options, const Analysis& before,
                             const PlanVariant& variant, RewriteReport& rep, Graph& rewritten,
-                            swap::SwapPlan& plan, RewriteOptions& rewritten_options) {
+                            swap::SwapPlan& plan, RewriteOptions& rewritten_options,
+                            std::vector<swap::NodeOrigin>& origins) {
   // One attempt: plan for `usable`, insert, lay out; true when it fits.
   auto attempt = [&](uint64_t usable) -> absl::StatusOr<bool> {
     rep.usable_budget_bytes = usable;
     LMS_ASSIGN_OR_RETURN(plan, make_plan(graph, config, before, usable, variant));
     rewritten = graph;
-    std::vector<NodeId> clone_of;
-    LMS_RETURN_IF_ERROR(swap::insert_swaps(rewritten, before.live, plan, &clone_of));
-    rewritten_options = options_after(options, clone_of);
+    LMS_RETURN_IF_ERROR(swap::insert_swaps(rewritten, before.live, plan, &origins));
+    rewritten_options = options_after(options, origins);
     LMS_RETURN_IF_ERROR(layout_fits(rewritten, config, rewritten_options, rep));
     return rep.fits;
   };
@@ -366,10 +365,10 @@ std::string RewriteReport::decisions_text() const {
 namespace {
 
 // The tensors a plan swaps or recomputes, with their predicted costs.
-void fill_decisions(const Graph& graph, const Graph& rewritten, const LmsConfig& c,
-                    const swap::SwapPlan& plan, const std::vector<double>& times_by_node,
-                    RewriteReport& rep) {
-  absl::flat_hash_map<std::string, size_t> by_base;  // "recompute/<t>/<k>" -> decision
+void fill_decisions(const Graph& graph, const LmsConfig& c, const swap::SwapPlan& plan,
+                    const std::vector<swap::NodeOrigin>& origins,
+                    const std::vector<double>& times_by_node, RewriteReport& rep) {
+  const size_t first = rep.decisions.size();  // the decision of plan item i is first + i
   for (const swap::SwapPlan::Item& item : plan.items) {
     const Tensor& t = graph.tensor(item.tensor);
     TensorDecision d;
@@ -390,27 +389,14 @@ void fill_decisions(const Graph& graph, const Graph& rewritten, const LmsConfig&
       d.action = "recompute";
       rep.recomputed.push_back(t.name);
     }
-    for (size_t k = 0; k < item.swap_ins.size(); ++k) {
-      if (item.swap_ins[k].recompute) {
-        by_base[absl::StrCat("recompute/", t.name, "/", k)] = rep.decisions.size();
-      }
-    }
     rep.decisions.push_back(std::move(d));
   }
-  for (NodeId n = graph.num_nodes(); n < rewritten.num_nodes(); ++n) {
-    const std::string& name = rewritten.node(n).name;
-    if (!absl::StartsWith(name, "recompute/")) continue;
+  // Each clone's time goes to the decision of the restore it serves.
+  for (NodeId n = graph.num_nodes(); n < static_cast<NodeId>(origins.size()); ++n) {
+    if (origins[n].item < 0) continue;
     const double seconds = n < static_cast<NodeId>(times_by_node.size()) ? times_by_node[n] : 0;
     rep.recompute_s += seconds;
-    // The base is the name itself or a prefix of it ending before a '/'.
-    for (size_t end = name.size(); end != std::string::npos && end > 0;
-         end = name.rfind('/', end - 1)) {
-      auto it = by_base.find(name.substr(0, end));
-      if (it != by_base.end()) {
-        rep.decisions[it->second].seconds += seconds;
-        break;
-      }
-    }
+    rep.decisions[first + static_cast<size_t>(origins[n].item)].seconds += seconds;
   }
 }
 
@@ -428,8 +414,9 @@ absl::StatusOr<Planned> plan_with(const Graph& graph, const LmsConfig& config,
   Graph rewritten = graph;
   swap::SwapPlan plan;
   RewriteOptions rewritten_options = options;
+  std::vector<swap::NodeOrigin> origins;
   LMS_RETURN_IF_ERROR(plan_and_place(graph, config, options, before, variant, rep, rewritten, plan,
-                                     rewritten_options));
+                                     rewritten_options, origins));
   const swap::PlanTraffic traffic = swap::plan_traffic(graph, plan);
   if (config.host_memory_limit > 0 && traffic.host_bytes > config.host_memory_limit) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -445,7 +432,7 @@ absl::StatusOr<Planned> plan_with(const Graph& graph, const LmsConfig& config,
   std::vector<double> times_by_node(rewritten.num_nodes(), 0);
   for (size_t p = 0; p < after.live.order.size(); ++p)
     times_by_node[after.live.order[p]] = after.times[p];
-  fill_decisions(graph, rewritten, config, plan, times_by_node, rep);
+  fill_decisions(graph, config, plan, origins, times_by_node, rep);
   const swap::SimResult sim = swap::simulate(rewritten, after.live, after.times,
                                              {rep.budget_bytes, /*wait_at_release=*/true});
   rep.step_time_after_s = sim.step_time_s;

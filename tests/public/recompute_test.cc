@@ -11,6 +11,7 @@
 //  - joint is never predicted slower than swap-only or recompute-only.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -175,6 +176,10 @@ TEST(Recompute, EveryPlanKindIsBitIdenticalToNoLms) {
         } else if (actions == AutoActions::kRecompute) {
           EXPECT_TRUE(rep->swapped.empty());
           EXPECT_GT(rep->recomputed.size(), 0u);
+          // Every clone's time is charged to exactly one decision.
+          double charged = 0;
+          for (const TensorDecision& d : rep->decisions) charged += d.seconds;
+          EXPECT_NEAR(charged, rep->recompute_s, 1e-9 * std::max(1.0, rep->recompute_s));
         } else if (kind.link_bytes_per_s > 0) {
           EXPECT_GT(rep->recomputed.size(), 0u);
         }

@@ -136,8 +136,8 @@ TEST(Insert, RecomputeChainsThroughDeadInputsToLiveOnes) {
                         kNoNode});
   const MemoryProfile planned = plan_profile(*live, plan);
   EXPECT_EQ(to_text(plan, g), "recompute r in=[recompute@{v}]\n");
-  std::vector<NodeId> clone_of;
-  ASSERT_TRUE(insert_swaps(g, *live, plan, &clone_of).ok());
+  std::vector<NodeOrigin> origins;
+  ASSERT_TRUE(insert_swaps(g, *live, plan, &origins).ok());
   ASSERT_TRUE(verify(g).ok());
   EXPECT_EQ(schedule_names(g), (std::vector<std::string>{"p", "q", "r", "s", "u", "recompute/r/0/q",
                                                          "recompute/r/0", "v", "w", "loss"}));
@@ -148,10 +148,15 @@ TEST(Insert, RecomputeChainsThroughDeadInputsToLiveOnes) {
   const Node& chain_r = g.node(g.find_node("recompute/r/0"));
   EXPECT_EQ(g.tensor(chain_r.inputs[0]).name, "recompute/r/0/q");
   EXPECT_EQ(g.tensor(g.node(g.find_node("v")).inputs[1]).name, "recompute/r/0");
-  ASSERT_EQ(clone_of.size(), static_cast<size_t>(g.num_nodes()));
-  EXPECT_EQ(clone_of[g.find_node("recompute/r/0")], g.find_node("r"));
-  EXPECT_EQ(clone_of[g.find_node("recompute/r/0/q")], g.find_node("q"));
-  EXPECT_EQ(clone_of[g.find_node("v")], kNoNode);
+  ASSERT_EQ(origins.size(), static_cast<size_t>(g.num_nodes()));
+  EXPECT_EQ(origins[g.find_node("recompute/r/0")].clone_of, g.find_node("r"));
+  EXPECT_EQ(origins[g.find_node("recompute/r/0/q")].clone_of, g.find_node("q"));
+  for (const char* clone : {"recompute/r/0", "recompute/r/0/q"}) {
+    EXPECT_EQ(origins[g.find_node(clone)].item, 0) << clone;
+    EXPECT_EQ(origins[g.find_node(clone)].restore, 0) << clone;
+  }
+  EXPECT_EQ(origins[g.find_node("v")].clone_of, kNoNode);
+  EXPECT_EQ(origins[g.find_node("v")].item, -1);
   // r is freed after s: during u (position 4) one tensor less is live; the
   // chain's q and r are live only between u and v.
   const int32_t u = live->position[g.find_node("u")];
@@ -239,8 +244,8 @@ TEST(Insert, RecomputePlansOnRandomGraphs) {
     const MemoryProfile planned = plan_profile(*live, *plan);
     EXPECT_LE(planned.peak, options.budget_bytes);
     const Graph original = g;
-    std::vector<NodeId> clone_of;
-    ASSERT_TRUE(insert_swaps(g, *live, *plan, &clone_of).ok()) << to_text(*plan, original);
+    std::vector<NodeOrigin> origins;
+    ASSERT_TRUE(insert_swaps(g, *live, *plan, &origins).ok()) << to_text(*plan, original);
     ASSERT_TRUE(verify(g).ok());
     for (const SwapPlan::Item& item : plan->items) {
       for (size_t k = 0; k < item.swap_ins.size(); ++k) {
@@ -250,8 +255,10 @@ TEST(Insert, RecomputePlansOnRandomGraphs) {
             absl::StrCat("recompute/", original.tensor(item.tensor).name, "/", k);
         const NodeId clone = g.find_node(name);
         ASSERT_NE(clone, kNoNode) << name;
-        EXPECT_EQ(clone_of[clone], original.tensor(item.tensor).producer);
-        EXPECT_EQ(g.node(clone).op, original.node(clone_of[clone]).op);
+        EXPECT_EQ(origins[clone].clone_of, original.tensor(item.tensor).producer);
+        EXPECT_EQ(g.node(clone).op, original.node(origins[clone].clone_of).op);
+        EXPECT_EQ(origins[clone].item, &item - plan->items.data());
+        EXPECT_EQ(origins[clone].restore, static_cast<int32_t>(k));
         for (NodeId c : item.swap_ins[k].consumers) {
           const std::vector<TensorId>& in = g.node(c).inputs;
           EXPECT_NE(std::find(in.begin(), in.end(), g.find_tensor(name)), in.end());
@@ -319,10 +326,10 @@ TEST(Insert, SharedRecomputationClonesNoMoreThanSeparateChains) {
       }
       EXPECT_LE(plan_profile(*live, *plan).peak, options.budget_bytes);
       Graph rewritten = g;
-      std::vector<NodeId> clone_of;
-      ASSERT_TRUE(insert_swaps(rewritten, *live, *plan, &clone_of).ok()) << to_text(*plan, g);
+      std::vector<NodeOrigin> origins;
+      ASSERT_TRUE(insert_swaps(rewritten, *live, *plan, &origins).ok()) << to_text(*plan, g);
       ASSERT_TRUE(verify(rewritten).ok());
-      for (NodeId c : clone_of) clones[share] += c != kNoNode;
+      for (const NodeOrigin& o : origins) clones[share] += o.clone_of != kNoNode;
     }
     if (!planned || clones[0] == 0) continue;
     ++plans;
