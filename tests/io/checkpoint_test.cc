@@ -15,6 +15,7 @@
 
 #include "gtest/gtest.h"
 #include "lms/io/file_util.h"
+#include "temp_dir_test.h"
 
 namespace lms::io {
 namespace {
@@ -23,24 +24,14 @@ namespace fs = std::filesystem;
 
 constexpr uint32_t kSeed = 424242;
 
-class CheckpointTest : public ::testing::Test {
+class CheckpointTest : public TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("lms_ckpt_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    std::printf("seed %u\n", kSeed);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  CheckpointTest() : TempDirTest(kSeed) {}
   int files_in_dir() const {
     int n = 0;
     for (const auto& e : fs::directory_iterator(dir_)) n += e.is_regular_file();
     return n;
   }
-  fs::path dir_;
 };
 
 // Random bit patterns, so NaN payloads, infinities, -0 and denormals all occur.

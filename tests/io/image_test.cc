@@ -13,6 +13,7 @@
 #include <jpeglib.h>
 
 #include "gtest/gtest.h"
+#include "temp_dir_test.h"
 
 namespace lms::io {
 namespace {
@@ -21,19 +22,9 @@ namespace fs = std::filesystem;
 
 constexpr uint32_t kSeed = 20240611;
 
-class ImageTest : public ::testing::Test {
+class ImageTest : public TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("lms_image_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    std::printf("seed %u\n", kSeed);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  fs::path dir_;
+  ImageTest() : TempDirTest(kSeed) {}
 };
 
 // 8-bit levels stored as k / 255, so a PNG round trip must be exact.

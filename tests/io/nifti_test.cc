@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "temp_dir_test.h"
 
 namespace lms::io {
 namespace {
@@ -24,19 +25,9 @@ using ::testing::HasSubstr;
 
 constexpr uint32_t kSeed = 20240917;
 
-class NiftiTest : public ::testing::Test {
+class NiftiTest : public TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("lms_nifti_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    std::printf("seed %u\n", kSeed);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  fs::path dir_;
+  NiftiTest() : TempDirTest(kSeed) {}
 };
 
 // Writes a file through niftilib itself, so that the reader is tested against
