@@ -100,6 +100,12 @@ struct LmsConfig {
   uint64_t alignment_bytes = 256;                  // allocator alignment, a power of two
   TimeModel time_model = TimeModel::kMeasured;     // see TimeModel
   AutoActions auto_actions = AutoActions::kJoint;  // see AutoActions
+  // Auto with joint actions, on graphs of at most 2,000 nodes: the best of
+  // the fixed plans (Note [Joint planner]) is planned again with this many
+  // seeds that break its greedy's near-ties at random, and the least
+  // predicted step time wins (Note [Jittered greedy]). Each costs one more
+  // plan (about 15 us per node); 0 = no search. 0..1000.
+  int32_t auto_search_plans = 12;
   LinkConfig link;
   // Devices sharing the host link (lms/device.h HostLink), each running this
   // step at the same time, as one model per GPU behind one PCIe switch;

@@ -384,7 +384,8 @@ absl::Status AutoPlanner::stuck(int32_t q) const {
 // each candidate's score is scaled by a fixed factor within kJitter of 1
 // drawn from the seed and the candidate, so each seed breaks the near-ties
 // another way; the rewrite (src/swap/rewrite.cc) plans the best of its fixed
-// variants again with several seeds on graphs up to kJitterNodes nodes and
+// variants again with LmsConfig::auto_search_plans seeds (12 by default) on
+// graphs up to kJitterNodes nodes and
 // keeps whichever plan the simulator predicts fastest: a small random
 // search around the greedy, judged by the same model as the rest.
 constexpr double kJitter = 0.1;

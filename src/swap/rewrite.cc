@@ -445,10 +445,9 @@ absl::StatusOr<Planned> plan_with(const Graph& graph, const LmsConfig& config,
 // plan (Note [Joint planner]) and does not plan with the least-workspace
 // kernels unless it must (Note [Least workspace fallback]).
 constexpr int32_t kJointCompareNodes = 20000;
-// The fixed plans of the joint comparison, then up to this many jittered
-// greedy plans for graphs of at most kJitterNodes nodes.
+// The fixed plans of the joint comparison, then LmsConfig::auto_search_plans
+// jittered greedy plans for graphs of at most kJitterNodes nodes.
 constexpr size_t kFixedVariants = 9;
-constexpr uint64_t kJitteredPlans = 12;
 constexpr int32_t kJitterNodes = 2000;
 
 absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const LmsConfig& config,
@@ -510,7 +509,7 @@ absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const LmsConfig& config
     // Then the best of the fixed variants again with its greedy's ties
     // broken at random (Note [Jittered greedy] in planner_auto.cc).
     if (i + 1 == kFixedVariants && graph.num_nodes() <= kJitterNodes) {
-      for (uint64_t seed = 1; seed <= kJitteredPlans; ++seed) {
+      for (uint64_t seed = 1; seed <= static_cast<uint64_t>(config.auto_search_plans); ++seed) {
         PlanVariant j = best_variant;
         j.jitter_seed = seed;
         variants.push_back(j);

@@ -236,6 +236,7 @@ TEST(Recompute, EveryPlanKindIsBitIdenticalToNoLms) {
 
 TEST(Recompute, JointIsNeverPredictedSlowerThanSwapOnlyOrRecomputeOnly) {
   std::printf("seed %" PRIu64 "\n", kSeed);
+  int searched_differently = 0;  // cases where auto_search_plans changed the plan
   for (Model& model : models_under_test()) {
     SCOPED_TRACE(model.name);
     LmsConfig off;
@@ -253,13 +254,25 @@ TEST(Recompute, JointIsNeverPredictedSlowerThanSwapOnlyOrRecomputeOnly) {
         cfg.device_memory_limit =
             static_cast<uint64_t>(fraction * static_cast<double>(none->peak_bytes_after));
         std::map<AutoActions, double> step;
+        std::string joint_plan;
         for (AutoActions a : {AutoActions::kSwap, AutoActions::kRecompute, AutoActions::kJoint}) {
           cfg.auto_actions = a;
           Graph g = model.graph;
           auto rep = rewrite(g, cfg, RewriteOptions{.device_capacity_bytes = 1ull << 40});
           if (rep.ok()) step[a] = rep->step_time_after_s;
+          if (rep.ok() && a == AutoActions::kJoint) joint_plan = rep->plan_text;
         }
         SCOPED_TRACE(testing::Message() << "link " << link << " B/s, budget " << fraction);
+        // Without the search around the greedy (auto_search_plans = 0) the
+        // joint plan is never predicted faster than with it.
+        LmsConfig no_search = cfg;
+        no_search.auto_search_plans = 0;
+        Graph g0 = model.graph;
+        auto rep0 = rewrite(g0, no_search, RewriteOptions{.device_capacity_bytes = 1ull << 40});
+        if (rep0.ok() && step.contains(AutoActions::kJoint)) {
+          EXPECT_LE(step[AutoActions::kJoint], rep0->step_time_after_s);
+          searched_differently += rep0->plan_text != joint_plan;
+        }
         if (!step.contains(AutoActions::kJoint)) {
           EXPECT_TRUE(step.empty()) << "joint fails where another plan kind fits";
           continue;
@@ -283,6 +296,8 @@ TEST(Recompute, JointIsNeverPredictedSlowerThanSwapOnlyOrRecomputeOnly) {
       }
     }
   }
+  std::printf("the search around the greedy changed %d plans\n", searched_differently);
+  EXPECT_GT(searched_differently, 0);
 }
 
 // RewriteOptions::least_workspace_when_faster with the measured time model

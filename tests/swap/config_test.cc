@@ -39,6 +39,7 @@ void expect_same(const LmsConfig& a, const LmsConfig& b) {
   EXPECT_EQ(a.time_model, b.time_model);
   EXPECT_EQ(a.link_devices, b.link_devices);
   EXPECT_EQ(a.auto_actions, b.auto_actions);
+  EXPECT_EQ(a.auto_search_plans, b.auto_search_plans);
   auto near = [](double x, double y) { EXPECT_NEAR(x, y, 1e-12 * std::abs(y)); };
   near(a.fragmentation_reserve, b.fragmentation_reserve);
   near(a.link.d2h_bytes_per_s, b.link.d2h_bytes_per_s);
@@ -69,6 +70,7 @@ void expect_identical(const LmsConfig& a, const LmsConfig& b, const std::string&
   EXPECT_EQ(a.time_model, b.time_model) << context;
   EXPECT_EQ(a.link_devices, b.link_devices) << context;
   EXPECT_EQ(a.auto_actions, b.auto_actions) << context;
+  EXPECT_EQ(a.auto_search_plans, b.auto_search_plans) << context;
   EXPECT_TRUE(same_bits(a.fragmentation_reserve, b.fragmentation_reserve)) << context;
   EXPECT_TRUE(same_bits(a.link.d2h_bytes_per_s, b.link.d2h_bytes_per_s)) << context;
   EXPECT_TRUE(same_bits(a.link.h2d_bytes_per_s, b.link.h2d_bytes_per_s)) << context;
@@ -170,6 +172,9 @@ TEST(Config, EachBadKeyOrValueIsNamed) {
       {"time_model = 1", "time_model", "1"},
       {"auto_actions = \"both\"", "auto_actions", "both"},
       {"auto_actions = 2", "auto_actions", "2"},
+      {"auto_search_plans = -1", "auto_search_plans", "-1"},
+      {"auto_search_plans = 1001", "auto_search_plans", "1001"},
+      {"auto_search_plans = \"many\"", "auto_search_plans", "many"},
       {"link_devices = 0", "link_devices", "0"},
       {"link_devices = 1025", "link_devices", "1025"},
       {"link_devices = 1.5", "link_devices", "1.5"},
