@@ -338,6 +338,16 @@ void predict_and_run(int64_t batch, int64_t size, Prediction& out) {
   }
 }
 
+// Sanitizer instrumentation slows the executor's own work between kernels
+// (allocation, bookkeeping, copy workers), which the per-node profile does
+// not see, and by more than the kernels: the ratio is then printed, not
+// checked (the plan, the run and its memory are still checked).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kInstrumented = true;
+#else
+constexpr bool kInstrumented = false;
+#endif
+
 // The measured model predicts a swapped VDSR step on the device it was
 // measured on. The bound is loose (within a factor 2, best of 3 attempts,
 // each profiling and running afresh) so that a 2-core machine shared with
@@ -363,6 +373,10 @@ TEST(TimeModel, MeasuredModelPredictsASwappedVdsrStep) {
         p.roofline_stall_s, p.roofline_s / p.measured_s);
     if (std::abs(std::log(ratio)) < std::abs(std::log(best > 0 ? best : 1e9))) best = ratio;
     if (ratio > 0.5 && ratio < 2.0) break;
+  }
+  if (kInstrumented) {
+    std::printf("built with a sanitizer: best ratio %.3f printed, not checked\n", best);
+    return;
   }
   EXPECT_GT(best, 0.5);
   EXPECT_LT(best, 2.0);
