@@ -13,6 +13,7 @@
 #include <functional>
 #include <sstream>
 
+#include "../common/capped_child.h"
 #include "bench.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -25,6 +26,9 @@
 
 namespace lms::bench {
 namespace {
+
+using testing_support::ChildResult;
+using testing_support::run_capped;
 
 constexpr uint64_t kSeed = 7;
 constexpr uint64_t kCapacity = uint64_t{1} << 20;
@@ -513,50 +517,6 @@ TEST(Cli, DeviceCudaRunsOnTheGpuOrSaysWhyNot) {
   EXPECT_NE(err.str().find("make_cuda_device"), std::string::npos) << err.str();
 }
 
-// Sanitizer runtimes reserve terabytes of shadow address space, so under
-// ASan/TSan the children run uncapped (the sanitizer's allocator then aborts
-// on the oversized request itself).
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kCapAddressSpace = false;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kCapAddressSpace = false;
-#else
-constexpr bool kCapAddressSpace = true;
-#endif
-#else
-constexpr bool kCapAddressSpace = true;
-#endif
-
-// Runs `fn` in a child whose address space is capped at 8 GiB and returns
-// its answer, or nullopt when the child died (std::bad_alloc): sizes that
-// should have been refused fail there, never at the kernel's OOM killer.
-std::optional<std::string> run_capped(const std::function<std::string()>& fn) {
-  int fds[2];
-  if (::pipe(fds) != 0) return std::nullopt;
-  std::fflush(nullptr);
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::close(fds[0]);
-    const rlim_t cap = rlim_t{8} << 30;
-    struct rlimit limit = {cap, cap};
-    if (kCapAddressSpace) ::setrlimit(RLIMIT_AS, &limit);
-    std::string text = fn();
-    ssize_t ignored = ::write(fds[1], text.data(), text.size());
-    (void)ignored;
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  std::string text;
-  char buf[4096];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof(buf))) > 0;) text.append(buf, n);
-  ::close(fds[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
-  return text;
-}
-
 // Batches, crops and volumes whose input buffers exceed the machine are bad
 // flags (exit 2) naming the flags, the bytes and the limit, before any run.
 TEST(Cli, HostBuffersLargerThanTheMachineAreRefused) {
@@ -576,15 +536,15 @@ TEST(Cli, HostBuffersLargerThanTheMachineAreRefused) {
     absl::StatusOr<BenchCommand> cmd = parse_command_line(c.args);
     ASSERT_FALSE(cmd.ok()) << c.args[0] << " accepted";
     EXPECT_EQ(cmd.status().code(), absl::StatusCode::kInvalidArgument);
-    std::optional<std::string> err = run_capped([&] {
+    const ChildResult r = run_capped([&] {
       std::ostringstream out, err;
       int rc = run_main(c.args, out, err);
       return std::to_string(rc) + " " + err.str();
     });
-    ASSERT_TRUE(err.has_value()) << c.args[0] << ": lms-bench died instead of refusing the size";
-    EXPECT_EQ(err->substr(0, 2), "2 ") << *err;
+    ASSERT_TRUE(r.exited) << c.args[0] << ": lms-bench died instead of refusing the size";
+    EXPECT_EQ(r.text.substr(0, 2), "2 ") << r.text;
     for (const std::string& part : c.expect) {
-      EXPECT_NE(err->find(part), std::string::npos) << "want '" << part << "' in: " << *err;
+      EXPECT_NE(r.text.find(part), std::string::npos) << "want '" << part << "' in: " << r.text;
     }
   }
   // An explicit limit: batch 4 fits 1 MiB at crop 32, batch 256 (2 MiB) does not.

@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "../common/capped_child.h"
 #include "cli.h"
 #include "dataset.h"
 #include "evaluate.h"
@@ -34,24 +35,14 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
-// The address-space cap of the children that must fail cleanly: far below
-// what the refused flags ask for, so without the checks they die of
-// std::bad_alloc here instead of reaching the kernel's OOM killer.
-constexpr rlim_t kChildAddressSpace = rlim_t{8} << 30;
-// Sanitizer runtimes reserve terabytes of shadow address space, so under
-// ASan/TSan the children run uncapped (the sanitizer's allocator then aborts
-// on the oversized request itself).
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kCapAddressSpace = false;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kCapAddressSpace = false;
-#else
-constexpr bool kCapAddressSpace = true;
-#endif
-#else
-constexpr bool kCapAddressSpace = true;
-#endif
+// The children that must fail cleanly run under an address-space cap
+// (capped_child.h) far below what the refused flags ask for, so without the
+// checks they die of std::bad_alloc there instead of reaching the kernel's
+// OOM killer.
+using testing_support::ChildResult;
+using testing_support::kCapAddressSpace;
+using testing_support::kChildAddressSpace;
+using testing_support::run_capped;
 
 std::string astronaut() {
   return std::string(LMS_SOURCE_DIR) + "/tests/data/astronaut_crop128.png";
@@ -107,39 +98,6 @@ void expect_contains(const std::string& text, const std::vector<std::string>& pa
   for (const std::string& p : parts) {
     EXPECT_NE(text.find(p), std::string::npos) << "want '" << p << "' in: " << text;
   }
-}
-
-struct ChildResult {
-  bool exited = false;  // false: killed by a signal (e.g. SIGABRT after std::bad_alloc)
-  std::string text;     // what `fn` returned
-};
-
-// Runs `fn` in a child process whose address space is capped, and returns
-// its answer. An allocation the code should have refused fails in the child
-// only, and shows as exited == false.
-ChildResult run_capped(const std::function<std::string()>& fn) {
-  int fds[2];
-  if (::pipe(fds) != 0) return {};
-  std::fflush(nullptr);
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::close(fds[0]);
-    struct rlimit cap = {kChildAddressSpace, kChildAddressSpace};
-    if (kCapAddressSpace) ::setrlimit(RLIMIT_AS, &cap);
-    std::string text = fn();
-    ssize_t ignored = ::write(fds[1], text.data(), text.size());
-    (void)ignored;
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  ChildResult r;
-  char buf[4096];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof(buf))) > 0;) r.text.append(buf, n);
-  ::close(fds[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  r.exited = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  return r;
 }
 
 std::string describe(const absl::Status& s) {
