@@ -44,7 +44,8 @@ struct RewriteOptions {
   // Kernel workspace bytes by NodeId with workspace = "least" (lms/types.h
   // kWorkspaceAttr; entries past the end: no such kernel). When the plan
   // with workspace_bytes fails at the budget, the rewrite plans once more
-  // with the nodes whose entry here is smaller switched to that kernel
+  // with the nodes whose entry here is smaller switched to that kernel, then
+  // once more with only those of them that need it
   // (RewriteReport::least_workspace_nodes). Unset: no fallback (the Device
   // overload sets it).
   std::optional<std::vector<uint64_t>> least_workspace_bytes;
@@ -164,8 +165,11 @@ struct RewriteReport {
   // Convolution nodes the rewrite set to workspace = "least" because the
   // plan with the fast kernels did not fit, or (auto with joint actions)
   // was predicted slower (RewriteOptions::least_workspace_bytes and
-  // least_node_time_s); empty when none. use_least_workspace_kernels
-  // applies them to the graph as it was before the rewrite.
+  // least_node_time_s); empty when none. Only the nodes whose fast
+  // workspace does not fit where they run in the plan are switched; the
+  // others keep their fast kernels (Note [Selective least workspace] in
+  // src/swap/rewrite.cc). use_least_workspace_kernels applies them to the
+  // graph as it was before the rewrite.
   std::vector<std::string> least_workspace_nodes;
   // The fused conv + relu nodes, by name (RewriteOptions::fuse_conv_relu);
   // empty when none.

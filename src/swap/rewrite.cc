@@ -550,6 +550,65 @@ bool joint(const LmsConfig& config) {
          config.auto_actions == AutoActions::kJoint;
 }
 
+// `graph` with the nodes `ids` set to workspace = "least": the attribute,
+// the workspace bytes and, where measured, the time of that kernel.
+struct LeanGraph {
+  Graph graph;
+  RewriteOptions options;
+  std::vector<std::string> names;  // of the switched nodes
+};
+
+LeanGraph with_least_workspace(const Graph& graph, const RewriteOptions& options,
+                               const std::vector<NodeId>& ids) {
+  LeanGraph lean{graph, options, {}};
+  std::vector<uint64_t>& ws = *lean.options.workspace_bytes;
+  const std::vector<uint64_t>& least = *options.least_workspace_bytes;
+  for (NodeId id : ids) {
+    if (ws.size() <= static_cast<size_t>(id)) ws.resize(id + 1, 0);
+    ws[id] = least[id];
+    lean.graph.mutable_node(id).attrs[std::string(kWorkspaceAttr)] = std::string(kWorkspaceLeast);
+    lean.names.push_back(graph.node(id).name);
+    if (id < static_cast<NodeId>(options.least_node_time_s.size()) &&
+        options.least_node_time_s[id] >= 0) {
+      std::vector<double>& t = lean.options.node_time_s;
+      if (t.size() <= static_cast<size_t>(id)) t.resize(id + 1, -1.0);
+      t[id] = options.least_node_time_s[id];
+    }
+  }
+  return lean;
+}
+
+// Note [Selective least workspace]: a kernel's workspace is allocated only
+// while its node runs, so a node needs its least-workspace kernel only where
+// the plan leaves too little room at its own position for the fast kernel's
+// larger workspace. After a plan with every such kernel wins, the nodes
+// whose fast workspace would not fit at their position in that plan (its
+// planned bytes there, plus the extra workspace, plus the placement's
+// fragmentation gap, over the budget) are kept lean and the rest go back to
+// their fast kernels; that graph is planned again (the plan may change
+// where the fast workspaces take room) and kept when it fits and is not
+// predicted slower. Fewer nodes then run other kernels than the graph
+// without LMS, and the others keep their speed.
+std::vector<NodeId> least_workspace_needed(const Graph& planned, const RewriteReport& rep,
+                                           const RewriteOptions& options,
+                                           const std::vector<NodeId>& lean) {
+  absl::StatusOr<std::vector<NodeId>> order = schedule(planned);
+  if (!order.ok() || order->size() != rep.device_bytes_by_position.size()) return lean;
+  std::vector<int32_t> position(planned.num_nodes(), -1);
+  for (size_t p = 0; p < order->size(); ++p) position[(*order)[p]] = static_cast<int32_t>(p);
+  const uint64_t gap = rep.arena_bytes - std::min(rep.arena_bytes, rep.arena_lower_bound_bytes);
+  std::vector<NodeId> needed;
+  for (NodeId id : lean) {
+    const uint64_t fast = (*options.workspace_bytes)[id];
+    const uint64_t extra = fast - std::min(fast, (*options.least_workspace_bytes)[id]);
+    const int32_t p = position[id];
+    if (p < 0 || rep.device_bytes_by_position[p] + extra + gap > rep.budget_bytes) {
+      needed.push_back(id);
+    }
+  }
+  return needed;
+}
+
 }  // namespace
 
 absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config,
@@ -566,38 +625,27 @@ absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config,
     if (first.ok()) graph = std::move(fast);
     return first;
   }
-  Graph lean = graph;
-  RewriteOptions lean_options = options;
-  std::vector<uint64_t>& ws = *lean_options.workspace_bytes;
+  const std::vector<uint64_t>& ws = *options.workspace_bytes;
   const std::vector<uint64_t>& least = *options.least_workspace_bytes;
-  std::vector<std::string> switched;
+  std::vector<NodeId> candidates;  // nodes with a kernel of a smaller workspace
   for (NodeId id = 0; id < static_cast<NodeId>(graph.num_nodes()); ++id) {
     if (id >= static_cast<NodeId>(least.size())) break;
     const uint64_t current = id < static_cast<NodeId>(ws.size()) ? ws[id] : 0;
-    if (least[id] >= current) continue;
-    if (ws.size() <= static_cast<size_t>(id)) ws.resize(id + 1, 0);
-    ws[id] = least[id];
-    lean.mutable_node(id).attrs[std::string(kWorkspaceAttr)] = std::string(kWorkspaceLeast);
-    switched.push_back(graph.node(id).name);
-    if (id < static_cast<NodeId>(options.least_node_time_s.size()) &&
-        options.least_node_time_s[id] >= 0) {
-      std::vector<double>& t = lean_options.node_time_s;
-      if (t.size() <= static_cast<size_t>(id)) t.resize(id + 1, -1.0);
-      t[id] = options.least_node_time_s[id];
-    }
+    if (least[id] < current) candidates.push_back(id);
   }
-  if (switched.empty()) {
+  if (candidates.empty()) {
     if (first.ok()) graph = std::move(fast);
     return first;
   }
-  absl::StatusOr<RewriteReport> second = rewrite_once(lean, config, lean_options);
+  LeanGraph lean = with_least_workspace(graph, options, candidates);
+  absl::StatusOr<RewriteReport> second = rewrite_once(lean.graph, config, lean.options);
   if (!first.ok() && !second.ok()) {
     // Neither plans: the second attempt came closer (smaller working sets),
     // so its reason is the one to act on.
     return absl::Status(
         second.status().code(),
         absl::StrCat(second.status().message(), " (with the least-workspace kernels of ",
-                     switched.size(), " nodes; with the fast kernels: ", first.status().message(),
+                     candidates.size(), " nodes; with the fast kernels: ", first.status().message(),
                      ")"));
   }
   const bool lean_wins =
@@ -607,8 +655,21 @@ absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config,
     if (first.ok()) graph = std::move(fast);
     return first;
   }
-  second->least_workspace_nodes = std::move(switched);
-  graph = std::move(lean);
+  second->least_workspace_nodes = lean.names;
+  // Note [Selective least workspace].
+  const std::vector<NodeId> needed =
+      least_workspace_needed(lean.graph, *second, options, candidates);
+  if (!needed.empty() && needed.size() < candidates.size()) {
+    LeanGraph selective = with_least_workspace(graph, options, needed);
+    absl::StatusOr<RewriteReport> third = rewrite_once(selective.graph, config, selective.options);
+    if (third.ok() && !tight(third) && third->fits &&
+        third->step_time_after_s <= second->step_time_after_s) {
+      third->least_workspace_nodes = std::move(selective.names);
+      graph = std::move(selective.graph);
+      return third;
+    }
+  }
+  graph = std::move(lean.graph);
   return second;
 }
 
