@@ -135,6 +135,7 @@ class AutoPlanner {
   absl::Status stuck(int32_t q) const;
   void phase_drop();
   void phase_share();
+  absl::Status phase_leaves();
   void phase_queue();
   SwapPlan build_plan() const;
   std::string node_name(int32_t position) const;
@@ -549,6 +550,48 @@ void AutoPlanner::phase_share() {
   }
 }
 
+// A chain reads a swapped input live at its restore because choosing the
+// recompute capped that input's swap-in there (Note [Joint planner]). A
+// chain chosen earlier can grow afterwards: when a tensor it read live is
+// itself chosen for recomputation, the chain now runs through that tensor's
+// own chain, whose swapped inputs were capped only at the later restore.
+// Once the choices are final, every recompute's chain is looked at again in
+// order of restore, and a swapped input it reads whose swap-in comes later
+// is prefetched by the restore instead where the profile has room; where it
+// has none the plan is refused (ResourceExhausted naming both), rather than
+// handing the insertion a recompute it cannot build.
+absl::Status AutoPlanner::phase_leaves() {
+  if (!may_recompute()) return absl::OkStatus();
+  std::vector<int32_t> work;
+  for (int32_t i : chosen_) {
+    if (gaps_[i].recompute && gaps_[i].trigger > gaps_[i].after) work.push_back(i);
+  }
+  std::stable_sort(work.begin(), work.end(),
+                   [&](int32_t a, int32_t b) { return gaps_[a].trigger < gaps_[b].trigger; });
+  for (int32_t i : work) {
+    const int32_t pos = gaps_[i].trigger;
+    // A chain past the planner's depth is left to the insertion, which
+    // follows deeper chains and refuses one it cannot build.
+    Chain c;
+    if (!chain(gaps_[i].tensor, pos, 0, c)) continue;
+    for (int32_t h : c.leaf_gaps) {
+      Gap& leaf = gaps_[h];
+      if (leaf.recompute || leaf.trigger <= pos) continue;
+      if (tree_.max(pos + 1, leaf.trigger) + static_cast<int64_t>(leaf.bytes) >
+          static_cast<int64_t>(limit_)) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "lms auto: the recompute of tensor '", graph_->tensor(gaps_[i].tensor).name,
+            "' after '", node_name(pos), "' reads '", graph_->tensor(leaf.tensor).name,
+            "', swapped in only after '", node_name(leaf.trigger),
+            "', and the profile has no room to prefetch it earlier"));
+      }
+      leaf.cap = std::min(leaf.cap, pos);
+      set_trigger(leaf, pos);
+    }
+  }
+  return absl::OkStatus();
+}
+
 // With deferred releases each gap's free_from assumed its swap-out had the
 // D2H link to itself from its issue. The copies queue on one stream, so the
 // chosen swap-outs are replayed in issue order (FIFO) and a release that
@@ -639,6 +682,7 @@ absl::StatusOr<SwapPlan> AutoPlanner::run() {
   LMS_RETURN_IF_ERROR(phase_stall());
   phase_drop();
   phase_share();
+  LMS_RETURN_IF_ERROR(phase_leaves());
   phase_queue();
   SwapPlan plan = build_plan();
   const MemoryProfile check = plan_profile(live_, plan);

@@ -432,5 +432,54 @@ TEST(Insert, DeferredReleaseHoldsTheOriginalUntilItsSwapOutIsDone) {
   EXPECT_GT(deferred, 5);
 }
 
+// Joint plans that mix swaps and recomputes, at every link share the
+// rewrite tries, on random chains with skips and uneven node times: every
+// plan the planner returns inserts (a recompute never reads a swapped input
+// that is swapped in only after its restore, even when its chain grew after
+// it was chosen); a plan it cannot make so is refused as ResourceExhausted.
+TEST(Insert, JointPlansAtEveryLinkShareInsert) {
+  int mixed = 0, refused = 0, planned = 0;
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    SCOPED_TRACE(testing::Message() << "seed " << seed);
+    std::mt19937_64 rng(seed);
+    const Graph original = random_conv_training_graph(seed, 4 + static_cast<int>(rng() % 12));
+    absl::StatusOr<Liveness> live = analyze(original, {});
+    ASSERT_TRUE(live.ok());
+    AutoOptions options = options_between_limit_and_peak(*live, rng);
+    options.actions = AutoActions::kJoint;
+    // Activations of 16-40 KiB against convolutions of 50-150 us and other
+    // nodes of 5 us: copies from as fast as a convolution to 30x slower, so
+    // the greedy weighs swaps against recomputes.
+    const double rates[] = {1e7, 3e7, 1e8, 3e8};
+    options.h2d_bytes_per_s = options.d2h_bytes_per_s = rates[rng() % 4];
+    std::vector<double> times(live->size());
+    for (size_t p = 0; p < times.size(); ++p) {
+      const std::string& op = original.node(live->order[p]).op;
+      times[p] = op.rfind("conv", 0) == 0 ? 5e-5 * static_cast<double>(1 + rng() % 3) : 5e-6;
+    }
+    for (double share : {1.0, 0.5, 0.0}) {
+      options.link_share = share;
+      auto plan = plan_auto(&original, *live, times, options);
+      if (!plan.ok()) {
+        EXPECT_EQ(plan.status().code(), absl::StatusCode::kResourceExhausted) << plan.status();
+        refused += 1;
+        continue;
+      }
+      ++planned;
+      bool swaps = false, recomputes = false;
+      for (const SwapPlan::Item& item : plan->items) {
+        for (const auto& in : item.swap_ins) (in.recompute ? recomputes : swaps) = true;
+      }
+      mixed += swaps && recomputes;
+      Graph g = original;
+      ASSERT_TRUE(insert_swaps(g, *live, *plan).ok()) << "share " << share << "\n"
+                                                      << to_text(*plan, original);
+    }
+  }
+  std::printf("%d plans inserted (%d with swaps and recomputes), %d refused\n", planned, mixed,
+              refused);
+  EXPECT_GT(mixed, 20);
+}
+
 }  // namespace
 }  // namespace lms::swap
