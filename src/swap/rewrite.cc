@@ -74,7 +74,6 @@ absl::StatusOr<swap::SwapPlan> rule_plan(const Graph& g, const LmsConfig& c, con
   return plan;
 }
 
-// Plans for `usable` device bytes (the budget less what is kept free).
 // One plan of the joint comparison (Note [Joint planner]); the defaults are
 // the plan of LmsConfig::auto_actions alone.
 struct PlanVariant {
@@ -84,6 +83,7 @@ struct PlanVariant {
   uint64_t jitter_seed = 0;  // AutoOptions::jitter_seed; 0: none
 };
 
+// Plans for `usable` device bytes (the budget less what is kept free).
 absl::StatusOr<swap::SwapPlan> make_plan(const Graph& g, const LmsConfig& c, const Analysis& a,
                                          uint64_t usable, const PlanVariant& v) {
   if (c.policy != SwapPolicy::kAuto) return rule_plan(g, c, a);
@@ -445,9 +445,8 @@ absl::StatusOr<Planned> plan_with(const Graph& graph, const LmsConfig& config,
 // plan (Note [Joint planner]) and does not plan with the least-workspace
 // kernels unless it must (Note [Least workspace fallback]).
 constexpr int32_t kJointCompareNodes = 20000;
-// The fixed plans of the joint comparison, then LmsConfig::auto_search_plans
+// After the fixed plans of the joint comparison, LmsConfig::auto_search_plans
 // jittered greedy plans for graphs of at most kJitterNodes nodes.
-constexpr size_t kFixedVariants = 9;
 constexpr int32_t kJitterNodes = 2000;
 
 absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const LmsConfig& config,
@@ -493,6 +492,7 @@ absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const LmsConfig& config
       V{kJ, 0.5},       V{kJ, 0.25},           V{kJ, 0.0},
       V{kJ, 1.0, true}, V{kJ, 0.5, true},      V{kJ, 0.25, true},
       V{kJ, 0.0, true}, V{AutoActions::kSwap}, V{AutoActions::kRecompute}};
+  const size_t fixed = variants.size();
   PlanVariant best_variant;
   for (size_t i = 0; i < variants.size(); ++i) {
     const PlanVariant v = variants[i];
@@ -508,7 +508,7 @@ absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const LmsConfig& config
     }
     // Then the best of the fixed variants again with its greedy's ties
     // broken at random (Note [Jittered greedy] in planner_auto.cc).
-    if (i + 1 == kFixedVariants && graph.num_nodes() <= kJitterNodes) {
+    if (i + 1 == fixed && graph.num_nodes() <= kJitterNodes) {
       for (uint64_t seed = 1; seed <= static_cast<uint64_t>(config.auto_search_plans); ++seed) {
         PlanVariant j = best_variant;
         j.jitter_seed = seed;
