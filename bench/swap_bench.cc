@@ -145,7 +145,7 @@ BENCHMARK(BM_PlanAutoTight)
     ->Unit(benchmark::kMillisecond)
     ->Complexity(benchmark::oNLogN);
 BENCHMARK(BM_RewriteAuto)
-    ->ArgsProduct({{1000, 10000, 100000}, {0, 1, 2}})
+    ->ArgsProduct({{1000, 2000, 10000, 100000}, {0, 1, 2}})
     ->ArgNames({"nodes", "actions"})
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_RewriteTflms)

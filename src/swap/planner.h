@@ -84,6 +84,10 @@ struct AutoOptions {
   // [1 - kJitter, 1 + kJitter] drawn from this seed, to break its near-ties
   // another way (Note [Jittered greedy]).
   uint64_t jitter_seed = 0;
+  // By TensorId (empty: none): tensors the plan must not swap, and tensors
+  // it must not recompute (Note [Plan refinement] in src/swap/rewrite.cc).
+  std::vector<bool> no_swap;
+  std::vector<bool> no_recompute;
 };
 
 // Candidates are the idle intervals (idle_intervals) of every non-persistent,

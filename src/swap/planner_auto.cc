@@ -126,6 +126,14 @@ class AutoPlanner {
     return std::max(0.0, gap.copy_s - (prefix_[gap.before] - prefix_[trigger + 1]));
   }
   bool host_allows(const Gap& gap) const;
+  bool swap_allowed(const Gap& gap) const {
+    return gap.tensor >= static_cast<TensorId>(options_.no_swap.size()) ||
+           !options_.no_swap[gap.tensor];
+  }
+  bool recompute_allowed(const Gap& gap) const {
+    return gap.tensor >= static_cast<TensorId>(options_.no_recompute.size()) ||
+           !options_.no_recompute[gap.tensor];
+  }
   void set_trigger(Gap& gap, int32_t trigger);
   // The first position the gap's choice frees.
   int32_t freed_from(const Gap& gap) const { return gap.recompute ? gap.after + 1 : gap.free_from; }
@@ -336,7 +344,7 @@ void AutoPlanner::phase_hidden() {
     Gap& gap = gaps_[i];
     if (gap.free_from > gap.hidden_trigger) continue;
     if (tree_.max(gap.free_from, gap.hidden_trigger) <= static_cast<int64_t>(limit_)) continue;
-    if (!host_allows(gap)) continue;
+    if (!host_allows(gap) || !swap_allowed(gap)) continue;
     if (joint() && link_s_ + gap.copy_s > options_.link_share * prefix_.back()) continue;
     set_trigger(gap, gap.hidden_trigger);
     chosen_.push_back(i);
@@ -352,7 +360,7 @@ absl::Status AutoPlanner::phase_stall() {
     for (int32_t i = 0; i < static_cast<int32_t>(gaps_.size()); ++i) {
       const Gap& gap = gaps_[i];
       if (gap.after >= q || gap.before <= q || gap.trigger >= q || gap.recompute) continue;
-      if (!host_allows(gap)) continue;
+      if (!host_allows(gap) || !swap_allowed(gap)) continue;
       const int32_t trigger = std::max(gap.hidden_trigger, q);
       if (trigger > gap.cap) continue;
       const double added = stall(gap, trigger) - stall(gap, gap.trigger) + link_penalty(gap);
@@ -426,13 +434,16 @@ absl::Status AutoPlanner::phase_stall_batched() {
     const Gap& gap = gaps_[c.gap];
     if (gap.recompute || gap.trigger >= q) return -1;
     if (c.recompute) {
-      if (gap.trigger != gap.after) return -1;
+      if (gap.trigger != gap.after || !recompute_allowed(gap)) return -1;
       chain = recompute_chain(gap);
       if (!chain.ok) return -1;
       return static_cast<double>(gap.bytes) / (chain.seconds * (1 + dependents_[c.gap]) + 1e-6);
     }
     const int32_t trigger = std::max(gap.hidden_trigger, q);
-    if (!may_swap() || trigger > gap.cap || gap.free_from > q || !host_allows(gap)) return -1;
+    if (!may_swap() || trigger > gap.cap || gap.free_from > q || !host_allows(gap) ||
+        !swap_allowed(gap)) {
+      return -1;
+    }
     const double added = stall(gap, trigger) - stall(gap, gap.trigger) + link_penalty(gap);
     return static_cast<double>(gap.bytes) / (added + 1e-6);
   };

@@ -1,6 +1,7 @@
 #include "lms/rewrite.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -80,7 +81,9 @@ struct PlanVariant {
   AutoActions actions = AutoActions::kJoint;
   double link_share = 1.0;
   bool defer_release = false;
-  uint64_t jitter_seed = 0;  // AutoOptions::jitter_seed; 0: none
+  uint64_t jitter_seed = 0;        // AutoOptions::jitter_seed; 0: none
+  std::vector<bool> no_swap;       // AutoOptions::no_swap
+  std::vector<bool> no_recompute;  // AutoOptions::no_recompute
 };
 
 // Plans for `usable` device bytes (the budget less what is kept free).
@@ -104,6 +107,8 @@ absl::StatusOr<swap::SwapPlan> make_plan(const Graph& g, const LmsConfig& c, con
   ao.link_share = v.link_share;
   ao.defer_release = v.defer_release;
   ao.jitter_seed = v.jitter_seed;
+  ao.no_swap = v.no_swap;
+  ao.no_recompute = v.no_recompute;
   return swap::plan_auto(&g, a.live, a.times, ao);
 }
 
@@ -449,6 +454,51 @@ constexpr int32_t kJointCompareNodes = 20000;
 // jittered greedy plans for graphs of at most kJitterNodes nodes.
 constexpr int32_t kJitterNodes = 2000;
 
+// Note [Plan refinement]
+// The greedy decides each tensor once, by a score that only estimates what
+// the simulator will predict for the whole plan: a swap's stall ignores the
+// copies queued before it, and a recompute's chain is costed with the choices
+// made so far. After the variants and the jittered search, the best plan is
+// improved by local search, judged by the simulator: for each tensor the plan
+// swaps, the same variant is planned again with that tensor forbidden to
+// swap, and for each it recomputes, forbidden to recompute; the greedy then
+// relieves its positions another way. The fastest predicted of these that
+// fits replaces the plan when it is faster, its prohibitions are kept, and the
+// search goes on from it, until no neighbour is faster or
+// LmsConfig::auto_refine_plans plans have been made.
+void refine(const Graph& graph, const LmsConfig& config, const RewriteOptions& options,
+            const Analysis& before, const RewriteReport& rep, PlanVariant variant, Planned& best) {
+  int32_t left = config.auto_refine_plans;
+  const size_t tensors = graph.num_tensors();
+  if (variant.no_swap.empty()) variant.no_swap.assign(tensors, false);
+  if (variant.no_recompute.empty()) variant.no_recompute.assign(tensors, false);
+  while (left > 0 && best.rep.fits) {
+    std::optional<Planned> round_best;
+    PlanVariant round_variant;
+    for (const TensorDecision& d : best.rep.decisions) {
+      if (left <= 0) break;
+      const TensorId t = graph.find_tensor(d.tensor);
+      if (t == kNoTensor) continue;
+      PlanVariant v = variant;
+      std::vector<bool>& forbid = d.action == "swap" ? v.no_swap : v.no_recompute;
+      if (forbid[t]) continue;
+      forbid[t] = true;
+      --left;
+      absl::StatusOr<Planned> p = plan_with(graph, config, options, before, rep, v);
+      if (!p.ok() || !p->rep.fits) continue;
+      const double bar =
+          round_best ? round_best->rep.step_time_after_s : best.rep.step_time_after_s;
+      if (p->rep.step_time_after_s < bar) {
+        round_best = std::move(*p);
+        round_variant = std::move(v);
+      }
+    }
+    if (!round_best) return;
+    best = std::move(*round_best);
+    variant = std::move(round_variant);
+  }
+}
+
 absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const LmsConfig& config,
                                            const RewriteOptions& options) {
   LMS_RETURN_IF_ERROR(verify(graph));
@@ -517,6 +567,9 @@ absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const LmsConfig& config
     }
   }
   if (!best.ok()) return best.status();
+  if (!nothing_to_do && graph.num_nodes() <= kJitterNodes) {
+    refine(graph, config, options, before, rep, best_variant, *best);
+  }
   graph = std::move(best->graph);
   return best->rep;
 }

@@ -40,6 +40,7 @@ void expect_same(const LmsConfig& a, const LmsConfig& b) {
   EXPECT_EQ(a.link_devices, b.link_devices);
   EXPECT_EQ(a.auto_actions, b.auto_actions);
   EXPECT_EQ(a.auto_search_plans, b.auto_search_plans);
+  EXPECT_EQ(a.auto_refine_plans, b.auto_refine_plans);
   auto near = [](double x, double y) { EXPECT_NEAR(x, y, 1e-12 * std::abs(y)); };
   near(a.fragmentation_reserve, b.fragmentation_reserve);
   near(a.link.d2h_bytes_per_s, b.link.d2h_bytes_per_s);
@@ -71,6 +72,7 @@ void expect_identical(const LmsConfig& a, const LmsConfig& b, const std::string&
   EXPECT_EQ(a.link_devices, b.link_devices) << context;
   EXPECT_EQ(a.auto_actions, b.auto_actions) << context;
   EXPECT_EQ(a.auto_search_plans, b.auto_search_plans) << context;
+  EXPECT_EQ(a.auto_refine_plans, b.auto_refine_plans) << context;
   EXPECT_TRUE(same_bits(a.fragmentation_reserve, b.fragmentation_reserve)) << context;
   EXPECT_TRUE(same_bits(a.link.d2h_bytes_per_s, b.link.d2h_bytes_per_s)) << context;
   EXPECT_TRUE(same_bits(a.link.h2d_bytes_per_s, b.link.h2d_bytes_per_s)) << context;
@@ -175,6 +177,9 @@ TEST(Config, EachBadKeyOrValueIsNamed) {
       {"auto_search_plans = -1", "auto_search_plans", "-1"},
       {"auto_search_plans = 1001", "auto_search_plans", "1001"},
       {"auto_search_plans = \"many\"", "auto_search_plans", "many"},
+      {"auto_refine_plans = -1", "auto_refine_plans", "-1"},
+      {"auto_refine_plans = 10001", "auto_refine_plans", "10001"},
+      {"auto_refine_plans = 2.5", "auto_refine_plans", "2.5"},
       {"link_devices = 0", "link_devices", "0"},
       {"link_devices = 1025", "link_devices", "1025"},
       {"link_devices = 1.5", "link_devices", "1.5"},
@@ -457,6 +462,8 @@ LmsConfig random_config(std::mt19937_64& rng) {
   c.cost_model.compute_flops_per_s = random_positive(rng);
   c.cost_model.memory_bytes_per_s = random_positive(rng);
   c.cost_model.kernel_launch_s = duration();
+  c.auto_search_plans = static_cast<int32_t>(rng() % 1001);
+  c.auto_refine_plans = static_cast<int32_t>(rng() % 10001);
   return c;
 }
 
