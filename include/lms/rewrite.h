@@ -181,7 +181,11 @@ struct RewriteReport {
 };
 
 // Runs the policy of `config` on `graph` (verified before and after) and
-// inserts the swaps; `graph` is changed only on success. Errors:
+// inserts the swaps; `graph` is changed only on success. With policy auto
+// the rewritten graph also runs each convolution's weights gradient before
+// its data gradient where that frees the convolution's input sooner
+// (Note [Weight gradients first] in src/swap/reorder.h); the values are the
+// same bits, only the order of two independent nodes changes. Errors:
 // InvalidArgument for an invalid graph or config (manual: unknown tensor
 // name; auto: no budget known); ResourceExhausted when the budget cannot be
 // met (names the node and the bytes it needs) or the host limit is exceeded.

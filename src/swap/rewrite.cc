@@ -14,6 +14,7 @@
 #include "swap/liveness.h"
 #include "swap/placement.h"
 #include "swap/planner.h"
+#include "swap/reorder.h"
 #include "swap/simulator.h"
 
 namespace lms {
@@ -130,15 +131,19 @@ std::string time_model_text(const Graph& g, const LmsConfig& c, const RewriteOpt
   return absl::StrFormat("%d of %d compute node times given, %s", timed, compute, roofline);
 }
 
+void fill_working_set(const Graph& g, const Analysis& a, RewriteReport& rep) {
+  const swap::WorkingSetLimit ws = swap::working_set_limit(a.live);
+  rep.working_set_limit_bytes = ws.bytes;
+  rep.working_set_node = ws.position >= 0 ? g.node(a.live.order[ws.position]).name : "";
+}
+
 void fill_before(const Graph& g, const Analysis& a, RewriteReport& rep) {
   rep.peak_bytes_before = swap::memory_profile(a.live).peak;
   rep.peak_bytes_after = rep.peak_bytes_before;
   const swap::SimResult sim = swap::simulate(g, a.live, a.times, {});
   rep.step_time_before_s = sim.step_time_s;
   rep.step_time_after_s = sim.step_time_s;
-  const swap::WorkingSetLimit ws = swap::working_set_limit(a.live);
-  rep.working_set_limit_bytes = ws.bytes;
-  if (ws.position >= 0) rep.working_set_node = g.node(a.live.order[ws.position]).name;
+  fill_working_set(g, a, rep);
 }
 
 // Note [Honest fits]: `fits` is decided only by the step's static layout
@@ -516,12 +521,26 @@ absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const LmsConfig& config
     graph.set_plan_record(plan_record(graph, config, options, rep));
     return rep;
   }
+  // Note [Weight gradients first] (swap/reorder.h): auto plans the graph with
+  // each weights gradient that frees its input run before the data gradient.
+  Graph ordered;
+  bool reordered = false;
+  if (config.policy == SwapPolicy::kAuto) {
+    ordered = graph;
+    LMS_ASSIGN_OR_RETURN(const int moved, swap::hoist_weight_gradients(ordered, options.fetched));
+    if (moved > 0) {
+      LMS_ASSIGN_OR_RETURN(before, analyse(ordered, config, options));
+      fill_working_set(ordered, before, rep);
+      reordered = true;
+    }
+  }
+  const Graph& source = reordered ? ordered : graph;
 
   if (config.policy != SwapPolicy::kAuto || config.auto_actions != AutoActions::kJoint) {
     const AutoActions actions =
         config.policy == SwapPolicy::kAuto ? config.auto_actions : AutoActions::kSwap;
     LMS_ASSIGN_OR_RETURN(Planned p,
-                         plan_with(graph, config, options, before, rep, PlanVariant{actions}));
+                         plan_with(source, config, options, before, rep, PlanVariant{actions}));
     graph = std::move(p.graph);
     return p.rep;
   }
@@ -534,7 +553,7 @@ absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const LmsConfig& config
   // predicted slower than either. Each candidate is inserted, laid out and
   // simulated, about 15 us per node; past kJointCompareNodes nodes only the
   // joint greedy plan is made, so planning stays linear.
-  absl::StatusOr<Planned> best = plan_with(graph, config, options, before, rep, PlanVariant{});
+  absl::StatusOr<Planned> best = plan_with(source, config, options, before, rep, PlanVariant{});
   const bool nothing_to_do = best.ok() && best->rep.decisions.empty();
   using V = PlanVariant;
   constexpr AutoActions kJ = AutoActions::kJoint;
@@ -546,8 +565,8 @@ absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const LmsConfig& config
   PlanVariant best_variant;
   for (size_t i = 0; i < variants.size(); ++i) {
     const PlanVariant v = variants[i];
-    if (nothing_to_do || graph.num_nodes() > kJointCompareNodes) break;
-    absl::StatusOr<Planned> p = plan_with(graph, config, options, before, rep, v);
+    if (nothing_to_do || source.num_nodes() > kJointCompareNodes) break;
+    absl::StatusOr<Planned> p = plan_with(source, config, options, before, rep, v);
     if (!p.ok()) continue;
     const bool better_fit = !best.ok() || (p->rep.fits && !best->rep.fits);
     const bool faster = best.ok() && p->rep.fits == best->rep.fits &&
@@ -558,7 +577,7 @@ absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const LmsConfig& config
     }
     // Then the best of the fixed variants again with its greedy's ties
     // broken at random (Note [Jittered greedy] in planner_auto.cc).
-    if (i + 1 == fixed && graph.num_nodes() <= kJitterNodes) {
+    if (i + 1 == fixed && source.num_nodes() <= kJitterNodes) {
       for (uint64_t seed = 1; seed <= static_cast<uint64_t>(config.auto_search_plans); ++seed) {
         PlanVariant j = best_variant;
         j.jitter_seed = seed;
@@ -567,8 +586,8 @@ absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const LmsConfig& config
     }
   }
   if (!best.ok()) return best.status();
-  if (!nothing_to_do && graph.num_nodes() <= kJitterNodes) {
-    refine(graph, config, options, before, rep, best_variant, *best);
+  if (!nothing_to_do && source.num_nodes() <= kJitterNodes) {
+    refine(source, config, options, before, rep, best_variant, *best);
   }
   graph = std::move(best->graph);
   return best->rep;
