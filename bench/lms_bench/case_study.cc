@@ -112,12 +112,12 @@ absl::StatusOr<CaseStudyResult> run_case_study(const CaseStudyOptions&, std::ost
 std::string format_case_study(const CaseStudyResult& r) {
   std::string out = fmt::format(
       "case study: the same 3-D U-Net trained {} steps at {}^3 without LMS and at {}^3 with LMS "
-      "({:.2f}x the voxels); Dice on the common {}^3 grid (the {}^3 model's prediction "
-      "resampled up)\n",
+      "({:.2f}x the voxels); Dice on the common {}^3 grid (the {}^3 model's prediction on "
+      "its {}^3 grid resampled up)\n",
       r.steps, r.low.size, r.high.size,
       static_cast<double>(r.high.size * r.high.size * r.high.size) /
           static_cast<double>(r.low.size * r.low.size * r.low.size),
-      r.common_grid, r.low.grid);
+      r.common_grid, r.low.size, r.low.grid);
   out += fmt::format("{:<14} {:>14} {:>14}\n", "class", fmt::format("{}^3 no LMS", r.low.size),
                      fmt::format("{}^3 LMS", r.high.size));
   for (size_t c = 0; c < r.class_names.size() && c < r.low.dice.size() && c < r.high.dice.size();

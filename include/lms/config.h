@@ -108,9 +108,11 @@ struct LmsConfig {
   int32_t auto_search_plans = 12;
   // Auto with joint actions, on graphs of at most 2,000 nodes: after that
   // search, at most this many plans of a local search that forbids one
-  // swapped or recomputed tensor its action at a time and keeps a plan the
-  // simulator predicts faster (Note [Plan refinement]); 0 = none. 0..10000.
-  int32_t auto_refine_plans = 128;
+  // swapped or recomputed tensor its action, or swaps a recomputed one, at a
+  // time and keeps a plan the simulator predicts faster (Note [Plan
+  // refinement]); also at most 131072 / nodes plans (about 2 s); 0 = none.
+  // 0..10000.
+  int32_t auto_refine_plans = 512;
   LinkConfig link;
   // Devices sharing the host link (lms/device.h HostLink), each running this
   // step at the same time, as one model per GPU behind one PCIe switch;

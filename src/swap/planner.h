@@ -88,6 +88,10 @@ struct AutoOptions {
   // it must not recompute (Note [Plan refinement] in src/swap/rewrite.cc).
   std::vector<bool> no_swap;
   std::vector<bool> no_recompute;
+  // By TensorId (empty: none): tensors whose longest idle interval the plan
+  // swaps, with the latest trigger that hides the copy, before it chooses
+  // anything else (Note [Plan refinement]).
+  std::vector<bool> force_swap;
 };
 
 // Candidates are the idle intervals (idle_intervals) of every non-persistent,

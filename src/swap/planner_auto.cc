@@ -137,6 +137,7 @@ class AutoPlanner {
   void set_trigger(Gap& gap, int32_t trigger);
   // The first position the gap's choice frees.
   int32_t freed_from(const Gap& gap) const { return gap.recompute ? gap.after + 1 : gap.free_from; }
+  void phase_forced();
   void phase_hidden();
   absl::Status phase_stall();
   absl::Status phase_stall_batched();
@@ -164,7 +165,8 @@ class AutoPlanner {
   std::vector<int32_t> dependents_;
   std::vector<std::vector<int32_t>> leaves_;
   uint64_t host_bytes_ = 0;
-  double link_s_ = 0;  // chosen copies' H2D seconds
+  double link_s_ = 0;            // chosen copies' H2D seconds
+  std::vector<int32_t> forced_;  // gaps swapped by phase_forced
 };
 
 std::vector<int64_t> signed_profile(const Liveness& live) {
@@ -323,6 +325,25 @@ void AutoPlanner::set_trigger(Gap& gap, int32_t trigger) {
   int32_t& count = tensor_gaps_[gap.tensor];
   if (is && count++ == 0) host_bytes_ += gap.bytes;
   if (!is && --count == 0) host_bytes_ -= gap.bytes;
+}
+
+// AutoOptions::force_swap: each such tensor's longest idle interval is
+// swapped at its hidden trigger, first, and kept through phase 3.
+void AutoPlanner::phase_forced() {
+  if (options_.force_swap.empty() || !may_swap()) return;
+  for (TensorId t = 0; t < static_cast<TensorId>(gaps_of_.size()); ++t) {
+    if (t >= static_cast<TensorId>(options_.force_swap.size()) || !options_.force_swap[t]) continue;
+    int32_t longest = -1;
+    for (int32_t i : gaps_of_[t]) {
+      const Gap& gap = gaps_[i];
+      if (gap.hidden_trigger <= gap.after || gap.free_from > gap.hidden_trigger) continue;
+      if (longest < 0 || gap.seconds > gaps_[longest].seconds) longest = i;
+    }
+    if (longest < 0 || !host_allows(gaps_[longest]) || !swap_allowed(gaps_[longest])) continue;
+    set_trigger(gaps_[longest], gaps_[longest].hidden_trigger);
+    chosen_.push_back(longest);
+    forced_.push_back(longest);
+  }
 }
 
 void AutoPlanner::phase_hidden() {
@@ -499,6 +520,7 @@ void AutoPlanner::phase_drop() {
   for (auto it = chosen_.rbegin(); it != chosen_.rend(); ++it) {
     Gap& gap = gaps_[*it];
     if (gap.trigger == gap.after) continue;
+    if (std::find(forced_.begin(), forced_.end(), *it) != forced_.end()) continue;
     const int64_t with = tree_.max(freed_from(gap), gap.trigger) + static_cast<int64_t>(gap.bytes);
     if (with > static_cast<int64_t>(limit_)) continue;
     if (gap.recompute) {
@@ -689,6 +711,7 @@ SwapPlan AutoPlanner::build_plan() const {
 absl::StatusOr<SwapPlan> AutoPlanner::run() {
   if (!over()) return SwapPlan{};
   collect_gaps();
+  phase_forced();
   phase_hidden();
   LMS_RETURN_IF_ERROR(phase_stall());
   phase_drop();

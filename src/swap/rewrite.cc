@@ -85,6 +85,7 @@ struct PlanVariant {
   uint64_t jitter_seed = 0;        // AutoOptions::jitter_seed; 0: none
   std::vector<bool> no_swap;       // AutoOptions::no_swap
   std::vector<bool> no_recompute;  // AutoOptions::no_recompute
+  std::vector<bool> force_swap;    // AutoOptions::force_swap
 };
 
 // Plans for `usable` device bytes (the budget less what is kept free).
@@ -110,6 +111,7 @@ absl::StatusOr<swap::SwapPlan> make_plan(const Graph& g, const LmsConfig& c, con
   ao.jitter_seed = v.jitter_seed;
   ao.no_swap = v.no_swap;
   ao.no_recompute = v.no_recompute;
+  ao.force_swap = v.force_swap;
   return swap::plan_auto(&g, a.live, a.times, ao);
 }
 
@@ -466,36 +468,61 @@ constexpr int32_t kJitterNodes = 2000;
 // made so far. After the variants and the jittered search, the best plan is
 // improved by local search, judged by the simulator: for each tensor the plan
 // swaps, the same variant is planned again with that tensor forbidden to
-// swap, and for each it recomputes, forbidden to recompute; the greedy then
-// relieves its positions another way. The fastest predicted of these that
-// fits replaces the plan when it is faster, its prohibitions are kept, and the
-// search goes on from it, until no neighbour is faster or
-// LmsConfig::auto_refine_plans plans have been made.
+// swap, and for each it recomputes, once forbidden to recompute and once
+// swapped first (AutoOptions::force_swap: a copy the greedy judged too slow
+// alone may hide behind compute once the rest of the plan is timed, as for
+// VDSR's early activations under deferred releases); the greedy plans the
+// rest around that. The fastest predicted of these that fits replaces the
+// plan when it is faster, its constraints are kept, and the search goes on
+// from it, until no neighbour is faster or LmsConfig::auto_refine_plans
+// plans (and kRefineNodePlans / nodes) have been made. On the tests' models
+// the larger budget matters: with 128 plans the swapped-first moves made
+// some plans slower than the search without them, by using the budget up on
+// longer rounds; with 512 none was.
+// The local search makes at most this many plans times nodes: one plan
+// costs about 15 us per node, so about 2 s of planning on any graph.
+constexpr int32_t kRefineNodePlans = 131072;
+
 void refine(const Graph& graph, const LmsConfig& config, const RewriteOptions& options,
             const Analysis& before, const RewriteReport& rep, PlanVariant variant, Planned& best) {
-  int32_t left = config.auto_refine_plans;
+  int32_t left = std::min<int32_t>(
+      config.auto_refine_plans,
+      std::max<int32_t>(1, kRefineNodePlans / std::max<int32_t>(1, graph.num_nodes())));
   const size_t tensors = graph.num_tensors();
   if (variant.no_swap.empty()) variant.no_swap.assign(tensors, false);
   if (variant.no_recompute.empty()) variant.no_recompute.assign(tensors, false);
+  if (variant.force_swap.empty()) variant.force_swap.assign(tensors, false);
   while (left > 0 && best.rep.fits) {
     std::optional<Planned> round_best;
     PlanVariant round_variant;
-    for (const TensorDecision& d : best.rep.decisions) {
-      if (left <= 0) break;
-      const TensorId t = graph.find_tensor(d.tensor);
-      if (t == kNoTensor) continue;
-      PlanVariant v = variant;
-      std::vector<bool>& forbid = d.action == "swap" ? v.no_swap : v.no_recompute;
-      if (forbid[t]) continue;
-      forbid[t] = true;
+    auto consider = [&](PlanVariant v) {
       --left;
       absl::StatusOr<Planned> p = plan_with(graph, config, options, before, rep, v);
-      if (!p.ok() || !p->rep.fits) continue;
+      if (!p.ok() || !p->rep.fits) return;
       const double bar =
           round_best ? round_best->rep.step_time_after_s : best.rep.step_time_after_s;
       if (p->rep.step_time_after_s < bar) {
         round_best = std::move(*p);
         round_variant = std::move(v);
+      }
+    };
+    for (const TensorDecision& d : best.rep.decisions) {
+      if (left <= 0) break;
+      const TensorId t = graph.find_tensor(d.tensor);
+      if (t == kNoTensor) continue;
+      const bool swapped = d.action == "swap";
+      PlanVariant v = variant;
+      std::vector<bool>& forbid = swapped ? v.no_swap : v.no_recompute;
+      if (!forbid[t]) {
+        forbid[t] = true;
+        consider(std::move(v));
+      }
+      // A recomputed tensor may be cheaper swapped once the copies are
+      // timed with the rest of the plan.
+      if (!swapped && left > 0 && !variant.force_swap[t] && !variant.no_swap[t]) {
+        PlanVariant f = variant;
+        f.force_swap[t] = true;
+        consider(std::move(f));
       }
     }
     if (!round_best) return;

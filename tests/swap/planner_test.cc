@@ -1,6 +1,8 @@
 // Planners on hand-written live ranges (positions = node ids 0..n-1).
 #include "swap/planner.h"
 
+#include <algorithm>
+
 #include "gtest/gtest.h"
 
 namespace lms::swap {
@@ -151,6 +153,43 @@ TEST(Auto, ReserveAndResourceExhausted) {
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// AutoOptions::no_swap and force_swap (Note [Plan refinement]): t0 and t5
+// are idle at the peak position 5 (4.5 KiB); a 3.5 KiB budget needs t0's
+// 1 KiB, t5's 512 B alone is not enough.
+TEST(Auto, ForbiddenAndForcedSwaps) {
+  Liveness live = make_live(11, {{0, {1, 9}, 1024},
+                                 {3, {4, 5}, 1024},
+                                 {4, {5}, 1024},
+                                 {5, {6}, 1024},
+                                 {9, {10}, 1024},
+                                 {2, {3, 8}, 512}});
+  ASSERT_EQ(memory_profile(live).peak, 4608u);
+  std::vector<double> times(11, 1.0);
+  AutoOptions options{.budget_bytes = 3584, .fragmentation_reserve = 0};
+  auto tensors = [](const SwapPlan& plan) {
+    std::vector<TensorId> out;
+    for (const SwapPlan::Item& item : plan.items) out.push_back(item.tensor);
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  auto plan = plan_auto(nullptr, live, times, options);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(tensors(*plan), std::vector<TensorId>{0});
+  // Forced: t5 is swapped too, although the budget does not need it.
+  options.force_swap.assign(live.tensors.size(), false);
+  options.force_swap[5] = true;
+  plan = plan_auto(nullptr, live, times, options);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(tensors(*plan), (std::vector<TensorId>{0, 5}));
+  EXPECT_LE(plan_profile(live, *plan).peak, 3584u);
+  // Forbidden: without t0 nothing relieves the peak enough.
+  options.force_swap.clear();
+  options.no_swap.assign(live.tensors.size(), false);
+  options.no_swap[0] = true;
+  EXPECT_EQ(plan_auto(nullptr, live, times, options).status().code(),
+            absl::StatusCode::kResourceExhausted);
 }
 
 TEST(Auto, HostLimitIsRespected) {
