@@ -418,8 +418,9 @@ void apply_defaults(BenchCommand& c) {
   const bool overhead = c.mode == Mode::kOverhead;
   if (c.capacity_bytes == 0) c.capacity_bytes = (overhead ? uint64_t{1024} : uint64_t{256}) << 20;
   if (c.steps == 0) {
-    const bool three = overhead || c.mode == Mode::kContention || c.mode == Mode::kRatio;
-    c.steps = three ? 3 : c.mode == Mode::kScaling ? 4 : 2;
+    const bool three = overhead || c.mode == Mode::kContention;
+    // ratio: 4 timed steps per run, for its best step (Note [Best timed step]).
+    c.steps = c.mode == Mode::kRatio ? 5 : three ? 3 : c.mode == Mode::kScaling ? 4 : 2;
   }
   if (c.host_pool_bytes == 0) c.host_pool_bytes = (c.cuda ? uint64_t{4} : uint64_t{16}) << 30;
   if (c.sizes.empty()) {
@@ -599,7 +600,7 @@ or, with --device cuda, a GPU).
                      [--json FILE] [--data DIR] [--filters 8] [--levels 3] [...]
   lms-bench ratio    [--model vdsr,unet3d] [--preset v100-nvlink2,h100-pcie5 | all]
                      [--gpu-flops 60TFLOP/s --gpu-link 50GB/s | --link-ratio 7.5e-4]
-                     [--oversubscription 1.5,2,4] [--batch 8] [--size 32] [--steps 3]
+                     [--oversubscription 1.5,2,4] [--batch 8] [--size 32] [--steps 5]
                      [--threads 1] [--json FILE] [--crop 48] [--depth 20] [--filters 8] [...]
 
 vdsr / unet3d: trains every batch (VDSR, Adam) or volume side (3-D U-Net, batch 1) for --steps

@@ -149,8 +149,11 @@ CaseSpec throttled_spec(const RatioOptions& o, const ModelFacts& facts, double l
 // outside the bench only ever lengthens a step, and on it the same plan
 // run three times in a row (the three plans, while the planner ignored
 // auto_actions) differed by up to 20% in mean step time, and by more under
-// heavier load (bench/README.md, "Compute-to-link ratio"). The ideal is timed the same way over
-// twice the timed steps; a shorter ideal only lowers every ratio.
+// heavier load (bench/README.md, "Compute-to-link ratio"). The ideal is
+// timed the same way over the same number of steps: a minimum over more
+// samples is lower, so an ideal with twice a plan's timed steps (as before
+// 2026-11-24) lowered every ratio by a bias, not by a measurement. The
+// default is 4 timed steps each.
 double best_timed_step_s(const CaseResult& row) {
   if (row.step_s.size() < 2) return row.mean_step_s;
   return *std::min_element(row.step_s.begin() + 1, row.step_s.end());
@@ -202,9 +205,9 @@ absl::StatusOr<RatioTarget> run_target(const ModelFactory& f, const RatioOptions
                 .throttle_bytes_per_s = throttled_link_bytes_per_s(m.device_flops_per_s, preset)};
   CaseSpec ideal = throttled_spec(o, facts, t.throttle_bytes_per_s);
   ideal.device.capacity_bytes = kUnlimitedCapacityBytes;
-  // Every ratio divides by it: twice the timed steps of a plan, for a best
-  // step less at the mercy of one busy moment (Note [Best timed step]).
-  ideal.steps = 2 * o.steps - 1;
+  // Every ratio divides by it: as many timed steps as each plan (Note
+  // [Best timed step]).
+  ideal.steps = o.steps;
   LMS_ASSIGN_OR_RETURN(CaseResult row, run_case(f, ideal));
   if (!row.ok) {
     return absl::FailedPreconditionError(
@@ -409,11 +412,11 @@ std::string format_ratio(const RatioResult& r) {
     out += fmt::format(
         "ratio: {} {} {} ({}); emulated device {:.1f} GFLOP/s (best convolution node, "
         "calibrate_cost_model), {} compute thread{}; no-LMS peak {}; {} timed step{} after 1 "
-        "warm-up per run ({} for the ideal), each run's best step counted\n",
+        "warm-up per run, the ideal's too, each run's best step counted\n",
         m.model, m.size_label, m.size, m.data_note, m.device_flops_per_s / 1e9,
         r.compute_threads > 0 ? std::to_string(r.compute_threads) : "all",
         r.compute_threads == 1 ? "" : "s", format_bytes(m.no_lms_peak_bytes), r.steps - 1,
-        r.steps > 2 ? "s" : "", 2 * (r.steps - 1));
+        r.steps > 2 ? "s" : "");
     for (const RatioTarget& t : m.targets) out += format_target(m, t);
     out += "\n";
   }

@@ -71,7 +71,7 @@ double throttled_link_bytes_per_s(double device_flops_per_s, const LinkPreset& t
 
 struct RatioOptions {
   int64_t size = 8;                                    // batch (VDSR) or volume side (U-Net)
-  int steps = 3;                                       // per run; the first is a warm-up, >= 2
+  int steps = 5;                                       // per run; the first is a warm-up, >= 2
   std::vector<double> oversubscription = {1.5, 2, 4};  // each > 1
   std::vector<LinkPreset> targets = {link_presets()[1], link_presets()[2]};
   std::vector<AutoActions> plans = {AutoActions::kSwap, AutoActions::kRecompute,

@@ -45,7 +45,7 @@ TEST(RatioCli, DefaultsAreTheTwoGoalTargetsAndThreeFactors) {
   EXPECT_EQ(c->targets[0].name, "v100-nvlink2");
   EXPECT_EQ(c->targets[1].name, "h100-pcie5");
   EXPECT_EQ(c->oversubscription, (std::vector<double>{1.5, 2, 4}));
-  EXPECT_EQ(c->steps, 3);
+  EXPECT_EQ(c->steps, 5);
   EXPECT_EQ(c->ratio_batch, 8);
   EXPECT_EQ(c->threads, 1);  // Note [Ratio threads]
 }
