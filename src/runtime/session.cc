@@ -331,13 +331,16 @@ class Session::Impl {
   }
 
   // Note [Step layout] (swap/placement.h): the same layout lms::rewrite
-  // computed for `fits`, from the same facts (check_plan_record).
+  // computed for `fits`, from the same facts (check_plan_record), the
+  // plan's budget included (Note [Random tie orders]).
   absl::Status lay_out() {
     const Graph& g = *plan_.graph;
     const AllocatorStats mem = device_.memory_stats();
     LMS_ASSIGN_OR_RETURN(swap::StepLayout layout,
-                         swap::layout_step(g, {std::max<uint64_t>(mem.alignment_bytes, 1),
-                                               plan_.fetch_names, plan_.workspace_bytes}));
+                         swap::layout_step(g,
+                                           {std::max<uint64_t>(mem.alignment_bytes, 1),
+                                            plan_.fetch_names, plan_.workspace_bytes},
+                                           g.plan_record().budget_bytes));
     plan_.tensor_offset = std::move(layout.tensor_offset);
     plan_.placed_bytes = std::move(layout.placed_bytes);
     plan_.workspace_offset = std::move(layout.workspace_offset);

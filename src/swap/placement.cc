@@ -280,26 +280,32 @@ std::optional<Placement> place_in_order(const Problem& p, const std::vector<int3
 }
 
 // Ties after the heuristic's key: longer live range (in positions), then
-// earlier start, then lower index.
-bool tie_order(const std::vector<PlacementBuffer>& buffers, int32_t a, int32_t b) {
+// earlier start, then lower rank (the index, or a random permutation's rank
+// in the search of Note [Random tie orders]).
+using Ranks = std::vector<uint32_t>;
+
+bool tie_order(const std::vector<PlacementBuffer>& buffers, const Ranks& rank, int32_t a,
+               int32_t b) {
   const int64_t la = int64_t{buffers[a].last} - buffers[a].first;
   const int64_t lb = int64_t{buffers[b].last} - buffers[b].first;
   if (la != lb) return la > lb;
   if (buffers[a].first != buffers[b].first) return buffers[a].first < buffers[b].first;
-  return a < b;
+  return rank[a] < rank[b];
 }
 
-std::vector<int32_t> size_order(const Problem& p, const std::vector<PlacementBuffer>& buffers) {
+std::vector<int32_t> size_order(const Problem& p, const std::vector<PlacementBuffer>& buffers,
+                                const Ranks& rank) {
   std::vector<int32_t> order(p.size.size());
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
     if (p.size[a] != p.size[b]) return p.size[a] > p.size[b];
-    return tie_order(buffers, a, b);
+    return tie_order(buffers, rank, a, b);
   });
   return order;
 }
 
-std::vector<int32_t> breadth_order(const Problem& p, const std::vector<PlacementBuffer>& buffers) {
+std::vector<int32_t> breadth_order(const Problem& p, const std::vector<PlacementBuffer>& buffers,
+                                   const Ranks& rank) {
   // key[i]: the largest breadth over buffer i's leaves, from a max segment
   // tree over the leaves (bottom-up, as TimeAddressIndex).
   const size_t n = p.breadth.size();
@@ -318,12 +324,13 @@ std::vector<int32_t> breadth_order(const Problem& p, const std::vector<Placement
   std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
     if (key[a] != key[b]) return key[a] > key[b];
     if (p.size[a] != p.size[b]) return p.size[a] > p.size[b];
-    return tie_order(buffers, a, b);
+    return tie_order(buffers, rank, a, b);
   });
   return order;
 }
 
-std::vector<int32_t> area_order(const Problem& p, const std::vector<PlacementBuffer>& buffers) {
+std::vector<int32_t> area_order(const Problem& p, const std::vector<PlacementBuffer>& buffers,
+                                const Ranks& rank) {
   std::vector<double> key(p.size.size());
   for (size_t i = 0; i < key.size(); ++i) {
     const double length = static_cast<double>(int64_t{buffers[i].last} - buffers[i].first + 1);
@@ -333,9 +340,25 @@ std::vector<int32_t> area_order(const Problem& p, const std::vector<PlacementBuf
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
     if (key[a] != key[b]) return key[a] > key[b];
-    return a < b;
+    return rank[a] < rank[b];
   });
   return order;
+}
+
+// A permutation of 0..n-1 from `seed`: Fisher-Yates on splitmix64, the same
+// on every platform (std::shuffle's algorithm is the library's).
+Ranks random_ranks(size_t n, uint64_t seed) {
+  Ranks rank(n);
+  std::iota(rank.begin(), rank.end(), 0u);
+  uint64_t state = seed;
+  auto next = [&state] {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  };
+  for (size_t i = n; i > 1; --i) std::swap(rank[i - 1], rank[next() % i]);
+  return rank;
 }
 
 std::string describe(const std::vector<PlacementBuffer>& buffers, const Placement& placement,
@@ -378,28 +401,43 @@ absl::StatusOr<Placement> place_buffers(const std::vector<PlacementBuffer>& buff
         "and greedy_by_area");
   }
   LMS_ASSIGN_OR_RETURN(Problem p, make_problem(buffers, options.alignment_bytes));
+  Ranks identity(buffers.size());
+  std::iota(identity.begin(), identity.end(), 0u);
   std::optional<Placement> best;
-  if (options.greedy_by_size) {
-    best =
-        place_in_order(p, size_order(p, buffers), options, PlacementMethod::kGreedyBySize, kNoGap);
-  }
   auto gap_above = [&](const Placement& placed) {
     return static_cast<double>(placed.arena_bytes) >
            static_cast<double>(placed.lower_bound_bytes) *
                (1 + std::max(0.0, options.breadth_if_gap_above));
   };
-  if (options.greedy_by_breadth && (!best || gap_above(*best))) {
-    // Only a strictly smaller arena replaces greedy by size's.
-    std::optional<Placement> breadth =
-        place_in_order(p, breadth_order(p, buffers), options, PlacementMethod::kGreedyByBreadth,
-                       best ? best->arena_bytes - 1 : kNoGap);
-    if (breadth) best = std::move(breadth);
-  }
-  if (options.greedy_by_area && (!best || gap_above(*best))) {
-    std::optional<Placement> area =
-        place_in_order(p, area_order(p, buffers), options, PlacementMethod::kGreedyByArea,
-                       best ? best->arena_bytes - 1 : kNoGap);
-    if (area) best = std::move(area);
+  // Runs the heuristics with ties broken by `rank`; a placement replaces the
+  // best only when its arena is strictly smaller.
+  auto heuristics = [&](const Ranks& rank) {
+    if (options.greedy_by_size) {
+      std::optional<Placement> size =
+          place_in_order(p, size_order(p, buffers, rank), options, PlacementMethod::kGreedyBySize,
+                         best ? best->arena_bytes - 1 : kNoGap);
+      if (size) best = std::move(size);
+    }
+    if (options.greedy_by_breadth && (!best || gap_above(*best))) {
+      std::optional<Placement> breadth =
+          place_in_order(p, breadth_order(p, buffers, rank), options,
+                         PlacementMethod::kGreedyByBreadth, best ? best->arena_bytes - 1 : kNoGap);
+      if (breadth) best = std::move(breadth);
+    }
+    if (options.greedy_by_area && (!best || gap_above(*best))) {
+      std::optional<Placement> area =
+          place_in_order(p, area_order(p, buffers, rank), options, PlacementMethod::kGreedyByArea,
+                         best ? best->arena_bytes - 1 : kNoGap);
+      if (area) best = std::move(area);
+    }
+  };
+  heuristics(identity);
+  // Note [Random tie orders]
+  if (options.arena_target_bytes > 0 && buffers.size() <= kRandomOrderMaxBuffers) {
+    for (int32_t seed = 1; seed <= options.random_orders; ++seed) {
+      if (best->arena_bytes <= options.arena_target_bytes || !gap_above(*best)) break;
+      heuristics(random_ranks(buffers.size(), static_cast<uint64_t>(seed)));
+    }
   }
   return std::move(*best);
 }
@@ -510,13 +548,16 @@ absl::StatusOr<StepBuffers> step_buffers(const Graph& graph, const Liveness& liv
   return step;
 }
 
-absl::StatusOr<StepLayout> layout_step(const Graph& graph, const LivenessOptions& options) {
+absl::StatusOr<StepLayout> layout_step(const Graph& graph, const LivenessOptions& options,
+                                       uint64_t budget_bytes) {
   StepLayout layout;
   LMS_ASSIGN_OR_RETURN(layout.live, analyze(graph, options));
   LMS_ASSIGN_OR_RETURN(layout.step, step_buffers(graph, layout.live, options.workspace_bytes));
-  LMS_ASSIGN_OR_RETURN(
-      layout.placement,
-      place_buffers(layout.step.buffers, {.alignment_bytes = options.alignment_bytes}));
+  PlacementOptions po{.alignment_bytes = options.alignment_bytes};
+  if (budget_bytes > layout.step.persistent_bytes) {
+    po.arena_target_bytes = budget_bytes - layout.step.persistent_bytes;
+  }
+  LMS_ASSIGN_OR_RETURN(layout.placement, place_buffers(layout.step.buffers, po));
   layout.tensor_offset.assign(graph.num_tensors(), kNoOffset);
   layout.placed_bytes.assign(graph.num_tensors(), 0);
   layout.workspace_offset.assign(graph.num_nodes(), kNoOffset);

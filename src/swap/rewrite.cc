@@ -173,8 +173,9 @@ std::string missing_fact(const RewriteReport& rep, const RewriteOptions& o) {
 // device bytes the session will hold), fits and fit_unknown_reason.
 absl::Status layout_fits(const Graph& g, const LmsConfig& c, const RewriteOptions& o,
                          RewriteReport& rep) {
-  LMS_ASSIGN_OR_RETURN(swap::StepLayout layout,
-                       swap::layout_step(g, {c.alignment_bytes, o.fetched, workspaces(o)}));
+  LMS_ASSIGN_OR_RETURN(
+      swap::StepLayout layout,
+      swap::layout_step(g, {c.alignment_bytes, o.fetched, workspaces(o)}, rep.budget_bytes));
   rep.arena_bytes = layout.placement.arena_bytes;
   rep.arena_lower_bound_bytes = layout.placement.lower_bound_bytes;
   rep.arena_persistent_bytes = layout.step.persistent_bytes;

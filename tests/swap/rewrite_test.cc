@@ -39,7 +39,9 @@ void expect_golden(const std::string& name, const std::string& text) {
 // The device bytes a session of `g` holds: persistent tensors + the arena of
 // its static layout (Note [Step layout]), no workspaces.
 uint64_t layout_bytes(const Graph& g) {
-  auto layout = swap::layout_step(g, {});
+  // A planned graph is laid out for its budget, as Session::create does
+  // (Note [Random tie orders]).
+  auto layout = swap::layout_step(g, {}, g.plan_record().budget_bytes);
   EXPECT_TRUE(layout.ok()) << layout.status();
   return layout.ok() ? layout->device_bytes() : 0;
 }
@@ -60,7 +62,9 @@ struct PolicyCase {
   const char* name;
   const char* overrides;
   // auto: the budget is this share of the way from the working-set limit to
-  // the un-swapped layout (1: 256 bytes under the layout).
+  // the un-swapped layout (1: 256 bytes under the layout or the profile
+  // peak; < 0: the least budget, in 16-byte steps up from the working-set
+  // limit, at which the plan kind fits).
   double tightness = 1.0;
 };
 
@@ -75,7 +79,7 @@ TEST(Rewrite, GoldenPerPolicyOnConvTrainingGraph) {
       {"manual", "policy=manual,tensors=relu1"},
       {"auto", "policy=auto"},
       {"auto_swap", "policy=auto,auto_actions=swap"},
-      {"auto_recompute", "policy=auto,auto_actions=recompute"},
+      {"auto_recompute", "policy=auto,auto_actions=recompute", -1},
       {"auto_joint_slow_link",
        "policy=auto,auto_actions=joint,link.d2h_bandwidth=10MB/s,link.h2d_bandwidth=10MB/s", 0.3},
   };
@@ -89,18 +93,27 @@ TEST(Rewrite, GoldenPerPolicyOnConvTrainingGraph) {
     }
     config.fragmentation_reserve = 0;
     config.device_memory_limit = (ws + peak) / 2;
-    // Give auto 256 bytes less than the un-swapped graph's layout needs: it
-    // has to swap, and its layout has to fit.
+    // Give auto 256 bytes less than the un-swapped graph needs, its layout
+    // or the profile peak no layout beats: it has to swap, and its layout
+    // has to fit.
     if (config.policy == SwapPolicy::kAuto) {
       const uint64_t layout = layout_bytes(original);
       config.device_memory_limit =
           c.tightness == 1.0
-              ? layout - 256
+              ? std::min(layout, peak) - 256
               : ws + static_cast<uint64_t>(c.tightness * static_cast<double>(layout - ws));
     }
     // This graph has no kernels: its workspaces are known to be zero, which
     // lets the rewrite decide `fits` (Note [Honest fits]).
     const RewriteOptions options{.workspace_bytes = std::vector<uint64_t>(original.num_nodes(), 0)};
+    if (c.tightness < 0) {
+      config.device_memory_limit = ws;
+      for (int i = 0; i < 4096; ++i, config.device_memory_limit += 16) {
+        Graph probe = original;
+        auto r = rewrite(probe, config, options);
+        if (r.ok() && r->fits) break;
+      }
+    }
     Graph g = original;
     auto rep = rewrite(g, config, options);
     ASSERT_TRUE(rep.ok()) << rep.status();
@@ -115,10 +128,15 @@ TEST(Rewrite, GoldenPerPolicyOnConvTrainingGraph) {
       EXPECT_NE(guess->fit_unknown_reason.find("workspaces"), std::string::npos);
       EXPECT_NE(guess->summary().find("cannot say"), std::string::npos) << guess->summary();
     }
-    EXPECT_FALSE(rep->decisions.empty());
-    if (config.auto_actions == AutoActions::kRecompute) {
+    // Recompute-only cannot take this graph below what it needs unchanged
+    // (relu1's recompute relieves no position at the peak), and the layout
+    // reaches that once ties are broken at random (Note [Random tie
+    // orders]): at the least budget it fits, it needs no decision. The
+    // recompute golden is auto_joint_slow_link.
+    const bool recompute_only = config.auto_actions == AutoActions::kRecompute;
+    EXPECT_NE(rep->decisions.empty(), !recompute_only || c.tightness >= 0);
+    if (recompute_only) {
       EXPECT_TRUE(rep->swapped.empty());
-      EXPECT_FALSE(rep->recomputed.empty());
     }
     // The device bytes of the final graph's layout, never below its profile.
     EXPECT_EQ(rep->peak_bytes_after, layout_bytes(g));
