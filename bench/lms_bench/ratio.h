@@ -100,6 +100,11 @@ struct RatioRun {
   size_t recomputed_tensors = 0;
   AutoActions chosen = AutoActions::kSwap;  // RewriteReport::actions
   uint64_t bytes_d2h_per_step = 0;          // measured
+  // Joint only: the plan kind whose row ran the very same plan (plan text
+  // and kernels), whose measurement this row then reports; empty when the
+  // joint plan differs from both (Note [Same plan, one measurement]).
+  std::string same_as;
+  std::string plan_signature;  // CaseResult::plan_signature
 };
 
 struct RatioBudget {

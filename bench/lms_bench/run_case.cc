@@ -93,6 +93,8 @@ absl::StatusOr<bool> apply_lms(Graph& train, const CaseSpec& spec, const Rewrite
   row.swapped_tensors = rep->swapped.size();
   row.recomputed_tensors = rep->recomputed.size();
   row.plan_actions = rep->actions;
+  row.plan_signature = rep->plan_text;
+  for (const std::string& n : rep->least_workspace_nodes) row.plan_signature += "\nleast " + n;
   row.predicted_peak_after_bytes = rep->peak_bytes_after;
   row.predicted_step_s = rep->step_time_after_s;
   row.predicted_stall_s = rep->stall_s;

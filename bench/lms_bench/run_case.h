@@ -81,6 +81,9 @@ struct CaseResult {
   // The plan auto chose (RewriteReport::actions; with joint, the fastest
   // predicted of joint, swap-only and recompute-only).
   AutoActions plan_actions = AutoActions::kSwap;
+  // What decides the rewritten graph besides the model: the plan text and
+  // the least-workspace kernels (RewriteReport); equal for equal graphs.
+  std::string plan_signature;
   // Planner figures (lms::rewrite on this graph and budget).
   uint64_t budget_bytes = 0;                 // what LMS planned for (capacity if no limit)
   uint64_t predicted_peak_before_bytes = 0;  // no swaps, profile peak

@@ -180,6 +180,19 @@ TEST(Ratio, TinyRunThrottlesToTheMeasuredRateAndPrintsEveryPlan) {
   // Joint keeps the fastest predicted plan of the three kinds that fits.
   const nlohmann::json& joint = two["runs"][2];
   EXPECT_EQ(joint["plan"], "joint");
+  // Where it ran the very plan of a single-kind row, it reports that row's
+  // measurement (Note [Same plan, one measurement]).
+  const std::string same_as = joint["same_as"];
+  std::printf("joint same_as '%s'\n", same_as.c_str());
+  for (const nlohmann::json& run : two["runs"]) {
+    if (run["plan"] != same_as) continue;
+    EXPECT_EQ(joint["step_s"].get<double>(), run["step_s"].get<double>());
+    EXPECT_EQ(joint["bytes_d2h_per_step"], run["bytes_d2h_per_step"]);
+    EXPECT_EQ(joint["swapped_tensors"], run["swapped_tensors"]);
+    EXPECT_EQ(joint["recomputed_tensors"], run["recomputed_tensors"]);
+    EXPECT_DOUBLE_EQ(joint["predicted_step_s"].get<double>(),
+                     run["predicted_step_s"].get<double>());
+  }
   for (const nlohmann::json& run : two["runs"]) {
     if (run["fits"].get<bool>()) {
       EXPECT_LE(joint["predicted_step_s"].get<double>(),
