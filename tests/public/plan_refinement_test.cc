@@ -27,46 +27,11 @@ namespace {
 constexpr uint64_t kSeed = 9127;
 constexpr int kSteps = 2;
 
-struct Model {
-  std::string name;
-  Graph graph;
-  Feeds feeds;
-};
-
-std::vector<Model> models_under_test() {
-  std::vector<Model> out;
-  auto v = vdsr(4, 24, Adam{.lr = 1e-3});
-  EXPECT_TRUE(v.ok()) << v.status();
-  if (v.ok()) out.push_back({"vdsr", *std::move(v), vdsr_feeds(4, 24, kSeed)});
-  auto u = user_unet(2, 32, Adam{.lr = 1e-3, .clip_norm = 1.0});
-  EXPECT_TRUE(u.ok()) << u.status();
-  if (u.ok()) out.push_back({"user_unet", *std::move(u), user_unet_feeds(2, 32, kSeed)});
-  const models::IsenseeConfig c{.batch = 1,
-                                .in_channels = 1,
-                                .classes = 3,
-                                .size = 16,
-                                .base_filters = 4,
-                                .levels = 3,
-                                .seed = 7};
-  Graph g;
-  const models::ModelTensors m = models::build_isensee_unet(g, c);
-  auto i = training_graph(g, m.loss, Adam{.lr = 5e-3});
-  EXPECT_TRUE(i.ok()) << i.status();
-  if (i.ok()) out.push_back({"isensee_unet3d", *std::move(i), isensee_feeds(c, kSeed)});
+// planner_test_models (user_models.h), all three of them.
+std::vector<NamedModel> models_under_test() {
+  std::vector<NamedModel> out = planner_test_models(kSeed);
+  EXPECT_EQ(out.size(), 3u) << "a model failed to build (see stderr)";
   return out;
-}
-
-// The loss and the first and last parameters' gradients.
-std::vector<std::string> fetches(const Graph& g) {
-  std::vector<std::string> params;
-  for (TensorId t = 0; t < g.num_tensors(); ++t) {
-    if (g.tensor(t).role == TensorRole::kParameter) params.push_back(g.tensor(t).name);
-  }
-  return {g.tensor(g.loss()).name, params.front() + "/grad", params.back() + "/grad"};
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 LmsConfig joint_config(double link_bytes_per_s, int32_t refine_plans) {
@@ -81,9 +46,9 @@ LmsConfig joint_config(double link_bytes_per_s, int32_t refine_plans) {
 TEST(PlanRefinement, NeverSlowerSometimesFasterAndBitIdentical) {
   std::printf("seed %" PRIu64 "\n", kSeed);
   int cases = 0, faster = 0, ran = 0;
-  for (Model& model : models_under_test()) {
+  for (NamedModel& model : models_under_test()) {
     SCOPED_TRACE(model.name);
-    const std::vector<std::string> names = fetches(model.graph);
+    const std::vector<std::string> names = loss_and_edge_gradients(model.graph);
     auto big = make_cpu_device({.capacity_bytes = 512 * kMiB, .host_pool_bytes = 256 * kMiB});
     ASSERT_TRUE(big.ok()) << big.status();
     LmsConfig off;

@@ -31,46 +31,11 @@ namespace {
 constexpr uint64_t kSeed = 4407;
 constexpr int kSteps = 2;
 
-struct Model {
-  std::string name;
-  Graph graph;
-  Feeds feeds;
-};
-
-std::vector<Model> models_under_test() {
-  std::vector<Model> out;
-  auto v = vdsr(4, 24, Adam{.lr = 1e-3});
-  EXPECT_TRUE(v.ok()) << v.status();
-  if (v.ok()) out.push_back({"vdsr", *std::move(v), vdsr_feeds(4, 24, kSeed)});
-  auto u = user_unet(2, 32, Adam{.lr = 1e-3, .clip_norm = 1.0});
-  EXPECT_TRUE(u.ok()) << u.status();
-  if (u.ok()) out.push_back({"user_unet", *std::move(u), user_unet_feeds(2, 32, kSeed)});
-  const models::IsenseeConfig c{.batch = 1,
-                                .in_channels = 1,
-                                .classes = 3,
-                                .size = 16,
-                                .base_filters = 4,
-                                .levels = 3,
-                                .seed = 7};
-  Graph g;
-  const models::ModelTensors m = models::build_isensee_unet(g, c);
-  auto i = training_graph(g, m.loss, Adam{.lr = 5e-3});
-  EXPECT_TRUE(i.ok()) << i.status();
-  if (i.ok()) out.push_back({"isensee_unet3d", *std::move(i), isensee_feeds(c, kSeed)});
+// planner_test_models (user_models.h), all three of them.
+std::vector<NamedModel> models_under_test() {
+  std::vector<NamedModel> out = planner_test_models(kSeed);
+  EXPECT_EQ(out.size(), 3u) << "a model failed to build (see stderr)";
   return out;
-}
-
-// Two parameters' gradients are fetched: the first and the last.
-std::vector<std::string> fetches(const Graph& g) {
-  std::vector<std::string> params;
-  for (TensorId t = 0; t < g.num_tensors(); ++t) {
-    if (g.tensor(t).role == TensorRole::kParameter) params.push_back(g.tensor(t).name);
-  }
-  return {g.tensor(g.loss()).name, params.front() + "/grad", params.back() + "/grad"};
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 // Swap-outs that hold their source past its last reader (release_after,
@@ -113,9 +78,9 @@ TEST(Recompute, EveryPlanKindIsBitIdenticalToNoLms) {
   std::printf("seed %" PRIu64 "\n", kSeed);
   int deferred = 0;
   std::map<std::string, int> shared;
-  for (Model& model : models_under_test()) {
+  for (NamedModel& model : models_under_test()) {
     SCOPED_TRACE(model.name);
-    const std::vector<std::string> names = fetches(model.graph);
+    const std::vector<std::string> names = loss_and_edge_gradients(model.graph);
     auto big = make_cpu_device({.capacity_bytes = 512 * kMiB, .host_pool_bytes = 256 * kMiB});
     ASSERT_TRUE(big.ok()) << big.status();
     LmsConfig off;
@@ -237,7 +202,7 @@ TEST(Recompute, EveryPlanKindIsBitIdenticalToNoLms) {
 TEST(Recompute, JointIsNeverPredictedSlowerThanSwapOnlyOrRecomputeOnly) {
   std::printf("seed %" PRIu64 "\n", kSeed);
   int searched_differently = 0;  // cases where auto_search_plans changed the plan
-  for (Model& model : models_under_test()) {
+  for (NamedModel& model : models_under_test()) {
     SCOPED_TRACE(model.name);
     LmsConfig off;
     off.enabled = false;
@@ -315,10 +280,10 @@ TEST(Recompute, JointIsNeverPredictedSlowerThanSwapOnlyOrRecomputeOnly) {
 // without LMS on the kernels it names (use_least_workspace_kernels).
 TEST(Recompute, LeastWorkspaceWhenFasterStaysBitIdenticalOnItsKernels) {
   std::printf("seed %" PRIu64 "\n", kSeed);
-  for (Model& model : models_under_test()) {
+  for (NamedModel& model : models_under_test()) {
     if (model.name == "vdsr") continue;
     SCOPED_TRACE(model.name);
-    const std::vector<std::string> names = fetches(model.graph);
+    const std::vector<std::string> names = loss_and_edge_gradients(model.graph);
     auto big = make_cpu_device({.capacity_bytes = 512 * kMiB, .host_pool_bytes = 256 * kMiB});
     ASSERT_TRUE(big.ok()) << big.status();
     LmsConfig off;

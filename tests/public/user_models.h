@@ -170,4 +170,60 @@ inline StepsRun run_steps(const Graph& graph, Device& device, const Feeds& feeds
   return run;
 }
 
+// The models the planner tests train as a user would: VDSR (batch 4, 24x24,
+// a chain of equal layers), the U-Net above (batch 2, 32x32, concat skips and
+// a tensor read by three far-apart consumers) and Isensee's 3-D U-Net
+// (16^3, 4 filters, 3 levels, deep supervision), each with Adam and feeds
+// drawn from `seed`.
+struct NamedModel {
+  std::string name;
+  Graph graph;
+  Feeds feeds;
+};
+
+inline std::vector<NamedModel> planner_test_models(uint64_t seed) {
+  std::vector<NamedModel> out;
+  auto v = vdsr(4, 24, Adam{.lr = 1e-3});
+  if (v.ok()) {
+    out.push_back({"vdsr", *std::move(v), vdsr_feeds(4, 24, seed)});
+  } else {
+    std::fprintf(stderr, "vdsr: %s\n", std::string(v.status().message()).c_str());
+  }
+  auto u = user_unet(2, 32, Adam{.lr = 1e-3, .clip_norm = 1.0});
+  if (u.ok()) {
+    out.push_back({"user_unet", *std::move(u), user_unet_feeds(2, 32, seed)});
+  } else {
+    std::fprintf(stderr, "user_unet: %s\n", std::string(u.status().message()).c_str());
+  }
+  const models::IsenseeConfig c{.batch = 1,
+                                .in_channels = 1,
+                                .classes = 3,
+                                .size = 16,
+                                .base_filters = 4,
+                                .levels = 3,
+                                .seed = 7};
+  Graph g;
+  const models::ModelTensors m = models::build_isensee_unet(g, c);
+  auto i = training_graph(g, m.loss, Adam{.lr = 5e-3});
+  if (i.ok()) {
+    out.push_back({"isensee_unet3d", *std::move(i), isensee_feeds(c, seed)});
+  } else {
+    std::fprintf(stderr, "isensee_unet3d: %s\n", std::string(i.status().message()).c_str());
+  }
+  return out;
+}
+
+// The loss and the gradients of the first and the last parameter.
+inline std::vector<std::string> loss_and_edge_gradients(const Graph& g) {
+  std::vector<std::string> params;
+  for (TensorId t = 0; t < g.num_tensors(); ++t) {
+    if (g.tensor(t).role == TensorRole::kParameter) params.push_back(g.tensor(t).name);
+  }
+  return {g.tensor(g.loss()).name, params.front() + "/grad", params.back() + "/grad"};
+}
+
+inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
 }  // namespace lms::user
