@@ -84,6 +84,7 @@ struct Gap {
   // predicted done (its release is deferred there, Note [Joint planner]).
   int32_t free_from = 0;
   bool recompute = false;  // chosen, and restored by recomputation
+  bool forced = false;     // swapped by phase_forced (AutoOptions::force_swap)
   int32_t cap = 0;         // latest swap trigger a chosen recompute allows
   double recompute_s = 0;  // the chain's compute seconds when chosen
 };
@@ -165,8 +166,7 @@ class AutoPlanner {
   std::vector<int32_t> dependents_;
   std::vector<std::vector<int32_t>> leaves_;
   uint64_t host_bytes_ = 0;
-  double link_s_ = 0;            // chosen copies' H2D seconds
-  std::vector<int32_t> forced_;  // gaps swapped by phase_forced
+  double link_s_ = 0;  // chosen copies' H2D seconds
 };
 
 std::vector<int64_t> signed_profile(const Liveness& live) {
@@ -341,8 +341,8 @@ void AutoPlanner::phase_forced() {
     }
     if (longest < 0 || !host_allows(gaps_[longest]) || !swap_allowed(gaps_[longest])) continue;
     set_trigger(gaps_[longest], gaps_[longest].hidden_trigger);
+    gaps_[longest].forced = true;
     chosen_.push_back(longest);
-    forced_.push_back(longest);
   }
 }
 
@@ -519,8 +519,7 @@ absl::Status AutoPlanner::phase_stall_batched() {
 void AutoPlanner::phase_drop() {
   for (auto it = chosen_.rbegin(); it != chosen_.rend(); ++it) {
     Gap& gap = gaps_[*it];
-    if (gap.trigger == gap.after) continue;
-    if (std::find(forced_.begin(), forced_.end(), *it) != forced_.end()) continue;
+    if (gap.trigger == gap.after || gap.forced) continue;
     const int64_t with = tree_.max(freed_from(gap), gap.trigger) + static_cast<int64_t>(gap.bytes);
     if (with > static_cast<int64_t>(limit_)) continue;
     if (gap.recompute) {

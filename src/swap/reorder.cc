@@ -18,7 +18,8 @@ std::string_view data_op(std::string_view op) {
 
 }  // namespace
 
-absl::StatusOr<int> hoist_weight_gradients(Graph& graph, const std::vector<std::string>& fetched) {
+absl::StatusOr<std::vector<NodeId>> weight_gradients_first_order(
+    const Graph& graph, const std::vector<std::string>& fetched) {
   LMS_ASSIGN_OR_RETURN(const std::vector<NodeId> order, schedule(graph));
   const absl::flat_hash_set<std::string> fetched_set(fetched.begin(), fetched.end());
   std::vector<int32_t> position(graph.num_nodes());
@@ -28,7 +29,7 @@ absl::StatusOr<int> hoist_weight_gradients(Graph& graph, const std::vector<std::
   // still holds once every move is made.
   std::vector<std::vector<NodeId>> hoisted(graph.num_nodes());
   std::vector<bool> moves(graph.num_nodes(), false);
-  int moved = 0;
+  bool moved = false;
   for (NodeId w = 0; w < graph.num_nodes(); ++w) {
     const Node& weights = graph.node(w);
     const std::string_view want = data_op(weights.op);
@@ -56,9 +57,9 @@ absl::StatusOr<int> hoist_weight_gradients(Graph& graph, const std::vector<std::
     if (!ready) continue;
     hoisted[d].push_back(w);
     moves[w] = true;
-    ++moved;
+    moved = true;
   }
-  if (moved == 0) return 0;
+  if (!moved) return std::vector<NodeId>{};
   std::vector<NodeId> reordered;
   reordered.reserve(order.size());
   for (NodeId n : order) {
@@ -66,8 +67,7 @@ absl::StatusOr<int> hoist_weight_gradients(Graph& graph, const std::vector<std::
     reordered.insert(reordered.end(), hoisted[n].begin(), hoisted[n].end());
     reordered.push_back(n);
   }
-  LMS_RETURN_IF_ERROR(graph.set_order(std::move(reordered)));
-  return moved;
+  return reordered;
 }
 
 }  // namespace lms::swap

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "lms/graph.h"
 
 namespace lms::swap {
@@ -19,18 +19,19 @@ namespace lms::swap {
 // dx and the faster kernel's 6 MiB workspace in one working set; weights
 // first, the two never meet.
 //
-// hoist_weight_gradients moves each such weights node (and the same pair of
-// deconv_bwd_weights / deconv_bwd_data) to just before its data node in
-// the graph's preferred order when
-//  - the two read the same dy and the data node comes first in schedule();
-//  - the weights node is the last reader of x in that order and x is not in
-//    `fetched` (a fetched x lives to the end of the step anyway);
+// weight_gradients_first_order returns schedule(graph) with each such
+// weights node (and the same pair of deconv_bwd_weights / deconv_bwd_data)
+// moved to just before its data node, for Graph::set_order, where
+//  - the two read the same dy and the data node comes first;
+//  - the weights node is the last reader of x and x is not in `fetched` (a
+//    fetched x lives to the end of the step anyway);
 //  - every producer of the weights node's inputs and every control input
 //    come before the data node.
 // The two nodes are independent, so every value computed stays the same
 // bits; only the order changes, and no tensor lives longer except the small
-// weight gradients, by one node. Returns the number of nodes moved;
-// the error of schedule() for a cyclic graph.
-absl::StatusOr<int> hoist_weight_gradients(Graph& graph, const std::vector<std::string>& fetched);
+// weight gradients, by one node. Empty when no node moves; the error of
+// schedule() for a cyclic graph.
+absl::StatusOr<std::vector<NodeId>> weight_gradients_first_order(
+    const Graph& graph, const std::vector<std::string>& fetched);
 
 }  // namespace lms::swap

@@ -554,9 +554,11 @@ absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const LmsConfig& config
   Graph ordered;
   bool reordered = false;
   if (config.policy == SwapPolicy::kAuto) {
-    ordered = graph;
-    LMS_ASSIGN_OR_RETURN(const int moved, swap::hoist_weight_gradients(ordered, options.fetched));
-    if (moved > 0) {
+    LMS_ASSIGN_OR_RETURN(std::vector<NodeId> order,
+                         swap::weight_gradients_first_order(graph, options.fetched));
+    if (!order.empty()) {
+      ordered = graph;
+      LMS_RETURN_IF_ERROR(ordered.set_order(std::move(order)));
       LMS_ASSIGN_OR_RETURN(before, analyse(ordered, config, options));
       fill_working_set(ordered, before, rep);
       reordered = true;

@@ -30,17 +30,6 @@ constexpr uint64_t kSeed = 1802;
 constexpr int kSteps = 5;
 constexpr uint64_t kCapacity = 64 * kMiB;
 
-// 16^3, one channel, three classes, four base filters, three levels.
-IsenseeConfig tiny() {
-  return {.batch = 1,
-          .in_channels = 1,
-          .classes = 3,
-          .size = 16,
-          .base_filters = 4,
-          .levels = 3,
-          .seed = 7};
-}
-
 Shape prediction_shape(const Graph& g, const models::ModelTensors& m) {
   return m.output == kNoTensor ? Shape{} : g.tensor(m.output).shape;
 }
@@ -48,7 +37,7 @@ Shape prediction_shape(const Graph& g, const models::ModelTensors& m) {
 TEST(IsenseeUnet, PredictsEveryClassAtEveryVoxel) {
   const IsenseeConfig configs[] = {
       IsenseeConfig{},  // the paper's: 128^3, 4 modalities, 16 filters, 5 levels
-      tiny(),
+      tiny_isensee(),
       {.batch = 2, .in_channels = 4, .classes = 4, .size = 16, .base_filters = 2, .levels = 5},
       {.in_channels = 2, .classes = 2, .size = 8, .base_filters = 3, .levels = 2},
       {.in_channels = 1, .classes = 5, .size = 4, .base_filters = 2, .levels = 1},
@@ -77,11 +66,11 @@ TEST(IsenseeUnet, BadConfigNamesTheField) {
     IsenseeConfig config;
     std::string message;
   };
-  IsenseeConfig indivisible = tiny();
+  IsenseeConfig indivisible = tiny_isensee();
   indivisible.size = 18;  // levels 3: needs a multiple of 4
-  IsenseeConfig no_classes = tiny();
+  IsenseeConfig no_classes = tiny_isensee();
   no_classes.classes = 0;
-  IsenseeConfig no_levels = tiny();
+  IsenseeConfig no_levels = tiny_isensee();
   no_levels.levels = 0;
   for (const Case& k :
        {Case{indivisible, "size = 18 must be divisible by 2^(levels-1) = 2^2"},
@@ -97,7 +86,7 @@ TEST(IsenseeUnet, BadConfigNamesTheField) {
 
 Graph tiny_training_graph() {
   Graph g;
-  const models::ModelTensors m = models::build_isensee_unet(g, tiny());
+  const models::ModelTensors m = models::build_isensee_unet(g, tiny_isensee());
   EXPECT_TRUE(g.status().ok()) << g.status();
   auto train = training_graph(g, m.loss, Adam{.lr = 5e-3});
   EXPECT_TRUE(train.ok()) << train.status();
@@ -127,7 +116,7 @@ void train(bool lms, uint64_t budget, Trained& out) {
   out.report = *rep;
   auto session = Session::create(g, **device);
   ASSERT_TRUE(session.ok()) << session.status();
-  const Feeds feeds = isensee_feeds(tiny(), kSeed);
+  const Feeds feeds = isensee_feeds(tiny_isensee(), kSeed);
   for (int i = 0; i < kSteps; ++i) {
     StepResult r;
     ASSERT_TRUE((*session)->run(feeds, &r).ok());

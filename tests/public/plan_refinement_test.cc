@@ -11,7 +11,6 @@
 
 #include <cinttypes>
 #include <cstdio>
-#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +18,7 @@
 #include "lms/config.h"
 #include "lms/rewrite.h"
 #include "lms/types.h"
+#include "same_run.h"
 #include "user_models.h"
 
 namespace lms::user {
@@ -26,13 +26,6 @@ namespace {
 
 constexpr uint64_t kSeed = 9127;
 constexpr int kSteps = 2;
-
-// planner_test_models (user_models.h), all three of them.
-std::vector<NamedModel> models_under_test() {
-  std::vector<NamedModel> out = planner_test_models(kSeed);
-  EXPECT_EQ(out.size(), 3u) << "a model failed to build (see stderr)";
-  return out;
-}
 
 LmsConfig joint_config(double link_bytes_per_s, int32_t refine_plans) {
   LmsConfig cfg;
@@ -46,7 +39,9 @@ LmsConfig joint_config(double link_bytes_per_s, int32_t refine_plans) {
 TEST(PlanRefinement, NeverSlowerSometimesFasterAndBitIdentical) {
   std::printf("seed %" PRIu64 "\n", kSeed);
   int cases = 0, faster = 0, ran = 0;
-  for (NamedModel& model : models_under_test()) {
+  auto models = planner_test_models(kSeed);
+  ASSERT_TRUE(models.ok()) << models.status();
+  for (NamedModel& model : *models) {
     SCOPED_TRACE(model.name);
     const std::vector<std::string> names = loss_and_edge_gradients(model.graph);
     auto big = make_cpu_device({.capacity_bytes = 512 * kMiB, .host_pool_bytes = 256 * kMiB});
@@ -95,16 +90,9 @@ TEST(PlanRefinement, NeverSlowerSometimesFasterAndBitIdentical) {
           reference = run_steps(plain, **big, model.feeds, names, kSteps);
           ASSERT_TRUE(reference->status.ok()) << reference->status;
         }
-        const StepsRun lms = run_steps(refined, **device, model.feeds, names, kSteps);
-        ASSERT_TRUE(lms.status.ok()) << lms.status << "\nplan:\n" << rep->plan_text;
-        EXPECT_EQ(lms.peak, rep->peak_bytes_after);
-        ASSERT_EQ(lms.fetched.size(), reference->fetched.size());
-        for (size_t k = 0; k < lms.fetched.size(); ++k) {
-          EXPECT_TRUE(same_bits(lms.fetched[k], reference->fetched[k]))
-              << "step " << k / names.size() << ", " << names[k % names.size()] << "\nplan:\n"
-              << rep->plan_text;
-        }
-        EXPECT_EQ(differing(lms.state, reference->state), std::vector<std::string>{});
+        SCOPED_TRACE("plan:\n" + rep->plan_text);
+        expect_same_run(run_steps(refined, **device, model.feeds, names, kSteps), *reference, names,
+                        rep->peak_bytes_after);
         ran_model = true;
         ++ran;
       }

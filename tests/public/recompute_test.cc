@@ -31,13 +31,6 @@ namespace {
 constexpr uint64_t kSeed = 4407;
 constexpr int kSteps = 2;
 
-// planner_test_models (user_models.h), all three of them.
-std::vector<NamedModel> models_under_test() {
-  std::vector<NamedModel> out = planner_test_models(kSeed);
-  EXPECT_EQ(out.size(), 3u) << "a model failed to build (see stderr)";
-  return out;
-}
-
 // Swap-outs that hold their source past its last reader (release_after,
 // the joint planner's deferred release).
 int count_deferred_releases(const Graph& g) {
@@ -78,7 +71,9 @@ TEST(Recompute, EveryPlanKindIsBitIdenticalToNoLms) {
   std::printf("seed %" PRIu64 "\n", kSeed);
   int deferred = 0;
   std::map<std::string, int> shared;
-  for (NamedModel& model : models_under_test()) {
+  auto models = planner_test_models(kSeed);
+  ASSERT_TRUE(models.ok()) << models.status();
+  for (NamedModel& model : *models) {
     SCOPED_TRACE(model.name);
     const std::vector<std::string> names = loss_and_edge_gradients(model.graph);
     auto big = make_cpu_device({.capacity_bytes = 512 * kMiB, .host_pool_bytes = 256 * kMiB});
@@ -202,7 +197,9 @@ TEST(Recompute, EveryPlanKindIsBitIdenticalToNoLms) {
 TEST(Recompute, JointIsNeverPredictedSlowerThanSwapOnlyOrRecomputeOnly) {
   std::printf("seed %" PRIu64 "\n", kSeed);
   int searched_differently = 0;  // cases where auto_search_plans changed the plan
-  for (NamedModel& model : models_under_test()) {
+  auto models = planner_test_models(kSeed);
+  ASSERT_TRUE(models.ok()) << models.status();
+  for (NamedModel& model : *models) {
     SCOPED_TRACE(model.name);
     LmsConfig off;
     off.enabled = false;
@@ -280,7 +277,9 @@ TEST(Recompute, JointIsNeverPredictedSlowerThanSwapOnlyOrRecomputeOnly) {
 // without LMS on the kernels it names (use_least_workspace_kernels).
 TEST(Recompute, LeastWorkspaceWhenFasterStaysBitIdenticalOnItsKernels) {
   std::printf("seed %" PRIu64 "\n", kSeed);
-  for (NamedModel& model : models_under_test()) {
+  auto models = planner_test_models(kSeed);
+  ASSERT_TRUE(models.ok()) << models.status();
+  for (NamedModel& model : *models) {
     if (model.name == "vdsr") continue;
     SCOPED_TRACE(model.name);
     const std::vector<std::string> names = loss_and_edge_gradients(model.graph);

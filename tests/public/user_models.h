@@ -170,46 +170,40 @@ inline StepsRun run_steps(const Graph& graph, Device& device, const Feeds& feeds
   return run;
 }
 
+// Isensee's 3-D U-Net at test size: 16^3, one channel, three classes, four
+// base filters, three levels.
+inline models::IsenseeConfig tiny_isensee() {
+  return {.batch = 1,
+          .in_channels = 1,
+          .classes = 3,
+          .size = 16,
+          .base_filters = 4,
+          .levels = 3,
+          .seed = 7};
+}
+
 // The models the planner tests train as a user would: VDSR (batch 4, 24x24,
 // a chain of equal layers), the U-Net above (batch 2, 32x32, concat skips and
-// a tensor read by three far-apart consumers) and Isensee's 3-D U-Net
-// (16^3, 4 filters, 3 levels, deep supervision), each with Adam and feeds
-// drawn from `seed`.
+// a tensor read by three far-apart consumers) and tiny_isensee() (deep
+// supervision), each with Adam and feeds drawn from `seed`. The first
+// model's error if one does not build.
 struct NamedModel {
   std::string name;
   Graph graph;
   Feeds feeds;
 };
 
-inline std::vector<NamedModel> planner_test_models(uint64_t seed) {
+inline absl::StatusOr<std::vector<NamedModel>> planner_test_models(uint64_t seed) {
   std::vector<NamedModel> out;
-  auto v = vdsr(4, 24, Adam{.lr = 1e-3});
-  if (v.ok()) {
-    out.push_back({"vdsr", *std::move(v), vdsr_feeds(4, 24, seed)});
-  } else {
-    std::fprintf(stderr, "vdsr: %s\n", std::string(v.status().message()).c_str());
-  }
-  auto u = user_unet(2, 32, Adam{.lr = 1e-3, .clip_norm = 1.0});
-  if (u.ok()) {
-    out.push_back({"user_unet", *std::move(u), user_unet_feeds(2, 32, seed)});
-  } else {
-    std::fprintf(stderr, "user_unet: %s\n", std::string(u.status().message()).c_str());
-  }
-  const models::IsenseeConfig c{.batch = 1,
-                                .in_channels = 1,
-                                .classes = 3,
-                                .size = 16,
-                                .base_filters = 4,
-                                .levels = 3,
-                                .seed = 7};
+  LMS_ASSIGN_OR_RETURN(Graph v, vdsr(4, 24, Adam{.lr = 1e-3}));
+  out.push_back({"vdsr", std::move(v), vdsr_feeds(4, 24, seed)});
+  LMS_ASSIGN_OR_RETURN(Graph u, user_unet(2, 32, Adam{.lr = 1e-3, .clip_norm = 1.0}));
+  out.push_back({"user_unet", std::move(u), user_unet_feeds(2, 32, seed)});
+  const models::IsenseeConfig c = tiny_isensee();
   Graph g;
   const models::ModelTensors m = models::build_isensee_unet(g, c);
-  auto i = training_graph(g, m.loss, Adam{.lr = 5e-3});
-  if (i.ok()) {
-    out.push_back({"isensee_unet3d", *std::move(i), isensee_feeds(c, seed)});
-  } else {
-    std::fprintf(stderr, "isensee_unet3d: %s\n", std::string(i.status().message()).c_str());
-  }
+  LMS_ASSIGN_OR_RETURN(Graph i, training_graph(g, m.loss, Adam{.lr = 5e-3}));
+  out.push_back({"isensee_unet3d", std::move(i), isensee_feeds(c, seed)});
   return out;
 }
 

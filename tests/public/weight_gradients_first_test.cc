@@ -17,13 +17,13 @@
 
 #include <cinttypes>
 #include <cstdio>
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include "lms/config.h"
 #include "lms/rewrite.h"
 #include "lms/types.h"
+#include "same_run.h"
 #include "user_models.h"
 
 namespace lms::user {
@@ -31,25 +31,6 @@ namespace {
 
 constexpr uint64_t kSeed = 5501;
 constexpr int kSteps = 2;
-
-// planner_test_models (user_models.h), all three of them.
-std::vector<NamedModel> models_under_test() {
-  std::vector<NamedModel> out = planner_test_models(kSeed);
-  EXPECT_EQ(out.size(), 3u) << "a model failed to build (see stderr)";
-  return out;
-}
-
-void expect_same_run(const StepsRun& lms, const StepsRun& reference,
-                     const std::vector<std::string>& names, uint64_t planned_peak) {
-  ASSERT_TRUE(lms.status.ok()) << lms.status;
-  EXPECT_EQ(lms.peak, planned_peak);
-  ASSERT_EQ(lms.fetched.size(), reference.fetched.size());
-  for (size_t k = 0; k < lms.fetched.size(); ++k) {
-    EXPECT_TRUE(same_bits(lms.fetched[k], reference.fetched[k]))
-        << "step " << k / names.size() << ", " << names[k % names.size()];
-  }
-  EXPECT_EQ(differing(lms.state, reference.state), std::vector<std::string>{});
-}
 
 // conv_bwd_weights nodes that run before the conv_bwd_data of the same dy in
 // schedule(g), and those that run after it.
@@ -79,7 +60,9 @@ PairOrder pair_order(const Graph& g) {
 TEST(WeightGradientsFirst, FreesConvInputsEarlierAndKeepsTheBits) {
   std::printf("seed %" PRIu64 "\n", kSeed);
   int lowered = 0;  // models whose planned peak the reorder lowers
-  for (NamedModel& model : models_under_test()) {
+  auto models = planner_test_models(kSeed);
+  ASSERT_TRUE(models.ok()) << models.status();
+  for (NamedModel& model : *models) {
     SCOPED_TRACE(model.name);
     const std::vector<std::string> names = loss_and_edge_gradients(model.graph);
     auto big = make_cpu_device({.capacity_bytes = 512 * kMiB, .host_pool_bytes = 256 * kMiB});
