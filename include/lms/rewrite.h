@@ -207,6 +207,10 @@ absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config);
 // device's capacity; FailedPrecondition when the device already holds
 // allocations (plan before creating sessions on it); Unimplemented for an op
 // the device has no kernel for.
+// A graph rewritten before may be rewritten again, for example for another
+// device or budget: its swap, recompute and fused nodes stay as they are
+// (ordinary nodes of the graph, nothing fuses twice), and the report lists
+// only the new decisions.
 absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config, Device& device,
                                       const RewriteOptions& options = {});
 

@@ -87,12 +87,23 @@ absl::StatusOr<FusionResult> fuse_conv_relu(const Graph& g,
   // relu_of[conv] = the relu fused into it; absorbed[relu] = fused away.
   std::vector<NodeId> relu_of(n, kNoNode);
   std::vector<bool> absorbed(n, false);
+  bool any = false;
   if (!g.plan_record().planned) {
     for (NodeId id = 0; id < n; ++id) {
       if (!fusable(g, id, kept)) continue;
       relu_of[g.tensor(g.node(id).inputs[0]).producer] = id;
       absorbed[id] = true;
+      any = true;
     }
+  }
+  result.node_map.resize(n);
+  if (!any) {
+    // Nothing fuses: the graph itself, whose creation order need not be a
+    // topological one (a rewritten graph's swap-ins are created after the
+    // nodes that read them), so it is not rebuilt node by node.
+    result.graph = g;
+    for (NodeId id = 0; id < n; ++id) result.node_map[id] = id;
+    return result;
   }
 
   Graph& out = result.graph;
@@ -100,7 +111,6 @@ absl::StatusOr<FusionResult> fuse_conv_relu(const Graph& g,
   for (TensorId t = 0; t < g.num_tensors(); ++t) {
     if (g.tensor(t).producer == kNoNode) LMS_RETURN_IF_ERROR(add_leaf(g, t, out, tensor_map));
   }
-  result.node_map.assign(n, kNoNode);
   for (NodeId id = 0; id < n; ++id) {
     if (absorbed[id]) continue;
     const Node& node = g.node(id);

@@ -11,7 +11,9 @@
 //    -0.0);
 //  - a conv built with activation = "relu" by model code trains to the same
 //    bits as conv followed by relu;
-//  - fusion never raises the planned peak.
+//  - fusion never raises the planned peak;
+//  - a graph already fused and planned can be rewritten again and gives
+//    the same bits.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -225,6 +227,63 @@ TEST(ConvReluFusion, ConvWithReluActivationEqualsConvThenRelu) {
   const auto zeros = std::count(h.begin(), h.end(), 0.0f);
   EXPECT_GT(zeros, static_cast<long>(h.size() / 4));
   EXPECT_LT(zeros, static_cast<long>(h.size() * 3 / 4));
+}
+
+// A graph lms::rewrite already fused and planned can be rewritten again, as
+// a user re-planning it for another device would: nothing fuses twice, the
+// swap and recompute nodes stay ordinary nodes of the graph, and the step
+// gives the same bits. (A rewritten graph creates its swap-ins after the
+// nodes that read them, so it cannot be rebuilt in creation order.)
+TEST(ConvReluFusion, ARewrittenGraphCanBeRewrittenAgain) {
+  std::printf("seed %" PRIu64 "\n", kSeed);
+  for (Model& m : models_under_test()) {
+    SCOPED_TRACE(m.name);
+    auto big = make_cpu_device({.capacity_bytes = 512 * kMiB, .host_pool_bytes = 256 * kMiB});
+    ASSERT_TRUE(big.ok()) << big.status();
+    const StepsRun plain = run_steps(m.graph, **big, m.feeds, m.fetches, kSteps);
+    ASSERT_TRUE(plain.status.ok()) << plain.status;
+    LmsConfig off;
+    off.enabled = false;
+    const RewriteOptions ropts{.fetched = m.fetches};
+    Graph laid_out = m.graph;
+    auto first_off = rewrite(laid_out, off, **big, ropts);
+    ASSERT_TRUE(first_off.ok()) << first_off.status();
+
+    // Halfway between the working-set limit and the peak: swaps or recomputes.
+    const uint64_t budget = (first_off->working_set_limit_bytes + first_off->peak_bytes_after) / 2;
+    auto small = make_cpu_device({.capacity_bytes = budget, .host_pool_bytes = 256 * kMiB});
+    ASSERT_TRUE(small.ok()) << small.status();
+    LmsConfig cfg;
+    cfg.time_model = TimeModel::kRoofline;
+    Graph g = m.graph;
+    auto planned = rewrite(g, cfg, **small, ropts);
+    ASSERT_TRUE(planned.ok()) << planned.status();
+    ASSERT_TRUE(planned->fits) << planned->summary();
+    ASSERT_FALSE(planned->decisions.empty()) << planned->summary();
+    ASSERT_TRUE(planned->least_workspace_nodes.empty()) << planned->summary();
+    const int nodes = g.num_nodes();
+
+    // Again without LMS on the large device, then again with LMS on the
+    // small one: each keeps every node, fuses nothing and fits.
+    for (int pass = 0; pass < 2; ++pass) {
+      SCOPED_TRACE(pass == 0 ? "LMS off on the large device" : "LMS on the small device");
+      auto again = pass == 0 ? rewrite(g, off, **big, ropts) : rewrite(g, cfg, **small, ropts);
+      ASSERT_TRUE(again.ok()) << again.status();
+      EXPECT_TRUE(again->fits) << again->summary();
+      EXPECT_TRUE(again->fused.empty());
+      EXPECT_EQ(g.num_nodes(), nodes);
+      EXPECT_LE(again->peak_bytes_after, planned->peak_bytes_after) << again->summary();
+      for (const std::string& t : planned->swapped) {
+        EXPECT_NE(g.find_node("swap_out/" + t), kNoNode) << t;
+      }
+      std::printf("%s pass %d: %zu decisions kept, %zu new; peak %" PRIu64 " bytes\n",
+                  m.name.c_str(), pass, planned->decisions.size(), again->decisions.size(),
+                  again->peak_bytes_after);
+      Device& d = pass == 0 ? **big : **small;
+      expect_same_bits(run_steps(g, d, m.feeds, m.fetches, kSteps), plain, "rewritten again", 1,
+                       m.fetches.size());
+    }
+  }
 }
 
 }  // namespace
