@@ -174,6 +174,12 @@ struct RewriteReport {
   // The fused conv + relu nodes, by name (RewriteOptions::fuse_conv_relu);
   // empty when none.
   std::vector<std::string> fused;
+  // Policy auto: the weights-gradient nodes (conv_bwd_weights,
+  // deconv_bwd_weights) moved to run before the data gradient of the same
+  // output gradient, by name (Note [Weight gradients first], see rewrite()
+  // below); empty when none moved. Such a move alone may make a graph fit
+  // without any swap or recompute.
+  std::vector<std::string> weight_gradients_first;
   std::string summary() const;  // human-readable, multi-line
   // One line per decision, indented by two spaces: action, tensor, bytes,
   // restores per step (xN) and predicted seconds per step.

@@ -432,10 +432,45 @@ absl::StatusOr<Placement> place_buffers(const std::vector<PlacementBuffer>& buff
     }
   };
   heuristics(identity);
+  const bool search = options.arena_target_bytes > 0 && buffers.size() <= kRandomOrderMaxBuffers;
+  auto missed = [&] { return best->arena_bytes > options.arena_target_bytes && gap_above(*best); };
+  // Note [Squeaky wheel]
+  if (search && missed()) {
+    const std::pair<bool, PlacementMethod> methods[] = {
+        {options.greedy_by_size, PlacementMethod::kGreedyBySize},
+        {options.greedy_by_breadth, PlacementMethod::kGreedyByBreadth},
+        {options.greedy_by_area, PlacementMethod::kGreedyByArea}};
+    for (const auto& [on, method] : methods) {
+      if (!on || !missed()) continue;
+      std::vector<int32_t> order =
+          method == PlacementMethod::kGreedyBySize      ? size_order(p, buffers, identity)
+          : method == PlacementMethod::kGreedyByBreadth ? breadth_order(p, buffers, identity)
+                                                        : area_order(p, buffers, identity);
+      std::optional<Placement> placed =
+          place_in_order(p, order, options, method, kNoGap);  // never abandoned
+      for (int32_t round = 1; round <= options.squeaky_rounds && missed(); ++round) {
+        std::vector<int32_t> next;
+        next.reserve(order.size());
+        for (int32_t i : order) {
+          if (placed->offset[i] + p.size[i] > options.arena_target_bytes) next.push_back(i);
+        }
+        if (next.empty() || next.size() == order.size()) break;
+        for (int32_t i : order) {
+          if (placed->offset[i] + p.size[i] <= options.arena_target_bytes) next.push_back(i);
+        }
+        order = std::move(next);
+        placed = place_in_order(p, order, options, method, kNoGap);
+        if (placed->arena_bytes < best->arena_bytes) {
+          best = *placed;
+          best->squeaky_round = round;
+        }
+      }
+    }
+  }
   // Note [Random tie orders]
-  if (options.arena_target_bytes > 0 && buffers.size() <= kRandomOrderMaxBuffers) {
+  if (search) {
     for (int32_t seed = 1; seed <= options.random_orders; ++seed) {
-      if (best->arena_bytes <= options.arena_target_bytes || !gap_above(*best)) break;
+      if (!missed()) break;
       heuristics(random_ranks(buffers.size(), static_cast<uint64_t>(seed)));
     }
   }

@@ -363,6 +363,11 @@ std::string RewriteReport::summary() const {
               : absl::StrFormat("  least workspace      %d convolution kernels (the plan with "
                                 "the fast ones did not fit or was predicted slower)\n",
                                 least_workspace_nodes.size())) +
+         (weight_gradients_first.empty()
+              ? std::string()
+              : absl::StrFormat("  weights first        %d weight gradients run before their "
+                                "data gradient (frees the convolution's input sooner)\n",
+                                weight_gradients_first.size())) +
          fused_text;
 }
 
@@ -557,6 +562,19 @@ absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const LmsConfig& config
     LMS_ASSIGN_OR_RETURN(std::vector<NodeId> order,
                          swap::weight_gradients_first_order(graph, options.fetched));
     if (!order.empty()) {
+      // The weights nodes that now come earlier than before.
+      LMS_ASSIGN_OR_RETURN(std::vector<NodeId> old_order, schedule(graph));
+      std::vector<int32_t> old_position(graph.num_nodes(), 0);
+      for (size_t p = 0; p < old_order.size(); ++p) {
+        old_position[old_order[p]] = static_cast<int32_t>(p);
+      }
+      for (size_t p = 0; p < order.size(); ++p) {
+        const Node& n = graph.node(order[p]);
+        if ((n.op == "conv_bwd_weights" || n.op == "deconv_bwd_weights") &&
+            static_cast<int32_t>(p) < old_position[order[p]]) {
+          rep.weight_gradients_first.push_back(n.name);
+        }
+      }
       ordered = graph;
       LMS_RETURN_IF_ERROR(ordered.set_order(std::move(order)));
       LMS_ASSIGN_OR_RETURN(before, analyse(ordered, config, options));

@@ -272,7 +272,6 @@ TEST(ConvReluFusion, ARewrittenGraphCanBeRewrittenAgain) {
       EXPECT_TRUE(again->fits) << again->summary();
       EXPECT_TRUE(again->fused.empty());
       EXPECT_EQ(g.num_nodes(), nodes);
-      EXPECT_LE(again->peak_bytes_after, planned->peak_bytes_after) << again->summary();
       for (const std::string& t : planned->swapped) {
         EXPECT_NE(g.find_node("swap_out/" + t), kNoNode) << t;
       }

@@ -208,14 +208,30 @@ void check_graph(uint64_t seed, int rank, Tally& tally) {
   auto base = rewrite(plain, off, *big);
   ASSERT_TRUE(base.ok()) << base.status();
   ASSERT_TRUE(base->fits) << base->summary();
-  const uint64_t b0 = base->peak_bytes_after;
+  // On a roomy device the layout is not searched; on a device just below
+  // its peak the searched layout (Notes [Squeaky wheel] and [Random tie
+  // orders] in src/swap/placement.h) may still fit. B0 is the least device
+  // the graph fits on without LMS: shrink while a device one alignment unit
+  // smaller still fits.
+  uint64_t b0 = base->peak_bytes_after;
+  for (;;) {
+    std::unique_ptr<Device> below = cpu_device(b0 - big->memory_stats().alignment_bytes);
+    ASSERT_NE(below, nullptr);
+    Graph g = train;
+    auto rep = rewrite(g, off, *below);
+    ASSERT_TRUE(rep.ok()) << rep.status();
+    if (!rep->fits) break;
+    ASSERT_LT(rep->peak_bytes_after, b0) << rep->summary();
+    b0 = rep->peak_bytes_after;
+  }
   const uint64_t w = base->working_set_limit_bytes;
-  EXPECT_EQ(b0, base->arena_persistent_bytes + base->arena_bytes);
+  EXPECT_EQ(base->peak_bytes_after, base->arena_persistent_bytes + base->arena_bytes);
   EXPECT_GE(base->arena_bytes, base->arena_lower_bound_bytes);
+  EXPECT_GE(b0, base->arena_persistent_bytes + base->arena_lower_bound_bytes);
   // A working set is part of what is live at its position.
   EXPECT_LE(w, base->arena_persistent_bytes + base->arena_lower_bound_bytes);
-  std::printf("  B0 %" PRIu64 " (persistent %" PRIu64 " + arena %" PRIu64 ", bound %" PRIu64
-              "), W %" PRIu64 "\n",
+  std::printf("  B0 %" PRIu64 " (roomy device: persistent %" PRIu64 " + arena %" PRIu64
+              ", bound %" PRIu64 "), W %" PRIu64 "\n",
               b0, base->arena_persistent_bytes, base->arena_bytes, base->arena_lower_bound_bytes,
               w);
   const Run reference = run_steps(plain, *big, feeds, *base, "reference, roomy device");
@@ -263,18 +279,21 @@ void check_graph(uint64_t seed, int rank, Tally& tally) {
       ++tally.lms_no_plan;
       continue;
     }
-    std::printf("  budget %" PRIu64 " (%s): fits %d, %zu swapped, peak %" PRIu64 " (arena %" PRIu64
-                ", bound %" PRIu64 ")\n",
+    std::printf("  budget %" PRIu64 " (%s): fits %d, %zu swapped, %zu recomputed, peak %" PRIu64
+                " (arena %" PRIu64 ", bound %" PRIu64 ")\n",
                 budget, measured ? "measured" : "roofline", rep->fits, rep->swapped.size(),
-                rep->peak_bytes_after, rep->arena_bytes, rep->arena_lower_bound_bytes);
+                rep->recomputed.size(), rep->peak_bytes_after, rep->arena_bytes,
+                rep->arena_lower_bound_bytes);
     // A successful auto rewrite with every fact known fits (lms/rewrite.h).
     EXPECT_TRUE(rep->fits) << rep->summary();
     if (!rep->fits) continue;
     ++tally.lms_fits;
     EXPECT_LE(rep->peak_bytes_after, budget);
-    // Least-workspace kernels can make a budget below B0 fit without swaps.
-    EXPECT_TRUE(!rep->swapped.empty() || !rep->least_workspace_nodes.empty())
-        << "fits below B0 without a swap";
+    // Least-workspace kernels, or weight gradients run first, can make a
+    // budget below B0 fit without swaps.
+    EXPECT_TRUE(!rep->decisions.empty() || !rep->least_workspace_nodes.empty() ||
+                !rep->weight_gradients_first.empty())
+        << "fits below B0 with no decision, no least-workspace kernel and no node moved";
     if (!rep->swapped.empty()) ++tally.swapped_runs;
     const Run run = run_steps(g, *device, feeds, *rep, "LMS auto");
     if (rep->least_workspace_nodes.empty()) {

@@ -93,6 +93,15 @@ TEST(WeightGradientsFirst, FreesConvInputsEarlierAndKeepsTheBits) {
     EXPECT_EQ(after.weights_first + after.data_first, before.data_first);
     EXPECT_LE(spare->peak_bytes_after, none->peak_bytes_after);
     EXPECT_EQ(after.weights_first > 0, (model.name != "vdsr"));
+    // The report names exactly the moved nodes.
+    EXPECT_EQ(static_cast<int>(spare->weight_gradients_first.size()), after.weights_first);
+    for (const std::string& name : spare->weight_gradients_first) {
+      const NodeId id = roomy.find_node(name);
+      ASSERT_NE(id, kNoNode) << name;
+      EXPECT_EQ(roomy.node(id).op, "conv_bwd_weights") << name;
+    }
+    EXPECT_EQ(spare->summary().find("weights first") != std::string::npos, after.weights_first > 0)
+        << spare->summary();
 
     // The reordered steps give the same bits as the graph without LMS.
     const StepsRun reference = run_steps(plain, **big, model.feeds, names, kSteps);
