@@ -432,8 +432,17 @@ absl::StatusOr<Placement> place_buffers(const std::vector<PlacementBuffer>& buff
     }
   };
   heuristics(identity);
-  const bool search = options.arena_target_bytes > 0 && buffers.size() <= kRandomOrderMaxBuffers;
   auto missed = [&] { return best->arena_bytes > options.arena_target_bytes && gap_above(*best); };
+  // PlacementOptions::search_placed_buffers: each placement of the search
+  // spends buffers.size() of it.
+  const auto n = static_cast<int64_t>(buffers.size());
+  int64_t work_left = options.arena_target_bytes > 0 ? options.search_placed_buffers : 0;
+  auto afford = [&](int64_t placements) {
+    if (work_left < placements * n) return false;
+    work_left -= placements * n;
+    return true;
+  };
+  const bool search = work_left > 0;
   // Note [Squeaky wheel]
   if (search && missed()) {
     const std::pair<bool, PlacementMethod> methods[] = {
@@ -441,14 +450,14 @@ absl::StatusOr<Placement> place_buffers(const std::vector<PlacementBuffer>& buff
         {options.greedy_by_breadth, PlacementMethod::kGreedyByBreadth},
         {options.greedy_by_area, PlacementMethod::kGreedyByArea}};
     for (const auto& [on, method] : methods) {
-      if (!on || !missed()) continue;
+      if (!on || !missed() || !afford(1)) continue;
       std::vector<int32_t> order =
           method == PlacementMethod::kGreedyBySize      ? size_order(p, buffers, identity)
           : method == PlacementMethod::kGreedyByBreadth ? breadth_order(p, buffers, identity)
                                                         : area_order(p, buffers, identity);
       std::optional<Placement> placed =
           place_in_order(p, order, options, method, kNoGap);  // never abandoned
-      for (int32_t round = 1; round <= options.squeaky_rounds && missed(); ++round) {
+      for (int32_t round = 1; round <= options.squeaky_rounds && missed() && afford(1); ++round) {
         std::vector<int32_t> next;
         next.reserve(order.size());
         for (int32_t i : order) {
@@ -470,7 +479,7 @@ absl::StatusOr<Placement> place_buffers(const std::vector<PlacementBuffer>& buff
   // Note [Random tie orders]
   if (search) {
     for (int32_t seed = 1; seed <= options.random_orders; ++seed) {
-      if (!missed()) break;
+      if (!missed() || !afford(3)) break;
       heuristics(random_ranks(buffers.size(), static_cast<uint64_t>(seed)));
     }
   }

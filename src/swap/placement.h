@@ -140,18 +140,20 @@ struct PlacementOptions {
   // limit, exact best fit). Bounds the cost where many small long-lived
   // buffers are scattered over one window (Note [Static placement]).
   size_t max_scan = 256;
-  // Note [Random tie orders]: while the arena exceeds this many bytes (0: no
-  // target) and the lower bound by breadth_if_gap_above, the heuristics run
-  // again with ties broken at random, at most random_orders times, on at most
-  // kRandomOrderMaxBuffers buffers.
+  // While the arena exceeds this many bytes (0: no target) and the lower
+  // bound by breadth_if_gap_above, the placement searches: first
+  // squeaky_rounds reorders per heuristic (Note [Squeaky wheel]), then the
+  // heuristics again with ties broken at random, at most random_orders
+  // times (Note [Random tie orders]).
   uint64_t arena_target_bytes = 0;
-  int32_t random_orders = 32;
-  // Note [Squeaky wheel]: reorders per heuristic while the arena exceeds
-  // arena_target_bytes (0: none), on at most kRandomOrderMaxBuffers buffers.
   int32_t squeaky_rounds = 32;
+  int32_t random_orders = 32;
+  // The search places at most this many buffers in all (a random order
+  // counts three placements): about 0.1 s on the 2-core machine however
+  // large the step, so a graph of 20,000 buffers gets 3 placements and
+  // VDSR's 237 buffers get all of them.
+  int64_t search_placed_buffers = int64_t{1} << 16;
 };
-
-inline constexpr size_t kRandomOrderMaxBuffers = 20000;
 
 struct Placement {
   std::vector<uint64_t> offset;    // by buffer, a multiple of alignment_bytes

@@ -586,7 +586,11 @@ TEST(PlacementProperty, SqueakyWheelOnlyShrinksTheArena) {
     const double bound = static_cast<double>(plain.lower_bound_bytes);
     gap_before += static_cast<double>(plain.arena_bytes) / bound - 1;
     gap_after += static_cast<double>(searched.arena_bytes) / bound - 1;
-    // No reorder without a target, or with rounds 0.
+    // No reorder with rounds 0, or with a work budget short of one
+    // placement (PlacementOptions::search_placed_buffers).
+    PlacementOptions no_work = options;
+    no_work.search_placed_buffers = static_cast<int64_t>(b.size()) - 1;
+    EXPECT_EQ(place_or_die(b, no_work).offset, plain.offset) << what;
     options.squeaky_rounds = 0;
     EXPECT_EQ(place_or_die(b, options).offset, plain.offset) << what;
   }
