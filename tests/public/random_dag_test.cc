@@ -188,6 +188,8 @@ struct Tally {
   int lms_no_plan = 0;
   int swapped_runs = 0;          // runs that fit with at least one swap
   int least_workspace_runs = 0;  // runs with least-workspace kernels
+  int graphs = 0;
+  int searched_b0 = 0;  // graphs whose searched layout fits below the roomy one
 };
 
 void check_graph(uint64_t seed, int rank, Tally& tally) {
@@ -224,6 +226,8 @@ void check_graph(uint64_t seed, int rank, Tally& tally) {
     ASSERT_LT(rep->peak_bytes_after, b0) << rep->summary();
     b0 = rep->peak_bytes_after;
   }
+  ++tally.graphs;
+  tally.searched_b0 += b0 < base->peak_bytes_after;
   const uint64_t w = base->working_set_limit_bytes;
   EXPECT_EQ(base->peak_bytes_after, base->arena_persistent_bytes + base->arena_bytes);
   EXPECT_GE(base->arena_bytes, base->arena_lower_bound_bytes);
@@ -329,10 +333,11 @@ void check_rank(int rank, uint64_t seed) {
     check_graph(graph_seed, rank, tally);
   }
   std::printf(
-      "LMS budgets: %d, fit %d (%d with swaps, %d with least-workspace kernels), no plan %d; "
+      "LMS off fits below the roomy device's layout in %d of %d graphs (searched layouts); LMS "
+      "budgets: %d, fit %d (%d with swaps, %d with least-workspace kernels), no plan %d; "
       "%.1f s\n",
-      tally.lms_budgets, tally.lms_fits, tally.swapped_runs, tally.least_workspace_runs,
-      tally.lms_no_plan,
+      tally.searched_b0, tally.graphs, tally.lms_budgets, tally.lms_fits, tally.swapped_runs,
+      tally.least_workspace_runs, tally.lms_no_plan,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   EXPECT_GE(2 * tally.lms_fits, tally.lms_budgets) << "fewer than half the budgets fit";
 }
