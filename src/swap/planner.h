@@ -80,6 +80,10 @@ struct AutoOptions {
   // where the profile has room, so it is computed once (Note [Shared
   // recomputation]). false only to compare.
   bool share_recompute = true;
+  // Joint: a swapped tensor that a recompute's chain reads is swapped in
+  // early enough to hide its copy before that recompute, where the profile
+  // has room (Note [Prefetch for recomputation]). false only to compare.
+  bool prefetch_for_recompute = true;
   // Not 0: phase 2 multiplies each candidate's score by a fixed factor in
   // [1 - kJitter, 1 + kJitter] drawn from this seed, to break its near-ties
   // another way (Note [Jittered greedy]).

@@ -146,6 +146,7 @@ class AutoPlanner {
   void phase_drop();
   void phase_share();
   absl::Status phase_leaves();
+  void phase_prefetch();
   void phase_queue();
   SwapPlan build_plan() const;
   std::string node_name(int32_t position) const;
@@ -624,6 +625,66 @@ absl::Status AutoPlanner::phase_leaves() {
   return absl::OkStatus();
 }
 
+// Note [Prefetch for recomputation]
+// A recompute whose chain reads a swapped tensor live needs that tensor's
+// swap-in done before the recompute runs, which is earlier than the
+// tensor's own backward use, for which its trigger was timed (or capped at
+// the recompute's restore, phase_leaves). Once the choices are final, each
+// such swap-in moves earlier, to the latest trigger whose compute up to the
+// restore hides the copy, or as far toward it as the profile has room for
+// the tensor; the restore then does not wait for the link.
+void AutoPlanner::phase_prefetch() {
+  if (!joint() || !options_.prefetch_for_recompute) return;
+  std::vector<int32_t> work;
+  for (int32_t i : chosen_) {
+    if (gaps_[i].recompute && gaps_[i].trigger > gaps_[i].after) work.push_back(i);
+  }
+  std::stable_sort(work.begin(), work.end(),
+                   [&](int32_t a, int32_t b) { return gaps_[a].trigger < gaps_[b].trigger; });
+  for (int32_t i : work) {
+    const int32_t pos = gaps_[i].trigger;
+    Chain c;
+    if (!chain(gaps_[i].tensor, pos, 0, c)) continue;
+    for (int32_t h : c.leaf_gaps) {
+      Gap& leaf = gaps_[h];
+      if (leaf.recompute || leaf.trigger <= leaf.after || leaf.trigger > pos) continue;
+      const int32_t lowest = freed_from(leaf);
+      // Latest g in [lowest, pos] with compute(g+1 .. pos) >= the copy.
+      int32_t lo = lowest, hi = pos;
+      if (prefix_[pos + 1] - prefix_[lo + 1] < leaf.copy_s) {
+        hi = lo;  // not even the earliest hides it: go as early as there is room
+      } else {
+        while (lo < hi) {
+          const int32_t mid = lo + (hi - lo + 1) / 2;
+          if (prefix_[pos + 1] - prefix_[mid + 1] >= leaf.copy_s)
+            lo = mid;
+          else
+            hi = mid - 1;
+        }
+      }
+      const int32_t want = lo;
+      if (want >= leaf.trigger) continue;
+      // Smallest g in [want, trigger - 1] whose added range has room; the
+      // room only grows as g rises.
+      const int64_t bytes = static_cast<int64_t>(leaf.bytes);
+      auto room = [&](int32_t g) {
+        return tree_.max(g + 1, leaf.trigger) + bytes <= static_cast<int64_t>(limit_);
+      };
+      int32_t a = want, b = leaf.trigger;  // b: none found
+      while (a < b) {
+        const int32_t mid = a + (b - a) / 2;
+        if (room(mid))
+          b = mid;
+        else
+          a = mid + 1;
+      }
+      if (a >= leaf.trigger) continue;
+      set_trigger(leaf, a);
+      leaf.cap = std::min(leaf.cap, a);
+    }
+  }
+}
+
 // With deferred releases each gap's free_from assumed its swap-out had the
 // D2H link to itself from its issue. The copies queue on one stream, so the
 // chosen swap-outs are replayed in issue order (FIFO) and a release that
@@ -716,6 +777,7 @@ absl::StatusOr<SwapPlan> AutoPlanner::run() {
   phase_drop();
   phase_share();
   LMS_RETURN_IF_ERROR(phase_leaves());
+  phase_prefetch();
   phase_queue();
   SwapPlan plan = build_plan();
   const MemoryProfile check = plan_profile(live_, plan);
