@@ -61,6 +61,7 @@
 #include <cmath>
 
 #include "absl/container/btree_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "lms/status.h"
@@ -114,6 +115,7 @@ class AutoPlanner {
   bool may_recompute() const { return options_.actions != AutoActions::kSwap && graph_ != nullptr; }
   int32_t covering_gap(TensorId t, int32_t pos) const;
   bool chain(TensorId t, int32_t pos, int depth, Chain& out) const;
+  bool live_leaves(TensorId t, int32_t pos, std::vector<int32_t>& out) const;
   Chain recompute_chain(const Gap& gap) const;
   void choose_recompute(int32_t index, const Chain& c);
   void drop_recompute(int32_t index);
@@ -275,6 +277,34 @@ bool AutoPlanner::chain(TensorId t, int32_t pos, int depth, Chain& out) const {
     if (g >= 0) out.inner_gaps.push_back(g);
     out.transient += life.bytes;
     if (!chain(in, pos, depth + 1, out)) return false;
+  }
+  return true;
+}
+
+// The gaps of the inputs that recomputing `t` right after `pos` reads live
+// there, each once, however deep the chain: chain() stops at its depth, for
+// costing, and a chain can grow past it when tensors it read live are chosen
+// for recomputation later. False when some input is neither live there nor
+// recomputable (a graph input, say).
+bool AutoPlanner::live_leaves(TensorId t, int32_t pos, std::vector<int32_t>& out) const {
+  absl::flat_hash_set<TensorId> seen;
+  std::vector<TensorId> stack = {t};
+  while (!stack.empty()) {
+    const NodeId producer = graph_->tensor(stack.back()).producer;
+    stack.pop_back();
+    if (!recomputable(*graph_, producer)) return false;
+    for (TensorId in : graph_->node(producer).inputs) {
+      if (!seen.insert(in).second) continue;
+      const TensorLife& life = live_.tensors[in];
+      if (life.persistent || life.fetched) continue;
+      const bool used_later = !life.uses.empty() && life.uses.back() > pos;
+      const int32_t g = used_later ? covering_gap(in, pos) : -1;
+      if (used_later && (g < 0 || !gaps_[g].recompute || gaps_[g].trigger <= pos)) {
+        if (g >= 0) out.push_back(g);
+        continue;
+      }
+      stack.push_back(in);
+    }
   }
   return true;
 }
@@ -589,7 +619,8 @@ void AutoPlanner::phase_share() {
 // itself chosen for recomputation, the chain now runs through that tensor's
 // own chain, whose swapped inputs were capped only at the later restore.
 // Once the choices are final, every recompute's chain is looked at again in
-// order of restore, and a swapped input it reads whose swap-in comes later
+// order of restore, at any depth (live_leaves), and a swapped input it
+// reads whose swap-in comes later
 // is prefetched by the restore instead where the profile has room; where it
 // has none the plan is refused (ResourceExhausted naming both), rather than
 // handing the insertion a recompute it cannot build.
@@ -603,11 +634,11 @@ absl::Status AutoPlanner::phase_leaves() {
                    [&](int32_t a, int32_t b) { return gaps_[a].trigger < gaps_[b].trigger; });
   for (int32_t i : work) {
     const int32_t pos = gaps_[i].trigger;
-    // A chain past the planner's depth is left to the insertion, which
-    // follows deeper chains and refuses one it cannot build.
-    Chain c;
-    if (!chain(gaps_[i].tensor, pos, 0, c)) continue;
-    for (int32_t h : c.leaf_gaps) {
+    // A chain that reads an input neither live nor recomputable is left
+    // to the insertion, which refuses it.
+    std::vector<int32_t> leaves;
+    if (!live_leaves(gaps_[i].tensor, pos, leaves)) continue;
+    for (int32_t h : leaves) {
       Gap& leaf = gaps_[h];
       if (leaf.recompute || leaf.trigger <= pos) continue;
       if (tree_.max(pos + 1, leaf.trigger) + static_cast<int64_t>(leaf.bytes) >
@@ -643,9 +674,9 @@ void AutoPlanner::phase_prefetch() {
                    [&](int32_t a, int32_t b) { return gaps_[a].trigger < gaps_[b].trigger; });
   for (int32_t i : work) {
     const int32_t pos = gaps_[i].trigger;
-    Chain c;
-    if (!chain(gaps_[i].tensor, pos, 0, c)) continue;
-    for (int32_t h : c.leaf_gaps) {
+    std::vector<int32_t> leaves;
+    if (!live_leaves(gaps_[i].tensor, pos, leaves)) continue;
+    for (int32_t h : leaves) {
       Gap& leaf = gaps_[h];
       if (leaf.recompute || leaf.trigger <= leaf.after || leaf.trigger > pos) continue;
       const int32_t lowest = freed_from(leaf);
