@@ -116,6 +116,9 @@ class AutoPlanner {
   int32_t covering_gap(TensorId t, int32_t pos) const;
   bool chain(TensorId t, int32_t pos, int depth, Chain& out) const;
   bool live_leaves(TensorId t, int32_t pos, std::vector<int32_t>& out) const;
+  int32_t hiding_trigger(int32_t lowest, int32_t use, double copy_s) const;
+  std::vector<int32_t> recomputes_by_restore() const;
+  void prefetch_leaf(Gap& leaf, int32_t pos);
   Chain recompute_chain(const Gap& gap) const;
   void choose_recompute(int32_t index, const Chain& c);
   void drop_recompute(int32_t index);
@@ -148,7 +151,6 @@ class AutoPlanner {
   void phase_drop();
   void phase_share();
   absl::Status phase_leaves();
-  void phase_prefetch();
   void phase_queue();
   SwapPlan build_plan() const;
   std::string node_name(int32_t position) const;
@@ -196,6 +198,31 @@ std::string AutoPlanner::node_name(int32_t position) const {
   return graph_->node(live_.order[position]).name;
 }
 
+// The latest trigger g in [lowest, use - 1] whose compute g+1 .. use-1
+// covers `copy_s`; `lowest` when none does.
+int32_t AutoPlanner::hiding_trigger(int32_t lowest, int32_t use, double copy_s) const {
+  int32_t lo = lowest, hi = use - 1;
+  while (lo < hi) {
+    const int32_t mid = lo + (hi - lo + 1) / 2;
+    if (prefix_[use] - prefix_[mid + 1] >= copy_s)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+// The chosen recomputes, in order of restore.
+std::vector<int32_t> AutoPlanner::recomputes_by_restore() const {
+  std::vector<int32_t> work;
+  for (int32_t i : chosen_) {
+    if (gaps_[i].recompute && gaps_[i].trigger > gaps_[i].after) work.push_back(i);
+  }
+  std::stable_sort(work.begin(), work.end(),
+                   [&](int32_t a, int32_t b) { return gaps_[a].trigger < gaps_[b].trigger; });
+  return work;
+}
+
 void AutoPlanner::collect_gaps() {
   for (const IdleInterval& idle : idle_intervals(live_, {})) {
     const TensorLife& life = live_.tensors[idle.tensor];
@@ -204,16 +231,7 @@ void AutoPlanner::collect_gaps() {
     gap.copy_s = options_.copy_latency_s +
                  static_cast<double>(live_.tensors[idle.tensor].bytes) / options_.h2d_bytes_per_s;
     gap.seconds = prefix_[idle.before] - prefix_[idle.after + 1];
-    // Largest g in [after, before - 1] with compute(g+1 .. before-1) >= copy.
-    int32_t lo = idle.after, hi = idle.before - 1;
-    while (lo < hi) {
-      const int32_t mid = lo + (hi - lo + 1) / 2;
-      if (prefix_[idle.before] - prefix_[mid + 1] >= gap.copy_s)
-        lo = mid;
-      else
-        hi = mid - 1;
-    }
-    gap.hidden_trigger = lo;
+    gap.hidden_trigger = hiding_trigger(idle.after, idle.before, gap.copy_s);
     gap.cap = idle.before - 1;
     gap.free_from = idle.after + 1;
     if (joint() && options_.defer_release) {
@@ -579,12 +597,7 @@ void AutoPlanner::phase_drop() {
 // dependent's chain spent on it.
 void AutoPlanner::phase_share() {
   if (!may_recompute() || !options_.share_recompute) return;
-  std::vector<int32_t> work;
-  for (int32_t i : chosen_) {
-    if (gaps_[i].recompute && gaps_[i].trigger > gaps_[i].after) work.push_back(i);
-  }
-  std::stable_sort(work.begin(), work.end(),
-                   [&](int32_t a, int32_t b) { return gaps_[a].trigger < gaps_[b].trigger; });
+  std::vector<int32_t> work = recomputes_by_restore();
   for (size_t w = 0; w < work.size(); ++w) {
     const int32_t pos = gaps_[work[w]].trigger;
     for (bool moved = true; moved;) {
@@ -626,13 +639,10 @@ void AutoPlanner::phase_share() {
 // handing the insertion a recompute it cannot build.
 absl::Status AutoPlanner::phase_leaves() {
   if (!may_recompute()) return absl::OkStatus();
-  std::vector<int32_t> work;
-  for (int32_t i : chosen_) {
-    if (gaps_[i].recompute && gaps_[i].trigger > gaps_[i].after) work.push_back(i);
-  }
-  std::stable_sort(work.begin(), work.end(),
-                   [&](int32_t a, int32_t b) { return gaps_[a].trigger < gaps_[b].trigger; });
-  for (int32_t i : work) {
+  // (leaf gap, restore) pairs for Note [Prefetch for recomputation], done
+  // once every cap is in place: a cap is needed, a prefetch only helps.
+  std::vector<std::pair<int32_t, int32_t>> reads;
+  for (int32_t i : recomputes_by_restore()) {
     const int32_t pos = gaps_[i].trigger;
     // A chain that reads an input neither live nor recomputable is left
     // to the insertion, which refuses it.
@@ -640,18 +650,24 @@ absl::Status AutoPlanner::phase_leaves() {
     if (!live_leaves(gaps_[i].tensor, pos, leaves)) continue;
     for (int32_t h : leaves) {
       Gap& leaf = gaps_[h];
-      if (leaf.recompute || leaf.trigger <= pos) continue;
-      if (tree_.max(pos + 1, leaf.trigger) + static_cast<int64_t>(leaf.bytes) >
-          static_cast<int64_t>(limit_)) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "lms auto: the recompute of tensor '", graph_->tensor(gaps_[i].tensor).name,
-            "' after '", node_name(pos), "' reads '", graph_->tensor(leaf.tensor).name,
-            "', swapped in only after '", node_name(leaf.trigger),
-            "', and the profile has no room to prefetch it earlier"));
+      if (leaf.recompute || leaf.trigger <= leaf.after) continue;
+      if (leaf.trigger > pos) {
+        if (tree_.max(pos + 1, leaf.trigger) + static_cast<int64_t>(leaf.bytes) >
+            static_cast<int64_t>(limit_)) {
+          return absl::ResourceExhaustedError(absl::StrCat(
+              "lms auto: the recompute of tensor '", graph_->tensor(gaps_[i].tensor).name,
+              "' after '", node_name(pos), "' reads '", graph_->tensor(leaf.tensor).name,
+              "', swapped in only after '", node_name(leaf.trigger),
+              "', and the profile has no room to prefetch it earlier"));
+        }
+        leaf.cap = std::min(leaf.cap, pos);
+        set_trigger(leaf, pos);
       }
-      leaf.cap = std::min(leaf.cap, pos);
-      set_trigger(leaf, pos);
+      reads.emplace_back(h, pos);
     }
+  }
+  if (joint() && options_.prefetch_for_recompute) {
+    for (const auto& [h, pos] : reads) prefetch_leaf(gaps_[h], pos);
   }
   return absl::OkStatus();
 }
@@ -660,60 +676,27 @@ absl::Status AutoPlanner::phase_leaves() {
 // A recompute whose chain reads a swapped tensor live needs that tensor's
 // swap-in done before the recompute runs, which is earlier than the
 // tensor's own backward use, for which its trigger was timed (or capped at
-// the recompute's restore, phase_leaves). Once the choices are final, each
-// such swap-in moves earlier, to the latest trigger whose compute up to the
-// restore hides the copy, or as far toward it as the profile has room for
-// the tensor; the restore then does not wait for the link.
-void AutoPlanner::phase_prefetch() {
-  if (!joint() || !options_.prefetch_for_recompute) return;
-  std::vector<int32_t> work;
-  for (int32_t i : chosen_) {
-    if (gaps_[i].recompute && gaps_[i].trigger > gaps_[i].after) work.push_back(i);
+// the recompute's restore by phase_leaves). With joint actions phase_leaves
+// then moves each such swap-in earlier, to the latest trigger whose compute
+// up to the restore hides the copy, or as far toward it as the profile has
+// room for the tensor; the restore then does not wait for the link.
+void AutoPlanner::prefetch_leaf(Gap& leaf, int32_t pos) {
+  const int32_t want = hiding_trigger(freed_from(leaf), pos + 1, leaf.copy_s);
+  if (want >= leaf.trigger) return;
+  // Smallest g in [want, trigger - 1] whose added range has room; the room
+  // only grows as g rises.
+  const int64_t bytes = static_cast<int64_t>(leaf.bytes);
+  int32_t a = want, b = leaf.trigger;  // b: none found
+  while (a < b) {
+    const int32_t mid = a + (b - a) / 2;
+    if (tree_.max(mid + 1, leaf.trigger) + bytes <= static_cast<int64_t>(limit_))
+      b = mid;
+    else
+      a = mid + 1;
   }
-  std::stable_sort(work.begin(), work.end(),
-                   [&](int32_t a, int32_t b) { return gaps_[a].trigger < gaps_[b].trigger; });
-  for (int32_t i : work) {
-    const int32_t pos = gaps_[i].trigger;
-    std::vector<int32_t> leaves;
-    if (!live_leaves(gaps_[i].tensor, pos, leaves)) continue;
-    for (int32_t h : leaves) {
-      Gap& leaf = gaps_[h];
-      if (leaf.recompute || leaf.trigger <= leaf.after || leaf.trigger > pos) continue;
-      const int32_t lowest = freed_from(leaf);
-      // Latest g in [lowest, pos] with compute(g+1 .. pos) >= the copy.
-      int32_t lo = lowest, hi = pos;
-      if (prefix_[pos + 1] - prefix_[lo + 1] < leaf.copy_s) {
-        hi = lo;  // not even the earliest hides it: go as early as there is room
-      } else {
-        while (lo < hi) {
-          const int32_t mid = lo + (hi - lo + 1) / 2;
-          if (prefix_[pos + 1] - prefix_[mid + 1] >= leaf.copy_s)
-            lo = mid;
-          else
-            hi = mid - 1;
-        }
-      }
-      const int32_t want = lo;
-      if (want >= leaf.trigger) continue;
-      // Smallest g in [want, trigger - 1] whose added range has room; the
-      // room only grows as g rises.
-      const int64_t bytes = static_cast<int64_t>(leaf.bytes);
-      auto room = [&](int32_t g) {
-        return tree_.max(g + 1, leaf.trigger) + bytes <= static_cast<int64_t>(limit_);
-      };
-      int32_t a = want, b = leaf.trigger;  // b: none found
-      while (a < b) {
-        const int32_t mid = a + (b - a) / 2;
-        if (room(mid))
-          b = mid;
-        else
-          a = mid + 1;
-      }
-      if (a >= leaf.trigger) continue;
-      set_trigger(leaf, a);
-      leaf.cap = std::min(leaf.cap, a);
-    }
-  }
+  if (a >= leaf.trigger) return;
+  set_trigger(leaf, a);
+  leaf.cap = std::min(leaf.cap, a);
 }
 
 // With deferred releases each gap's free_from assumed its swap-out had the
@@ -808,7 +791,6 @@ absl::StatusOr<SwapPlan> AutoPlanner::run() {
   phase_drop();
   phase_share();
   LMS_RETURN_IF_ERROR(phase_leaves());
-  phase_prefetch();
   phase_queue();
   SwapPlan plan = build_plan();
   const MemoryProfile check = plan_profile(live_, plan);
