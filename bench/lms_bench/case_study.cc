@@ -50,11 +50,13 @@ absl::StatusOr<CaseStudyRun> train_and_score(const CaseStudyOptions& o, bool lms
   t.size = size;
   t.steps = o.steps;
   t.lr = o.lr;
+  t.lr_decay_steps = o.lr_decay ? o.steps : 0;
   t.seed = o.seed;
   t.checkpoint = run.checkpoint;
   t.log_every = std::max<int64_t>(1, o.steps / 5);
-  log << fmt::format("== case study: training at {}^3 crops ({}^3 grid), LMS {}, {} steps\n", size,
-                     run.grid, lms ? "on" : "off", o.steps);
+  log << fmt::format(
+      "== case study: training at {}^3 crops ({}^3 grid), LMS {}, {} steps, lr {} {}\n", size,
+      run.grid, lms ? "on" : "off", o.steps, o.lr, o.lr_decay ? "with poly decay" : "constant");
   LMS_ASSIGN_OR_RETURN(unet3d::TrainResult tr, unet3d::train(t, log));
   run.train_s = tr.total_s;
   run.voxels_per_s = tr.voxels_per_s;

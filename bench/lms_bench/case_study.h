@@ -31,6 +31,9 @@ struct CaseStudyOptions {
   int64_t levels = 3;
   int64_t steps = 100;  // training steps of each run
   double lr = 3e-3;     // Adam
+  // Poly decay of lr over the steps (lms::Adam::decay_steps = steps, as
+  // nnU-Net trains); false = a constant lr.
+  bool lr_decay = true;
   uint64_t seed = 1;
   uint64_t capacity_bytes = 0;   // the device both runs train under
   uint64_t host_pool_bytes = 0;  // 0 = the device's default

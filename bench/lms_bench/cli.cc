@@ -284,6 +284,17 @@ const std::map<std::string, FlagSpec>& flags() {
           c.study_lr = f;
           return absl::OkStatus();
         }}},
+      {"--study-lr-decay",
+       {{Mode::kUnet3d},
+        [](BenchCommand& c, const std::string& v) -> absl::Status {
+          if (v != "poly" && v != "constant") {
+            return absl::InvalidArgumentError(fmt::format(
+                "--study-lr-decay '{}': allowed are poly (decay over --study-steps) and constant",
+                v));
+          }
+          c.study_lr_decay = v == "poly";
+          return absl::OkStatus();
+        }}},
       {"--out", {{Mode::kUnet3d}, string_flag(&BenchCommand::out_dir)}},
       {"--crop", {vdsr_like, int_flag("--crop", &BenchCommand::crop, 1, 4096)}},
       {"--depth", {vdsr_like, int_flag("--depth", &BenchCommand::depth, 2, 1000)}},
@@ -589,7 +600,8 @@ or, with --device cuda, a GPU).
                      [--no-search] [--no-confirm]
   lms-bench unet3d   [--size 32,48,64] [--capacity 256MiB] [--data DIR] [--arch isensee|reduced]
                      [--filters 8] [--levels 3] [--steps 2] [--trace DIR] [--json FILE]
-                     [--study-steps 100] [--study-lr 3e-3] [--out DIR] [...]
+                     [--study-steps 100] [--study-lr 3e-3] [--study-lr-decay poly|constant]
+                     [--out DIR] [...]
   lms-bench overhead [--batch 8] [--capacity 1GiB] [--link 12GB/s] [--budget-fraction 0.6]
                      [--steps 3] [--data DIR] [--json FILE]
   mpirun -np N lms-bench scaling [--batch 4] [--threads 1] [--depth 20] [--channels 64]
@@ -614,7 +626,8 @@ of 2^(levels-1)); 1 input channel. Without --data: random volumes, 4 channels, 4
 --arch isensee (Isensee et al.'s U-Net with deep supervision; default with --data) or reduced
 (default without).
 unet3d --data, then the case study (TFLMS, arXiv 1807.02037 Sec. 5): the same U-Net trained
---study-steps steps (Adam, --study-lr) at the largest size without LMS and at the largest with
+--study-steps steps (Adam, --study-lr, decayed to 0 over the steps as nnU-Net's poly schedule
+unless --study-lr-decay constant) at the largest size without LMS and at the largest with
 LMS, both under --capacity; Dice per class on the evaluation volume (ch2better) on the
 high-resolution grid, the low-resolution prediction resampled up. Checkpoints and three-slice
 PNGs go to --out (out/unet3d_case_study). --study-steps 0 skips it.

@@ -51,10 +51,13 @@ struct BenchCommand {
   std::string arch;
   // The case study after the unet3d sweep on --data (case_study.h): steps of
   // each training run (--study-steps; 0 = no case study; default 100 with
-  // --data, 0 without), Adam's rate (--study-lr) and where checkpoints and
-  // prediction PNGs go (--out; default out/unet3d_case_study).
+  // --data, 0 without), Adam's rate (--study-lr), its schedule
+  // (--study-lr-decay poly|constant: poly decay over the steps, the default,
+  // or a constant rate) and where checkpoints and prediction PNGs go (--out;
+  // default out/unet3d_case_study).
   int64_t study_steps = -1;
   double study_lr = 3e-3;
+  bool study_lr_decay = true;
   std::string out_dir;
   int threads = 0;    // --threads, 0 = all cores
   bool cuda = false;  // --device cuda (vdsr, unet3d); default cpu

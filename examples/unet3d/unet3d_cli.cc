@@ -42,6 +42,7 @@ std::vector<Flag> train_flags(TrainOptions& t) {
                                  {"batch", &t.batch, 1},
                                  {"steps", &t.steps, 1},
                                  {"lr", &t.lr},
+                                 {"lr-decay-steps", &t.lr_decay_steps, 0},
                                  {"seed", &t.seed, 0},
                                  {"max-rotation", &t.max_rotation_deg},
                                  {"max-scaling", &t.max_scaling},
@@ -188,6 +189,8 @@ train flags:
   --classes N           label classes, 0 = from the data (default 0)
   --steps N             total training steps (default 100)
   --lr X                Adam learning rate (default 3e-3)
+  --lr-decay-steps T    poly decay: step t uses lr (1 - (t-1)/T)^0.9, as nnU-Net
+                        (0 = constant lr, the default; usually T = --steps)
   --seed N              weights and batches (default 1)
   --max-rotation DEG    random rotation about the superior axis (default 10)
   --max-scaling X       random isotropic scaling 1 +- X (default 0.1)

@@ -44,8 +44,11 @@ struct TrainOptions {
   int64_t size = 48;  // training crop side (voxels), a multiple of 2^(levels-1)
   int64_t grid = 0;   // resolution: volumes resampled to grid^3; 0 = grid_side(size, levels)
   int64_t batch = 1;
-  int64_t steps = 100;           // total steps (a resumed run continues up to this)
-  double lr = 3e-3;              // Adam learning rate
+  int64_t steps = 100;  // total steps (a resumed run continues up to this)
+  double lr = 3e-3;     // Adam learning rate
+  // Poly decay of the learning rate over this many steps (lms::Adam::decay_steps:
+  // lr * (1 - (t-1)/T)^0.9, nnU-Net's schedule); 0 = constant lr.
+  int64_t lr_decay_steps = 0;
   uint64_t seed = 1;             // weights and batches
   double max_rotation_deg = 10;  // augmentation (mri_data.h BatchOptions)
   double max_scaling = 0.1;

@@ -43,6 +43,7 @@ std::map<std::string, std::string> run_meta(const TrainOptions& o, const ModelSp
           {"batch", fmt::format("{}", o.batch)},
           {"seed", fmt::format("{}", o.seed)},
           {"lr", fmt::format("{}", o.lr)},
+          {"lr_decay_steps", fmt::format("{}", o.lr_decay_steps)},
           {"max_rotation_deg", fmt::format("{}", o.max_rotation_deg)},
           {"max_scaling", fmt::format("{}", o.max_scaling)},
           {"intensity_jitter", fmt::format("{}", o.intensity_jitter)},
@@ -188,7 +189,9 @@ class TrainRun {
     LMS_RETURN_IF_ERROR(g.status());
     TrainingOptions to;
     if (ranks_.distributed()) to.data_parallel = DataParallel{};
-    LMS_ASSIGN_OR_RETURN(train_, training_graph(g, m.loss, Adam{.lr = learning_rate()}, to));
+    LMS_ASSIGN_OR_RETURN(
+        train_, training_graph(g, m.loss,
+                               Adam{.lr = learning_rate(), .decay_steps = o_.lr_decay_steps}, to));
     return absl::OkStatus();
   }
 

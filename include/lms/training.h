@@ -27,13 +27,22 @@ struct Sgd {
 };
 
 // Adam (Kingma & Ba, ICLR 2015) with L2 weight decay and bias correction.
+//
+// Learning-rate schedule: with decay_steps = T > 0, step t (1, 2, ...) uses
+// lr * max(0, 1 - (t - 1) / T)^decay_power, the "poly" schedule of nnU-Net
+// (Isensee et al., Nature Methods 2021; power 0.9): lr at step 1, falling to
+// lr * (1/T)^decay_power at step T, and 0 from step T + 1 on (the moments
+// still update). With decay_steps = 0 the rate stays lr. The schedule reads
+// the step counter "optimizer/step", so a checkpoint carries it along.
 struct Adam {
   double lr = 1e-3;
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 0;
-  double clip_norm = 0;  // > 0: clip by the global norm of all gradients
+  double clip_norm = 0;      // > 0: clip by the global norm of all gradients
+  int64_t decay_steps = 0;   // T of the poly schedule; 0 = constant lr
+  double decay_power = 0.9;  // > 0; used only with decay_steps > 0
 };
 
 using Optimizer = std::variant<Sgd, Adam>;
@@ -82,7 +91,8 @@ struct TrainingOptions {
 // tensor of `forward`, not a scalar, not produced by a node, or depends on no
 // parameter; a gradient must pass through an op without a gradient rule
 // (names the node and op); invalid optimizer hyper-parameters (names the
-// field and the allowed range).
+// field and the allowed range; decay_steps < 0, decay_power <= 0 or not
+// finite).
 // With options.data_parallel: the all_reduce nodes described at
 // DataParallel; InvalidArgument also for bucket_bytes = 0.
 absl::StatusOr<Graph> training_graph(const Graph& forward, TensorId loss, const Optimizer& opt,

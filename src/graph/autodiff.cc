@@ -82,6 +82,12 @@ absl::Status check_optimizer(const Optimizer& opt) {
   if (!(a.eps > 0) || !std::isfinite(a.eps)) {
     return error(str_cat("Adam.eps must be positive and finite, got ", a.eps));
   }
+  if (a.decay_steps < 0) {
+    return error(str_cat("Adam.decay_steps must be >= 0 (0 = constant lr), got ", a.decay_steps));
+  }
+  if (a.decay_steps > 0 && (!(a.decay_power > 0) || !std::isfinite(a.decay_power))) {
+    return error(str_cat("Adam.decay_power must be positive and finite, got ", a.decay_power));
+  }
   return absl::OkStatus();
 }
 
@@ -234,6 +240,10 @@ absl::StatusOr<NodeId> add_update(Graph& g, const ParamGrad& pg, const Optimizer
          {"eps", ad.eps},
          {"weight_decay", ad.weight_decay},
          {"clip_norm", ad.clip_norm}};
+    if (ad.decay_steps > 0) {
+      a.emplace("decay_steps", ad.decay_steps);
+      a.emplace("decay_power", ad.decay_power);
+    }
   }
   if (norm != kNoTensor) in.push_back(norm);
   LMS_RETURN_IF_ERROR(g.status());  // a state name was already taken

@@ -45,6 +45,20 @@ absl::StatusOr<Shapes> infer_adam(const Attrs& a, const Shapes& in) {
   LMS_RETURN_IF_ERROR(real_attr_in(kOp, a, "beta1", 0, 1, false, true).status());
   LMS_RETURN_IF_ERROR(real_attr_in(kOp, a, "beta2", 0, 1, false, true).status());
   LMS_RETURN_IF_ERROR(real_attr_in(kOp, a, "eps", 0, HUGE_VAL, true, true).status());
+  // The optional poly schedule: both attributes or neither.
+  const bool steps = a.contains("decay_steps"), power = a.contains("decay_power");
+  if (steps != power) {
+    return op_error(kOp,
+                    "decay_steps and decay_power come together (the poly schedule) or not at all");
+  }
+  if (steps) {
+    auto decay_steps = attr_int(a, "decay_steps");
+    if (!decay_steps.ok()) return op_error(kOp, decay_steps.status().message());
+    if (*decay_steps < 1) {
+      return op_error(kOp, str_cat("decay_steps must be an integer >= 1, got ", *decay_steps));
+    }
+    LMS_RETURN_IF_ERROR(real_attr_in(kOp, a, "decay_power", 0, HUGE_VAL, true, true).status());
+  }
   return Shapes{};
 }
 
@@ -77,6 +91,7 @@ void register_optimizer_ops(std::vector<OpSpec>& specs) {
   specs.push_back(make_spec("adam_update", 5, 6,
                             {"beta1", "beta2", "clip_norm", "eps", "lr", "weight_decay"},
                             infer_adam, per_param_element(14), nullptr, {0, 2, 3}));
+  specs.back().optional_attrs = {"decay_power", "decay_steps"};  // the poly schedule
 }
 
 }  // namespace lms::ops_internal

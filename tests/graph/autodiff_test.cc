@@ -134,7 +134,23 @@ TEST(Autodiff, AdamAddsMomentsAndStep) {
     EXPECT_EQ(update.inputs[4], step);
     EXPECT_EQ(update.inputs[5], norm);
     EXPECT_EQ(std::get<double>(update.attrs.at("clip_norm")), 1.0);
+    EXPECT_FALSE(update.attrs.contains("decay_steps")) << "constant lr by default";
   }
+}
+
+TEST(Autodiff, AdamPolyDecayIsAnAttributeOfEveryUpdate) {
+  Net net = conv_relu_conv();
+  auto train = training_graph(net.g, net.loss, Adam{.lr = 1e-3, .decay_steps = 50});
+  ASSERT_TRUE(train.ok()) << train.status();
+  int updates = 0;
+  for (NodeId n = 0; n < train->num_nodes(); ++n) {
+    const Node& node = train->node(n);
+    if (node.op != "adam_update") continue;
+    ++updates;
+    EXPECT_EQ(std::get<int64_t>(node.attrs.at("decay_steps")), 50) << node.name;
+    EXPECT_EQ(std::get<double>(node.attrs.at("decay_power")), 0.9) << node.name;
+  }
+  EXPECT_EQ(updates, 4);
 }
 
 TEST(Autodiff, TensorUsedTwiceAccumulatesWithAdd) {
@@ -224,6 +240,14 @@ TEST(Autodiff, BadLossAndOptimizerErrors) {
   auto r4 = training_graph(net.g, net.loss, Adam{.lr = 1e-3, .beta1 = 1.0});
   ASSERT_FALSE(r4.ok());
   EXPECT_NE(r4.status().message().find("Adam.beta1"), absl::string_view::npos) << r4.status();
+  auto r4b = training_graph(net.g, net.loss, Adam{.decay_steps = -1});
+  ASSERT_FALSE(r4b.ok());
+  EXPECT_NE(r4b.status().message().find("Adam.decay_steps"), absl::string_view::npos)
+      << r4b.status();
+  auto r4c = training_graph(net.g, net.loss, Adam{.decay_steps = 10, .decay_power = 0});
+  ASSERT_FALSE(r4c.ok());
+  EXPECT_NE(r4c.status().message().find("Adam.decay_power"), absl::string_view::npos)
+      << r4c.status();
   auto r5 = training_graph(net.g, net.loss, Sgd{.lr = -1});
   ASSERT_FALSE(r5.ok());
   EXPECT_NE(r5.status().message().find("Sgd.lr"), absl::string_view::npos) << r5.status();

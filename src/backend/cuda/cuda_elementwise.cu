@@ -5,6 +5,7 @@
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_launch.h"
+#include "backend/lr_schedule.h"
 
 namespace lms::cuda::launch {
 namespace {
@@ -101,11 +102,12 @@ __global__ void adam_kernel(float* p, const float* g, float* m, float* v, const 
   const float clip = clip_factor(norm, h.clip_norm);
   const float inv_bc1 = static_cast<float>(1.0 / (1.0 - pow(static_cast<double>(h.beta1), t)));
   const float inv_bc2 = static_cast<float>(1.0 / (1.0 - pow(static_cast<double>(h.beta2), t)));
+  const float lr = static_cast<float>(poly_lr(h.lr, t, h.decay_steps, h.decay_power));
   LMS_GRID_STRIDE(i, n) {
     const float gi = clip * g[i] + h.weight_decay * p[i];
     m[i] = h.beta1 * m[i] + (1.0f - h.beta1) * gi;
     v[i] = h.beta2 * v[i] + (1.0f - h.beta2) * gi * gi;
-    p[i] -= h.lr * (m[i] * inv_bc1) / (sqrtf(v[i] * inv_bc2) + h.eps);
+    p[i] -= lr * (m[i] * inv_bc1) / (sqrtf(v[i] * inv_bc2) + h.eps);
   }
 }
 

@@ -51,6 +51,7 @@ cudaError_t sgd_update(cudaStream_t stream, float* p, const float* g, float* v, 
                        int64_t n, SgdParams h);
 struct AdamParams {
   float lr, beta1, beta2, eps, weight_decay, clip_norm;
+  double decay_steps, decay_power;  // the poly schedule (lr_schedule.h); decay_steps 0 = none
 };
 // Reads t from `step`; with t < 1 (increment did not run) nothing is updated.
 cudaError_t adam_update(cudaStream_t stream, float* p, const float* g, float* m, float* v,

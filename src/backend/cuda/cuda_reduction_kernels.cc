@@ -211,12 +211,21 @@ KernelOr make_adam(const KernelSpec& spec, const CudaKernelContext& ctx) {
                        pw::real_attr_in(spec, "beta2", 0, false, 1, true, "0 <= beta2 < 1"));
   LMS_ASSIGN_OR_RETURN(double eps,
                        pw::real_attr_in(spec, "eps", 0, true, kMaxReal, false, "eps > 0"));
+  double decay_steps = 0, decay_power = 0;
+  if (spec.attrs.contains("decay_steps")) {
+    LMS_ASSIGN_OR_RETURN(decay_steps, pw::real_attr_in(spec, "decay_steps", 1, false, kMaxReal,
+                                                       false, "decay_steps >= 1"));
+    LMS_ASSIGN_OR_RETURN(decay_power, pw::real_attr_in(spec, "decay_power", 0, true, kMaxReal,
+                                                       false, "decay_power > 0"));
+  }
   const launch::AdamParams h{static_cast<float>(c.lr),
                              static_cast<float>(b1),
                              static_cast<float>(b2),
                              static_cast<float>(eps),
                              static_cast<float>(c.weight_decay),
-                             static_cast<float>(c.clip_norm)};
+                             static_cast<float>(c.clip_norm),
+                             decay_steps,
+                             decay_power};
   const int64_t n = num_elements(spec.input_shapes[0]);
   const std::string what = node_label(spec);
   cudaStream_t s = ctx.stream;

@@ -1,6 +1,7 @@
 // global_norm, increment, sgd_update, adam_update kernels against
 // hand-written double-precision references of the formulas in docs/ops.md,
 // over 3 steps, with and without gradient clipping.
+#include <algorithm>
 #include <cmath>
 
 #include "gtest/gtest.h"
@@ -156,6 +157,56 @@ INSTANTIATE_TEST_SUITE_P(Clipping, OptimizerTest, ::testing::ValuesIn(scenarios(
                                   (s.weight_decay > 0 ? "_wd" : "");
                          });
 
+// The poly schedule (decay_steps T = 3, power 0.9): step t uses
+// lr * (1 - (t-1)/T)^0.9, so step 4 moves no parameter but still updates the
+// moments.
+TEST(OptimizerSchedule, AdamPolyDecayMatchesReference) {
+  CpuKernelContext ctx = testing::make_context();
+  std::mt19937 rng = testing::seeded_rng(304, "adam_poly");
+  const int64_t n = num_elements(kParam);
+  const double lr = 1e-2, b1 = 0.9, b2 = 0.999, eps = 1e-8, power = 0.9;
+  const int64_t decay_steps = 3;
+  const Attrs attrs = {{"lr", lr},
+                       {"beta1", b1},
+                       {"beta2", b2},
+                       {"eps", eps},
+                       {"weight_decay", 0.0},
+                       {"clip_norm", 0.0},
+                       {"decay_steps", decay_steps},
+                       {"decay_power", power}};
+  const KernelSpec spec =
+      make_spec("adam_update", {kParam, kParam, kParam, kParam, kScalar}, {}, attrs);
+  const std::vector<float> p0 = testing::random_vector(rng, n);
+  std::vector<float> p = p0, m(n, 0.f), v(n, 0.f);
+  std::vector<double> pr = testing::to_double(p0), mr(n, 0.0), vr(n, 0.0);
+  for (int t = 1; t <= decay_steps + 1; ++t) {
+    const std::vector<float> g = testing::random_vector(rng, n);
+    const std::vector<float> before = p, m_before = m;
+    Buffers in = {p, g, m, v, {static_cast<float>(t)}};
+    auto out = run_spec(spec, in, ctx);
+    ASSERT_TRUE(out.ok()) << out.status();
+    p = in[0];
+    m = in[2];
+    v = in[3];
+    const double lr_t = lr * std::pow(std::max(0.0, 1.0 - (t - 1.0) / decay_steps), power);
+    for (int64_t i = 0; i < n; ++i) {
+      mr[i] = b1 * mr[i] + (1 - b1) * g[i];
+      vr[i] = b2 * vr[i] + (1 - b2) * g[i] * g[i];
+      const double mhat = mr[i] / (1 - std::pow(b1, t)), vhat = vr[i] / (1 - std::pow(b2, t));
+      pr[i] -= lr_t * mhat / (std::sqrt(vhat) + eps);
+    }
+    if (t > decay_steps) {
+      EXPECT_EQ(p, before) << "step " << t << " is past decay_steps: lr is 0";
+      EXPECT_NE(m, m_before) << "the moments still update";
+    } else {
+      EXPECT_NE(p, before) << "step " << t;
+    }
+  }
+  expect_close(p, pr, p0, "param");
+  EXPECT_LT(testing::max_rel_error(m, mr), kTol);
+  EXPECT_LT(testing::max_rel_error(v, vr), kTol);
+}
+
 class OptimizerSpecTest : public ::testing::Test {
  protected:
   CpuKernelContext ctx_ = testing::make_context();
@@ -198,18 +249,30 @@ TEST_F(OptimizerSpecTest, InvalidSpecsAreRejected) {
   no_wd.erase("weight_decay");
   const Attrs adam = {{"lr", 0.1},   {"beta1", 1.0},        {"beta2", 0.999},
                       {"eps", 1e-8}, {"weight_decay", 0.0}, {"clip_norm", 0.0}};
+  Attrs decay_zero = adam;
+  decay_zero["beta1"] = 0.9;
+  decay_zero["decay_steps"] = int64_t{0};
+  decay_zero["decay_power"] = 0.9;
+  Attrs power_zero = decay_zero;
+  power_zero["decay_steps"] = int64_t{10};
+  power_zero["decay_power"] = 0.0;
+  Attrs power_missing = power_zero;
+  power_missing.erase("decay_power");
   const std::vector<KernelSpec> bad = {
-      make_spec("sgd_update", {p, p}, {}, sgd),                   // too few inputs
-      make_spec("sgd_update", {p, p, {4, 3, 3}}, {}, sgd),        // velocity shape
-      make_spec("sgd_update", {p, p, p, {2}}, {}, sgd),           // norm not scalar
-      make_spec("sgd_update", {p, p, p}, {p}, sgd),               // has an output
-      make_spec("sgd_update", {p, p, p}, {}, bad_mom),            // momentum >= 1
-      make_spec("sgd_update", {p, p, p}, {}, neg_lr),             // lr < 0
-      make_spec("sgd_update", {p, p, p}, {}, no_wd),              // missing attr
-      make_spec("adam_update", {p, p, p, p, kScalar}, {}, adam),  // beta1 >= 1
-      make_spec("adam_update", {p, p, p, p, p}, {}, adam),        // step not scalar
-      make_spec("increment", {{2}}, {}),                          // step not scalar
-      make_spec("global_norm", {p}, {p}),                         // norm not scalar
+      make_spec("sgd_update", {p, p}, {}, sgd),                            // too few inputs
+      make_spec("sgd_update", {p, p, {4, 3, 3}}, {}, sgd),                 // velocity shape
+      make_spec("sgd_update", {p, p, p, {2}}, {}, sgd),                    // norm not scalar
+      make_spec("sgd_update", {p, p, p}, {p}, sgd),                        // has an output
+      make_spec("sgd_update", {p, p, p}, {}, bad_mom),                     // momentum >= 1
+      make_spec("sgd_update", {p, p, p}, {}, neg_lr),                      // lr < 0
+      make_spec("sgd_update", {p, p, p}, {}, no_wd),                       // missing attr
+      make_spec("adam_update", {p, p, p, p, kScalar}, {}, adam),           // beta1 >= 1
+      make_spec("adam_update", {p, p, p, p, p}, {}, adam),                 // step not scalar
+      make_spec("adam_update", {p, p, p, p, kScalar}, {}, decay_zero),     // decay_steps < 1
+      make_spec("adam_update", {p, p, p, p, kScalar}, {}, power_zero),     // decay_power <= 0
+      make_spec("adam_update", {p, p, p, p, kScalar}, {}, power_missing),  // decay_steps alone
+      make_spec("increment", {{2}}, {}),                                   // step not scalar
+      make_spec("global_norm", {p}, {p}),                                  // norm not scalar
   };
   for (const KernelSpec& spec : bad) {
     auto k = create_pointwise_kernel(spec, ctx_);

@@ -159,6 +159,14 @@ TEST_F(CudaKernels, OptimizersMatchCpu) {
            {},
            adam,
            {{-1, 1}, {-1, 1}, {-1, 1}, {0.f, 1.f}, {3.f, 3.f}}});
+  Attrs poly = adam;  // the poly schedule at step 3 of 5
+  poly["decay_steps"] = int64_t{5};
+  poly["decay_power"] = 0.9;
+  compare({"adam_update",
+           {p, p, p, p, {}},
+           {},
+           poly,
+           {{-1, 1}, {-1, 1}, {-1, 1}, {0.f, 1.f}, {3.f, 3.f}}});
   compare({"increment", {{}}, {}, {}, {{4.f, 4.f}}});
 }
 

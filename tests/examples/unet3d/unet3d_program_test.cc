@@ -176,6 +176,51 @@ TEST_F(Unet3dProgram, ResumeEqualsTheUninterruptedRun) {
   EXPECT_NE(std::string(refused.status().message()).find("lr="), std::string::npos);
 }
 
+// --lr-decay-steps: the poly schedule reads the checkpointed step counter,
+// so a run stopped at step 2 of a 4-step schedule resumes bit-exactly; the
+// decayed rate changes the weights; and a resume with another schedule is
+// refused.
+TEST_F(Unet3dProgram, PolyDecayResumesBitExactly) {
+  TrainOptions constant = small(4);
+  TrainResult steady = train_ok(constant);
+  TrainOptions full = small(4);
+  full.lr_decay_steps = 4;
+  TrainResult uninterrupted = train_ok(full);
+  ASSERT_EQ(uninterrupted.losses.size(), 4u);
+  ASSERT_EQ(steady.losses.size(), 4u);
+  // Step 1 trains at lr either way, so step 2's loss is the same; the
+  // weights after step 2 (lr * 0.75^0.9) are not.
+  EXPECT_TRUE(same_bits({steady.losses[1]}, {uninterrupted.losses[1]}));
+  int changed = 0;
+  for (const auto& [name, values] : steady.persistent) {
+    if (name.find("/adam_") == std::string::npos && name != "optimizer/step" &&
+        !same_bits(values, uninterrupted.persistent.at(name))) {
+      ++changed;
+    }
+  }
+  EXPECT_GT(changed, 0) << "the schedule changed no weight";
+  TrainOptions first = small(2);
+  first.lr_decay_steps = 4;
+  first.checkpoint = (dir_ / "half.ckpt").string();
+  train_ok(first);
+  TrainOptions rest = small(4);
+  rest.lr_decay_steps = 4;
+  rest.checkpoint = first.checkpoint;
+  rest.resume = true;
+  TrainResult resumed = train_ok(rest);
+  ASSERT_EQ(resumed.losses.size(), 2u);
+  EXPECT_TRUE(same_bits({uninterrupted.losses[2], uninterrupted.losses[3]}, resumed.losses));
+  expect_same_state(uninterrupted, resumed);
+  TrainOptions other = rest;
+  other.lr_decay_steps = 8;
+  std::ostringstream log;
+  absl::StatusOr<TrainResult> refused = train(other, log);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(std::string(refused.status().message()).find("lr_decay_steps="), std::string::npos)
+      << refused.status();
+}
+
 TEST_F(Unet3dProgram, EvalAndPredictOnTheTrainedModel) {
   TrainOptions o = small(6);
   o.checkpoint = (dir_ / "m.ckpt").string();

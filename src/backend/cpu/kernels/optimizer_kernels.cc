@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/cpu/kernels/pointwise_common.h"
+#include "backend/lr_schedule.h"
 #include "lms/status.h"
 
 namespace lms::cpu::pointwise {
@@ -115,6 +116,7 @@ KernelOr make_sgd(const KernelSpec& spec, const CpuKernelContext& ctx) {
 struct AdamAttrs {
   Common c;
   double beta1 = 0, beta2 = 0, eps = 0;
+  double decay_steps = 0, decay_power = 0;  // the poly schedule; decay_steps 0 = none
 };
 
 absl::StatusOr<AdamAttrs> adam_attrs(const KernelSpec& spec) {
@@ -123,11 +125,18 @@ absl::StatusOr<AdamAttrs> adam_attrs(const KernelSpec& spec) {
   LMS_ASSIGN_OR_RETURN(h.beta1, real_attr_in(spec, "beta1", 0, false, 1, true, "0 <= beta1 < 1"));
   LMS_ASSIGN_OR_RETURN(h.beta2, real_attr_in(spec, "beta2", 0, false, 1, true, "0 <= beta2 < 1"));
   LMS_ASSIGN_OR_RETURN(h.eps, real_attr_in(spec, "eps", 0, true, kMaxReal, false, "eps > 0"));
+  if (spec.attrs.contains("decay_steps")) {
+    LMS_ASSIGN_OR_RETURN(h.decay_steps, real_attr_in(spec, "decay_steps", 1, false, kMaxReal, false,
+                                                     "decay_steps >= 1"));
+    LMS_ASSIGN_OR_RETURN(h.decay_power, real_attr_in(spec, "decay_power", 0, true, kMaxReal, false,
+                                                     "decay_power > 0"));
+  }
   return h;
 }
 
 // g' = g + wd*p; m = b1 m + (1-b1) g'; v = b2 v + (1-b2) g'^2;
-// p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps), t = step.
+// p -= lr_t * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps), t = step,
+// lr_t = poly_lr(lr, t, decay_steps, decay_power).
 KernelOr make_adam(const KernelSpec& spec, const CpuKernelContext& ctx) {
   LMS_RETURN_IF_ERROR(check_update(spec, 2, 1));
   LMS_ASSIGN_OR_RETURN(AdamAttrs h, adam_attrs(spec));
@@ -151,7 +160,7 @@ KernelOr make_adam(const KernelSpec& spec, const CpuKernelContext& ctx) {
     const float b2 = static_cast<float>(h.beta2);
     const float inv_bc1 = static_cast<float>(1.0 / (1.0 - std::pow(h.beta1, t)));
     const float inv_bc2 = static_cast<float>(1.0 / (1.0 - std::pow(h.beta2, t)));
-    const float lr = static_cast<float>(h.c.lr);
+    const float lr = static_cast<float>(poly_lr(h.c.lr, t, h.decay_steps, h.decay_power));
     const float eps = static_cast<float>(h.eps);
     for (int64_t i = 0; i < n; ++i) {
       const float gi = clip * g[i] + wd * p[i];
