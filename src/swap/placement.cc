@@ -409,26 +409,30 @@ absl::StatusOr<Placement> place_buffers(const std::vector<PlacementBuffer>& buff
            static_cast<double>(placed.lower_bound_bytes) *
                (1 + std::max(0.0, options.breadth_if_gap_above));
   };
-  // Runs the heuristics with ties broken by `rank`; a placement replaces the
-  // best only when its arena is strictly smaller.
+  const std::pair<bool, PlacementMethod> methods[] = {
+      {options.greedy_by_size, PlacementMethod::kGreedyBySize},
+      {options.greedy_by_breadth, PlacementMethod::kGreedyByBreadth},
+      {options.greedy_by_area, PlacementMethod::kGreedyByArea}};
+  auto order_of = [&](PlacementMethod method, const Ranks& rank) {
+    switch (method) {
+      case PlacementMethod::kGreedyBySize:
+        return size_order(p, buffers, rank);
+      case PlacementMethod::kGreedyByBreadth:
+        return breadth_order(p, buffers, rank);
+      case PlacementMethod::kGreedyByArea:
+        break;
+    }
+    return area_order(p, buffers, rank);
+  };
+  // Runs the heuristics with ties broken by `rank`: greedy by size always,
+  // the other two while the best arena is above the gap; a placement
+  // replaces the best only when its arena is strictly smaller.
   auto heuristics = [&](const Ranks& rank) {
-    if (options.greedy_by_size) {
-      std::optional<Placement> size =
-          place_in_order(p, size_order(p, buffers, rank), options, PlacementMethod::kGreedyBySize,
-                         best ? best->arena_bytes - 1 : kNoGap);
-      if (size) best = std::move(size);
-    }
-    if (options.greedy_by_breadth && (!best || gap_above(*best))) {
-      std::optional<Placement> breadth =
-          place_in_order(p, breadth_order(p, buffers, rank), options,
-                         PlacementMethod::kGreedyByBreadth, best ? best->arena_bytes - 1 : kNoGap);
-      if (breadth) best = std::move(breadth);
-    }
-    if (options.greedy_by_area && (!best || gap_above(*best))) {
-      std::optional<Placement> area =
-          place_in_order(p, area_order(p, buffers, rank), options, PlacementMethod::kGreedyByArea,
-                         best ? best->arena_bytes - 1 : kNoGap);
-      if (area) best = std::move(area);
+    for (const auto& [on, method] : methods) {
+      if (!on || (method != PlacementMethod::kGreedyBySize && best && !gap_above(*best))) continue;
+      std::optional<Placement> placed = place_in_order(p, order_of(method, rank), options, method,
+                                                       best ? best->arena_bytes - 1 : kNoGap);
+      if (placed) best = std::move(placed);
     }
   };
   heuristics(identity);
@@ -445,16 +449,9 @@ absl::StatusOr<Placement> place_buffers(const std::vector<PlacementBuffer>& buff
   const bool search = work_left > 0;
   // Note [Squeaky wheel]
   if (search && missed()) {
-    const std::pair<bool, PlacementMethod> methods[] = {
-        {options.greedy_by_size, PlacementMethod::kGreedyBySize},
-        {options.greedy_by_breadth, PlacementMethod::kGreedyByBreadth},
-        {options.greedy_by_area, PlacementMethod::kGreedyByArea}};
     for (const auto& [on, method] : methods) {
       if (!on || !missed() || !afford(1)) continue;
-      std::vector<int32_t> order =
-          method == PlacementMethod::kGreedyBySize      ? size_order(p, buffers, identity)
-          : method == PlacementMethod::kGreedyByBreadth ? breadth_order(p, buffers, identity)
-                                                        : area_order(p, buffers, identity);
+      std::vector<int32_t> order = order_of(method, identity);
       std::optional<Placement> placed =
           place_in_order(p, order, options, method, kNoGap);  // never abandoned
       for (int32_t round = 1; round <= options.squeaky_rounds && missed() && afford(1); ++round) {
