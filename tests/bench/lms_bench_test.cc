@@ -317,6 +317,12 @@ TEST(Cli, Unet3dDataAndArch) {
   ASSERT_TRUE(isensee.ok()) << isensee.status();
   EXPECT_EQ(command_unet_model(*isensee).arch, UnetArch::kIsensee);
   EXPECT_EQ(command_unet_model(*isensee).in_channels, 4);
+  // The case study's schedule: poly decay over --study-steps unless constant.
+  EXPECT_TRUE(mri->study_lr_decay);
+  absl::StatusOr<BenchCommand> constant =
+      parse_command_line({"unet3d", "--data", "data/mri", "--study-lr-decay", "constant"});
+  ASSERT_TRUE(constant.ok()) << constant.status();
+  EXPECT_FALSE(constant->study_lr_decay);
 
   std::ostringstream out, err;
   EXPECT_EQ(run_main({"unet3d", "--arch", "full"}, out, err), 2);
@@ -474,6 +480,7 @@ TEST(Cli, BadFlagsAreClearErrors) {
        "--lms-set policy=bogus"},
       {{"vdsr", "--lms", "/nonexistent/lms.toml", "--batch", "1"}, "--lms /nonexistent/lms.toml"},
       {{"unet3d", "--size", "30"}, "multiple of 4"},
+      {{"unet3d", "--study-lr-decay", "cosine"}, "--study-lr-decay 'cosine': allowed are poly"},
       {{"overhead", "--budget-fraction", "1.5"}, "--budget-fraction '1.5'"},
       {{"vdsr", "--device", "gpu"}, "--device 'gpu': allowed are cpu"},
       {{"overhead", "--device", "cuda"}, "--device: not a flag of `lms-bench overhead`"},
