@@ -27,10 +27,10 @@ echo "== VDSR: short training with LMS, then PSNR on the held-out photos"
 build-release/examples/vdsr/vdsr train --data data --capacity 256MiB --batch 32 --crop 48 --lr 1e-3 \
   --steps ${VDSR_STEPS:-30} --lms configs/lms.toml --checkpoint out/vdsr.ckpt --checkpoint-every 10
 build-release/examples/vdsr/vdsr eval --data data --checkpoint out/vdsr.ckpt --out out/vdsr_eval.png
-echo "== lms-bench: 3-D U-Net (Isensee et al.) on MRI: resolution sweep under a 64 MiB emulated"
-echo "   device, then the case study at the largest cube each way"
-build-release/bench/lms-bench unet3d --data data/mri --filters 8 --levels 3 --capacity 64MiB \
-  --size 32,48,64 --steps 1 --study-steps ${UNET3D_STEPS:-100} --out out/unet3d_case_study \
+echo "== lms-bench: 3-D U-Net (Isensee et al., 4 levels) on MRI: resolution sweep under a 96 MiB"
+echo "   emulated device, then the case study at the largest cube each way"
+build-release/bench/lms-bench unet3d --data data/mri --filters 8 --levels 4 --capacity 96MiB \
+  --size 32,48,64,72 --steps 1 --study-steps ${UNET3D_STEPS:-100} --out out/unet3d_case_study \
   --trace out/unet3d_traces --json out/lms-bench-unet3d.json
 echo "== outputs"
 ls out out/unet3d_case_study
