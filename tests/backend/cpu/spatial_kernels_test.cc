@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/cpu/kernels/spatial_plan.h"
+#include "backend/cpu/kernels/winograd.h"
 #include "lms/types.h"
 #include "spatial_test_util.h"
 
@@ -177,6 +178,12 @@ std::vector<ConvCase> conv_cases() {
       {"conv2d_64to64", false, {2, 64, 8, 8}, 64, {3, 3}, {1, 1}, {1, 1}, {1, 1}, true},
       {"conv2d_1to64", false, {2, 1, 10, 10}, 64, {3, 3}, {1, 1}, {1, 1}, {1, 1}, true},
       {"conv2d_64to1", false, {2, 64, 10, 10}, 1, {3, 3}, {1, 1}, {1, 1}, {1, 1}, true},
+      // Shapes lms's Winograd applies to (ConvAlgorithm::kWinograd): 3x3,
+      // stride 1, channels filling whole 16-blocks; odd sizes leave partial
+      // 4x4 output tiles, and pads 0 and 2 move the tiles' origin.
+      {"conv2d_wino_p1", false, {3, 16, 13, 11}, 32, {3, 3}, {1, 1}, {1, 1}, {1, 1}, true},
+      {"conv2d_wino_p0", false, {2, 32, 9, 10}, 16, {3, 3}, {1, 1}, {0, 0}, {1, 1}, false},
+      {"conv2d_wino_p2", false, {2, 16, 7, 5}, 16, {3, 3}, {1, 1}, {2, 2}, {1, 1}, true},
       {"conv3d_s2_bias",
        false,
        {2, 3, 5, 6, 5},
@@ -225,6 +232,7 @@ const OptionCase kOptionCases[] = {
     {"default", {}},  // ConvLayout::kAuto, ConvAlgorithm::kAuto
     {"blocked_direct", {ConvLayout::kBlocked, ConvAlgorithm::kDirect}},
     {"plain_direct", {ConvLayout::kPlain, ConvAlgorithm::kDirect}},
+    {"lms_winograd", {ConvLayout::kAuto, ConvAlgorithm::kWinograd}},
 };
 
 void PrintTo(const OptionCase& oc, std::ostream* os) { *os << oc.name; }
@@ -235,7 +243,7 @@ TEST_P(ConvKernelTest, MatchesNaiveReference) {
   const auto& [cc, option_case] = GetParam();
   const SpatialKernelOptions& layout = option_case.options;
   const double kRelBound =
-      layout.conv_algorithm == ConvAlgorithm::kAuto ? kRelBoundWinograd : kRelBoundDirect;
+      layout.conv_algorithm == ConvAlgorithm::kDirect ? kRelBoundDirect : kRelBoundWinograd;
   std::mt19937 rng = seeded_rng(1234 + static_cast<uint32_t>(cc.x[1] * 7 + cc.out_channels));
   auto x = random_values(num_elements(cc.x), rng);
   auto w = random_values(num_elements(cc.w()), rng);
@@ -329,35 +337,18 @@ TEST(ConvKernelDeterminism, RepeatedRunsAreBitIdentical) {
   }
 }
 
-// The Winograd path of ConvAlgorithm::kAuto only triggers on big problems
-// (here N=16, 64->64, 16x16), too big for the full naive loop: check a random
-// sample of elements of y, dx and dw against per-element double sums.
-TEST(ConvKernelWinograd, AutoAlgorithmMatchesSampledReference) {
-  ConvCase cc{"wino", false, {16, 64, 16, 16}, 64, {3, 3}, {1, 1}, {1, 1}, {1, 1}, true};
-  CpuKernelContext ctx = make_context();
-  auto md = [](const Shape& s) {
-    return dnnl::memory::desc(dnnl::memory::dims(s.begin(), s.end()), dnnl::memory::data_type::f32,
-                              dnnl::memory::format_tag::any);
-  };
-  dnnl::convolution_forward::primitive_desc probe({dnnl::prop_kind::forward_training,
-                                                   dnnl::algorithm::convolution_auto,
-                                                   md(cc.x),
-                                                   md(cc.w()),
-                                                   md(cc.y()),
-                                                   {1, 1},
-                                                   {0, 0},
-                                                   {1, 1},
-                                                   {1, 1}},
-                                                  ctx.engine);
-  if (std::string(probe.impl_info_str()).find("wino") == std::string::npos) {
-    GTEST_SKIP() << "oneDNN picks " << probe.impl_info_str() << ", not Winograd, on this CPU";
-  }
+// Winograd paths only trigger on big problems (here N=16, 64->64, 16x16),
+// too big for the full naive loop: check_sampled compares a random sample of
+// elements of y, dx and dw against per-element double sums.
+const ConvCase kWinoCase{"wino", false, {16, 64, 16, 16}, 64, {3, 3}, {1, 1}, {1, 1}, {1, 1}, true};
+
+void check_sampled(const SpatialKernelOptions& opts) {
+  const ConvCase& cc = kWinoCase;
   std::mt19937 rng = seeded_rng(31);
   auto x = random_values(num_elements(cc.x), rng);
   auto w = random_values(num_elements(cc.w()), rng);
   auto b = random_values(cc.out_channels, rng);
   auto dy = random_values(num_elements(cc.y()), rng);
-  SpatialKernelOptions opts{ConvLayout::kBlocked, ConvAlgorithm::kAuto};
   auto y = run_spec(forward_spec(cc), {x, w, b}, opts);
   auto dx = run_spec(backward_data_spec(cc), {dy, w}, opts);
   auto dw = run_spec(backward_weights_spec(cc), {x, dy}, opts);
@@ -390,6 +381,75 @@ TEST(ConvKernelWinograd, AutoAlgorithmMatchesSampledReference) {
       }
     EXPECT_NEAR(dw[0][j], dw_ref, kRelBoundWinograd * dw_abs + 1e-6) << "dw[" << j << "]";
   }
+}
+
+TEST(ConvKernelWinograd, AutoAlgorithmMatchesSampledReference) {
+  const ConvCase& cc = kWinoCase;
+  CpuKernelContext ctx = make_context();
+  auto md = [](const Shape& s) {
+    return dnnl::memory::desc(dnnl::memory::dims(s.begin(), s.end()), dnnl::memory::data_type::f32,
+                              dnnl::memory::format_tag::any);
+  };
+  dnnl::convolution_forward::primitive_desc probe({dnnl::prop_kind::forward_training,
+                                                   dnnl::algorithm::convolution_auto,
+                                                   md(cc.x),
+                                                   md(cc.w()),
+                                                   md(cc.y()),
+                                                   {1, 1},
+                                                   {0, 0},
+                                                   {1, 1},
+                                                   {1, 1}},
+                                                  ctx.engine);
+  if (std::string(probe.impl_info_str()).find("wino") == std::string::npos &&
+      !winograd_cpu_supported()) {
+    GTEST_SKIP() << "oneDNN picks " << probe.impl_info_str()
+                 << ", not Winograd, and this CPU lacks AVX2 + FMA for lms's";
+  }
+  check_sampled({ConvLayout::kBlocked, ConvAlgorithm::kAuto});
+}
+
+// lms's F(4x4, 3x3) (winograd.h), forced on whatever CPU runs the test.
+TEST(ConvKernelWinograd, LmsWinogradMatchesSampledReference) {
+  if (!winograd_cpu_supported()) GTEST_SKIP() << "this CPU lacks AVX2 + FMA";
+  check_sampled({ConvLayout::kAuto, ConvAlgorithm::kWinograd});
+}
+
+// kWinograd really runs lms's algorithm where it applies (its rounding
+// differs from the direct kernel's, and its workspace holds the 36
+// transformed C x K filter matrices) and falls back to the direct kernel,
+// bit for bit, where it does not (stride 2).
+TEST(ConvKernelWinograd, LmsWinogradRunsWhereItApplies) {
+  if (!winograd_cpu_supported()) GTEST_SKIP() << "this CPU lacks AVX2 + FMA";
+  const SpatialKernelOptions wino{ConvLayout::kAuto, ConvAlgorithm::kWinograd};
+  const SpatialKernelOptions direct{ConvLayout::kAuto, ConvAlgorithm::kDirect};
+  ConvCase cc{"applies", false, {2, 32, 12, 12}, 16, {3, 3}, {1, 1}, {1, 1}, {1, 1}, true};
+  CpuKernelContext ctx = make_context();
+  for (const KernelSpec& spec : {forward_spec(cc), backward_data_spec(cc)}) {
+    auto k = create_spatial_kernel(spec, ctx, wino);
+    ASSERT_TRUE(k.ok()) << k.status();
+    EXPECT_GE((*k)->workspace_bytes(), uint64_t{36 * 32 * 16 * 4}) << spec.name;
+  }
+  std::mt19937 rng = seeded_rng(53);
+  auto x = random_values(num_elements(cc.x), rng);
+  auto w = random_values(num_elements(cc.w()), rng);
+  auto b = random_values(cc.out_channels, rng);
+  auto dy = random_values(num_elements(cc.y()), rng);
+  auto differs = [](const std::vector<std::vector<float>>& a,
+                    const std::vector<std::vector<float>>& b) {
+    return a.size() != b.size() || a.empty() ||
+           std::memcmp(a[0].data(), b[0].data(), a[0].size() * 4) != 0;
+  };
+  EXPECT_TRUE(differs(run_spec(forward_spec(cc), {x, w, b}, wino),
+                      run_spec(forward_spec(cc), {x, w, b}, direct)));
+  EXPECT_TRUE(differs(run_spec(backward_data_spec(cc), {dy, w}, wino),
+                      run_spec(backward_data_spec(cc), {dy, w}, direct)));
+  ConvCase strided = cc;
+  strided.stride = {2, 2};
+  auto sy = random_values(num_elements(strided.y()), rng);
+  EXPECT_FALSE(differs(run_spec(forward_spec(strided), {x, w, b}, wino),
+                       run_spec(forward_spec(strided), {x, w, b}, direct)));
+  EXPECT_FALSE(differs(run_spec(backward_data_spec(strided), {sy, w}, wino),
+                       run_spec(backward_data_spec(strided), {sy, w}, direct)));
 }
 
 TEST(ConvKernelWorkspace, BlockedLayoutReportsReorderBuffers) {
@@ -511,7 +571,7 @@ TEST(ConvKernelValidation, RejectsInconsistentSpecs) {
   expect_invalid(s, "has_bias");
   s = forward_spec(cc), s.name = "empty_output", s.attrs["dilation"] = std::vector<int64_t>{9, 9};
   expect_invalid(s, "empty output");
-  ConvCase dc = conv_cases()[8];
+  ConvCase dc = conv_cases()[11];  // deconv2d_k4_s2
   s = forward_spec(dc), s.name = "deconv_dilation",
   s.attrs["dilation"] = std::vector<int64_t>{2, 2};
   expect_invalid(s, "dilation");

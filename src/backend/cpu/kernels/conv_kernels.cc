@@ -1,6 +1,7 @@
 // conv, conv_bwd_data, conv_bwd_weights, deconv, deconv_bwd_data,
 // deconv_bwd_weights on oneDNN (de)convolution primitives.
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -10,6 +11,7 @@
 #include "backend/cpu/kernels/spatial_kernels.h"
 #include "backend/cpu/kernels/spatial_plan.h"
 #include "backend/cpu/kernels/spatial_spec.h"
+#include "backend/cpu/kernels/winograd.h"
 #include "lms/status.h"
 #include "lms/types.h"
 
@@ -276,11 +278,106 @@ std::unique_ptr<Kernel> make_backward_weights(const KernelSpec& spec, const CpuK
   return b.finish();
 }
 
+// Note [lms Winograd]: oneDNN 2.6 has Winograd convolutions only for
+// AVX-512; below it every 3x3 layer would run oneDNN's direct kernel, which
+// is the work PyTorch does too. There the forward and backward-data passes
+// of a 2-D 3x3 stride-1 conv run winograd.h's F(4x4, 3x3) instead: its
+// matrix products are oneDNN's matmul, its transforms ours. It applies where
+// both activations fill whole blocks of the device's blocked layout, have at
+// least kMinBlockedChannels channels (fewer give the matmul too little work
+// per transformed value), and its workspace stays within
+// kMaxWinogradScratchRatio times the plain input and output, as oneDNN's
+// Winograd must (ConvAlgorithm::kWinograd waives this bound, so that small
+// test problems run it too). Backward weights stays with oneDNN's direct
+// kernel.
+std::unique_ptr<WinogradConv> lms_winograd(const KernelSpec& spec, const ConvProblem& p,
+                                           const SpatialKernelOptions& options,
+                                           const CpuKernelContext& ctx) {
+  const bool wanted = options.conv_algorithm == ConvAlgorithm::kWinograd ||
+                      (options.conv_algorithm == ConvAlgorithm::kAuto && !onednn_avx512());
+  const bool backward_data = spec.op == "conv_bwd_data";
+  if (!wanted || !(spec.op == "conv" || backward_data) || p.transposed || p.rank != 2 ||
+      !winograd_cpu_supported()) {
+    return nullptr;
+  }
+  for (int i = 0; i < 2; ++i) {
+    if (p.w[2 + i] != 3 || p.stride[i] != 1 || p.dilation[i] != 1 || p.pad[i] > 2) return nullptr;
+  }
+  const int64_t block = blocked_desc(p.x).get_size() == plain_desc(p.x).get_size() &&
+                                blocked_desc(p.y).get_size() == plain_desc(p.y).get_size()
+                            ? blocked_channels()
+                            : 0;
+  if (block == 0 || std::min(p.x[1], p.y[1]) < kMinBlockedChannels) return nullptr;
+  WinogradShape shape{.n = p.x[0],
+                      .c = p.x[1],
+                      .k = p.y[1],
+                      .h = p.x[2],
+                      .w = p.x[3],
+                      .ho = p.y[2],
+                      .wo = p.y[3],
+                      .pad_h = p.pad[0],
+                      .pad_w = p.pad[1],
+                      .block = block};
+  if (backward_data) {
+    shape = {.n = p.x[0],
+             .c = p.y[1],
+             .k = p.x[1],
+             .h = p.y[2],
+             .w = p.y[3],
+             .ho = p.x[2],
+             .wo = p.x[3],
+             .pad_h = 2 - p.pad[0],
+             .pad_w = 2 - p.pad[1],
+             .block = block};
+  }
+  auto conv = std::make_unique<WinogradConv>(shape, backward_data, !backward_data && p.bias,
+                                             !backward_data && has_relu(spec), ctx.engine,
+                                             /*threads=*/0);
+  const double io_bytes =
+      static_cast<double>(plain_desc(p.x).get_size() + plain_desc(p.y).get_size());
+  if (options.conv_algorithm == ConvAlgorithm::kAuto &&
+      static_cast<double>(conv->workspace_bytes()) > kMaxWinogradScratchRatio * io_bytes) {
+    return nullptr;
+  }
+  return conv;
+}
+
+// The kernel of `conv` on the device's blocked layout, reordering plain
+// tensors in and out. Forward inputs x, w, b?, output y; backward data
+// inputs dy, w, output dx.
+std::unique_ptr<Kernel> make_lms_winograd(const KernelSpec& spec, const CpuKernelContext& ctx,
+                                          const ConvProblem& p, const ConvDescs& d,
+                                          std::shared_ptr<const WinogradConv> conv) {
+  const bool backward_data = spec.op == "conv_bwd_data";
+  const memory::desc& in_user = backward_data ? d.y_user : d.x_user;
+  const memory::desc& out_user = backward_data ? d.x_user : d.y_user;
+  const Shape& in_shape = backward_data ? p.y : p.x;
+  const Shape& out_shape = backward_data ? p.x : p.y;
+  PlanBuilder b(spec.name, ctx);
+  const BufferRef in = b.bind_input(0, in_user, blocked_desc(in_shape));
+  const BufferRef w{BufferRef::Kind::kInput, 1};
+  const BufferRef bias = !backward_data && p.bias ? BufferRef{BufferRef::Kind::kInput, 2} : w;
+  const BufferRef out = b.bind_output(0, out_user, blocked_desc(out_shape));
+  const BufferRef scratch = b.reserve(conv->workspace_bytes());
+  b.add_custom_step(
+      [conv](const std::vector<void*>& ptrs) {
+        return conv->run(static_cast<const float*>(ptrs[0]), static_cast<const float*>(ptrs[1]),
+                         static_cast<const float*>(ptrs[2]), static_cast<float*>(ptrs[3]), ptrs[4]);
+      },
+      {in, w, bias, out, scratch});
+  return b.finish();
+}
+
 template <class F>
 std::unique_ptr<Kernel> make_conv(const KernelSpec& spec, const CpuKernelContext& ctx,
                                   const ConvProblem& p, const ConvTensorLayouts& layouts,
                                   const SpatialKernelOptions& options) {
   ConvDescs d = conv_descs(p, layouts, options, spec.op);
+  if constexpr (std::is_same_v<F, ConvFamily>) {
+    if (std::shared_ptr<const WinogradConv> conv = lms_winograd(spec, p, options, ctx)) {
+      return make_lms_winograd(spec, ctx, p, d, std::move(conv));
+    }
+  }
   if (spec.op.ends_with("_bwd_data")) return make_backward_data<F>(spec, ctx, p, d);
   if (spec.op.ends_with("_bwd_weights")) return make_backward_weights<F>(spec, ctx, p, d);
   return make_forward<F>(spec, ctx, p, d);

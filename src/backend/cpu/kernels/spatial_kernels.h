@@ -32,10 +32,14 @@ enum class ConvLayout {
 };
 
 enum class ConvAlgorithm {
-  kAuto,    // Winograd F(4x4,3x3) where oneDNN picks it (3x3, stride 1,
-            // blocked layouts, large problems), direct otherwise
-            // (Note [Conv algorithm] in conv_kernels.cc)
-  kDirect,  // always direct convolution
+  kAuto,      // Winograd F(4x4,3x3): oneDNN's where oneDNN picks it (AVX-512;
+              // 3x3, stride 1, blocked layouts, large problems), lms's
+              // (winograd.h) where oneDNN has none and it applies (Note [lms
+              // Winograd] in conv_kernels.cc); direct otherwise
+  kDirect,    // always oneDNN's direct convolution
+  kWinograd,  // lms's Winograd (winograd.h) wherever it applies, on any CPU
+              // with AVX2 and FMA, even where oneDNN has its own; direct
+              // otherwise
 };
 
 struct SpatialKernelOptions {

@@ -53,11 +53,17 @@ dnnl::memory::desc any_desc(const Shape& shape) {
                             dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
 }
 
-dnnl::memory::desc blocked_desc(const Shape& shape) {
-  using tag = dnnl::memory::format_tag;
+bool onednn_avx512() {
   const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
   const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
-  const bool wide = (isa & avx512) == avx512;  // avx512_core and every ISA above it
+  return (isa & avx512) == avx512;  // avx512_core and every ISA above it
+}
+
+int64_t blocked_channels() { return onednn_avx512() ? 16 : 8; }
+
+dnnl::memory::desc blocked_desc(const Shape& shape) {
+  using tag = dnnl::memory::format_tag;
+  const bool wide = onednn_avx512();
   const bool rank4 = shape.size() == 4;
   const tag t =
       wide ? (rank4 ? tag::nChw16c : tag::nCdhw16c) : (rank4 ? tag::nChw8c : tag::nCdhw8c);
@@ -73,7 +79,7 @@ class PlanKernel final : public Kernel {
     scratch_offset_ = align_up(b.workspace_bytes_);
     total_bytes_ = b.scratch_bytes_ > 0 ? scratch_offset_ + b.scratch_bytes_ : b.workspace_bytes_;
     for (auto& s : b.steps_) {
-      Step step{std::move(s.prim), {}, {}};
+      Step step{std::move(s.prim), {}, {}, std::move(s.custom), std::move(s.custom_buffers)};
       for (const StepArg& a : s.args) {
         dnnl::memory mem(a.desc, ctx_.engine, nullptr);
         step.args.emplace(a.arg, mem);
@@ -92,6 +98,18 @@ class PlanKernel final : public Kernel {
     }
     try {
       for (Step& step : steps_) {
+        if (step.custom) {
+          std::vector<void*> ptrs;
+          for (const BufferRef& ref : step.custom_buffers) {
+            ptrs.push_back(resolve(args, ref));
+            if (ptrs.back() == nullptr) return missing_buffer(ref);
+          }
+          absl::Status status = step.custom(ptrs);
+          if (!status.ok()) {
+            return absl::InternalError(absl::StrCat("node '", name_, "': ", status.message()));
+          }
+          continue;
+        }
         for (auto& [mem, ref] : step.bound) {
           void* ptr = resolve(args, ref);
           if (ptr == nullptr) return missing_buffer(ref);
@@ -112,6 +130,8 @@ class PlanKernel final : public Kernel {
     dnnl::primitive prim;
     std::unordered_map<int, dnnl::memory> args;
     std::vector<std::pair<dnnl::memory, BufferRef>> bound;
+    PlanBuilder::CustomFn custom;
+    std::vector<BufferRef> custom_buffers;
   };
 
   void* resolve(const KernelArgs& args, const BufferRef& ref) const {
@@ -177,6 +197,13 @@ void PlanBuilder::add_step(dnnl::primitive prim, std::vector<StepArg> args,
     scratch_bytes_ = std::max(scratch_bytes_, scratch);
   }
   steps_.push_back({std::move(prim), std::move(args)});
+}
+
+void PlanBuilder::add_custom_step(CustomFn fn, std::vector<BufferRef> buffers) {
+  Step step;
+  step.custom = std::move(fn);
+  step.custom_buffers = std::move(buffers);
+  steps_.push_back(std::move(step));
 }
 
 void PlanBuilder::add_reorder(BufferRef from, const dnnl::memory::desc& from_md, BufferRef to,

@@ -17,10 +17,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "backend/cpu/kernels/cpu_kernels.h"
 #include "backend/kernel.h"
@@ -52,6 +54,12 @@ dnnl::memory::desc any_desc(const Shape& shape);
 // in lms/types.h): nChw16c / nCdhw16c where oneDNN runs AVX-512 kernels, else
 // nChw8c / nCdhw8c, the layouts oneDNN's convolutions pick on those ISAs.
 dnnl::memory::desc blocked_desc(const Shape& shape);
+// Channels per block of blocked_desc: 16 or 8.
+int64_t blocked_channels();
+// Whether oneDNN runs its AVX-512 kernels here (avx512_core or above in
+// dnnl::get_effective_cpu_isa(), which DNNL_MAX_CPU_ISA can lower): only
+// then does oneDNN 2.6 have Winograd convolutions.
+bool onednn_avx512();
 
 class PlanBuilder {
  public:
@@ -68,6 +76,10 @@ class PlanBuilder {
   BufferRef bind_output(int index, const dnnl::memory::desc& user, const dnnl::memory::desc& want);
   void add_step(dnnl::primitive prim, std::vector<StepArg> args,
                 const dnnl::memory::desc& scratchpad);
+  // A step of our own code (no oneDNN primitive): run() calls `fn` with the
+  // pointers `buffers` resolve to, in order.
+  using CustomFn = std::function<absl::Status(const std::vector<void*>& buffers)>;
+  void add_custom_step(CustomFn fn, std::vector<BufferRef> buffers);
   // Appends the pending output reorders and returns the kernel.
   std::unique_ptr<Kernel> finish();
 
@@ -75,6 +87,8 @@ class PlanBuilder {
   struct Step {
     dnnl::primitive prim;
     std::vector<StepArg> args;
+    CustomFn custom;  // set for a custom step (prim and args unused)
+    std::vector<BufferRef> custom_buffers;
   };
   void add_reorder(BufferRef from, const dnnl::memory::desc& from_md, BufferRef to,
                    const dnnl::memory::desc& to_md, std::vector<Step>* steps);

@@ -1,0 +1,256 @@
+#include "backend/cpu/kernels/winograd.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace lms::cpu {
+namespace {
+
+using dnnl::memory;
+
+// Output tiles per matmul (fewer when the problem has fewer): one chunk's
+// transformed input and matmul output (36 x kChunkTiles x channels floats
+// each, 0.6 MiB at 64 channels) stay in a core's L2 cache between the
+// transforms and the matmul.
+constexpr int64_t kChunkTiles = 64;
+constexpr int64_t kPositions = 36;  // 6x6 transformed tile
+constexpr uint64_t kAlignFloats = 16;
+
+uint64_t align_floats(uint64_t n) { return (n + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
+
+// Eight channels of one pixel: the unit every transform works on.
+typedef float v8 __attribute__((vector_size(32)));
+typedef float v8u __attribute__((vector_size(32), aligned(4)));
+
+#define LMS_AVX2 __attribute__((target("avx2,fma")))
+
+LMS_AVX2 inline v8 load(const float* p) { return *reinterpret_cast<const v8u*>(p); }
+LMS_AVX2 inline void store(float* p, v8 v) { *reinterpret_cast<v8u*>(p) = v; }
+
+// r = B^T d for one column of six (Lavin & Gray, F(4x4, 3x3), points 0, ±1, ±2).
+LMS_AVX2 inline void input_1d(const v8* d, v8* r) {
+  r[0] = 4.f * d[0] - 5.f * d[2] + d[4];
+  r[1] = -4.f * (d[1] + d[2]) + d[3] + d[4];
+  r[2] = 4.f * (d[1] - d[2]) - d[3] + d[4];
+  r[3] = 2.f * (d[3] - d[1]) - d[2] + d[4];
+  r[4] = 2.f * (d[1] - d[3]) - d[2] + d[4];
+  r[5] = 4.f * d[1] - 5.f * d[3] + d[5];
+}
+
+// o = A^T m for one column of six.
+LMS_AVX2 inline void output_1d(const v8* m, v8* o) {
+  const v8 a = m[1] + m[2], b = m[1] - m[2], c = m[3] + m[4], e = m[3] - m[4];
+  o[0] = m[0] + a + c;
+  o[1] = b + 2.f * e;
+  o[2] = a + 4.f * c;
+  o[3] = b + 8.f * e + m[5];
+}
+
+// Offset of channel c (a multiple of 8) at pixel (h, w) of image n in a
+// blocked layout.
+inline int64_t blocked_offset(int64_t n, int64_t c, int64_t h, int64_t w, int64_t channels,
+                              int64_t height, int64_t width, int64_t block) {
+  return (((n * (channels / block) + c / block) * height + h) * width + w) * block + c % block;
+}
+
+struct Tiling {
+  int64_t tiles_h, tiles_w;
+  void locate(int64_t tile, int64_t* n, int64_t* th, int64_t* tw) const {
+    *n = tile / (tiles_h * tiles_w);
+    const int64_t r = tile % (tiles_h * tiles_w);
+    *th = r / tiles_w;
+    *tw = r % tiles_w;
+  }
+};
+
+// V[36][T][C] for tiles [first, first + T); rows past the last tile are zero.
+LMS_AVX2 void transform_input(const float* x, const WinogradShape& s, const Tiling& tiling,
+                              int64_t tiles, int64_t first, int64_t chunk, float* v) {
+  const v8 zero = {};
+  for (int64_t t = 0; t < chunk; ++t) {
+    const int64_t tile = first + t;
+    if (tile >= tiles) {
+      for (int64_t pos = 0; pos < kPositions; ++pos) {
+        for (int64_t c = 0; c < s.c; c += 8) store(v + (pos * chunk + t) * s.c + c, zero);
+      }
+      continue;
+    }
+    int64_t n, th, tw;
+    tiling.locate(tile, &n, &th, &tw);
+    const int64_t h0 = th * 4 - s.pad_h, w0 = tw * 4 - s.pad_w;
+    for (int64_t c = 0; c < s.c; c += 8) {
+      v8 d[6][6], rows[6][6];
+      for (int i = 0; i < 6; ++i) {
+        const int64_t h = h0 + i;
+        for (int j = 0; j < 6; ++j) {
+          const int64_t w = w0 + j;
+          const bool inside = h >= 0 && h < s.h && w >= 0 && w < s.w;
+          d[i][j] = inside ? load(x + blocked_offset(n, c, h, w, s.c, s.h, s.w, s.block)) : zero;
+        }
+      }
+      for (int j = 0; j < 6; ++j) {
+        v8 col[6], r[6];
+        for (int i = 0; i < 6; ++i) col[i] = d[i][j];
+        input_1d(col, r);
+        for (int i = 0; i < 6; ++i) rows[i][j] = r[i];
+      }
+      for (int i = 0; i < 6; ++i) {
+        v8 r[6];
+        input_1d(rows[i], r);
+        for (int j = 0; j < 6; ++j) store(v + ((i * 6 + j) * chunk + t) * s.c + c, r[j]);
+      }
+    }
+  }
+}
+
+// y tiles [first, first + T) from M[36][T][K], plus bias and ReLU.
+LMS_AVX2 void transform_output(const float* m, const WinogradShape& s, const Tiling& tiling,
+                               int64_t tiles, int64_t first, int64_t chunk, const float* bias,
+                               bool relu, float* y) {
+  const int64_t last = std::min(tiles, first + chunk);
+  for (int64_t tile = first; tile < last; ++tile) {
+    const int64_t t = tile - first;
+    int64_t n, th, tw;
+    tiling.locate(tile, &n, &th, &tw);
+    const int64_t h0 = th * 4, w0 = tw * 4;
+    for (int64_t k = 0; k < s.k; k += 8) {
+      v8 cols[4][6];
+      for (int j = 0; j < 6; ++j) {
+        v8 col[6], o[4];
+        for (int i = 0; i < 6; ++i) col[i] = load(m + ((i * 6 + j) * chunk + t) * s.k + k);
+        output_1d(col, o);
+        for (int i = 0; i < 4; ++i) cols[i][j] = o[i];
+      }
+      const v8 b = bias != nullptr ? load(bias + k) : v8{};
+      for (int i = 0; i < 4 && h0 + i < s.ho; ++i) {
+        v8 o[4];
+        output_1d(cols[i], o);
+        for (int j = 0; j < 4 && w0 + j < s.wo; ++j) {
+          v8 val = o[j] + b;
+          if (relu) val = val > 0.f ? val : val * 0.f;
+          store(y + blocked_offset(n, k, h0 + i, w0 + j, s.k, s.ho, s.wo, s.block), val);
+        }
+      }
+    }
+  }
+}
+
+// U[36][C][K] = G g G^T for the filters of output channels [k_begin, k_end).
+void transform_filters(const float* w, const WinogradShape& s, bool backward_data, int64_t k_begin,
+                       int64_t k_end, float* u) {
+  static constexpr double kG[6][3] = {{1. / 4, 0, 0},
+                                      {-1. / 6, -1. / 6, -1. / 6},
+                                      {-1. / 6, 1. / 6, -1. / 6},
+                                      {1. / 24, 1. / 12, 1. / 6},
+                                      {1. / 24, -1. / 12, 1. / 6},
+                                      {0, 0, 1}};
+  for (int64_t k = k_begin; k < k_end; ++k) {
+    for (int64_t c = 0; c < s.c; ++c) {
+      // Backward data: the forward filter is w[K'=C][C'=K], rotated.
+      double g[3][3];
+      const float* src = backward_data ? w + (c * s.k + k) * 9 : w + (k * s.c + c) * 9;
+      for (int i = 0; i < 3; ++i) {
+        for (int j = 0; j < 3; ++j)
+          g[i][j] = backward_data ? src[(2 - i) * 3 + 2 - j] : src[i * 3 + j];
+      }
+      double gg[6][3];
+      for (int i = 0; i < 6; ++i) {
+        for (int j = 0; j < 3; ++j)
+          gg[i][j] = kG[i][0] * g[0][j] + kG[i][1] * g[1][j] + kG[i][2] * g[2][j];
+      }
+      for (int i = 0; i < 6; ++i) {
+        for (int j = 0; j < 6; ++j) {
+          const double v = gg[i][0] * kG[j][0] + gg[i][1] * kG[j][1] + gg[i][2] * kG[j][2];
+          u[((i * 6 + j) * s.c + c) * s.k + k] = static_cast<float>(v);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool winograd_cpu_supported() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+WinogradConv::WinogradConv(const WinogradShape& shape, bool backward_data, bool bias, bool relu,
+                           const dnnl::engine& engine, int threads)
+    : s_(shape),
+      backward_data_(backward_data),
+      bias_(bias),
+      relu_(relu),
+      threads_(threads > 0 ? threads : std::max(omp_get_max_threads(), 1)),
+      engine_(engine) {
+  tiles_h_ = (s_.ho + 3) / 4;
+  tiles_w_ = (s_.wo + 3) / 4;
+  tiles_ = s_.n * tiles_h_ * tiles_w_;
+  chunk_ = std::min(kChunkTiles, tiles_);
+  u_floats_ = align_floats(static_cast<uint64_t>(kPositions * s_.c * s_.k));
+  v_floats_ = align_floats(static_cast<uint64_t>(kPositions * chunk_ * s_.c));
+  m_floats_ = align_floats(static_cast<uint64_t>(kPositions * chunk_ * s_.k));
+  v_md_ = memory::desc({kPositions, chunk_, s_.c}, memory::data_type::f32, memory::format_tag::abc);
+  u_md_ = memory::desc({kPositions, s_.c, s_.k}, memory::data_type::f32, memory::format_tag::abc);
+  m_md_ = memory::desc({kPositions, chunk_, s_.k}, memory::data_type::f32, memory::format_tag::abc);
+  // Each thread's matmul gets its own scratchpad: oneDNN's library-managed
+  // one is not safe for concurrent execution of one primitive (AVX-512's
+  // brgemm matmul computes garbage with it).
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(v_md_, u_md_, m_md_), attr, engine_);
+  scratch_md_ = pd.scratchpad_desc();
+  scratch_floats_ = align_floats((scratch_md_.get_size() + 3) / 4);
+  thread_floats_ = v_floats_ + m_floats_ + scratch_floats_;
+  workspace_bytes_ = (u_floats_ + thread_floats_ * static_cast<uint64_t>(threads_)) * 4;
+  matmul_ = dnnl::matmul(pd);
+}
+
+absl::Status WinogradConv::run(const float* x, const float* w, const float* bias, float* y,
+                               void* workspace) const {
+  float* u = static_cast<float*>(workspace);
+  const Tiling tiling{tiles_h_, tiles_w_};
+  const int64_t chunks = (tiles_ + chunk_ - 1) / chunk_;
+  const float* b = bias_ ? bias : nullptr;
+  std::string failure;  // no exception may leave the parallel region
+  // Inside the team each matmul runs on its caller's thread only (oneDNN does
+  // not nest parallel regions), so no chunk's bits depend on the team size.
+#pragma omp parallel num_threads(threads_)
+  {
+    const int64_t tid = omp_get_thread_num();
+    const int64_t team = omp_get_num_threads();
+    const int64_t per = (s_.k + team - 1) / team;
+    transform_filters(w, s_, backward_data_, std::min(s_.k, tid * per),
+                      std::min(s_.k, (tid + 1) * per), u);
+#pragma omp barrier
+    float* v = u + u_floats_ + static_cast<uint64_t>(tid) * thread_floats_;
+    float* m = v + v_floats_;
+    dnnl::stream stream(engine_);
+    memory v_mem(v_md_, engine_, v), u_mem(u_md_, engine_, u), m_mem(m_md_, engine_, m);
+    memory scratch_mem(scratch_md_, engine_, m + m_floats_);
+#pragma omp for schedule(static)
+    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+      transform_input(x, s_, tiling, tiles_, chunk * chunk_, chunk_, v);
+      try {
+        matmul_.execute(stream, {{DNNL_ARG_SRC, v_mem},
+                                 {DNNL_ARG_WEIGHTS, u_mem},
+                                 {DNNL_ARG_DST, m_mem},
+                                 {DNNL_ARG_SCRATCHPAD, scratch_mem}});
+        stream.wait();
+      } catch (const dnnl::error& e) {
+#pragma omp critical(lms_winograd_failure)
+        failure = e.what();
+        continue;
+      }
+      transform_output(m, s_, tiling, tiles_, chunk * chunk_, chunk_, b, relu_, y);
+    }
+  }
+  if (!failure.empty()) return absl::InternalError(absl::StrCat("oneDNN matmul failed: ", failure));
+  return absl::OkStatus();
+}
+
+}  // namespace lms::cpu
