@@ -162,6 +162,26 @@ class HostLink;
 // bandwidth or latency, or a zero chunk_bytes.
 absl::StatusOr<std::shared_ptr<HostLink>> make_host_link(HostLinkOptions options);
 
+// Algorithm of the emulated CPU device's convolutions. Results differ
+// between algorithms only in rounding (Winograd: up to ~1e-5 of the sum of
+// absolute terms); each is deterministic, so a graph gives the same bits
+// with and without LMS under any of them.
+enum class CpuConvAlgorithm {
+  // Winograd F(4x4, 3x3) (Lavin & Gray, "Fast Algorithms for Convolutional
+  // Neural Networks", CVPR 2016) where it pays: oneDNN's own on AVX-512 CPUs
+  // when oneDNN's heuristic picks it; on CPUs below AVX-512, where oneDNN
+  // 2.6 has none, lms's, whose matrix products run on oneDNN's matmul (2-D
+  // 3x3 stride-1 convolutions, pad <= 2, with >= 16 input and output
+  // channels that fill whole channel blocks; forward and backward-data
+  // passes). Direct convolution everywhere else.
+  kAuto,
+  // oneDNN's direct convolution everywhere (what PyTorch's CPU path runs).
+  kDirect,
+  // lms's Winograd wherever it applies, also on AVX-512 CPUs (it needs AVX2
+  // and FMA; direct elsewhere): for comparisons and tests.
+  kWinograd,
+};
+
 // The emulated CPU device: device memory is one region of `capacity_bytes`
 // carved by the same BFC allocator the CUDA device uses, streams are worker
 // threads, copies are memcpy throttled to an emulated link, kernels are
@@ -186,11 +206,13 @@ struct CpuDeviceOptions {
   std::shared_ptr<HostLink> link = nullptr;
   // OpenMP threads for the kernels on the compute thread; 0 = all cores.
   int compute_threads = 0;
+  CpuConvAlgorithm conv_algorithm = CpuConvAlgorithm::kAuto;
 };
 
 // Errors: InvalidArgument for a zero capacity or host pool, a negative or
 // non-finite bandwidth or latency, a link together with a nonzero bandwidth
-// or latency of the device's own (naming both), or negative compute_threads;
+// or latency of the device's own (naming both), negative compute_threads or
+// a conv_algorithm that is none of the enumerators;
 // ResourceExhausted when a region cannot be reserved; Internal when oneDNN
 // fails to start.
 absl::StatusOr<std::unique_ptr<Device>> make_cpu_device(CpuDeviceOptions options);

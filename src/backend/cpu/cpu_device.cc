@@ -101,6 +101,13 @@ absl::Status check_options(const CpuDeviceOptions& o) {
                                                    o.compute_threads,
                                                    "; it must be >= 0 (0 = all cores)"));
   }
+  const int algorithm = static_cast<int>(o.conv_algorithm);
+  if (algorithm < static_cast<int>(CpuConvAlgorithm::kAuto) ||
+      algorithm > static_cast<int>(CpuConvAlgorithm::kWinograd)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CpuDeviceOptions.conv_algorithm is ", algorithm,
+                     "; it must be CpuConvAlgorithm::kAuto, kDirect or kWinograd"));
+  }
   return absl::OkStatus();
 }
 
@@ -147,6 +154,7 @@ absl::Status CpuDevice::init(CpuDeviceOptions options) {
   try {
     kernel_ctx_.engine = dnnl::engine(dnnl::engine::kind::cpu, 0);
     kernel_ctx_.stream = dnnl::stream(kernel_ctx_.engine);
+    kernel_ctx_.conv_algorithm = options.conv_algorithm;
   } catch (const dnnl::error& e) {
     return absl::InternalError(absl::StrCat("oneDNN could not create the CPU engine: ", e.what()));
   }

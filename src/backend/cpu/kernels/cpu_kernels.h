@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "backend/kernel.h"
 #include "dnnl.hpp"
+#include "lms/device.h"
 
 namespace lms::cpu {
 
@@ -16,6 +17,7 @@ namespace lms::cpu {
 struct CpuKernelContext {
   dnnl::engine engine;
   dnnl::stream stream;
+  CpuConvAlgorithm conv_algorithm = CpuConvAlgorithm::kAuto;
 };
 
 // Compiles the kernel for spec.op. Unimplemented for an op no kernel covers;

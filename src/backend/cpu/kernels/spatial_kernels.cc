@@ -202,7 +202,19 @@ absl::StatusOr<std::unique_ptr<Kernel>> create_spatial_kernel(const KernelSpec& 
 
 absl::StatusOr<std::unique_ptr<Kernel>> create_spatial_kernel(const KernelSpec& spec,
                                                               const CpuKernelContext& ctx) {
-  return create_spatial_kernel(spec, ctx, SpatialKernelOptions{});
+  SpatialKernelOptions options;
+  switch (ctx.conv_algorithm) {
+    case CpuConvAlgorithm::kAuto:
+      options.conv_algorithm = ConvAlgorithm::kAuto;
+      break;
+    case CpuConvAlgorithm::kDirect:
+      options.conv_algorithm = ConvAlgorithm::kDirect;
+      break;
+    case CpuConvAlgorithm::kWinograd:
+      options.conv_algorithm = ConvAlgorithm::kWinograd;
+      break;
+  }
+  return create_spatial_kernel(spec, ctx, options);
 }
 
 }  // namespace lms::cpu
