@@ -4,8 +4,11 @@
 //   kernel_default       the lms kernel as configured by default: blocked
 //                        layouts where they pay (reorders from/to the plain
 //                        buffers inside run()), Winograd where oneDNN picks it
+//                        (AVX-512) and lms's Winograd where oneDNN has none
 //   kernel_blocked       blocked layouts, direct convolution
 //   kernel_plain         the lms kernel, direct, on the plain NCHW buffers
+//   kernel_lms_winograd  lms's Winograd F(4x4, 3x3) on oneDNN's matmul, forced
+//                        (forward and backward data; backward weights direct)
 //   direct_plain         the same primitive called straight through oneDNN on
 //                        NCHW buffers: kernel_plain minus this is the wrapper
 //   direct_blocked(_auto) oneDNN on data already in its blocked layouts: the
@@ -35,6 +38,7 @@ enum class Variant {
   kKernelDefault,
   kKernelBlocked,
   kKernelPlain,
+  kKernelLmsWinograd,
   kDirectPlain,
   kDirectBlocked,
   kDirectBlockedAuto
@@ -190,6 +194,9 @@ void bench_conv(benchmark::State& state, Pass pass, Problem p, Variant v) {
     case Variant::kKernelPlain:
       run_kernel(state, pass, p, {ConvLayout::kPlain, ConvAlgorithm::kDirect});
       break;
+    case Variant::kKernelLmsWinograd:
+      run_kernel(state, pass, p, {ConvLayout::kAuto, ConvAlgorithm::kWinograd});
+      break;
     case Variant::kDirectBlockedAuto:
       run_direct(state, pass, p, true, dnnl::algorithm::convolution_auto);
       break;
@@ -219,6 +226,7 @@ void register_all() {
       {Variant::kKernelDefault, "kernel_default"},
       {Variant::kKernelBlocked, "kernel_blocked"},
       {Variant::kKernelPlain, "kernel_plain"},
+      {Variant::kKernelLmsWinograd, "kernel_lms_winograd"},
       {Variant::kDirectPlain, "direct_plain"},
       {Variant::kDirectBlocked, "direct_blocked"},
       {Variant::kDirectBlockedAuto, "direct_blocked_auto"}};

@@ -414,9 +414,9 @@ TEST(ConvKernelWinograd, LmsWinogradMatchesSampledReference) {
   check_sampled({ConvLayout::kAuto, ConvAlgorithm::kWinograd});
 }
 
-// kWinograd really runs lms's algorithm where it applies (its rounding
-// differs from the direct kernel's, and its workspace holds the 36
-// transformed C x K filter matrices) and falls back to the direct kernel,
+// kWinograd really runs lms's algorithm in all three passes where it
+// applies (its rounding differs from the direct kernel's, and its workspace
+// holds 36 transformed C x K matrices) and falls back to the direct kernel,
 // bit for bit, where it does not (stride 2).
 TEST(ConvKernelWinograd, LmsWinogradRunsWhereItApplies) {
   if (!winograd_cpu_supported()) GTEST_SKIP() << "this CPU lacks AVX2 + FMA";
@@ -424,7 +424,8 @@ TEST(ConvKernelWinograd, LmsWinogradRunsWhereItApplies) {
   const SpatialKernelOptions direct{ConvLayout::kAuto, ConvAlgorithm::kDirect};
   ConvCase cc{"applies", false, {2, 32, 12, 12}, 16, {3, 3}, {1, 1}, {1, 1}, {1, 1}, true};
   CpuKernelContext ctx = make_context();
-  for (const KernelSpec& spec : {forward_spec(cc), backward_data_spec(cc)}) {
+  for (const KernelSpec& spec :
+       {forward_spec(cc), backward_data_spec(cc), backward_weights_spec(cc)}) {
     auto k = create_spatial_kernel(spec, ctx, wino);
     ASSERT_TRUE(k.ok()) << k.status();
     EXPECT_GE((*k)->workspace_bytes(), uint64_t{36 * 32 * 16 * 4}) << spec.name;
@@ -443,6 +444,8 @@ TEST(ConvKernelWinograd, LmsWinogradRunsWhereItApplies) {
                       run_spec(forward_spec(cc), {x, w, b}, direct)));
   EXPECT_TRUE(differs(run_spec(backward_data_spec(cc), {dy, w}, wino),
                       run_spec(backward_data_spec(cc), {dy, w}, direct)));
+  EXPECT_TRUE(differs(run_spec(backward_weights_spec(cc), {x, dy}, wino),
+                      run_spec(backward_weights_spec(cc), {x, dy}, direct)));
   ConvCase strided = cc;
   strided.stride = {2, 2};
   auto sy = random_values(num_elements(strided.y()), rng);
@@ -450,6 +453,8 @@ TEST(ConvKernelWinograd, LmsWinogradRunsWhereItApplies) {
                        run_spec(forward_spec(strided), {x, w, b}, direct)));
   EXPECT_FALSE(differs(run_spec(backward_data_spec(strided), {sy, w}, wino),
                        run_spec(backward_data_spec(strided), {sy, w}, direct)));
+  EXPECT_FALSE(differs(run_spec(backward_weights_spec(strided), {x, sy}, wino),
+                       run_spec(backward_weights_spec(strided), {x, sy}, direct)));
 }
 
 TEST(ConvKernelWorkspace, BlockedLayoutReportsReorderBuffers) {

@@ -2,6 +2,7 @@
 // deconv_bwd_weights on oneDNN (de)convolution primitives.
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -280,34 +281,33 @@ std::unique_ptr<Kernel> make_backward_weights(const KernelSpec& spec, const CpuK
 
 // Note [lms Winograd]: oneDNN 2.6 has Winograd convolutions only for
 // AVX-512; below it every 3x3 layer would run oneDNN's direct kernel, which
-// is the work PyTorch does too. There the forward and backward-data passes
-// of a 2-D 3x3 stride-1 conv run winograd.h's F(4x4, 3x3) instead: its
-// matrix products are oneDNN's matmul, its transforms ours. It applies where
-// both activations fill whole blocks of the device's blocked layout, have at
+// is the work PyTorch does too. There all three passes of a 2-D 3x3
+// stride-1 conv run winograd.h's F(4x4, 3x3) instead: its matrix products
+// are oneDNN's matmul, its transforms ours. It applies where both
+// activations fill whole blocks of the device's blocked layout, have at
 // least kMinBlockedChannels channels (fewer give the matmul too little work
-// per transformed value), and its workspace stays within
-// kMaxWinogradScratchRatio times the plain input and output, as oneDNN's
-// Winograd must (ConvAlgorithm::kWinograd waives this bound, so that small
-// test problems run it too). Backward weights stays with oneDNN's direct
-// kernel.
-std::unique_ptr<WinogradConv> lms_winograd(const KernelSpec& spec, const ConvProblem& p,
-                                           const SpatialKernelOptions& options,
-                                           const CpuKernelContext& ctx) {
+// per transformed value), the pad is at most 2 (backward data pads by
+// 2 - pad), and its workspace stays within kMaxWinogradScratchRatio times
+// the plain input and output, as oneDNN's Winograd must
+// (ConvAlgorithm::kWinograd waives that bound, so that small test problems
+// run it too).
+
+// The pass in forward terms (WinogradShape), or nullopt where lms's
+// Winograd does not apply.
+std::optional<WinogradShape> lms_winograd_shape(const KernelSpec& spec, const ConvProblem& p,
+                                                const SpatialKernelOptions& options) {
   const bool wanted = options.conv_algorithm == ConvAlgorithm::kWinograd ||
                       (options.conv_algorithm == ConvAlgorithm::kAuto && !onednn_avx512());
-  const bool backward_data = spec.op == "conv_bwd_data";
-  if (!wanted || !(spec.op == "conv" || backward_data) || p.transposed || p.rank != 2 ||
-      !winograd_cpu_supported()) {
-    return nullptr;
-  }
+  if (!wanted || p.transposed || p.rank != 2 || !winograd_cpu_supported()) return std::nullopt;
   for (int i = 0; i < 2; ++i) {
-    if (p.w[2 + i] != 3 || p.stride[i] != 1 || p.dilation[i] != 1 || p.pad[i] > 2) return nullptr;
+    if (p.w[2 + i] != 3 || p.stride[i] != 1 || p.dilation[i] != 1 || p.pad[i] > 2) {
+      return std::nullopt;
+    }
   }
-  const int64_t block = blocked_desc(p.x).get_size() == plain_desc(p.x).get_size() &&
-                                blocked_desc(p.y).get_size() == plain_desc(p.y).get_size()
-                            ? blocked_channels()
-                            : 0;
-  if (block == 0 || std::min(p.x[1], p.y[1]) < kMinBlockedChannels) return nullptr;
+  for (const Shape* shape : {&p.x, &p.y}) {
+    if (blocked_desc(*shape).get_size() != plain_desc(*shape).get_size()) return std::nullopt;
+  }
+  if (std::min(p.x[1], p.y[1]) < kMinBlockedChannels) return std::nullopt;
   WinogradShape shape{.n = p.x[0],
                       .c = p.x[1],
                       .k = p.y[1],
@@ -317,8 +317,8 @@ std::unique_ptr<WinogradConv> lms_winograd(const KernelSpec& spec, const ConvPro
                       .wo = p.y[3],
                       .pad_h = p.pad[0],
                       .pad_w = p.pad[1],
-                      .block = block};
-  if (backward_data) {
+                      .block = blocked_channels()};
+  if (spec.op == "conv_bwd_data") {
     shape = {.n = p.x[0],
              .c = p.y[1],
              .k = p.x[1],
@@ -328,37 +328,62 @@ std::unique_ptr<WinogradConv> lms_winograd(const KernelSpec& spec, const ConvPro
              .wo = p.x[3],
              .pad_h = 2 - p.pad[0],
              .pad_w = 2 - p.pad[1],
-             .block = block};
+             .block = blocked_channels()};
   }
-  auto conv = std::make_unique<WinogradConv>(shape, backward_data, !backward_data && p.bias,
-                                             !backward_data && has_relu(spec), ctx.engine,
-                                             /*threads=*/0);
+  return shape;
+}
+
+// The lms Winograd kernel of a conv, conv_bwd_data or conv_bwd_weights node
+// on the device's blocked layout (plain tensors are reordered in and out),
+// or null where its workspace is refused. Inputs and outputs as the op's:
+// x, w, b? -> y; dy, w -> dx; x, dy -> dw, db?.
+std::unique_ptr<Kernel> make_lms_winograd(const KernelSpec& spec, const CpuKernelContext& ctx,
+                                          const ConvProblem& p, const ConvDescs& d,
+                                          const WinogradShape& shape,
+                                          const SpatialKernelOptions& options) {
+  using Kind = BufferRef::Kind;
+  const bool backward_data = spec.op == "conv_bwd_data";
+  const bool backward_weights = spec.op == "conv_bwd_weights";
+  std::shared_ptr<const WinogradConv> conv;
+  std::shared_ptr<const WinogradConvBackwardWeights> weights;
+  uint64_t workspace = 0;
+  if (backward_weights) {
+    weights = std::make_shared<WinogradConvBackwardWeights>(shape, p.bias, ctx.engine, 0);
+    workspace = weights->workspace_bytes();
+  } else {
+    conv = std::make_shared<WinogradConv>(shape, backward_data, !backward_data && p.bias,
+                                          !backward_data && has_relu(spec), ctx.engine, 0);
+    workspace = conv->workspace_bytes();
+  }
   const double io_bytes =
       static_cast<double>(plain_desc(p.x).get_size() + plain_desc(p.y).get_size());
   if (options.conv_algorithm == ConvAlgorithm::kAuto &&
-      static_cast<double>(conv->workspace_bytes()) > kMaxWinogradScratchRatio * io_bytes) {
+      static_cast<double>(workspace) > kMaxWinogradScratchRatio * io_bytes) {
     return nullptr;
   }
-  return conv;
-}
-
-// The kernel of `conv` on the device's blocked layout, reordering plain
-// tensors in and out. Forward inputs x, w, b?, output y; backward data
-// inputs dy, w, output dx.
-std::unique_ptr<Kernel> make_lms_winograd(const KernelSpec& spec, const CpuKernelContext& ctx,
-                                          const ConvProblem& p, const ConvDescs& d,
-                                          std::shared_ptr<const WinogradConv> conv) {
-  const bool backward_data = spec.op == "conv_bwd_data";
-  const memory::desc& in_user = backward_data ? d.y_user : d.x_user;
-  const memory::desc& out_user = backward_data ? d.x_user : d.y_user;
-  const Shape& in_shape = backward_data ? p.y : p.x;
-  const Shape& out_shape = backward_data ? p.x : p.y;
   PlanBuilder b(spec.name, ctx);
-  const BufferRef in = b.bind_input(0, in_user, blocked_desc(in_shape));
-  const BufferRef w{BufferRef::Kind::kInput, 1};
-  const BufferRef bias = !backward_data && p.bias ? BufferRef{BufferRef::Kind::kInput, 2} : w;
-  const BufferRef out = b.bind_output(0, out_user, blocked_desc(out_shape));
-  const BufferRef scratch = b.reserve(conv->workspace_bytes());
+  if (backward_weights) {
+    const BufferRef x = b.bind_input(0, d.x_user, blocked_desc(p.x));
+    const BufferRef dy = b.bind_input(1, d.y_user, blocked_desc(p.y));
+    const BufferRef dw{Kind::kOutput, 0};
+    const BufferRef db = p.bias ? BufferRef{Kind::kOutput, 1} : dw;
+    const BufferRef scratch = b.reserve(workspace);
+    b.add_custom_step(
+        [weights](const std::vector<void*>& ptrs) {
+          return weights->run(static_cast<const float*>(ptrs[0]),
+                              static_cast<const float*>(ptrs[1]), static_cast<float*>(ptrs[2]),
+                              static_cast<float*>(ptrs[3]), ptrs[4]);
+        },
+        {x, dy, dw, db, scratch});
+    return b.finish();
+  }
+  const BufferRef in =
+      b.bind_input(0, backward_data ? d.y_user : d.x_user, blocked_desc(backward_data ? p.y : p.x));
+  const BufferRef w{Kind::kInput, 1};
+  const BufferRef bias = !backward_data && p.bias ? BufferRef{Kind::kInput, 2} : w;
+  const BufferRef out = b.bind_output(0, backward_data ? d.x_user : d.y_user,
+                                      blocked_desc(backward_data ? p.x : p.y));
+  const BufferRef scratch = b.reserve(workspace);
   b.add_custom_step(
       [conv](const std::vector<void*>& ptrs) {
         return conv->run(static_cast<const float*>(ptrs[0]), static_cast<const float*>(ptrs[1]),
@@ -374,8 +399,8 @@ std::unique_ptr<Kernel> make_conv(const KernelSpec& spec, const CpuKernelContext
                                   const SpatialKernelOptions& options) {
   ConvDescs d = conv_descs(p, layouts, options, spec.op);
   if constexpr (std::is_same_v<F, ConvFamily>) {
-    if (std::shared_ptr<const WinogradConv> conv = lms_winograd(spec, p, options, ctx)) {
-      return make_lms_winograd(spec, ctx, p, d, std::move(conv));
+    if (std::optional<WinogradShape> shape = lms_winograd_shape(spec, p, options)) {
+      if (std::unique_ptr<Kernel> k = make_lms_winograd(spec, ctx, p, d, *shape, options)) return k;
     }
   }
   if (spec.op.ends_with("_bwd_data")) return make_backward_data<F>(spec, ctx, p, d);

@@ -139,15 +139,17 @@ LMS_AVX2 void transform_output(const float* m, const WinogradShape& s, const Til
   }
 }
 
+// G of F(4x4, 3x3): the filter transform.
+constexpr double kG[6][3] = {{1. / 4, 0, 0},
+                             {-1. / 6, -1. / 6, -1. / 6},
+                             {-1. / 6, 1. / 6, -1. / 6},
+                             {1. / 24, 1. / 12, 1. / 6},
+                             {1. / 24, -1. / 12, 1. / 6},
+                             {0, 0, 1}};
+
 // U[36][C][K] = G g G^T for the filters of output channels [k_begin, k_end).
 void transform_filters(const float* w, const WinogradShape& s, bool backward_data, int64_t k_begin,
                        int64_t k_end, float* u) {
-  static constexpr double kG[6][3] = {{1. / 4, 0, 0},
-                                      {-1. / 6, -1. / 6, -1. / 6},
-                                      {-1. / 6, 1. / 6, -1. / 6},
-                                      {1. / 24, 1. / 12, 1. / 6},
-                                      {1. / 24, -1. / 12, 1. / 6},
-                                      {0, 0, 1}};
   for (int64_t k = k_begin; k < k_end; ++k) {
     for (int64_t c = 0; c < s.c; ++c) {
       // Backward data: the forward filter is w[K'=C][C'=K], rotated.
@@ -170,6 +172,107 @@ void transform_filters(const float* w, const WinogradShape& s, bool backward_dat
       }
     }
   }
+}
+
+// z = A y for a column of four (the adjoint of output_1d).
+LMS_AVX2 inline void output_1d_adjoint(const v8* y, v8* z) {
+  const v8 even = y[0] + y[2], odd = y[1] + y[3];
+  const v8 even4 = y[0] + 4.f * y[2], odd8 = 2.f * y[1] + 8.f * y[3];
+  z[0] = y[0];
+  z[1] = even + odd;
+  z[2] = even - odd;
+  z[3] = even4 + odd8;
+  z[4] = even4 - odd8;
+  z[5] = y[3];
+}
+
+// W[36][T][K] = A dY A^T for the dy tiles [first, first + T); outputs past
+// the edge, and rows past the last tile, are zero.
+LMS_AVX2 void transform_output_grad(const float* dy, const WinogradShape& s, const Tiling& tiling,
+                                    int64_t tiles, int64_t first, int64_t chunk, float* out) {
+  const v8 zero = {};
+  for (int64_t t = 0; t < chunk; ++t) {
+    const int64_t tile = first + t;
+    if (tile >= tiles) {
+      for (int64_t pos = 0; pos < kPositions; ++pos) {
+        for (int64_t k = 0; k < s.k; k += 8) store(out + (pos * chunk + t) * s.k + k, zero);
+      }
+      continue;
+    }
+    int64_t n, th, tw;
+    tiling.locate(tile, &n, &th, &tw);
+    const int64_t h0 = th * 4, w0 = tw * 4;
+    for (int64_t k = 0; k < s.k; k += 8) {
+      v8 d[4][4], cols[6][4];
+      for (int i = 0; i < 4; ++i) {
+        for (int j = 0; j < 4; ++j) {
+          const bool inside = h0 + i < s.ho && w0 + j < s.wo;
+          d[i][j] = inside
+                        ? load(dy + blocked_offset(n, k, h0 + i, w0 + j, s.k, s.ho, s.wo, s.block))
+                        : zero;
+        }
+      }
+      for (int j = 0; j < 4; ++j) {
+        v8 col[4], z[6];
+        for (int i = 0; i < 4; ++i) col[i] = d[i][j];
+        output_1d_adjoint(col, z);
+        for (int i = 0; i < 6; ++i) cols[i][j] = z[i];
+      }
+      for (int i = 0; i < 6; ++i) {
+        v8 z[6];
+        output_1d_adjoint(cols[i], z);
+        for (int j = 0; j < 6; ++j) store(out + ((i * 6 + j) * chunk + t) * s.k + k, z[j]);
+      }
+    }
+  }
+}
+
+// dw[k][c] = G^T P G for output channels [k_begin, k_end), P the sum of the
+// `parts` accumulators [36][K][C] (in order).
+void transform_filter_grads(const float* parts, int64_t n_parts, uint64_t part_floats,
+                            const WinogradShape& s, int64_t k_begin, int64_t k_end, float* dw) {
+  for (int64_t k = k_begin; k < k_end; ++k) {
+    for (int64_t c = 0; c < s.c; ++c) {
+      double m[6][6];
+      for (int pos = 0; pos < kPositions; ++pos) {
+        float sum = 0.f;
+        for (int64_t part = 0; part < n_parts; ++part) {
+          sum += parts[static_cast<uint64_t>(part) * part_floats + (pos * s.k + k) * s.c + c];
+        }
+        m[pos / 6][pos % 6] = sum;
+      }
+      double gm[3][6];  // G^T m
+      for (int i = 0; i < 3; ++i) {
+        for (int j = 0; j < 6; ++j) {
+          double v = 0;
+          for (int p = 0; p < 6; ++p) v += kG[p][i] * m[p][j];
+          gm[i][j] = v;
+        }
+      }
+      for (int i = 0; i < 3; ++i) {
+        for (int j = 0; j < 3; ++j) {
+          double v = 0;
+          for (int q = 0; q < 6; ++q) v += gm[i][q] * kG[q][j];
+          dw[(k * s.c + c) * 9 + i * 3 + j] = static_cast<float>(v);
+        }
+      }
+    }
+  }
+}
+
+// db[k..k+8) = the sum of dy over n, h, w: per row in float, rows in double.
+LMS_AVX2 void bias_grad(const float* dy, const WinogradShape& s, int64_t k, float* db) {
+  double sum[8] = {};
+  for (int64_t n = 0; n < s.n; ++n) {
+    for (int64_t h = 0; h < s.ho; ++h) {
+      v8 row = {};
+      for (int64_t w = 0; w < s.wo; ++w) {
+        row += load(dy + blocked_offset(n, k, h, w, s.k, s.ho, s.wo, s.block));
+      }
+      for (int l = 0; l < 8; ++l) sum[l] += row[l];
+    }
+  }
+  for (int l = 0; l < 8; ++l) db[k + l] = static_cast<float>(sum[l]);
 }
 
 }  // namespace
@@ -247,6 +350,88 @@ absl::Status WinogradConv::run(const float* x, const float* w, const float* bias
         continue;
       }
       transform_output(m, s_, tiling, tiles_, chunk * chunk_, chunk_, b, relu_, y);
+    }
+  }
+  if (!failure.empty()) return absl::InternalError(absl::StrCat("oneDNN matmul failed: ", failure));
+  return absl::OkStatus();
+}
+
+}  // namespace lms::cpu
+
+namespace lms::cpu {
+
+WinogradConvBackwardWeights::WinogradConvBackwardWeights(const WinogradShape& shape, bool bias,
+                                                         const dnnl::engine& engine, int threads)
+    : s_(shape),
+      bias_(bias),
+      threads_(threads > 0 ? threads : std::max(omp_get_max_threads(), 1)),
+      engine_(engine) {
+  tiles_h_ = (s_.ho + 3) / 4;
+  tiles_w_ = (s_.wo + 3) / 4;
+  tiles_ = s_.n * tiles_h_ * tiles_w_;
+  chunk_ = std::min(kChunkTiles, tiles_);
+  v_floats_ = align_floats(static_cast<uint64_t>(kPositions * chunk_ * s_.c));
+  z_floats_ = align_floats(static_cast<uint64_t>(kPositions * chunk_ * s_.k));
+  p_floats_ = align_floats(static_cast<uint64_t>(kPositions * s_.k * s_.c));
+  // P[pos] += Z[pos]^T V[pos]: Z is [36][T][K] in memory, read as [36][K][T].
+  z_md_ = memory::desc({kPositions, s_.k, chunk_}, memory::data_type::f32, memory::format_tag::acb);
+  v_md_ = memory::desc({kPositions, chunk_, s_.c}, memory::data_type::f32, memory::format_tag::abc);
+  p_md_ = memory::desc({kPositions, s_.k, s_.c}, memory::data_type::f32, memory::format_tag::abc);
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // as WinogradConv's
+  dnnl::post_ops accumulate;
+  accumulate.append_sum(1.f);
+  attr.set_post_ops(accumulate);
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(z_md_, v_md_, p_md_), attr, engine_);
+  scratch_md_ = pd.scratchpad_desc();
+  scratch_floats_ = align_floats((scratch_md_.get_size() + 3) / 4);
+  thread_floats_ = p_floats_ + v_floats_ + z_floats_ + scratch_floats_;
+  workspace_bytes_ = thread_floats_ * static_cast<uint64_t>(threads_) * 4;
+  matmul_ = dnnl::matmul(pd);
+}
+
+absl::Status WinogradConvBackwardWeights::run(const float* x, const float* dy, float* dw, float* db,
+                                              void* workspace) const {
+  float* base = static_cast<float*>(workspace);
+  const Tiling tiling{tiles_h_, tiles_w_};
+  const int64_t chunks = (tiles_ + chunk_ - 1) / chunk_;
+  std::string failure;
+#pragma omp parallel num_threads(threads_)
+  {
+    const int64_t tid = omp_get_thread_num();
+    const int64_t team = omp_get_num_threads();
+    float* p = base + static_cast<uint64_t>(tid) * thread_floats_;
+    float* v = p + p_floats_;
+    float* z = v + v_floats_;
+    std::fill(p, p + p_floats_, 0.f);
+    dnnl::stream stream(engine_);
+    memory z_mem(z_md_, engine_, z), v_mem(v_md_, engine_, v), p_mem(p_md_, engine_, p);
+    memory scratch_mem(scratch_md_, engine_, z + z_floats_);
+    // Each thread sums a contiguous run of chunks into its own P, in order;
+    // the runs are added in thread order below (so the bits depend on the
+    // team size, as oneDNN's own backward weights do).
+#pragma omp for schedule(static)
+    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+      transform_input(x, s_, tiling, tiles_, chunk * chunk_, chunk_, v);
+      transform_output_grad(dy, s_, tiling, tiles_, chunk * chunk_, chunk_, z);
+      try {
+        matmul_.execute(stream, {{DNNL_ARG_SRC, z_mem},
+                                 {DNNL_ARG_WEIGHTS, v_mem},
+                                 {DNNL_ARG_DST, p_mem},
+                                 {DNNL_ARG_SCRATCHPAD, scratch_mem}});
+        stream.wait();
+      } catch (const dnnl::error& e) {
+#pragma omp critical(lms_winograd_failure)
+        failure = e.what();
+      }
+    }
+    // (the implicit barrier of `omp for` orders every P before the sums)
+    const int64_t per = (s_.k + team - 1) / team;
+    transform_filter_grads(base, team, thread_floats_, s_, std::min(s_.k, tid * per),
+                           std::min(s_.k, (tid + 1) * per), dw);
+    if (bias_) {
+#pragma omp for schedule(static)
+      for (int64_t k = 0; k < s_.k; k += 8) bias_grad(dy, s_, k, db);
     }
   }
   if (!failure.empty()) return absl::InternalError(absl::StrCat("oneDNN matmul failed: ", failure));

@@ -19,8 +19,8 @@
 // one thread in a fixed order).
 //
 // The backward-data pass is the same algorithm on dy with the filter rotated
-// by 180 degrees and its channel axes swapped. Backward weights stays with
-// oneDNN.
+// by 180 degrees and its channel axes swapped; backward weights is its
+// adjoint (WinogradConvBackwardWeights).
 #pragma once
 
 #include <cstdint>
@@ -74,6 +74,41 @@ class WinogradConv {
   dnnl::engine engine_;
   dnnl::matmul matmul_;
   dnnl::memory::desc v_md_, u_md_, m_md_, scratch_md_;
+};
+
+// Backward weights of the same algorithm, its adjoint: with Z = A dY A^T
+// for each 4x4 tile of dy and V = B^T d B for the matching 6x6 tile of x,
+//
+//   dw_kc = G^T [ sum_tiles Z_k ⊙ V_c ] G,
+//
+// the sum over tiles being, per tile position, one matrix product
+// [K x tiles] x [tiles x C] on oneDNN's matmul. Each thread accumulates a
+// contiguous run of tiles; the runs are added in thread order, so the bits
+// depend on the team size (as with oneDNN's own backward weights).
+class WinogradConvBackwardWeights {
+ public:
+  // x, dy in forward terms of `shape`; dw is [K, C, 3, 3] (OIHW), db [K]
+  // when constructed with bias.
+  WinogradConvBackwardWeights(const WinogradShape& shape, bool bias, const dnnl::engine& engine,
+                              int threads);
+
+  // Per thread: one accumulator of 36 K x C matrices, one chunk of
+  // transformed x and dy, the matmul's scratchpad.
+  uint64_t workspace_bytes() const { return workspace_bytes_; }
+
+  // Internal when oneDNN's matmul fails.
+  absl::Status run(const float* x, const float* dy, float* dw, float* db, void* workspace) const;
+
+ private:
+  WinogradShape s_;
+  bool bias_;
+  int threads_;
+  int64_t tiles_h_, tiles_w_, tiles_, chunk_;
+  uint64_t v_floats_, z_floats_, p_floats_, scratch_floats_, thread_floats_;
+  uint64_t workspace_bytes_;
+  dnnl::engine engine_;
+  dnnl::matmul matmul_;
+  dnnl::memory::desc z_md_, v_md_, p_md_, scratch_md_;
 };
 
 }  // namespace lms::cpu
