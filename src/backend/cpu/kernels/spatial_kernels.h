@@ -8,7 +8,8 @@
 //
 // Tensors are plain float NCHW / NCDHW buffers. Convolutions run on oneDNN's
 // blocked layouts where that pays (ConvLayout::kAuto) and on Winograd where
-// oneDNN picks it (ConvAlgorithm::kAuto); the reorders from and to the plain
+// oneDNN picks it, or lms's own below AVX-512 (ConvAlgorithm::kAuto;
+// winograd.h); the reorders from and to the plain
 // buffers and every oneDNN scratchpad live in the workspace, so
 // workspace_bytes() is all the device memory the kernel touches besides its
 // inputs and outputs. Outputs are bit-identical across runs for a fixed

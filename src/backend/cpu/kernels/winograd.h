@@ -10,13 +10,14 @@
 // they run on 8-channel AVX2 vectors straight from the device's blocked
 // activation layout (nChw8c or nChw16c), so no reorder is needed.
 //
-// It computes 2.25x fewer multiplications than direct convolution in the
-// matmul (36 products per 16 outputs against 144) and, on VDSR's 64->64
-// layer with 2 AVX2 threads, takes about 0.55x the time of oneDNN's direct
-// kernel (bench/SPEED.md). Rounding differs from direct convolution by up to
-// ~1e-5 relative to the sum of absolute terms; the result is deterministic
-// and does not depend on the thread count (every output tile is computed by
-// one thread in a fixed order).
+// It computes 4x fewer multiplications than direct convolution in the
+// matmul (36 products per 4x4 output tile and channel pair, against 144)
+// and, on VDSR's 64->64 layer with 2 AVX2 threads, each pass takes
+// 0.55-0.57x the time of oneDNN's direct kernel (bench/SPEED.md, section 7).
+// Rounding differs from direct convolution by up to ~1e-5 relative to the
+// sum of absolute terms. Results are deterministic; forward and backward
+// data do not depend on the thread count either (every output tile is
+// computed by one thread in a fixed order).
 //
 // The backward-data pass is the same algorithm on dy with the filter rotated
 // by 180 degrees and its channel axes swapped; backward weights is its
