@@ -318,17 +318,12 @@ std::optional<WinogradShape> lms_winograd_shape(const KernelSpec& spec, const Co
                       .pad_h = p.pad[0],
                       .pad_w = p.pad[1],
                       .block = blocked_channels()};
-  if (spec.op == "conv_bwd_data") {
-    shape = {.n = p.x[0],
-             .c = p.y[1],
-             .k = p.x[1],
-             .h = p.y[2],
-             .w = p.y[3],
-             .ho = p.x[2],
-             .wo = p.x[3],
-             .pad_h = 2 - p.pad[0],
-             .pad_w = 2 - p.pad[1],
-             .block = blocked_channels()};
+  if (spec.op == "conv_bwd_data") {  // dy -> dx, padded by 2 - pad
+    std::swap(shape.c, shape.k);
+    std::swap(shape.h, shape.ho);
+    std::swap(shape.w, shape.wo);
+    shape.pad_h = 2 - shape.pad_h;
+    shape.pad_w = 2 - shape.pad_w;
   }
   return shape;
 }

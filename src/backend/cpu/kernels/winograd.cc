@@ -282,44 +282,71 @@ bool winograd_cpu_supported() {
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 
+WinogradPass::WinogradPass(const WinogradShape& shape, const dnnl::engine& engine, int threads)
+    : s_(shape),
+      threads_(threads > 0 ? threads : std::max(omp_get_max_threads(), 1)),
+      tiles_h_((shape.ho + 3) / 4),
+      tiles_w_((shape.wo + 3) / 4),
+      tiles_(shape.n * tiles_h_ * tiles_w_),
+      chunk_(std::min(kChunkTiles, tiles_)),
+      engine_(engine) {}
+
+uint64_t WinogradPass::make_matmul(const memory::desc& src, const memory::desc& weights,
+                                   const memory::desc& dst, bool accumulate) {
+  // Each thread's matmul gets its own scratchpad: oneDNN's library-managed
+  // one is not safe for concurrent execution of one primitive (AVX-512's
+  // brgemm matmul computes garbage with it).
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (accumulate) {
+    dnnl::post_ops sum;
+    sum.append_sum(1.f);
+    attr.set_post_ops(sum);
+  }
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, weights, dst), attr, engine_);
+  scratch_md_ = pd.scratchpad_desc();
+  matmul_ = dnnl::matmul(pd);
+  return align_floats((scratch_md_.get_size() + 3) / 4);
+}
+
+void WinogradPass::matmul(const dnnl::stream& stream, const memory& src, const memory& weights,
+                          const memory& dst, const memory& scratch, std::string* failure) const {
+  try {
+    dnnl::stream s = stream;
+    matmul_.execute(s, {{DNNL_ARG_SRC, src},
+                        {DNNL_ARG_WEIGHTS, weights},
+                        {DNNL_ARG_DST, dst},
+                        {DNNL_ARG_SCRATCHPAD, scratch}});
+    s.wait();
+  } catch (const dnnl::error& e) {
+#pragma omp critical(lms_winograd_failure)
+    *failure = e.what();
+  }
+}
+
 WinogradConv::WinogradConv(const WinogradShape& shape, bool backward_data, bool bias, bool relu,
                            const dnnl::engine& engine, int threads)
-    : s_(shape),
+    : WinogradPass(shape, engine, threads),
       backward_data_(backward_data),
       bias_(bias),
-      relu_(relu),
-      threads_(threads > 0 ? threads : std::max(omp_get_max_threads(), 1)),
-      engine_(engine) {
-  tiles_h_ = (s_.ho + 3) / 4;
-  tiles_w_ = (s_.wo + 3) / 4;
-  tiles_ = s_.n * tiles_h_ * tiles_w_;
-  chunk_ = std::min(kChunkTiles, tiles_);
+      relu_(relu) {
   u_floats_ = align_floats(static_cast<uint64_t>(kPositions * s_.c * s_.k));
   v_floats_ = align_floats(static_cast<uint64_t>(kPositions * chunk_ * s_.c));
   m_floats_ = align_floats(static_cast<uint64_t>(kPositions * chunk_ * s_.k));
   v_md_ = memory::desc({kPositions, chunk_, s_.c}, memory::data_type::f32, memory::format_tag::abc);
   u_md_ = memory::desc({kPositions, s_.c, s_.k}, memory::data_type::f32, memory::format_tag::abc);
   m_md_ = memory::desc({kPositions, chunk_, s_.k}, memory::data_type::f32, memory::format_tag::abc);
-  // Each thread's matmul gets its own scratchpad: oneDNN's library-managed
-  // one is not safe for concurrent execution of one primitive (AVX-512's
-  // brgemm matmul computes garbage with it).
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(v_md_, u_md_, m_md_), attr, engine_);
-  scratch_md_ = pd.scratchpad_desc();
-  scratch_floats_ = align_floats((scratch_md_.get_size() + 3) / 4);
-  thread_floats_ = v_floats_ + m_floats_ + scratch_floats_;
+  thread_floats_ = v_floats_ + m_floats_ + make_matmul(v_md_, u_md_, m_md_, false);
   workspace_bytes_ = (u_floats_ + thread_floats_ * static_cast<uint64_t>(threads_)) * 4;
-  matmul_ = dnnl::matmul(pd);
 }
 
 absl::Status WinogradConv::run(const float* x, const float* w, const float* bias, float* y,
                                void* workspace) const {
   float* u = static_cast<float*>(workspace);
   const Tiling tiling{tiles_h_, tiles_w_};
-  const int64_t chunks = (tiles_ + chunk_ - 1) / chunk_;
+  const int64_t n_chunks = chunks();
   const float* b = bias_ ? bias : nullptr;
-  std::string failure;  // no exception may leave the parallel region
+  std::string failure;
   // Inside the team each matmul runs on its caller's thread only (oneDNN does
   // not nest parallel regions), so no chunk's bits depend on the team size.
 #pragma omp parallel num_threads(threads_)
@@ -332,23 +359,13 @@ absl::Status WinogradConv::run(const float* x, const float* w, const float* bias
 #pragma omp barrier
     float* v = u + u_floats_ + static_cast<uint64_t>(tid) * thread_floats_;
     float* m = v + v_floats_;
-    dnnl::stream stream(engine_);
-    memory v_mem(v_md_, engine_, v), u_mem(u_md_, engine_, u), m_mem(m_md_, engine_, m);
-    memory scratch_mem(scratch_md_, engine_, m + m_floats_);
+    const dnnl::stream stream(engine_);
+    const memory v_mem(v_md_, engine_, v), u_mem(u_md_, engine_, u), m_mem(m_md_, engine_, m);
+    const memory scratch_mem(scratch_md_, engine_, m + m_floats_);
 #pragma omp for schedule(static)
-    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+    for (int64_t chunk = 0; chunk < n_chunks; ++chunk) {
       transform_input(x, s_, tiling, tiles_, chunk * chunk_, chunk_, v);
-      try {
-        matmul_.execute(stream, {{DNNL_ARG_SRC, v_mem},
-                                 {DNNL_ARG_WEIGHTS, u_mem},
-                                 {DNNL_ARG_DST, m_mem},
-                                 {DNNL_ARG_SCRATCHPAD, scratch_mem}});
-        stream.wait();
-      } catch (const dnnl::error& e) {
-#pragma omp critical(lms_winograd_failure)
-        failure = e.what();
-        continue;
-      }
+      matmul(stream, v_mem, u_mem, m_mem, scratch_mem, &failure);
       transform_output(m, s_, tiling, tiles_, chunk * chunk_, chunk_, b, relu_, y);
     }
   }
@@ -356,20 +373,9 @@ absl::Status WinogradConv::run(const float* x, const float* w, const float* bias
   return absl::OkStatus();
 }
 
-}  // namespace lms::cpu
-
-namespace lms::cpu {
-
 WinogradConvBackwardWeights::WinogradConvBackwardWeights(const WinogradShape& shape, bool bias,
                                                          const dnnl::engine& engine, int threads)
-    : s_(shape),
-      bias_(bias),
-      threads_(threads > 0 ? threads : std::max(omp_get_max_threads(), 1)),
-      engine_(engine) {
-  tiles_h_ = (s_.ho + 3) / 4;
-  tiles_w_ = (s_.wo + 3) / 4;
-  tiles_ = s_.n * tiles_h_ * tiles_w_;
-  chunk_ = std::min(kChunkTiles, tiles_);
+    : WinogradPass(shape, engine, threads), bias_(bias) {
   v_floats_ = align_floats(static_cast<uint64_t>(kPositions * chunk_ * s_.c));
   z_floats_ = align_floats(static_cast<uint64_t>(kPositions * chunk_ * s_.k));
   p_floats_ = align_floats(static_cast<uint64_t>(kPositions * s_.k * s_.c));
@@ -377,24 +383,15 @@ WinogradConvBackwardWeights::WinogradConvBackwardWeights(const WinogradShape& sh
   z_md_ = memory::desc({kPositions, s_.k, chunk_}, memory::data_type::f32, memory::format_tag::acb);
   v_md_ = memory::desc({kPositions, chunk_, s_.c}, memory::data_type::f32, memory::format_tag::abc);
   p_md_ = memory::desc({kPositions, s_.k, s_.c}, memory::data_type::f32, memory::format_tag::abc);
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // as WinogradConv's
-  dnnl::post_ops accumulate;
-  accumulate.append_sum(1.f);
-  attr.set_post_ops(accumulate);
-  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(z_md_, v_md_, p_md_), attr, engine_);
-  scratch_md_ = pd.scratchpad_desc();
-  scratch_floats_ = align_floats((scratch_md_.get_size() + 3) / 4);
-  thread_floats_ = p_floats_ + v_floats_ + z_floats_ + scratch_floats_;
+  thread_floats_ = p_floats_ + v_floats_ + z_floats_ + make_matmul(z_md_, v_md_, p_md_, true);
   workspace_bytes_ = thread_floats_ * static_cast<uint64_t>(threads_) * 4;
-  matmul_ = dnnl::matmul(pd);
 }
 
 absl::Status WinogradConvBackwardWeights::run(const float* x, const float* dy, float* dw, float* db,
                                               void* workspace) const {
   float* base = static_cast<float*>(workspace);
   const Tiling tiling{tiles_h_, tiles_w_};
-  const int64_t chunks = (tiles_ + chunk_ - 1) / chunk_;
+  const int64_t n_chunks = chunks();
   std::string failure;
 #pragma omp parallel num_threads(threads_)
   {
@@ -404,26 +401,17 @@ absl::Status WinogradConvBackwardWeights::run(const float* x, const float* dy, f
     float* v = p + p_floats_;
     float* z = v + v_floats_;
     std::fill(p, p + p_floats_, 0.f);
-    dnnl::stream stream(engine_);
-    memory z_mem(z_md_, engine_, z), v_mem(v_md_, engine_, v), p_mem(p_md_, engine_, p);
-    memory scratch_mem(scratch_md_, engine_, z + z_floats_);
+    const dnnl::stream stream(engine_);
+    const memory z_mem(z_md_, engine_, z), v_mem(v_md_, engine_, v), p_mem(p_md_, engine_, p);
+    const memory scratch_mem(scratch_md_, engine_, z + z_floats_);
     // Each thread sums a contiguous run of chunks into its own P, in order;
     // the runs are added in thread order below (so the bits depend on the
     // team size, as oneDNN's own backward weights do).
 #pragma omp for schedule(static)
-    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+    for (int64_t chunk = 0; chunk < n_chunks; ++chunk) {
       transform_input(x, s_, tiling, tiles_, chunk * chunk_, chunk_, v);
       transform_output_grad(dy, s_, tiling, tiles_, chunk * chunk_, chunk_, z);
-      try {
-        matmul_.execute(stream, {{DNNL_ARG_SRC, z_mem},
-                                 {DNNL_ARG_WEIGHTS, v_mem},
-                                 {DNNL_ARG_DST, p_mem},
-                                 {DNNL_ARG_SCRATCHPAD, scratch_mem}});
-        stream.wait();
-      } catch (const dnnl::error& e) {
-#pragma omp critical(lms_winograd_failure)
-        failure = e.what();
-      }
+      matmul(stream, z_mem, v_mem, p_mem, scratch_mem, &failure);
     }
     // (the implicit barrier of `omp for` orders every P before the sums)
     const int64_t per = (s_.k + team - 1) / team;

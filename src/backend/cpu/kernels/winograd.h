@@ -45,20 +45,47 @@ struct WinogradShape {
 // (AVX2 and FMA).
 bool winograd_cpu_supported();
 
-class WinogradConv {
+// What every pass shares: the output's 4x4 tiles, taken in chunks of up to
+// 64, and one batched oneDNN matmul that each OpenMP thread runs per chunk.
+class WinogradPass {
+ public:
+  // Scratch bytes run() needs (see each pass).
+  uint64_t workspace_bytes() const { return workspace_bytes_; }
+
+ protected:
+  // `threads` is the OpenMP team size run() uses; 0 = omp_get_max_threads()
+  // of the constructing thread, as oneDNN sizes its primitives.
+  WinogradPass(const WinogradShape& shape, const dnnl::engine& engine, int threads);
+
+  // Creates the matmul src x weights -> dst (accumulate: dst += ...), with
+  // a scratchpad of each thread's own, and returns its size in floats.
+  uint64_t make_matmul(const dnnl::memory::desc& src, const dnnl::memory::desc& weights,
+                       const dnnl::memory::desc& dst, bool accumulate);
+  // Runs it on the calling thread; a oneDNN error is kept in *failure (no
+  // exception may leave a parallel region).
+  void matmul(const dnnl::stream& stream, const dnnl::memory& src, const dnnl::memory& weights,
+              const dnnl::memory& dst, const dnnl::memory& scratch, std::string* failure) const;
+  int64_t chunks() const { return (tiles_ + chunk_ - 1) / chunk_; }
+
+  WinogradShape s_;
+  int threads_;
+  int64_t tiles_h_, tiles_w_, tiles_, chunk_;
+  uint64_t workspace_bytes_ = 0;
+  dnnl::engine engine_;
+  dnnl::matmul matmul_;
+  dnnl::memory::desc scratch_md_;
+};
+
+class WinogradConv final : public WinogradPass {
  public:
   // backward_data: `w` passed to run() is the forward filter w[C', K', 3, 3]
   // of the conv whose dx this computes (so here K = C', C = K'), used rotated;
   // otherwise w is [K, C, 3, 3] (OIHW). relu applies max-style ReLU after the
   // bias with oneDNN's eltwise rounding (negative v becomes v * 0, i.e. -0).
-  // `threads` is the OpenMP team size run() uses; 0 = omp_get_max_threads()
-  // of the constructing thread, as oneDNN sizes its primitives.
+  // Workspace: the transformed filters and, per thread, one chunk of
+  // transformed input and matmul output and the matmul's scratchpad.
   WinogradConv(const WinogradShape& shape, bool backward_data, bool bias, bool relu,
                const dnnl::engine& engine, int threads);
-
-  // Scratch bytes run() needs: the transformed filters and, per thread, one
-  // chunk of transformed input and matmul output and the matmul's scratchpad.
-  uint64_t workspace_bytes() const { return workspace_bytes_; }
 
   // x, y blocked as in WinogradShape; bias[K] (read only when constructed
   // with bias). Internal when oneDNN's matmul fails.
@@ -66,15 +93,9 @@ class WinogradConv {
                    void* workspace) const;
 
  private:
-  WinogradShape s_;
   bool backward_data_, bias_, relu_;
-  int threads_;
-  int64_t tiles_h_, tiles_w_, tiles_, chunk_;
-  uint64_t u_floats_, v_floats_, m_floats_, scratch_floats_, thread_floats_;
-  uint64_t workspace_bytes_;
-  dnnl::engine engine_;
-  dnnl::matmul matmul_;
-  dnnl::memory::desc v_md_, u_md_, m_md_, scratch_md_;
+  uint64_t u_floats_, v_floats_, m_floats_, thread_floats_;
+  dnnl::memory::desc v_md_, u_md_, m_md_;
 };
 
 // Backward weights of the same algorithm, its adjoint: with Z = A dY A^T
@@ -86,30 +107,22 @@ class WinogradConv {
 // [K x tiles] x [tiles x C] on oneDNN's matmul. Each thread accumulates a
 // contiguous run of tiles; the runs are added in thread order, so the bits
 // depend on the team size (as with oneDNN's own backward weights).
-class WinogradConvBackwardWeights {
+class WinogradConvBackwardWeights final : public WinogradPass {
  public:
   // x, dy in forward terms of `shape`; dw is [K, C, 3, 3] (OIHW), db [K]
-  // when constructed with bias.
+  // when constructed with bias. Workspace, per thread: one accumulator of
+  // 36 K x C matrices, one chunk of transformed x and dy, the matmul's
+  // scratchpad.
   WinogradConvBackwardWeights(const WinogradShape& shape, bool bias, const dnnl::engine& engine,
                               int threads);
-
-  // Per thread: one accumulator of 36 K x C matrices, one chunk of
-  // transformed x and dy, the matmul's scratchpad.
-  uint64_t workspace_bytes() const { return workspace_bytes_; }
 
   // Internal when oneDNN's matmul fails.
   absl::Status run(const float* x, const float* dy, float* dw, float* db, void* workspace) const;
 
  private:
-  WinogradShape s_;
   bool bias_;
-  int threads_;
-  int64_t tiles_h_, tiles_w_, tiles_, chunk_;
-  uint64_t v_floats_, z_floats_, p_floats_, scratch_floats_, thread_floats_;
-  uint64_t workspace_bytes_;
-  dnnl::engine engine_;
-  dnnl::matmul matmul_;
-  dnnl::memory::desc z_md_, v_md_, p_md_, scratch_md_;
+  uint64_t v_floats_, z_floats_, p_floats_, thread_floats_;
+  dnnl::memory::desc z_md_, v_md_, p_md_;
 };
 
 }  // namespace lms::cpu
