@@ -8,7 +8,6 @@
 //   kernel_blocked       blocked layouts, direct convolution
 //   kernel_plain         the lms kernel, direct, on the plain NCHW buffers
 //   kernel_lms_winograd  lms's Winograd F(4x4, 3x3) on oneDNN's matmul, forced
-//                        (forward and backward data; backward weights direct)
 //   direct_plain         the same primitive called straight through oneDNN on
 //                        NCHW buffers: kernel_plain minus this is the wrapper
 //   direct_blocked(_auto) oneDNN on data already in its blocked layouts: the

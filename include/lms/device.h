@@ -172,8 +172,8 @@ enum class CpuConvAlgorithm {
   // when oneDNN's heuristic picks it; on CPUs below AVX-512, where oneDNN
   // 2.6 has none, lms's, whose matrix products run on oneDNN's matmul (2-D
   // 3x3 stride-1 convolutions, pad <= 2, with >= 16 input and output
-  // channels that fill whole channel blocks; forward and backward-data
-  // passes). Direct convolution everywhere else.
+  // channels that fill whole channel blocks; all three passes). Direct
+  // convolution everywhere else.
   kAuto,
   // oneDNN's direct convolution everywhere (what PyTorch's CPU path runs).
   kDirect,

@@ -343,11 +343,13 @@ std::unique_ptr<Kernel> make_lms_winograd(const KernelSpec& spec, const CpuKerne
   std::shared_ptr<const WinogradConvBackwardWeights> weights;
   uint64_t workspace = 0;
   if (backward_weights) {
-    weights = std::make_shared<WinogradConvBackwardWeights>(shape, p.bias, ctx.engine, 0);
+    weights = std::make_shared<WinogradConvBackwardWeights>(shape, p.bias, ctx.engine,
+                                                            /*threads=*/0);
     workspace = weights->workspace_bytes();
   } else {
     conv = std::make_shared<WinogradConv>(shape, backward_data, !backward_data && p.bias,
-                                          !backward_data && has_relu(spec), ctx.engine, 0);
+                                          !backward_data && has_relu(spec), ctx.engine,
+                                          /*threads=*/0);
     workspace = conv->workspace_bytes();
   }
   const double io_bytes =

@@ -203,17 +203,7 @@ absl::StatusOr<std::unique_ptr<Kernel>> create_spatial_kernel(const KernelSpec& 
 absl::StatusOr<std::unique_ptr<Kernel>> create_spatial_kernel(const KernelSpec& spec,
                                                               const CpuKernelContext& ctx) {
   SpatialKernelOptions options;
-  switch (ctx.conv_algorithm) {
-    case CpuConvAlgorithm::kAuto:
-      options.conv_algorithm = ConvAlgorithm::kAuto;
-      break;
-    case CpuConvAlgorithm::kDirect:
-      options.conv_algorithm = ConvAlgorithm::kDirect;
-      break;
-    case CpuConvAlgorithm::kWinograd:
-      options.conv_algorithm = ConvAlgorithm::kWinograd;
-      break;
-  }
+  options.conv_algorithm = ctx.conv_algorithm;
   return create_spatial_kernel(spec, ctx, options);
 }
 

@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "backend/cpu/kernels/cpu_kernels.h"
 #include "backend/kernel.h"
+#include "lms/device.h"
 
 namespace lms::cpu {
 
@@ -32,16 +33,12 @@ enum class ConvLayout {
   kPlain,    // primitives on the plain buffers directly, no reorders
 };
 
-enum class ConvAlgorithm {
-  kAuto,      // Winograd F(4x4,3x3): oneDNN's where oneDNN picks it (AVX-512;
-              // 3x3, stride 1, blocked layouts, large problems), lms's
-              // (winograd.h) where oneDNN has none and it applies (Note [lms
-              // Winograd] in conv_kernels.cc); direct otherwise
-  kDirect,    // always oneDNN's direct convolution
-  kWinograd,  // lms's Winograd (winograd.h) wherever it applies, on any CPU
-              // with AVX2 and FMA, even where oneDNN has its own; direct
-              // otherwise
-};
+// The conv algorithm: the public CpuConvAlgorithm (lms/device.h). kAuto is
+// Winograd F(4x4,3x3) where oneDNN picks it (AVX-512; Note [Conv algorithm]
+// in conv_kernels.cc) or, where oneDNN has none, lms's (winograd.h; Note
+// [lms Winograd]); kDirect always oneDNN's direct convolution; kWinograd
+// lms's wherever it applies.
+using ConvAlgorithm = CpuConvAlgorithm;
 
 struct SpatialKernelOptions {
   ConvLayout conv_layout = ConvLayout::kAuto;

@@ -79,7 +79,8 @@ class PlanKernel final : public Kernel {
     scratch_offset_ = align_up(b.workspace_bytes_);
     total_bytes_ = b.scratch_bytes_ > 0 ? scratch_offset_ + b.scratch_bytes_ : b.workspace_bytes_;
     for (auto& s : b.steps_) {
-      Step step{std::move(s.prim), {}, {}, std::move(s.custom), std::move(s.custom_buffers)};
+      Step step{std::move(s.prim), {}, {}, std::move(s.custom), std::move(s.custom_buffers), {}};
+      step.custom_ptrs.resize(step.custom_buffers.size());
       for (const StepArg& a : s.args) {
         dnnl::memory mem(a.desc, ctx_.engine, nullptr);
         step.args.emplace(a.arg, mem);
@@ -99,12 +100,11 @@ class PlanKernel final : public Kernel {
     try {
       for (Step& step : steps_) {
         if (step.custom) {
-          std::vector<void*> ptrs;
-          for (const BufferRef& ref : step.custom_buffers) {
-            ptrs.push_back(resolve(args, ref));
-            if (ptrs.back() == nullptr) return missing_buffer(ref);
+          for (size_t i = 0; i < step.custom_buffers.size(); ++i) {
+            step.custom_ptrs[i] = resolve(args, step.custom_buffers[i]);
+            if (step.custom_ptrs[i] == nullptr) return missing_buffer(step.custom_buffers[i]);
           }
-          absl::Status status = step.custom(ptrs);
+          absl::Status status = step.custom(step.custom_ptrs);
           if (!status.ok()) {
             return absl::InternalError(absl::StrCat("node '", name_, "': ", status.message()));
           }
@@ -132,6 +132,7 @@ class PlanKernel final : public Kernel {
     std::vector<std::pair<dnnl::memory, BufferRef>> bound;
     PlanBuilder::CustomFn custom;
     std::vector<BufferRef> custom_buffers;
+    std::vector<void*> custom_ptrs;  // what custom_buffers resolve to in this run
   };
 
   void* resolve(const KernelArgs& args, const BufferRef& ref) const {

@@ -57,6 +57,14 @@ inline int64_t blocked_offset(int64_t n, int64_t c, int64_t h, int64_t w, int64_
   return (((n * (channels / block) + c / block) * height + h) * width + w) * block + c % block;
 }
 
+// Row t of every position of a transformed chunk [36][chunk][channels]: the
+// rows past the last tile are zero, so the matmul reads no garbage.
+void zero_row(float* chunk_data, int64_t chunk, int64_t t, int64_t channels) {
+  for (int64_t pos = 0; pos < kPositions; ++pos) {
+    std::fill_n(chunk_data + (pos * chunk + t) * channels, channels, 0.f);
+  }
+}
+
 struct Tiling {
   int64_t tiles_h, tiles_w;
   void locate(int64_t tile, int64_t* n, int64_t* th, int64_t* tw) const {
@@ -74,9 +82,7 @@ LMS_AVX2 void transform_input(const float* x, const WinogradShape& s, const Tili
   for (int64_t t = 0; t < chunk; ++t) {
     const int64_t tile = first + t;
     if (tile >= tiles) {
-      for (int64_t pos = 0; pos < kPositions; ++pos) {
-        for (int64_t c = 0; c < s.c; c += 8) store(v + (pos * chunk + t) * s.c + c, zero);
-      }
+      zero_row(v, chunk, t, s.c);
       continue;
     }
     int64_t n, th, tw;
@@ -194,9 +200,7 @@ LMS_AVX2 void transform_output_grad(const float* dy, const WinogradShape& s, con
   for (int64_t t = 0; t < chunk; ++t) {
     const int64_t tile = first + t;
     if (tile >= tiles) {
-      for (int64_t pos = 0; pos < kPositions; ++pos) {
-        for (int64_t k = 0; k < s.k; k += 8) store(out + (pos * chunk + t) * s.k + k, zero);
-      }
+      zero_row(out, chunk, t, s.k);
       continue;
     }
     int64_t n, th, tw;
@@ -309,15 +313,14 @@ uint64_t WinogradPass::make_matmul(const memory::desc& src, const memory::desc& 
   return align_floats((scratch_md_.get_size() + 3) / 4);
 }
 
-void WinogradPass::matmul(const dnnl::stream& stream, const memory& src, const memory& weights,
+void WinogradPass::matmul(dnnl::stream& stream, const memory& src, const memory& weights,
                           const memory& dst, const memory& scratch, std::string* failure) const {
   try {
-    dnnl::stream s = stream;
-    matmul_.execute(s, {{DNNL_ARG_SRC, src},
-                        {DNNL_ARG_WEIGHTS, weights},
-                        {DNNL_ARG_DST, dst},
-                        {DNNL_ARG_SCRATCHPAD, scratch}});
-    s.wait();
+    matmul_.execute(stream, {{DNNL_ARG_SRC, src},
+                             {DNNL_ARG_WEIGHTS, weights},
+                             {DNNL_ARG_DST, dst},
+                             {DNNL_ARG_SCRATCHPAD, scratch}});
+    stream.wait();
   } catch (const dnnl::error& e) {
 #pragma omp critical(lms_winograd_failure)
     *failure = e.what();
@@ -359,7 +362,7 @@ absl::Status WinogradConv::run(const float* x, const float* w, const float* bias
 #pragma omp barrier
     float* v = u + u_floats_ + static_cast<uint64_t>(tid) * thread_floats_;
     float* m = v + v_floats_;
-    const dnnl::stream stream(engine_);
+    dnnl::stream stream(engine_);
     const memory v_mem(v_md_, engine_, v), u_mem(u_md_, engine_, u), m_mem(m_md_, engine_, m);
     const memory scratch_mem(scratch_md_, engine_, m + m_floats_);
 #pragma omp for schedule(static)
@@ -401,7 +404,7 @@ absl::Status WinogradConvBackwardWeights::run(const float* x, const float* dy, f
     float* v = p + p_floats_;
     float* z = v + v_floats_;
     std::fill(p, p + p_floats_, 0.f);
-    const dnnl::stream stream(engine_);
+    dnnl::stream stream(engine_);
     const memory z_mem(z_md_, engine_, z), v_mem(v_md_, engine_, v), p_mem(p_md_, engine_, p);
     const memory scratch_mem(scratch_md_, engine_, z + z_floats_);
     // Each thread sums a contiguous run of chunks into its own P, in order;

@@ -63,7 +63,7 @@ class WinogradPass {
                        const dnnl::memory::desc& dst, bool accumulate);
   // Runs it on the calling thread; a oneDNN error is kept in *failure (no
   // exception may leave a parallel region).
-  void matmul(const dnnl::stream& stream, const dnnl::memory& src, const dnnl::memory& weights,
+  void matmul(dnnl::stream& stream, const dnnl::memory& src, const dnnl::memory& weights,
               const dnnl::memory& dst, const dnnl::memory& scratch, std::string* failure) const;
   int64_t chunks() const { return (tiles_ + chunk_ - 1) / chunk_; }
 
