@@ -29,3 +29,19 @@ function(lms_mpi_job_test target)
     target_compile_definitions(${target} PRIVATE LMS_MPIEXEC="${MPIEXEC_EXECUTABLE}")
   endif()
 endfunction()
+
+# lms_workspace_scaled_tests(<test target>...): the target's tests run twice
+# more, with every CPU kernel reporting 0.5x and 2x its workspace (Note
+# [Workspace scale test hook] in src/backend/cpu/workspace_scale.h), as
+# "<test>.workspace_x0.5" and "<test>.workspace_x2" (label workspace_scale).
+# For the tests that assert what the planner chose: what they assert must
+# hold whatever workspaces the machine's oneDNN kernels need.
+function(lms_workspace_scaled_tests)
+  foreach(target ${ARGN})
+    foreach(scale 0.5 2)
+      gtest_discover_tests(${target} DISCOVERY_TIMEOUT 60 TEST_SUFFIX ".workspace_x${scale}"
+        PROPERTIES LABELS workspace_scale
+        ENVIRONMENT "OMP_NUM_THREADS=1;OMP_WAIT_POLICY=PASSIVE;LMS_CPU_WORKSPACE_SCALE=${scale}")
+    endforeach()
+  endforeach()
+endfunction()

@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "backend/cpu/cpu_event.h"
 #include "backend/cpu/host_link.h"
+#include "backend/cpu/workspace_scale.h"
 #include "lms/status.h"
 #include "lms/units.h"
 
@@ -138,6 +139,7 @@ absl::StatusOr<std::unique_ptr<CpuDevice>> CpuDevice::create(CpuDeviceOptions op
 
 absl::Status CpuDevice::init(CpuDeviceOptions options) {
   options_ = options;
+  LMS_ASSIGN_OR_RETURN(workspace_scale_, workspace_scale_from_env());
   LMS_ASSIGN_OR_RETURN(device_mem_, BfcAllocator::create(std::make_unique<MmapSubAllocator>(false),
                                                          {.capacity_bytes = options.capacity_bytes,
                                                           .name = "device"}));
@@ -392,6 +394,7 @@ absl::StatusOr<std::unique_ptr<Kernel>> CpuDevice::compile(const KernelSpec& spe
     compute_->enqueue([this, &spec, &result, done, g] {
       try {
         result = create_cpu_kernel(spec, kernel_ctx_);
+        if (result.ok()) *result = scale_workspace(*std::move(result), workspace_scale_);
       } catch (const std::exception& e) {
         result = absl::InternalError(
             absl::StrCat("compiling the kernel of node '", spec.name, "' threw: ", e.what()));

@@ -133,6 +133,7 @@ class CpuDevice : public Device {
 
   CpuDeviceOptions options_;
   CpuKernelContext kernel_ctx_;
+  double workspace_scale_ = 1;  // Note [Workspace scale test hook]
   std::atomic<EventSink*> sink_{nullptr};
   // Allocators outlive the streams (declared before them), so work still
   // queued at destruction touches valid memory.
