@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "common/align.h"
 #include "lms/status.h"
 #include "lms/units.h"
 
@@ -85,17 +86,10 @@ struct FreeKey {
   }
 };
 
-uint64_t align_up(uint64_t value, uint64_t alignment) {
-  return (value + alignment - 1) / alignment * alignment;
-}
-
 }  // namespace
 
 uint64_t BfcAllocator::rounded_size(uint64_t bytes, uint64_t alignment) {
-  if (alignment == 0) alignment = 1;
-  const uint64_t largest = std::numeric_limits<uint64_t>::max() / alignment * alignment;
-  if (bytes >= largest) return largest;
-  return std::max(align_up(bytes, alignment), alignment);
+  return lms::rounded_size(bytes, alignment);
 }
 
 class BfcAllocator::Impl {
@@ -351,7 +345,7 @@ absl::StatusOr<std::unique_ptr<BfcAllocator>> BfcAllocator::create(
   if (sub == nullptr) {
     return absl::InvalidArgumentError(options.name + " allocator: sub-allocator is null");
   }
-  const uint64_t capacity = options.capacity_bytes / a * a;
+  const uint64_t capacity = align_down(options.capacity_bytes, a);
   // The sub-allocator only promises 4096-byte alignment: ask for slack to
   // align the base up when more is needed.
   const uint64_t slack = a > kSubAllocatorAlignment ? a : 0;

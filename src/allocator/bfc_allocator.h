@@ -76,10 +76,11 @@ class BfcAllocator {
   // null is a no-op, as for free().
   void deallocate(void* ptr);
 
-  // Size in bytes an allocation of `bytes` occupies: rounded up to alignment,
-  // minimum one alignment unit. The swap planner uses this for exact accounting.
-  // Saturates at the largest multiple of `alignment` instead of overflowing;
-  // an alignment of 0 counts as 1.
+  // Size in bytes an allocation of `bytes` occupies: lms::rounded_size
+  // (common/align.h), the rule the swap planner's exact accounting shares:
+  // rounded up to alignment, minimum one alignment unit, saturating at the
+  // largest multiple of `alignment` instead of overflowing; an alignment of 0
+  // counts as 1.
   static uint64_t rounded_size(uint64_t bytes, uint64_t alignment = 256);
 
   AllocatorStats stats() const;

@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "common/align.h"
 #include "graph/op_registry.h"
 #include "lms/status.h"
 
@@ -70,14 +71,9 @@ int32_t release_position(const Graph& graph, NodeId reader, const std::vector<in
   return r != kNoNode ? std::max(pos, position[r]) : pos;
 }
 
-uint64_t rounded_size(uint64_t bytes, uint64_t alignment) {
-  return std::max(alignment, (bytes + alignment - 1) / alignment * alignment);
-}
-
 int32_t commit_position(const Graph& graph, const std::vector<NodeId>& order) {
   for (int32_t p = 0; p < static_cast<int32_t>(order.size()); ++p) {
-    const OpDef* def = find_op(graph.node(order[p]).op);
-    if (def != nullptr && !def->mutated_inputs.empty()) return p;
+    if (!op_def(graph.node(order[p]).op).mutated_inputs.empty()) return p;
   }
   return static_cast<int32_t>(order.size());
 }

@@ -13,13 +13,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/align.h"
 #include "lms/graph.h"
 
 namespace lms::swap {
 
 struct LivenessOptions {
-  // The BFC allocator's alignment: every allocation occupies
-  // max(alignment, ceil(b / alignment) * alignment) bytes.
+  // The BFC allocator's alignment: every allocation of b bytes occupies
+  // rounded_size(b, alignment) bytes (common/align.h).
   uint64_t alignment_bytes = 256;
   // Tensors kept until the end of the step. Empty: the graph's loss (if set).
   std::vector<std::string> fetched;
@@ -58,8 +59,6 @@ struct Liveness {
   int32_t commit = std::numeric_limits<int32_t>::max();
   int32_t size() const { return static_cast<int32_t>(order.size()); }
 };
-
-uint64_t rounded_size(uint64_t bytes, uint64_t alignment);
 
 // Note [Swap-out release] (release_plan.h): the position after which a
 // tensor whose last reader is `reader` is released: the reader's own

@@ -15,6 +15,7 @@
 #include "absl/container/btree_map.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "common/align.h"
 #include "lms/checked.h"
 #include "lms/status.h"
 
@@ -382,10 +383,7 @@ const char* placement_method_name(PlacementMethod method) {
 }
 
 uint64_t placed_size(const PlacementBuffer& buffer, uint64_t alignment) {
-  // rounded_size() without its overflow for bytes near 2^64 (bytes <= 2^63 - 1
-  // cannot overflow here).
-  const uint64_t units = buffer.bytes / alignment + (buffer.bytes % alignment != 0 ? 1 : 0);
-  return std::max<uint64_t>(1, units) * alignment;
+  return rounded_size(buffer.bytes, alignment);
 }
 
 uint64_t placement_lower_bound(const std::vector<PlacementBuffer>& buffers, uint64_t alignment) {

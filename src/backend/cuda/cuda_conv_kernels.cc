@@ -29,6 +29,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/cpu/kernels/spatial_spec.h"
+#include "common/align.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_launch.h"
 #include "backend/cuda/cuda_status.h"
@@ -304,9 +305,6 @@ class CudnnConvKernel final : public Kernel {
   // cuDNN's workspace keeps the alignment of the block it starts; the bias
   // scratch after it starts at the next multiple of this (bytes).
   static constexpr uint64_t kScratchAlignment = 256;
-  static uint64_t align_up(uint64_t bytes, uint64_t alignment) {
-    return (bytes + alignment - 1) / alignment * alignment;
-  }
 
   std::string name_, op_;
   CudaKernelContext ctx_;

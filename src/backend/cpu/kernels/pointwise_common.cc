@@ -7,14 +7,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/align.h"
 #include "lms/status.h"
 
 namespace lms::cpu::pointwise {
 namespace {
-
-uint64_t align_up(uint64_t bytes) {
-  return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign;
-}
 
 std::string attr_value_str(const AttrValue& v) {
   if (const auto* i = std::get_if<int64_t>(&v)) return absl::StrCat(*i, " (int)");
@@ -159,12 +156,12 @@ dnnl::primitive_attr user_scratchpad_attr() {
 
 uint64_t WorkspaceLayout::add_floats(int64_t n) {
   const uint64_t offset = buffers_end_;
-  buffers_end_ = align_up(offset + static_cast<uint64_t>(n) * sizeof(float));
+  buffers_end_ = align_up(offset + static_cast<uint64_t>(n) * sizeof(float), kWorkspaceAlign);
   return offset;
 }
 
 void WorkspaceLayout::need_scratchpad(uint64_t bytes) {
-  scratchpad_bytes_ = std::max(scratchpad_bytes_, align_up(bytes));
+  scratchpad_bytes_ = std::max(scratchpad_bytes_, align_up(bytes, kWorkspaceAlign));
 }
 
 uint64_t WorkspaceLayout::scratchpad_offset() const { return buffers_end_; }

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/align.h"
 
 namespace lms::cpu {
 namespace {
@@ -12,10 +13,6 @@ namespace {
 // Workspace slices start on cache-line boundaries (oneDNN's jit kernels are
 // faster on aligned buffers; correctness does not depend on it).
 constexpr uint64_t kSliceAlignBytes = 64;
-
-uint64_t align_up(uint64_t bytes) {
-  return (bytes + kSliceAlignBytes - 1) / kSliceAlignBytes * kSliceAlignBytes;
-}
 
 dnnl::memory::format_tag plain_tag(size_t rank) {
   using tag = dnnl::memory::format_tag;
@@ -76,7 +73,7 @@ dnnl::memory::desc blocked_desc(const Shape& shape) {
 class PlanKernel final : public Kernel {
  public:
   explicit PlanKernel(PlanBuilder&& b) : name_(std::move(b.name_)), ctx_(b.ctx_) {
-    scratch_offset_ = align_up(b.workspace_bytes_);
+    scratch_offset_ = align_up(b.workspace_bytes_, kSliceAlignBytes);
     total_bytes_ = b.scratch_bytes_ > 0 ? scratch_offset_ + b.scratch_bytes_ : b.workspace_bytes_;
     for (auto& s : b.steps_) {
       Step step{std::move(s.prim), {}, {}, std::move(s.custom), std::move(s.custom_buffers), {}};
@@ -167,7 +164,7 @@ PlanBuilder::PlanBuilder(std::string name, const CpuKernelContext& ctx)
     : name_(std::move(name)), ctx_(ctx) {}
 
 BufferRef PlanBuilder::reserve(uint64_t bytes) {
-  BufferRef ref{BufferRef::Kind::kWorkspace, align_up(workspace_bytes_)};
+  BufferRef ref{BufferRef::Kind::kWorkspace, align_up(workspace_bytes_, kSliceAlignBytes)};
   workspace_bytes_ = ref.index + bytes;
   return ref;
 }

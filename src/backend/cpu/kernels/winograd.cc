@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/align.h"
 
 namespace lms::cpu {
 namespace {
@@ -20,7 +21,7 @@ constexpr int64_t kChunkTiles = 64;
 constexpr int64_t kPositions = 36;  // 6x6 transformed tile
 constexpr uint64_t kAlignFloats = 16;
 
-uint64_t align_floats(uint64_t n) { return (n + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
+uint64_t align_floats(uint64_t n) { return align_up(n, kAlignFloats); }
 
 // Eight channels of one pixel: the unit every transform works on.
 typedef float v8 __attribute__((vector_size(32)));
