@@ -7,9 +7,8 @@
 //   LMS_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, lms::io::read_file("in.bin"));
 //   LMS_RETURN_IF_ERROR(lms::io::write_file_atomically("out.bin", bytes.data(), bytes.size()));
 //
-// (lms::write_file_atomically in lms/profiler/atomic_file.h writes text for
-// the profiler's reports; this one writes bytes and adds the fsyncs and the
-// stale-file clean-up below.)
+// The profiler's lms::write_file_atomically (lms/profiler/atomic_file.h)
+// writes through the same writer, so its reports get the same guarantees.
 //
 // Note [Atomic write]: bytes go to "<path>.tmp.<pid>.XXXXXX" (the writer's
 // process id, then mkstemp's random suffix) in the destination's own
