@@ -73,7 +73,8 @@ int32_t release_position(const Graph& graph, NodeId reader, const std::vector<in
 
 int32_t commit_position(const Graph& graph, const std::vector<NodeId>& order) {
   for (int32_t p = 0; p < static_cast<int32_t>(order.size()); ++p) {
-    if (!op_def(graph.node(order[p]).op).mutated_inputs.empty()) return p;
+    const OpDef* def = find_op(graph.node(order[p]).op);
+    if (def != nullptr && !def->mutated_inputs.empty()) return p;
   }
   return static_cast<int32_t>(order.size());
 }
