@@ -44,7 +44,7 @@ class MmapSubAllocator : public SubAllocator {
     munmap(base, bytes);
   }
 
-  bool locked() const { return locked_; }
+  bool pages_locked() const override { return locked_; }
 
  private:
   bool lock_pages_;
@@ -114,20 +114,6 @@ absl::Status check_options(const CpuDeviceOptions& o) {
 
 CpuEvent* as_cpu_event(Event& event) { return dynamic_cast<CpuEvent*>(&event); }
 
-// The on_stall reason of a wait on an event recorded on `stream`.
-const char* stall_reason(StreamKind stream) {
-  switch (stream) {
-    case StreamKind::kD2H:
-      return "wait for d2h copy";
-    case StreamKind::kH2D:
-      return "wait for h2d copy";
-    case StreamKind::kComm:
-      return "wait for all-reduce";
-    default:
-      return "event wait";
-  }
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CpuDevice>> CpuDevice::create(CpuDeviceOptions options) {
@@ -140,19 +126,12 @@ absl::StatusOr<std::unique_ptr<CpuDevice>> CpuDevice::create(CpuDeviceOptions op
 absl::Status CpuDevice::init(CpuDeviceOptions options) {
   options_ = options;
   LMS_ASSIGN_OR_RETURN(workspace_scale_, workspace_scale_from_env());
-  LMS_ASSIGN_OR_RETURN(device_mem_, BfcAllocator::create(std::make_unique<MmapSubAllocator>(false),
-                                                         {.capacity_bytes = options.capacity_bytes,
-                                                          .name = "device"}));
-  auto host_sub = std::make_unique<MmapSubAllocator>(true);
-  const MmapSubAllocator* host_sub_view = host_sub.get();
-  LMS_ASSIGN_OR_RETURN(host_mem_, BfcAllocator::create(std::move(host_sub),
-                                                       {.capacity_bytes = options.host_pool_bytes,
-                                                        .name = "pinned host"}));
-  host_pages_locked_ = host_sub_view->locked();
-  device_tee_ = std::make_unique<MemoryTee>(MemoryKind::kDevice, &sink_);
-  host_tee_ = std::make_unique<MemoryTee>(MemoryKind::kPinnedHost, &sink_);
-  device_mem_->set_observer(device_tee_.get());
-  host_mem_->set_observer(host_tee_.get());
+  LMS_ASSIGN_OR_RETURN(memory_,
+                       DeviceMemory::create({.device = std::make_unique<MmapSubAllocator>(false),
+                                             .device_bytes = options.capacity_bytes,
+                                             .host = std::make_unique<MmapSubAllocator>(true),
+                                             .host_bytes = options.host_pool_bytes},
+                                            &sink_));
   try {
     kernel_ctx_.engine = dnnl::engine(dnnl::engine::kind::cpu, 0);
     kernel_ctx_.stream = dnnl::stream(kernel_ctx_.engine);
@@ -180,48 +159,34 @@ CpuDevice::~CpuDevice() {
   h2d_.reset();
   d2h_.reset();
   compute_.reset();
-  if (device_mem_) device_mem_->set_observer(nullptr);
-  if (host_mem_) host_mem_->set_observer(nullptr);
 }
 
 // ---- Memory -------------------------------------------------------------
 
-absl::StatusOr<void*> CpuDevice::allocate(uint64_t bytes) { return device_mem_->allocate(bytes); }
-
-void CpuDevice::deallocate(void* ptr) {
-  if (ptr != nullptr) device_mem_->deallocate(ptr);
-}
-
-AllocatorStats CpuDevice::memory_stats() const { return device_mem_->stats(); }
-void CpuDevice::reset_peak_memory() { device_mem_->reset_peak(); }
+absl::StatusOr<void*> CpuDevice::allocate(uint64_t bytes) { return memory_->allocate(bytes); }
+void CpuDevice::deallocate(void* ptr) { memory_->deallocate(ptr); }
+AllocatorStats CpuDevice::memory_stats() const { return memory_->stats(); }
+void CpuDevice::reset_peak_memory() { memory_->reset_peak(); }
 void CpuDevice::set_memory_observer(AllocationObserver* observer) {
-  device_tee_->set_user(observer);
+  memory_->set_observer(observer);
 }
 
 absl::StatusOr<void*> CpuDevice::allocate_host(uint64_t bytes) {
-  return host_mem_->allocate(bytes);
+  return memory_->allocate_host(bytes);
 }
-
-void CpuDevice::deallocate_host(void* ptr) {
-  if (ptr != nullptr) host_mem_->deallocate(ptr);
+void CpuDevice::deallocate_host(void* ptr) { memory_->deallocate_host(ptr); }
+AllocatorStats CpuDevice::host_stats() const { return memory_->host_stats(); }
+void CpuDevice::set_host_observer(AllocationObserver* observer) {
+  memory_->set_host_observer(observer);
 }
-
-AllocatorStats CpuDevice::host_stats() const { return host_mem_->stats(); }
-void CpuDevice::set_host_observer(AllocationObserver* observer) { host_tee_->set_user(observer); }
-bool CpuDevice::host_pages_locked() const { return host_pages_locked_; }
+bool CpuDevice::host_pages_locked() const { return memory_->host_pages_locked(); }
 
 absl::Status CpuDevice::check_device_range(const void* ptr, uint64_t bytes,
                                            const std::string& what) const {
-  if (bytes == 0) return absl::OkStatus();
-  const auto base = reinterpret_cast<uintptr_t>(device_mem_->base());
-  const uint64_t capacity = options_.capacity_bytes;
-  const auto p = reinterpret_cast<uintptr_t>(ptr);
-  if (p >= base && p - base <= capacity && bytes <= capacity - (p - base)) {
-    return absl::OkStatus();
-  }
+  if (bytes == 0 || memory_->contains(ptr, bytes)) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrFormat(
       "%s: device range [%p, +%d bytes) lies outside the device memory region [%p, +%d bytes)",
-      what, ptr, bytes, device_mem_->base(), capacity));
+      what, ptr, bytes, memory_->base(), memory_->capacity_bytes()));
 }
 
 // ---- Streams and events ---------------------------------------------------

@@ -36,8 +36,8 @@
 #include "absl/status/statusor.h"
 #include "backend/cpu/kernels/cpu_kernels.h"
 #include "backend/cpu/stream.h"
+#include "backend/device_memory.h"
 #include "backend/kernel.h"
-#include "backend/memory_tee.h"
 #include "lms/device.h"
 
 namespace lms::cpu {
@@ -135,13 +135,9 @@ class CpuDevice : public Device {
   CpuKernelContext kernel_ctx_;
   double workspace_scale_ = 1;  // Note [Workspace scale test hook]
   std::atomic<EventSink*> sink_{nullptr};
-  // Allocators outlive the streams (declared before them), so work still
+  // Memory outlives the streams (declared before them), so work still
   // queued at destruction touches valid memory.
-  std::unique_ptr<MemoryTee> device_tee_;
-  std::unique_ptr<MemoryTee> host_tee_;
-  std::unique_ptr<BfcAllocator> device_mem_;
-  std::unique_ptr<BfcAllocator> host_mem_;
-  bool host_pages_locked_ = false;
+  std::unique_ptr<DeviceMemory> memory_;
 
   mutable std::mutex error_mu_;
   absl::Status first_error_;

@@ -45,20 +45,6 @@ class CudaEvent : public Event {
   std::atomic<StreamKind> recorded_on_{StreamKind::kHost};
 };
 
-// The on_stall reason of a wait on an event recorded on `stream`.
-const char* stall_reason(StreamKind stream) {
-  switch (stream) {
-    case StreamKind::kD2H:
-      return "wait for d2h copy";
-    case StreamKind::kH2D:
-      return "wait for h2d copy";
-    case StreamKind::kComm:
-      return "wait for all-reduce";
-    default:
-      return "event wait";
-  }
-}
-
 void CUDART_CB stamp_start(void* data) { static_cast<StreamSpan*>(data)->start_s = now_s(); }
 
 void CUDART_CB report_span(void* data) {
@@ -143,17 +129,12 @@ absl::Status CudaDevice::init_memory(uint64_t free_bytes) {
     options_.capacity_bytes = capacity;
   }
   const int ordinal = options_.device_ordinal;
-  LMS_ASSIGN_OR_RETURN(device_mem_,
-                       BfcAllocator::create(std::make_unique<CudaSubAllocator>(ordinal),
-                                            {.capacity_bytes = capacity, .name = "device"}));
-  LMS_ASSIGN_OR_RETURN(
-      host_mem_,
-      BfcAllocator::create(std::make_unique<PinnedSubAllocator>(ordinal),
-                           {.capacity_bytes = options_.host_pool_bytes, .name = "pinned host"}));
-  device_tee_ = std::make_unique<MemoryTee>(MemoryKind::kDevice, &sink_);
-  host_tee_ = std::make_unique<MemoryTee>(MemoryKind::kPinnedHost, &sink_);
-  device_mem_->set_observer(device_tee_.get());
-  host_mem_->set_observer(host_tee_.get());
+  LMS_ASSIGN_OR_RETURN(memory_,
+                       DeviceMemory::create({.device = std::make_unique<CudaSubAllocator>(ordinal),
+                                             .device_bytes = capacity,
+                                             .host = std::make_unique<PinnedSubAllocator>(ordinal),
+                                             .host_bytes = options_.host_pool_bytes},
+                                            &sink_));
   return absl::OkStatus();
 }
 
@@ -184,8 +165,8 @@ CudaDevice::~CudaDevice() {
   for (auto& span : timed_spans_) recycle(*span);
   for (cudaEvent_t ev : spare_timing_events_) (void)cudaEventDestroy(ev);
   if (clock_base_ != nullptr) (void)cudaEventDestroy(clock_base_);
-  // device_mem_ / host_mem_ free their regions (cudaFree / cudaFreeHost) as
-  // members are destroyed, after every stream is idle.
+  // memory_ frees its regions (cudaFree / cudaFreeHost) as members are
+  // destroyed, after every stream is idle.
 }
 
 std::string CudaDevice::name() const { return absl::StrCat("cuda:", options_.device_ordinal); }
@@ -351,32 +332,30 @@ void CudaDevice::rebase_clock() {
 
 // ---- Memory ----
 
-absl::StatusOr<void*> CudaDevice::allocate(uint64_t bytes) { return device_mem_->allocate(bytes); }
-void CudaDevice::deallocate(void* ptr) { device_mem_->deallocate(ptr); }
-AllocatorStats CudaDevice::memory_stats() const { return device_mem_->stats(); }
-void CudaDevice::reset_peak_memory() { device_mem_->reset_peak(); }
+absl::StatusOr<void*> CudaDevice::allocate(uint64_t bytes) { return memory_->allocate(bytes); }
+void CudaDevice::deallocate(void* ptr) { memory_->deallocate(ptr); }
+AllocatorStats CudaDevice::memory_stats() const { return memory_->stats(); }
+void CudaDevice::reset_peak_memory() { memory_->reset_peak(); }
 void CudaDevice::set_memory_observer(AllocationObserver* observer) {
-  device_tee_->set_user(observer);
+  memory_->set_observer(observer);
 }
 
 absl::StatusOr<void*> CudaDevice::allocate_host(uint64_t bytes) {
-  return host_mem_->allocate(bytes);
+  return memory_->allocate_host(bytes);
 }
-void CudaDevice::deallocate_host(void* ptr) { host_mem_->deallocate(ptr); }
-AllocatorStats CudaDevice::host_stats() const { return host_mem_->stats(); }
-void CudaDevice::set_host_observer(AllocationObserver* observer) { host_tee_->set_user(observer); }
+void CudaDevice::deallocate_host(void* ptr) { memory_->deallocate_host(ptr); }
+AllocatorStats CudaDevice::host_stats() const { return memory_->host_stats(); }
+void CudaDevice::set_host_observer(AllocationObserver* observer) {
+  memory_->set_host_observer(observer);
+}
 
 absl::Status CudaDevice::check_device_range(const void* ptr, uint64_t bytes,
                                             const std::string& what) const {
   if (ptr == nullptr) return absl::InvalidArgumentError(absl::StrCat(what, ": null pointer"));
-  const char* p = static_cast<const char*>(ptr);
-  const char* base = static_cast<const char*>(device_mem_->base());
-  const uint64_t cap = device_mem_->stats().capacity_bytes;
-  if (p < base || static_cast<uint64_t>(p - base) > cap ||
-      bytes > cap - static_cast<uint64_t>(p - base)) {
+  if (!memory_->contains(ptr, bytes)) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": device range of ", bytes,
-                                                   " bytes lies outside the device region of ", cap,
-                                                   " bytes"));
+                                                   " bytes lies outside the device region of ",
+                                                   memory_->capacity_bytes(), " bytes"));
   }
   return absl::OkStatus();
 }
@@ -469,7 +448,8 @@ void CudaDevice::synchronize(Event& event) {
 
 absl::Status CudaDevice::synchronize() {
   bind();
-  for (StreamKind kind : {StreamKind::kCompute, StreamKind::kD2H, StreamKind::kH2D, StreamKind::kComm}) {
+  for (StreamKind kind :
+       {StreamKind::kCompute, StreamKind::kD2H, StreamKind::kH2D, StreamKind::kComm}) {
     absl::Status st = cuda_status(cudaStreamSynchronize(stream(kind)),
                                   absl::StrCat("synchronize: stream ", stream_name(kind)));
     if (!st.ok()) set_async_error(st);

@@ -61,8 +61,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "backend/device_memory.h"
 #include "backend/kernel.h"
-#include "backend/memory_tee.h"
 #include "lms/device.h"
 
 namespace lms::cuda {
@@ -185,10 +185,7 @@ class CudaDevice : public Device {
   std::vector<cudaEvent_t> spare_timing_events_;
   cudaEvent_t clock_base_ = nullptr;  // completed at clock_base_s_ (now_s())
   double clock_base_s_ = 0;
-  std::unique_ptr<MemoryTee> device_tee_;
-  std::unique_ptr<MemoryTee> host_tee_;
-  std::unique_ptr<BfcAllocator> device_mem_;
-  std::unique_ptr<BfcAllocator> host_mem_;
+  std::unique_ptr<DeviceMemory> memory_;
   std::unique_ptr<CudaKernelContext> kernel_ctx_;
   cudaStream_t compute_ = nullptr;
   cudaStream_t d2h_ = nullptr;
