@@ -18,40 +18,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "common/align.h"
+#include "common/mutex.h"
 #include "lms/status.h"
 #include "lms/units.h"
 
-#if defined(__SANITIZE_THREAD__)
-#include <sanitizer/tsan_interface.h>
-#endif
-
 namespace lms {
 namespace {
-
-// Note [TSan and absl::Mutex]: Debian's Abseil is built without
-// ThreadSanitizer, so TSan cannot see absl::Mutex's synchronisation and
-// reports races on everything the mutex guards. Under TSan this guard states
-// the happens-before edges itself (release at unlock, acquire at lock).
-class ABSL_SCOPED_LOCKABLE Lock {
- public:
-  explicit Lock(absl::Mutex* mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu) : mu_(mu) {
-    mu_->Lock();
-#if defined(__SANITIZE_THREAD__)
-    __tsan_acquire(mu_);
-#endif
-  }
-  ~Lock() ABSL_UNLOCK_FUNCTION() {
-#if defined(__SANITIZE_THREAD__)
-    __tsan_release(mu_);
-#endif
-    mu_->Unlock();
-  }
-  Lock(const Lock&) = delete;
-  Lock& operator=(const Lock&) = delete;
-
- private:
-  absl::Mutex* const mu_;
-};
 
 // Every SubAllocator hands out regions aligned to at least this.
 constexpr uint64_t kSubAllocatorAlignment = 4096;
@@ -148,7 +120,7 @@ BfcAllocator::Impl::Impl(std::unique_ptr<SubAllocator> sub, Options options, voi
       raw_bytes_(raw_bytes),
       base_(base),
       capacity_(capacity) {
-  Lock lock(&mu_);
+  MutexLock lock(&mu_);
   const ChunkHandle whole = new_chunk();
   chunks_[whole].size = capacity_;
   insert_free(whole);
@@ -267,7 +239,7 @@ void BfcAllocator::Impl::notify(int64_t delta_bytes) {
 
 absl::StatusOr<void*> BfcAllocator::Impl::allocate(uint64_t bytes) {
   const uint64_t size = rounded_size(bytes, options_.alignment);
-  Lock lock(&mu_);
+  MutexLock lock(&mu_);
   const ChunkHandle h = size <= capacity_ ? find_best_fit(size) : kInvalidChunk;
   if (h == kInvalidChunk) return out_of_memory(bytes);
   remove_free(h);
@@ -286,7 +258,7 @@ void BfcAllocator::Impl::deallocate(void* ptr) {
   if (ptr == nullptr) return;
   LMS_CHECK(contains(ptr));  // not from this allocator
   const uint64_t offset = static_cast<uint64_t>(static_cast<char*>(ptr) - base_);
-  Lock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = in_use_.find(offset);
   LMS_CHECK(it != in_use_.end());  // double free, or not a block start
   const ChunkHandle h = it->second;
@@ -298,7 +270,7 @@ void BfcAllocator::Impl::deallocate(void* ptr) {
 }
 
 AllocatorStats BfcAllocator::Impl::stats() const {
-  Lock lock(&mu_);
+  MutexLock lock(&mu_);
   AllocatorStats s;
   s.capacity_bytes = capacity_;
   s.alignment_bytes = options_.alignment;
@@ -312,12 +284,12 @@ AllocatorStats BfcAllocator::Impl::stats() const {
 }
 
 void BfcAllocator::Impl::reset_peak() {
-  Lock lock(&mu_);
+  MutexLock lock(&mu_);
   peak_bytes_in_use_ = bytes_in_use_;
 }
 
 void BfcAllocator::Impl::set_observer(AllocationObserver* observer) {
-  Lock lock(&mu_);
+  MutexLock lock(&mu_);
   observer_ = observer;
 }
 

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/mutex.h"
 #include "distributed/mpi_engine.h"
 #include "lms/status.h"
 
@@ -56,7 +57,7 @@ template <typename T>
 absl::Status MpiEngine::all_reduce(std::span<T> data, T scale, std::span<T> scratch,
                                    Channel channel, std::string_view what, bool& in_flight) {
   in_flight = false;
-  std::lock_guard<std::mutex> lock(channel_mutex(channel));
+  MutexLock lock(&channel_mutex(channel));
   LMS_RETURN_IF_ERROR(check_usable());
   const int64_t n = static_cast<int64_t>(data.size());
   LMS_CHECK(static_cast<int64_t>(scratch.size()) >= scratch_elements(n));
@@ -108,7 +109,7 @@ template absl::Status MpiEngine::all_reduce<double>(std::span<double>, double, s
                                                     Channel, std::string_view, bool&);
 
 absl::StatusOr<std::vector<std::string>> MpiEngine::all_gather(std::string_view mine) {
-  std::lock_guard<std::mutex> lock(host_mu_);
+  MutexLock lock(&host_mu_);
   LMS_RETURN_IF_ERROR(check_usable());
   auto buffers = std::make_shared<GatherBuffers>();
   buffers->lengths.assign(static_cast<size_t>(size_), 0);
@@ -157,7 +158,7 @@ absl::StatusOr<std::vector<std::string>> MpiEngine::all_gather(std::string_view 
 }
 
 absl::Status MpiEngine::barrier() {
-  std::lock_guard<std::mutex> lock(host_mu_);
+  MutexLock lock(&host_mu_);
   LMS_RETURN_IF_ERROR(check_usable());
   static char nothing = 0;  // zero-byte messages carry no data
   Exchange ex;

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/mutex.h"
 #include "distributed/mpi_status.h"
 #include "lms/status.h"
 #include "lms/strings.h"
@@ -129,7 +130,7 @@ absl::StatusOr<std::shared_ptr<MpiEngine>> MpiEngine::split(int ranks, MpiOption
   // MPI_Comm_split blocks without a deadline; the barrier first finds a
   // failed or hung peer with one.
   LMS_RETURN_IF_ERROR(barrier());
-  std::lock_guard<std::mutex> lock(host_mu_);
+  MutexLock lock(&host_mu_);
   MPI_Comm sub = MPI_COMM_NULL;
   LMS_RETURN_IF_ERROR(mpi_status(
       MPI_Comm_split(data_, rank_ < ranks ? 0 : MPI_UNDEFINED, rank_, &sub), "MPI_Comm_split"));
@@ -139,12 +140,12 @@ absl::StatusOr<std::shared_ptr<MpiEngine>> MpiEngine::split(int ranks, MpiOption
   return engine;
 }
 
-std::mutex& MpiEngine::channel_mutex(Channel channel) {
+absl::Mutex& MpiEngine::channel_mutex(Channel channel) {
   return channel == Channel::kStream ? stream_mu_ : host_mu_;
 }
 
 void MpiEngine::keep(std::shared_ptr<void> buffers) {
-  std::lock_guard<std::mutex> lock(state_mu_);
+  MutexLock lock(&state_mu_);
   kept_.push_back(std::move(buffers));
 }
 
@@ -256,7 +257,7 @@ std::string MpiEngine::pending_ranks(const Exchange& ex) const {
 
 absl::Status MpiEngine::fail(Exchange& ex, absl::Status status, bool& in_flight) {
   in_flight = !abandon(ex);
-  std::lock_guard<std::mutex> lock(state_mu_);
+  MutexLock lock(&state_mu_);
   if (broken_.ok()) broken_ = status;
   return status;
 }
@@ -285,14 +286,14 @@ bool MpiEngine::abandon(Exchange& ex) {
 
 absl::Status MpiEngine::check_usable() {
   {
-    std::lock_guard<std::mutex> lock(state_mu_);
+    MutexLock lock(&state_mu_);
     LMS_RETURN_IF_ERROR(broken_);
   }
   return poll_notices();
 }
 
 absl::Status MpiEngine::poll_notices() {
-  std::lock_guard<std::mutex> lock(state_mu_);
+  MutexLock lock(&state_mu_);
   while (true) {
     int found = 0;
     MPI_Message message = MPI_MESSAGE_NULL;
@@ -316,7 +317,7 @@ absl::Status MpiEngine::poll_notices() {
 }
 
 bool MpiEngine::all_peers_reported() {
-  std::lock_guard<std::mutex> lock(state_mu_);
+  MutexLock lock(&state_mu_);
   for (int r = 0; r < size_; ++r) {
     if (r != rank_ && !reported_[static_cast<size_t>(r)]) return false;
   }

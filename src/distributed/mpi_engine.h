@@ -30,14 +30,15 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "lms/distributed.h"
 
 namespace lms::distributed {
@@ -98,7 +99,7 @@ class MpiEngine {
  private:
   MpiEngine(MPI_Comm data, MPI_Comm control, MpiOptions options);
 
-  std::mutex& channel_mutex(Channel channel);
+  absl::Mutex& channel_mutex(Channel channel);
   // OK unless an earlier collective failed or a peer sent an abort notice.
   absl::Status check_usable();
   // Post one buffer in messages of at most kMaxMessageBytes; a failure to
@@ -123,14 +124,18 @@ class MpiEngine {
   int rank_ = 0;
   int size_ = 1;
   MpiOptions options_;
-  std::mutex stream_mu_;  // one stream all-reduce at a time
-  std::mutex host_mu_;    // one host collective at a time
+  // The channel mutexes order the collectives on a communicator (one
+  // stream all-reduce, one host collective at a time) and guard no member.
+  absl::Mutex stream_mu_ ABSL_ACQUIRED_BEFORE(state_mu_);
+  absl::Mutex host_mu_ ABSL_ACQUIRED_BEFORE(state_mu_);
 
-  mutable std::mutex state_mu_;
-  std::vector<bool> reported_;  // reported_[r]: rank r sent an abort notice
-  absl::Status first_notice_;   // Aborted "rank R failed: ..." once one came
-  absl::Status broken_;         // the first failure of a collective
-  std::vector<std::shared_ptr<void>> kept_;
+  mutable absl::Mutex state_mu_;
+  // reported_[r]: rank r sent an abort notice.
+  std::vector<bool> reported_ ABSL_GUARDED_BY(state_mu_);
+  // Aborted "rank R failed: ..." once one came.
+  absl::Status first_notice_ ABSL_GUARDED_BY(state_mu_);
+  absl::Status broken_ ABSL_GUARDED_BY(state_mu_);  // the first failure of a collective
+  std::vector<std::shared_ptr<void>> kept_ ABSL_GUARDED_BY(state_mu_);
 };
 
 }  // namespace lms::distributed

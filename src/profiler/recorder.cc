@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "common/mutex.h"
+
 namespace lms {
 namespace {
 
@@ -48,9 +50,11 @@ double Timeline::last_s() const {
 }
 
 Recorder::Recorder(size_t reserve_per_stream) : reserve_per_stream_(reserve_per_stream) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   reset();
 }
+
+Recorder::~Recorder() = default;
 
 void Recorder::reset() {
   for (auto& v : intervals_) {
@@ -87,7 +91,7 @@ uint32_t Recorder::intern(std::string_view text) {
 
 void Recorder::on_node(StreamKind stream, std::string_view node, std::string_view op,
                        double start_s, double end_s) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!valid_interval(stream, start_s, end_s)) return;
   intervals_[static_cast<size_t>(stream)].push_back(
       Interval{start_s, end_s, 0, intern(node), intern(op), IntervalKind::kNode});
@@ -95,14 +99,14 @@ void Recorder::on_node(StreamKind stream, std::string_view node, std::string_vie
 
 void Recorder::on_copy(StreamKind stream, std::string_view tensor, uint64_t bytes, double start_s,
                        double end_s) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!valid_interval(stream, start_s, end_s)) return;
   intervals_[static_cast<size_t>(stream)].push_back(
       Interval{start_s, end_s, bytes, intern(tensor), 0, IntervalKind::kCopy});
 }
 
 void Recorder::on_memory(MemoryKind memory, uint64_t bytes_in_use, double t_s) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (static_cast<size_t>(memory) >= kNumMemories || !finite(t_s)) {
     ++dropped_;
     return;
@@ -112,7 +116,7 @@ void Recorder::on_memory(MemoryKind memory, uint64_t bytes_in_use, double t_s) {
 
 void Recorder::on_stall(StreamKind stream, std::string_view reason, std::string_view node,
                         double start_s, double end_s) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!valid_interval(stream, start_s, end_s)) return;
   intervals_[static_cast<size_t>(stream)].push_back(
       Interval{start_s, end_s, 0, intern(node), intern(reason), IntervalKind::kStall});
@@ -120,21 +124,21 @@ void Recorder::on_stall(StreamKind stream, std::string_view reason, std::string_
 
 void Recorder::on_host_wait(std::string_view reason, std::string_view node, double start_s,
                             double end_s) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!valid_interval(StreamKind::kHost, start_s, end_s)) return;
   intervals_[static_cast<size_t>(StreamKind::kHost)].push_back(
       Interval{start_s, end_s, 0, intern(node), intern(reason), IntervalKind::kHostWait});
 }
 
 void Recorder::on_issue(std::string_view node, std::string_view op, double t_s) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!valid_interval(StreamKind::kHost, t_s, t_s)) return;
   intervals_[static_cast<size_t>(StreamKind::kHost)].push_back(
       Interval{t_s, t_s, 0, intern(node), intern(op), IntervalKind::kIssue});
 }
 
 void Recorder::on_step(int64_t step, double start_s, double end_s) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!finite(start_s) || !finite(end_s) || end_s < start_s) {
     ++dropped_;
     return;
@@ -143,7 +147,7 @@ void Recorder::on_step(int64_t step, double start_s, double end_s) {
 }
 
 Timeline Recorder::snapshot() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Timeline t;
   t.intervals = intervals_;
   t.memory = memory_;
@@ -159,7 +163,7 @@ Timeline Recorder::snapshot() const {
 }
 
 size_t Recorder::event_count() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   size_t n = steps_.size();
   for (const auto& v : intervals_) n += v.size();
   for (const auto& v : memory_) n += v.size();
@@ -167,12 +171,12 @@ size_t Recorder::event_count() const {
 }
 
 size_t Recorder::dropped_events() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return dropped_;
 }
 
 void Recorder::clear() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   reset();
 }
 

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <string>
 #include <string_view>
@@ -13,7 +12,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "backend/kernel.h"
+#include "common/mutex.h"
 #include "graph/op_registry.h"
 #include "lms/device.h"
 #include "lms/profiler/event_sink.h"
@@ -34,11 +35,11 @@ class SpanCatcher final : public EventSink {
   explicit SpanCatcher(EventSink* next) : next_(next) {}
 
   void clear() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     span_s_ = -1;
   }
   double span_s() const {  // -1: the device reported none
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return span_s_;
   }
 
@@ -72,13 +73,13 @@ class SpanCatcher final : public EventSink {
 
  private:
   void set(double s) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     span_s_ = std::max(s, 0.0);
   }
 
   EventSink* const next_;
-  mutable std::mutex mu_;
-  double span_s_ = -1;
+  mutable absl::Mutex mu_;
+  double span_s_ ABSL_GUARDED_BY(mu_) = -1;
 };
 
 // Sets the catcher as the device's sink for the profiler's lifetime, then

@@ -22,12 +22,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
 #include "lms/profiler/event_sink.h"
 
 namespace lms {
@@ -106,6 +107,9 @@ class Recorder : public EventSink {
   // `reserve_per_stream` records are reserved per stream and per memory kind
   // up front (and again after clear()) so recording rarely reallocates.
   explicit Recorder(size_t reserve_per_stream = 1 << 14);
+  // Out of line, so that programs using lms need no link to Abseil's
+  // synchronization library.
+  ~Recorder() override;
 
   void on_node(StreamKind stream, std::string_view node, std::string_view op, double start_s,
                double end_s) override;
@@ -129,24 +133,23 @@ class Recorder : public EventSink {
   void clear();
 
  private:
-  bool valid_interval(StreamKind stream, double start_s, double end_s);
-  uint32_t intern(std::string_view text);
-  void reset();
+  bool valid_interval(StreamKind stream, double start_s, double end_s)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint32_t intern(std::string_view text) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void reset() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const size_t reserve_per_stream_;
-  // std::mutex rather than absl::Mutex: Debian's prebuilt Abseil is not
-  // instrumented, so ThreadSanitizer cannot see absl::Mutex and reports false
-  // races. Everything below is guarded by mu_; the private helpers above
-  // require it held.
-  mutable std::mutex mu_;
-  std::array<std::vector<Interval>, kNumStreams> intervals_;
-  std::array<std::vector<MemorySample>, kNumMemories> memory_;
-  std::vector<StepRecord> steps_;
-  std::vector<std::string> strings_;
+  // Taken with a lock that keeps it visible to ThreadSanitizer (Debian's
+  // Abseil is not instrumented; Note [TSan and absl::Mutex]).
+  mutable absl::Mutex mu_;
+  std::array<std::vector<Interval>, kNumStreams> intervals_ ABSL_GUARDED_BY(mu_);
+  std::array<std::vector<MemorySample>, kNumMemories> memory_ ABSL_GUARDED_BY(mu_);
+  std::vector<StepRecord> steps_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> strings_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, uint32_t, recorder_internal::StringHash,
                       recorder_internal::StringEq>
-      string_ids_;
-  size_t dropped_ = 0;
+      string_ids_ ABSL_GUARDED_BY(mu_);
+  size_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace lms

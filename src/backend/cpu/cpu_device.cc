@@ -15,6 +15,7 @@
 #include "backend/cpu/cpu_event.h"
 #include "backend/cpu/host_link.h"
 #include "backend/cpu/workspace_scale.h"
+#include "common/mutex.h"
 #include "lms/status.h"
 #include "lms/units.h"
 
@@ -258,14 +259,14 @@ absl::Status CpuDevice::synchronize() {
   d2h_->synchronize();
   h2d_->synchronize();
   comm_->synchronize();
-  std::lock_guard<std::mutex> lock(error_mu_);
+  MutexLock lock(&error_mu_);
   absl::Status error = std::exchange(first_error_, absl::OkStatus());
   error_pending_.store(false);
   return error;
 }
 
 void CpuDevice::set_async_error(absl::Status status) {
-  std::lock_guard<std::mutex> lock(error_mu_);
+  MutexLock lock(&error_mu_);
   if (first_error_.ok()) first_error_ = std::move(status);
   error_pending_.store(true);
 }

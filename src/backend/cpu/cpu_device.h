@@ -28,12 +28,13 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "backend/cpu/kernels/cpu_kernels.h"
 #include "backend/cpu/stream.h"
 #include "backend/device_memory.h"
@@ -139,8 +140,8 @@ class CpuDevice : public Device {
   // queued at destruction touches valid memory.
   std::unique_ptr<DeviceMemory> memory_;
 
-  mutable std::mutex error_mu_;
-  absl::Status first_error_;
+  mutable absl::Mutex error_mu_;
+  absl::Status first_error_ ABSL_GUARDED_BY(error_mu_);
   std::atomic<bool> error_pending_{false};
 
   std::unique_ptr<CpuStream> compute_;

@@ -1,18 +1,20 @@
 #include "backend/cpu/cpu_event.h"
 
+#include "common/mutex.h"
+
 namespace lms::cpu {
 
 uint64_t EventState::record(const std::function<void(uint64_t gen)>& enqueue_marker) {
-  std::lock_guard<std::mutex> record_lock(record_mu_);
+  MutexLock record_lock(&record_mu_);
   uint64_t gen = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     gen = ++next_gen_;
     pending_.insert(gen);
   }
   enqueue_marker(gen);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     latest_ = gen;
   }
   return gen;
@@ -20,26 +22,26 @@ uint64_t EventState::record(const std::function<void(uint64_t gen)>& enqueue_mar
 
 void EventState::complete(uint64_t gen) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     pending_.erase(gen);
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 uint64_t EventState::latest() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return latest_;
 }
 
 bool EventState::is_complete(uint64_t gen) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return !pending_.contains(gen);
 }
 
 bool EventState::wait_for(uint64_t gen) const {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!pending_.contains(gen)) return false;
-  cv_.wait(lock, [&] { return !pending_.contains(gen); });
+  while (pending_.contains(gen)) lock.wait(&cv_);
   return true;
 }
 

@@ -15,13 +15,13 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <set>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "lms/device.h"
 
 namespace lms::cpu {
@@ -47,15 +47,15 @@ class EventState {
   bool wait_for(uint64_t gen) const;
 
  private:
-  std::mutex record_mu_;  // held across a whole record()
-  mutable std::mutex mu_;
-  mutable std::condition_variable cv_;
-  uint64_t latest_ = 0;    // newest published generation
-  uint64_t next_gen_ = 0;  // newest generation begun
+  absl::Mutex record_mu_ ABSL_ACQUIRED_BEFORE(mu_);  // held across a whole record()
+  mutable absl::Mutex mu_;
+  mutable absl::CondVar cv_;
+  uint64_t latest_ ABSL_GUARDED_BY(mu_) = 0;    // newest published generation
+  uint64_t next_gen_ ABSL_GUARDED_BY(mu_) = 0;  // newest generation begun
   // Generations begun but not completed. Re-recording an event on a different
   // stream can complete generations out of order, so a single counter would
   // not be exact.
-  std::set<uint64_t> pending_;
+  std::set<uint64_t> pending_ ABSL_GUARDED_BY(mu_);
 };
 
 class CpuEvent : public Event {

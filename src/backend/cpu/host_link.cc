@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "absl/strings/str_format.h"
+#include "common/mutex.h"
 #include "lms/status.h"
 
 namespace lms {
@@ -56,7 +57,7 @@ HostLink::Channel& HostLink::channel(StreamKind direction) {
 double HostLink::reserve(StreamKind direction, uint64_t bytes, double ready_s) {
   Channel& c = channel(direction);
   if (c.bytes_per_s <= 0) return ready_s;
-  std::lock_guard<std::mutex> lock(c.mu);
+  MutexLock lock(&c.mu);
   c.busy_until_s = std::max(ready_s, c.busy_until_s) + static_cast<double>(bytes) / c.bytes_per_s;
   return c.busy_until_s;
 }

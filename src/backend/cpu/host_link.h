@@ -25,9 +25,10 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "lms/device.h"
 #include "lms/profiler/event_sink.h"
 
@@ -56,8 +57,8 @@ class HostLink {
  private:
   struct Channel {
     double bytes_per_s = 0;  // 0: unthrottled, no slots
-    std::mutex mu;
-    double busy_until_s = 0;  // guarded by mu
+    absl::Mutex mu;
+    double busy_until_s ABSL_GUARDED_BY(mu) = 0;
   };
 
   explicit HostLink(const HostLinkOptions& options);

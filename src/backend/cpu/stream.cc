@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "common/mutex.h"
+
 namespace lms::cpu {
 
 CpuStream::CpuStream(StreamKind kind, std::function<void()> on_start)
@@ -9,48 +11,51 @@ CpuStream::CpuStream(StreamKind kind, std::function<void()> on_start)
 
 CpuStream::~CpuStream() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
-  work_cv_.notify_one();
+  work_cv_.Signal();
   worker_.join();
 }
 
 void CpuStream::enqueue(std::function<void()> work) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     queue_.push_back(std::move(work));
     ++enqueued_;
   }
-  work_cv_.notify_one();
+  work_cv_.Signal();
 }
 
 void CpuStream::synchronize() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const uint64_t target = enqueued_;
-  done_cv_.wait(lock, [&] { return finished_ >= target; });
+  while (finished_ < target) lock.wait(&done_cv_);
 }
 
 bool CpuStream::idle() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return finished_ == enqueued_;
 }
 
 void CpuStream::run_worker(const std::function<void()>& on_start) {
   if (on_start) on_start();
-  std::unique_lock<std::mutex> lock(mu_);
-  while (true) {
-    work_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-    if (queue_.empty()) return;  // stopping and drained
-    std::function<void()> work = std::move(queue_.front());
-    queue_.pop_front();
-    lock.unlock();
-    work();
-    work = nullptr;  // release captures before reporting completion
-    lock.lock();
+  while (std::optional<std::function<void()>> work = next_work()) {
+    (*work)();
+    work.reset();  // release captures before reporting completion
+    MutexLock lock(&mu_);
     ++finished_;
-    done_cv_.notify_all();
+    done_cv_.SignalAll();
   }
+}
+
+std::optional<std::function<void()>> CpuStream::next_work() {
+  MutexLock lock(&mu_);
+  while (!stopping_ && queue_.empty()) lock.wait(&work_cv_);
+  if (queue_.empty()) return std::nullopt;  // stopping and drained
+  std::function<void()> work = std::move(queue_.front());
+  queue_.pop_front();
+  return work;
 }
 
 }  // namespace lms::cpu

@@ -16,13 +16,14 @@
 // does.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <mutex>
+#include <optional>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "lms/profiler/event_sink.h"
 
 namespace lms::cpu {
@@ -46,15 +47,18 @@ class CpuStream {
 
  private:
   void run_worker(const std::function<void()>& on_start);
+  // The next closure to run, waiting for one; nullopt once stopping and
+  // drained.
+  std::optional<std::function<void()>> next_work();
 
   const StreamKind kind_;
-  mutable std::mutex mu_;
-  std::condition_variable work_cv_;  // worker: new work or shutdown
-  std::condition_variable done_cv_;  // synchronize(): progress
-  std::deque<std::function<void()>> queue_;
-  uint64_t enqueued_ = 0;  // closures ever enqueued
-  uint64_t finished_ = 0;  // closures that have run to completion
-  bool stopping_ = false;
+  mutable absl::Mutex mu_;
+  absl::CondVar work_cv_;  // worker: new work or shutdown
+  absl::CondVar done_cv_;  // synchronize(): progress
+  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
+  uint64_t enqueued_ ABSL_GUARDED_BY(mu_) = 0;  // closures ever enqueued
+  uint64_t finished_ ABSL_GUARDED_BY(mu_) = 0;  // closures that have run to completion
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread worker_;  // last: starts after the state above is built
 };
 

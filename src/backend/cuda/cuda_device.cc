@@ -7,6 +7,7 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_memory.h"
 #include "backend/cuda/cuda_status.h"
+#include "common/mutex.h"
 #include "lms/status.h"
 #include "lms/strings.h"
 
@@ -187,7 +188,7 @@ cudaStream_t CudaDevice::stream(StreamKind kind) const {
 }
 
 void CudaDevice::set_async_error(absl::Status status) {
-  std::lock_guard<std::mutex> lock(error_mu_);
+  MutexLock lock(&error_mu_);
   if (first_error_.ok()) first_error_ = std::move(status);
 }
 
@@ -195,7 +196,7 @@ void CudaDevice::set_async_error(absl::Status status) {
 
 cudaEvent_t CudaDevice::timing_event() {
   {
-    std::lock_guard<std::mutex> lock(spans_mu_);
+    MutexLock lock(&spans_mu_);
     if (!spare_timing_events_.empty()) {
       cudaEvent_t ev = spare_timing_events_.back();
       spare_timing_events_.pop_back();
@@ -259,12 +260,12 @@ void CudaDevice::close_span(SpanBracket& b, const std::string& what) {
     b.timed.reset();
     return;
   }
-  std::lock_guard<std::mutex> lock(spans_mu_);
+  MutexLock lock(&spans_mu_);
   timed_spans_.push_back(std::move(b.timed));
 }
 
 void CudaDevice::recycle(StreamSpan& span) {
-  std::lock_guard<std::mutex> lock(spans_mu_);
+  MutexLock lock(&spans_mu_);
   for (cudaEvent_t* ev : {&span.start, &span.end}) {
     if (*ev != nullptr) spare_timing_events_.push_back(*ev);
     *ev = nullptr;
@@ -274,7 +275,7 @@ void CudaDevice::recycle(StreamSpan& span) {
 void CudaDevice::report_timed_spans(bool all) {
   std::vector<std::unique_ptr<StreamSpan>> done;
   {
-    std::lock_guard<std::mutex> lock(spans_mu_);
+    MutexLock lock(&spans_mu_);
     // In issue order, up to the first span still running: one query per
     // span reported plus one, so frequent event waits stay cheap; the rest
     // is reported at the next synchronize().
@@ -458,7 +459,7 @@ absl::Status CudaDevice::synchronize() {
   // clock base here so the next step's spans are measured from a fresh base.
   report_timed_spans(/*all=*/true);
   rebase_clock();
-  std::lock_guard<std::mutex> lock(error_mu_);
+  MutexLock lock(&error_mu_);
   absl::Status first = std::move(first_error_);
   first_error_ = absl::OkStatus();
   return first;

@@ -54,13 +54,14 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "backend/device_memory.h"
 #include "backend/kernel.h"
 #include "lms/device.h"
@@ -180,9 +181,10 @@ class CudaDevice : public Device {
   CudaDeviceOptions options_;
   uint64_t handle_bytes_ = 0;
   std::atomic<EventSink*> sink_{nullptr};
-  std::mutex spans_mu_;
-  std::deque<std::unique_ptr<StreamSpan>> timed_spans_;  // reported at synchronize()
-  std::vector<cudaEvent_t> spare_timing_events_;
+  absl::Mutex spans_mu_;
+  // Reported at synchronize().
+  std::deque<std::unique_ptr<StreamSpan>> timed_spans_ ABSL_GUARDED_BY(spans_mu_);
+  std::vector<cudaEvent_t> spare_timing_events_ ABSL_GUARDED_BY(spans_mu_);
   cudaEvent_t clock_base_ = nullptr;  // completed at clock_base_s_ (now_s())
   double clock_base_s_ = 0;
   std::unique_ptr<DeviceMemory> memory_;
@@ -192,8 +194,8 @@ class CudaDevice : public Device {
   cudaStream_t h2d_ = nullptr;
   cudaStream_t comm_ = nullptr;  // the all-reduce (src/distributed)
 
-  mutable std::mutex error_mu_;
-  absl::Status first_error_;
+  mutable absl::Mutex error_mu_;
+  absl::Status first_error_ ABSL_GUARDED_BY(error_mu_);
 };
 
 }  // namespace lms::cuda
