@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -105,6 +106,36 @@ void fsync_dir(const std::string& dir) {
   ::close(fd);
 }
 
+absl::Status check_names_a_file(const std::string& path) {
+  if (!path.empty() && path.back() != '/') return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("output path '", path, "' names no file"));
+}
+
+absl::Status fsync_file(const std::string& file) {
+  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    return errno_status(err, absl::StrCat("cannot sync ", file));
+  }
+  ::close(fd);
+  return absl::OkStatus();
+}
+
+// The end of every atomic write: renames the filled temporary file over
+// `path` and syncs the directory when `status` is OK; removes it otherwise.
+absl::Status replace_with(const std::string& tmp, const std::string& path, absl::Status status) {
+  if (status.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
+    status = errno_status(errno, absl::StrCat("cannot rename ", tmp, " to ", path));
+  }
+  if (!status.ok()) {
+    ::unlink(tmp.c_str());
+    return status;
+  }
+  fsync_dir(parent_dir(path));
+  return absl::OkStatus();
+}
+
 // Fills the open temporary file `fd` and closes it: contents, mode 0644
 // (mkstemp creates 0600), fsync.
 absl::Status fill_and_close(int fd, std::string_view contents, const std::string& tmp) {
@@ -127,23 +158,32 @@ std::string atomic_temp_prefix(const std::string& path) {
 }
 
 absl::Status atomic_write_file(const std::string& path, std::string_view contents) {
-  if (path.empty() || path.back() == '/') {
-    return absl::InvalidArgumentError(absl::StrCat("output path '", path, "' names no file"));
-  }
+  if (absl::Status named = check_names_a_file(path); !named.ok()) return named;
   remove_stale_temp_files(path);
   std::string tmp = atomic_temp_prefix(path) + "XXXXXX";
   int fd = ::mkstemp(tmp.data());
   if (fd < 0) return errno_status(errno, absl::StrCat("cannot create a temporary file for ", path));
-  absl::Status status = fill_and_close(fd, contents, tmp);
-  if (status.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
-    status = errno_status(errno, absl::StrCat("cannot rename ", tmp, " to ", path));
+  return replace_with(tmp, path, fill_and_close(fd, contents, tmp));
+}
+
+absl::Status atomic_write_file_by_name(
+    const std::string& path, std::string_view suffix,
+    const std::function<absl::Status(const std::string& tmp)>& fill) {
+  if (absl::Status named = check_names_a_file(path); !named.ok()) return named;
+  remove_stale_temp_files(path);
+  std::string tmp = atomic_temp_prefix(path) + "XXXXXX" + std::string(suffix);
+  int fd = ::mkstemps(tmp.data(), static_cast<int>(suffix.size()));
+  if (fd < 0) return errno_status(errno, absl::StrCat("cannot create a temporary file for ", path));
+  // The library rewrites the file in place, so the mode is what the renamed
+  // file keeps: readable by all, as atomic_write_file's.
+  absl::Status status = absl::OkStatus();
+  if (::fchmod(fd, 0644) != 0) {
+    status = errno_status(errno, absl::StrCat("cannot set the mode of ", tmp));
   }
-  if (!status.ok()) {
-    ::unlink(tmp.c_str());
-    return status;
-  }
-  fsync_dir(parent_dir(path));
-  return absl::OkStatus();
+  ::close(fd);
+  if (status.ok()) status = fill(tmp);
+  if (status.ok()) status = fsync_file(tmp);
+  return replace_with(tmp, path, std::move(status));
 }
 
 int remove_stale_temp_files(const std::string& path) {

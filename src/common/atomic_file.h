@@ -10,6 +10,7 @@
 //
 //   LMS_RETURN_IF_ERROR(lms::atomic_write_file("out/run1/trace.json", text));
 
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -23,6 +24,14 @@ namespace lms {
 // folder, PermissionDenied, ResourceExhausted for a full disk, ...). On any
 // error the temporary file is removed and `path` keeps its previous contents.
 absl::Status atomic_write_file(const std::string& path, std::string_view contents);
+
+// The same, for a library that writes a file only by its name (niftilib,
+// which picks gzip by the name): the temporary name ends in `suffix`, and
+// `fill(tmp)` writes the temporary file (created empty, mode 0644); its
+// error is returned as it is, after the temporary file is removed.
+absl::Status atomic_write_file_by_name(
+    const std::string& path, std::string_view suffix,
+    const std::function<absl::Status(const std::string& tmp)>& fill);
 
 // "<path>.tmp.<pid>.": what this process's temporary files for `path` start
 // with (mkstemp's six random characters follow).

@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/atomic_file.h"
 #include "lms/io/file_util.h"
 #include "lms/io/host_memory.h"
 #include "lms/status.h"
@@ -457,45 +458,18 @@ absl::Status verify_written(const nifti_image& written, const std::string& tmp,
       absl::StrCat("the file niftilib wrote (", tmp, ") does not read back; is the disk full?"));
 }
 
-absl::Status fsync_file(const std::string& file) {
-  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0 || ::fsync(fd) != 0) {
-    const int err = errno;
-    if (fd >= 0) ::close(fd);
-    return errno_status(err, absl::StrCat("cannot sync ", file));
-  }
-  ::close(fd);
-  return absl::OkStatus();
-}
-
 // Note [Atomic write] (lms/io/file_util.h), with the NIfTI suffix kept at the
 // end of the temporary name since niftilib picks gzip by the name.
 absl::Status write_atomically(nifti_image& nim, const std::string& path,
                               const std::string& suffix) {
   LMS_RETURN_IF_ERROR(check_writable(path));
-  std::string tmp = absl::StrCat(path, ".tmp.", ::getpid(), ".XXXXXX", suffix);
-  int fd = ::mkstemps(tmp.data(), static_cast<int>(suffix.size()));
-  if (fd < 0) return errno_status(errno, absl::StrCat("cannot create a temporary file for ", path));
-  // mkstemps creates the file 0600; niftilib rewrites it in place, so the
-  // mode is what the renamed file keeps. Readable by all, as write_png's.
-  absl::Status status = absl::OkStatus();
-  if (::fchmod(fd, 0644) != 0) {
-    status = errno_status(errno, absl::StrCat("cannot set the mode of ", tmp));
-  }
-  ::close(fd);
-  if (status.ok() && nifti_set_filenames(&nim, tmp.c_str(), 0, 1) != 0) {
-    status = absl::InternalError(absl::StrCat("niftilib refused the file name ", tmp));
-  }
-  if (status.ok()) {
+  return atomic_write_file_by_name(path, suffix, [&](const std::string& tmp) {
+    if (nifti_set_filenames(&nim, tmp.c_str(), 0, 1) != 0) {
+      return absl::InternalError(absl::StrCat("niftilib refused the file name ", tmp));
+    }
     nifti_image_write(&nim);
-    status = verify_written(nim, tmp, path);
-  }
-  if (status.ok()) status = fsync_file(tmp);
-  if (status.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
-    status = errno_status(errno, absl::StrCat("cannot rename ", tmp, " to ", path));
-  }
-  if (!status.ok()) ::unlink(tmp.c_str());
-  return status;
+    return verify_written(nim, tmp, path);
+  });
 }
 
 // ---------------------------------------------------------------- resampling

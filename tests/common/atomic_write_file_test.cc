@@ -1,5 +1,3 @@
-#include "common/atomic_file.h"
-
 #include <unistd.h>
 
 #include <filesystem>
@@ -7,6 +5,7 @@
 #include <iterator>
 #include <string>
 
+#include "common/atomic_file.h"
 #include "gtest/gtest.h"
 
 namespace lms {
@@ -61,6 +60,33 @@ TEST_F(CommonAtomicFileTest, ErrorsCarryTheErrnoCodeAndThePath) {
   fs::create_directories(dir_ / "d");
   EXPECT_FALSE(atomic_write_file((dir_ / "d").string(), "x").ok());
   EXPECT_EQ(entries(), 0) << "the temporary file was removed";
+}
+
+TEST_F(CommonAtomicFileTest, ByNameKeepsTheSuffixAndReplacesTheFile) {
+  const fs::path p = dir_ / "v.nii.gz";
+  std::string seen;
+  absl::Status st = atomic_write_file_by_name(p.string(), ".nii.gz", [&](const std::string& tmp) {
+    seen = tmp;
+    std::ofstream(tmp, std::ios::binary) << "volume";
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(st.ok()) << st;
+  EXPECT_EQ(seen.rfind(atomic_temp_prefix(p.string()), 0), 0u) << seen;
+  EXPECT_EQ(seen.substr(seen.size() - 7), ".nii.gz") << seen;
+  EXPECT_EQ(read(p), "volume");
+  EXPECT_EQ(entries(), 1) << "no temporary file left behind";
+}
+
+TEST_F(CommonAtomicFileTest, ByNameFailureKeepsTheOldFileAndRemovesTheTemporary) {
+  const fs::path p = dir_ / "v.nii";
+  ASSERT_TRUE(atomic_write_file(p.string(), "old").ok());
+  absl::Status st = atomic_write_file_by_name(p.string(), ".nii", [](const std::string& tmp) {
+    std::ofstream(tmp, std::ios::binary) << "half";
+    return absl::DataLossError("the writer failed");
+  });
+  EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(read(p), "old");
+  EXPECT_EQ(entries(), 1) << "the temporary file was removed";
 }
 
 TEST_F(CommonAtomicFileTest, TemporaryNamesCarryThePid) {
