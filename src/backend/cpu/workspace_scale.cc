@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "backend/kernel.h"
+#include "common/align.h"
 
 namespace lms::cpu {
 namespace {
@@ -28,8 +29,7 @@ class ScaledWorkspaceKernel final : public Kernel {
     const uint64_t real_bytes = kernel_->workspace_bytes();
     if (real_bytes <= reported_bytes_) return kernel_->run(args);
     if (private_ == nullptr) {
-      const uint64_t rounded = (real_bytes + kPrivateAlignmentBytes - 1) / kPrivateAlignmentBytes *
-                               kPrivateAlignmentBytes;
+      const uint64_t rounded = align_up(real_bytes, kPrivateAlignmentBytes);
       private_.reset(static_cast<std::byte*>(std::aligned_alloc(kPrivateAlignmentBytes, rounded)));
       if (private_ == nullptr) {
         return absl::ResourceExhaustedError(
