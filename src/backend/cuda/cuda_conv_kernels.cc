@@ -28,12 +28,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "backend/cpu/kernels/spatial_spec.h"
-#include "common/align.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_launch.h"
 #include "backend/cuda/cuda_status.h"
 #include "backend/cuda/large_tensor_plan.h"
+#include "backend/spatial_spec.h"
+#include "common/align.h"
 #include "lms/status.h"
 #include "lms/types.h"
 
@@ -85,7 +85,7 @@ absl::Status set_tensor(cudnnTensorDescriptor_t* desc, Shape shape, int64_t samp
 }
 
 // The descriptors of `p` for a piece of `samples` samples.
-absl::Status make_descs(const cpu::ConvProblem& p, int64_t samples, const std::string& label,
+absl::Status make_descs(const ConvProblem& p, int64_t samples, const std::string& label,
                         ConvDescs* d) {
   const Shape& ci = p.transposed ? p.y : p.x;
   const Shape& co = p.transposed ? p.x : p.y;
@@ -180,8 +180,7 @@ absl::StatusOr<std::pair<int, uint64_t>> choose_algorithm(const KernelSpec& spec
 // (the full chunk, a shorter last piece) has its descriptors and algorithm.
 class CudnnConvKernel final : public Kernel {
  public:
-  CudnnConvKernel(const KernelSpec& spec, const CudaKernelContext& ctx, cpu::ConvProblem p,
-                  Pass pass)
+  CudnnConvKernel(const KernelSpec& spec, const CudaKernelContext& ctx, ConvProblem p, Pass pass)
       : name_(spec.name),
         op_(spec.op),
         ctx_(ctx),
@@ -308,7 +307,7 @@ class CudnnConvKernel final : public Kernel {
 
   std::string name_, op_;
   CudaKernelContext ctx_;
-  cpu::ConvProblem p_;
+  ConvProblem p_;
   Pass pass_;
   bool relu_ = false;  // conv with activation = "relu"
   ConvSplit split_;
@@ -334,7 +333,7 @@ absl::StatusOr<std::unique_ptr<Kernel>> create_cuda_conv_kernel(const KernelSpec
   bool mine = false;
   for (const char* op : kOps) mine = mine || spec.op == op;
   if (!mine) return std::unique_ptr<Kernel>();
-  LMS_ASSIGN_OR_RETURN(cpu::ConvProblem p, cpu::conv_problem(spec));
+  LMS_ASSIGN_OR_RETURN(ConvProblem p, conv_problem(spec));
   auto kernel = std::make_unique<CudnnConvKernel>(spec, ctx, std::move(p), pass_of(spec.op));
   LMS_RETURN_IF_ERROR(kernel->init(spec));
   return kernel;

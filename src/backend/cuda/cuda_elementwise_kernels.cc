@@ -1,37 +1,35 @@
 // Element-wise ops, activations, softmax (cuDNN, channel mode), concat /
-// slice (channel_copy_plan) and fill for the CUDA device. Validation
-// is the CPU device's (cpu::pointwise helpers), so both backends accept and
-// reject the same specs with the same messages.
+// slice (channel_copy_plan) and fill for the CUDA device. Validation is
+// backend/spec_checks.h, shared with the CPU device, so both backends accept
+// and reject the same specs with the same messages.
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "backend/cpu/kernels/pointwise_common.h"
 #include "backend/cuda/cuda_fn_kernel.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_launch.h"
 #include "backend/cuda/cuda_status.h"
 #include "backend/cuda/large_tensor_plan.h"
+#include "backend/spec_checks.h"
 #include "lms/status.h"
 
 namespace lms::cuda {
 namespace {
 
-namespace pw = ::lms::cpu::pointwise;
 using KernelOr = absl::StatusOr<std::unique_ptr<Kernel>>;
 
 absl::Status check_unary(const KernelSpec& spec) {
-  LMS_RETURN_IF_ERROR(pw::check_arity(spec, 1, 1, 1));
-  return pw::check_same_shape(spec, spec.output_shapes[0], spec.input_shapes[0], "output y");
+  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 1));
+  return check_same_shape(spec, spec.output_shapes[0], spec.input_shapes[0], "output y");
 }
 
 absl::Status check_binary(const KernelSpec& spec, const char* b_name) {
-  LMS_RETURN_IF_ERROR(pw::check_arity(spec, 2, 2, 1));
-  LMS_RETURN_IF_ERROR(
-      pw::check_same_shape(spec, spec.input_shapes[1], spec.input_shapes[0], b_name));
-  return pw::check_same_shape(spec, spec.output_shapes[0], spec.input_shapes[0], "output");
+  LMS_RETURN_IF_ERROR(check_arity(spec, 2, 2, 1));
+  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.input_shapes[1], spec.input_shapes[0], b_name));
+  return check_same_shape(spec, spec.output_shapes[0], spec.input_shapes[0], "output");
 }
 
 KernelOr make_unary(const KernelSpec& spec, const CudaKernelContext& ctx, launch::Unary op,
@@ -103,7 +101,7 @@ KernelOr make_softmax(const KernelSpec& spec, const CudaKernelContext& ctx, bool
   } else {
     LMS_RETURN_IF_ERROR(check_unary(spec));
   }
-  LMS_RETURN_IF_ERROR(pw::check_rank(spec, spec.input_shapes[0], 2, 12, "input"));
+  LMS_RETURN_IF_ERROR(check_rank(spec, spec.input_shapes[0], 2, 12, "input"));
   auto descs = std::make_shared<SoftmaxDescs>();
   LMS_RETURN_IF_ERROR(descs->init(spec, spec.input_shapes[0]));
   const std::string what = node_label(spec);
@@ -158,23 +156,22 @@ absl::Status copy_channels(cudaStream_t s, const float* src, int64_t src_c, int6
 }
 
 absl::Status check_concat(const KernelSpec& spec) {
-  LMS_RETURN_IF_ERROR(pw::check_arity(spec, 1, 1 << 16, 1));
+  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1 << 16, 1));
   const Shape& first = spec.input_shapes[0];
-  LMS_RETURN_IF_ERROR(pw::check_rank(spec, first, 2, 12, "input 0"));
+  LMS_RETURN_IF_ERROR(check_rank(spec, first, 2, 12, "input 0"));
   Shape want = first;
   want[1] = 0;
   for (size_t i = 0; i < spec.input_shapes.size(); ++i) {
     Shape other = spec.input_shapes[i];
     if (other.size() >= 2) other[1] = first[1];
     if (other != first) {
-      return pw::invalid(
-          spec, absl::StrCat("input ", i, " has shape ", pw::shape_str(spec.input_shapes[i]),
-                             "; concat inputs must match input 0 ", pw::shape_str(first),
-                             " in every dimension but 1"));
+      return invalid(spec, absl::StrCat("input ", i, " has shape ", shape_str(spec.input_shapes[i]),
+                                        "; concat inputs must match input 0 ", shape_str(first),
+                                        " in every dimension but 1"));
     }
     want[1] += spec.input_shapes[i][1];
   }
-  return pw::check_same_shape(spec, spec.output_shapes[0], want, "output y");
+  return check_same_shape(spec, spec.output_shapes[0], want, "output y");
 }
 
 KernelOr make_concat(const KernelSpec& spec, const CudaKernelContext& ctx) {
@@ -197,20 +194,19 @@ KernelOr make_concat(const KernelSpec& spec, const CudaKernelContext& ctx) {
 }
 
 KernelOr make_slice(const KernelSpec& spec, const CudaKernelContext& ctx) {
-  LMS_RETURN_IF_ERROR(pw::check_arity(spec, 1, 1, 1));
+  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 1));
   const Shape& x = spec.input_shapes[0];
-  LMS_RETURN_IF_ERROR(pw::check_rank(spec, x, 2, 12, "input x"));
-  LMS_ASSIGN_OR_RETURN(int64_t begin, pw::int_attr(spec, "begin"));
-  LMS_ASSIGN_OR_RETURN(int64_t size, pw::int_attr(spec, "size"));
+  LMS_RETURN_IF_ERROR(check_rank(spec, x, 2, 12, "input x"));
+  LMS_ASSIGN_OR_RETURN(int64_t begin, int_attr(spec, "begin"));
+  LMS_ASSIGN_OR_RETURN(int64_t size, int_attr(spec, "size"));
   if (begin < 0 || size < 1 || begin + size > x[1]) {
-    return pw::invalid(
-        spec,
-        absl::StrCat("begin=", begin, ", size=", size, " does not fit axis 1 of input x ",
-                     pw::shape_str(x), "; allowed: begin >= 0, size >= 1, begin + size <= ", x[1]));
+    return invalid(spec, absl::StrCat("begin=", begin, ", size=", size,
+                                      " does not fit axis 1 of input x ", shape_str(x),
+                                      "; allowed: begin >= 0, size >= 1, begin + size <= ", x[1]));
   }
   Shape want = x;
   want[1] = size;
-  LMS_RETURN_IF_ERROR(pw::check_same_shape(spec, spec.output_shapes[0], want, "output y"));
+  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], want, "output y"));
   const int64_t n = x[0], c = x[1], inner = num_elements(x) / (x[0] * x[1]);
   const std::string what = node_label(spec);
   cudaStream_t s = ctx.stream;
@@ -220,10 +216,10 @@ KernelOr make_slice(const KernelSpec& spec, const CudaKernelContext& ctx) {
 }
 
 KernelOr make_fill(const KernelSpec& spec, const CudaKernelContext& ctx) {
-  LMS_RETURN_IF_ERROR(pw::check_arity(spec, 0, 0, 1));
-  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> shape, pw::ints_attr(spec, "shape"));
-  LMS_RETURN_IF_ERROR(pw::check_same_shape(spec, spec.output_shapes[0], shape, "output"));
-  LMS_ASSIGN_OR_RETURN(double value, pw::real_attr(spec, "value"));
+  LMS_RETURN_IF_ERROR(check_arity(spec, 0, 0, 1));
+  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ints_attr(spec, "shape"));
+  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], shape, "output"));
+  LMS_ASSIGN_OR_RETURN(double value, real_attr(spec, "value"));
   const int64_t n = num_elements(shape);
   const float v = static_cast<float>(value);
   const std::string what = node_label(spec);
@@ -241,7 +237,7 @@ KernelOr create_cuda_elementwise_kernel(const KernelSpec& spec, const CudaKernel
   if (op == "relu") return make_unary(spec, ctx, Unary::kRelu, 0.f);
   if (op == "relu_bwd") return make_binary(spec, ctx, Binary::kReluBwd, 0.f, "input dy");
   if (op == "leaky_relu" || op == "leaky_relu_bwd") {
-    LMS_ASSIGN_OR_RETURN(double alpha, pw::real_attr(spec, "alpha"));
+    LMS_ASSIGN_OR_RETURN(double alpha, real_attr(spec, "alpha"));
     const float a = static_cast<float>(alpha);
     if (op == "leaky_relu") return make_unary(spec, ctx, Unary::kLeakyRelu, a);
     return make_binary(spec, ctx, Binary::kLeakyReluBwd, a, "input dy");
@@ -253,7 +249,7 @@ KernelOr create_cuda_elementwise_kernel(const KernelSpec& spec, const CudaKernel
   if (op == "add") return make_binary(spec, ctx, Binary::kAdd, 0.f, "input b");
   if (op == "mul") return make_binary(spec, ctx, Binary::kMul, 0.f, "input b");
   if (op == "scale") {
-    LMS_ASSIGN_OR_RETURN(double factor, pw::real_attr(spec, "factor"));
+    LMS_ASSIGN_OR_RETURN(double factor, real_attr(spec, "factor"));
     return make_unary(spec, ctx, Unary::kScale, static_cast<float>(factor));
   }
   if (op == "concat") return make_concat(spec, ctx);

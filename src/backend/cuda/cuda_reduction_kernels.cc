@@ -11,17 +11,16 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "backend/cpu/kernels/pointwise_common.h"
 #include "backend/cuda/cuda_fn_kernel.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_launch.h"
 #include "backend/cuda/cuda_status.h"
+#include "backend/spec_checks.h"
 #include "lms/status.h"
 
 namespace lms::cuda {
 namespace {
 
-namespace pw = ::lms::cpu::pointwise;
 using KernelOr = absl::StatusOr<std::unique_ptr<Kernel>>;
 
 constexpr double kMaxReal = 1e300;
@@ -33,12 +32,12 @@ double* ws_doubles(const KernelArgs& a, int64_t offset = 0) {
 uint64_t doubles_bytes(int64_t n) { return static_cast<uint64_t>(n) * sizeof(double); }
 
 absl::Status check_pair(const KernelSpec& spec, bool backward) {
-  LMS_RETURN_IF_ERROR(pw::check_arity(spec, backward ? 3 : 2, backward ? 3 : 2, 1));
+  LMS_RETURN_IF_ERROR(check_arity(spec, backward ? 3 : 2, backward ? 3 : 2, 1));
   const Shape& p = spec.input_shapes[0];
-  LMS_RETURN_IF_ERROR(pw::check_same_shape(spec, spec.input_shapes[1], p, "input 1 (target)"));
-  if (!backward) return pw::check_scalar(spec, spec.output_shapes[0], "output loss");
-  LMS_RETURN_IF_ERROR(pw::check_scalar(spec, spec.input_shapes[2], "input dloss"));
-  return pw::check_same_shape(spec, spec.output_shapes[0], p, "output 0 (gradient)");
+  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.input_shapes[1], p, "input 1 (target)"));
+  if (!backward) return check_scalar(spec, spec.output_shapes[0], "output loss");
+  LMS_RETURN_IF_ERROR(check_scalar(spec, spec.input_shapes[2], "input dloss"));
+  return check_same_shape(spec, spec.output_shapes[0], p, "output 0 (gradient)");
 }
 
 // out[] = scale * sum (or sqrt of it) of op over inputs 0 (and 1).
@@ -76,9 +75,9 @@ KernelOr make_mse(const KernelSpec& spec, const CudaKernelContext& ctx, bool bac
 // partials (three values per block).
 KernelOr make_dice(const KernelSpec& spec, const CudaKernelContext& ctx, bool backward) {
   LMS_RETURN_IF_ERROR(check_pair(spec, backward));
-  LMS_RETURN_IF_ERROR(pw::check_rank(spec, spec.input_shapes[0], 2, 12, "input probs"));
+  LMS_RETURN_IF_ERROR(check_rank(spec, spec.input_shapes[0], 2, 12, "input probs"));
   LMS_ASSIGN_OR_RETURN(double eps,
-                       pw::real_attr_in(spec, "eps", 0.0, false, kMaxReal, false, "eps >= 0"));
+                       real_attr_in(spec, "eps", 0.0, false, kMaxReal, false, "eps >= 0"));
   const Shape& x = spec.input_shapes[0];
   const int64_t slices = x[0] * x[1];
   const int64_t inner = num_elements(x) / slices;
@@ -102,15 +101,15 @@ KernelOr make_dice(const KernelSpec& spec, const CudaKernelContext& ctx, bool ba
 }
 
 KernelOr make_reduce_mean(const KernelSpec& spec, const CudaKernelContext& ctx, bool backward) {
-  LMS_RETURN_IF_ERROR(pw::check_arity(spec, 1, 1, 1));
+  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 1));
   if (!backward) {
-    LMS_RETURN_IF_ERROR(pw::check_scalar(spec, spec.output_shapes[0], "output y"));
+    LMS_RETURN_IF_ERROR(check_scalar(spec, spec.output_shapes[0], "output y"));
     const int64_t n = num_elements(spec.input_shapes[0]);
     return make_sum(spec, ctx, launch::Reduce::kSum, n, 1.0 / static_cast<double>(n));
   }
-  LMS_RETURN_IF_ERROR(pw::check_scalar(spec, spec.input_shapes[0], "input dy"));
-  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> shape, pw::ints_attr(spec, "input_shape"));
-  LMS_RETURN_IF_ERROR(pw::check_same_shape(spec, spec.output_shapes[0], shape, "output dx"));
+  LMS_RETURN_IF_ERROR(check_scalar(spec, spec.input_shapes[0], "input dy"));
+  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ints_attr(spec, "input_shape"));
+  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], shape, "output dx"));
   const int64_t n = num_elements(shape);
   const std::string what = node_label(spec);
   cudaStream_t s = ctx.stream;
@@ -123,8 +122,8 @@ KernelOr make_reduce_mean(const KernelSpec& spec, const CudaKernelContext& ctx, 
 // norm[] = sqrt(sum over every input of g^2): partials of each input in turn,
 // then one sum over all of them in order.
 KernelOr make_global_norm(const KernelSpec& spec, const CudaKernelContext& ctx) {
-  LMS_RETURN_IF_ERROR(pw::check_arity(spec, 1, 1 << 16, 1));
-  LMS_RETURN_IF_ERROR(pw::check_scalar(spec, spec.output_shapes[0], "output norm"));
+  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1 << 16, 1));
+  LMS_RETURN_IF_ERROR(check_scalar(spec, spec.output_shapes[0], "output norm"));
   std::vector<int64_t> sizes, offsets;
   int64_t total = 0;
   for (const Shape& shape : spec.input_shapes) {
@@ -149,8 +148,8 @@ KernelOr make_global_norm(const KernelSpec& spec, const CudaKernelContext& ctx) 
 }
 
 KernelOr make_increment(const KernelSpec& spec, const CudaKernelContext& ctx) {
-  LMS_RETURN_IF_ERROR(pw::check_arity(spec, 1, 1, 0));
-  LMS_RETURN_IF_ERROR(pw::check_scalar(spec, spec.input_shapes[0], "input step"));
+  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 0));
+  LMS_RETURN_IF_ERROR(check_scalar(spec, spec.input_shapes[0], "input step"));
   const std::string what = node_label(spec);
   cudaStream_t s = ctx.stream;
   return make_fn_kernel(
@@ -159,14 +158,14 @@ KernelOr make_increment(const KernelSpec& spec, const CudaKernelContext& ctx) {
 
 absl::Status check_update(const KernelSpec& spec, size_t n_state, size_t n_scalars) {
   const size_t n_fixed = 2 + n_state + n_scalars;
-  LMS_RETURN_IF_ERROR(pw::check_arity(spec, n_fixed, n_fixed + 1, 0));
+  LMS_RETURN_IF_ERROR(check_arity(spec, n_fixed, n_fixed + 1, 0));
   const Shape& p = spec.input_shapes[0];
   for (size_t i = 1; i < 2 + n_state; ++i) {
-    LMS_RETURN_IF_ERROR(pw::check_same_shape(spec, spec.input_shapes[i], p,
-                                             absl::StrCat("input ", i, " (like param)")));
+    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.input_shapes[i], p,
+                                         absl::StrCat("input ", i, " (like param)")));
   }
   for (size_t i = 2 + n_state; i < spec.input_shapes.size(); ++i) {
-    LMS_RETURN_IF_ERROR(pw::check_scalar(spec, spec.input_shapes[i], absl::StrCat("input ", i)));
+    LMS_RETURN_IF_ERROR(check_scalar(spec, spec.input_shapes[i], absl::StrCat("input ", i)));
   }
   return absl::OkStatus();
 }
@@ -177,11 +176,11 @@ struct Common {
 
 absl::StatusOr<Common> common_attrs(const KernelSpec& spec) {
   Common c;
-  LMS_ASSIGN_OR_RETURN(c.lr, pw::real_attr_in(spec, "lr", 0, false, kMaxReal, false, "lr >= 0"));
-  LMS_ASSIGN_OR_RETURN(c.weight_decay, pw::real_attr_in(spec, "weight_decay", 0, false, kMaxReal,
-                                                        false, "weight_decay >= 0"));
-  LMS_ASSIGN_OR_RETURN(c.clip_norm, pw::real_attr_in(spec, "clip_norm", 0, false, kMaxReal, false,
-                                                     "clip_norm >= 0 (0 = off)"));
+  LMS_ASSIGN_OR_RETURN(c.lr, real_attr_in(spec, "lr", 0, false, kMaxReal, false, "lr >= 0"));
+  LMS_ASSIGN_OR_RETURN(c.weight_decay, real_attr_in(spec, "weight_decay", 0, false, kMaxReal, false,
+                                                    "weight_decay >= 0"));
+  LMS_ASSIGN_OR_RETURN(c.clip_norm, real_attr_in(spec, "clip_norm", 0, false, kMaxReal, false,
+                                                 "clip_norm >= 0 (0 = off)"));
   return c;
 }
 
@@ -189,7 +188,7 @@ KernelOr make_sgd(const KernelSpec& spec, const CudaKernelContext& ctx) {
   LMS_RETURN_IF_ERROR(check_update(spec, 1, 0));
   LMS_ASSIGN_OR_RETURN(Common c, common_attrs(spec));
   LMS_ASSIGN_OR_RETURN(double momentum,
-                       pw::real_attr_in(spec, "momentum", 0, false, 1, true, "0 <= momentum < 1"));
+                       real_attr_in(spec, "momentum", 0, false, 1, true, "0 <= momentum < 1"));
   const launch::SgdParams h{static_cast<float>(c.lr), static_cast<float>(momentum),
                             static_cast<float>(c.weight_decay), static_cast<float>(c.clip_norm)};
   const int64_t n = num_elements(spec.input_shapes[0]);
@@ -205,18 +204,15 @@ KernelOr make_sgd(const KernelSpec& spec, const CudaKernelContext& ctx) {
 KernelOr make_adam(const KernelSpec& spec, const CudaKernelContext& ctx) {
   LMS_RETURN_IF_ERROR(check_update(spec, 2, 1));
   LMS_ASSIGN_OR_RETURN(Common c, common_attrs(spec));
-  LMS_ASSIGN_OR_RETURN(double b1,
-                       pw::real_attr_in(spec, "beta1", 0, false, 1, true, "0 <= beta1 < 1"));
-  LMS_ASSIGN_OR_RETURN(double b2,
-                       pw::real_attr_in(spec, "beta2", 0, false, 1, true, "0 <= beta2 < 1"));
-  LMS_ASSIGN_OR_RETURN(double eps,
-                       pw::real_attr_in(spec, "eps", 0, true, kMaxReal, false, "eps > 0"));
+  LMS_ASSIGN_OR_RETURN(double b1, real_attr_in(spec, "beta1", 0, false, 1, true, "0 <= beta1 < 1"));
+  LMS_ASSIGN_OR_RETURN(double b2, real_attr_in(spec, "beta2", 0, false, 1, true, "0 <= beta2 < 1"));
+  LMS_ASSIGN_OR_RETURN(double eps, real_attr_in(spec, "eps", 0, true, kMaxReal, false, "eps > 0"));
   double decay_steps = 0, decay_power = 0;
   if (spec.attrs.contains("decay_steps")) {
-    LMS_ASSIGN_OR_RETURN(decay_steps, pw::real_attr_in(spec, "decay_steps", 1, false, kMaxReal,
-                                                       false, "decay_steps >= 1"));
-    LMS_ASSIGN_OR_RETURN(decay_power, pw::real_attr_in(spec, "decay_power", 0, true, kMaxReal,
-                                                       false, "decay_power > 0"));
+    LMS_ASSIGN_OR_RETURN(decay_steps, real_attr_in(spec, "decay_steps", 1, false, kMaxReal, false,
+                                                   "decay_steps >= 1"));
+    LMS_ASSIGN_OR_RETURN(decay_power, real_attr_in(spec, "decay_power", 0, true, kMaxReal, false,
+                                                   "decay_power > 0"));
   }
   const launch::AdamParams h{static_cast<float>(c.lr),
                              static_cast<float>(b1),

@@ -9,38 +9,37 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "backend/cpu/kernels/pointwise_common.h"
-#include "backend/cpu/kernels/spatial_spec.h"
 #include "backend/cuda/cuda_fn_kernel.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_launch.h"
 #include "backend/cuda/cuda_status.h"
+#include "backend/spatial_spec.h"
+#include "backend/spec_checks.h"
 #include "lms/status.h"
 
 namespace lms::cuda {
 namespace {
 
-namespace pw = ::lms::cpu::pointwise;
 using KernelOr = absl::StatusOr<std::unique_ptr<Kernel>>;
 
 // ---- Normalisation ----
 
 absl::StatusOr<double> check_norm(const KernelSpec& spec, bool backward, size_t min_rank) {
-  LMS_RETURN_IF_ERROR(pw::check_arity(spec, 3, 3, backward ? 3 : 1));
+  LMS_RETURN_IF_ERROR(check_arity(spec, 3, 3, backward ? 3 : 1));
   const Shape& x = spec.input_shapes[0];
-  LMS_RETURN_IF_ERROR(pw::check_rank(spec, x, min_rank, 5, "input x"));
+  LMS_RETURN_IF_ERROR(check_rank(spec, x, min_rank, 5, "input x"));
   const Shape c = {x[1]};
-  LMS_RETURN_IF_ERROR(pw::check_same_shape(spec, spec.input_shapes[1], c, "input gamma"));
+  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.input_shapes[1], c, "input gamma"));
   if (backward) {
-    LMS_RETURN_IF_ERROR(pw::check_same_shape(spec, spec.input_shapes[2], x, "input dy"));
-    LMS_RETURN_IF_ERROR(pw::check_same_shape(spec, spec.output_shapes[0], x, "output dx"));
-    LMS_RETURN_IF_ERROR(pw::check_same_shape(spec, spec.output_shapes[1], c, "output dgamma"));
-    LMS_RETURN_IF_ERROR(pw::check_same_shape(spec, spec.output_shapes[2], c, "output dbeta"));
+    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.input_shapes[2], x, "input dy"));
+    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], x, "output dx"));
+    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[1], c, "output dgamma"));
+    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[2], c, "output dbeta"));
   } else {
-    LMS_RETURN_IF_ERROR(pw::check_same_shape(spec, spec.input_shapes[2], c, "input beta"));
-    LMS_RETURN_IF_ERROR(pw::check_same_shape(spec, spec.output_shapes[0], x, "output y"));
+    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.input_shapes[2], c, "input beta"));
+    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], x, "output y"));
   }
-  return pw::real_attr_in(spec, "eps", 0.0, true, 1e300, false, "eps > 0");
+  return real_attr_in(spec, "eps", 0.0, true, 1e300, false, "eps > 0");
 }
 
 // Workspace, in doubles: mean, var (and, backward, sum_dy, sum_dyxmu), cv
@@ -102,20 +101,20 @@ launch::Geom3 geom_of(const Shape& x, int rank) {
 
 absl::StatusOr<launch::Geom3> pool_geometry(const KernelSpec& spec, const Shape& x, int rank,
                                             Shape* y) {
-  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> kernel, cpu::required_ints(spec, "kernel", rank, 1));
-  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> stride, cpu::required_ints(spec, "stride", rank, 1));
-  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> pad, cpu::optional_ints(spec, "pad", rank, 0, 0));
+  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> kernel, required_ints(spec, "kernel", rank, 1));
+  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> stride, required_ints(spec, "stride", rank, 1));
+  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> pad, optional_ints(spec, "pad", rank, 0, 0));
   launch::Geom3 g = geom_of(x, rank);
   *y = x;
   for (int i = 0; i < rank; ++i) {
     if (pad[i] >= kernel[i]) {
-      return cpu::spec_error(spec, absl::StrCat("pad ", pad[i], " in spatial dim ", i,
-                                                " must be smaller than the kernel ", kernel[i]));
+      return spec_error(spec, absl::StrCat("pad ", pad[i], " in spatial dim ", i,
+                                           " must be smaller than the kernel ", kernel[i]));
     }
     const int64_t span = x[2 + i] + 2 * pad[i] - kernel[i];
     if (span < 0) {
-      return cpu::spec_error(spec, absl::StrCat("kernel ", kernel[i], " exceeds the padded extent ",
-                                                x[2 + i] + 2 * pad[i], " of spatial dim ", i));
+      return spec_error(spec, absl::StrCat("kernel ", kernel[i], " exceeds the padded extent ",
+                                           x[2 + i] + 2 * pad[i], " of spatial dim ", i));
     }
     (*y)[2 + i] = span / stride[i] + 1;
     const int d = 3 - rank + i;
@@ -128,16 +127,16 @@ absl::StatusOr<launch::Geom3> pool_geometry(const KernelSpec& spec, const Shape&
 }
 
 KernelOr make_max_pool(const KernelSpec& spec, const CudaKernelContext& ctx, bool backward) {
-  LMS_RETURN_IF_ERROR(cpu::check_arity(spec, backward ? 2 : 1, backward ? 2 : 1, 1, 1));
+  LMS_RETURN_IF_ERROR(check_arity(spec, backward ? 2 : 1, backward ? 2 : 1, 1, 1));
   const Shape& x = spec.input_shapes[0];
-  LMS_ASSIGN_OR_RETURN(int rank, cpu::spatial_rank(spec, x, "x"));
+  LMS_ASSIGN_OR_RETURN(int rank, spatial_rank(spec, x, "x"));
   Shape y;
   LMS_ASSIGN_OR_RETURN(launch::Geom3 g, pool_geometry(spec, x, rank, &y));
   if (backward) {
-    LMS_RETURN_IF_ERROR(cpu::check_shape(spec, "input dy", spec.input_shapes[1], y));
-    LMS_RETURN_IF_ERROR(cpu::check_shape(spec, "output dx", spec.output_shapes[0], x));
+    LMS_RETURN_IF_ERROR(check_shape(spec, "input dy", spec.input_shapes[1], y));
+    LMS_RETURN_IF_ERROR(check_shape(spec, "output dx", spec.output_shapes[0], x));
   } else {
-    LMS_RETURN_IF_ERROR(cpu::check_shape(spec, "output y", spec.output_shapes[0], y));
+    LMS_RETURN_IF_ERROR(check_shape(spec, "output y", spec.output_shapes[0], y));
   }
   const std::string what = node_label(spec);
   cudaStream_t s = ctx.stream;
@@ -148,17 +147,17 @@ KernelOr make_max_pool(const KernelSpec& spec, const CudaKernelContext& ctx, boo
 }
 
 KernelOr make_upsample(const KernelSpec& spec, const CudaKernelContext& ctx, bool backward) {
-  LMS_RETURN_IF_ERROR(cpu::check_arity(spec, 1, 1, 1, 1));
+  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 1, 1));
   Shape x = spec.input_shapes[0];
   if (backward) {
-    LMS_ASSIGN_OR_RETURN(x, cpu::required_shape(spec, "input_shape"));
+    LMS_ASSIGN_OR_RETURN(x, required_shape(spec, "input_shape"));
   }
-  LMS_ASSIGN_OR_RETURN(int rank, cpu::spatial_rank(spec, x, "x"));
-  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> scale, cpu::required_ints(spec, "scale", rank, 1));
-  LMS_ASSIGN_OR_RETURN(std::string mode, cpu::required_str(spec, "mode"));
+  LMS_ASSIGN_OR_RETURN(int rank, spatial_rank(spec, x, "x"));
+  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> scale, required_ints(spec, "scale", rank, 1));
+  LMS_ASSIGN_OR_RETURN(std::string mode, required_str(spec, "mode"));
   if (mode != "nearest" && mode != "linear") {
-    return cpu::spec_error(
-        spec, absl::StrCat("mode '", mode, "' is not allowed (\"nearest\" or \"linear\")"));
+    return spec_error(spec,
+                      absl::StrCat("mode '", mode, "' is not allowed (\"nearest\" or \"linear\")"));
   }
   launch::Geom3 g = geom_of(x, rank);
   Shape y = x;
@@ -168,10 +167,10 @@ KernelOr make_upsample(const KernelSpec& spec, const CudaKernelContext& ctx, boo
     g.out[3 - rank + i] = y[2 + i];
   }
   if (backward) {
-    LMS_RETURN_IF_ERROR(cpu::check_shape(spec, "input dy", spec.input_shapes[0], y));
-    LMS_RETURN_IF_ERROR(cpu::check_shape(spec, "output dx", spec.output_shapes[0], x));
+    LMS_RETURN_IF_ERROR(check_shape(spec, "input dy", spec.input_shapes[0], y));
+    LMS_RETURN_IF_ERROR(check_shape(spec, "output dx", spec.output_shapes[0], x));
   } else {
-    LMS_RETURN_IF_ERROR(cpu::check_shape(spec, "output y", spec.output_shapes[0], y));
+    LMS_RETURN_IF_ERROR(check_shape(spec, "output y", spec.output_shapes[0], y));
   }
   const bool linear = mode == "linear";
   const std::string what = node_label(spec);

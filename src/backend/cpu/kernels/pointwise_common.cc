@@ -1,137 +1,14 @@
 #include "backend/cpu/kernels/pointwise_common.h"
 
 #include <algorithm>
-#include <cmath>
 #include <unordered_map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "common/align.h"
 #include "lms/status.h"
 
 namespace lms::cpu::pointwise {
-namespace {
-
-std::string attr_value_str(const AttrValue& v) {
-  if (const auto* i = std::get_if<int64_t>(&v)) return absl::StrCat(*i, " (int)");
-  if (const auto* d = std::get_if<double>(&v)) return absl::StrCat(*d, " (real)");
-  if (const auto* s = std::get_if<std::string>(&v)) return absl::StrCat("\"", *s, "\" (str)");
-  return absl::StrCat("[", absl::StrJoin(std::get<std::vector<int64_t>>(v), ","), "] (ints)");
-}
-
-absl::StatusOr<const AttrValue*> find_attr(const KernelSpec& spec, absl::string_view key,
-                                           absl::string_view type) {
-  auto it = spec.attrs.find(key);
-  if (it == spec.attrs.end()) {
-    return invalid(spec, absl::StrCat("missing attribute '", key, "' (", type, ")"));
-  }
-  return &it->second;
-}
-
-absl::Status check_dims(const KernelSpec& spec, const Shape& shape, absl::string_view what) {
-  for (int64_t d : shape) {
-    if (d < 1) {
-      return invalid(spec, absl::StrCat(what, " has shape ", shape_str(shape),
-                                        "; every dimension must be >= 1"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
-absl::Status invalid(const KernelSpec& spec, absl::string_view msg) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("node '", spec.name, "' (op ", spec.op, "): ", msg));
-}
-
-std::string shape_str(const Shape& shape) {
-  return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
-}
-
-absl::StatusOr<double> real_attr(const KernelSpec& spec, absl::string_view key) {
-  LMS_ASSIGN_OR_RETURN(const AttrValue* v, find_attr(spec, key, "real"));
-  double value;
-  if (const auto* d = std::get_if<double>(v)) {
-    value = *d;
-  } else if (const auto* i = std::get_if<int64_t>(v)) {
-    value = static_cast<double>(*i);
-  } else {
-    return invalid(spec, absl::StrCat("attribute '", key, "' is ", attr_value_str(*v),
-                                      "; a real is required"));
-  }
-  if (!std::isfinite(value)) {
-    return invalid(spec, absl::StrCat("attribute '", key, "' is ", value, "; it must be finite"));
-  }
-  return value;
-}
-
-absl::StatusOr<double> real_attr_in(const KernelSpec& spec, absl::string_view key, double lo,
-                                    bool lo_open, double hi, bool hi_open,
-                                    absl::string_view allowed) {
-  LMS_ASSIGN_OR_RETURN(double v, real_attr(spec, key));
-  const bool lo_ok = lo_open ? v > lo : v >= lo;
-  const bool hi_ok = hi_open ? v < hi : v <= hi;
-  if (!lo_ok || !hi_ok) {
-    return invalid(spec, absl::StrCat("attribute '", key, "' is ", v, "; allowed: ", allowed));
-  }
-  return v;
-}
-
-absl::StatusOr<int64_t> int_attr(const KernelSpec& spec, absl::string_view key) {
-  LMS_ASSIGN_OR_RETURN(const AttrValue* v, find_attr(spec, key, "int"));
-  if (const auto* i = std::get_if<int64_t>(v)) return *i;
-  return invalid(
-      spec, absl::StrCat("attribute '", key, "' is ", attr_value_str(*v), "; an int is required"));
-}
-
-absl::StatusOr<std::vector<int64_t>> ints_attr(const KernelSpec& spec, absl::string_view key) {
-  LMS_ASSIGN_OR_RETURN(const AttrValue* v, find_attr(spec, key, "ints"));
-  if (const auto* l = std::get_if<std::vector<int64_t>>(v)) return *l;
-  return invalid(spec, absl::StrCat("attribute '", key, "' is ", attr_value_str(*v),
-                                    "; an int list is required"));
-}
-
-absl::Status check_arity(const KernelSpec& spec, size_t min_in, size_t max_in, size_t n_out) {
-  const size_t n_in = spec.input_shapes.size();
-  if (n_in < min_in || n_in > max_in) {
-    const std::string allowed =
-        min_in == max_in ? absl::StrCat(min_in) : absl::StrCat(min_in, " to ", max_in);
-    return invalid(spec, absl::StrCat("has ", n_in, " inputs; allowed: ", allowed));
-  }
-  if (spec.output_shapes.size() != n_out) {
-    return invalid(spec,
-                   absl::StrCat("has ", spec.output_shapes.size(), " outputs; allowed: ", n_out));
-  }
-  for (size_t i = 0; i < n_in; ++i) {
-    LMS_RETURN_IF_ERROR(check_dims(spec, spec.input_shapes[i], absl::StrCat("input ", i)));
-  }
-  for (size_t i = 0; i < n_out; ++i) {
-    LMS_RETURN_IF_ERROR(check_dims(spec, spec.output_shapes[i], absl::StrCat("output ", i)));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status check_same_shape(const KernelSpec& spec, const Shape& got, const Shape& want,
-                              absl::string_view what) {
-  if (got == want) return absl::OkStatus();
-  return invalid(spec,
-                 absl::StrCat(what, " has shape ", shape_str(got), "; expected ", shape_str(want)));
-}
-
-absl::Status check_scalar(const KernelSpec& spec, const Shape& shape, absl::string_view what) {
-  if (shape.size() <= 1 && num_elements(shape) == 1) return absl::OkStatus();
-  return invalid(spec, absl::StrCat(what, " has shape ", shape_str(shape),
-                                    "; a scalar ([] or [1]) is required"));
-}
-
-absl::Status check_rank(const KernelSpec& spec, const Shape& shape, size_t min_rank,
-                        size_t max_rank, absl::string_view what) {
-  if (shape.size() >= min_rank && shape.size() <= max_rank) return absl::OkStatus();
-  return invalid(spec, absl::StrCat(what, " has shape ", shape_str(shape), " (rank ", shape.size(),
-                                    "); allowed ranks: ", min_rank, " to ", max_rank));
-}
 
 dnnl::memory::desc plain_desc(const Shape& dims) {
   dnnl::memory::dims strides(dims.size());

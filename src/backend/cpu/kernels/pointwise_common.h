@@ -1,7 +1,7 @@
 // Shared machinery of the non-spatial CPU kernels (element-wise, normalisation,
-// losses, optimizer updates): attribute and shape validation, and one Kernel
-// class that runs a fixed sequence of steps, each either a oneDNN primitive or
-// a plain loop.
+// losses, optimizer updates): one Kernel class that runs a fixed sequence of
+// steps, each either a oneDNN primitive or a plain loop. Attribute and shape
+// validation is backend/spec_checks.h, shared with the CUDA backend.
 //
 //   auto k = std::make_unique<StepKernel>(spec, ctx);
 //   uint64_t mean = k->layout().add_floats(c);           // temp device buffer
@@ -28,37 +28,12 @@
 #include "absl/strings/string_view.h"
 #include "backend/cpu/kernels/cpu_kernels.h"
 #include "backend/kernel.h"
+#include "backend/spec_checks.h"
 #include "dnnl.hpp"
 
 namespace lms::cpu::pointwise {
 
 inline constexpr uint64_t kWorkspaceAlign = 64;  // bytes, a cache line / AVX-512 vector
-
-// ---- Errors, attributes and shapes ------------------------------------------
-
-// InvalidArgument "node '<name>' (op <op>): <msg>".
-absl::Status invalid(const KernelSpec& spec, absl::string_view msg);
-std::string shape_str(const Shape& shape);
-
-// A `real` attribute (an `int` value is accepted and converted). Errors name
-// the key, the value found and what is allowed.
-absl::StatusOr<double> real_attr(const KernelSpec& spec, absl::string_view key);
-// real_attr that must also satisfy lo <= v (lo_open: lo < v) and v <= hi
-// (hi_open: v < hi); `allowed` describes the range in the message.
-absl::StatusOr<double> real_attr_in(const KernelSpec& spec, absl::string_view key, double lo,
-                                    bool lo_open, double hi, bool hi_open,
-                                    absl::string_view allowed);
-absl::StatusOr<int64_t> int_attr(const KernelSpec& spec, absl::string_view key);
-absl::StatusOr<std::vector<int64_t>> ints_attr(const KernelSpec& spec, absl::string_view key);
-
-// Input count in [min_in, max_in] and exactly n_out outputs; every shape has
-// dimensions >= 1 (a scalar is [] or [1]).
-absl::Status check_arity(const KernelSpec& spec, size_t min_in, size_t max_in, size_t n_out);
-absl::Status check_same_shape(const KernelSpec& spec, const Shape& got, const Shape& want,
-                              absl::string_view what);
-absl::Status check_scalar(const KernelSpec& spec, const Shape& shape, absl::string_view what);
-absl::Status check_rank(const KernelSpec& spec, const Shape& shape, size_t min_rank,
-                        size_t max_rank, absl::string_view what);
 
 // ---- oneDNN helpers --------------------------------------------------------
 

@@ -1,4 +1,4 @@
-#include "backend/cpu/kernels/spatial_spec.h"
+#include "backend/spatial_spec.h"
 
 #include <string>
 
@@ -6,7 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "lms/status.h"
 
-namespace lms::cpu {
+namespace lms {
 namespace {
 
 std::string shape_str(const Shape& s) { return absl::StrCat("[", absl::StrJoin(s, ","), "]"); }
@@ -229,4 +229,4 @@ absl::StatusOr<ConvProblem> conv_problem(const KernelSpec& spec) {
   return p;
 }
 
-}  // namespace lms::cpu
+}  // namespace lms

@@ -1,6 +1,7 @@
-// Reading and validating the KernelSpec of a spatial op (docs/ops.md):
-// attribute lookup with type/length checks, arity checks, and the geometry of
-// the convolution family. Every error is InvalidArgument naming the node, what
+// Reading and validating the KernelSpec of a spatial op (docs/ops.md), shared
+// by both backends so they reject a bad spec with the same status: attribute
+// lookup with type/length checks, arity checks, and the geometry of the
+// convolution family. Every error is InvalidArgument naming the node, what
 // was wrong and what is allowed.
 #pragma once
 
@@ -12,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "backend/kernel.h"
 
-namespace lms::cpu {
+namespace lms {
 
 absl::Status spec_error(const KernelSpec& spec, const std::string& message);
 
@@ -56,4 +57,4 @@ struct ConvProblem {
 // deconv, deconv_bwd_data, deconv_bwd_weights.
 absl::StatusOr<ConvProblem> conv_problem(const KernelSpec& spec);
 
-}  // namespace lms::cpu
+}  // namespace lms

@@ -1,0 +1,47 @@
+// Reading and checking the attributes, arity and shapes of a KernelSpec for
+// the non-spatial kernels (element-wise, normalisation, losses, optimizer
+// updates), shared by both backends so they reject a bad spec with the same
+// status. Errors are InvalidArgument "node '<name>' (op <op>): <msg>".
+//
+//   LMS_RETURN_IF_ERROR(check_arity(spec, 3, 3, 1));  // 3 inputs, 1 output
+//   LMS_ASSIGN_OR_RETURN(double eps,
+//                        real_attr_in(spec, "eps", 0.0, true, 1e300, false, "eps > 0"));
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "backend/kernel.h"
+
+namespace lms {
+
+// InvalidArgument "node '<name>' (op <op>): <msg>".
+absl::Status invalid(const KernelSpec& spec, absl::string_view msg);
+std::string shape_str(const Shape& shape);
+
+// A `real` attribute (an `int` value is accepted and converted). Errors name
+// the key, the value found and what is allowed.
+absl::StatusOr<double> real_attr(const KernelSpec& spec, absl::string_view key);
+// real_attr that must also satisfy lo <= v (lo_open: lo < v) and v <= hi
+// (hi_open: v < hi); `allowed` describes the range in the message.
+absl::StatusOr<double> real_attr_in(const KernelSpec& spec, absl::string_view key, double lo,
+                                    bool lo_open, double hi, bool hi_open,
+                                    absl::string_view allowed);
+absl::StatusOr<int64_t> int_attr(const KernelSpec& spec, absl::string_view key);
+absl::StatusOr<std::vector<int64_t>> ints_attr(const KernelSpec& spec, absl::string_view key);
+
+// Input count in [min_in, max_in] and exactly n_out outputs; every shape has
+// dimensions >= 1 (a scalar is [] or [1]).
+absl::Status check_arity(const KernelSpec& spec, size_t min_in, size_t max_in, size_t n_out);
+absl::Status check_same_shape(const KernelSpec& spec, const Shape& got, const Shape& want,
+                              absl::string_view what);
+absl::Status check_scalar(const KernelSpec& spec, const Shape& shape, absl::string_view what);
+absl::Status check_rank(const KernelSpec& spec, const Shape& shape, size_t min_rank,
+                        size_t max_rank, absl::string_view what);
+
+}  // namespace lms

@@ -1,0 +1,23 @@
+# The layers of src/ and the layers each may use (docs/design.md, "Layers"),
+# read by the build and by scripts/check_layers.cmake (the functions are in
+# cmake/lms_layers.cmake). A layer's target compiles against an include root
+# holding only its own headers and those of the layers it reaches through
+# DEPS; its target_link_libraries may name only those layers' targets. Every
+# layer sees include/lms, so PUBLIC_HEADERS says which layer each public
+# header belongs to, and the check holds includes of them to the same DEPS.
+lms_declare_layer(common PUBLIC_HEADERS checked.h status.h strings.h types.h units.h)
+lms_declare_layer(graph DEPS common PUBLIC_HEADERS graph.h ops.h training.h)
+lms_declare_layer(allocator DEPS common PUBLIC_HEADERS memory_stats.h)
+lms_declare_layer(profiler DEPS common PUBLIC_HEADERS profiler.h profiler/)
+# The device interface and the code both backends share; each backend sees
+# it and not the other backend.
+lms_declare_layer(backend DEPS allocator profiler common PUBLIC_HEADERS device.h)
+lms_declare_layer(backend/cpu DEPS backend)
+lms_declare_layer(backend/cuda DEPS backend)
+# swap replays placements on a BfcAllocator (the one sideways dependency).
+lms_declare_layer(swap DEPS graph allocator common PUBLIC_HEADERS config.h rewrite.h)
+# The NCCL engine runs on the CUDA device's streams.
+lms_declare_layer(distributed DEPS backend backend/cuda common PUBLIC_HEADERS distributed.h)
+lms_declare_layer(runtime DEPS graph swap backend distributed allocator profiler common
+                  PUBLIC_HEADERS profile.h session.h)
+lms_declare_layer(io DEPS common PUBLIC_HEADERS io/)
