@@ -73,14 +73,15 @@ lms::KernelSpec conv_spec(Pass pass, const Problem& p) {
                       {"dilation", std::vector<int64_t>{1, 1}}};
   switch (pass) {
     case Pass::kForward:
-      return {"conv", "conv", attrs, {p.x(), p.w(), {p.k}}, {p.y()}};
+      return {"conv", lms::OpKind::kConv, attrs, {p.x(), p.w(), {p.k}}, {p.y()}};
     case Pass::kBackwardData:
       attrs["input_shape"] = p.x();
-      return {"conv_bwd_data", "conv_bwd_data", attrs, {p.y(), p.w()}, {p.x()}};
+      return {"conv_bwd_data", lms::OpKind::kConvBwdData, attrs, {p.y(), p.w()}, {p.x()}};
     case Pass::kBackwardWeights:
       attrs["weight_shape"] = p.w();
       attrs["has_bias"] = int64_t{1};
-      return {"conv_bwd_weights", "conv_bwd_weights", attrs, {p.x(), p.y()}, {p.w(), {p.k}}};
+      return {
+          "conv_bwd_weights", lms::OpKind::kConvBwdWeights, attrs, {p.x(), p.y()}, {p.w(), {p.k}}};
   }
   return {};
 }

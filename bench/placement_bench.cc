@@ -234,7 +234,9 @@ void BM_PlanAndPlaceDeepVdsr(benchmark::State& state) {
   std::vector<uint64_t> workspace(train->num_nodes(), 0);
   for (lms::NodeId n = 0; n < train->num_nodes(); ++n) {
     const lms::Node& node = train->node(n);
-    if (node.op.rfind("conv", 0) == 0 && !node.outputs.empty()) {
+    const bool conv = node.op == lms::OpKind::kConv || node.op == lms::OpKind::kConvBwdData ||
+                      node.op == lms::OpKind::kConvBwdWeights;
+    if (conv && !node.outputs.empty()) {
       workspace[n] = train->tensor(node.outputs[0]).bytes();
     }
   }

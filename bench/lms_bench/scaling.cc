@@ -90,7 +90,7 @@ absl::StatusOr<ScalingRow> run_row(Communicator& comm, const ScalingOptions& o, 
   row.ranks = comm.size();
   row.global_batch = o.batch * comm.size();
   for (NodeId id = 0; id < train.num_nodes(); ++id) {
-    if (train.node(id).op == "all_reduce") ++row.all_reduce_buckets;
+    if (train.node(id).op == OpKind::kAllReduce) ++row.all_reduce_buckets;
   }
   std::vector<double> times;
   float loss = 0;

@@ -23,6 +23,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "lms/op_kind.h"
 #include "lms/types.h"
 
 namespace lms {
@@ -92,7 +93,7 @@ struct PlanRecord {
 
 struct Node {
   std::string name;
-  std::string op;
+  OpKind op = OpKind::kConv;  // op_name(op) in the text form
   Attrs attrs;
   std::vector<TensorId> inputs;
   std::vector<TensorId> outputs;
@@ -114,22 +115,21 @@ class Graph {
   TensorId parameter(std::string_view name, Shape shape, Init init);
   TensorId optimizer_state(std::string_view name, Shape shape, Init init = Init::zeros());
 
-  // Adds a node: checks the op exists, validates attributes and infers output
-  // shapes with the op registry. Output tensors are named "<name>" for a
+  // Adds a node: validates attributes and infers output shapes with the op
+  // registry. Output tensors are named "<name>" for a
   // single output and "<name>:<i>" otherwise, with the given role.
-  // InvalidArgument naming the node for an unknown op or tensor, a duplicate
-  // name, bad attributes or shapes; FailedPrecondition if status() already
+  // InvalidArgument naming the node for an unknown tensor, a duplicate name,
+  // bad attributes or shapes; FailedPrecondition if status() already
   // holds an error.
-  absl::StatusOr<std::vector<TensorId>> add_node(std::string_view op, std::string_view name,
+  absl::StatusOr<std::vector<TensorId>> add_node(OpKind op, std::string_view name,
                                                  std::vector<TensorId> inputs, Attrs attrs,
                                                  TensorRole output_role = TensorRole::kActivation);
   // Like add_node, but records a failure in status() and returns an empty list.
-  std::vector<TensorId> add(std::string_view op, std::string_view name,
-                            std::vector<TensorId> inputs, Attrs attrs,
-                            TensorRole output_role = TensorRole::kActivation);
+  std::vector<TensorId> add(OpKind op, std::string_view name, std::vector<TensorId> inputs,
+                            Attrs attrs, TensorRole output_role = TensorRole::kActivation);
   // add() for single-output ops; kNoTensor on failure.
-  TensorId add1(std::string_view op, std::string_view name, std::vector<TensorId> inputs,
-                Attrs attrs, TensorRole output_role = TensorRole::kActivation);
+  TensorId add1(OpKind op, std::string_view name, std::vector<TensorId> inputs, Attrs attrs,
+                TensorRole output_role = TensorRole::kActivation);
 
   void add_control_edge(NodeId before, NodeId after);
 

@@ -87,15 +87,24 @@ struct RewriteOptions {
   double allreduce_bytes_per_s = 10e9;
 };
 
+// How the plan frees a saved activation between its uses: copy it to
+// pinned host memory and back, or run its producers again.
+enum class DecisionAction : uint8_t { kSwap, kRecompute };
+
+// "swap" or "recompute", as in RewriteReport::plan_text.
+inline const char* decision_action_name(DecisionAction action) {
+  return action == DecisionAction::kSwap ? "swap" : "recompute";
+}
+
 // What the plan does with one tensor (RewriteReport::decisions).
 struct TensorDecision {
   std::string tensor;
-  std::string action;  // "swap" or "recompute"
+  DecisionAction action = DecisionAction::kSwap;
   uint64_t bytes = 0;  // the tensor's bytes
   int restores = 0;    // swap-ins, or recomputations, per step
-  // Predicted cost per step, seconds: for "swap" the link time of its copies
+  // Predicted cost per step, seconds: for kSwap the link time of its copies
   // (swap-out and swap-ins at the planned link bandwidth; hidden behind
-  // compute unless the link is busy, see stall_s), for "recompute" the
+  // compute unless the link is busy, see stall_s), for kRecompute the
   // compute time of the nodes run again for it (on the compute stream).
   double seconds = 0;
 };

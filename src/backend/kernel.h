@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "lms/device.h"
+#include "lms/op_kind.h"
 #include "lms/types.h"
 
 namespace lms {
@@ -18,8 +19,8 @@ namespace lms {
 // What a backend needs to know to compile a kernel (no graph types: the
 // backend layer does not depend on the graph).
 struct KernelSpec {
-  std::string name;  // node name, for error messages
-  std::string op;    // an op of docs/ops.md
+  std::string name;           // node name, for error messages
+  OpKind op = OpKind::kConv;  // an op of docs/ops.md
   Attrs attrs;
   std::vector<Shape> input_shapes;
   std::vector<Shape> output_shapes;

@@ -36,14 +36,6 @@ absl::StatusOr<std::vector<int64_t>> checked_ints(const KernelSpec& spec, const 
   return *list;
 }
 
-enum class ConvPass { kForward, kBackwardData, kBackwardWeights };
-
-ConvPass conv_pass(std::string_view op) {
-  if (op.ends_with("_bwd_data")) return ConvPass::kBackwardData;
-  if (op.ends_with("_bwd_weights")) return ConvPass::kBackwardWeights;
-  return ConvPass::kForward;
-}
-
 // Fills x, w, bias and returns the y shape the node carries (y or dy).
 absl::StatusOr<Shape> read_conv_roles(const KernelSpec& spec, ConvPass pass, ConvProblem* p) {
   switch (pass) {
@@ -108,7 +100,7 @@ absl::StatusOr<Shape> conv_output_shape(const KernelSpec& spec, const ConvProble
 
 absl::Status spec_error(const KernelSpec& spec, const std::string& message) {
   return absl::InvalidArgumentError(
-      absl::StrCat("node '", spec.name, "' (op ", spec.op, "): ", message));
+      absl::StrCat("node '", spec.name, "' (op ", op_name(spec.op), "): ", message));
 }
 
 absl::Status check_arity(const KernelSpec& spec, size_t min_inputs, size_t max_inputs,
@@ -197,9 +189,18 @@ absl::Status check_shape(const KernelSpec& spec, const std::string& what, const 
                                        shape_str(expected)));
 }
 
+ConvPass conv_pass(OpKind op) {
+  if (op == OpKind::kConvBwdData || op == OpKind::kDeconvBwdData) return ConvPass::kBackwardData;
+  if (op == OpKind::kConvBwdWeights || op == OpKind::kDeconvBwdWeights) {
+    return ConvPass::kBackwardWeights;
+  }
+  return ConvPass::kForward;
+}
+
 absl::StatusOr<ConvProblem> conv_problem(const KernelSpec& spec) {
   ConvProblem p;
-  p.transposed = spec.op.starts_with("deconv");
+  p.transposed = spec.op == OpKind::kDeconv || spec.op == OpKind::kDeconvBwdData ||
+                 spec.op == OpKind::kDeconvBwdWeights;
   ConvPass pass = conv_pass(spec.op);
   LMS_ASSIGN_OR_RETURN(Shape y_given, read_conv_roles(spec, pass, &p));
   LMS_ASSIGN_OR_RETURN(p.rank, spatial_rank(spec, p.x, "x"));

@@ -42,6 +42,10 @@ absl::StatusOr<bool> has_bias_attr(const KernelSpec& spec);
 absl::Status check_shape(const KernelSpec& spec, const std::string& what, const Shape& actual,
                          const Shape& expected);
 
+// Which pass of the convolution family an op is (conv and deconv alike).
+enum class ConvPass { kForward, kBackwardData, kBackwardWeights };
+ConvPass conv_pass(OpKind op);
+
 // The convolution problem behind conv*/deconv* ops, in forward terms:
 // x[N,C,S] -> y[N,K,S']. `w` is the op's weight shape: [K,C,k..] for conv,
 // [C,K,k..] for deconv (transposed).

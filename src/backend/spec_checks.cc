@@ -39,7 +39,7 @@ absl::Status check_dims(const KernelSpec& spec, const Shape& shape, absl::string
 
 absl::Status invalid(const KernelSpec& spec, absl::string_view msg) {
   return absl::InvalidArgumentError(
-      absl::StrCat("node '", spec.name, "' (op ", spec.op, "): ", msg));
+      absl::StrCat("node '", spec.name, "' (op ", op_name(spec.op), "): ", msg));
 }
 
 std::string shape_str(const Shape& shape) {

@@ -121,7 +121,7 @@ class Backprop {
 
   absl::Status seed(TensorId loss) {
     LMS_ASSIGN_OR_RETURN(auto outs,
-                         g_.add_node("fill", g_.unique_name("grad/seed"), {},
+                         g_.add_node(OpKind::kFill, g_.unique_name("grad/seed"), {},
                                      {{"shape", Shape{}}, {"value", 1.0}}, TensorRole::kGradient));
     contributions_[loss].push_back(outs[0]);
     return absl::OkStatus();
@@ -135,7 +135,8 @@ class Backprop {
 
  private:
   absl::StatusOr<TensorId> add_grads(TensorId a, TensorId b, const std::string& name) {
-    LMS_ASSIGN_OR_RETURN(auto outs, g_.add_node("add", name, {a, b}, {}, TensorRole::kGradient));
+    LMS_ASSIGN_OR_RETURN(auto outs,
+                         g_.add_node(OpKind::kAdd, name, {a, b}, {}, TensorRole::kGradient));
     return outs[0];
   }
   absl::Status take_input_grads(NodeId n, const GradContext& ctx);
@@ -158,8 +159,8 @@ absl::StatusOr<TensorId> Backprop::total(TensorId t, const std::string& final_na
   if (!final_name.empty() && parts.size() == 1) {
     // A lone contribution may come from a multi-output node (dw of
     // conv_bwd_weights); a scale(1) gives it the name users fetch.
-    LMS_ASSIGN_OR_RETURN(auto outs, g_.add_node("scale", final_name, {sum}, {{"factor", 1.0}},
-                                                TensorRole::kGradient));
+    LMS_ASSIGN_OR_RETURN(auto outs, g_.add_node(OpKind::kScale, final_name, {sum},
+                                                {{"factor", 1.0}}, TensorRole::kGradient));
     sum = outs[0];
   }
   return sum;
@@ -182,13 +183,14 @@ absl::Status Backprop::visit(NodeId n) {
     any_in = any_in || needs_[t];
   }
   if (!any_out || !any_in) return absl::OkStatus();
-  const OpDef* def = find_op(node.op);
-  if (def == nullptr || !def->grad) {
-    return error(str_cat("a gradient reaches node '", node.name, "' (op '", node.op,
+  const OpDef* def = &op_def(node.op);
+  if (!def->grad) {
+    return error(str_cat("a gradient reaches node '", node.name, "' (op '", op_name(node.op),
                          "'), which has no gradient rule"));
   }
   if (absl::Status s = def->grad(ctx); !s.ok()) {
-    return error(str_cat("gradient of node '", node.name, "' (", node.op, "): ", s.message()));
+    return error(
+        str_cat("gradient of node '", node.name, "' (", op_name(node.op), "): ", s.message()));
   }
   return take_input_grads(n, ctx);
 }
@@ -200,7 +202,7 @@ absl::Status Backprop::take_input_grads(NodeId n, const GradContext& ctx) {
     if (grad == kNoTensor) continue;
     if (!needs_[in] || grad < 0 || grad >= g_.num_tensors() ||
         g_.tensor(grad).shape != g_.tensor(in).shape) {
-      return absl::InternalError(str_cat("training_graph: the gradient rule of '", node.op,
+      return absl::InternalError(str_cat("training_graph: the gradient rule of '", op_name(node.op),
                                          "' returned a bad gradient for input ", i, " of node '",
                                          node.name, "'"));
     }
@@ -220,9 +222,8 @@ absl::StatusOr<NodeId> add_update(Graph& g, const ParamGrad& pg, const Optimizer
   const Shape shape = g.tensor(pg.param).shape;
   std::vector<TensorId> in = {pg.param, pg.grad};
   Attrs a;
-  std::string op;
+  OpKind op = OpKind::kSgdUpdate;
   if (const Sgd* s = std::get_if<Sgd>(&opt)) {
-    op = "sgd_update";
     in.push_back(g.optimizer_state(str_cat(p, "/velocity"), shape));
     a = {{"lr", s->lr},
          {"momentum", s->momentum},
@@ -230,7 +231,7 @@ absl::StatusOr<NodeId> add_update(Graph& g, const ParamGrad& pg, const Optimizer
          {"clip_norm", s->clip_norm}};
   } else {
     const Adam& ad = std::get<Adam>(opt);
-    op = "adam_update";
+    op = OpKind::kAdamUpdate;
     in.push_back(g.optimizer_state(str_cat(p, "/adam_m"), shape));
     in.push_back(g.optimizer_state(str_cat(p, "/adam_v"), shape));
     in.push_back(step);
@@ -260,8 +261,8 @@ absl::Status add_optimizer(Graph& g, const std::vector<ParamGrad>& params, const
   if (clip > 0) {
     std::vector<TensorId> grads;
     for (const ParamGrad& pg : params) grads.push_back(pg.grad);
-    LMS_ASSIGN_OR_RETURN(auto outs, g.add_node("global_norm", "optimizer/global_norm", grads, {},
-                                               TensorRole::kGradient));
+    LMS_ASSIGN_OR_RETURN(auto outs, g.add_node(OpKind::kGlobalNorm, "optimizer/global_norm", grads,
+                                               {}, TensorRole::kGradient));
     norm = outs[0];
   }
   TensorId step = kNoTensor;
@@ -269,7 +270,7 @@ absl::Status add_optimizer(Graph& g, const std::vector<ParamGrad>& params, const
   if (std::holds_alternative<Adam>(opt)) {
     step = g.optimizer_state("optimizer/step", {});
     LMS_RETURN_IF_ERROR(g.status());
-    LMS_RETURN_IF_ERROR(g.add_node("increment", "optimizer/increment", {step}, {}).status());
+    LMS_RETURN_IF_ERROR(g.add_node(OpKind::kIncrement, "optimizer/increment", {step}, {}).status());
     increment = g.find_node("optimizer/increment");
   }
   for (const ParamGrad& pg : params) {
@@ -363,8 +364,8 @@ absl::Status add_all_reduce(Graph& g, std::vector<ParamGrad>& params, const Data
     std::vector<TensorId> in;
     for (size_t i : buckets[k]) in.push_back(params[i].grad);
     LMS_ASSIGN_OR_RETURN(std::vector<TensorId> out,
-                         g.add_node("all_reduce", str_cat("all_reduce/", k), std::move(in), {},
-                                    TensorRole::kGradient));
+                         g.add_node(OpKind::kAllReduce, str_cat("all_reduce/", k), std::move(in),
+                                    {}, TensorRole::kGradient));
     for (size_t j = 0; j < buckets[k].size(); ++j) params[buckets[k][j]].grad = out[j];
   }
   return absl::OkStatus();
@@ -378,7 +379,7 @@ absl::Status schedule_all_reduce(Graph& g) {
   std::vector<bool> hoisted(g.num_nodes(), false);
   std::vector<NodeId> reducers;
   for (NodeId id = 0; id < g.num_nodes(); ++id) {
-    if (g.node(id).op != "all_reduce") continue;
+    if (g.node(id).op != OpKind::kAllReduce) continue;
     reducers.push_back(id);
     hoisted[id] = true;
     for (TensorId t : g.node(id).inputs) hoisted[g.tensor(t).producer] = true;

@@ -39,24 +39,16 @@ namespace {
 // without blocking.
 constexpr int64_t kBlockChannels = 16;
 
-constexpr std::array<std::string_view, 9> kElementwiseOps = {
-    "relu",        "relu_bwd", "leaky_relu", "leaky_relu_bwd", "sigmoid",
-    "sigmoid_bwd", "add",      "mul",        "scale"};
-
-bool is_elementwise(std::string_view op) {
-  return std::find(kElementwiseOps.begin(), kElementwiseOps.end(), op) != kElementwiseOps.end();
-}
-
 // Whether a convolution reads input `i` / writes output `i` blocked.
-bool conv_slot(std::string_view op, bool input, size_t i) {
-  if (op == "conv") return i == 0;                      // x -> y
-  if (op == "conv_bwd_data") return i == 0;             // dy -> dx
-  if (op == "conv_bwd_weights") return input && i < 2;  // x, dy -> dw, db
+bool conv_slot(OpKind op, bool input, size_t i) {
+  if (op == OpKind::kConv) return i == 0;                    // x -> y
+  if (op == OpKind::kConvBwdData) return i == 0;             // dy -> dx
+  if (op == OpKind::kConvBwdWeights) return input && i < 2;  // x, dy -> dw, db
   return false;
 }
 
 bool slot_may_block(const Node& n, bool input, size_t i) {
-  return is_elementwise(n.op) || conv_slot(n.op, input, i);
+  return is_flat_elementwise(n.op) || conv_slot(n.op, input, i);
 }
 
 bool shape_may_block(const Tensor& t) {
@@ -94,7 +86,7 @@ void agree_elementwise(const Graph& g, std::vector<bool>& ok) {
     changed = false;
     for (NodeId id = 0; id < g.num_nodes(); ++id) {
       const Node& n = g.node(id);
-      if (!is_elementwise(n.op)) continue;
+      if (!is_flat_elementwise(n.op)) continue;
       bool all = true;
       for (TensorId t : n.inputs) all = all && ok[t];
       for (TensorId t : n.outputs) all = all && ok[t];

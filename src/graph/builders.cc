@@ -38,7 +38,7 @@ std::vector<int64_t> spatial(std::vector<int64_t> v, size_t r, int64_t fallback,
   return v;
 }
 
-TensorId add_op(Graph& g, std::string_view op, std::string_view name, std::vector<TensorId> in,
+TensorId add_op(Graph& g, OpKind op, std::string_view name, std::vector<TensorId> in,
                 Attrs attrs = {}) {
   for (TensorId t : in) {
     if (!usable(g, name, t)) return kNoTensor;
@@ -153,7 +153,7 @@ TensorId conv(Graph& g, std::string_view name, TensorId x, TensorId w, TensorId 
   Attrs a = {{"stride", spatial(o.stride, r, 1)},
              {"pad", spatial(o.pad, r, 0)},
              {"dilation", spatial(o.dilation, r, 1)}};
-  return add_op(g, "conv", name, with_bias(x, w, b), std::move(a));
+  return add_op(g, OpKind::kConv, name, with_bias(x, w, b), std::move(a));
 }
 
 TensorId deconv(Graph& g, std::string_view name, TensorId x, TensorId w, TensorId b,
@@ -161,7 +161,7 @@ TensorId deconv(Graph& g, std::string_view name, TensorId x, TensorId w, TensorI
   if (!usable(g, name, x)) return kNoTensor;
   const size_t r = spatial_rank(g, x);
   Attrs a = {{"stride", spatial(o.stride, r, 1)}, {"pad", spatial(o.pad, r, 0)}};
-  return add_op(g, "deconv", name, with_bias(x, w, b), std::move(a));
+  return add_op(g, OpKind::kDeconv, name, with_bias(x, w, b), std::move(a));
 }
 
 TensorId conv2d(Graph& g, std::string_view name, TensorId x, int64_t out_channels,
@@ -201,45 +201,47 @@ TensorId upsample(Graph& g, std::string_view name, TensorId x, std::vector<int64
   if (!usable(g, name, x)) return kNoTensor;
   Attrs a = {{"scale", spatial(std::move(scale), spatial_rank(g, x), 1, true)},
              {"mode", std::string(mode)}};
-  return add_op(g, "upsample", name, {x}, std::move(a));
+  return add_op(g, OpKind::kUpsample, name, {x}, std::move(a));
 }
 
-TensorId relu(Graph& g, std::string_view name, TensorId x) { return add_op(g, "relu", name, {x}); }
+TensorId relu(Graph& g, std::string_view name, TensorId x) {
+  return add_op(g, OpKind::kRelu, name, {x});
+}
 
 TensorId leaky_relu(Graph& g, std::string_view name, TensorId x, double alpha) {
-  return add_op(g, "leaky_relu", name, {x}, {{"alpha", alpha}});
+  return add_op(g, OpKind::kLeakyRelu, name, {x}, {{"alpha", alpha}});
 }
 
 TensorId sigmoid(Graph& g, std::string_view name, TensorId x) {
-  return add_op(g, "sigmoid", name, {x});
+  return add_op(g, OpKind::kSigmoid, name, {x});
 }
 
 TensorId softmax(Graph& g, std::string_view name, TensorId x) {
-  return add_op(g, "softmax", name, {x});
+  return add_op(g, OpKind::kSoftmax, name, {x});
 }
 
 TensorId add(Graph& g, std::string_view name, TensorId a, TensorId b) {
-  return add_op(g, "add", name, {a, b});
+  return add_op(g, OpKind::kAdd, name, {a, b});
 }
 
 TensorId mul(Graph& g, std::string_view name, TensorId a, TensorId b) {
-  return add_op(g, "mul", name, {a, b});
+  return add_op(g, OpKind::kMul, name, {a, b});
 }
 
 TensorId scale(Graph& g, std::string_view name, TensorId x, double factor) {
-  return add_op(g, "scale", name, {x}, {{"factor", factor}});
+  return add_op(g, OpKind::kScale, name, {x}, {{"factor", factor}});
 }
 
 TensorId concat(Graph& g, std::string_view name, const std::vector<TensorId>& xs) {
-  return add_op(g, "concat", name, xs);
+  return add_op(g, OpKind::kConcat, name, xs);
 }
 
 TensorId slice(Graph& g, std::string_view name, TensorId x, int64_t begin, int64_t size) {
-  return add_op(g, "slice", name, {x}, {{"begin", begin}, {"size", size}});
+  return add_op(g, OpKind::kSlice, name, {x}, {{"begin", begin}, {"size", size}});
 }
 
 TensorId fill(Graph& g, std::string_view name, Shape shape, double value) {
-  return add_op(g, "fill", name, {}, {{"shape", std::move(shape)}, {"value", value}});
+  return add_op(g, OpKind::kFill, name, {}, {{"shape", std::move(shape)}, {"value", value}});
 }
 
 TensorId max_pool(Graph& g, std::string_view name, TensorId x, const PoolOptions& o) {
@@ -248,7 +250,7 @@ TensorId max_pool(Graph& g, std::string_view name, TensorId x, const PoolOptions
   Attrs a = {{"kernel", o.kernel},
              {"stride", o.stride.empty() ? o.kernel : o.stride},
              {"pad", spatial(o.pad, r, 0)}};
-  return add_op(g, "max_pool", name, {x}, std::move(a));
+  return add_op(g, OpKind::kMaxPool, name, {x}, std::move(a));
 }
 
 TensorId max_pool2d(Graph& g, std::string_view name, TensorId x, int64_t kernel, int64_t stride,
@@ -263,7 +265,7 @@ TensorId max_pool3d(Graph& g, std::string_view name, TensorId x, int64_t kernel,
 
 TensorId instance_norm(Graph& g, std::string_view name, TensorId x, TensorId gamma, TensorId beta,
                        double eps) {
-  return add_op(g, "instance_norm", name, {x, gamma, beta}, {{"eps", eps}});
+  return add_op(g, OpKind::kInstanceNorm, name, {x, gamma, beta}, {{"eps", eps}});
 }
 
 TensorId instance_norm(Graph& g, std::string_view name, TensorId x, double eps) {
@@ -273,7 +275,7 @@ TensorId instance_norm(Graph& g, std::string_view name, TensorId x, double eps) 
 
 TensorId batch_norm(Graph& g, std::string_view name, TensorId x, TensorId gamma, TensorId beta,
                     double eps) {
-  return add_op(g, "batch_norm", name, {x, gamma, beta}, {{"eps", eps}});
+  return add_op(g, OpKind::kBatchNorm, name, {x, gamma, beta}, {{"eps", eps}});
 }
 
 TensorId batch_norm(Graph& g, std::string_view name, TensorId x, double eps) {
@@ -282,16 +284,16 @@ TensorId batch_norm(Graph& g, std::string_view name, TensorId x, double eps) {
 }
 
 TensorId mse_loss(Graph& g, std::string_view name, TensorId pred, TensorId target) {
-  return add_op(g, "mse_loss", name, {pred, target});
+  return add_op(g, OpKind::kMseLoss, name, {pred, target});
 }
 
 TensorId soft_dice_loss(Graph& g, std::string_view name, TensorId probs, TensorId target,
                         double eps) {
-  return add_op(g, "soft_dice_loss", name, {probs, target}, {{"eps", eps}});
+  return add_op(g, OpKind::kSoftDiceLoss, name, {probs, target}, {{"eps", eps}});
 }
 
 TensorId reduce_mean(Graph& g, std::string_view name, TensorId x) {
-  return add_op(g, "reduce_mean", name, {x});
+  return add_op(g, OpKind::kReduceMean, name, {x});
 }
 
 }  // namespace lms

@@ -39,12 +39,12 @@ namespace {
 
 bool fusable(const Graph& g, NodeId relu, const std::vector<bool>& kept) {
   const Node& r = g.node(relu);
-  if (r.op != "relu" || r.inputs.size() != 1) return false;
+  if (r.op != OpKind::kRelu || r.inputs.size() != 1) return false;
   const TensorId v = r.inputs[0];
   const Tensor& t = g.tensor(v);
   if (t.producer == kNoNode || kept[v] || t.consumers.size() != 1) return false;
   const Node& p = g.node(t.producer);
-  return p.op == "conv" && p.outputs.size() == 1 && !p.attrs.contains(kActivationAttr);
+  return p.op == OpKind::kConv && p.outputs.size() == 1 && !p.attrs.contains(kActivationAttr);
 }
 
 absl::Status add_leaf(const Graph& g, TensorId t, Graph& out, std::vector<TensorId>& tensor_map) {

@@ -137,7 +137,7 @@ std::string Graph::unique_name(std::string_view base) const {
   return name;
 }
 
-absl::StatusOr<std::vector<TensorId>> Graph::add_node(std::string_view op, std::string_view name,
+absl::StatusOr<std::vector<TensorId>> Graph::add_node(OpKind op, std::string_view name,
                                                       std::vector<TensorId> inputs, Attrs attrs,
                                                       TensorRole output_role) {
   if (!status_.ok()) {
@@ -147,10 +147,9 @@ absl::StatusOr<std::vector<TensorId>> Graph::add_node(std::string_view op, std::
   }
   auto fail = [&](absl::string_view why) {
     return absl::InvalidArgumentError(
-        absl::StrCat("node '", to_absl(name), "' (", to_absl(op), "): ", why));
+        absl::StrCat("node '", to_absl(name), "' (", op_name(op), "): ", why));
   };
-  const OpDef* def = find_op(op);
-  if (def == nullptr) return fail("unknown op");
+  const OpDef* def = &op_def(op);
   if (absl::Status s = check_new_name(name); !s.ok()) return fail(s.message());
   int n = static_cast<int>(inputs.size());
   if (n < def->min_inputs || (def->max_inputs >= 0 && n > def->max_inputs)) {
@@ -178,7 +177,7 @@ absl::StatusOr<std::vector<TensorId>> Graph::add_node(std::string_view op, std::
   NodeId id = num_nodes();
   Node node;
   node.name = std::string(name);
-  node.op = std::string(op);
+  node.op = op;
   node.attrs = std::move(attrs);
   node.inputs = std::move(inputs);
   node_by_name_.emplace(node.name, id);
@@ -199,9 +198,8 @@ absl::StatusOr<std::vector<TensorId>> Graph::add_node(std::string_view op, std::
   return nodes_[id].outputs;
 }
 
-std::vector<TensorId> Graph::add(std::string_view op, std::string_view name,
-                                 std::vector<TensorId> inputs, Attrs attrs,
-                                 TensorRole output_role) {
+std::vector<TensorId> Graph::add(OpKind op, std::string_view name, std::vector<TensorId> inputs,
+                                 Attrs attrs, TensorRole output_role) {
   if (!status_.ok()) return {};
   for (TensorId t : inputs) {
     if (t == kNoTensor) return {};  // an earlier builder failed and recorded why
@@ -214,13 +212,13 @@ std::vector<TensorId> Graph::add(std::string_view op, std::string_view name,
   return *std::move(outs);
 }
 
-TensorId Graph::add1(std::string_view op, std::string_view name, std::vector<TensorId> inputs,
-                     Attrs attrs, TensorRole output_role) {
+TensorId Graph::add1(OpKind op, std::string_view name, std::vector<TensorId> inputs, Attrs attrs,
+                     TensorRole output_role) {
   std::vector<TensorId> outs = add(op, name, std::move(inputs), std::move(attrs), output_role);
   if (outs.size() != 1) {
     if (!outs.empty()) {
       record_error(absl::InvalidArgumentError(absl::StrCat(
-          "node '", to_absl(name), "' (", to_absl(op), ") has ", outs.size(), " outputs, not 1")));
+          "node '", to_absl(name), "' (", op_name(op), ") has ", outs.size(), " outputs, not 1")));
     }
     return kNoTensor;
   }

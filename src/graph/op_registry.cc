@@ -5,7 +5,8 @@
 #include "graph/op_registry.h"
 
 #include <algorithm>
-#include <map>
+#include <array>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -18,6 +19,16 @@ namespace lms {
 namespace {
 
 using ops_internal::OpSpec;
+
+// The default cost in bytes: every input read once, every output written
+// once (float32 until there are other dtypes).
+double bytes_of_inputs_and_outputs(const Attrs&, const Shapes& in, const Shapes& out) {
+  double bytes = 0;
+  for (const auto* shapes : {&in, &out}) {
+    for (const Shape& s : *shapes) bytes += static_cast<double>(shape_bytes(s));
+  }
+  return bytes;
+}
 
 absl::Status check_arity(const OpDef& def, size_t n) {
   const int count = static_cast<int>(n);
@@ -81,22 +92,41 @@ absl::Status check_layout_attr(const std::string& op, const Attrs& attrs, size_t
                                 " more (one per output)"));
 }
 
+// The schema's attribute list: required and optional names, typed by
+// attr_type, sorted by name.
+std::vector<AttrSchema> attr_schema(const OpSpec& spec) {
+  std::vector<AttrSchema> attrs;
+  for (const auto* names : {&spec.attrs, &spec.optional_attrs}) {
+    for (const std::string& name : *names) {
+      std::optional<AttrType> type = ops_internal::attr_type(name);
+      LMS_CHECK(type.has_value());  // an attribute without a type in attr_type
+      attrs.push_back({name, *type, names == &spec.attrs});
+    }
+  }
+  std::sort(attrs.begin(), attrs.end(),
+            [](const AttrSchema& a, const AttrSchema& b) { return a.name < b.name; });
+  return attrs;
+}
+
 // Wraps the family's infer with the shared checks.
 OpDef finish(OpSpec spec) {
   OpDef def = std::move(spec.def);
+  def.attrs = attr_schema(spec);
   auto inner = std::move(def.infer);
+  OpDef arity;
+  arity.name = def.name;
+  arity.min_inputs = def.min_inputs;
+  arity.max_inputs = def.max_inputs;
   def.infer = [inner = std::move(inner), attrs_allowed = std::move(spec.attrs),
-               attrs_optional = std::move(spec.optional_attrs),
-               arity = OpDef{def.name, def.min_inputs, def.max_inputs, {}, {}, {}, {}}](
-                  const Attrs& attrs,
-                  const std::vector<Shape>& inputs) -> absl::StatusOr<std::vector<Shape>> {
+               attrs_optional = std::move(spec.optional_attrs), arity = std::move(arity)](
+                  const Attrs& attrs, const Shapes& inputs) -> absl::StatusOr<Shapes> {
     LMS_RETURN_IF_ERROR(check_arity(arity, inputs.size()));
     LMS_RETURN_IF_ERROR(check_attr_names(arity.name, attrs_allowed, attrs_optional, attrs));
     for (size_t i = 0; i < inputs.size(); ++i) {
       absl::Status s = check_shape(ops_internal::str_cat("input ", i), inputs[i]);
       if (!s.ok()) return ops_internal::op_error(arity.name, s.message());
     }
-    LMS_ASSIGN_OR_RETURN(std::vector<Shape> outputs, inner(attrs, inputs));
+    LMS_ASSIGN_OR_RETURN(Shapes outputs, inner(attrs, inputs));
     // The family code checks its own arithmetic; this catches outputs that
     // are well-formed dim by dim but too large as a whole (a product of dims).
     for (size_t j = 0; j < outputs.size(); ++j) {
@@ -107,14 +137,16 @@ OpDef finish(OpSpec spec) {
     return outputs;
   };
   if (!def.flops) {
-    def.flops = [](const Attrs&, const std::vector<Shape>&, const std::vector<Shape>&) {
-      return 0.0;
-    };
+    def.flops = [](const Attrs&, const Shapes&, const Shapes&) { return 0.0; };
   }
+  if (!def.bytes) def.bytes = bytes_of_inputs_and_outputs;
   return def;
 }
 
-const std::map<std::string, OpDef, std::less<>>& op_table() {
+// Indexed by OpKind; every kind registered exactly once.
+using OpTable = std::array<OpDef, kNumOpKinds>;
+
+const OpTable& op_table() {
   static const auto* const table = [] {
     std::vector<OpSpec> specs;
     ops_internal::register_conv_ops(specs);
@@ -123,11 +155,15 @@ const std::map<std::string, OpDef, std::less<>>& op_table() {
     ops_internal::register_loss_ops(specs);
     ops_internal::register_optimizer_ops(specs);
     ops_internal::register_swap_ops(specs);
-    auto* t = new std::map<std::string, OpDef, std::less<>>();
+    auto* t = new OpTable();
+    std::array<bool, kNumOpKinds> seen{};
     for (OpSpec& spec : specs) {
-      std::string name = spec.def.name;
-      LMS_CHECK(t->emplace(name, finish(std::move(spec))).second);  // registered twice
+      const auto k = static_cast<size_t>(spec.def.kind);
+      LMS_CHECK(!seen[k]);  // registered twice
+      seen[k] = true;
+      (*t)[k] = finish(std::move(spec));
     }
+    for (bool s : seen) LMS_CHECK(s);  // an OpKind without a registry entry
     return t;
   }();
   return *table;
@@ -150,16 +186,20 @@ absl::StatusOr<T> attr_as(const Attrs& attrs, std::string_view key, std::string_
 
 }  // namespace
 
-const OpDef* find_op(std::string_view name) {
-  const auto& table = op_table();
-  auto it = table.find(name);
-  return it == table.end() ? nullptr : &it->second;
-}
+const OpDef& op_def(OpKind op) { return op_table()[static_cast<size_t>(op)]; }
 
-std::vector<std::string> registered_ops() {
-  std::vector<std::string> names;
-  for (const auto& [name, def] : op_table()) names.push_back(name);
-  return names;  // std::map keeps them sorted
+const char* attr_type_name(AttrType type) {
+  switch (type) {
+    case AttrType::kInt:
+      return "int";
+    case AttrType::kReal:
+      return "real";
+    case AttrType::kStr:
+      return "str";
+    case AttrType::kInts:
+      return "ints";
+  }
+  return "?";
 }
 
 absl::StatusOr<int64_t> attr_int(const Attrs& attrs, std::string_view key) {
@@ -188,15 +228,29 @@ double attr_real_or(const Attrs& attrs, std::string_view key, double fallback) {
   return v.ok() ? *v : fallback;
 }
 
+namespace {
+
+void node_shapes(const Graph& graph, const Node& n, Shapes& in, Shapes& out) {
+  for (TensorId t : n.inputs) in.push_back(graph.tensor(t).shape);
+  for (TensorId t : n.outputs) out.push_back(graph.tensor(t).shape);
+}
+
+}  // namespace
+
 double node_flops(const Graph& graph, NodeId node) {
   if (node < 0 || node >= graph.num_nodes()) return 0;
   const Node& n = graph.node(node);
-  const OpDef* def = find_op(n.op);
-  if (def == nullptr) return 0;
-  std::vector<Shape> in, out;
-  for (TensorId t : n.inputs) in.push_back(graph.tensor(t).shape);
-  for (TensorId t : n.outputs) out.push_back(graph.tensor(t).shape);
-  return def->flops(n.attrs, in, out);
+  Shapes in, out;
+  node_shapes(graph, n, in, out);
+  return op_def(n.op).flops(n.attrs, in, out);
+}
+
+double node_bytes(const Graph& graph, NodeId node) {
+  if (node < 0 || node >= graph.num_nodes()) return 0;
+  const Node& n = graph.node(node);
+  Shapes in, out;
+  node_shapes(graph, n, in, out);
+  return op_def(n.op).bytes(n.attrs, in, out);
 }
 
 }  // namespace lms

@@ -1,8 +1,13 @@
-// The op registry: every op of docs/ops.md is registered once with its arity,
-// attribute validation + shape inference, gradient rule, FLOP count and the
-// inputs it mutates. Immutable after construction (built on first use).
+// The op registry: every op of docs/ops.md (one OpKind, lms/op_kind.h) is
+// registered once with its schema (arity, attributes and their types), shape
+// inference with attribute validation, gradient rule, cost (FLOPs and bytes
+// touched), how it executes and the inputs it mutates. Immutable after
+// construction (built on first use). Kernels are not here: the graph layer
+// does not depend on the backends, so each backend keeps its own dispatch
+// table keyed by OpKind (docs/ops.md, "Adding an op").
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -11,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "lms/graph.h"
+#include "lms/op_kind.h"
 #include "lms/types.h"
 
 namespace lms {
@@ -34,8 +40,31 @@ struct GradContext {
   std::string prefix;
 };
 
-struct OpDef {
+// The value type an attribute must hold (docs/ops.md, "Attribute types").
+enum class AttrType : uint8_t { kInt, kReal, kStr, kInts };
+const char* attr_type_name(AttrType type);  // "int", "real", "str", "ints"
+
+struct AttrSchema {
   std::string name;
+  AttrType type = AttrType::kInt;
+  bool required = true;
+};
+
+// Where a node runs (Note [Op execution] in op_registry.cc): kernels on the
+// compute stream, the rest on a copy or the communication stream, without a
+// kernel of the backend.
+enum class OpExec : uint8_t {
+  kKernel,        // a backend kernel on the compute stream
+  kCopyToHost,    // swap_out: D2H copy into pinned host memory
+  kCopyToDevice,  // swap_in: H2D copy back
+  kCollective,    // all_reduce on the communication stream
+};
+
+using Shapes = std::vector<Shape>;
+
+struct OpDef {
+  OpKind kind = OpKind::kConv;
+  std::string name;  // op_name(kind), for messages
   int min_inputs = 0;
   int max_inputs = 0;  // -1: unbounded
   // Validates attributes against the input shapes and returns the output
@@ -46,17 +75,27 @@ struct OpDef {
   // optimizer updates, swap ops): a gradient reaching them is an error.
   std::function<absl::Status(GradContext&)> grad;
   // Floating-point operations of one execution (multiply-add = 2).
-  std::function<double(const Attrs&, const std::vector<Shape>& inputs,
-                       const std::vector<Shape>& outputs)>
-      flops;
+  std::function<double(const Attrs&, const Shapes& inputs, const Shapes& outputs)> flops;
+  // Bytes of device memory one execution reads and writes, for the time
+  // model's memory-bound estimate (swap/cost_model.cc). Every op's is the
+  // bytes of its inputs plus its outputs unless its entry says otherwise.
+  std::function<double(const Attrs&, const Shapes& inputs, const Shapes& outputs)> bytes;
   // Inputs written in place (optimizer updates).
   std::vector<int> mutated_inputs;
+  // Forward ops whose outputs depend only on their inputs and attributes, so
+  // the recompute planner may run them again (swap/plan.h recomputable).
+  bool recomputable = false;
+  // Backward ops (the gradient of a forward op: conv_bwd_data, relu_bwd, ...);
+  // vDNN triggers its prefetches on them (swap/planner_vdnn.cc).
+  bool backward = false;
+  // Every attribute the op accepts besides the layout attribute (which every
+  // op takes, kLayoutAttr in lms/types.h), sorted by name.
+  std::vector<AttrSchema> attrs;
+  OpExec exec = OpExec::kKernel;
 };
 
-// Null for an unknown op.
-const OpDef* find_op(std::string_view name);
-// All registered op names, sorted.
-std::vector<std::string> registered_ops();
+// The registry entry of `op` (every OpKind has one).
+const OpDef& op_def(OpKind op);
 
 // Attribute access for rules and kernels: InvalidArgument naming the attribute
 // and the expected type when absent (and no default) or of the wrong type.
@@ -67,7 +106,11 @@ absl::StatusOr<std::vector<int64_t>> attr_ints(const Attrs& attrs, std::string_v
 int64_t attr_int_or(const Attrs& attrs, std::string_view key, int64_t fallback);
 double attr_real_or(const Attrs& attrs, std::string_view key, double fallback);
 
-// FLOPs of a node of `graph` (0 for unknown ops).
+// FLOPs and bytes touched of a node of `graph` (0 for an id out of range).
 double node_flops(const Graph& graph, NodeId node);
+double node_bytes(const Graph& graph, NodeId node);
+
+// True for ops run by a backend kernel (OpExec::kKernel).
+inline bool has_kernel(OpKind op) { return op_def(op).exec == OpExec::kKernel; }
 
 }  // namespace lms

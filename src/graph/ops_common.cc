@@ -1,6 +1,10 @@
 // Helpers shared by the op families: attribute checks with messages that name
 // the op, the attribute and what is allowed, and gradient-rule plumbing.
+#include <algorithm>
 #include <cmath>
+#include <optional>
+#include <string_view>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -78,11 +82,12 @@ absl::Status check_same_shapes(std::string_view op, const std::vector<Shape>& sh
   return absl::OkStatus();
 }
 
-OpSpec make_spec(std::string name, int min_inputs, int max_inputs, std::vector<std::string> attrs,
+OpSpec make_spec(OpKind kind, int min_inputs, int max_inputs, std::vector<std::string> attrs,
                  decltype(OpDef::infer) infer, decltype(OpDef::flops) flops,
                  decltype(OpDef::grad) grad, std::vector<int> mutated_inputs) {
   OpSpec s;
-  s.def.name = std::move(name);
+  s.def.kind = kind;
+  s.def.name = std::string(op_name(kind));
   s.def.min_inputs = min_inputs;
   s.def.max_inputs = max_inputs;
   s.def.infer = std::move(infer);
@@ -91,6 +96,39 @@ OpSpec make_spec(std::string name, int min_inputs, int max_inputs, std::vector<s
   s.def.mutated_inputs = std::move(mutated_inputs);
   s.attrs = std::move(attrs);
   return s;
+}
+
+std::optional<AttrType> attr_type(std::string_view name) {
+  // docs/ops.md gives each attribute name one type on every op that has it.
+  static constexpr std::pair<std::string_view, AttrType> kTypes[] = {
+      {kActivationAttr, AttrType::kStr}, {"alpha", AttrType::kReal},
+      {"begin", AttrType::kInt},         {"beta1", AttrType::kReal},
+      {"beta2", AttrType::kReal},        {"clip_norm", AttrType::kReal},
+      {"decay_power", AttrType::kReal},  {"decay_steps", AttrType::kInt},
+      {"dilation", AttrType::kInts},     {"eps", AttrType::kReal},
+      {"factor", AttrType::kReal},       {"has_bias", AttrType::kInt},
+      {"input_shape", AttrType::kInts},  {"kernel", AttrType::kInts},
+      {"lr", AttrType::kReal},           {"mode", AttrType::kStr},
+      {"momentum", AttrType::kReal},     {"pad", AttrType::kInts},
+      {"release_after", AttrType::kStr}, {"scale", AttrType::kInts},
+      {"shape", AttrType::kInts},        {"size", AttrType::kInt},
+      {"stride", AttrType::kInts},       {"value", AttrType::kReal},
+      {"weight_decay", AttrType::kReal}, {"weight_shape", AttrType::kInts},
+      {kWorkspaceAttr, AttrType::kStr},
+  };
+  for (const auto& [key, type] : kTypes) {
+    if (key == name) return type;
+  }
+  return std::nullopt;
+}
+
+void set_flag(std::vector<OpSpec>& specs, bool OpDef::*flag, std::initializer_list<OpKind> ops) {
+  for (OpKind op : ops) {
+    auto it = std::find_if(specs.begin(), specs.end(),
+                           [op](const OpSpec& s) { return s.def.kind == op; });
+    LMS_CHECK(it != specs.end());
+    it->def.*flag = true;
+  }
 }
 
 double numel(const Shape& s, size_t from_dim) {
@@ -105,7 +143,7 @@ void decline_rest(GradContext& ctx) {
   }
 }
 
-absl::StatusOr<std::vector<TensorId>> add_grad_node(GradContext& ctx, std::string_view op,
+absl::StatusOr<std::vector<TensorId>> add_grad_node(GradContext& ctx, OpKind op,
                                                     std::string_view suffix,
                                                     std::vector<TensorId> inputs, Attrs attrs) {
   const std::string name = ctx.graph.unique_name(str_cat(ctx.prefix, suffix));
@@ -118,9 +156,8 @@ absl::StatusOr<std::vector<TensorId>> add_grad_node(GradContext& ctx, std::strin
   return outs;
 }
 
-absl::StatusOr<TensorId> add_grad_node1(GradContext& ctx, std::string_view op,
-                                        std::string_view suffix, std::vector<TensorId> inputs,
-                                        Attrs attrs) {
+absl::StatusOr<TensorId> add_grad_node1(GradContext& ctx, OpKind op, std::string_view suffix,
+                                        std::vector<TensorId> inputs, Attrs attrs) {
   LMS_ASSIGN_OR_RETURN(std::vector<TensorId> outs,
                        add_grad_node(ctx, op, suffix, std::move(inputs), std::move(attrs)));
   LMS_CHECK(outs.size() == 1);

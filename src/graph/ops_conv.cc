@@ -178,7 +178,8 @@ absl::Status conv_grad(GradContext& ctx) {
   TensorId dy = ctx.output_grads[0];
   if (fwd.attrs.contains(kActivationAttr) && (wants(ctx, 0) || wants(ctx, 1) || want_db)) {
     // y = relu(v): dv = relu_bwd(y, dy), exact (Note [Conv + ReLU fusion]).
-    LMS_ASSIGN_OR_RETURN(dy, add_grad_node1(ctx, "relu_bwd", "relu", {fwd.outputs[0], dy}, {}));
+    LMS_ASSIGN_OR_RETURN(dy,
+                         add_grad_node1(ctx, OpKind::kReluBwd, "relu", {fwd.outputs[0], dy}, {}));
   }
   Attrs geom = {{"stride", fwd.attrs.at("stride")},
                 {"pad", fwd.attrs.at("pad")},
@@ -187,14 +188,14 @@ absl::Status conv_grad(GradContext& ctx) {
     Attrs a = geom;
     a["input_shape"] = input_shape(ctx, 0);
     LMS_ASSIGN_OR_RETURN(ctx.input_grads[0],
-                         add_grad_node1(ctx, "conv_bwd_data", "data", {dy, fwd.inputs[1]}, a));
+                         add_grad_node1(ctx, OpKind::kConvBwdData, "data", {dy, fwd.inputs[1]}, a));
   }
   if (wants(ctx, 1) || want_db) {
     Attrs a = geom;
     a["weight_shape"] = input_shape(ctx, 1);
     a["has_bias"] = int64_t{want_db ? 1 : 0};
-    LMS_ASSIGN_OR_RETURN(auto outs,
-                         add_grad_node(ctx, "conv_bwd_weights", "weights", {fwd.inputs[0], dy}, a));
+    LMS_ASSIGN_OR_RETURN(
+        auto outs, add_grad_node(ctx, OpKind::kConvBwdWeights, "weights", {fwd.inputs[0], dy}, a));
     if (wants(ctx, 1)) ctx.input_grads[1] = outs[0];
     if (want_db) ctx.input_grads[2] = outs[1];
   }
@@ -245,16 +246,16 @@ absl::Status deconv_grad(GradContext& ctx) {
   if (wants(ctx, 0)) {
     Attrs a = geom;
     a["input_shape"] = input_shape(ctx, 0);
-    LMS_ASSIGN_OR_RETURN(ctx.input_grads[0],
-                         add_grad_node1(ctx, "deconv_bwd_data", "data", {dy, fwd.inputs[1]}, a));
+    LMS_ASSIGN_OR_RETURN(ctx.input_grads[0], add_grad_node1(ctx, OpKind::kDeconvBwdData, "data",
+                                                            {dy, fwd.inputs[1]}, a));
   }
   const bool want_db = bias && wants(ctx, 2);
   if (wants(ctx, 1) || want_db) {
     Attrs a = geom;
     a["weight_shape"] = input_shape(ctx, 1);
     a["has_bias"] = int64_t{want_db ? 1 : 0};
-    LMS_ASSIGN_OR_RETURN(
-        auto outs, add_grad_node(ctx, "deconv_bwd_weights", "weights", {fwd.inputs[0], dy}, a));
+    LMS_ASSIGN_OR_RETURN(auto outs, add_grad_node(ctx, OpKind::kDeconvBwdWeights, "weights",
+                                                  {fwd.inputs[0], dy}, a));
     if (wants(ctx, 1)) ctx.input_grads[1] = outs[0];
     if (want_db) ctx.input_grads[2] = outs[1];
   }
@@ -313,8 +314,8 @@ absl::Status upsample_grad(GradContext& ctx) {
     Attrs a = {{"scale", fwd.attrs.at("scale")},
                {"mode", fwd.attrs.at("mode")},
                {"input_shape", input_shape(ctx, 0)}};
-    LMS_ASSIGN_OR_RETURN(ctx.input_grads[0],
-                         add_grad_node1(ctx, "upsample_bwd", "data", {ctx.output_grads[0]}, a));
+    LMS_ASSIGN_OR_RETURN(ctx.input_grads[0], add_grad_node1(ctx, OpKind::kUpsampleBwd, "data",
+                                                            {ctx.output_grads[0]}, a));
   }
   decline_rest(ctx);
   return absl::OkStatus();
@@ -370,7 +371,7 @@ absl::Status max_pool_grad(GradContext& ctx) {
   if (ctx.output_grads[0] != kNoTensor && wants(ctx, 0)) {
     const Node fwd = ctx.graph.node(ctx.node);
     LMS_ASSIGN_OR_RETURN(ctx.input_grads[0],
-                         add_grad_node1(ctx, "max_pool_bwd", "data",
+                         add_grad_node1(ctx, OpKind::kMaxPoolBwd, "data",
                                         {fwd.inputs[0], ctx.output_grads[0]}, fwd.attrs));
   }
   decline_rest(ctx);
@@ -381,28 +382,28 @@ absl::Status max_pool_grad(GradContext& ctx) {
 
 void register_conv_ops(std::vector<OpSpec>& specs) {
   specs.push_back(make_spec(
-      "conv", 2, 3, {"dilation", "pad", "stride"}, infer_conv,
+      OpKind::kConv, 2, 3, {"dilation", "pad", "stride"}, infer_conv,
       [](const Attrs&, const Shapes& in, const Shapes& out) { return conv_flops(out[0], in[1]); },
       conv_grad));
   specs.push_back(make_spec(
-      "conv_bwd_data", 2, 2, {"dilation", "input_shape", "pad", "stride"}, infer_conv_bwd_data,
+      OpKind::kConvBwdData, 2, 2, {"dilation", "input_shape", "pad", "stride"}, infer_conv_bwd_data,
       [](const Attrs&, const Shapes& in, const Shapes&) { return conv_flops(in[0], in[1]); }));
   specs.push_back(make_spec(
-      "conv_bwd_weights", 2, 2, {"dilation", "has_bias", "pad", "stride", "weight_shape"},
+      OpKind::kConvBwdWeights, 2, 2, {"dilation", "has_bias", "pad", "stride", "weight_shape"},
       infer_conv_bwd_weights,
       [](const Attrs&, const Shapes& in, const Shapes& out) { return conv_flops(in[1], out[0]); }));
   // Transposed conv: every input pixel scatters into K*prod(k) outputs.
   auto deconv_flops = [](const Shape& x, const Shape& w) { return 2 * numel(x) * numel(w, 1); };
   specs.push_back(make_spec(
-      "deconv", 2, 3, {"pad", "stride"}, infer_deconv,
+      OpKind::kDeconv, 2, 3, {"pad", "stride"}, infer_deconv,
       [=](const Attrs&, const Shapes& in, const Shapes&) { return deconv_flops(in[0], in[1]); },
       deconv_grad));
-  specs.push_back(make_spec("deconv_bwd_data", 2, 2, {"input_shape", "pad", "stride"},
+  specs.push_back(make_spec(OpKind::kDeconvBwdData, 2, 2, {"input_shape", "pad", "stride"},
                             infer_deconv_bwd_data,
                             [=](const Attrs&, const Shapes& in, const Shapes& out) {
                               return deconv_flops(out[0], in[1]);
                             }));
-  specs.push_back(make_spec("deconv_bwd_weights", 2, 2,
+  specs.push_back(make_spec(OpKind::kDeconvBwdWeights, 2, 2,
                             {"has_bias", "pad", "stride", "weight_shape"}, infer_deconv_bwd_weights,
                             [=](const Attrs&, const Shapes& in, const Shapes& out) {
                               return deconv_flops(in[0], out[0]);
@@ -413,19 +414,24 @@ void register_conv_ops(std::vector<OpSpec>& specs) {
     specs[i].optional_attrs = {std::string(kWorkspaceAttr)};
   specs[specs.size() - 6].optional_attrs.push_back(std::string(kActivationAttr));
   specs.push_back(make_spec(
-      "upsample", 1, 1, {"mode", "scale"}, infer_upsample,
+      OpKind::kUpsample, 1, 1, {"mode", "scale"}, infer_upsample,
       [](const Attrs& a, const Shapes&, const Shapes& out) { return upsample_flops(a, out[0]); },
       upsample_grad));
   specs.push_back(make_spec(
-      "upsample_bwd", 1, 1, {"input_shape", "mode", "scale"}, infer_upsample_bwd,
+      OpKind::kUpsampleBwd, 1, 1, {"input_shape", "mode", "scale"}, infer_upsample_bwd,
       [](const Attrs& a, const Shapes& in, const Shapes&) { return upsample_flops(a, in[0]); }));
   specs.push_back(make_spec(
-      "max_pool", 1, 1, {"kernel", "pad", "stride"}, infer_max_pool,
+      OpKind::kMaxPool, 1, 1, {"kernel", "pad", "stride"}, infer_max_pool,
       [](const Attrs& a, const Shapes&, const Shapes& out) { return pool_flops(a, out[0]); },
       max_pool_grad));
   specs.push_back(make_spec(
-      "max_pool_bwd", 2, 2, {"kernel", "pad", "stride"}, infer_max_pool_bwd,
+      OpKind::kMaxPoolBwd, 2, 2, {"kernel", "pad", "stride"}, infer_max_pool_bwd,
       [](const Attrs& a, const Shapes& in, const Shapes&) { return pool_flops(a, in[1]); }));
+  set_flag(specs, &OpDef::recomputable,
+           {OpKind::kConv, OpKind::kDeconv, OpKind::kUpsample, OpKind::kMaxPool});
+  set_flag(specs, &OpDef::backward,
+           {OpKind::kConvBwdData, OpKind::kConvBwdWeights, OpKind::kDeconvBwdData,
+            OpKind::kDeconvBwdWeights, OpKind::kUpsampleBwd, OpKind::kMaxPoolBwd});
 }
 
 }  // namespace lms::ops_internal

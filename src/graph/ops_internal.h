@@ -6,6 +6,8 @@
 // attribute-name checks, so the family code may index inputs freely.
 #pragma once
 
+#include <initializer_list>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -32,15 +34,25 @@ inline constexpr TensorId kWantGrad = -2;
 
 struct OpSpec {
   OpDef def;
-  std::vector<std::string> attrs;  // the attribute names the op accepts (all required)
+  // The attribute names the op accepts (all required); their types come from
+  // attr_type (one meaning per attribute name across all ops).
+  std::vector<std::string> attrs;
   // Attributes the op also accepts without requiring them: "workspace" on
   // the convolution family (docs/ops.md, kWorkspaceAttr in lms/ops.h).
   std::vector<std::string> optional_attrs;
 };
 
-OpSpec make_spec(std::string name, int min_inputs, int max_inputs, std::vector<std::string> attrs,
+OpSpec make_spec(OpKind kind, int min_inputs, int max_inputs, std::vector<std::string> attrs,
                  decltype(OpDef::infer) infer, decltype(OpDef::flops) flops,
                  decltype(OpDef::grad) grad = nullptr, std::vector<int> mutated_inputs = {});
+
+// The type of the attribute `name` on every op that takes it (docs/ops.md);
+// nullopt for a name no op takes.
+std::optional<AttrType> attr_type(std::string_view name);
+
+// Sets a flag of OpDef (recomputable, backward) on the entries of `ops`
+// (registered already).
+void set_flag(std::vector<OpSpec>& specs, bool OpDef::*flag, std::initializer_list<OpKind> ops);
 
 // numel as a double (FLOP counts overflow nothing this way).
 double numel(const Shape& s, size_t from_dim = 0);
@@ -105,12 +117,11 @@ inline bool wants(const GradContext& ctx, size_t i) {
 void decline_rest(GradContext& ctx);
 // Adds one backward node named ctx.prefix + suffix (made unique) with
 // kGradient outputs; on failure returns the error recorded in graph.status().
-absl::StatusOr<std::vector<TensorId>> add_grad_node(GradContext& ctx, std::string_view op,
+absl::StatusOr<std::vector<TensorId>> add_grad_node(GradContext& ctx, OpKind op,
                                                     std::string_view suffix,
                                                     std::vector<TensorId> inputs, Attrs attrs);
-absl::StatusOr<TensorId> add_grad_node1(GradContext& ctx, std::string_view op,
-                                        std::string_view suffix, std::vector<TensorId> inputs,
-                                        Attrs attrs);
+absl::StatusOr<TensorId> add_grad_node1(GradContext& ctx, OpKind op, std::string_view suffix,
+                                        std::vector<TensorId> inputs, Attrs attrs);
 
 // Shape (a copy: adding nodes may move tensors) of input i of the forward
 // node, and the ids of its input i / output j.

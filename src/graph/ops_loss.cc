@@ -45,12 +45,12 @@ absl::Status mse_grad(GradContext& ctx) {
   const TensorId dloss = ctx.output_grads[0];
   if (dloss != kNoTensor && (wants(ctx, 0) || wants(ctx, 1))) {
     const Node fwd = ctx.graph.node(ctx.node);
-    LMS_ASSIGN_OR_RETURN(TensorId dpred, add_grad_node1(ctx, "mse_loss_bwd", "pred",
+    LMS_ASSIGN_OR_RETURN(TensorId dpred, add_grad_node1(ctx, OpKind::kMseLossBwd, "pred",
                                                         {fwd.inputs[0], fwd.inputs[1], dloss}, {}));
     // The loss is symmetric in (pred - target): dtarget = -dpred.
     if (wants(ctx, 1)) {
-      LMS_ASSIGN_OR_RETURN(ctx.input_grads[1],
-                           add_grad_node1(ctx, "scale", "target", {dpred}, {{"factor", -1.0}}));
+      LMS_ASSIGN_OR_RETURN(ctx.input_grads[1], add_grad_node1(ctx, OpKind::kScale, "target",
+                                                              {dpred}, {{"factor", -1.0}}));
     }
     if (wants(ctx, 0)) ctx.input_grads[0] = dpred;
   }
@@ -68,7 +68,7 @@ absl::Status dice_grad(GradContext& ctx) {
   if (dloss != kNoTensor && wants(ctx, 0)) {
     const Node fwd = ctx.graph.node(ctx.node);
     LMS_ASSIGN_OR_RETURN(ctx.input_grads[0],
-                         add_grad_node1(ctx, "soft_dice_loss_bwd", "probs",
+                         add_grad_node1(ctx, OpKind::kSoftDiceLossBwd, "probs",
                                         {fwd.inputs[0], fwd.inputs[1], dloss}, fwd.attrs));
   }
   decline_rest(ctx);
@@ -80,7 +80,7 @@ absl::Status reduce_mean_grad(GradContext& ctx) {
   if (dy != kNoTensor && wants(ctx, 0)) {
     Attrs a = {{"input_shape", input_shape(ctx, 0)}};
     LMS_ASSIGN_OR_RETURN(ctx.input_grads[0],
-                         add_grad_node1(ctx, "reduce_mean_bwd", "data", {dy}, a));
+                         add_grad_node1(ctx, OpKind::kReduceMeanBwd, "data", {dy}, a));
   }
   decline_rest(ctx);
   return absl::OkStatus();
@@ -96,26 +96,29 @@ decltype(OpDef::flops) per_input_element(double factor) {
 
 void register_loss_ops(std::vector<OpSpec>& specs) {
   specs.push_back(make_spec(
-      "mse_loss", 2, 2, {}, [](const Attrs&, const Shapes& in) { return infer_mse(in, false); },
-      per_input_element(3), mse_grad));
+      OpKind::kMseLoss, 2, 2, {},
+      [](const Attrs&, const Shapes& in) { return infer_mse(in, false); }, per_input_element(3),
+      mse_grad));
   specs.push_back(make_spec(
-      "mse_loss_bwd", 3, 3, {}, [](const Attrs&, const Shapes& in) { return infer_mse(in, true); },
-      per_input_element(3)));
+      OpKind::kMseLossBwd, 3, 3, {},
+      [](const Attrs&, const Shapes& in) { return infer_mse(in, true); }, per_input_element(3)));
   specs.push_back(make_spec(
-      "soft_dice_loss", 2, 2, {"eps"},
+      OpKind::kSoftDiceLoss, 2, 2, {"eps"},
       [](const Attrs& a, const Shapes& in) { return infer_dice(a, in, false); },
       per_input_element(4), dice_grad));
   specs.push_back(make_spec(
-      "soft_dice_loss_bwd", 3, 3, {"eps"},
+      OpKind::kSoftDiceLossBwd, 3, 3, {"eps"},
       [](const Attrs& a, const Shapes& in) { return infer_dice(a, in, true); },
       per_input_element(4)));
   specs.push_back(make_spec(
-      "reduce_mean", 1, 1, {},
+      OpKind::kReduceMean, 1, 1, {},
       [](const Attrs&, const Shapes&) -> absl::StatusOr<Shapes> { return Shapes{Shape{}}; },
       per_input_element(1), reduce_mean_grad));
   specs.push_back(
-      make_spec("reduce_mean_bwd", 1, 1, {"input_shape"}, infer_reduce_mean_bwd,
+      make_spec(OpKind::kReduceMeanBwd, 1, 1, {"input_shape"}, infer_reduce_mean_bwd,
                 [](const Attrs&, const Shapes&, const Shapes& out) { return numel(out[0]); }));
+  set_flag(specs, &OpDef::backward,
+           {OpKind::kMseLossBwd, OpKind::kSoftDiceLossBwd, OpKind::kReduceMeanBwd});
 }
 
 }  // namespace lms::ops_internal

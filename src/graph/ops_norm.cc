@@ -46,7 +46,7 @@ decltype(OpDef::infer) infer_norm_bwd(std::string op, size_t min_rank) {
   };
 }
 
-decltype(OpDef::grad) norm_grad(std::string bwd_op) {
+decltype(OpDef::grad) norm_grad(OpKind bwd_op) {
   return [=](GradContext& ctx) -> absl::Status {
     const TensorId dy = ctx.output_grads[0];
     if (dy != kNoTensor && (wants(ctx, 0) || wants(ctx, 1) || wants(ctx, 2))) {
@@ -68,14 +68,16 @@ double norm_flops(const Shapes& in) { return kNormFlopsPerElement * numel(in[0])
 
 void register_norm_ops(std::vector<OpSpec>& specs) {
   auto flops = [](const Attrs&, const Shapes& in, const Shapes&) { return norm_flops(in); };
-  specs.push_back(make_spec("instance_norm", 3, 3, {"eps"}, infer_norm("instance_norm", 3), flops,
-                            norm_grad("instance_norm_bwd")));
+  specs.push_back(make_spec(OpKind::kInstanceNorm, 3, 3, {"eps"}, infer_norm("instance_norm", 3),
+                            flops, norm_grad(OpKind::kInstanceNormBwd)));
+  specs.push_back(make_spec(OpKind::kInstanceNormBwd, 3, 3, {"eps"},
+                            infer_norm_bwd("instance_norm_bwd", 3), flops));
+  specs.push_back(make_spec(OpKind::kBatchNorm, 3, 3, {"eps"}, infer_norm("batch_norm", 2), flops,
+                            norm_grad(OpKind::kBatchNormBwd)));
   specs.push_back(
-      make_spec("instance_norm_bwd", 3, 3, {"eps"}, infer_norm_bwd("instance_norm_bwd", 3), flops));
-  specs.push_back(make_spec("batch_norm", 3, 3, {"eps"}, infer_norm("batch_norm", 2), flops,
-                            norm_grad("batch_norm_bwd")));
-  specs.push_back(
-      make_spec("batch_norm_bwd", 3, 3, {"eps"}, infer_norm_bwd("batch_norm_bwd", 2), flops));
+      make_spec(OpKind::kBatchNormBwd, 3, 3, {"eps"}, infer_norm_bwd("batch_norm_bwd", 2), flops));
+  set_flag(specs, &OpDef::recomputable, {OpKind::kInstanceNorm, OpKind::kBatchNorm});
+  set_flag(specs, &OpDef::backward, {OpKind::kInstanceNormBwd, OpKind::kBatchNormBwd});
 }
 
 }  // namespace lms::ops_internal

@@ -70,7 +70,7 @@ decltype(OpDef::flops) per_param_element(double factor) {
 
 void register_optimizer_ops(std::vector<OpSpec>& specs) {
   specs.push_back(make_spec(
-      "global_norm", 1, -1, {},
+      OpKind::kGlobalNorm, 1, -1, {},
       [](const Attrs&, const Shapes&) -> absl::StatusOr<Shapes> { return Shapes{Shape{}}; },
       [](const Attrs&, const Shapes& in, const Shapes&) {
         double n = 0;
@@ -78,17 +78,18 @@ void register_optimizer_ops(std::vector<OpSpec>& specs) {
         return n;
       }));
   specs.push_back(make_spec(
-      "increment", 1, 1, {},
+      OpKind::kIncrement, 1, 1, {},
       [](const Attrs&, const Shapes& in) -> absl::StatusOr<Shapes> {
         LMS_RETURN_IF_ERROR(check_scalar_input("increment", "step", in[0]));
         return Shapes{};
       },
       [](const Attrs&, const Shapes&, const Shapes&) { return 1.0; }, nullptr, {0}));
   // SGD: weight decay, momentum, update (+ clipping scale) per element.
-  specs.push_back(make_spec("sgd_update", 3, 4, {"clip_norm", "lr", "momentum", "weight_decay"},
-                            infer_sgd, per_param_element(6), nullptr, {0, 2}));
+  specs.push_back(make_spec(OpKind::kSgdUpdate, 3, 4,
+                            {"clip_norm", "lr", "momentum", "weight_decay"}, infer_sgd,
+                            per_param_element(6), nullptr, {0, 2}));
   // Adam: two moment updates, bias corrections, sqrt and divide per element.
-  specs.push_back(make_spec("adam_update", 5, 6,
+  specs.push_back(make_spec(OpKind::kAdamUpdate, 5, 6,
                             {"beta1", "beta2", "clip_norm", "eps", "lr", "weight_decay"},
                             infer_adam, per_param_element(14), nullptr, {0, 2, 3}));
   specs.back().optional_attrs = {"decay_power", "decay_steps"};  // the poly schedule

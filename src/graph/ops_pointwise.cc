@@ -43,7 +43,7 @@ decltype(OpDef::flops) per_element(double factor) {
 
 // The rule of an activation whose backward op takes (saved, dy): `saved` is
 // the forward output ("y") or input ("x").
-decltype(OpDef::grad) activation_grad(std::string bwd_op, bool uses_output) {
+decltype(OpDef::grad) activation_grad(OpKind bwd_op, bool uses_output) {
   return [=](GradContext& ctx) -> absl::Status {
     if (ctx.output_grads[0] != kNoTensor && wants(ctx, 0)) {
       const Node fwd = ctx.graph.node(ctx.node);
@@ -84,7 +84,7 @@ absl::Status mul_grad(GradContext& ctx) {
   const Node fwd = ctx.graph.node(ctx.node);
   for (size_t i = 0; i < 2; ++i) {
     if (!wants(ctx, i) || dy == kNoTensor) continue;
-    LMS_ASSIGN_OR_RETURN(ctx.input_grads[i], add_grad_node1(ctx, "mul", i == 0 ? "a" : "b",
+    LMS_ASSIGN_OR_RETURN(ctx.input_grads[i], add_grad_node1(ctx, OpKind::kMul, i == 0 ? "a" : "b",
                                                             {dy, fwd.inputs[1 - i]}, {}));
   }
   decline_rest(ctx);
@@ -94,8 +94,8 @@ absl::Status mul_grad(GradContext& ctx) {
 absl::Status scale_grad(GradContext& ctx) {
   if (ctx.output_grads[0] != kNoTensor && wants(ctx, 0)) {
     const Node fwd = ctx.graph.node(ctx.node);
-    LMS_ASSIGN_OR_RETURN(ctx.input_grads[0],
-                         add_grad_node1(ctx, "scale", "data", {ctx.output_grads[0]}, fwd.attrs));
+    LMS_ASSIGN_OR_RETURN(ctx.input_grads[0], add_grad_node1(ctx, OpKind::kScale, "data",
+                                                            {ctx.output_grads[0]}, fwd.attrs));
   }
   decline_rest(ctx);
   return absl::OkStatus();
@@ -135,7 +135,7 @@ absl::Status concat_grad(GradContext& ctx) {
     if (wants(ctx, i)) {
       Attrs a = {{"begin", begin}, {"size", size}};
       LMS_ASSIGN_OR_RETURN(ctx.input_grads[i],
-                           add_grad_node1(ctx, "slice", str_cat("in", i), {dy}, a));
+                           add_grad_node1(ctx, OpKind::kSlice, str_cat("in", i), {dy}, a));
     }
     begin += size;
   }
@@ -181,7 +181,7 @@ absl::Status slice_grad(GradContext& ctx) {
     Shape s = x;
     s[1] = channels;
     Attrs a = {{"shape", s}, {"value", 0.0}};
-    LMS_ASSIGN_OR_RETURN(TensorId z, add_grad_node1(ctx, "fill", suffix, {}, a));
+    LMS_ASSIGN_OR_RETURN(TensorId z, add_grad_node1(ctx, OpKind::kFill, suffix, {}, a));
     parts.push_back(z);
     return absl::OkStatus();
   };
@@ -191,7 +191,8 @@ absl::Status slice_grad(GradContext& ctx) {
   if (parts.size() == 1) {
     ctx.input_grads[0] = dy;
   } else {
-    LMS_ASSIGN_OR_RETURN(ctx.input_grads[0], add_grad_node1(ctx, "concat", "data", parts, {}));
+    LMS_ASSIGN_OR_RETURN(ctx.input_grads[0],
+                         add_grad_node1(ctx, OpKind::kConcat, "data", parts, {}));
   }
   return absl::OkStatus();
 }
@@ -205,39 +206,47 @@ absl::StatusOr<Shapes> infer_fill(const Attrs& a, const Shapes&) {
 }  // namespace
 
 void register_pointwise_ops(std::vector<OpSpec>& specs) {
-  specs.push_back(make_spec("relu", 1, 1, {}, same_shape("relu"), per_element(1),
-                            activation_grad("relu_bwd", true)));
-  specs.push_back(make_spec("relu_bwd", 2, 2, {}, bwd_shape("relu_bwd", "y"), per_element(1)));
-  specs.push_back(make_spec("leaky_relu", 1, 1, {"alpha"}, same_shape("leaky_relu", "alpha"),
-                            per_element(2), activation_grad("leaky_relu_bwd", false)));
-  specs.push_back(make_spec("leaky_relu_bwd", 2, 2, {"alpha"},
-                            bwd_shape("leaky_relu_bwd", "x", "alpha"), per_element(2)));
-  specs.push_back(make_spec("sigmoid", 1, 1, {}, same_shape("sigmoid"), per_element(4),
-                            activation_grad("sigmoid_bwd", true)));
+  specs.push_back(make_spec(OpKind::kRelu, 1, 1, {}, same_shape("relu"), per_element(1),
+                            activation_grad(OpKind::kReluBwd, true)));
   specs.push_back(
-      make_spec("sigmoid_bwd", 2, 2, {}, bwd_shape("sigmoid_bwd", "y"), per_element(3)));
+      make_spec(OpKind::kReluBwd, 2, 2, {}, bwd_shape("relu_bwd", "y"), per_element(1)));
+  specs.push_back(make_spec(OpKind::kLeakyRelu, 1, 1, {"alpha"}, same_shape("leaky_relu", "alpha"),
+                            per_element(2), activation_grad(OpKind::kLeakyReluBwd, false)));
+  specs.push_back(make_spec(OpKind::kLeakyReluBwd, 2, 2, {"alpha"},
+                            bwd_shape("leaky_relu_bwd", "x", "alpha"), per_element(2)));
+  specs.push_back(make_spec(OpKind::kSigmoid, 1, 1, {}, same_shape("sigmoid"), per_element(4),
+                            activation_grad(OpKind::kSigmoidBwd, true)));
+  specs.push_back(
+      make_spec(OpKind::kSigmoidBwd, 2, 2, {}, bwd_shape("sigmoid_bwd", "y"), per_element(3)));
   specs.push_back(make_spec(
-      "softmax", 1, 1, {},
+      OpKind::kSoftmax, 1, 1, {},
       [](const Attrs&, const Shapes& in) { return infer_softmax("softmax", in); }, per_element(5),
-      activation_grad("softmax_bwd", true)));
+      activation_grad(OpKind::kSoftmaxBwd, true)));
   specs.push_back(make_spec(
-      "softmax_bwd", 2, 2, {},
+      OpKind::kSoftmaxBwd, 2, 2, {},
       [](const Attrs&, const Shapes& in) { return infer_softmax("softmax_bwd", in); },
       per_element(4)));
   specs.push_back(make_spec(
-      "add", 2, 2, {}, [](const Attrs&, const Shapes& in) { return infer_binary("add", in); },
-      per_element(1), add_grad));
+      OpKind::kAdd, 2, 2, {},
+      [](const Attrs&, const Shapes& in) { return infer_binary("add", in); }, per_element(1),
+      add_grad));
   specs.push_back(make_spec(
-      "mul", 2, 2, {}, [](const Attrs&, const Shapes& in) { return infer_binary("mul", in); },
-      per_element(1), mul_grad));
-  specs.push_back(make_spec("scale", 1, 1, {"factor"}, same_shape("scale", "factor"),
+      OpKind::kMul, 2, 2, {},
+      [](const Attrs&, const Shapes& in) { return infer_binary("mul", in); }, per_element(1),
+      mul_grad));
+  specs.push_back(make_spec(OpKind::kScale, 1, 1, {"factor"}, same_shape("scale", "factor"),
                             per_element(1), scale_grad));
   // Data movement only: no floating-point work.
-  specs.push_back(make_spec("concat", 1, -1, {}, infer_concat, per_element(0), concat_grad));
+  specs.push_back(make_spec(OpKind::kConcat, 1, -1, {}, infer_concat, per_element(0), concat_grad));
   specs.push_back(
-      make_spec("slice", 1, 1, {"begin", "size"}, infer_slice, per_element(0), slice_grad));
-  specs.push_back(make_spec("fill", 0, 0, {"shape", "value"}, infer_fill, per_element(0),
+      make_spec(OpKind::kSlice, 1, 1, {"begin", "size"}, infer_slice, per_element(0), slice_grad));
+  specs.push_back(make_spec(OpKind::kFill, 0, 0, {"shape", "value"}, infer_fill, per_element(0),
                             [](GradContext&) { return absl::OkStatus(); }));
+  set_flag(specs, &OpDef::backward,
+           {OpKind::kReluBwd, OpKind::kLeakyReluBwd, OpKind::kSigmoidBwd, OpKind::kSoftmaxBwd});
+  set_flag(specs, &OpDef::recomputable,
+           {OpKind::kRelu, OpKind::kLeakyRelu, OpKind::kSigmoid, OpKind::kSoftmax, OpKind::kAdd,
+            OpKind::kMul, OpKind::kScale, OpKind::kConcat, OpKind::kSlice});
 }
 
 }  // namespace lms::ops_internal

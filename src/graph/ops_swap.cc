@@ -23,11 +23,14 @@ void register_swap_ops(std::vector<OpSpec>& specs) {
     }
     return in;
   };
-  specs.push_back(make_spec("swap_out", 1, 1, {}, same_shapes, no_flops));
+  specs.push_back(make_spec(OpKind::kSwapOut, 1, 1, {}, same_shapes, no_flops));
   specs.back().optional_attrs = {"release_after"};
-  specs.push_back(make_spec("swap_in", 1, 1, {}, copy, no_flops));
-  specs.push_back(make_spec("all_reduce", 1, -1, {}, same_shapes, no_flops));
+  specs.back().def.exec = OpExec::kCopyToHost;
+  specs.push_back(make_spec(OpKind::kSwapIn, 1, 1, {}, copy, no_flops));
+  specs.back().def.exec = OpExec::kCopyToDevice;
+  specs.push_back(make_spec(OpKind::kAllReduce, 1, -1, {}, same_shapes, no_flops));
   specs.back().optional_attrs = {"release_after"};
+  specs.back().def.exec = OpExec::kCollective;
 }
 
 }  // namespace lms::ops_internal

@@ -106,7 +106,8 @@ std::string node_line(const Graph& g, const Node& n) {
     const Tensor& o = g.tensor(t);
     outs.push_back(absl::StrCat(o.name, " ", type_str(o), " ", role_name(o.role)));
   }
-  std::string line = absl::StrCat("node ", n.name, " = ", n.op, "(", absl::StrJoin(ins, ", "), ")");
+  std::string line =
+      absl::StrCat("node ", n.name, " = ", op_name(n.op), "(", absl::StrJoin(ins, ", "), ")");
   if (!attrs.empty()) absl::StrAppend(&line, " {", absl::StrJoin(attrs, ", "), "}");
   if (!after.empty()) absl::StrAppend(&line, " after(", absl::StrJoin(after, ", "), ")");
   absl::StrAppend(&line, " -> ", outs.empty() ? std::string("()") : absl::StrJoin(outs, ", "));

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -308,7 +309,11 @@ absl::Status parse_node(Graph& g, Cursor& c) {
   LMS_ASSIGN_OR_RETURN(std::vector<NodeId> after, parse_after(g, c));
   LMS_ASSIGN_OR_RETURN(std::vector<OutputDecl> outs, parse_outputs(c));
   if (!c.done()) return c.error("unexpected text after the outputs");
-  LMS_RETURN_IF_ERROR(g.add_node(op, name, std::move(inputs), std::move(attrs)).status());
+  const std::optional<OpKind> kind = parse_op_kind(op);
+  if (!kind) {
+    return absl::InvalidArgumentError(absl::StrCat("node '", name, "' (", op, "): unknown op"));
+  }
+  LMS_RETURN_IF_ERROR(g.add_node(*kind, name, std::move(inputs), std::move(attrs)).status());
   NodeId id = g.find_node(name);
   for (NodeId a : after) g.add_control_edge(a, id);
   return check_outputs(g, id, outs);

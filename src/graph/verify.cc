@@ -12,15 +12,14 @@ namespace {
 
 absl::Status node_error(const Node& n, absl::string_view why) {
   return absl::InvalidArgumentError(
-      absl::StrCat("verify: node '", n.name, "' (", n.op, "): ", why));
+      absl::StrCat("verify: node '", n.name, "' (", op_name(n.op), "): ", why));
 }
 
 std::string shape_str(const Shape& s) { return absl::StrCat("[", absl::StrJoin(s, ","), "]"); }
 
 absl::Status verify_node(const Graph& g, NodeId id) {
   const Node& n = g.node(id);
-  const OpDef* def = find_op(n.op);
-  if (def == nullptr) return node_error(n, "unknown op");
+  const OpDef* def = &op_def(n.op);
   std::vector<Shape> in_shapes;
   for (TensorId t : n.inputs) {
     if (t < 0 || t >= g.num_tensors()) return node_error(n, "input is not a tensor");
@@ -47,17 +46,17 @@ absl::Status verify_node(const Graph& g, NodeId id) {
       return node_error(n, absl::StrCat("mutates input ", i, " which is not persistent"));
     }
   }
-  bool host_out = n.op == "swap_out";
+  bool host_out = n.op == OpKind::kSwapOut;
   for (TensorId t : n.outputs) {
     if ((g.tensor(t).role == TensorRole::kHost) != host_out) {
       return node_error(n, "only swap_out produces host tensors");
     }
   }
-  if (n.op == "swap_in" && g.tensor(n.inputs[0]).role != TensorRole::kHost) {
+  if (n.op == OpKind::kSwapIn && g.tensor(n.inputs[0]).role != TensorRole::kHost) {
     return node_error(n, "its input must be the host tensor of a swap_out");
   }
   for (TensorId t : n.inputs) {
-    if (g.tensor(t).role == TensorRole::kHost && n.op != "swap_in") {
+    if (g.tensor(t).role == TensorRole::kHost && n.op != OpKind::kSwapIn) {
       return node_error(
           n, absl::StrCat("reads host tensor '", g.tensor(t).name, "'; only swap_in may"));
     }

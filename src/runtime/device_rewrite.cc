@@ -90,11 +90,6 @@ absl::StatusOr<std::vector<std::string>> prepare_for(Graph& graph, const Device&
   return fused;
 }
 
-bool is_conv_family(std::string_view op) {
-  return op == "conv" || op == "conv_bwd_data" || op == "conv_bwd_weights" || op == "deconv" ||
-         op == "deconv_bwd_data" || op == "deconv_bwd_weights";
-}
-
 }  // namespace
 
 absl::StatusOr<std::vector<uint64_t>> least_kernel_workspace_bytes(const Graph& graph,
@@ -114,9 +109,9 @@ absl::Status use_least_workspace_kernels(Graph& graph, const std::vector<std::st
   std::vector<NodeId> convs;
   for (const std::string& name : nodes) {
     NodeId id = graph.find_node(name);
-    if (id != kNoNode && graph.node(id).op == "relu") {
+    if (id != kNoNode && graph.node(id).op == OpKind::kRelu) {
       const NodeId producer = graph.tensor(graph.node(id).inputs[0]).producer;
-      if (producer != kNoNode && graph.node(producer).op == "conv") id = producer;
+      if (producer != kNoNode && graph.node(producer).op == OpKind::kConv) id = producer;
     }
     if (id == kNoNode || !is_conv_family(graph.node(id).op)) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -139,10 +139,10 @@ absl::Status Executor::allocate_outputs(NodeId id) {
 void Executor::wait_for_control_inputs(NodeId id, StreamKind stream) {
   for (NodeId c : plan_.graph->node(id).control_inputs) {
     if (copy_done_[c] == nullptr) continue;
-    const std::string& op = plan_.graph->node(c).op;
-    StreamKind other = op == "swap_out"  ? StreamKind::kD2H
-                       : op == "swap_in" ? StreamKind::kH2D
-                                         : StreamKind::kComm;
+    const OpKind op = plan_.graph->node(c).op;
+    StreamKind other = op == OpKind::kSwapOut  ? StreamKind::kD2H
+                       : op == OpKind::kSwapIn ? StreamKind::kH2D
+                                               : StreamKind::kComm;
     if (other != stream) device_.wait(stream, *copy_done_[c]);
   }
 }
@@ -166,7 +166,7 @@ absl::Status Executor::issue_compute(NodeId id) {
   args.workspace = plan_.workspace_offset[id] != swap::kNoOffset
                        ? plan_.arena + plan_.workspace_offset[id]
                        : nullptr;
-  device_.launch(*plan_.kernels[id], args, n.name, n.op);
+  device_.launch(*plan_.kernels[id], args, n.name, op_name(n.op));
   return absl::OkStatus();
 }
 
@@ -324,12 +324,12 @@ absl::Status Executor::issue(int32_t position) {
   if (position == plan_.commit) order_commit();
   LMS_RETURN_IF_ERROR(allocate_outputs(id));
   bytes_by_position_[position] = in_use_ + plan_.workspace_placed[id];
-  if (sink_ != nullptr) sink_->on_issue(n.name, n.op, now_s());
-  if (n.op == "swap_out") {
+  if (sink_ != nullptr) sink_->on_issue(n.name, op_name(n.op), now_s());
+  if (n.op == OpKind::kSwapOut) {
     LMS_RETURN_IF_ERROR(issue_swap_out(id));
-  } else if (n.op == "swap_in") {
+  } else if (n.op == OpKind::kSwapIn) {
     LMS_RETURN_IF_ERROR(issue_swap_in(id));
-  } else if (n.op == "all_reduce") {
+  } else if (n.op == OpKind::kAllReduce) {
     LMS_RETURN_IF_ERROR(issue_all_reduce(id));
   } else {
     LMS_RETURN_IF_ERROR(issue_compute(id));

@@ -1,10 +1,10 @@
 #include "runtime/kernel_spec.h"
 
+#include "graph/op_registry.h"
+
 namespace lms {
 
-bool has_no_kernel(const Node& n) {
-  return n.op == "swap_out" || n.op == "swap_in" || n.op == "all_reduce";
-}
+bool has_no_kernel(const Node& n) { return !has_kernel(n.op); }
 
 KernelSpec kernel_spec(const Graph& g, const Node& n) {
   KernelSpec spec{n.name, n.op, n.attrs, {}, {}};

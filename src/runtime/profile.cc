@@ -302,7 +302,7 @@ struct NodeTimer {
     for (int r = 0; r < options.warmup_runs + options.runs; ++r) {
       const double t = time_once(
           device, catcher, done, StreamKind::kCompute,
-          [&] { device.launch(kernel, buffers.args, n.name, n.op); }, &from_device);
+          [&] { device.launch(kernel, buffers.args, n.name, op_name(n.op)); }, &from_device);
       if (r >= options.warmup_runs) times.push_back(t);
     }
     absl::Status ran = device.synchronize();
@@ -429,8 +429,6 @@ absl::Status profile_link(Device& device, SpanCatcher& catcher, Event& done,
   return absl::OkStatus();
 }
 
-bool is_conv_op(std::string_view op) { return op.starts_with("conv") || op.starts_with("deconv"); }
-
 }  // namespace
 
 absl::StatusOr<StepProfile> profile_step(const Graph& graph, Device& device,
@@ -511,7 +509,7 @@ CostModelConfig calibrate_cost_model(const StepProfile& profile, const Graph& gr
     if (shortest < 0 || t < shortest) shortest = t;
     if (t == 0) continue;
     const double flops = node_flops(graph, id);
-    if (is_conv_op(node.op)) {
+    if (is_conv_family(node.op)) {
       best_conv = std::max(best_conv, flops / t);
     } else {
       best_bytes = std::max(best_bytes, swap::node_bytes_touched(graph, id) / t);

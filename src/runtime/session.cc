@@ -197,7 +197,7 @@ std::vector<std::vector<TensorId>> host_releases(const Graph& g, const std::vect
 
 bool has_all_reduce(const Graph& g) {
   for (NodeId id = 0; id < g.num_nodes(); ++id) {
-    if (g.node(id).op == "all_reduce") return true;
+    if (g.node(id).op == OpKind::kAllReduce) return true;
   }
   return false;
 }
@@ -351,9 +351,9 @@ class Session::Impl {
     for (size_t p = 0; p < plan_.planned_bytes.size(); ++p) {
       plan_.planned_bytes[p] = plan_.persistent_bytes + layout.arena_in_use[p];
       const Node& n = g.node(plan_.order[p]);
-      if (n.op == "swap_in") {
+      if (n.op == OpKind::kSwapIn) {
         planned_by_swap_in_[g.tensor(n.outputs[0]).name] = plan_.planned_bytes[p];
-      } else if (n.op != "swap_out") {
+      } else if (n.op != OpKind::kSwapOut) {
         planned_by_node_[n.name] = plan_.planned_bytes[p];
       }
     }

@@ -40,13 +40,19 @@ double CostModel::all_reduce_time_s(uint64_t bytes) const {
 
 double CostModel::node_time_s(NodeId node) const {
   const Node& n = graph_.node(node);
-  if (n.op == "all_reduce") {
-    uint64_t bytes = 0;
-    for (TensorId t : n.inputs) bytes += graph_.tensor(t).bytes();
-    return all_reduce_time_s(bytes);
+  switch (op_def(n.op).exec) {
+    case OpExec::kCollective: {
+      uint64_t bytes = 0;
+      for (TensorId t : n.inputs) bytes += graph_.tensor(t).bytes();
+      return all_reduce_time_s(bytes);
+    }
+    case OpExec::kCopyToHost:
+      return d2h_time_s(graph_.tensor(n.inputs[0]).bytes());
+    case OpExec::kCopyToDevice:
+      return h2d_time_s(graph_.tensor(n.inputs[0]).bytes());
+    case OpExec::kKernel:
+      break;
   }
-  if (n.op == "swap_out") return d2h_time_s(graph_.tensor(n.inputs[0]).bytes());
-  if (n.op == "swap_in") return h2d_time_s(graph_.tensor(n.inputs[0]).bytes());
   const auto& measured = options_.measured_node_time_s;
   if (static_cast<size_t>(node) < measured.size() && measured[node] >= 0) return measured[node];
   const double bytes = node_bytes_touched(graph_, node);
@@ -55,13 +61,7 @@ double CostModel::node_time_s(NodeId node) const {
          options_.kernel_launch_s;
 }
 
-double node_bytes_touched(const Graph& graph, NodeId node) {
-  const Node& n = graph.node(node);
-  double bytes = 0;
-  for (TensorId t : n.inputs) bytes += static_cast<double>(graph.tensor(t).bytes());
-  for (TensorId t : n.outputs) bytes += static_cast<double>(graph.tensor(t).bytes());
-  return bytes;
-}
+double node_bytes_touched(const Graph& graph, NodeId node) { return node_bytes(graph, node); }
 
 std::vector<double> times_by_position(const CostModel& cost, const std::vector<NodeId>& order) {
   std::vector<double> times(order.size());

@@ -70,8 +70,8 @@ class CostModel {
   CostOptions options_;
 };
 
-// Bytes a node reads and writes: its input and output tensors (the memory
-// side of the roofline).
+// Bytes a node reads and writes (the memory side of the roofline): its op's
+// registry cost, OpDef::bytes in graph/op_registry.h.
 double node_bytes_touched(const Graph& graph, NodeId node);
 
 // node_time_s of each node of `order`, by position.

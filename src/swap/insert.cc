@@ -49,17 +49,17 @@ absl::Status insert_item(Graph& graph, const SwapPlan::Item& item,
   if (item.release_after != kNoNode)
     out_attrs["release_after"] = graph.node(item.release_after).name;
   LMS_ASSIGN_OR_RETURN(std::vector<TensorId> host,
-                       graph.add_node("swap_out", absl::StrCat("swap_out/", name), {item.tensor},
-                                      std::move(out_attrs), TensorRole::kHost));
+                       graph.add_node(OpKind::kSwapOut, absl::StrCat("swap_out/", name),
+                                      {item.tensor}, std::move(out_attrs), TensorRole::kHost));
   const NodeId out_node = graph.tensor(host[0]).producer;
   outs_after[item.swap_out_after].push_back(out_node);
   if (item.sync_before != kNoNode) graph.add_control_edge(out_node, item.sync_before);
   for (size_t k = 0; k < item.swap_ins.size(); ++k) {
     const SwapPlan::SwapIn& in = item.swap_ins[k];
     if (in.recompute) continue;
-    LMS_ASSIGN_OR_RETURN(
-        std::vector<TensorId> copy,
-        graph.add_node("swap_in", absl::StrCat("swap_in/", name, "/", k), {host[0]}, {}, role));
+    LMS_ASSIGN_OR_RETURN(std::vector<TensorId> copy,
+                         graph.add_node(OpKind::kSwapIn, absl::StrCat("swap_in/", name, "/", k),
+                                        {host[0]}, {}, role));
     const NodeId in_node = graph.tensor(copy[0]).producer;
     graph.add_control_edge(in.trigger, in_node);
     ins_after[in.trigger].push_back(in_node);
@@ -167,9 +167,7 @@ class Recomputer {
     for (TensorId in : inputs) {
       if (!is_persistent(graph_.tensor(in).role)) continue;
       for (NodeId writer : graph_.tensor(in).consumers) {
-        const OpDef* def = find_op(graph_.node(writer).op);
-        if (def == nullptr) continue;
-        for (int i : def->mutated_inputs) {
+        for (int i : op_def(graph_.node(writer).op).mutated_inputs) {
           if (i < static_cast<int>(graph_.node(writer).inputs.size()) &&
               graph_.node(writer).inputs[i] == in) {
             graph_.add_control_edge(clone, writer);

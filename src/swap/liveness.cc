@@ -63,7 +63,7 @@ TensorLife tensor_life(const Graph& graph, const Liveness& live, TensorId id, bo
 int32_t release_position(const Graph& graph, NodeId reader, const std::vector<int32_t>& position) {
   const Node& n = graph.node(reader);
   int32_t pos = position[reader];
-  if (n.op != "swap_out" && n.op != "all_reduce") return pos;
+  if (n.op != OpKind::kSwapOut && n.op != OpKind::kAllReduce) return pos;
   auto it = n.attrs.find("release_after");
   if (it == n.attrs.end()) return pos;
   const std::string* name = std::get_if<std::string>(&it->second);
@@ -73,8 +73,7 @@ int32_t release_position(const Graph& graph, NodeId reader, const std::vector<in
 
 int32_t commit_position(const Graph& graph, const std::vector<NodeId>& order) {
   for (int32_t p = 0; p < static_cast<int32_t>(order.size()); ++p) {
-    const OpDef* def = find_op(graph.node(order[p]).op);
-    if (def != nullptr && !def->mutated_inputs.empty()) return p;
+    if (!op_def(graph.node(order[p]).op).mutated_inputs.empty()) return p;
   }
   return static_cast<int32_t>(order.size());
 }

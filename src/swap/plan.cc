@@ -5,6 +5,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "graph/op_registry.h"
 #include "lms/status.h"
 
 namespace lms::swap {
@@ -90,12 +91,9 @@ absl::Status validate_item(const Graph& g, const Liveness& live, const SwapPlan:
 }  // namespace
 
 bool recomputable(const Graph& graph, NodeId node) {
-  static const absl::flat_hash_set<std::string>* const kOps = new absl::flat_hash_set<std::string>{
-      "conv", "deconv", "upsample", "relu",  "leaky_relu", "sigmoid",       "softmax",   "add",
-      "mul",  "scale",  "concat",   "slice", "max_pool",   "instance_norm", "batch_norm"};
   if (node < 0 || node >= graph.num_nodes()) return false;
   const Node& n = graph.node(node);
-  if (!kOps->contains(n.op)) return false;
+  if (!op_def(n.op).recomputable) return false;
   for (TensorId out : n.outputs) {
     if (graph.tensor(out).role != TensorRole::kActivation) return false;
   }

@@ -50,9 +50,10 @@ struct SwapPlan {
 };
 
 // True when `node` may be run again to recompute its outputs: a forward op
-// whose outputs depend only on its inputs and attributes (conv, deconv,
-// upsample, relu, leaky_relu, sigmoid, softmax, add, mul, scale, concat,
-// slice, max_pool, instance_norm, batch_norm) with activation outputs.
+// whose outputs depend only on its inputs and attributes (OpDef::recomputable
+// in graph/op_registry.h: conv, deconv, upsample, relu, leaky_relu, sigmoid,
+// softmax, add, mul, scale, concat, slice, max_pool, instance_norm,
+// batch_norm) with activation outputs.
 bool recomputable(const Graph& graph, NodeId node);
 
 // True when some restore of the item copies (a swap-out is needed).

@@ -3,12 +3,11 @@
 #include <algorithm>
 
 #include "absl/container/flat_hash_set.h"
+#include "graph/op_registry.h"
 #include "swap/planner.h"
 
 namespace lms::swap {
 namespace {
-
-bool is_backward_op(const std::string& op) { return op.find("_bwd") != std::string::npos; }
 
 // vDNN prefetches layer n's input when the backward pass of the layer before
 // it (in backward order) starts: the nearest backward node before `use`.
@@ -16,7 +15,7 @@ int32_t vdnn_trigger(const Graph& graph, const Liveness& live, const TensorLife&
                      int32_t anchor, int32_t use) {
   for (int32_t p = use - 1; p > anchor; --p) {
     if (std::binary_search(life.uses.begin(), life.uses.end(), p)) continue;
-    if (is_backward_op(graph.node(live.order[p]).op)) return p;
+    if (op_def(graph.node(live.order[p]).op).backward) return p;
   }
   return use - 1;
 }
@@ -28,7 +27,7 @@ SwapPlan plan_vdnn(const Graph& graph, const Liveness& live) {
   absl::flat_hash_set<TensorId> planned;
   for (int32_t p = 0; p < live.size(); ++p) {
     const Node& node = graph.node(live.order[p]);
-    if (node.op != "conv" || node.inputs.empty()) continue;
+    if (node.op != OpKind::kConv || node.inputs.empty()) continue;
     const TensorId x = node.inputs[0];
     const TensorLife& life = live.tensors[x];
     if (!life.on_device || life.persistent || life.fetched || planned.contains(x)) continue;

@@ -1,7 +1,7 @@
 #include "swap/reorder.h"
 
 #include <algorithm>
-#include <string_view>
+#include <optional>
 
 #include "absl/container/flat_hash_set.h"
 #include "lms/status.h"
@@ -9,11 +9,11 @@
 namespace lms::swap {
 namespace {
 
-// The data node paired with weights op `op`, or empty.
-std::string_view data_op(std::string_view op) {
-  if (op == "conv_bwd_weights") return "conv_bwd_data";
-  if (op == "deconv_bwd_weights") return "deconv_bwd_data";
-  return {};
+// The data op paired with weights op `op`, or nullopt.
+std::optional<OpKind> data_op(OpKind op) {
+  if (op == OpKind::kConvBwdWeights) return OpKind::kConvBwdData;
+  if (op == OpKind::kDeconvBwdWeights) return OpKind::kDeconvBwdData;
+  return std::nullopt;
 }
 
 }  // namespace
@@ -32,8 +32,8 @@ absl::StatusOr<std::vector<NodeId>> weight_gradients_first_order(
   bool moved = false;
   for (NodeId w = 0; w < graph.num_nodes(); ++w) {
     const Node& weights = graph.node(w);
-    const std::string_view want = data_op(weights.op);
-    if (want.empty() || weights.inputs.size() < 2) continue;
+    const std::optional<OpKind> want = data_op(weights.op);
+    if (!want || weights.inputs.size() < 2) continue;
     const TensorId x = weights.inputs[0], dy = weights.inputs[1];
     const Tensor& xt = graph.tensor(x);
     if (xt.producer == kNoNode || fetched_set.contains(xt.name)) continue;
@@ -44,7 +44,7 @@ absl::StatusOr<std::vector<NodeId>> weight_gradients_first_order(
     // The data node of the same dy that runs closest before it.
     NodeId d = kNoNode;
     for (NodeId c : graph.tensor(dy).consumers) {
-      if (graph.node(c).op != want || graph.node(c).inputs[0] != dy) continue;
+      if (graph.node(c).op != *want || graph.node(c).inputs[0] != dy) continue;
       if (position[c] < position[w] && (d == kNoNode || position[c] > position[d])) d = c;
     }
     if (d == kNoNode) continue;

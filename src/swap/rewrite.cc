@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "graph/op_registry.h"
 #include "lms/status.h"
 #include "lms/types.h"
 #include "lms/units.h"
@@ -120,8 +121,7 @@ absl::StatusOr<swap::SwapPlan> make_plan(const Graph& g, const LmsConfig& c, con
 std::string time_model_text(const Graph& g, const LmsConfig& c, const RewriteOptions& o) {
   int64_t compute = 0, timed = 0;
   for (NodeId id = 0; id < static_cast<NodeId>(g.num_nodes()); ++id) {
-    const std::string& op = g.node(id).op;
-    if (op == "swap_out" || op == "swap_in" || op == "all_reduce") continue;
+    if (!has_kernel(g.node(id).op)) continue;
     ++compute;
     if (id < static_cast<NodeId>(o.node_time_s.size()) && o.node_time_s[id] >= 0) ++timed;
   }
@@ -374,8 +374,8 @@ std::string RewriteReport::summary() const {
 std::string RewriteReport::decisions_text() const {
   std::string out;
   for (const TensorDecision& d : decisions) {
-    absl::StrAppendFormat(&out, "  %-9s %s  %s x%d  %.6f s\n", d.action, d.tensor,
-                          format_bytes(d.bytes), d.restores, d.seconds);
+    absl::StrAppendFormat(&out, "  %-9s %s  %s x%d  %.6f s\n", decision_action_name(d.action),
+                          d.tensor, format_bytes(d.bytes), d.restores, d.seconds);
   }
   return out;
 }
@@ -395,7 +395,7 @@ void fill_decisions(const Graph& graph, const LmsConfig& c, const swap::SwapPlan
     d.restores = static_cast<int>(item.swap_ins.size());
     const double bytes = static_cast<double>(d.bytes);
     if (swap::copies(item)) {
-      d.action = "swap";
+      d.action = DecisionAction::kSwap;
       const double d2h = c.link.d2h_bytes_per_s / c.link_devices;
       const double h2d = c.link.h2d_bytes_per_s / c.link_devices;
       d.seconds = c.link.copy_latency_s + bytes / d2h;
@@ -404,7 +404,7 @@ void fill_decisions(const Graph& graph, const LmsConfig& c, const swap::SwapPlan
       }
       rep.swapped.push_back(t.name);
     } else {
-      d.action = "recompute";
+      d.action = DecisionAction::kRecompute;
       rep.recomputed.push_back(t.name);
     }
     rep.decisions.push_back(std::move(d));
@@ -516,7 +516,7 @@ void refine(const Graph& graph, const LmsConfig& config, const RewriteOptions& o
       if (left <= 0) break;
       const TensorId t = graph.find_tensor(d.tensor);
       if (t == kNoTensor) continue;
-      const bool swapped = d.action == "swap";
+      const bool swapped = d.action == DecisionAction::kSwap;
       PlanVariant v = variant;
       std::vector<bool>& forbid = swapped ? v.no_swap : v.no_recompute;
       if (!forbid[t]) {
@@ -570,7 +570,7 @@ absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const LmsConfig& config
       }
       for (size_t p = 0; p < order.size(); ++p) {
         const Node& n = graph.node(order[p]);
-        if ((n.op == "conv_bwd_weights" || n.op == "deconv_bwd_weights") &&
+        if ((n.op == OpKind::kConvBwdWeights || n.op == OpKind::kDeconvBwdWeights) &&
             static_cast<int32_t>(p) < old_position[order[p]]) {
           rep.weight_gradients_first.push_back(n.name);
         }

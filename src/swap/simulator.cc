@@ -3,15 +3,24 @@
 #include <algorithm>
 #include <deque>
 
+#include "graph/op_registry.h"
+
 namespace lms::swap {
 namespace {
 
 enum Stream : int { kCompute = 0, kD2H = 1, kH2D = 2, kComm = 3 };
 
 Stream stream_of(const Node& n) {
-  if (n.op == "swap_out") return kD2H;
-  if (n.op == "swap_in") return kH2D;
-  if (n.op == "all_reduce") return kComm;
+  switch (op_def(n.op).exec) {
+    case OpExec::kKernel:
+      return kCompute;
+    case OpExec::kCopyToHost:
+      return kD2H;
+    case OpExec::kCopyToDevice:
+      return kH2D;
+    case OpExec::kCollective:
+      return kComm;
+  }
   return kCompute;
 }
 

@@ -29,8 +29,8 @@ Net conv_relu_conv() {
 }
 
 // op -> count over the nodes added after the forward graph.
-std::map<std::string, int> new_op_counts(const Graph& train, int forward_nodes) {
-  std::map<std::string, int> counts;
+std::map<OpKind, int> new_op_counts(const Graph& train, int forward_nodes) {
+  std::map<OpKind, int> counts;
   for (NodeId n = forward_nodes; n < train.num_nodes(); ++n) ++counts[train.node(n).op];
   return counts;
 }
@@ -52,13 +52,14 @@ TEST(Autodiff, ConvReluConvSgdStructure) {
   // Golden list of added op kinds: seed, mse bwd, conv2 data+weights, relu
   // bwd, conv1 weights only (its input is a graph input), one scale(1) per
   // parameter gradient that came from a multi-output node, 4 updates.
-  const std::map<std::string, int> expected = {
-      {"fill", 1},     {"mse_loss_bwd", 1}, {"conv_bwd_data", 1}, {"conv_bwd_weights", 2},
-      {"relu_bwd", 1}, {"scale", 4},        {"sgd_update", 4}};
+  const std::map<OpKind, int> expected = {{OpKind::kFill, 1},        {OpKind::kMseLossBwd, 1},
+                                          {OpKind::kConvBwdData, 1}, {OpKind::kConvBwdWeights, 2},
+                                          {OpKind::kReluBwd, 1},     {OpKind::kScale, 4},
+                                          {OpKind::kSgdUpdate, 4}};
   EXPECT_EQ(new_op_counts(g, net.g.num_nodes()), expected);
   // conv_bwd_data reads conv2's weight, never conv1's.
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
-    if (g.node(n).op == "conv_bwd_data") {
+    if (g.node(n).op == OpKind::kConvBwdData) {
       EXPECT_EQ(g.tensor(g.node(n).inputs[1]).name, "conv2/w");
     }
   }
@@ -94,7 +95,7 @@ TEST(Autodiff, UpdatesRunAfterEveryReaderOfTheirParameter) {
   int updates = 0;
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
     const Node& node = g.node(n);
-    if (node.op != "adam_update") continue;
+    if (node.op != OpKind::kAdamUpdate) continue;
     ++updates;
     EXPECT_LT(pos[increment], pos[n]) << node.name;
     for (NodeId reader : g.tensor(node.inputs[0]).consumers) {
@@ -129,7 +130,7 @@ TEST(Autodiff, AdamAddsMomentsAndStep) {
       EXPECT_EQ(g.tensor(s).shape, g.tensor(g.find_tensor(p)).shape);
     }
     const Node& update = g.node(g.find_node(std::string("update/") + p));
-    EXPECT_EQ(update.op, "adam_update");
+    EXPECT_EQ(update.op, OpKind::kAdamUpdate);
     ASSERT_EQ(update.inputs.size(), 6u);
     EXPECT_EQ(update.inputs[4], step);
     EXPECT_EQ(update.inputs[5], norm);
@@ -145,7 +146,7 @@ TEST(Autodiff, AdamPolyDecayIsAnAttributeOfEveryUpdate) {
   int updates = 0;
   for (NodeId n = 0; n < train->num_nodes(); ++n) {
     const Node& node = train->node(n);
-    if (node.op != "adam_update") continue;
+    if (node.op != OpKind::kAdamUpdate) continue;
     ++updates;
     EXPECT_EQ(std::get<int64_t>(node.attrs.at("decay_steps")), 50) << node.name;
     EXPECT_EQ(std::get<double>(node.attrs.at("decay_power")), 0.9) << node.name;
@@ -170,14 +171,14 @@ TEST(Autodiff, TensorUsedTwiceAccumulatesWithAdd) {
   const TensorId h_grad = g.find_tensor("grad/c/sum");
   ASSERT_NE(h_grad, kNoTensor);
   const Node& sum = g.node(g.tensor(h_grad).producer);
-  EXPECT_EQ(sum.op, "add");
-  EXPECT_EQ(g.node(g.tensor(sum.inputs[1]).producer).op, "relu_bwd");
-  EXPECT_EQ(new_op_counts(g, fwd.num_nodes()).at("add"), 1);
+  EXPECT_EQ(sum.op, OpKind::kAdd);
+  EXPECT_EQ(g.node(g.tensor(sum.inputs[1]).producer).op, OpKind::kReluBwd);
+  EXPECT_EQ(new_op_counts(g, fwd.num_nodes()).at(OpKind::kAdd), 1);
   const TensorId wg = g.find_tensor("c/w/grad");
   ASSERT_NE(wg, kNoTensor);
   const Node& scale_node = g.node(g.tensor(wg).producer);
   const Node& bwd = g.node(g.tensor(scale_node.inputs[0]).producer);
-  EXPECT_EQ(bwd.op, "conv_bwd_weights");
+  EXPECT_EQ(bwd.op, OpKind::kConvBwdWeights);
   EXPECT_EQ(bwd.inputs[1], h_grad);
 }
 
@@ -193,11 +194,11 @@ TEST(Autodiff, ParameterUsedTwiceSumsIntoNamedGradient) {
   const Graph& g = *train;
   const TensorId grad = g.find_tensor("w/grad");
   ASSERT_NE(grad, kNoTensor);
-  EXPECT_EQ(g.node(g.tensor(grad).producer).op, "add");
+  EXPECT_EQ(g.node(g.tensor(grad).producer).op, OpKind::kAdd);
   EXPECT_EQ(g.tensor(grad).shape, (Shape{2, 2, 1, 1}));
-  EXPECT_EQ(new_op_counts(g, fwd.num_nodes()).at("conv_bwd_weights"), 2);
+  EXPECT_EQ(new_op_counts(g, fwd.num_nodes()).at(OpKind::kConvBwdWeights), 2);
   // Only b's data gradient is needed (a's input is a graph input).
-  EXPECT_EQ(new_op_counts(g, fwd.num_nodes()).at("conv_bwd_data"), 1);
+  EXPECT_EQ(new_op_counts(g, fwd.num_nodes()).at(OpKind::kConvBwdData), 1);
 }
 
 TEST(Autodiff, NonDifferentiableOpErrors) {
@@ -205,7 +206,7 @@ TEST(Autodiff, NonDifferentiableOpErrors) {
   TensorId x = fwd.input("x", {1, 1, 4, 4});
   TensorId w = fwd.parameter("w", {1, 1, 1, 1}, Init::constant(1));
   TensorId y = conv(fwd, "c", x, w);
-  auto swapped = fwd.add_node("swap_out", "s", {y}, {});
+  auto swapped = fwd.add_node(OpKind::kSwapOut, "s", {y}, {});
   ASSERT_TRUE(swapped.ok()) << swapped.status();
   TensorId loss = reduce_mean(fwd, "loss", (*swapped)[0]);
   auto train = training_graph(fwd, loss, Sgd{.lr = 0.1});
@@ -279,11 +280,12 @@ TEST(Autodiff, UnetLikeGraphDifferentiatesEveryForwardOp) {
   ASSERT_TRUE(train.ok()) << train.status();
   ASSERT_TRUE(verify(*train).ok()) << verify(*train);
   auto counts = new_op_counts(*train, fwd.num_nodes());
-  for (const char* op :
-       {"conv_bwd_data", "conv_bwd_weights", "deconv_bwd_data", "deconv_bwd_weights",
-        "upsample_bwd", "max_pool_bwd", "instance_norm_bwd", "batch_norm_bwd", "leaky_relu_bwd",
-        "sigmoid_bwd", "softmax_bwd", "soft_dice_loss_bwd", "slice", "concat", "fill"}) {
-    EXPECT_GE(counts[op], 1) << op;
+  for (OpKind op : {OpKind::kConvBwdData, OpKind::kConvBwdWeights, OpKind::kDeconvBwdData,
+                    OpKind::kDeconvBwdWeights, OpKind::kUpsampleBwd, OpKind::kMaxPoolBwd,
+                    OpKind::kInstanceNormBwd, OpKind::kBatchNormBwd, OpKind::kLeakyReluBwd,
+                    OpKind::kSigmoidBwd, OpKind::kSoftmaxBwd, OpKind::kSoftDiceLossBwd,
+                    OpKind::kSlice, OpKind::kConcat, OpKind::kFill}) {
+    EXPECT_GE(counts[op], 1) << op_name(op);
   }
   int params = 0;
   for (TensorId p = 0; p < fwd.num_tensors(); ++p) {
@@ -293,7 +295,7 @@ TEST(Autodiff, UnetLikeGraphDifferentiatesEveryForwardOp) {
     ASSERT_NE(grad, kNoTensor) << fwd.tensor(p).name;
     EXPECT_EQ(train->tensor(grad).shape, fwd.tensor(p).shape);
   }
-  EXPECT_EQ(counts["adam_update"], params);
+  EXPECT_EQ(counts[OpKind::kAdamUpdate], params);
 }
 
 }  // namespace

@@ -48,7 +48,7 @@ TEST(FusionTest, FusesEachReluThatIsItsConvsOnlyReader) {
     const NodeId id = f->graph.find_node(name);
     ASSERT_NE(id, kNoNode) << name;
     const Node& n = f->graph.node(id);
-    EXPECT_EQ(n.op, "conv") << name;
+    EXPECT_EQ(n.op, OpKind::kConv) << name;
     EXPECT_EQ(std::get<std::string>(n.attrs.at(std::string(kActivationAttr))), kActivationRelu);
     // The relu's output keeps its name and is what relu_bwd reads.
     const TensorId y = f->graph.find_tensor(name);
@@ -56,7 +56,7 @@ TEST(FusionTest, FusesEachReluThatIsItsConvsOnlyReader) {
     EXPECT_EQ(f->graph.tensor(y).producer, id);
     bool read_by_relu_bwd = false;
     for (NodeId c : f->graph.tensor(y).consumers) {
-      read_by_relu_bwd = read_by_relu_bwd || f->graph.node(c).op == "relu_bwd";
+      read_by_relu_bwd = read_by_relu_bwd || f->graph.node(c).op == OpKind::kReluBwd;
     }
     EXPECT_TRUE(read_by_relu_bwd) << name;
   }
@@ -116,8 +116,8 @@ TEST(FusionTest, LeavesLeakyReluDeconvAndTheLossAlone) {
   // which keeps its name, now produced by the fused node.
   EXPECT_EQ(f->fused, (std::vector<std::string>{"l"}));
   EXPECT_NE(f->graph.find_node("a"), kNoNode);
-  EXPECT_EQ(f->graph.node(f->graph.find_node("a")).op, "leaky_relu");
-  EXPECT_EQ(f->graph.node(f->graph.find_node("b")).op, "relu");
+  EXPECT_EQ(f->graph.node(f->graph.find_node("a")).op, OpKind::kLeakyRelu);
+  EXPECT_EQ(f->graph.node(f->graph.find_node("b")).op, OpKind::kRelu);
   EXPECT_EQ(f->graph.tensor(f->graph.loss()).name, "l");
 
   // A conv output that is itself the loss is kept.
@@ -160,7 +160,7 @@ TEST(FusionTest, ConvActivationAttributeIsCheckedAndDifferentiated) {
              {"pad", std::vector<int64_t>{1, 1}},
              {"dilation", std::vector<int64_t>{1, 1}},
              {std::string(kActivationAttr), std::string("tanh")}};
-  auto bad = g.add_node("conv", "bad", {x, w}, a);
+  auto bad = g.add_node(OpKind::kConv, "bad", {x, w}, a);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("'activation' must be the string \"relu\""),
             std::string::npos)
@@ -170,7 +170,7 @@ TEST(FusionTest, ConvActivationAttributeIsCheckedAndDifferentiated) {
   TensorId hx = h.input("x", {1, 2, 4, 4});
   TensorId hw = h.parameter("w", {2, 2, 3, 3}, Init::he_normal(1, 18));
   a[std::string(kActivationAttr)] = std::string(kActivationRelu);
-  auto y = h.add_node("conv", "y", {hx, hw}, a);
+  auto y = h.add_node(OpKind::kConv, "y", {hx, hw}, a);
   ASSERT_TRUE(y.ok()) << y.status();
   TensorId loss = mse_loss(h, "loss", (*y)[0], h.input("t", {1, 2, 4, 4}));
   auto train = training_graph(h, loss, Sgd{.lr = 0.1});
@@ -180,12 +180,12 @@ TEST(FusionTest, ConvActivationAttributeIsCheckedAndDifferentiated) {
   int relu_bwd = 0;
   for (NodeId id = 0; id < train->num_nodes(); ++id) {
     const Node& n = train->node(id);
-    if (n.op != "relu_bwd") continue;
+    if (n.op != OpKind::kReluBwd) continue;
     ++relu_bwd;
     EXPECT_EQ(train->tensor(n.inputs[0]).name, "y");
     for (NodeId c : train->tensor(n.outputs[0]).consumers) {
-      const std::string& op = train->node(c).op;
-      EXPECT_TRUE(op == "conv_bwd_data" || op == "conv_bwd_weights") << op;
+      const OpKind op = train->node(c).op;
+      EXPECT_TRUE(op == OpKind::kConvBwdData || op == OpKind::kConvBwdWeights) << op_name(op);
     }
   }
   EXPECT_EQ(relu_bwd, 1);

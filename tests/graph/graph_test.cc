@@ -110,11 +110,14 @@ TEST(GraphTest, NamesTheTextFormCannotHoldAreRejected) {
 
 TEST(GraphTest, UnknownOpAndBadInputNameTheNode) {
   Graph g;
-  TensorId x = g.input("x", {1, 1, 4, 4});
-  auto r = g.add_node("no_such_op", "n1", {x}, {});
+  g.input("x", {1, 1, 4, 4});
+  auto r =
+      parse_graph("input x f32[1,1,4,4]\nnode n1 = no_such_op(x) -> n1 f32[1,1,4,4] activation\n");
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(std::string(r.status().message()).find("n1"), std::string::npos);
-  auto r2 = g.add_node("relu", "n2", {42}, {});
+  EXPECT_NE(std::string(r.status().message()).find("node 'n1' (no_such_op): unknown op"),
+            std::string::npos)
+      << r.status();
+  auto r2 = g.add_node(OpKind::kRelu, "n2", {42}, {});
   ASSERT_FALSE(r2.ok());
   EXPECT_NE(std::string(r2.status().message()).find("n2"), std::string::npos);
 }

@@ -3,10 +3,14 @@
 // inputs, FLOPs.
 #include "graph/op_registry.h"
 
+#include <algorithm>
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
+#include <string>
+#include <string_view>
 
 #include "gtest/gtest.h"
 #include "lms/ops.h"
@@ -32,37 +36,105 @@ std::set<std::string> ops_in_catalog() {
 TEST(OpRegistry, RegistersExactlyTheCatalog) {
   std::set<std::string> catalog = ops_in_catalog();
   ASSERT_GE(catalog.size(), 40u) << "docs/ops.md parse found too few ops";
-  std::vector<std::string> ops = registered_ops();
-  EXPECT_TRUE(std::is_sorted(ops.begin(), ops.end()));
-  EXPECT_EQ(std::set<std::string>(ops.begin(), ops.end()), catalog);
-  for (const std::string& op : ops) {
-    const OpDef* def = find_op(op);
-    ASSERT_NE(def, nullptr) << op;
-    EXPECT_EQ(def->name, op);
-    EXPECT_TRUE(def->infer) << op;
-    EXPECT_TRUE(def->flops) << op;
+  std::set<std::string> registered;
+  for (OpKind op : all_op_kinds()) {
+    const OpDef& def = op_def(op);
+    EXPECT_EQ(def.kind, op) << op_name(op);
+    EXPECT_EQ(def.name, op_name(op));
+    EXPECT_TRUE(def.infer) << op_name(op);
+    EXPECT_TRUE(def.flops) << op_name(op);
+    EXPECT_TRUE(def.bytes) << op_name(op);
+    registered.insert(def.name);
   }
-  EXPECT_EQ(find_op("convolution"), nullptr);
+  EXPECT_EQ(registered, catalog);
+}
+
+TEST(OpKind, NamesParseBack) {
+  std::set<std::string> names;
+  for (OpKind op : all_op_kinds()) {
+    EXPECT_EQ(parse_op_kind(op_name(op)), op) << op_name(op);
+    names.insert(op_name(op));
+  }
+  EXPECT_EQ(names.size(), kNumOpKinds);  // no two kinds share a name
+  EXPECT_EQ(parse_op_kind("convolution"), std::nullopt);
+  EXPECT_EQ(parse_op_kind(""), std::nullopt);
+  EXPECT_EQ(parse_op_kind("Conv"), std::nullopt);
+  static_assert(parse_op_kind("swap_in") == OpKind::kSwapIn);
+  static_assert(std::string_view(op_name(OpKind::kConvBwdData)) == "conv_bwd_data");
 }
 
 TEST(OpRegistry, GradientRulesExactlyForForwardOps) {
-  const std::set<std::string> differentiable = {
-      "conv",       "deconv",   "upsample",      "relu",       "leaky_relu", "sigmoid",
-      "softmax",    "add",      "mul",           "scale",      "concat",     "slice",
-      "fill",       "max_pool", "instance_norm", "batch_norm", "mse_loss",   "soft_dice_loss",
-      "reduce_mean"};
-  for (const std::string& op : registered_ops()) {
-    EXPECT_EQ(static_cast<bool>(find_op(op)->grad), differentiable.contains(op)) << op;
+  const std::set<OpKind> differentiable = {
+      OpKind::kConv,      OpKind::kDeconv,       OpKind::kUpsample,     OpKind::kRelu,
+      OpKind::kLeakyRelu, OpKind::kSigmoid,      OpKind::kSoftmax,      OpKind::kAdd,
+      OpKind::kMul,       OpKind::kScale,        OpKind::kConcat,       OpKind::kSlice,
+      OpKind::kFill,      OpKind::kMaxPool,      OpKind::kInstanceNorm, OpKind::kBatchNorm,
+      OpKind::kMseLoss,   OpKind::kSoftDiceLoss, OpKind::kReduceMean};
+  for (OpKind op : all_op_kinds()) {
+    EXPECT_EQ(static_cast<bool>(op_def(op).grad), differentiable.contains(op)) << op_name(op);
   }
 }
 
+// A backward op is named after its forward op plus "_bwd" (docs/ops.md), and
+// only forward ops with a gradient rule (fill aside) may be recomputed.
+TEST(OpRegistry, BackwardAndRecomputableFlags) {
+  for (OpKind op : all_op_kinds()) {
+    const std::string name = op_name(op);
+    EXPECT_EQ(op_def(op).backward, name.find("_bwd") != std::string::npos) << name;
+    if (op_def(op).recomputable) {
+      EXPECT_TRUE(op_def(op).grad) << name;
+      EXPECT_EQ(op_def(op).exec, OpExec::kKernel) << name;
+    }
+  }
+  EXPECT_TRUE(op_def(OpKind::kConv).recomputable);
+  EXPECT_FALSE(op_def(OpKind::kFill).recomputable);
+  EXPECT_FALSE(op_def(OpKind::kMseLoss).recomputable);
+}
+
+TEST(OpRegistry, ExecutionOfSwapAndCollectiveOps) {
+  EXPECT_EQ(op_def(OpKind::kSwapOut).exec, OpExec::kCopyToHost);
+  EXPECT_EQ(op_def(OpKind::kSwapIn).exec, OpExec::kCopyToDevice);
+  EXPECT_EQ(op_def(OpKind::kAllReduce).exec, OpExec::kCollective);
+  int kernels = 0;
+  for (OpKind op : all_op_kinds()) kernels += has_kernel(op) ? 1 : 0;
+  EXPECT_EQ(kernels, static_cast<int>(kNumOpKinds) - 3);
+}
+
+TEST(OpRegistry, AttributeSchemaIsTypedAndSorted) {
+  for (OpKind op : all_op_kinds()) {
+    const std::vector<AttrSchema>& attrs = op_def(op).attrs;
+    EXPECT_TRUE(
+        std::is_sorted(attrs.begin(), attrs.end(),
+                       [](const AttrSchema& a, const AttrSchema& b) { return a.name < b.name; }))
+        << op_name(op);
+  }
+  auto find = [](OpKind op, std::string_view name) -> const AttrSchema* {
+    for (const AttrSchema& a : op_def(op).attrs) {
+      if (a.name == name) return &a;
+    }
+    return nullptr;
+  };
+  ASSERT_NE(find(OpKind::kConv, "stride"), nullptr);
+  EXPECT_EQ(find(OpKind::kConv, "stride")->type, AttrType::kInts);
+  EXPECT_TRUE(find(OpKind::kConv, "stride")->required);
+  ASSERT_NE(find(OpKind::kConv, kWorkspaceAttr), nullptr);
+  EXPECT_EQ(find(OpKind::kConv, kWorkspaceAttr)->type, AttrType::kStr);
+  EXPECT_FALSE(find(OpKind::kConv, kWorkspaceAttr)->required);
+  EXPECT_EQ(find(OpKind::kLeakyRelu, "alpha")->type, AttrType::kReal);
+  EXPECT_EQ(find(OpKind::kSlice, "begin")->type, AttrType::kInt);
+  EXPECT_EQ(find(OpKind::kAdamUpdate, "decay_steps")->type, AttrType::kInt);
+  EXPECT_FALSE(find(OpKind::kAdamUpdate, "decay_steps")->required);
+  EXPECT_TRUE(op_def(OpKind::kRelu).attrs.empty());
+  EXPECT_STREQ(attr_type_name(AttrType::kInts), "ints");
+}
+
 TEST(OpRegistry, MutatedInputs) {
-  EXPECT_EQ(find_op("sgd_update")->mutated_inputs, (std::vector<int>{0, 2}));
-  EXPECT_EQ(find_op("adam_update")->mutated_inputs, (std::vector<int>{0, 2, 3}));
-  EXPECT_EQ(find_op("increment")->mutated_inputs, (std::vector<int>{0}));
-  for (const std::string& op : registered_ops()) {
-    if (op != "sgd_update" && op != "adam_update" && op != "increment") {
-      EXPECT_TRUE(find_op(op)->mutated_inputs.empty()) << op;
+  EXPECT_EQ(op_def(OpKind::kSgdUpdate).mutated_inputs, (std::vector<int>{0, 2}));
+  EXPECT_EQ(op_def(OpKind::kAdamUpdate).mutated_inputs, (std::vector<int>{0, 2, 3}));
+  EXPECT_EQ(op_def(OpKind::kIncrement).mutated_inputs, (std::vector<int>{0}));
+  for (OpKind op : all_op_kinds()) {
+    if (op != OpKind::kSgdUpdate && op != OpKind::kAdamUpdate && op != OpKind::kIncrement) {
+      EXPECT_TRUE(op_def(op).mutated_inputs.empty()) << op_name(op);
     }
   }
 }
@@ -89,7 +161,7 @@ TEST(OpRegistry, AttrHelpers) {
 }
 
 TEST(OpRegistry, SharedChecksNameTheProblem) {
-  const OpDef* relu = find_op("relu");
+  const OpDef* relu = &op_def(OpKind::kRelu);
   auto arity = relu->infer({}, {{2, 3}, {2, 3}});
   ASSERT_FALSE(arity.ok());
   EXPECT_NE(arity.status().message().find("takes 1 inputs, got 2"), absl::string_view::npos)
@@ -97,8 +169,8 @@ TEST(OpRegistry, SharedChecksNameTheProblem) {
   auto unknown = relu->infer({{"alpha", 0.1}}, {{2, 3}});
   ASSERT_FALSE(unknown.ok());
   EXPECT_NE(unknown.status().message().find("unknown attribute 'alpha'"), absl::string_view::npos);
-  auto missing = find_op("conv")->infer({{"stride", std::vector<int64_t>{1, 1}}},
-                                        {{1, 1, 8, 8}, {4, 1, 3, 3}});
+  auto missing = op_def(OpKind::kConv)
+                     .infer({{"stride", std::vector<int64_t>{1, 1}}}, {{1, 1, 8, 8}, {4, 1, 3, 3}});
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("missing attribute 'dilation'"),
             absl::string_view::npos)
@@ -123,28 +195,39 @@ TEST(OpRegistry, ConvFlopsByHand) {
   EXPECT_EQ(node_flops(g, 99), 0.0);
 }
 
+// The default byte cost: inputs read once, outputs written once.
+TEST(OpRegistry, BytesOfInputsAndOutputs) {
+  Graph g;
+  TensorId x = g.input("x", {2, 3, 10, 10});
+  TensorId w = g.parameter("w", {8, 3, 3, 3}, Init::he_normal(1, 27));
+  conv(g, "c", x, w, kNoTensor, {.pad = {1, 1}});
+  ASSERT_TRUE(g.status().ok()) << g.status();
+  EXPECT_DOUBLE_EQ(node_bytes(g, g.find_node("c")), 4.0 * (600 + 216 + 1600));
+  EXPECT_EQ(node_bytes(g, 99), 0.0);
+}
+
 TEST(OpRegistry, BackwardConvFlopsEqualForward) {
   const Attrs geom = {{"stride", std::vector<int64_t>{1, 1}},
                       {"pad", std::vector<int64_t>{1, 1}},
                       {"dilation", std::vector<int64_t>{1, 1}}};
   const Shape x = {2, 3, 10, 10}, w = {8, 3, 3, 3}, y = {2, 8, 10, 10};
-  const double fwd = find_op("conv")->flops(geom, {x, w}, {y});
+  const double fwd = op_def(OpKind::kConv).flops(geom, {x, w}, {y});
   Attrs data = geom;
   data["input_shape"] = x;
   Attrs weights = geom;
   weights["weight_shape"] = w;
   weights["has_bias"] = int64_t{1};
-  EXPECT_DOUBLE_EQ(find_op("conv_bwd_data")->flops(data, {y, w}, {x}), fwd);
-  EXPECT_DOUBLE_EQ(find_op("conv_bwd_weights")->flops(weights, {x, y}, {w, {8}}), fwd);
+  EXPECT_DOUBLE_EQ(op_def(OpKind::kConvBwdData).flops(data, {y, w}, {x}), fwd);
+  EXPECT_DOUBLE_EQ(op_def(OpKind::kConvBwdWeights).flops(weights, {x, y}, {w, {8}}), fwd);
 }
 
 TEST(OpRegistry, ElementwiseAndNormFlopsScaleWithElements) {
   const Shape s = {2, 4, 6, 6};
   const double n = 2 * 4 * 6 * 6;
-  EXPECT_DOUBLE_EQ(find_op("relu")->flops({}, {s}, {s}), n);
-  EXPECT_DOUBLE_EQ(find_op("add")->flops({}, {s, s}, {s}), n);
-  EXPECT_DOUBLE_EQ(find_op("instance_norm")->flops({{"eps", 1e-5}}, {s, {4}, {4}}, {s}), 5 * n);
-  EXPECT_EQ(find_op("swap_out")->flops({}, {s}, {s}), 0.0);
+  EXPECT_DOUBLE_EQ(op_def(OpKind::kRelu).flops({}, {s}, {s}), n);
+  EXPECT_DOUBLE_EQ(op_def(OpKind::kAdd).flops({}, {s, s}, {s}), n);
+  EXPECT_DOUBLE_EQ(op_def(OpKind::kInstanceNorm).flops({{"eps", 1e-5}}, {s, {4}, {4}}, {s}), 5 * n);
+  EXPECT_EQ(op_def(OpKind::kSwapOut).flops({}, {s}, {s}), 0.0);
 }
 
 }  // namespace

@@ -67,9 +67,10 @@ std::vector<std::string> fusable_relus(const Graph& g) {
   std::vector<std::string> out;
   for (NodeId id = 0; id < g.num_nodes(); ++id) {
     const Node& n = g.node(id);
-    if (n.op != "relu") continue;
+    if (n.op != OpKind::kRelu) continue;
     const Tensor& v = g.tensor(n.inputs[0]);
-    if (v.producer != kNoNode && g.node(v.producer).op == "conv" && v.consumers.size() == 1) {
+    if (v.producer != kNoNode && g.node(v.producer).op == OpKind::kConv &&
+        v.consumers.size() == 1) {
       out.push_back(n.name);
     }
   }
@@ -129,7 +130,7 @@ TEST(ConvReluFusion, FusedGraphsTrainToTheSameBits) {
     for (const std::string& name : got) {
       const NodeId id = fused.find_node(name);
       ASSERT_NE(id, kNoNode) << name;
-      EXPECT_EQ(fused.node(id).op, "conv") << name;
+      EXPECT_EQ(fused.node(id).op, OpKind::kConv) << name;
       EXPECT_EQ(fused.num_nodes(), m.graph.num_nodes() - static_cast<int>(got.size()));
     }
     expect_same_bits(run_steps(fused, **big, m.feeds, m.fetches, kSteps), plain, "fused, LMS off",
@@ -195,10 +196,10 @@ TEST(ConvReluFusion, ConvWithReluActivationEqualsConvThenRelu) {
     TensorId h;
     if (fused) {
       a[std::string(kActivationAttr)] = std::string(kActivationRelu);
-      LMS_ASSIGN_OR_RETURN(std::vector<TensorId> out, g.add_node("conv", "h", {x, w, b}, a));
+      LMS_ASSIGN_OR_RETURN(std::vector<TensorId> out, g.add_node(OpKind::kConv, "h", {x, w, b}, a));
       h = out[0];
     } else {
-      LMS_ASSIGN_OR_RETURN(std::vector<TensorId> out, g.add_node("conv", "v", {x, w, b}, a));
+      LMS_ASSIGN_OR_RETURN(std::vector<TensorId> out, g.add_node(OpKind::kConv, "v", {x, w, b}, a));
       h = relu(g, "h", out[0]);
     }
     const TensorId y = conv2d(g, "head", h, 1, {3}, {.pad = {1}, .seed = 12});

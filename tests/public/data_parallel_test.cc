@@ -64,7 +64,7 @@ class OneRank : public Communicator {
 std::vector<NodeId> all_reduce_nodes(const Graph& g) {
   std::vector<NodeId> out;
   for (NodeId id = 0; id < g.num_nodes(); ++id) {
-    if (g.node(id).op == "all_reduce") out.push_back(id);
+    if (g.node(id).op == OpKind::kAllReduce) out.push_back(id);
   }
   return out;
 }
@@ -227,7 +227,7 @@ TEST(DataParallel, AGradientWaitingForItsBucketCanBeSwapped) {
   bool reads_swap_in = false;
   for (TensorId t : swapped.node(reduce).inputs) {
     const NodeId producer = swapped.tensor(t).producer;
-    reads_swap_in = reads_swap_in || swapped.node(producer).op == "swap_in";
+    reads_swap_in = reads_swap_in || swapped.node(producer).op == OpKind::kSwapIn;
   }
   EXPECT_TRUE(reads_swap_in);
 

@@ -23,11 +23,6 @@ constexpr int64_t kBatch = 8;
 constexpr int64_t kSize = 64;
 constexpr uint64_t kSeed = 77;
 
-bool is_conv_family(const std::string& op) {
-  return op == "conv" || op == "conv_bwd_data" || op == "conv_bwd_weights" || op == "deconv" ||
-         op == "deconv_bwd_data" || op == "deconv_bwd_weights";
-}
-
 // `g` with every convolution set to workspace = "least".
 Graph all_least(Graph g) {
   for (NodeId id = 0; id < static_cast<NodeId>(g.num_nodes()); ++id) {
@@ -44,8 +39,8 @@ TEST(LeastWorkspace, AttributeIsCheckedAndOnlyOnConvolutions) {
   Graph bad = *train;
   NodeId conv = kNoNode, relu = kNoNode;
   for (NodeId id = 0; id < static_cast<NodeId>(bad.num_nodes()); ++id) {
-    if (bad.node(id).op == "conv" && conv == kNoNode) conv = id;
-    if (bad.node(id).op == "relu" && relu == kNoNode) relu = id;
+    if (bad.node(id).op == OpKind::kConv && conv == kNoNode) conv = id;
+    if (bad.node(id).op == OpKind::kRelu && relu == kNoNode) relu = id;
   }
   ASSERT_NE(conv, kNoNode);
   ASSERT_NE(relu, kNoNode);

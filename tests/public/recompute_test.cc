@@ -36,7 +36,7 @@ constexpr int kSteps = 2;
 int count_deferred_releases(const Graph& g) {
   int n = 0;
   for (NodeId id = 0; id < g.num_nodes(); ++id) {
-    n += g.node(id).op == "swap_out" && g.node(id).attrs.contains("release_after");
+    n += g.node(id).op == OpKind::kSwapOut && g.node(id).attrs.contains("release_after");
   }
   return n;
 }
@@ -44,7 +44,7 @@ int count_deferred_releases(const Graph& g) {
 int count_recompute_nodes(const Graph& g) {
   int n = 0;
   for (NodeId id = 0; id < g.num_nodes(); ++id)
-    n += g.node(id).op != "swap_in" && g.node(id).name.rfind("recompute/", 0) == 0;
+    n += g.node(id).op != OpKind::kSwapIn && g.node(id).name.rfind("recompute/", 0) == 0;
   return n;
 }
 
@@ -54,7 +54,7 @@ int count_recompute_nodes(const Graph& g) {
 // both.
 int count_shared_restores(const Graph& g) {
   auto is_clone = [&](NodeId id) {
-    return g.node(id).op != "swap_in" && g.node(id).name.rfind("recompute/", 0) == 0;
+    return g.node(id).op != OpKind::kSwapIn && g.node(id).name.rfind("recompute/", 0) == 0;
   };
   int n = 0;
   for (TensorId t = 0; t < g.num_tensors(); ++t) {

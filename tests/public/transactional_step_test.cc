@@ -72,9 +72,9 @@ void check_every_failure_point(const Model& model, SwapPolicy policy) {
     bool committed = false;
     int late_swap_ins = 0;
     for (NodeId id : *order) {
-      const std::string& op = swapped.node(id).op;
-      committed = committed || op == "increment" || op == "adam_update";
-      if (committed && op == "swap_in") ++late_swap_ins;
+      const OpKind op = swapped.node(id).op;
+      committed = committed || op == OpKind::kIncrement || op == OpKind::kAdamUpdate;
+      if (committed && op == OpKind::kSwapIn) ++late_swap_ins;
     }
     EXPECT_EQ(late_swap_ins, 0);
   }
@@ -106,7 +106,7 @@ void check_every_failure_point(const Model& model, SwapPolicy policy) {
   // allocates only the pinned host block of each swap-out.
   int64_t swap_outs = 0;
   for (NodeId id = 0; id < swapped.num_nodes(); ++id)
-    swap_outs += swapped.node(id).op == "swap_out";
+    swap_outs += swapped.node(id).op == OpKind::kSwapOut;
   ASSERT_EQ(allocations, swap_outs);
   ASSERT_GT(allocations, 0);
 

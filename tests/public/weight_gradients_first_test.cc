@@ -47,10 +47,10 @@ PairOrder pair_order(const Graph& g) {
   std::vector<size_t> position(g.num_nodes());
   for (size_t p = 0; p < order->size(); ++p) position[(*order)[p]] = p;
   for (NodeId w = 0; w < g.num_nodes(); ++w) {
-    if (g.node(w).op != "conv_bwd_weights") continue;
+    if (g.node(w).op != OpKind::kConvBwdWeights) continue;
     const TensorId dy = g.node(w).inputs[1];
     for (NodeId d : g.tensor(dy).consumers) {
-      if (g.node(d).op != "conv_bwd_data" || g.node(d).inputs[0] != dy) continue;
+      if (g.node(d).op != OpKind::kConvBwdData || g.node(d).inputs[0] != dy) continue;
       (position[w] < position[d] ? out.weights_first : out.data_first)++;
     }
   }
@@ -98,7 +98,7 @@ TEST(WeightGradientsFirst, FreesConvInputsEarlierAndKeepsTheBits) {
     for (const std::string& name : spare->weight_gradients_first) {
       const NodeId id = roomy.find_node(name);
       ASSERT_NE(id, kNoNode) << name;
-      EXPECT_EQ(roomy.node(id).op, "conv_bwd_weights") << name;
+      EXPECT_EQ(roomy.node(id).op, OpKind::kConvBwdWeights) << name;
     }
     EXPECT_EQ(spare->summary().find("weights first") != std::string::npos, after.weights_first > 0)
         << spare->summary();

@@ -137,7 +137,7 @@ int blocked_swap_outs(const Graph& g) {
   int n = 0;
   for (NodeId id = 0; id < g.num_nodes(); ++id) {
     const Node& swap = g.node(id);
-    if (swap.op != "swap_out") continue;
+    if (swap.op != OpKind::kSwapOut) continue;
     const Tensor& t = g.tensor(swap.inputs[0]);
     const Node& p = g.node(t.producer);
     auto it = p.attrs.find(kLayoutAttr);

@@ -53,7 +53,7 @@ std::unique_ptr<Device> cpu_device(CpuDeviceOptions o) {
   return d.ok() ? std::move(*d) : nullptr;
 }
 
-bool is_swap(const Node& n) { return n.op == "swap_out" || n.op == "swap_in"; }
+bool is_swap(const Node& n) { return n.op == OpKind::kSwapOut || n.op == OpKind::kSwapIn; }
 
 TEST(ProfileStep, ComputeNodesGetPositiveTimesAndSwapNodesNone) {
   Graph train = small_vdsr(2, 16, 4, 8);

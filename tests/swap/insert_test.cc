@@ -143,7 +143,7 @@ TEST(Insert, RecomputeChainsThroughDeadInputsToLiveOnes) {
   EXPECT_EQ(schedule_names(g), (std::vector<std::string>{"p", "q", "r", "s", "u", "recompute/r/0/q",
                                                          "recompute/r/0", "v", "w", "loss"}));
   const Node& chain_q = g.node(g.find_node("recompute/r/0/q"));
-  EXPECT_EQ(chain_q.op, "scale");
+  EXPECT_EQ(chain_q.op, OpKind::kScale);
   EXPECT_EQ(chain_q.attrs, g.node(g.find_node("q")).attrs);
   EXPECT_EQ(g.tensor(chain_q.inputs[0]).name, "p");
   const Node& chain_r = g.node(g.find_node("recompute/r/0"));
@@ -534,8 +534,10 @@ TEST(Insert, JointPlansAtEveryLinkShareInsert) {
     options.h2d_bytes_per_s = options.d2h_bytes_per_s = rates[rng() % 4];
     std::vector<double> times(live->size());
     for (size_t p = 0; p < times.size(); ++p) {
-      const std::string& op = original.node(live->order[p]).op;
-      times[p] = op.rfind("conv", 0) == 0 ? 5e-5 * static_cast<double>(1 + rng() % 3) : 5e-6;
+      const OpKind op = original.node(live->order[p]).op;
+      const bool conv =
+          op == OpKind::kConv || op == OpKind::kConvBwdData || op == OpKind::kConvBwdWeights;
+      times[p] = conv ? 5e-5 * static_cast<double>(1 + rng() % 3) : 5e-6;
     }
     for (double share : {1.0, 0.5, 0.0}) {
       options.link_share = share;

@@ -223,7 +223,7 @@ void check_layout(const Graph& g, const Facts& f, const std::string& what) {
     int32_t last = first;
     for (NodeId c : tensor.consumers) {
       last = std::max(last, pos[c]);
-      if (g.node(c).op != "swap_out") continue;
+      if (g.node(c).op != OpKind::kSwapOut) continue;
       auto it = g.node(c).attrs.find("release_after");
       if (it != g.node(c).attrs.end()) {
         const NodeId r = g.find_node(std::get<std::string>(it->second));
@@ -287,7 +287,7 @@ void expect_report_figures(const Graph& g, const RewriteReport& rep, const std::
   EXPECT_EQ(rep.fits, rep.peak_bytes_after <= rep.budget_bytes);
 }
 
-int count_op(const Graph& g, const char* op) {
+int count_op(const Graph& g, OpKind op) {
   int n = 0;
   for (NodeId i = 0; i < g.num_nodes(); ++i) n += g.node(i).op == op;
   return n;
@@ -334,7 +334,7 @@ void check_graph(uint64_t seed, int rank, Tally& tally) {
     std::printf("auto swaps %zu, arena %" PRIu64 " bound %" PRIu64 "\n", rep->swapped.size(),
                 rep->arena_bytes, rep->arena_lower_bound_bytes);
     EXPECT_TRUE(rep->fits) << rep->summary();
-    EXPECT_GT(count_op(automatic, "swap_out"), 0);
+    EXPECT_GT(count_op(automatic, OpKind::kSwapOut), 0);
     expect_report_figures(automatic, *rep, "auto");
     variants.emplace_back("auto", std::move(automatic));
   } else {
@@ -355,7 +355,7 @@ void check_graph(uint64_t seed, int rank, Tally& tally) {
   ASSERT_TRUE(order.ok()) << order.status();
   int release_after = 0;
   for (NodeId n = 0; n < tflms.num_nodes(); ++n) {
-    if (tflms.node(n).op != "swap_out" || rng() % 2 != 0) continue;
+    if (tflms.node(n).op != OpKind::kSwapOut || rng() % 2 != 0) continue;
     tflms.mutable_node(n).attrs["release_after"] = tflms.node((*order)[rng() % order->size()]).name;
     ++release_after;
   }
@@ -366,7 +366,7 @@ void check_graph(uint64_t seed, int rank, Tally& tally) {
   variants.emplace_back("tflms", std::move(tflms));
 
   for (const auto& [name, g] : variants) {
-    if (count_op(g, "swap_out") > 0) ++tally.swapped_graphs;
+    if (count_op(g, OpKind::kSwapOut) > 0) ++tally.swapped_graphs;
     for (int k = 0; k < kFactDraws; ++k) {
       check_layout(g, random_facts(rng, g), name + " draw " + std::to_string(k));
       ++tally.layouts;

@@ -168,7 +168,7 @@ TEST(Simulator, AllReduceRunsOnItsOwnStreamBesideTheBackwardPass) {
   bool overlapped = false;
   for (int32_t p = 0; p < s.live.size(); ++p) {
     const Node& n = g.node(s.live.order[p]);
-    if (n.op != "all_reduce") continue;
+    if (n.op != OpKind::kAllReduce) continue;
     ++buckets;
     EXPECT_DOUBLE_EQ(r.end_s[p] - r.start_s[p], 2.5) << n.name;
     for (TensorId t : n.inputs) {
@@ -184,8 +184,8 @@ TEST(Simulator, AllReduceRunsOnItsOwnStreamBesideTheBackwardPass) {
       }
     }
     for (int32_t q = 0; q < s.live.size(); ++q) {
-      const std::string& op = g.node(s.live.order[q]).op;
-      if (op == "all_reduce") continue;
+      const OpKind op = g.node(s.live.order[q]).op;
+      if (op == OpKind::kAllReduce) continue;
       overlapped = overlapped || (r.start_s[q] < r.end_s[p] && r.end_s[q] > r.start_s[p]);
     }
   }

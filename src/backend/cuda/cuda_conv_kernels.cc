@@ -139,7 +139,7 @@ absl::StatusOr<std::pair<int, uint64_t>> pick(const KernelSpec& spec, const Perf
     }
   }
   return absl::UnimplementedError(absl::StrCat(
-      "node '", spec.name, "' (op ", spec.op,
+      "node '", spec.name, "' (op ", op_name(spec.op),
       "): cuDNN offers no deterministic FMA-math algorithm within the workspace limit of ", max_ws,
       " bytes among ", n, " candidates"));
 }
@@ -186,7 +186,7 @@ class CudnnConvKernel final : public Kernel {
         ctx_(ctx),
         p_(std::move(p)),
         pass_(pass),
-        relu_(spec.op == "conv" && spec.attrs.contains(kActivationAttr)) {}
+        relu_(spec.op == OpKind::kConv && spec.attrs.contains(kActivationAttr)) {}
 
   absl::Status init(const KernelSpec& spec) {
     const Shape& ci = p_.transposed ? p_.y : p_.x;
@@ -195,7 +195,7 @@ class CudnnConvKernel final : public Kernel {
     co_sample_ = num_elements(co) / co[0];
     LMS_ASSIGN_OR_RETURN(split_,
                          conv_split_plan(spec.name, ci[0], std::max(ci_sample_, co_sample_)));
-    const std::string label = absl::StrCat("node '", spec.name, "' (op ", spec.op, ")");
+    const std::string label = absl::StrCat("node '", spec.name, "' (op ", op_name(spec.op), ")");
     for (const auto& piece : split_.pieces) {
       if (setup_for(piece.second) != nullptr) continue;
       auto setup = std::make_unique<PieceSetup>();
@@ -221,7 +221,7 @@ class CudnnConvKernel final : public Kernel {
   uint64_t workspace_bytes() const override { return workspace_bytes_; }
 
   absl::Status run(const KernelArgs& a) override {
-    const std::string what = absl::StrCat("node '", name_, "' (op ", op_, ")");
+    const std::string what = absl::StrCat("node '", name_, "' (op ", op_name(op_), ")");
     for (size_t k = 0; k < split_.pieces.size(); ++k) {
       const auto [first, samples] = split_.pieces[k];
       LMS_RETURN_IF_ERROR(run_piece(a, *setup_for(samples), first, k == 0, what));
@@ -291,7 +291,7 @@ class CudnnConvKernel final : public Kernel {
           what + ": cudnnConvolutionBackwardFilter");
       return absl::OkStatus();
     }
-    if (p_.bias && (op_ == "conv" || op_ == "deconv")) {
+    if (p_.bias && (op_ == OpKind::kConv || op_ == OpKind::kDeconv)) {
       // The output is co for conv (forward) and ci for deconv (backward data).
       float* y = p_.transposed ? a.outputs[0] + ci_at : a.outputs[0] + co_at;
       LMS_CUDNN_RETURN_IF_ERROR(cudnnAddTensor(ctx_.cudnn, &one, d.bias, a.inputs[2], &one,
@@ -305,7 +305,8 @@ class CudnnConvKernel final : public Kernel {
   // scratch after it starts at the next multiple of this (bytes).
   static constexpr uint64_t kScratchAlignment = 256;
 
-  std::string name_, op_;
+  std::string name_;
+  OpKind op_;
   CudaKernelContext ctx_;
   ConvProblem p_;
   Pass pass_;
@@ -318,9 +319,9 @@ class CudnnConvKernel final : public Kernel {
   int64_t bias_count_ = 0, bias_inner_ = 0;
 };
 
-Pass pass_of(const std::string& op) {
-  if (op == "conv" || op == "deconv_bwd_data") return Pass::kForward;
-  if (op == "deconv" || op == "conv_bwd_data") return Pass::kBackwardData;
+Pass pass_of(OpKind op) {
+  if (op == OpKind::kConv || op == OpKind::kDeconvBwdData) return Pass::kForward;
+  if (op == OpKind::kDeconv || op == OpKind::kConvBwdData) return Pass::kBackwardData;
   return Pass::kBackwardFilter;
 }
 
@@ -328,11 +329,7 @@ Pass pass_of(const std::string& op) {
 
 absl::StatusOr<std::unique_ptr<Kernel>> create_cuda_conv_kernel(const KernelSpec& spec,
                                                                 const CudaKernelContext& ctx) {
-  static const char* const kOps[] = {"conv",   "conv_bwd_data",   "conv_bwd_weights",
-                                     "deconv", "deconv_bwd_data", "deconv_bwd_weights"};
-  bool mine = false;
-  for (const char* op : kOps) mine = mine || spec.op == op;
-  if (!mine) return std::unique_ptr<Kernel>();
+  if (!is_conv_family(spec.op)) return std::unique_ptr<Kernel>();
   LMS_ASSIGN_OR_RETURN(ConvProblem p, conv_problem(spec));
   auto kernel = std::make_unique<CudnnConvKernel>(spec, ctx, std::move(p), pass_of(spec.op));
   LMS_RETURN_IF_ERROR(kernel->init(spec));

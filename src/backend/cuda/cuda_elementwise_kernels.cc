@@ -233,28 +233,29 @@ KernelOr make_fill(const KernelSpec& spec, const CudaKernelContext& ctx) {
 KernelOr create_cuda_elementwise_kernel(const KernelSpec& spec, const CudaKernelContext& ctx) {
   using launch::Binary;
   using launch::Unary;
-  const std::string& op = spec.op;
-  if (op == "relu") return make_unary(spec, ctx, Unary::kRelu, 0.f);
-  if (op == "relu_bwd") return make_binary(spec, ctx, Binary::kReluBwd, 0.f, "input dy");
-  if (op == "leaky_relu" || op == "leaky_relu_bwd") {
+  const OpKind op = spec.op;
+  if (op == OpKind::kRelu) return make_unary(spec, ctx, Unary::kRelu, 0.f);
+  if (op == OpKind::kReluBwd) return make_binary(spec, ctx, Binary::kReluBwd, 0.f, "input dy");
+  if (op == OpKind::kLeakyRelu || op == OpKind::kLeakyReluBwd) {
     LMS_ASSIGN_OR_RETURN(double alpha, real_attr(spec, "alpha"));
     const float a = static_cast<float>(alpha);
-    if (op == "leaky_relu") return make_unary(spec, ctx, Unary::kLeakyRelu, a);
+    if (op == OpKind::kLeakyRelu) return make_unary(spec, ctx, Unary::kLeakyRelu, a);
     return make_binary(spec, ctx, Binary::kLeakyReluBwd, a, "input dy");
   }
-  if (op == "sigmoid") return make_unary(spec, ctx, Unary::kSigmoid, 0.f);
-  if (op == "sigmoid_bwd") return make_binary(spec, ctx, Binary::kSigmoidBwd, 0.f, "input dy");
-  if (op == "softmax") return make_softmax(spec, ctx, false);
-  if (op == "softmax_bwd") return make_softmax(spec, ctx, true);
-  if (op == "add") return make_binary(spec, ctx, Binary::kAdd, 0.f, "input b");
-  if (op == "mul") return make_binary(spec, ctx, Binary::kMul, 0.f, "input b");
-  if (op == "scale") {
+  if (op == OpKind::kSigmoid) return make_unary(spec, ctx, Unary::kSigmoid, 0.f);
+  if (op == OpKind::kSigmoidBwd)
+    return make_binary(spec, ctx, Binary::kSigmoidBwd, 0.f, "input dy");
+  if (op == OpKind::kSoftmax) return make_softmax(spec, ctx, false);
+  if (op == OpKind::kSoftmaxBwd) return make_softmax(spec, ctx, true);
+  if (op == OpKind::kAdd) return make_binary(spec, ctx, Binary::kAdd, 0.f, "input b");
+  if (op == OpKind::kMul) return make_binary(spec, ctx, Binary::kMul, 0.f, "input b");
+  if (op == OpKind::kScale) {
     LMS_ASSIGN_OR_RETURN(double factor, real_attr(spec, "factor"));
     return make_unary(spec, ctx, Unary::kScale, static_cast<float>(factor));
   }
-  if (op == "concat") return make_concat(spec, ctx);
-  if (op == "slice") return make_slice(spec, ctx);
-  if (op == "fill") return make_fill(spec, ctx);
+  if (op == OpKind::kConcat) return make_concat(spec, ctx);
+  if (op == OpKind::kSlice) return make_slice(spec, ctx);
+  if (op == OpKind::kFill) return make_fill(spec, ctx);
   return std::unique_ptr<Kernel>();
 }
 

@@ -32,7 +32,7 @@ inline std::unique_ptr<Kernel> make_fn_kernel(FnKernel::Fn fn, uint64_t workspac
 
 // "node '<name>' (op <op>)", the prefix of every run-time error.
 inline std::string node_label(const KernelSpec& spec) {
-  return "node '" + spec.name + "' (op " + spec.op + ")";
+  return "node '" + spec.name + "' (op " + std::string(op_name(spec.op)) + ")";
 }
 
 }  // namespace lms::cuda

@@ -1,23 +1,82 @@
 #include "backend/cuda/cuda_kernels.h"
 
 #include "absl/strings/str_cat.h"
+#include "lms/op_kind.h"
 #include "lms/status.h"
 
 namespace lms::cuda {
 
+namespace {
+
+using Factory = absl::StatusOr<std::unique_ptr<Kernel>> (*)(const KernelSpec&,
+                                                            const CudaKernelContext&);
+
+// The CUDA backend's dispatch table (docs/ops.md, "Adding an op"). No
+// default: a new OpKind does not compile (-Wswitch) until it has a row here.
+Factory cuda_kernel_factory(OpKind op) {
+  switch (op) {
+    case OpKind::kConv:
+    case OpKind::kConvBwdData:
+    case OpKind::kConvBwdWeights:
+    case OpKind::kDeconv:
+    case OpKind::kDeconvBwdData:
+    case OpKind::kDeconvBwdWeights:
+      return &create_cuda_conv_kernel;
+    case OpKind::kRelu:
+    case OpKind::kReluBwd:
+    case OpKind::kLeakyRelu:
+    case OpKind::kLeakyReluBwd:
+    case OpKind::kSigmoid:
+    case OpKind::kSigmoidBwd:
+    case OpKind::kSoftmax:
+    case OpKind::kSoftmaxBwd:
+    case OpKind::kAdd:
+    case OpKind::kMul:
+    case OpKind::kScale:
+    case OpKind::kConcat:
+    case OpKind::kSlice:
+    case OpKind::kFill:
+      return &create_cuda_elementwise_kernel;
+    case OpKind::kMseLoss:
+    case OpKind::kMseLossBwd:
+    case OpKind::kSoftDiceLoss:
+    case OpKind::kSoftDiceLossBwd:
+    case OpKind::kReduceMean:
+    case OpKind::kReduceMeanBwd:
+    case OpKind::kGlobalNorm:
+    case OpKind::kIncrement:
+    case OpKind::kSgdUpdate:
+    case OpKind::kAdamUpdate:
+      return &create_cuda_reduction_kernel;
+    case OpKind::kUpsample:
+    case OpKind::kUpsampleBwd:
+    case OpKind::kMaxPool:
+    case OpKind::kMaxPoolBwd:
+    case OpKind::kInstanceNorm:
+    case OpKind::kInstanceNormBwd:
+    case OpKind::kBatchNorm:
+    case OpKind::kBatchNormBwd:
+      return &create_cuda_spatial_kernel;
+    case OpKind::kSwapOut:  // copies and collectives run on their own streams
+    case OpKind::kSwapIn:
+    case OpKind::kAllReduce:
+      return nullptr;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Kernel>> create_cuda_kernel(const KernelSpec& spec,
                                                            const CudaKernelContext& ctx) {
-  using Factory =
-      absl::StatusOr<std::unique_ptr<Kernel>> (*)(const KernelSpec&, const CudaKernelContext&);
-  for (Factory factory : {&create_cuda_conv_kernel, &create_cuda_elementwise_kernel,
-                          &create_cuda_reduction_kernel, &create_cuda_spatial_kernel}) {
+  if (Factory factory = cuda_kernel_factory(spec.op)) {
     LMS_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> kernel, factory(spec, ctx));
     if (kernel) return kernel;
   }
   return absl::UnimplementedError(absl::StrCat("node '", spec.name,
                                                "': the CUDA backend has no "
                                                "kernel for op '",
-                                               spec.op, "'"));
+                                               op_name(spec.op), "'"));
 }
 
 }  // namespace lms::cuda

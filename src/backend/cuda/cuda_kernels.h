@@ -44,8 +44,8 @@ struct CudaKernelContext {
 absl::StatusOr<std::unique_ptr<Kernel>> create_cuda_kernel(const KernelSpec& spec,
                                                            const CudaKernelContext& ctx);
 
-// The families behind create_cuda_kernel; each returns a null kernel for an
-// op that is not its own.
+// The families behind create_cuda_kernel (its dispatch table picks one by
+// OpKind); each returns a null kernel for an op that is not its own.
 // conv, conv_bwd_data, conv_bwd_weights, deconv, deconv_bwd_data, deconv_bwd_weights.
 absl::StatusOr<std::unique_ptr<Kernel>> create_cuda_conv_kernel(const KernelSpec& spec,
                                                                 const CudaKernelContext& ctx);

@@ -236,18 +236,19 @@ KernelOr make_adam(const KernelSpec& spec, const CudaKernelContext& ctx) {
 }  // namespace
 
 KernelOr create_cuda_reduction_kernel(const KernelSpec& spec, const CudaKernelContext& ctx) {
-  const std::string& op = spec.op;
-  if (op == "mse_loss" || op == "mse_loss_bwd") return make_mse(spec, ctx, op == "mse_loss_bwd");
-  if (op == "soft_dice_loss" || op == "soft_dice_loss_bwd") {
-    return make_dice(spec, ctx, op == "soft_dice_loss_bwd");
+  const OpKind op = spec.op;
+  if (op == OpKind::kMseLoss || op == OpKind::kMseLossBwd)
+    return make_mse(spec, ctx, op == OpKind::kMseLossBwd);
+  if (op == OpKind::kSoftDiceLoss || op == OpKind::kSoftDiceLossBwd) {
+    return make_dice(spec, ctx, op == OpKind::kSoftDiceLossBwd);
   }
-  if (op == "reduce_mean" || op == "reduce_mean_bwd") {
-    return make_reduce_mean(spec, ctx, op == "reduce_mean_bwd");
+  if (op == OpKind::kReduceMean || op == OpKind::kReduceMeanBwd) {
+    return make_reduce_mean(spec, ctx, op == OpKind::kReduceMeanBwd);
   }
-  if (op == "global_norm") return make_global_norm(spec, ctx);
-  if (op == "increment") return make_increment(spec, ctx);
-  if (op == "sgd_update") return make_sgd(spec, ctx);
-  if (op == "adam_update") return make_adam(spec, ctx);
+  if (op == OpKind::kGlobalNorm) return make_global_norm(spec, ctx);
+  if (op == OpKind::kIncrement) return make_increment(spec, ctx);
+  if (op == OpKind::kSgdUpdate) return make_sgd(spec, ctx);
+  if (op == OpKind::kAdamUpdate) return make_adam(spec, ctx);
   return std::unique_ptr<Kernel>();
 }
 

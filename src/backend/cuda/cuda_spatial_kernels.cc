@@ -186,17 +186,17 @@ KernelOr make_upsample(const KernelSpec& spec, const CudaKernelContext& ctx, boo
 }  // namespace
 
 KernelOr create_cuda_spatial_kernel(const KernelSpec& spec, const CudaKernelContext& ctx) {
-  const std::string& op = spec.op;
-  if (op == "instance_norm" || op == "instance_norm_bwd") {
-    return make_norm(spec, ctx, true, op == "instance_norm_bwd");
+  const OpKind op = spec.op;
+  if (op == OpKind::kInstanceNorm || op == OpKind::kInstanceNormBwd) {
+    return make_norm(spec, ctx, true, op == OpKind::kInstanceNormBwd);
   }
-  if (op == "batch_norm" || op == "batch_norm_bwd") {
-    return make_norm(spec, ctx, false, op == "batch_norm_bwd");
+  if (op == OpKind::kBatchNorm || op == OpKind::kBatchNormBwd) {
+    return make_norm(spec, ctx, false, op == OpKind::kBatchNormBwd);
   }
-  if (op == "max_pool" || op == "max_pool_bwd")
-    return make_max_pool(spec, ctx, op == "max_pool_bwd");
-  if (op == "upsample" || op == "upsample_bwd")
-    return make_upsample(spec, ctx, op == "upsample_bwd");
+  if (op == OpKind::kMaxPool || op == OpKind::kMaxPoolBwd)
+    return make_max_pool(spec, ctx, op == OpKind::kMaxPoolBwd);
+  if (op == OpKind::kUpsample || op == OpKind::kUpsampleBwd)
+    return make_upsample(spec, ctx, op == OpKind::kUpsampleBwd);
   return std::unique_ptr<Kernel>();
 }
 

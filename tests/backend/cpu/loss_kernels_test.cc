@@ -50,14 +50,14 @@ TEST_F(LossTest, MseForwardAndBackward) {
   const Shape s = {2, 1, 7, 9};
   const int64_t n = num_elements(s);
   Buffers in = {testing::random_vector(rng, n), testing::random_vector(rng, n)};
-  auto loss = run_spec(make_spec("mse_loss", {s, s}, {kScalar}), in, ctx_);
+  auto loss = run_spec(make_spec(OpKind::kMseLoss, {s, s}, {kScalar}), in, ctx_);
   ASSERT_TRUE(loss.ok()) << loss.status();
   const double want = mse_ref(testing::to_double(in[0]), in[1]);
   EXPECT_LT(std::abs((*loss)[0][0] - want) / want, kFwdTol);
 
   const float dloss = 1.7f;
   Buffers bwd_in = {in[0], in[1], {dloss}};
-  auto grad = run_spec(make_spec("mse_loss_bwd", {s, s, kScalar}, {s}), bwd_in, ctx_);
+  auto grad = run_spec(make_spec(OpKind::kMseLossBwd, {s, s, kScalar}, {s}), bwd_in, ctx_);
   ASSERT_TRUE(grad.ok()) << grad.status();
   auto f = [&](const std::vector<double>& p) { return dloss * mse_ref(p, in[1]); };
   EXPECT_LT(testing::max_rel_error((*grad)[0], testing::finite_diff(f, testing::to_double(in[0]))),
@@ -74,7 +74,7 @@ TEST_F(LossTest, SoftDiceForwardAndBackward) {
       for (float& t : target) t = rng() % 3 == 0 ? 1.f : 0.f;
       Buffers in = {testing::random_vector(rng, n, 0.f, 1.f), target};
       const Attrs attrs = {{"eps", eps}};
-      auto loss = run_spec(make_spec("soft_dice_loss", {s, s}, {kScalar}, attrs), in, ctx_);
+      auto loss = run_spec(make_spec(OpKind::kSoftDiceLoss, {s, s}, {kScalar}, attrs), in, ctx_);
       ASSERT_TRUE(loss.ok()) << loss.status();
       const double want = dice_ref(s, testing::to_double(in[0]), target, eps);
       EXPECT_LT(std::abs((*loss)[0][0] - want), kFwdTol);
@@ -82,7 +82,7 @@ TEST_F(LossTest, SoftDiceForwardAndBackward) {
       const float dloss = -0.6f;
       Buffers bwd_in = {in[0], target, {dloss}};
       auto grad =
-          run_spec(make_spec("soft_dice_loss_bwd", {s, s, kScalar}, {s}, attrs), bwd_in, ctx_);
+          run_spec(make_spec(OpKind::kSoftDiceLossBwd, {s, s, kScalar}, {s}, attrs), bwd_in, ctx_);
       ASSERT_TRUE(grad.ok()) << grad.status();
       auto f = [&](const std::vector<double>& p) { return dloss * dice_ref(s, p, target, eps); };
       const auto fd = testing::finite_diff(f, testing::to_double(in[0]));
@@ -94,7 +94,8 @@ TEST_F(LossTest, SoftDiceForwardAndBackward) {
 TEST_F(LossTest, PerfectPredictionHasZeroDiceLoss) {
   const Shape s = {1, 2, 2, 2};
   Buffers in = {{1, 0, 1, 0, 0, 1, 1, 1}, {1, 0, 1, 0, 0, 1, 1, 1}};
-  auto loss = run_spec(make_spec("soft_dice_loss", {s, s}, {kScalar}, {{"eps", 1e-6}}), in, ctx_);
+  auto loss =
+      run_spec(make_spec(OpKind::kSoftDiceLoss, {s, s}, {kScalar}, {{"eps", 1e-6}}), in, ctx_);
   ASSERT_TRUE(loss.ok()) << loss.status();
   EXPECT_NEAR((*loss)[0][0], 0.0, 1e-7);
 }
@@ -104,7 +105,7 @@ TEST_F(LossTest, ReduceMeanForwardAndBackward) {
   const Shape s = {3, 4, 5};
   const int64_t n = num_elements(s);
   Buffers in = {testing::random_vector(rng, n, 0.f, 2.f)};
-  auto y = run_spec(make_spec("reduce_mean", {s}, {kScalar}), in, ctx_);
+  auto y = run_spec(make_spec(OpKind::kReduceMean, {s}, {kScalar}), in, ctx_);
   ASSERT_TRUE(y.ok()) << y.status();
   double want = 0;
   for (float v : in[0]) want += v;
@@ -113,8 +114,8 @@ TEST_F(LossTest, ReduceMeanForwardAndBackward) {
 
   Buffers dy = {{3.0f}};
   auto dx = run_spec(
-      make_spec("reduce_mean_bwd", {kScalar}, {s}, {{"input_shape", std::vector<int64_t>(s)}}), dy,
-      ctx_);
+      make_spec(OpKind::kReduceMeanBwd, {kScalar}, {s}, {{"input_shape", std::vector<int64_t>(s)}}),
+      dy, ctx_);
   ASSERT_TRUE(dx.ok()) << dx.status();
   for (float v : (*dx)[0]) ASSERT_FLOAT_EQ(v, 3.0f / n);
 }
@@ -125,7 +126,8 @@ TEST_F(LossTest, RepeatedRunsAreBitIdentical) {
   const int64_t n = num_elements(s);
   Buffers in = {
       testing::random_vector(rng, n, 0.f, 1.f), testing::random_vector(rng, n, 0.f, 1.f), {0.5f}};
-  const KernelSpec spec = make_spec("soft_dice_loss_bwd", {s, s, kScalar}, {s}, {{"eps", 1e-5}});
+  const KernelSpec spec =
+      make_spec(OpKind::kSoftDiceLossBwd, {s, s, kScalar}, {s}, {{"eps", 1e-5}});
   auto a = run_spec(spec, in, ctx_);
   auto b = run_spec(spec, in, ctx_);
   ASSERT_TRUE(a.ok() && b.ok());
@@ -135,18 +137,19 @@ TEST_F(LossTest, RepeatedRunsAreBitIdentical) {
 TEST_F(LossTest, InvalidSpecsAreRejected) {
   const Shape s = {2, 3, 4};
   const std::vector<KernelSpec> bad = {
-      make_spec("mse_loss", {s, {2, 3, 5}}, {kScalar}),                    // target shape
-      make_spec("mse_loss", {s, s}, {s}),                                  // loss not scalar
-      make_spec("mse_loss_bwd", {s, s, {2}}, {s}),                         // dloss not scalar
-      make_spec("soft_dice_loss", {s, s}, {kScalar}),                      // eps missing
-      make_spec("soft_dice_loss", {s, s}, {kScalar}, {{"eps", -1.0}}),     // eps < 0
-      make_spec("soft_dice_loss", {{6}, {6}}, {kScalar}, {{"eps", 1.0}}),  // rank 1
-      make_spec("reduce_mean_bwd", {kScalar}, {s}, {{"input_shape", std::vector<int64_t>{2, 3}}}),
-      make_spec("reduce_mean_bwd", {kScalar}, {s}, {{"input_shape", int64_t{24}}}),
+      make_spec(OpKind::kMseLoss, {s, {2, 3, 5}}, {kScalar}),                   // target shape
+      make_spec(OpKind::kMseLoss, {s, s}, {s}),                                 // loss not scalar
+      make_spec(OpKind::kMseLossBwd, {s, s, {2}}, {s}),                         // dloss not scalar
+      make_spec(OpKind::kSoftDiceLoss, {s, s}, {kScalar}),                      // eps missing
+      make_spec(OpKind::kSoftDiceLoss, {s, s}, {kScalar}, {{"eps", -1.0}}),     // eps < 0
+      make_spec(OpKind::kSoftDiceLoss, {{6}, {6}}, {kScalar}, {{"eps", 1.0}}),  // rank 1
+      make_spec(OpKind::kReduceMeanBwd, {kScalar}, {s},
+                {{"input_shape", std::vector<int64_t>{2, 3}}}),
+      make_spec(OpKind::kReduceMeanBwd, {kScalar}, {s}, {{"input_shape", int64_t{24}}}),
   };
   for (const KernelSpec& spec : bad) {
     auto k = create_pointwise_kernel(spec, ctx_);
-    EXPECT_EQ(k.status().code(), absl::StatusCode::kInvalidArgument) << spec.op;
+    EXPECT_EQ(k.status().code(), absl::StatusCode::kInvalidArgument) << op_name(spec.op);
     EXPECT_NE(k.status().message().find(spec.name), std::string::npos) << k.status();
   }
 }

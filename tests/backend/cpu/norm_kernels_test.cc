@@ -51,7 +51,8 @@ std::vector<double> norm_ref(const Shape& s, const std::vector<double>& x,
 }
 
 struct Case {
-  const char* op;
+  OpKind op;
+  OpKind bwd;
   bool instance;
   Shape shape;
 };
@@ -63,7 +64,7 @@ class NormTest : public ::testing::TestWithParam<Case> {
 
 TEST_P(NormTest, ForwardMatchesReference) {
   const Case& c = GetParam();
-  std::mt19937 rng = testing::seeded_rng(2024, c.op);
+  std::mt19937 rng = testing::seeded_rng(2024, op_name(c.op));
   const int64_t n = num_elements(c.shape), ch = c.shape[1];
   Buffers in = {testing::random_vector(rng, n, -2.f, 3.f),
                 testing::random_vector(rng, ch, 0.5f, 2.f), testing::random_vector(rng, ch)};
@@ -77,7 +78,7 @@ TEST_P(NormTest, ForwardMatchesReference) {
 
 TEST_P(NormTest, BackwardMatchesFiniteDifferences) {
   const Case& c = GetParam();
-  std::mt19937 rng = testing::seeded_rng(4048, c.op);
+  std::mt19937 rng = testing::seeded_rng(4048, op_name(c.op));
   const int64_t n = num_elements(c.shape), ch = c.shape[1];
   const auto x = testing::random_vector(rng, n, -2.f, 3.f);
   const auto gamma = testing::random_vector(rng, ch, 0.5f, 2.f);
@@ -85,7 +86,7 @@ TEST_P(NormTest, BackwardMatchesFiniteDifferences) {
   const auto r = testing::random_vector(rng, n);
   Buffers in = {x, gamma, r};
   const Attrs attrs = {{"eps", kEps}};
-  const std::string op = std::string(c.op) + "_bwd";
+  const OpKind op = c.bwd;
   auto grads =
       run_spec(make_spec(op, {c.shape, {ch}, c.shape}, {c.shape, {ch}, {ch}}, attrs), in, ctx_);
   ASSERT_TRUE(grads.ok()) << grads.status();
@@ -113,15 +114,16 @@ TEST_P(NormTest, BackwardMatchesFiniteDifferences) {
   EXPECT_TRUE(testing::bit_identical(*grads, *grads2));
 }
 
-INSTANTIATE_TEST_SUITE_P(Ops, NormTest,
-                         ::testing::Values(Case{"instance_norm", true, {2, 3, 4, 5}},
-                                           Case{"instance_norm", true, {2, 2, 3, 2, 4}},
-                                           Case{"batch_norm", false, {3, 4, 3, 3}},
-                                           Case{"batch_norm", false, {2, 3, 2, 3, 2}}),
-                         [](const ::testing::TestParamInfo<Case>& info) {
-                           return std::string(info.param.op) + "_rank" +
-                                  std::to_string(info.param.shape.size());
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Ops, NormTest,
+    ::testing::Values(Case{OpKind::kInstanceNorm, OpKind::kInstanceNormBwd, true, {2, 3, 4, 5}},
+                      Case{OpKind::kInstanceNorm, OpKind::kInstanceNormBwd, true, {2, 2, 3, 2, 4}},
+                      Case{OpKind::kBatchNorm, OpKind::kBatchNormBwd, false, {3, 4, 3, 3}},
+                      Case{OpKind::kBatchNorm, OpKind::kBatchNormBwd, false, {2, 3, 2, 3, 2}}),
+    [](const ::testing::TestParamInfo<Case>& info) {
+      return std::string(op_name(info.param.op)) + "_rank" +
+             std::to_string(info.param.shape.size());
+    });
 
 class NormSpecTest : public ::testing::Test {
  protected:
@@ -130,8 +132,8 @@ class NormSpecTest : public ::testing::Test {
 
 TEST_F(NormSpecTest, BatchNormWorkspaceHoldsStatisticsAndIsRequired) {
   const Shape s = {4, 8, 6, 6};
-  auto k =
-      create_pointwise_kernel(make_spec("batch_norm", {s, {8}, {8}}, {s}, {{"eps", 1e-5}}), ctx_);
+  auto k = create_pointwise_kernel(
+      make_spec(OpKind::kBatchNorm, {s, {8}, {8}}, {s}, {{"eps", 1e-5}}), ctx_);
   ASSERT_TRUE(k.ok()) << k.status();
   // Mean and variance of C = 8 floats live in the workspace.
   EXPECT_GE((*k)->workspace_bytes(), 2u * 8 * sizeof(float));
@@ -145,17 +147,18 @@ TEST_F(NormSpecTest, BatchNormWorkspaceHoldsStatisticsAndIsRequired) {
 TEST_F(NormSpecTest, InvalidSpecsAreRejected) {
   const Shape s = {2, 3, 4, 4};
   const std::vector<KernelSpec> bad = {
-      make_spec("instance_norm", {s, {4}, {3}}, {s}, {{"eps", 1e-5}}),            // gamma size
-      make_spec("instance_norm", {s, {3}, {3}}, {s}, {{"eps", 0.0}}),             // eps <= 0
-      make_spec("instance_norm", {s, {3}, {3}}, {s}),                             // eps missing
-      make_spec("instance_norm", {{2, 3}, {3}, {3}}, {{2, 3}}, {{"eps", 1e-5}}),  // no spatial
-      make_spec("batch_norm", {s, {3}, {3}}, {s, s}, {{"eps", 1e-5}}),            // outputs
-      make_spec("batch_norm_bwd", {s, {3}, s}, {s, {3}}, {{"eps", 1e-5}}),
-      make_spec("batch_norm_bwd", {s, {3}, {2, 3, 4, 5}}, {s, {3}, {3}}, {{"eps", 1e-5}}),
+      make_spec(OpKind::kInstanceNorm, {s, {4}, {3}}, {s}, {{"eps", 1e-5}}),  // gamma size
+      make_spec(OpKind::kInstanceNorm, {s, {3}, {3}}, {s}, {{"eps", 0.0}}),   // eps <= 0
+      make_spec(OpKind::kInstanceNorm, {s, {3}, {3}}, {s}),                   // eps missing
+      make_spec(OpKind::kInstanceNorm, {{2, 3}, {3}, {3}}, {{2, 3}},
+                {{"eps", 1e-5}}),                                             // no spatial
+      make_spec(OpKind::kBatchNorm, {s, {3}, {3}}, {s, s}, {{"eps", 1e-5}}),  // outputs
+      make_spec(OpKind::kBatchNormBwd, {s, {3}, s}, {s, {3}}, {{"eps", 1e-5}}),
+      make_spec(OpKind::kBatchNormBwd, {s, {3}, {2, 3, 4, 5}}, {s, {3}, {3}}, {{"eps", 1e-5}}),
   };
   for (const KernelSpec& spec : bad) {
     auto k = create_pointwise_kernel(spec, ctx_);
-    EXPECT_EQ(k.status().code(), absl::StatusCode::kInvalidArgument) << spec.op;
+    EXPECT_EQ(k.status().code(), absl::StatusCode::kInvalidArgument) << op_name(spec.op);
     EXPECT_NE(k.status().message().find(spec.name), std::string::npos) << k.status();
   }
 }

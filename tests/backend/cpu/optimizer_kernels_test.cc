@@ -78,7 +78,7 @@ TEST_P(OptimizerTest, SgdMatchesReferenceOverThreeSteps) {
                        {"clip_norm", sc.clip_norm}};
   std::vector<Shape> shapes = {kParam, kParam, kParam};
   if (sc.has_norm) shapes.push_back(kScalar);
-  const KernelSpec spec = make_spec("sgd_update", shapes, {}, attrs);
+  const KernelSpec spec = make_spec(OpKind::kSgdUpdate, shapes, {}, attrs);
 
   const std::vector<float> p0 = testing::random_vector(rng, n);
   std::vector<float> p = p0, v(n, 0.f);
@@ -116,8 +116,8 @@ TEST_P(OptimizerTest, AdamMatchesReferenceOverThreeSteps) {
                        {"clip_norm", sc.clip_norm}};
   std::vector<Shape> shapes = {kParam, kParam, kParam, kParam, kScalar};
   if (sc.has_norm) shapes.push_back(kScalar);
-  const KernelSpec spec = make_spec("adam_update", shapes, {}, attrs);
-  const KernelSpec inc = make_spec("increment", {kScalar}, {});
+  const KernelSpec spec = make_spec(OpKind::kAdamUpdate, shapes, {}, attrs);
+  const KernelSpec inc = make_spec(OpKind::kIncrement, {kScalar}, {});
 
   const std::vector<float> p0 = testing::random_vector(rng, n);
   std::vector<float> p = p0, m(n, 0.f), v(n, 0.f), step = {0.f};
@@ -175,7 +175,7 @@ TEST(OptimizerSchedule, AdamPolyDecayMatchesReference) {
                        {"decay_steps", decay_steps},
                        {"decay_power", power}};
   const KernelSpec spec =
-      make_spec("adam_update", {kParam, kParam, kParam, kParam, kScalar}, {}, attrs);
+      make_spec(OpKind::kAdamUpdate, {kParam, kParam, kParam, kParam, kScalar}, {}, attrs);
   const std::vector<float> p0 = testing::random_vector(rng, n);
   std::vector<float> p = p0, m(n, 0.f), v(n, 0.f);
   std::vector<double> pr = testing::to_double(p0), mr(n, 0.0), vr(n, 0.0);
@@ -217,7 +217,7 @@ TEST_F(OptimizerSpecTest, GlobalNormOverSeveralTensors) {
   const std::vector<Shape> shapes = {{64, 3, 3, 3}, {64}, {1, 64, 3, 3}, {}};
   Buffers in;
   for (const Shape& s : shapes) in.push_back(testing::random_vector(rng, num_elements(s), -2, 2));
-  auto norm = run_spec(make_spec("global_norm", shapes, {kScalar}), in, ctx_);
+  auto norm = run_spec(make_spec(OpKind::kGlobalNorm, shapes, {kScalar}), in, ctx_);
   ASSERT_TRUE(norm.ok()) << norm.status();
   const double want = norm_ref(in);
   EXPECT_LT(std::abs((*norm)[0][0] - want) / want, 1e-6);
@@ -232,8 +232,9 @@ TEST_F(OptimizerSpecTest, AdamRejectsStepZeroAtRunTime) {
                 std::vector<float>(n),
                 std::vector<float>(n),
                 {0.f}};
-  auto out = run_spec(
-      make_spec("adam_update", {kParam, kParam, kParam, kParam, kScalar}, {}, attrs), in, ctx_);
+  auto out =
+      run_spec(make_spec(OpKind::kAdamUpdate, {kParam, kParam, kParam, kParam, kScalar}, {}, attrs),
+               in, ctx_);
   EXPECT_EQ(out.status().code(), absl::StatusCode::kFailedPrecondition) << out.status();
   EXPECT_EQ(in[0], std::vector<float>(n, 1.f)) << "param must be untouched";
 }
@@ -259,24 +260,25 @@ TEST_F(OptimizerSpecTest, InvalidSpecsAreRejected) {
   Attrs power_missing = power_zero;
   power_missing.erase("decay_power");
   const std::vector<KernelSpec> bad = {
-      make_spec("sgd_update", {p, p}, {}, sgd),                            // too few inputs
-      make_spec("sgd_update", {p, p, {4, 3, 3}}, {}, sgd),                 // velocity shape
-      make_spec("sgd_update", {p, p, p, {2}}, {}, sgd),                    // norm not scalar
-      make_spec("sgd_update", {p, p, p}, {p}, sgd),                        // has an output
-      make_spec("sgd_update", {p, p, p}, {}, bad_mom),                     // momentum >= 1
-      make_spec("sgd_update", {p, p, p}, {}, neg_lr),                      // lr < 0
-      make_spec("sgd_update", {p, p, p}, {}, no_wd),                       // missing attr
-      make_spec("adam_update", {p, p, p, p, kScalar}, {}, adam),           // beta1 >= 1
-      make_spec("adam_update", {p, p, p, p, p}, {}, adam),                 // step not scalar
-      make_spec("adam_update", {p, p, p, p, kScalar}, {}, decay_zero),     // decay_steps < 1
-      make_spec("adam_update", {p, p, p, p, kScalar}, {}, power_zero),     // decay_power <= 0
-      make_spec("adam_update", {p, p, p, p, kScalar}, {}, power_missing),  // decay_steps alone
-      make_spec("increment", {{2}}, {}),                                   // step not scalar
-      make_spec("global_norm", {p}, {p}),                                  // norm not scalar
+      make_spec(OpKind::kSgdUpdate, {p, p}, {}, sgd),                         // too few inputs
+      make_spec(OpKind::kSgdUpdate, {p, p, {4, 3, 3}}, {}, sgd),              // velocity shape
+      make_spec(OpKind::kSgdUpdate, {p, p, p, {2}}, {}, sgd),                 // norm not scalar
+      make_spec(OpKind::kSgdUpdate, {p, p, p}, {p}, sgd),                     // has an output
+      make_spec(OpKind::kSgdUpdate, {p, p, p}, {}, bad_mom),                  // momentum >= 1
+      make_spec(OpKind::kSgdUpdate, {p, p, p}, {}, neg_lr),                   // lr < 0
+      make_spec(OpKind::kSgdUpdate, {p, p, p}, {}, no_wd),                    // missing attr
+      make_spec(OpKind::kAdamUpdate, {p, p, p, p, kScalar}, {}, adam),        // beta1 >= 1
+      make_spec(OpKind::kAdamUpdate, {p, p, p, p, p}, {}, adam),              // step not scalar
+      make_spec(OpKind::kAdamUpdate, {p, p, p, p, kScalar}, {}, decay_zero),  // decay_steps < 1
+      make_spec(OpKind::kAdamUpdate, {p, p, p, p, kScalar}, {}, power_zero),  // decay_power <= 0
+      make_spec(OpKind::kAdamUpdate, {p, p, p, p, kScalar}, {},
+                power_missing),                  // decay_steps alone
+      make_spec(OpKind::kIncrement, {{2}}, {}),  // step not scalar
+      make_spec(OpKind::kGlobalNorm, {p}, {p}),  // norm not scalar
   };
   for (const KernelSpec& spec : bad) {
     auto k = create_pointwise_kernel(spec, ctx_);
-    EXPECT_EQ(k.status().code(), absl::StatusCode::kInvalidArgument) << spec.op;
+    EXPECT_EQ(k.status().code(), absl::StatusCode::kInvalidArgument) << op_name(spec.op);
     EXPECT_NE(k.status().message().find(spec.name), std::string::npos) << k.status();
   }
 }

@@ -20,7 +20,8 @@ constexpr double kFwdTol = 1e-6;
 constexpr double kBwdTol = 1e-5;
 
 struct Activation {
-  const char* op;
+  OpKind op;
+  OpKind bwd;
   Attrs attrs;
   std::function<double(double)> f;
   bool bwd_takes_y;  // relu_bwd / sigmoid_bwd take the forward output
@@ -28,10 +29,22 @@ struct Activation {
 
 std::vector<Activation> activations() {
   return {
-      {"relu", {}, [](double x) { return x > 0 ? x : 0.0; }, true},
-      {"leaky_relu", {{"alpha", 0.01}}, [](double x) { return x > 0 ? x : 0.01 * x; }, false},
-      {"leaky_relu", {{"alpha", -0.3}}, [](double x) { return x > 0 ? x : -0.3 * x; }, false},
-      {"sigmoid", {}, [](double x) { return 1.0 / (1.0 + std::exp(-x)); }, true},
+      {OpKind::kRelu, OpKind::kReluBwd, {}, [](double x) { return x > 0 ? x : 0.0; }, true},
+      {OpKind::kLeakyRelu,
+       OpKind::kLeakyReluBwd,
+       {{"alpha", 0.01}},
+       [](double x) { return x > 0 ? x : 0.01 * x; },
+       false},
+      {OpKind::kLeakyRelu,
+       OpKind::kLeakyReluBwd,
+       {{"alpha", -0.3}},
+       [](double x) { return x > 0 ? x : -0.3 * x; },
+       false},
+      {OpKind::kSigmoid,
+       OpKind::kSigmoidBwd,
+       {},
+       [](double x) { return 1.0 / (1.0 + std::exp(-x)); },
+       true},
   };
 }
 
@@ -52,7 +65,7 @@ TEST_F(PointwiseTest, ActivationsMatchReferenceAndFiniteDifferences) {
   const Shape shape = {2, 3, 5, 7};
   const int64_t n = num_elements(shape);
   for (const Activation& act : activations()) {
-    SCOPED_TRACE(act.op);
+    SCOPED_TRACE(op_name(act.op));
     Buffers in = {away_from_zero(rng, n)};
     auto y = run_spec(make_spec(act.op, {shape}, {shape}, act.attrs), in, ctx_);
     ASSERT_TRUE(y.ok()) << y.status();
@@ -62,8 +75,7 @@ TEST_F(PointwiseTest, ActivationsMatchReferenceAndFiniteDifferences) {
 
     const std::vector<float> r = testing::random_vector(rng, n);
     Buffers bwd_in = {act.bwd_takes_y ? (*y)[0] : in[0], r};
-    auto dx = run_spec(make_spec(std::string(act.op) + "_bwd", {shape, shape}, {shape}, act.attrs),
-                       bwd_in, ctx_);
+    auto dx = run_spec(make_spec(act.bwd, {shape, shape}, {shape}, act.attrs), bwd_in, ctx_);
     ASSERT_TRUE(dx.ok()) << dx.status();
     auto loss = [&](const std::vector<double>& x) {
       double s = 0;
@@ -78,7 +90,7 @@ TEST_F(PointwiseTest, ActivationsMatchReferenceAndFiniteDifferences) {
 TEST_F(PointwiseTest, ReluBackwardIsZeroWhereOutputIsZero) {
   const Shape shape = {1, 1, 2, 2};
   Buffers in = {{0.f, 2.f, 0.f, 0.5f}, {1.f, 1.f, -4.f, 3.f}};
-  auto dx = run_spec(make_spec("relu_bwd", {shape, shape}, {shape}), in, ctx_);
+  auto dx = run_spec(make_spec(OpKind::kReluBwd, {shape, shape}, {shape}), in, ctx_);
   ASSERT_TRUE(dx.ok()) << dx.status();
   EXPECT_EQ((*dx)[0], (std::vector<float>{0.f, 1.f, 0.f, 3.f}));
 }
@@ -106,7 +118,7 @@ TEST_F(PointwiseTest, SoftmaxOverChannels2dAnd3d) {
     SCOPED_TRACE(::testing::Message() << "rank " << shape.size());
     const int64_t n = num_elements(shape);
     Buffers in = {testing::random_vector(rng, n, -4.f, 4.f)};
-    auto y = run_spec(make_spec("softmax", {shape}, {shape}), in, ctx_);
+    auto y = run_spec(make_spec(OpKind::kSoftmax, {shape}, {shape}), in, ctx_);
     ASSERT_TRUE(y.ok()) << y.status();
     const std::vector<float> r = testing::random_vector(rng, n);
     std::vector<double> want;
@@ -114,7 +126,7 @@ TEST_F(PointwiseTest, SoftmaxOverChannels2dAnd3d) {
     EXPECT_LT(testing::max_rel_error((*y)[0], want), 1e-5);
 
     Buffers bwd_in = {(*y)[0], r};
-    auto dx = run_spec(make_spec("softmax_bwd", {shape, shape}, {shape}), bwd_in, ctx_);
+    auto dx = run_spec(make_spec(OpKind::kSoftmaxBwd, {shape, shape}, {shape}), bwd_in, ctx_);
     ASSERT_TRUE(dx.ok()) << dx.status();
     auto loss = [&](const std::vector<double>& x) {
       return softmax_ref_loss(shape, x, r, nullptr);
@@ -129,10 +141,11 @@ TEST_F(PointwiseTest, AddMulScaleAreExactFloatOps) {
   const Shape shape = {3, 4, 5, 6, 2};
   const int64_t n = num_elements(shape);
   Buffers in = {testing::random_vector(rng, n, -10, 10), testing::random_vector(rng, n, -10, 10)};
-  auto sum = run_spec(make_spec("add", {shape, shape}, {shape}), in, ctx_);
-  auto prod = run_spec(make_spec("mul", {shape, shape}, {shape}), in, ctx_);
+  auto sum = run_spec(make_spec(OpKind::kAdd, {shape, shape}, {shape}), in, ctx_);
+  auto prod = run_spec(make_spec(OpKind::kMul, {shape, shape}, {shape}), in, ctx_);
   Buffers one = {in[0]};
-  auto scaled = run_spec(make_spec("scale", {shape}, {shape}, {{"factor", -0.75}}), one, ctx_);
+  auto scaled =
+      run_spec(make_spec(OpKind::kScale, {shape}, {shape}, {{"factor", -0.75}}), one, ctx_);
   ASSERT_TRUE(sum.ok() && prod.ok() && scaled.ok());
   for (int64_t i = 0; i < n; ++i) {
     ASSERT_EQ((*sum)[0][i], in[0][i] + in[1][i]) << i;
@@ -151,7 +164,7 @@ TEST_F(PointwiseTest, ConcatThenSliceRoundTrips) {
     parts.push_back(testing::random_vector(rng, num_elements(shapes.back())));
   }
   const Shape y_shape = {3, 8, 4, 3};
-  auto y = run_spec(make_spec("concat", shapes, {y_shape}), parts, ctx_);
+  auto y = run_spec(make_spec(OpKind::kConcat, shapes, {y_shape}), parts, ctx_);
   ASSERT_TRUE(y.ok()) << y.status();
   // Reference layout: y[n, c0 + c, s] = part[n, c, s].
   int64_t begin = 0;
@@ -163,8 +176,9 @@ TEST_F(PointwiseTest, ConcatThenSliceRoundTrips) {
       }
     }
     Buffers y_in = {(*y)[0]};
-    auto back = run_spec(
-        make_spec("slice", {y_shape}, {shapes[p]}, {{"begin", begin}, {"size", c}}), y_in, ctx_);
+    auto back =
+        run_spec(make_spec(OpKind::kSlice, {y_shape}, {shapes[p]}, {{"begin", begin}, {"size", c}}),
+                 y_in, ctx_);
     ASSERT_TRUE(back.ok()) << back.status();
     EXPECT_EQ((*back)[0], parts[p]);
     begin += c;
@@ -173,9 +187,9 @@ TEST_F(PointwiseTest, ConcatThenSliceRoundTrips) {
 
 TEST_F(PointwiseTest, FillWritesValue) {
   Buffers none;
-  auto y = run_spec(
-      make_spec("fill", {}, {{2, 3}}, {{"shape", std::vector<int64_t>{2, 3}}, {"value", 2.5}}),
-      none, ctx_);
+  auto y = run_spec(make_spec(OpKind::kFill, {}, {{2, 3}},
+                              {{"shape", std::vector<int64_t>{2, 3}}, {"value", 2.5}}),
+                    none, ctx_);
   ASSERT_TRUE(y.ok()) << y.status();
   EXPECT_EQ((*y)[0], std::vector<float>(6, 2.5f));
 }
@@ -185,8 +199,9 @@ TEST_F(PointwiseTest, RepeatedRunsAreBitIdentical) {
   const Shape shape = {4, 16, 9, 9};
   const int64_t n = num_elements(shape);
   Buffers in = {testing::random_vector(rng, n), testing::random_vector(rng, n)};
-  for (const char* op : {"softmax_bwd", "sigmoid_bwd", "leaky_relu_bwd", "add"}) {
-    SCOPED_TRACE(op);
+  for (OpKind op :
+       {OpKind::kSoftmaxBwd, OpKind::kSigmoidBwd, OpKind::kLeakyReluBwd, OpKind::kAdd}) {
+    SCOPED_TRACE(op_name(op));
     const KernelSpec spec = make_spec(op, {shape, shape}, {shape}, {{"alpha", 0.1}});
     auto a = run_spec(spec, in, ctx_);
     auto b = run_spec(spec, in, ctx_);
@@ -199,38 +214,39 @@ TEST_F(PointwiseTest, RepeatedRunsAreBitIdentical) {
 TEST_F(PointwiseTest, InvalidSpecsAreRejected) {
   const Shape s = {2, 3, 4, 4};
   const std::vector<KernelSpec> bad = {
-      make_spec("relu", {s, s}, {s}),                                        // arity
-      make_spec("relu", {s}, {{2, 3, 4, 5}}),                                // output shape
-      make_spec("add", {s, {2, 3, 4, 5}}, {s}),                              // b shape
-      make_spec("leaky_relu", {s}, {s}),                                     // missing alpha
-      make_spec("leaky_relu", {s}, {s}, {{"alpha", std::string("x")}}),      // alpha type
-      make_spec("scale", {s}, {s}, {{"factor", std::nan("")}}),              // NaN factor
-      make_spec("softmax", {{12}}, {{12}}),                                  // rank 1
-      make_spec("concat", {s, {2, 3, 5, 4}}, {{2, 6, 4, 4}}),                // spatial mismatch
-      make_spec("concat", {s, s}, {{2, 5, 4, 4}}),                           // sum of channels
-      make_spec("slice", {s}, {{2, 2, 4, 4}}, {{"begin", 2}, {"size", 2}}),  // past C
-      make_spec("slice", {s}, {{2, 1, 4, 4}}, {{"begin", -1}, {"size", 1}}),
-      make_spec("fill", {}, {{2, 3}}, {{"shape", std::vector<int64_t>{3, 2}}, {"value", 1.0}}),
-      make_spec("relu", {{2, 0, 4}}, {{2, 0, 4}}),  // empty dimension
+      make_spec(OpKind::kRelu, {s, s}, {s}),                                   // arity
+      make_spec(OpKind::kRelu, {s}, {{2, 3, 4, 5}}),                           // output shape
+      make_spec(OpKind::kAdd, {s, {2, 3, 4, 5}}, {s}),                         // b shape
+      make_spec(OpKind::kLeakyRelu, {s}, {s}),                                 // missing alpha
+      make_spec(OpKind::kLeakyRelu, {s}, {s}, {{"alpha", std::string("x")}}),  // alpha type
+      make_spec(OpKind::kScale, {s}, {s}, {{"factor", std::nan("")}}),         // NaN factor
+      make_spec(OpKind::kSoftmax, {{12}}, {{12}}),                             // rank 1
+      make_spec(OpKind::kConcat, {s, {2, 3, 5, 4}}, {{2, 6, 4, 4}}),           // spatial mismatch
+      make_spec(OpKind::kConcat, {s, s}, {{2, 5, 4, 4}}),                      // sum of channels
+      make_spec(OpKind::kSlice, {s}, {{2, 2, 4, 4}}, {{"begin", 2}, {"size", 2}}),  // past C
+      make_spec(OpKind::kSlice, {s}, {{2, 1, 4, 4}}, {{"begin", -1}, {"size", 1}}),
+      make_spec(OpKind::kFill, {}, {{2, 3}},
+                {{"shape", std::vector<int64_t>{3, 2}}, {"value", 1.0}}),
+      make_spec(OpKind::kRelu, {{2, 0, 4}}, {{2, 0, 4}}),  // empty dimension
   };
   for (const KernelSpec& spec : bad) {
     auto k = create_pointwise_kernel(spec, ctx_);
-    EXPECT_EQ(k.status().code(), absl::StatusCode::kInvalidArgument) << spec.op;
+    EXPECT_EQ(k.status().code(), absl::StatusCode::kInvalidArgument) << op_name(spec.op);
     EXPECT_NE(k.status().message().find(spec.name), std::string::npos) << k.status();
   }
 }
 
 TEST_F(PointwiseTest, OtherFamiliesOpsAreNotHandled) {
-  for (const char* op : {"conv", "max_pool", "upsample", "swap_out", "nonsense"}) {
+  for (OpKind op : {OpKind::kConv, OpKind::kMaxPool, OpKind::kUpsample, OpKind::kSwapOut}) {
     auto k = create_pointwise_kernel(make_spec(op, {{1, 1, 2, 2}}, {{1, 1, 2, 2}}), ctx_);
     ASSERT_TRUE(k.ok()) << k.status();
-    EXPECT_EQ(*k, nullptr) << op;
+    EXPECT_EQ(*k, nullptr) << op_name(op);
   }
 }
 
 TEST_F(PointwiseTest, RunWithWrongArgumentsFails) {
   const Shape s = {1, 2, 3, 3};
-  auto k = create_pointwise_kernel(make_spec("add", {s, s}, {s}), ctx_);
+  auto k = create_pointwise_kernel(make_spec(OpKind::kAdd, {s, s}, {s}), ctx_);
   ASSERT_TRUE(k.ok() && *k);
   std::vector<float> a(18), y(18);
   KernelArgs args;

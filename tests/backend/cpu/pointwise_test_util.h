@@ -29,9 +29,9 @@ inline CpuKernelContext make_context() {
   return CpuKernelContext{engine, dnnl::stream(engine)};
 }
 
-inline KernelSpec make_spec(std::string op, std::vector<Shape> inputs, std::vector<Shape> outputs,
+inline KernelSpec make_spec(OpKind op, std::vector<Shape> inputs, std::vector<Shape> outputs,
                             Attrs attrs = {}) {
-  return KernelSpec{"test/" + op, std::move(op), std::move(attrs), std::move(inputs),
+  return KernelSpec{std::string("test/") + op_name(op), op, std::move(attrs), std::move(inputs),
                     std::move(outputs)};
 }
 
@@ -39,7 +39,8 @@ inline KernelSpec make_spec(std::string op, std::vector<Shape> inputs, std::vect
 inline absl::StatusOr<std::unique_ptr<Kernel>> compile(const KernelSpec& spec,
                                                        const CpuKernelContext& ctx) {
   auto k = create_pointwise_kernel(spec, ctx);
-  if (k.ok() && *k == nullptr) return absl::NotFoundError("no pointwise kernel for " + spec.op);
+  if (k.ok() && *k == nullptr)
+    return absl::NotFoundError(std::string("no pointwise kernel for ") + op_name(spec.op));
   return k;
 }
 

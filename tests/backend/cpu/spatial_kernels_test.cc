@@ -47,8 +47,10 @@ struct ConvCase {
     if (!transposed) a["dilation"] = dilation;
     return a;
   }
-  std::string op(const std::string& suffix) const {
-    return (transposed ? "deconv" : "conv") + suffix;
+  OpKind forward_op() const { return transposed ? OpKind::kDeconv : OpKind::kConv; }
+  OpKind data_op() const { return transposed ? OpKind::kDeconvBwdData : OpKind::kConvBwdData; }
+  OpKind weights_op() const {
+    return transposed ? OpKind::kDeconvBwdWeights : OpKind::kConvBwdWeights;
   }
 };
 
@@ -150,20 +152,19 @@ Ref ref_backward_bias(const ConvCase& cc, const std::vector<float>& dy) {
 }
 
 KernelSpec forward_spec(const ConvCase& cc) {
-  KernelSpec s{cc.name + "/fwd", cc.op(""), cc.attrs(), {cc.x, cc.w()}, {cc.y()}};
+  KernelSpec s{cc.name + "/fwd", cc.forward_op(), cc.attrs(), {cc.x, cc.w()}, {cc.y()}};
   if (cc.bias) s.input_shapes.push_back({cc.out_channels});
   return s;
 }
 
 KernelSpec backward_data_spec(const ConvCase& cc) {
-  KernelSpec s{cc.name + "/bwd_data", cc.op("_bwd_data"), cc.attrs(), {cc.y(), cc.w()}, {cc.x}};
+  KernelSpec s{cc.name + "/bwd_data", cc.data_op(), cc.attrs(), {cc.y(), cc.w()}, {cc.x}};
   s.attrs["input_shape"] = cc.x;
   return s;
 }
 
 KernelSpec backward_weights_spec(const ConvCase& cc) {
-  KernelSpec s{
-      cc.name + "/bwd_weights", cc.op("_bwd_weights"), cc.attrs(), {cc.x, cc.y()}, {cc.w()}};
+  KernelSpec s{cc.name + "/bwd_weights", cc.weights_op(), cc.attrs(), {cc.x, cc.y()}, {cc.w()}};
   s.attrs["weight_shape"] = cc.w();
   s.attrs["has_bias"] = int64_t{cc.bias};
   if (cc.bias) s.output_shapes.push_back({cc.out_channels});
@@ -598,20 +599,21 @@ TEST(ConvKernelValidation, RejectsBlockedWeightsAndPaddedBlocks) {
 TEST(ConvKernelValidation, OpsWithoutBlockedKernelsRejectBlockedTensors) {
   CpuKernelContext ctx = make_context();
   Attrs mixed = {{std::string(kLayoutAttr), std::string("p:b")}};
-  auto relu =
-      create_cpu_kernel(KernelSpec{"r", "relu", mixed, {{2, 16, 4, 4}}, {{2, 16, 4, 4}}}, ctx);
+  auto relu = create_cpu_kernel(
+      KernelSpec{"r", OpKind::kRelu, mixed, {{2, 16, 4, 4}}, {{2, 16, 4, 4}}}, ctx);
   EXPECT_EQ(relu.status().code(), absl::StatusCode::kInvalidArgument) << relu.status();
   Attrs all = {{std::string(kLayoutAttr), std::string("b:b")}};
-  auto ok = create_cpu_kernel(KernelSpec{"r", "relu", all, {{2, 16, 4, 4}}, {{2, 16, 4, 4}}}, ctx);
+  auto ok =
+      create_cpu_kernel(KernelSpec{"r", OpKind::kRelu, all, {{2, 16, 4, 4}}, {{2, 16, 4, 4}}}, ctx);
   EXPECT_TRUE(ok.ok()) << ok.status();
-  auto softmax =
-      create_cpu_kernel(KernelSpec{"s", "softmax", all, {{2, 16, 4, 4}}, {{2, 16, 4, 4}}}, ctx);
+  auto softmax = create_cpu_kernel(
+      KernelSpec{"s", OpKind::kSoftmax, all, {{2, 16, 4, 4}}, {{2, 16, 4, 4}}}, ctx);
   EXPECT_EQ(softmax.status().code(), absl::StatusCode::kInvalidArgument) << softmax.status();
 }
 
 TEST(ConvKernelValidation, OtherOpsGetNoKernel) {
   CpuKernelContext ctx = make_context();
-  auto k = create_spatial_kernel(KernelSpec{"r", "relu", {}, {{1, 2}}, {{1, 2}}}, ctx);
+  auto k = create_spatial_kernel(KernelSpec{"r", OpKind::kRelu, {}, {{1, 2}}, {{1, 2}}}, ctx);
   ASSERT_TRUE(k.ok()) << k.status();
   EXPECT_EQ(*k, nullptr);
 }

@@ -77,8 +77,8 @@ TEST_P(UpsampleKernelTest, ForwardAndAdjointMatchReference) {
   std::mt19937 rng = seeded_rng(2024 + static_cast<uint32_t>(uc.x.size() * 10 + uc.linear));
   auto x = random_values(num_elements(uc.x), rng);
   auto r = random_values(num_elements(uc.y()), rng);
-  KernelSpec fwd{uc.name + "/fwd", "upsample", uc.attrs(), {uc.x}, {uc.y()}};
-  KernelSpec bwd{uc.name + "/bwd", "upsample_bwd", uc.attrs(), {uc.y()}, {uc.x}};
+  KernelSpec fwd{uc.name + "/fwd", OpKind::kUpsample, uc.attrs(), {uc.x}, {uc.y()}};
+  KernelSpec bwd{uc.name + "/bwd", OpKind::kUpsampleBwd, uc.attrs(), {uc.y()}, {uc.x}};
   bwd.attrs["input_shape"] = uc.x;
   auto y = run_spec(fwd, {x});
   auto dx = run_spec(bwd, {r});
@@ -165,9 +165,11 @@ TEST_P(MaxPoolKernelTest, ForwardAndFirstMaximumGradient) {
     for (float& v : x) v = std::floor((v + 1.f) * 1.5f);
   }
   auto dy = random_values(num_elements(pc.y()), rng);
-  auto y = run_spec(KernelSpec{pc.name + "/fwd", "max_pool", pc.attrs(), {pc.x}, {pc.y()}}, {x});
+  auto y =
+      run_spec(KernelSpec{pc.name + "/fwd", OpKind::kMaxPool, pc.attrs(), {pc.x}, {pc.y()}}, {x});
   auto dx = run_spec(
-      KernelSpec{pc.name + "/bwd", "max_pool_bwd", pc.attrs(), {pc.x, pc.y()}, {pc.x}}, {x, dy});
+      KernelSpec{pc.name + "/bwd", OpKind::kMaxPoolBwd, pc.attrs(), {pc.x, pc.y()}, {pc.x}},
+      {x, dy});
   ASSERT_EQ(y.size(), 1u);
   ASSERT_EQ(dx.size(), 1u);
   std::vector<int64_t> arg = ref_argmax(pc, x);
@@ -206,21 +208,21 @@ TEST(ResamplePoolValidation, RejectsInconsistentSpecs) {
   Attrs up = {{"scale", std::vector<int64_t>{2, 2}}, {"mode", std::string("nearest")}};
   Attrs bad_mode = up;
   bad_mode["mode"] = std::string("cubic");
-  expect_invalid({"up_mode", "upsample", bad_mode, {x}, {y}}, "cubic");
+  expect_invalid({"up_mode", OpKind::kUpsample, bad_mode, {x}, {y}}, "cubic");
   Attrs bad_scale = up;
   bad_scale["scale"] = std::vector<int64_t>{0, 2};
-  expect_invalid({"up_scale", "upsample", bad_scale, {x}, {y}}, "scale");
-  expect_invalid({"up_out", "upsample", up, {x}, {x}}, "output y");
-  expect_invalid({"up_bwd_noshape", "upsample_bwd", up, {y}, {x}}, "input_shape");
+  expect_invalid({"up_scale", OpKind::kUpsample, bad_scale, {x}, {y}}, "scale");
+  expect_invalid({"up_out", OpKind::kUpsample, up, {x}, {x}}, "output y");
+  expect_invalid({"up_bwd_noshape", OpKind::kUpsampleBwd, up, {y}, {x}}, "input_shape");
   Attrs pool = {{"kernel", std::vector<int64_t>{2, 2}},
                 {"stride", std::vector<int64_t>{2, 2}},
                 {"pad", std::vector<int64_t>{2, 0}}};
-  expect_invalid({"pool_pad", "max_pool", pool, {x}, {{1, 2, 4, 2}}}, "pad");
+  expect_invalid({"pool_pad", OpKind::kMaxPool, pool, {x}, {{1, 2, 4, 2}}}, "pad");
   pool.erase("kernel");
-  expect_invalid({"pool_nokernel", "max_pool", pool, {x}, {{1, 2, 2, 2}}}, "kernel");
+  expect_invalid({"pool_nokernel", OpKind::kMaxPool, pool, {x}, {{1, 2, 2, 2}}}, "kernel");
   Attrs ok_pool = {{"kernel", std::vector<int64_t>{2, 2}}, {"stride", std::vector<int64_t>{2, 2}}};
-  expect_invalid({"pool_bwd_dy", "max_pool_bwd", ok_pool, {x, x}, {x}}, "input dy");
-  expect_invalid({"pool_arity", "max_pool_bwd", ok_pool, {x}, {x}}, "inputs");
+  expect_invalid({"pool_bwd_dy", OpKind::kMaxPoolBwd, ok_pool, {x, x}, {x}}, "input dy");
+  expect_invalid({"pool_arity", OpKind::kMaxPoolBwd, ok_pool, {x}, {x}}, "inputs");
 }
 
 }  // namespace

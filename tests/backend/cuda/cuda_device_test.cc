@@ -193,17 +193,18 @@ TEST(CudaDevice, CopyOutsideRegionIsAsyncInvalidArgument) {
   EXPECT_FALSE(dev->upload(nullptr, host.data(), 64).ok());
 }
 
-TEST(CudaDevice, CompileUnknownOpIsUnimplemented) {
+// swap_out runs on a copy stream: no backend compiles a kernel for it.
+TEST(CudaDevice, CompileOpWithoutKernelIsUnimplemented) {
   LMS_SKIP_WITHOUT_CUDA();
   auto dev = make_device();
   ASSERT_NE(dev, nullptr);
   KernelSpec spec;
   spec.name = "n";
-  spec.op = "no_such_op";
+  spec.op = OpKind::kSwapOut;
   auto k = dev->compile(spec);
   ASSERT_FALSE(k.ok());
   EXPECT_EQ(k.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(to_std(k.status().message()).find("no_such_op"), std::string::npos);
+  EXPECT_NE(to_std(k.status().message()).find("kernel for op 'swap_out'"), std::string::npos);
 }
 
 // With capacity_bytes = 0 the region is sized after the context and the
@@ -225,7 +226,7 @@ TEST(CudaDevice, WholeGpuRegionLeavesTheReserveFreeAfterTheHandles) {
   EXPECT_NEAR(static_cast<double>(free_bytes), static_cast<double>(reserve), 64.0 * kMiB);
   KernelSpec spec;
   spec.name = "conv";
-  spec.op = "conv";
+  spec.op = OpKind::kConv;
   spec.input_shapes = {{2, 8, 16, 16, 16}, {8, 8, 3, 3, 3}};
   spec.output_shapes = {{2, 8, 16, 16, 16}};
   spec.attrs = {{"stride", std::vector<int64_t>{1, 1, 1}},
@@ -303,7 +304,7 @@ TEST(CudaDevice, TimedAndLiveSpansAreOrderedAndInsideTheStep) {
   ASSERT_TRUE(d.ok());
   KernelSpec spec;
   spec.name = "fill";
-  spec.op = "fill";
+  spec.op = OpKind::kFill;
   spec.attrs = {{"shape", std::vector<int64_t>{n}}, {"value", 1.0}};
   spec.output_shapes = {{n}};
   auto k = dev->compile(spec);
@@ -352,7 +353,7 @@ TEST(CudaDevice, SinkGetsCopiesKernelsAndMemoryWithOrderedStamps) {
   ASSERT_TRUE(d.ok() && h.ok());
   KernelSpec spec;
   spec.name = "fill0";
-  spec.op = "fill";
+  spec.op = OpKind::kFill;
   spec.attrs = {{"shape", std::vector<int64_t>{int64_t(bytes / 4)}}, {"value", 2.0}};
   spec.output_shapes = {{int64_t(bytes / 4)}};
   auto k = dev->compile(spec);
@@ -396,7 +397,7 @@ TEST(CudaDevice, KernelAfterAPendingEventQuerySucceeds) {
   ASSERT_TRUE(dev->upload(*x, values.data(), 4096).ok());
   KernelSpec spec;
   spec.name = "relu0";
-  spec.op = "relu";
+  spec.op = OpKind::kRelu;
   spec.input_shapes = {{1024}};
   spec.output_shapes = {{1024}};
   auto k = dev->compile(spec);

@@ -346,7 +346,7 @@ absl::Status launch_and_wait(Device& dev, const KernelSpec& spec, KernelArgs arg
   if (kernel->workspace_bytes() > 0) {
     LMS_ASSIGN_OR_RETURN(args.workspace, dev.allocate(kernel->workspace_bytes()));
   }
-  dev.launch(*kernel, args, spec.name, spec.op);
+  dev.launch(*kernel, args, spec.name, op_name(spec.op));
   absl::Status st = dev.synchronize();
   if (args.workspace != nullptr) dev.deallocate(args.workspace);
   return st;
@@ -373,8 +373,10 @@ void run_concat_and_slice(Device& dev, const LargeCase& lc) {
   ASSERT_TRUE(y.ok() && s.ok()) << y.status() << " " << s.status();
   float* y_data = static_cast<float*>(*y);
   concat_args.outputs = {y_data};
-  const KernelSpec concat{
-      .name = "big_concat", .op = "concat", .input_shapes = in_shapes, .output_shapes = {y_shape}};
+  const KernelSpec concat{.name = "big_concat",
+                          .op = OpKind::kConcat,
+                          .input_shapes = in_shapes,
+                          .output_shapes = {y_shape}};
   absl::Status st = launch_and_wait(dev, concat, concat_args);
   ASSERT_TRUE(st.ok()) << st;
   expect_rows(
@@ -390,7 +392,7 @@ void run_concat_and_slice(Device& dev, const LargeCase& lc) {
   const int slice_tag = static_cast<int>(lc.channels.size());
   ASSERT_TRUE(upload_pattern(dev, y_data, num_elements(y_shape), slice_tag).ok());
   const KernelSpec slice{.name = "big_slice",
-                         .op = "slice",
+                         .op = OpKind::kSlice,
                          .attrs = {{"begin", lc.slice_begin}, {"size", lc.slice_size}},
                          .input_shapes = {y_shape},
                          .output_shapes = {s_shape}};

@@ -178,20 +178,21 @@ TEST(ReducePlan, NormAndDiceWorkspaceHoldsThePartials) {
     const int64_t n = x[0], c = x[1], s = num_elements(x) / (n * c);
     const Shape ch = {c};
     for (bool instance : {false, true}) {
-      const std::string op = instance ? "instance_norm" : "batch_norm";
+      const OpKind op = instance ? OpKind::kInstanceNorm : OpKind::kBatchNorm;
+      const OpKind bwd = instance ? OpKind::kInstanceNormBwd : OpKind::kBatchNormBwd;
       const int64_t nv = instance ? 1 : n, cv = instance ? n * c : c;
       const uint64_t partials = partial_bytes(plan_group_reduce(nv, cv, s), 2);
       const uint64_t stats = static_cast<uint64_t>(cv) * sizeof(double);
-      EXPECT_EQ(workspace_of({"fwd", op, eps, {x, ch, ch}, {x}}), 2 * stats + partials) << op;
-      EXPECT_EQ(workspace_of({"bwd", op + "_bwd", eps, {x, ch, x}, {x, ch, ch}}),
-                4 * stats + partials)
-          << op;
+      EXPECT_EQ(workspace_of({"fwd", op, eps, {x, ch, ch}, {x}}), 2 * stats + partials)
+          << op_name(op);
+      EXPECT_EQ(workspace_of({"bwd", bwd, eps, {x, ch, x}, {x, ch, ch}}), 4 * stats + partials)
+          << op_name(op);
     }
     const uint64_t dice = (3 * static_cast<uint64_t>(n * c)) * sizeof(double) +
                           partial_bytes(plan_group_reduce(1, n * c, s), 3);
     const Attrs d = {{"eps", 1.0}};
-    EXPECT_EQ(workspace_of({"dice", "soft_dice_loss", d, {x, x}, {{}}}), dice);
-    EXPECT_EQ(workspace_of({"dice_bwd", "soft_dice_loss_bwd", d, {x, x, {}}, {x}}), dice);
+    EXPECT_EQ(workspace_of({"dice", OpKind::kSoftDiceLoss, d, {x, x}, {{}}}), dice);
+    EXPECT_EQ(workspace_of({"dice_bwd", OpKind::kSoftDiceLossBwd, d, {x, x, {}}, {x}}), dice);
   }
 }
 

@@ -52,10 +52,10 @@ struct ConvDescs {
 // gemm implementation is 5-10x slower than any reorder).
 constexpr int64_t kMinBlockedChannels = 16;
 
-bool use_blocked(const ConvProblem& p, ConvLayout layout, std::string_view op) {
+bool use_blocked(const ConvProblem& p, ConvLayout layout, OpKind op) {
   if (layout != ConvLayout::kAuto) return layout == ConvLayout::kBlocked;
-  if (op.ends_with("_bwd_weights")) return true;
-  if (op.ends_with("_bwd_data")) return p.x[1] >= kMinBlockedChannels;
+  if (conv_pass(op) == ConvPass::kBackwardWeights) return true;
+  if (conv_pass(op) == ConvPass::kBackwardData) return p.x[1] >= kMinBlockedChannels;
   return std::min(p.x[1], p.y[1]) >= kMinBlockedChannels;
 }
 
@@ -79,9 +79,9 @@ absl::StatusOr<ConvTensorLayouts> conv_tensor_layouts(const KernelSpec& spec,
   auto in = [&](size_t i) { return (*s)[i] == kLayoutBlocked; };
   auto out = [&](size_t i) { return (*s)[n_in + 1 + i] == kLayoutBlocked; };
   ConvTensorLayouts l;
-  if (spec.op.ends_with("_bwd_data")) {
+  if (conv_pass(spec.op) == ConvPass::kBackwardData) {
     l = {.x_blocked = out(0), .y_blocked = in(0)};
-  } else if (spec.op.ends_with("_bwd_weights")) {
+  } else if (conv_pass(spec.op) == ConvPass::kBackwardWeights) {
     l = {.x_blocked = in(0), .y_blocked = in(1)};
   } else {
     l = {.x_blocked = in(0), .y_blocked = out(0)};
@@ -100,7 +100,7 @@ absl::StatusOr<ConvTensorLayouts> conv_tensor_layouts(const KernelSpec& spec,
 }
 
 ConvDescs conv_descs(const ConvProblem& p, const ConvTensorLayouts& layouts,
-                     const SpatialKernelOptions& options, std::string_view op) {
+                     const SpatialKernelOptions& options, OpKind op) {
   ConvDescs d;
   // Note [Conv algorithm]: convolution_auto lets oneDNN pick Winograd (3x3,
   // stride 1, blocked layouts, large enough problems) where its heuristic
@@ -318,7 +318,7 @@ std::optional<WinogradShape> lms_winograd_shape(const KernelSpec& spec, const Co
                       .pad_h = p.pad[0],
                       .pad_w = p.pad[1],
                       .block = blocked_channels()};
-  if (spec.op == "conv_bwd_data") {  // dy -> dx, padded by 2 - pad
+  if (spec.op == OpKind::kConvBwdData) {  // dy -> dx, padded by 2 - pad
     std::swap(shape.c, shape.k);
     std::swap(shape.h, shape.ho);
     std::swap(shape.w, shape.wo);
@@ -337,8 +337,8 @@ std::unique_ptr<Kernel> make_lms_winograd(const KernelSpec& spec, const CpuKerne
                                           const WinogradShape& shape,
                                           const SpatialKernelOptions& options) {
   using Kind = BufferRef::Kind;
-  const bool backward_data = spec.op == "conv_bwd_data";
-  const bool backward_weights = spec.op == "conv_bwd_weights";
+  const bool backward_data = spec.op == OpKind::kConvBwdData;
+  const bool backward_weights = spec.op == OpKind::kConvBwdWeights;
   std::shared_ptr<const WinogradConv> conv;
   std::shared_ptr<const WinogradConvBackwardWeights> weights;
   uint64_t workspace = 0;
@@ -400,14 +400,11 @@ std::unique_ptr<Kernel> make_conv(const KernelSpec& spec, const CpuKernelContext
       if (std::unique_ptr<Kernel> k = make_lms_winograd(spec, ctx, p, d, *shape, options)) return k;
     }
   }
-  if (spec.op.ends_with("_bwd_data")) return make_backward_data<F>(spec, ctx, p, d);
-  if (spec.op.ends_with("_bwd_weights")) return make_backward_weights<F>(spec, ctx, p, d);
+  if (conv_pass(spec.op) == ConvPass::kBackwardData) return make_backward_data<F>(spec, ctx, p, d);
+  if (conv_pass(spec.op) == ConvPass::kBackwardWeights) {
+    return make_backward_weights<F>(spec, ctx, p, d);
+  }
   return make_forward<F>(spec, ctx, p, d);
-}
-
-bool is_conv_op(std::string_view op) {
-  return op == "conv" || op == "conv_bwd_data" || op == "conv_bwd_weights" || op == "deconv" ||
-         op == "deconv_bwd_data" || op == "deconv_bwd_weights";
 }
 
 bool wants_least_workspace(const KernelSpec& spec) {
@@ -428,7 +425,7 @@ bool wants_least_workspace(const KernelSpec& spec) {
 absl::StatusOr<std::unique_ptr<Kernel>> create_conv_kernel(const KernelSpec& spec,
                                                            const CpuKernelContext& ctx,
                                                            const SpatialKernelOptions& options) {
-  if (!is_conv_op(spec.op)) return std::unique_ptr<Kernel>();
+  if (!is_conv_family(spec.op)) return std::unique_ptr<Kernel>();
   LMS_ASSIGN_OR_RETURN(ConvProblem p, conv_problem(spec));
   LMS_ASSIGN_OR_RETURN(ConvTensorLayouts layouts, conv_tensor_layouts(spec, p));
   auto make = [&](const SpatialKernelOptions& o) {

@@ -3,12 +3,14 @@
 // primitives are created once in the factory and executed every step.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 #include "absl/status/statusor.h"
 #include "backend/kernel.h"
 #include "dnnl.hpp"
 #include "lms/device.h"
+#include "lms/op_kind.h"
 
 namespace lms::cpu {
 
@@ -20,14 +22,19 @@ struct CpuKernelContext {
   CpuConvAlgorithm conv_algorithm = CpuConvAlgorithm::kAuto;
 };
 
+// Which factory builds an op's kernel: the CPU backend's dispatch table,
+// keyed by OpKind (kNone: swap and collective ops, which have no kernel).
+enum class CpuKernelFamily : uint8_t { kNone, kSpatial, kElementwise, kNorm, kLoss, kOptimizer };
+CpuKernelFamily cpu_kernel_family(OpKind op);
+
 // Compiles the kernel for spec.op. Unimplemented for an op no kernel covers;
 // InvalidArgument (naming spec.name) for shapes or attributes it rejects.
 // dnnl::error is caught here and turned into a Status.
 absl::StatusOr<std::unique_ptr<Kernel>> create_cpu_kernel(const KernelSpec& spec,
                                                           const CpuKernelContext& ctx);
 
-// The two families behind create_cpu_kernel. Each returns a null kernel (not
-// an error) for an op that is not its own.
+// The two halves behind create_cpu_kernel, by cpu_kernel_family. Each
+// returns a null kernel (not an error) for an op that is not its own.
 // conv, conv_bwd_data, conv_bwd_weights, deconv*, upsample*, max_pool*.
 absl::StatusOr<std::unique_ptr<Kernel>> create_spatial_kernel(const KernelSpec& spec,
                                                               const CpuKernelContext& ctx);

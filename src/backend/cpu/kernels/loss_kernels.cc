@@ -160,12 +160,12 @@ KernelOr make_reduce_mean_bwd(const KernelSpec& spec, const CpuKernelContext& ct
 }  // namespace
 
 KernelOr create_loss_kernel(const KernelSpec& spec, const CpuKernelContext& ctx) {
-  if (spec.op == "mse_loss") return make_mse(spec, ctx);
-  if (spec.op == "mse_loss_bwd") return make_mse_bwd(spec, ctx);
-  if (spec.op == "soft_dice_loss") return make_dice(spec, ctx);
-  if (spec.op == "soft_dice_loss_bwd") return make_dice_bwd(spec, ctx);
-  if (spec.op == "reduce_mean") return make_reduce_mean(spec, ctx);
-  if (spec.op == "reduce_mean_bwd") return make_reduce_mean_bwd(spec, ctx);
+  if (spec.op == OpKind::kMseLoss) return make_mse(spec, ctx);
+  if (spec.op == OpKind::kMseLossBwd) return make_mse_bwd(spec, ctx);
+  if (spec.op == OpKind::kSoftDiceLoss) return make_dice(spec, ctx);
+  if (spec.op == OpKind::kSoftDiceLossBwd) return make_dice_bwd(spec, ctx);
+  if (spec.op == OpKind::kReduceMean) return make_reduce_mean(spec, ctx);
+  if (spec.op == OpKind::kReduceMeanBwd) return make_reduce_mean_bwd(spec, ctx);
   return std::unique_ptr<Kernel>();
 }
 

@@ -255,10 +255,10 @@ KernelOr make_instance_bwd(const KernelSpec& spec, const CpuKernelContext& ctx) 
 }  // namespace
 
 KernelOr create_norm_kernel(const KernelSpec& spec, const CpuKernelContext& ctx) {
-  if (spec.op == "instance_norm") return make_instance_fwd(spec, ctx);
-  if (spec.op == "instance_norm_bwd") return make_instance_bwd(spec, ctx);
-  if (spec.op == "batch_norm") return make_norm_fwd(spec, ctx, false);
-  if (spec.op == "batch_norm_bwd") return make_norm_bwd(spec, ctx, false);
+  if (spec.op == OpKind::kInstanceNorm) return make_instance_fwd(spec, ctx);
+  if (spec.op == OpKind::kInstanceNormBwd) return make_instance_bwd(spec, ctx);
+  if (spec.op == OpKind::kBatchNorm) return make_norm_fwd(spec, ctx, false);
+  if (spec.op == OpKind::kBatchNormBwd) return make_norm_bwd(spec, ctx, false);
   return std::unique_ptr<Kernel>();
 }
 

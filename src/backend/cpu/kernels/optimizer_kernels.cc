@@ -176,10 +176,10 @@ KernelOr make_adam(const KernelSpec& spec, const CpuKernelContext& ctx) {
 }  // namespace
 
 KernelOr create_optimizer_kernel(const KernelSpec& spec, const CpuKernelContext& ctx) {
-  if (spec.op == "global_norm") return make_global_norm(spec, ctx);
-  if (spec.op == "increment") return make_increment(spec, ctx);
-  if (spec.op == "sgd_update") return make_sgd(spec, ctx);
-  if (spec.op == "adam_update") return make_adam(spec, ctx);
+  if (spec.op == OpKind::kGlobalNorm) return make_global_norm(spec, ctx);
+  if (spec.op == OpKind::kIncrement) return make_increment(spec, ctx);
+  if (spec.op == OpKind::kSgdUpdate) return make_sgd(spec, ctx);
+  if (spec.op == OpKind::kAdamUpdate) return make_adam(spec, ctx);
   return std::unique_ptr<Kernel>();
 }
 

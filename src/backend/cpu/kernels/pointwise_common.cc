@@ -47,7 +47,7 @@ uint64_t WorkspaceLayout::total_bytes() const { return buffers_end_ + scratchpad
 
 StepKernel::StepKernel(const KernelSpec& spec, const CpuKernelContext& ctx)
     : name_(spec.name),
-      op_(spec.op),
+      op_(op_name(spec.op)),
       n_inputs_(spec.input_shapes.size()),
       n_outputs_(spec.output_shapes.size()),
       engine_(ctx.engine),

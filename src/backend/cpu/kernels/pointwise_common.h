@@ -116,7 +116,7 @@ class StepKernel final : public Kernel {
   absl::Status run_primitive(Step& step, const KernelArgs& args);
 
   std::string name_;
-  std::string op_;
+  std::string op_;  // op_name of the node's op, for messages
   size_t n_inputs_;
   size_t n_outputs_;
   dnnl::engine engine_;

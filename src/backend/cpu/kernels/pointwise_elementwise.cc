@@ -188,33 +188,34 @@ KernelOr make_fill(const KernelSpec& spec, const CpuKernelContext& ctx) {
 }  // namespace
 
 KernelOr create_elementwise_kernel(const KernelSpec& spec, const CpuKernelContext& ctx) {
-  const std::string& op = spec.op;
-  if (op == "relu") return make_eltwise_fwd(spec, ctx, algorithm::eltwise_relu, 0.f, 0.f);
-  if (op == "relu_bwd") {
+  const OpKind op = spec.op;
+  if (op == OpKind::kRelu) return make_eltwise_fwd(spec, ctx, algorithm::eltwise_relu, 0.f, 0.f);
+  if (op == OpKind::kReluBwd) {
     return make_eltwise_bwd(spec, ctx, algorithm::eltwise_relu_use_dst_for_bwd, 0.f, true);
   }
-  if (op == "leaky_relu" || op == "leaky_relu_bwd") {
+  if (op == OpKind::kLeakyRelu || op == OpKind::kLeakyReluBwd) {
     LMS_ASSIGN_OR_RETURN(double alpha, real_attr(spec, "alpha"));
-    if (op == "leaky_relu") {
+    if (op == OpKind::kLeakyRelu) {
       return make_eltwise_fwd(spec, ctx, algorithm::eltwise_relu, static_cast<float>(alpha), 0.f);
     }
     return make_eltwise_bwd(spec, ctx, algorithm::eltwise_relu, static_cast<float>(alpha), false);
   }
-  if (op == "sigmoid") return make_eltwise_fwd(spec, ctx, algorithm::eltwise_logistic, 0.f, 0.f);
-  if (op == "sigmoid_bwd") {
+  if (op == OpKind::kSigmoid)
+    return make_eltwise_fwd(spec, ctx, algorithm::eltwise_logistic, 0.f, 0.f);
+  if (op == OpKind::kSigmoidBwd) {
     return make_eltwise_bwd(spec, ctx, algorithm::eltwise_logistic_use_dst_for_bwd, 0.f, true);
   }
-  if (op == "softmax") return make_softmax(spec, ctx);
-  if (op == "softmax_bwd") return make_softmax_bwd(spec, ctx);
-  if (op == "add") return make_binary(spec, ctx, algorithm::binary_add);
-  if (op == "mul") return make_binary(spec, ctx, algorithm::binary_mul);
-  if (op == "scale") {
+  if (op == OpKind::kSoftmax) return make_softmax(spec, ctx);
+  if (op == OpKind::kSoftmaxBwd) return make_softmax_bwd(spec, ctx);
+  if (op == OpKind::kAdd) return make_binary(spec, ctx, algorithm::binary_add);
+  if (op == OpKind::kMul) return make_binary(spec, ctx, algorithm::binary_mul);
+  if (op == OpKind::kScale) {
     LMS_ASSIGN_OR_RETURN(double factor, real_attr(spec, "factor"));
     return make_eltwise_fwd(spec, ctx, algorithm::eltwise_linear, static_cast<float>(factor), 0.f);
   }
-  if (op == "concat") return make_concat(spec, ctx);
-  if (op == "slice") return make_slice(spec, ctx);
-  if (op == "fill") return make_fill(spec, ctx);
+  if (op == OpKind::kConcat) return make_concat(spec, ctx);
+  if (op == OpKind::kSlice) return make_slice(spec, ctx);
+  if (op == OpKind::kFill) return make_fill(spec, ctx);
   return std::unique_ptr<Kernel>();
 }
 

@@ -34,7 +34,7 @@ absl::StatusOr<dnnl::algorithm> upsample_algorithm(const KernelSpec& spec) {
 
 absl::StatusOr<UpsampleProblem> upsample_problem(const KernelSpec& spec) {
   LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 1, 1));
-  bool backward = spec.op == "upsample_bwd";
+  bool backward = spec.op == OpKind::kUpsampleBwd;
   UpsampleProblem p;
   if (backward) {
     LMS_ASSIGN_OR_RETURN(p.x, required_shape(spec, "input_shape"));
@@ -60,7 +60,7 @@ std::unique_ptr<Kernel> make_upsample(const KernelSpec& spec, const CpuKernelCon
   memory::desc x_md = plain_desc(p.x), y_md = plain_desc(p.y);
   dnnl::resampling_forward::desc fwd_desc(dnnl::prop_kind::forward_training, p.alg, x_md, y_md);
   PlanBuilder b(spec.name, ctx);
-  if (spec.op == "upsample") {
+  if (spec.op == OpKind::kUpsample) {
     dnnl::resampling_forward::primitive_desc pd(fwd_desc, user_scratchpad_attr(), ctx.engine);
     b.add_step(dnnl::resampling_forward(pd),
                {{DNNL_ARG_SRC, b.bind_input(0, x_md, pd.src_desc()), pd.src_desc()},
@@ -109,7 +109,7 @@ absl::Status read_pool_geometry(const KernelSpec& spec, int rank, PoolProblem* p
 }
 
 absl::StatusOr<PoolProblem> pool_problem(const KernelSpec& spec) {
-  bool backward = spec.op == "max_pool_bwd";
+  bool backward = spec.op == OpKind::kMaxPoolBwd;
   LMS_RETURN_IF_ERROR(check_arity(spec, backward ? 2 : 1, backward ? 2 : 1, 1, 1));
   PoolProblem p;
   p.x = spec.input_shapes[0];
@@ -131,7 +131,7 @@ absl::StatusOr<PoolProblem> pool_problem(const KernelSpec& spec) {
 std::unique_ptr<Kernel> make_max_pool(const KernelSpec& spec, const CpuKernelContext& ctx,
                                       const PoolProblem& p) {
   memory::desc x_md = plain_desc(p.x), y_md = plain_desc(p.y);
-  bool backward = spec.op == "max_pool_bwd";
+  bool backward = spec.op == OpKind::kMaxPoolBwd;
   auto prop = backward ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
   dnnl::pooling_forward::desc fwd_desc(prop, dnnl::algorithm::pooling_max, x_md, y_md, p.stride,
                                        p.kernel, p.pad, p.pad);
@@ -177,14 +177,16 @@ absl::StatusOr<std::unique_ptr<Kernel>> dispatch(const KernelSpec& spec,
 
 absl::StatusOr<std::unique_ptr<Kernel>> create_upsample_kernel(const KernelSpec& spec,
                                                                const CpuKernelContext& ctx) {
-  if (spec.op != "upsample" && spec.op != "upsample_bwd") return std::unique_ptr<Kernel>();
+  if (spec.op != OpKind::kUpsample && spec.op != OpKind::kUpsampleBwd)
+    return std::unique_ptr<Kernel>();
   LMS_ASSIGN_OR_RETURN(UpsampleProblem p, upsample_problem(spec));
   return make_upsample(spec, ctx, p);
 }
 
 absl::StatusOr<std::unique_ptr<Kernel>> create_max_pool_kernel(const KernelSpec& spec,
                                                                const CpuKernelContext& ctx) {
-  if (spec.op != "max_pool" && spec.op != "max_pool_bwd") return std::unique_ptr<Kernel>();
+  if (spec.op != OpKind::kMaxPool && spec.op != OpKind::kMaxPoolBwd)
+    return std::unique_ptr<Kernel>();
   LMS_ASSIGN_OR_RETURN(PoolProblem p, pool_problem(spec));
   return make_max_pool(spec, ctx, p);
 }
@@ -195,8 +197,8 @@ absl::StatusOr<std::unique_ptr<Kernel>> create_spatial_kernel(const KernelSpec& 
   try {
     return dispatch(spec, ctx, options);
   } catch (const dnnl::error& e) {
-    return absl::InternalError(
-        absl::StrCat("oneDNN refused node '", spec.name, "' (op ", spec.op, "): ", e.what()));
+    return absl::InternalError(absl::StrCat("oneDNN refused node '", spec.name, "' (op ",
+                                            op_name(spec.op), "): ", e.what()));
   }
 }
 
