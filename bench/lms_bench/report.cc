@@ -81,6 +81,14 @@ std::string format_limits(const SweepResult& r) {
                      r.size_label, l.working_set_capped ? ">= " : "", l.working_set_max,
                      format_bytes(r.lms_budget_bytes));
   out += fmt::format("LMS max / working-set limit: {:.1f}% (target >= 99%)\n", working_set_pct(l));
+  out += r.kernel_choice == KernelChoice::kDefault
+             ? "kernel_choice default: every LMS run on the default kernels, bit-identical to no "
+               "LMS\n"
+             : fmt::format(
+                   "kernel_choice {}: LMS runs may move convolutions to least-workspace kernels "
+                   "to reach the working-set limit; those round differently from the default "
+                   "kernels (the same bits as no LMS on the same kernels)\n",
+                   kernel_choice_name(r.kernel_choice));
   if (r.model == "unet3d") {
     // The goals of the 3-D U-Net: the TFLMS case study's 2.4x the voxels,
     // TFLMS v2's 5.6x, each with LMS at the working-set limit.

@@ -37,9 +37,9 @@ void mark_oom(CaseResult& row, const absl::Status& s) {
 }
 
 // The planner's figures for the graph as it is (no swaps): profile peak and
-// working-set limit (the smaller of the fast and the least-workspace
-// kernels'). rewrite with enabled = false analyses and leaves the
-// graph unchanged.
+// working-set limit (with kernel_choice other than "default", the smaller
+// of the fast and the least-workspace kernels'). rewrite with enabled = false analyses and leaves
+// the graph unchanged.
 absl::Status fill_planner_before(const Graph& train, const CaseSpec& spec, const RewriteOptions& ro,
                                  CaseResult& row) {
   LmsConfig off = spec.config;
@@ -53,9 +53,11 @@ absl::Status fill_planner_before(const Graph& train, const CaseSpec& spec, const
   row.predicted_peak_after_bytes = rep.peak_bytes_after;
   row.working_set_limit_bytes = rep.working_set_limit_bytes;
   row.working_set_node = rep.working_set_node;
-  if (ro.least_workspace_bytes.has_value() && ro.workspace_bytes.has_value()) {
-    // The smallest working set any plan reaches: every convolution with the
-    // kernel of the smaller workspace (Note [Least workspace fallback]).
+  if (spec.config.kernel_choice != KernelChoice::kDefault && ro.least_workspace_bytes.has_value() &&
+      ro.workspace_bytes.has_value()) {
+    // The smallest working set any plan may reach when kernel_choice lets it
+    // move convolutions: every convolution with the kernel of the smaller
+    // workspace (Note [Least workspace fallback]).
     RewriteOptions least = ro;
     for (size_t id = 0; id < ro.least_workspace_bytes->size() && id < least.workspace_bytes->size();
          ++id) {

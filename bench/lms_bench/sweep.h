@@ -38,8 +38,9 @@ struct SweepResult {
   std::string size_label;
   std::string data_note;
   uint64_t capacity_bytes = 0;
-  uint64_t lms_budget_bytes = 0;  // what the auto policy plans for
-  double link_bytes_per_s = 0;    // device copy throttle (0 = unthrottled)
+  uint64_t lms_budget_bytes = 0;                        // what the auto policy plans for
+  double link_bytes_per_s = 0;                          // device copy throttle (0 = unthrottled)
+  KernelChoice kernel_choice = KernelChoice::kDefault;  // of the LMS runs
   int steps = 0;
   std::vector<CaseResult> rows;  // per size: LMS off, then LMS on
   bool searched = false;

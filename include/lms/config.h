@@ -59,6 +59,30 @@ const char* time_model_name(TimeModel model);  // "measured", "roofline"
 enum class AutoActions : uint8_t { kSwap, kRecompute, kJoint };
 const char* auto_actions_name(AutoActions actions);  // "swap", "recompute", "joint"
 
+// Whether the rewrite may run a convolution on another kernel than its
+// default one to save device memory (TOML key kernel_choice). The other
+// kernels are the least-workspace ones (lms/types.h kWorkspaceAttr; vDNN_dyn's
+// memory-optimal algorithms, Rhu et al. 2016): their workspace is smaller,
+// but they sum in another order, so their results differ from the default
+// kernels' in the last bits. With a choice other than kDefault the report
+// lists the nodes moved (RewriteReport::least_workspace_nodes) and its
+// summary says so; the results then equal those of the graph without LMS on
+// the same kernels (lms::use_least_workspace_kernels), not on the default
+// ones.
+//   kDefault          every node keeps its default kernel: results are
+//                     bit-identical to the graph run without LMS. The default.
+//   kLeastToFit       when no plan fits the budget with the default kernels,
+//                     plan again with the least-workspace kernels of the
+//                     convolutions that need them (Note [Least workspace
+//                     fallback] in src/swap/rewrite.cc).
+//   kLeastWhenFaster  as kLeastToFit, and also when a plan with them is
+//                     predicted faster (auto with joint actions; the Device
+//                     overload with time_model "measured" then also measures
+//                     those kernels).
+enum class KernelChoice : uint8_t { kDefault, kLeastToFit, kLeastWhenFaster };
+// "default", "least_workspace_to_fit", "least_workspace_when_faster"
+const char* kernel_choice_name(KernelChoice choice);
+
 // The host link (TOML table [link]); also the emulated device's copy throttle.
 // Precedence for planning: the Device overload with time_model "measured"
 // plans with the link it measures on the device (StepProfile::link()); this
@@ -97,9 +121,10 @@ struct LmsConfig {
   // fits (Note [Placement-aware planning]), so no reserve is needed; a
   // reserve leaves device memory to other users of the device.
   double fragmentation_reserve = 0.0;
-  uint64_t alignment_bytes = 256;                  // allocator alignment, a power of two
-  TimeModel time_model = TimeModel::kMeasured;     // see TimeModel
-  AutoActions auto_actions = AutoActions::kJoint;  // see AutoActions
+  uint64_t alignment_bytes = 256;                       // allocator alignment, a power of two
+  TimeModel time_model = TimeModel::kMeasured;          // see TimeModel
+  AutoActions auto_actions = AutoActions::kJoint;       // see AutoActions
+  KernelChoice kernel_choice = KernelChoice::kDefault;  // see KernelChoice
   // Auto with joint actions, on graphs of at most 2,000 nodes: the best of
   // the fixed plans (Note [Joint planner]) is planned again with this many
   // seeds that break its greedy's near-ties at random, and the least

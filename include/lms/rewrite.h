@@ -42,7 +42,8 @@ struct RewriteOptions {
   // known, so `fits` cannot be decided (the Device overload sets it).
   std::optional<std::vector<uint64_t>> workspace_bytes;
   // Kernel workspace bytes by NodeId with workspace = "least" (lms/types.h
-  // kWorkspaceAttr; entries past the end: no such kernel). When the plan
+  // kWorkspaceAttr; entries past the end: no such kernel). Used only with
+  // LmsConfig::kernel_choice other than "default": when the plan
   // with workspace_bytes fails at the budget, the rewrite plans once more
   // with the nodes whose entry here is smaller switched to that kernel, then
   // once more with only those of them that need it
@@ -53,21 +54,14 @@ struct RewriteOptions {
   // fall back to the cost model's roofline.
   std::vector<double> node_time_s;
   // Measured seconds by NodeId of the workspace = "least" kernels (entries
-  // < 0 or missing: the node's node_time_s entry). When given, auto with
-  // joint actions also plans with those kernels when the fast ones' plan
-  // fits, and keeps whichever plan is predicted faster (Note [Least
-  // workspace fallback] in src/swap/rewrite.cc); the results then equal
-  // those of the graph run without LMS on the same kernels
-  // (use_least_workspace_kernels). Empty: the least-workspace kernels are
-  // used only when the fast ones cannot fit.
+  // < 0 or missing: the node's node_time_s entry). With kernel_choice
+  // "least_workspace_when_faster", auto with joint actions also plans with
+  // those kernels when the fast ones' plan fits, and keeps whichever plan is
+  // predicted faster (Note [Least workspace fallback] in
+  // src/swap/rewrite.cc); the results then equal those of the graph run
+  // without LMS on the same kernels (use_least_workspace_kernels). The
+  // Device overload with time_model "measured" measures them itself.
   std::vector<double> least_node_time_s;
-  // The Device overload with time_model "measured" and joint actions: also
-  // measure least_node_time_s, so that least-workspace kernels are used
-  // wherever the plan with them is predicted faster. Off by default: the
-  // results then differ from the graph's without LMS on its fast kernels
-  // (they equal those on the same kernels), and bit-identity with and
-  // without LMS is what most users check first. lms-bench ratio turns it on.
-  bool least_workspace_when_faster = false;
   // Tensors kept until the end of the step (SessionOptions::fetches of the
   // session that will run the graph); empty = the graph's loss.
   std::vector<std::string> fetched;
@@ -171,8 +165,9 @@ struct RewriteReport {
   uint64_t working_set_limit_bytes = 0;  // no plan gets below this
   std::string working_set_node;          // the node that sets it
   std::string plan_text;                 // one line per swapped or recomputed tensor
-  // Convolution nodes the rewrite set to workspace = "least" because the
-  // plan with the fast kernels did not fit, or (auto with joint actions)
+  // Convolution nodes the rewrite set to workspace = "least"
+  // (LmsConfig::kernel_choice other than "default", which never moves one)
+  // because the plan with the fast kernels did not fit, or (auto with joint actions)
   // was predicted slower (RewriteOptions::least_workspace_bytes and
   // least_node_time_s); empty when none. Only the nodes whose fast
   // workspace does not fit where they run in the plan are switched; the

@@ -135,6 +135,14 @@ class Session {
   // Workspace bytes of each node's kernel (indexed by NodeId), for the planner.
   const std::vector<uint64_t>& workspace_bytes() const;
 
+  // True when create used the step layout lms::rewrite computed for this
+  // graph (PlanRecord::layout) as it is, with no layout search of its own:
+  // the graph is the one planned (its fingerprint), and the kernels'
+  // workspaces, the alignment, the fetch set and the budget are those
+  // planned for. False for a graph lms::rewrite did not plan, planned without
+  // the kernel workspaces, or changed since.
+  bool reused_planned_layout() const;
+
  private:
   class Impl;
   explicit Session(std::unique_ptr<Impl> impl);

@@ -19,6 +19,7 @@
 #include "lms/status.h"
 #include "lms/types.h"
 #include "lms/units.h"
+#include "runtime/capacity.h"
 
 namespace lms {
 namespace {
@@ -43,8 +44,9 @@ absl::Status measure_times(const Graph& graph, Device& device, LmsConfig& config
   // time those kernels too, so the comparison counts their speed.
   const bool joint =
       config.policy == SwapPolicy::kAuto && config.auto_actions == AutoActions::kJoint;
-  if (!joint || !options.least_workspace_when_faster || !options.least_workspace_bytes ||
-      !options.workspace_bytes || !options.least_node_time_s.empty()) {
+  if (!joint || config.kernel_choice != KernelChoice::kLeastWhenFaster ||
+      !options.least_workspace_bytes || !options.workspace_bytes ||
+      !options.least_node_time_s.empty()) {
     return absl::OkStatus();
   }
   LMS_ASSIGN_OR_RETURN(StepProfile lean_profile,
@@ -136,14 +138,11 @@ absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config, Dev
         " allocations; a plan assumes an empty device, so rewrite before creating sessions on "
         "it (or destroy them first)"));
   }
-  // The allocator rounds its capacity down to whole alignment units, and so
-  // does the planner's replay of a budget: compare in those units.
-  const uint64_t align = std::max<uint64_t>(mem.alignment_bytes, 1);
-  if (config.device_memory_limit / align * align > mem.capacity_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "lms rewrite: device_memory_limit ", format_bytes(config.device_memory_limit),
-        " exceeds the capacity of device ", device.name(), " (", format_bytes(mem.capacity_bytes),
-        "); allowed: 0 (the capacity) up to ", format_bytes(mem.capacity_bytes)));
+  // Note [Capacity units].
+  if (absl::Status s = check_within_capacity("device_memory_limit", config.device_memory_limit, mem,
+                                             device.name());
+      !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("lms rewrite: ", s.message()));
   }
   LMS_RETURN_IF_ERROR(verify(graph));
   // The graph changes only when the whole rewrite succeeds.
@@ -155,7 +154,7 @@ absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config, Dev
   facts.alignment_bytes = mem.alignment_bytes;
   with_device.device_capacity_bytes = mem.capacity_bytes;
   with_device.workspace_bytes = std::move(workspaces);
-  if (config.enabled) {
+  if (config.enabled && config.kernel_choice != KernelChoice::kDefault) {
     LMS_ASSIGN_OR_RETURN(with_device.least_workspace_bytes,
                          least_kernel_workspace_bytes(laid_out, device));
   }

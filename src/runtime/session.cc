@@ -17,6 +17,7 @@
 #include "lms/status.h"
 #include "lms/strings.h"
 #include "lms/units.h"
+#include "runtime/capacity.h"
 #include "runtime/executor.h"
 #include "runtime/kernel_spec.h"
 #include "runtime/stall_counter.h"
@@ -128,19 +129,21 @@ absl::Status check_plan_record(const Graph& g, Device& device,
   if (!r.device_kind.empty() && r.device_kind != device.kind()) {
     return refuse(absl::StrCat("a ", r.device_kind, " device, not ", device.name()));
   }
-  if (r.capacity_bytes != 0 && r.capacity_bytes != mem.capacity_bytes) {
+  // Note [Capacity units]: the plan and the device in allocator units.
+  const uint64_t capacity = in_allocator_units(mem.capacity_bytes, mem.alignment_bytes);
+  if (r.capacity_bytes != 0 &&
+      in_allocator_units(r.capacity_bytes, mem.alignment_bytes) != capacity) {
     return refuse(absl::StrCat("a capacity of ", format_bytes(r.capacity_bytes), " (",
                                r.capacity_bytes, " bytes), but device ", device.name(), " has ",
                                format_bytes(mem.capacity_bytes), " (", mem.capacity_bytes,
                                " bytes)"));
   }
-  // Both the allocator and the planner's replay round to whole alignment
-  // units (Note [Honest fits] in rewrite.cc).
-  const uint64_t align = std::max<uint64_t>(mem.alignment_bytes, 1);
-  if (r.budget_bytes / align * align > mem.capacity_bytes) {
-    return refuse(absl::StrCat("a budget of ", format_bytes(r.budget_bytes),
-                               ", more than the capacity of device ", device.name(), " (",
-                               format_bytes(mem.capacity_bytes), ")"));
+  if (absl::Status s =
+          check_within_capacity("the planned budget", r.budget_bytes, mem, device.name());
+      !s.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("Session::create: ", s.message(),
+                     "; run lms::rewrite again on the original graph with this device"));
   }
   if (r.alignment_bytes != 0 && r.alignment_bytes != mem.alignment_bytes) {
     return refuse(absl::StrCat("an allocator alignment of ", r.alignment_bytes,
@@ -333,18 +336,31 @@ class Session::Impl {
   // Note [Step layout] (swap/placement.h): the same layout lms::rewrite
   // computed for `fits`, from the same facts (check_plan_record), the
   // plan's budget included (Note [Random tie orders]).
+  // The layout is lms::rewrite's own where it was computed from every fact
+  // this session has (check_plan_record compared them) for this very graph;
+  // otherwise it is computed here, the same way.
   absl::Status lay_out() {
     const Graph& g = *plan_.graph;
     const AllocatorStats mem = device_.memory_stats();
-    LMS_ASSIGN_OR_RETURN(swap::StepLayout layout,
-                         swap::layout_step(g,
-                                           {std::max<uint64_t>(mem.alignment_bytes, 1),
-                                            plan_.fetch_names, plan_.workspace_bytes},
-                                           g.plan_record().budget_bytes));
-    plan_.tensor_offset = std::move(layout.tensor_offset);
-    plan_.placed_bytes = std::move(layout.placed_bytes);
-    plan_.workspace_offset = std::move(layout.workspace_offset);
-    plan_.workspace_placed = std::move(layout.workspace_placed);
+    const PlanRecord& r = g.plan_record();
+    swap::StepLayout computed;
+    const swap::StepLayout* planned = nullptr;
+    if (r.planned && r.workspaces_known && r.layout != nullptr &&
+        r.alignment_bytes == mem.alignment_bytes &&
+        r.layout->graph_fingerprint == swap::layout_fingerprint(g)) {
+      planned = &r.layout->layout;
+      reused_planned_layout_ = true;
+    } else {
+      LMS_ASSIGN_OR_RETURN(computed, swap::layout_step(g,
+                                                       {std::max<uint64_t>(mem.alignment_bytes, 1),
+                                                        plan_.fetch_names, plan_.workspace_bytes},
+                                                       r.budget_bytes));
+    }
+    const swap::StepLayout& layout = planned != nullptr ? *planned : computed;
+    plan_.tensor_offset = layout.tensor_offset;
+    plan_.placed_bytes = layout.placed_bytes;
+    plan_.workspace_offset = layout.workspace_offset;
+    plan_.workspace_placed = layout.workspace_placed;
     plan_.persistent_bytes = layout.step.persistent_bytes;
     arena_bytes_ = layout.placement.arena_bytes;
     plan_.planned_bytes.resize(layout.arena_in_use.size());
@@ -442,6 +458,7 @@ class Session::Impl {
   }
 
   const std::vector<uint64_t>& workspace_bytes() const { return plan_.workspace_bytes; }
+  bool reused_planned_layout() const { return reused_planned_layout_; }
 
  private:
   Device& device_;
@@ -449,7 +466,8 @@ class Session::Impl {
   StallCounter stall_counter_;
   ExecutablePlan plan_;
   uint64_t arena_bytes_ = 0;
-  std::string initial_digest_source_;  // Note [Rank agreement]
+  bool reused_planned_layout_ = false;  // lay_out() took lms::rewrite's layout
+  std::string initial_digest_source_;   // Note [Rank agreement]
   // Planned device bytes while a node runs (by node name) and while a
   // swap-in's copy runs (by its output's name): the memory counter over
   // device time (StallCounter).
@@ -480,6 +498,7 @@ absl::Status Session::write(std::string_view name, const std::vector<float>& val
 }
 std::vector<std::string> Session::persistent_tensors() const { return impl_->persistent_tensors(); }
 const std::vector<uint64_t>& Session::workspace_bytes() const { return impl_->workspace_bytes(); }
+bool Session::reused_planned_layout() const { return impl_->reused_planned_layout(); }
 
 absl::StatusOr<std::vector<uint64_t>> kernel_workspace_bytes(const Graph& graph, Device& device) {
   LMS_ASSIGN_OR_RETURN(auto kernels, compile_kernels(graph, device));

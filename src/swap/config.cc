@@ -150,6 +150,16 @@ absl::StatusOr<AutoActions> get_auto_actions(const toml::node& v) {
   return bad("unknown auto actions");
 }
 
+absl::StatusOr<KernelChoice> get_kernel_choice(const toml::node& v) {
+  auto s = v.as_string();
+  if (!s) return bad("not a string");
+  for (KernelChoice c :
+       {KernelChoice::kDefault, KernelChoice::kLeastToFit, KernelChoice::kLeastWhenFaster}) {
+    if (s->get() == kernel_choice_name(c)) return c;
+  }
+  return bad("unknown kernel choice");
+}
+
 absl::StatusOr<std::vector<std::string>> get_names(const toml::node& v) {
   std::vector<std::string> names;
   if (auto s = v.as_string()) {
@@ -229,6 +239,11 @@ const std::vector<KeySpec>& key_specs() {
       {"auto_actions",
        "\"swap\", \"recompute\" or \"joint\" (what the auto policy may do besides keep)",
        to(get_auto_actions, &LmsConfig::auto_actions)},
+      {"kernel_choice",
+       "\"default\" (keep every kernel: bit-identical to no LMS), \"least_workspace_to_fit\" "
+       "or \"least_workspace_when_faster\" (convolutions may move to least-workspace kernels, "
+       "which round differently)",
+       to(get_kernel_choice, &LmsConfig::kernel_choice)},
       {"auto_search_plans",
        "an integer 0..1000 (jittered greedy plans the joint planner also tries; 0 = none)",
        to([](const toml::node& v) { return get_int(v, 0, 1000); }, &LmsConfig::auto_search_plans)},
@@ -454,6 +469,18 @@ const char* auto_actions_name(AutoActions actions) {
   return "joint";
 }
 
+const char* kernel_choice_name(KernelChoice choice) {
+  switch (choice) {
+    case KernelChoice::kDefault:
+      return "default";
+    case KernelChoice::kLeastToFit:
+      return "least_workspace_to_fit";
+    case KernelChoice::kLeastWhenFaster:
+      return "least_workspace_when_faster";
+  }
+  return "default";
+}
+
 absl::StatusOr<LmsConfig> LmsConfig::from_toml_string(std::string_view text) {
   LMS_ASSIGN_OR_RETURN(toml::table table, parse_toml(text));
   LmsConfig config;
@@ -515,9 +542,10 @@ std::string LmsConfig::to_toml() const {
       "\nsync_mode = ", sync_mode, "\nmin_tensor_bytes = ", min_tensor_bytes, "\ntensors = [",
       absl::StrJoin(quoted, ", "), "]\nfragmentation_reserve = ", real(fragmentation_reserve),
       "\nalignment = ", alignment_bytes, "\ntime_model = \"", time_model_name(time_model),
-      "\"\nauto_actions = \"", auto_actions_name(auto_actions),
-      "\"\nauto_search_plans = ", auto_search_plans, "\nauto_refine_plans = ", auto_refine_plans,
-      "\nlink_devices = ", link_devices, "\n\n[link]\nd2h_bandwidth = ", real(link.d2h_bytes_per_s),
+      "\"\nauto_actions = \"", auto_actions_name(auto_actions), "\"\nkernel_choice = \"",
+      kernel_choice_name(kernel_choice), "\"\nauto_search_plans = ", auto_search_plans,
+      "\nauto_refine_plans = ", auto_refine_plans, "\nlink_devices = ", link_devices,
+      "\n\n[link]\nd2h_bandwidth = ", real(link.d2h_bytes_per_s),
       "\nh2d_bandwidth = ", real(link.h2d_bytes_per_s),
       "\ncopy_latency = ", real(link.copy_latency_s),
       "\n\n[cost_model]\ncompute_rate = ", real(cost_model.compute_flops_per_s),

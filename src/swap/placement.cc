@@ -9,6 +9,8 @@
 #include <optional>
 #include <queue>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <utility>
 #include <variant>
 
@@ -622,6 +624,64 @@ absl::StatusOr<StepLayout> layout_step(const Graph& graph, const LivenessOptions
     layout.arena_in_use[p] = static_cast<uint64_t>(running);
   }
   return layout;
+}
+
+}  // namespace lms::swap
+
+namespace lms::swap {
+namespace {
+
+// FNV-1a over the bytes of what a layout depends on.
+struct Fingerprint {
+  uint64_t h = 14695981039346656037ull;
+  void bytes(const void* data, size_t n) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  }
+  void add(std::string_view s) {
+    add(static_cast<uint64_t>(s.size()));
+    bytes(s.data(), s.size());
+  }
+  template <typename T>
+  requires std::is_arithmetic_v<T> || std::is_enum_v<T>
+  void add(T v) { bytes(&v, sizeof(v)); }
+  template <typename T>
+  void add(const std::vector<T>& v) {
+    add(static_cast<uint64_t>(v.size()));
+    for (const T& x : v) add(x);
+  }
+  void add_attr(const AttrValue& v) {
+    add(static_cast<uint64_t>(v.index()));
+    std::visit([this](const auto& x) { add(x); }, v);
+  }
+};
+
+}  // namespace
+
+uint64_t layout_fingerprint(const Graph& graph) {
+  Fingerprint f;
+  f.add(static_cast<int64_t>(graph.num_nodes()));
+  for (NodeId id = 0; id < static_cast<NodeId>(graph.num_nodes()); ++id) {
+    const Node& n = graph.node(id);
+    f.add(n.name);
+    f.add(n.op);
+    f.add(n.inputs);
+    f.add(n.outputs);
+    f.add(n.control_inputs);
+    for (const auto& [key, value] : n.attrs) {
+      f.add(key);
+      f.add_attr(value);
+    }
+  }
+  f.add(static_cast<int64_t>(graph.num_tensors()));
+  for (TensorId t = 0; t < static_cast<TensorId>(graph.num_tensors()); ++t) {
+    const Tensor& tensor = graph.tensor(t);
+    f.add(tensor.name);
+    f.add(tensor.shape);
+    f.add(tensor.dtype);
+    f.add(tensor.role);
+  }
+  return f.h;
 }
 
 }  // namespace lms::swap

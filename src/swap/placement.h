@@ -249,4 +249,21 @@ struct StepLayout {
 absl::StatusOr<StepLayout> layout_step(const Graph& graph, const LivenessOptions& options,
                                        uint64_t budget_bytes = 0);
 
+// A fingerprint of what a step layout depends on in `graph`: every node's
+// name, op, inputs, outputs, control inputs and attributes, and every
+// tensor's name, shape, dtype and role. Equal graphs have equal
+// fingerprints; a changed one almost surely another.
+uint64_t layout_fingerprint(const Graph& graph);
+
 }  // namespace lms::swap
+
+namespace lms {
+
+// PlanRecord::layout (lms/graph.h): the layout and the fingerprint of the
+// graph it was computed for.
+struct PlannedLayout {
+  swap::StepLayout layout;
+  uint64_t graph_fingerprint = 0;
+};
+
+}  // namespace lms

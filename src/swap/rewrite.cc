@@ -6,6 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/align.h"
 #include "graph/op_registry.h"
 #include "lms/status.h"
 #include "lms/types.h"
@@ -170,12 +172,17 @@ std::string missing_fact(const RewriteReport& rep, const RewriteOptions& o) {
 }
 
 // Lays out `g`'s step and fills the arena figures, peak_bytes_after (the
-// device bytes the session will hold), fits and fit_unknown_reason.
-absl::Status layout_fits(const Graph& g, const LmsConfig& c, const RewriteOptions& o,
+// device bytes the session will hold), fits and fit_unknown_reason. The
+// layout is kept in g's plan record (PlanRecord::layout), so the session
+// uses this very layout.
+absl::Status layout_fits(Graph& g, const LmsConfig& c, const RewriteOptions& o,
                          RewriteReport& rep) {
+  auto planned = std::make_shared<PlannedLayout>();
   LMS_ASSIGN_OR_RETURN(
-      swap::StepLayout layout,
+      planned->layout,
       swap::layout_step(g, {c.alignment_bytes, o.fetched, workspaces(o)}, rep.budget_bytes));
+  planned->graph_fingerprint = swap::layout_fingerprint(g);
+  const swap::StepLayout& layout = planned->layout;
   rep.arena_bytes = layout.placement.arena_bytes;
   rep.arena_lower_bound_bytes = layout.placement.lower_bound_bytes;
   rep.arena_persistent_bytes = layout.step.persistent_bytes;
@@ -186,6 +193,9 @@ absl::Status layout_fits(const Graph& g, const LmsConfig& c, const RewriteOption
   }
   rep.fit_unknown_reason = missing_fact(rep, o);
   rep.fits = rep.fit_unknown_reason.empty() && rep.peak_bytes_after <= rep.budget_bytes;
+  PlanRecord record = g.plan_record();
+  record.layout = std::move(planned);
+  g.set_plan_record(std::move(record));
   return absl::OkStatus();
 }
 
@@ -297,7 +307,7 @@ PlanRecord plan_record(const Graph& g, const LmsConfig& c, const RewriteOptions&
   r.planned = true;
   r.lms_enabled = c.enabled;
   r.policy = policy_name(c.policy);
-  r.capacity_bytes = o.device_capacity_bytes;
+  r.capacity_bytes = align_down(o.device_capacity_bytes, std::max<uint64_t>(c.alignment_bytes, 1));
   r.budget_bytes = rep.budget_bytes;
   r.budget_from_limit = c.device_memory_limit > 0;
   r.alignment_bytes = c.alignment_bytes;
@@ -307,6 +317,7 @@ PlanRecord plan_record(const Graph& g, const LmsConfig& c, const RewriteOptions&
   r.fetched.erase(std::unique(r.fetched.begin(), r.fetched.end()), r.fetched.end());
   r.workspaces_known = o.workspace_bytes.has_value();
   r.workspace_bytes = workspaces(o);
+  r.layout = g.plan_record().layout;  // layout_fits's, for `g` as it is now
   return r;
 }
 
@@ -360,9 +371,12 @@ std::string RewriteReport::summary() const {
              arena_gap_text(*this), format_bytes(arena_persistent_bytes)) +
          (least_workspace_nodes.empty()
               ? std::string()
-              : absl::StrFormat("  least workspace      %d convolution kernels (the plan with "
-                                "the fast ones did not fit or was predicted slower)\n",
-                                least_workspace_nodes.size())) +
+              : absl::StrFormat(
+                    "  least workspace      %d convolutions moved to least-workspace kernels "
+                    "(kernel_choice; the plan with the default ones did not fit or was predicted "
+                    "slower): results round differently from a run on the default kernels, and "
+                    "equal a run without LMS on these: %s\n",
+                    least_workspace_nodes.size(), absl::StrJoin(least_workspace_nodes, ", "))) +
          (weight_gradients_first.empty()
               ? std::string()
               : absl::StrFormat("  weights first        %d weight gradients run before their "
@@ -455,7 +469,7 @@ absl::StatusOr<Planned> plan_with(const Graph& graph, const LmsConfig& config,
                                              {rep.budget_bytes, /*wait_at_release=*/true});
   rep.step_time_after_s = sim.step_time_s;
   rep.stall_s = sim.stall_s;
-  rewritten.set_plan_record(plan_record(graph, config, rewritten_options, rep));
+  rewritten.set_plan_record(plan_record(rewritten, config, rewritten_options, rep));
   return Planned{std::move(rewritten), std::move(rep)};
 }
 
@@ -544,8 +558,11 @@ absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const LmsConfig& config
   RewriteReport rep;
   rep.policy = config.policy;
   rep.enabled = config.enabled;
-  rep.budget_bytes =
-      config.device_memory_limit ? config.device_memory_limit : options.device_capacity_bytes;
+  // Note [Capacity units] (src/runtime/capacity.h): the budget in whole
+  // allocator units, as the device's allocator holds its capacity.
+  rep.budget_bytes = align_down(
+      config.device_memory_limit ? config.device_memory_limit : options.device_capacity_bytes,
+      std::max<uint64_t>(config.alignment_bytes, 1));
   rep.usable_budget_bytes = swap::usable_budget(rep.budget_bytes, config.fragmentation_reserve);
   fill_before(graph, before, rep);
   rep.time_model = time_model_text(graph, config, options);
@@ -641,7 +658,9 @@ absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const LmsConfig& config
   return best->rep;
 }
 
-// Note [Least workspace fallback]: a convolution's fastest kernel may need a
+// Note [Least workspace fallback]: only with LmsConfig::kernel_choice other
+// than "default" (the results then round as on the lean kernels, not as
+// without LMS on the default ones). A convolution's fastest kernel may need a
 // workspace larger than its inputs and outputs; at a tight budget that
 // workspace alone can set the working-set limit or keep the layout from
 // fitting. When the plan with the fast kernels fails (no plan, or a layout
@@ -737,10 +756,11 @@ absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config,
   absl::StatusOr<RewriteReport> first = rewrite_once(fast, config, options);
   // Whether to plan with the least-workspace kernels too, and keep the
   // faster of the two plans (joint) or the one that fits (otherwise).
-  const bool compare = joint(config) && !options.least_node_time_s.empty() && first.ok() &&
-                       first->fits && !first->decisions.empty() &&
-                       graph.num_nodes() <= kJointCompareNodes;
-  if (!config.enabled || !(tight(first) || compare) || !options.least_workspace_bytes.has_value() ||
+  const bool compare = joint(config) && config.kernel_choice == KernelChoice::kLeastWhenFaster &&
+                       !options.least_node_time_s.empty() && first.ok() && first->fits &&
+                       !first->decisions.empty() && graph.num_nodes() <= kJointCompareNodes;
+  if (!config.enabled || config.kernel_choice == KernelChoice::kDefault ||
+      !(tight(first) || compare) || !options.least_workspace_bytes.has_value() ||
       !options.workspace_bytes.has_value()) {
     if (first.ok()) graph = std::move(fast);
     return first;

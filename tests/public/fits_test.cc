@@ -21,26 +21,22 @@ constexpr int64_t kBatch = 4;
 constexpr int64_t kSize = 32;
 constexpr uint64_t kSeed = 8101;
 
-struct StepOutcome {
-  absl::Status status;
-  uint64_t peak = 0;
-  float loss = 0;
-};
+using user::differing;
+using user::run_steps;
+using user::StepsRun;
 
-StepOutcome one_step(const Graph& graph, Device& device, const Feeds& feeds) {
-  StepOutcome out;
-  auto session = Session::create(graph, device);
-  if (!session.ok()) {
-    out.status = session.status();
-    return out;
-  }
-  StepResult r;
-  out.status = (*session)->run(feeds, &r);
-  if (out.status.ok()) {
-    out.peak = r.peak_device_bytes;
-    out.loss = r.fetched.at("loss")[0];
-  }
-  return out;
+// One step fetching the loss: its bits, the persistent state after it and
+// the measured peak.
+StepsRun one_step(const Graph& graph, Device& device, const Feeds& feeds) {
+  return run_steps(graph, device, feeds, {"loss"}, 1);
+}
+
+// Whether two runs gave the same bits: the loss and every persistent tensor.
+void expect_same_bits(const StepsRun& a, const StepsRun& b) {
+  ASSERT_EQ(a.fetched.size(), b.fetched.size());
+  for (size_t k = 0; k < a.fetched.size(); ++k)
+    EXPECT_TRUE(user::same_bits(a.fetched[k], b.fetched[k]));
+  EXPECT_EQ(differing(a.state, b.state), std::vector<std::string>{});
 }
 
 TEST(Fits, HonestAtEveryBudgetFromTheWorkingSetToThePeak) {
@@ -58,7 +54,7 @@ TEST(Fits, HonestAtEveryBudgetFromTheWorkingSetToThePeak) {
   auto limits = rewrite(probe, off, **big);
   ASSERT_TRUE(limits.ok()) << limits.status();
   ASSERT_TRUE(limits->fits) << limits->summary();
-  const StepOutcome reference = one_step(probe, **big, feeds);
+  const StepsRun reference = one_step(probe, **big, feeds);
   ASSERT_TRUE(reference.status.ok()) << reference.status;
   EXPECT_EQ(reference.peak, limits->peak_bytes_after);
   // The no-LMS peak as a device size: the smallest capacity (in 256-byte
@@ -99,7 +95,7 @@ TEST(Fits, HonestAtEveryBudgetFromTheWorkingSetToThePeak) {
     auto no_lms = rewrite(plain, off, **device);
     ASSERT_TRUE(no_lms.ok()) << no_lms.status();
     EXPECT_TRUE(no_lms->fit_unknown_reason.empty()) << no_lms->fit_unknown_reason;
-    const StepOutcome plain_step = one_step(plain, **device, feeds);
+    const StepsRun plain_step = one_step(plain, **device, feeds);
     EXPECT_EQ(no_lms->fits, plain_step.status.ok()) << plain_step.status;
     if (!plain_step.status.ok()) {
       EXPECT_EQ(plain_step.status.code(), absl::StatusCode::kResourceExhausted);
@@ -108,7 +104,9 @@ TEST(Fits, HonestAtEveryBudgetFromTheWorkingSetToThePeak) {
       ++off_fits;
     }
 
-    // LMS on (auto): where it says fits, the step runs at the predicted peak.
+    // LMS on (auto, default options): where it says fits, the step runs at
+    // the predicted peak and gives the bits of the step without LMS on the
+    // default kernels (kernel_choice "default" moves none).
     Graph swapped = *train;
     auto lms = rewrite(swapped, LmsConfig{}, **device);
     if (!lms.ok()) {
@@ -119,20 +117,151 @@ TEST(Fits, HonestAtEveryBudgetFromTheWorkingSetToThePeak) {
     }
     std::printf("budget %" PRIu64 ": fits %d, %zu swapped, predicted peak %" PRIu64 "\n", budget,
                 lms->fits, lms->swapped.size(), lms->peak_bytes_after);
+    EXPECT_TRUE(lms->least_workspace_nodes.empty()) << lms->summary();
     if (!lms->fits) continue;
     ++lms_fits;
     EXPECT_LE(lms->peak_bytes_after, budget);
-    const StepOutcome step = one_step(swapped, **device, feeds);
+    const StepsRun step = one_step(swapped, **device, feeds);
     ASSERT_TRUE(step.status.ok()) << step.status;
     EXPECT_EQ(step.peak, lms->peak_bytes_after);
-    EXPECT_EQ(std::memcmp(&step.loss, &reference.loss, sizeof(float)), 0)
-        << step.loss << " vs " << reference.loss;
+    expect_same_bits(step, reference);
   }
   std::printf("LMS fits at %d of %d budgets, no LMS at %d\n", lms_fits, kBudgets, off_fits);
   // The sweep means something: LMS fits where the plain step does not, and
   // the top budget (the measured no-LMS peak) fits without LMS.
   EXPECT_GT(lms_fits, off_fits);
   EXPECT_GE(off_fits, 1);
+}
+
+// The smallest capacity, in 256-byte allocator units between `lo` (does
+// not plan) and `hi` (plans), at which `plans` holds; bisection.
+template <typename Plans>
+uint64_t smallest_capacity(uint64_t lo, uint64_t hi, const Plans& plans) {
+  lo /= 256;
+  hi = (hi + 255) / 256;
+  while (lo + 1 < hi) {
+    const uint64_t mid = (lo + hi) / 2;
+    (plans(mid * 256) ? hi : lo) = mid;
+  }
+  return hi * 256;
+}
+
+// kernel_choice: by default the rewrite never moves a convolution to another
+// kernel; "least_workspace_to_fit" may, and then reaches the same or a
+// smaller capacity. At the smallest capacity that plans with it, the step
+// runs at the predicted peak and gives the bits of the graph without LMS on
+// the kernels the report lists.
+TEST(Fits, KernelChoiceIsExplicitAndBitIdenticalOnTheKernelsItLists) {
+  std::printf("seed %" PRIu64 "\n", kSeed);
+  auto train = user::user_unet(kBatch, kSize, Adam{.lr = 1e-3});
+  ASSERT_TRUE(train.ok()) << train.status();
+  const Feeds feeds = user::user_unet_feeds(kBatch, kSize, kSeed);
+  auto big = make_cpu_device({.capacity_bytes = 256 * kMiB, .host_pool_bytes = 256 * kMiB});
+  ASSERT_TRUE(big.ok()) << big.status();
+  LmsConfig off;
+  off.enabled = false;
+  Graph probe = *train;
+  auto limits = rewrite(probe, off, **big);
+  ASSERT_TRUE(limits.ok()) << limits.status();
+  LmsConfig fast, lean;
+  fast.time_model = lean.time_model = TimeModel::kRoofline;
+  lean.kernel_choice = KernelChoice::kLeastToFit;
+  auto plans = [&](const LmsConfig& cfg, uint64_t capacity, Graph* out) -> bool {
+    auto d = make_cpu_device({.capacity_bytes = capacity, .host_pool_bytes = 256 * kMiB});
+    if (!d.ok()) return false;
+    Graph g = *train;
+    auto r = rewrite(g, cfg, **d);
+    if (!r.ok() || !r->fits) return false;
+    if (cfg.kernel_choice == KernelChoice::kDefault) {
+      EXPECT_TRUE(r->least_workspace_nodes.empty());
+    }
+    if (out != nullptr) *out = std::move(g);
+    return true;
+  };
+  const uint64_t hi = limits->peak_bytes_after + 64 * 1024;
+  ASSERT_TRUE(plans(fast, hi, nullptr));
+  const uint64_t lo = 256;
+  const uint64_t fast_min =
+      smallest_capacity(lo, hi, [&](uint64_t c) { return plans(fast, c, nullptr); });
+  const uint64_t lean_min =
+      smallest_capacity(lo, hi, [&](uint64_t c) { return plans(lean, c, nullptr); });
+  std::printf("smallest capacity that plans: %" PRIu64 " bytes with the default kernels, %" PRIu64
+              " with kernel_choice = least_workspace_to_fit (no-LMS peak %" PRIu64 ")\n",
+              fast_min, lean_min, limits->peak_bytes_after);
+  EXPECT_LE(lean_min, fast_min);
+
+  auto device = make_cpu_device({.capacity_bytes = lean_min, .host_pool_bytes = 256 * kMiB});
+  ASSERT_TRUE(device.ok()) << device.status();
+  Graph planned = *train;
+  auto rep = rewrite(planned, lean, **device);
+  ASSERT_TRUE(rep.ok()) << rep.status();
+  ASSERT_TRUE(rep->fits) << rep->summary();
+  std::printf("%zu convolutions on least-workspace kernels\n%s", rep->least_workspace_nodes.size(),
+              rep->summary().c_str());
+  const StepsRun step = one_step(planned, **device, feeds);
+  ASSERT_TRUE(step.status.ok()) << step.status;
+  EXPECT_EQ(step.peak, rep->peak_bytes_after);
+  Graph same_kernels = *train;
+  ASSERT_TRUE(use_least_workspace_kernels(same_kernels, rep->least_workspace_nodes).ok());
+  ASSERT_TRUE(rewrite(same_kernels, off, **big).ok());
+  const StepsRun expected = one_step(same_kernels, **big, feeds);
+  ASSERT_TRUE(expected.status.ok()) << expected.status;
+  expect_same_bits(step, expected);
+}
+
+// Note [Capacity units]: a capacity that is no multiple of the allocator's
+// 256-byte alignment, given both to the device and to
+// RewriteOptions::device_capacity_bytes, gives a plan whose `fits` agrees
+// with Session::create and the first step, with LMS off and on.
+TEST(Fits, UnalignedCapacityAgreesWithTheSessionAndTheStep) {
+  auto train = user::user_unet(kBatch, kSize, Adam{.lr = 1e-3});
+  ASSERT_TRUE(train.ok()) << train.status();
+  const Feeds feeds = user::user_unet_feeds(kBatch, kSize, kSeed);
+  LmsConfig off;
+  off.enabled = false;
+  auto big = make_cpu_device({.capacity_bytes = 256 * kMiB, .host_pool_bytes = 256 * kMiB});
+  ASSERT_TRUE(big.ok()) << big.status();
+  auto workspaces = kernel_workspace_bytes(*train, **big);
+  ASSERT_TRUE(workspaces.ok()) << workspaces.status();
+  Graph probe = *train;
+  auto limits =
+      rewrite(probe, off, {.device_capacity_bytes = 256 * kMiB, .workspace_bytes = *workspaces});
+  ASSERT_TRUE(limits.ok() && limits->fits) << limits.status();
+  const uint64_t peak = limits->peak_bytes_after;
+  int agreed_fits = 0, agreed_refusals = 0;
+  // Aligned capacities around the no-LMS peak and the 60% budget, each
+  // plus 100 bytes: one more than a multiple of 256 would already round.
+  for (uint64_t aligned : {peak / 256 * 256, peak / 256 * 256 - 256, peak * 6 / 10 / 256 * 256}) {
+    const uint64_t capacity = aligned + 100;
+    SCOPED_TRACE(testing::Message() << "capacity " << capacity);
+    for (bool enabled : {false, true}) {
+      auto device = make_cpu_device({.capacity_bytes = capacity, .host_pool_bytes = 256 * kMiB});
+      ASSERT_TRUE(device.ok()) << device.status();
+      ASSERT_EQ(device.value()->memory_stats().capacity_bytes, aligned);
+      LmsConfig cfg = enabled ? LmsConfig{} : off;
+      cfg.time_model = TimeModel::kRoofline;
+      Graph g = *train;
+      auto rep =
+          rewrite(g, cfg, {.device_capacity_bytes = capacity, .workspace_bytes = *workspaces});
+      const bool fits = rep.ok() && rep->fits;
+      if (rep.ok()) {
+        EXPECT_EQ(rep->budget_bytes, aligned) << "budget in allocator units";
+      }
+      const StepsRun step = one_step(g, **device, feeds);
+      std::printf("capacity %" PRIu64 ", LMS %s: fits %d, step %s\n", capacity,
+                  enabled ? "on" : "off", fits, step.status.ok() ? "ran" : "failed");
+      if (!rep.ok()) continue;  // no plan: nothing to agree with
+      EXPECT_EQ(fits, step.status.ok()) << step.status << "\n" << rep->summary();
+      if (step.status.ok()) {
+        EXPECT_EQ(step.peak, rep->peak_bytes_after);
+      }
+      (fits ? agreed_fits : agreed_refusals) += fits == step.status.ok();
+    }
+  }
+  // Both outcomes were seen: some plans fit and ran, some did not fit and
+  // were refused.
+  EXPECT_GT(agreed_fits, 0);
+  EXPECT_GT(agreed_refusals, 0);
 }
 
 }  // namespace

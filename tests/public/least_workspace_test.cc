@@ -3,8 +3,8 @@
 // a "least" kernel never needs more workspace than the fast one, and when a
 // budget is too tight for the fast kernels' workspaces the rewrite switches
 // the convolutions that need it to "least" (not all that have such a
-// kernel), fits, and trains bit-identically to the same kernels without
-// swapping.
+// kernel) when kernel_choice allows it, fits, and trains bit-identically to
+// the same kernels without swapping; by default it changes no kernel.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -107,13 +107,29 @@ TEST(LeastWorkspace, TightBudgetSwitchesConvolutionsAndTrainsBitIdentically) {
 
   auto device = make_cpu_device({.capacity_bytes = budget, .host_pool_bytes = 512 * kMiB});
   ASSERT_TRUE(device.ok()) << device.status();
+  // By default no kernel changes (kernel_choice "default"): there is no
+  // plan at this budget, and the graph is unchanged.
+  {
+    Graph g = *train;
+    const std::string before = to_text(g);
+    auto default_kernels = rewrite(g, LmsConfig{}, **device);
+    EXPECT_TRUE(!default_kernels.ok() || !default_kernels->fits);
+    EXPECT_TRUE(!default_kernels.ok() || default_kernels->least_workspace_nodes.empty());
+    if (!default_kernels.ok()) {
+      EXPECT_EQ(to_text(g), before);
+    }
+  }
+  LmsConfig to_fit;
+  to_fit.kernel_choice = KernelChoice::kLeastToFit;
   Graph planned = *train;
-  auto rep = rewrite(planned, LmsConfig{}, **device);
+  auto rep = rewrite(planned, to_fit, **device);
   ASSERT_TRUE(rep.ok()) << rep.status();
   std::printf("%s", rep->summary().c_str());
   ASSERT_TRUE(rep->fits) << rep->summary();
   ASSERT_FALSE(rep->least_workspace_nodes.empty());
   EXPECT_NE(rep->summary().find("least workspace"), std::string::npos);
+  EXPECT_NE(rep->summary().find("round differently"), std::string::npos);
+  EXPECT_NE(rep->summary().find(rep->least_workspace_nodes.front()), std::string::npos);
   // The budget is just below the fast kernels' working-set limit: only the
   // kernels whose fast workspace does not fit where they run are switched,
   // not every convolution that has a smaller one.
@@ -126,7 +142,7 @@ TEST(LeastWorkspace, TightBudgetSwitchesConvolutionsAndTrainsBitIdentically) {
     ASSERT_TRUE(ws.ok());
     Graph g = *train;
     auto no_fallback =
-        rewrite(g, LmsConfig{}, {.device_capacity_bytes = budget, .workspace_bytes = *ws});
+        rewrite(g, to_fit, {.device_capacity_bytes = budget, .workspace_bytes = *ws});
     EXPECT_TRUE(!no_fallback.ok() || !no_fallback->fits);
   }
 

@@ -143,8 +143,12 @@ TEST(Recompute, EveryPlanKindIsBitIdenticalToNoLms) {
         } else if (kind.link_bytes_per_s > 0) {
           EXPECT_GT(rep->recomputed.size(), 0u);
         }
-        EXPECT_EQ(clones > 0, !rep->recomputed.empty());
-        EXPECT_EQ(rep->recompute_s > 0, !rep->recomputed.empty());
+        // A recomputed tensor has clones; a swapped one may have some too
+        // (a swap whose later restores recompute from a swapped-in input,
+        // as some plans do with other kernel workspaces). Every clone's
+        // time is predicted.
+        if (!rep->recomputed.empty()) EXPECT_GT(clones, 0);
+        EXPECT_EQ(clones > 0, rep->recompute_s > 0);
         for (const TensorDecision& d : rep->decisions) {
           EXPECT_GT(d.seconds, 0) << d.tensor;
           EXPECT_GT(d.restores, 0) << d.tensor;
@@ -275,7 +279,7 @@ TEST(Recompute, JointIsNeverPredictedSlowerThanSwapOnlyOrRecomputeOnly) {
   EXPECT_GT(searched_differently, 0);
 }
 
-// RewriteOptions::least_workspace_when_faster with the measured time model
+// kernel_choice "least_workspace_when_faster" with the measured time model
 // on the 2-D U-Net and Isensee's 3-D U-Net at 70% of the peak: the joint
 // rewrite also times the least-workspace kernels and may keep them; the plan
 // fits, runs at the planned peak, and gives the same bits as the graph
@@ -301,10 +305,10 @@ TEST(Recompute, LeastWorkspaceWhenFasterStaysBitIdenticalOnItsKernels) {
         std::max(none->working_set_limit_bytes, none->peak_bytes_after * 7 / 10);
     auto device = make_cpu_device({.capacity_bytes = budget, .host_pool_bytes = 256 * kMiB});
     ASSERT_TRUE(device.ok()) << device.status();
-    RewriteOptions faster = ropts;
-    faster.least_workspace_when_faster = true;
+    LmsConfig faster;  // joint, measured
+    faster.kernel_choice = KernelChoice::kLeastWhenFaster;
     Graph g = model.graph;
-    auto rep = rewrite(g, LmsConfig{}, **device, faster);  // joint, measured
+    auto rep = rewrite(g, faster, **device, ropts);
     ASSERT_TRUE(rep.ok()) << rep.status();
     ASSERT_TRUE(rep->fits) << rep->summary();
     std::printf("%s at %" PRIu64 " bytes: %zu swapped, %zu recomputed, %zu least-workspace\n",
