@@ -248,9 +248,10 @@ absl::StatusOr<RatioTarget> run_target(const ModelFactory& f, const RatioOptions
   t.ideal_step_s = best_timed_step_s(row);
   t.ideal_mean_step_s = row.mean_step_s;
   t.ideal_predicted_step_s = row.predicted_step_s;
-  log << fmt::format("  {}: kernel_choice least_workspace_when_faster (LMS plans may run "
-                     "least-workspace convolution kernels, which round differently)\n",
-                     preset.name);
+  log << fmt::format(
+      "  {}: kernel_choice least_workspace_when_faster (LMS plans may run "
+      "least-workspace convolution kernels, which round differently)\n",
+      preset.name);
   log << fmt::format("  {}: link {:.1f} MB/s, ideal {:.3f} s/step\n", preset.name,
                      t.throttle_bytes_per_s / 1e6, t.ideal_step_s);
   for (double k : o.oversubscription) {

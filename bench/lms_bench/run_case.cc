@@ -162,6 +162,36 @@ std::string oom_status(std::string_view message) {
   return "OOM";
 }
 
+absl::StatusOr<RewriteReport> plan_without_lms(Graph& graph, const LmsConfig& config,
+                                               Device& device, const std::string& loss) {
+  LmsConfig off = config;
+  off.enabled = false;
+  off.device_memory_limit = 0;  // a run without LMS has the whole device
+  const RewriteOptions o{.fetched = {loss}};
+  Graph fast = graph;
+  LMS_ASSIGN_OR_RETURN(RewriteReport rep, rewrite(fast, off, device, o));
+  if (!rep.fits && config.kernel_choice != KernelChoice::kDefault) {
+    LMS_ASSIGN_OR_RETURN(std::vector<uint64_t> ws, kernel_workspace_bytes(graph, device));
+    LMS_ASSIGN_OR_RETURN(std::vector<uint64_t> least, least_kernel_workspace_bytes(graph, device));
+    std::vector<std::string> smaller;
+    for (size_t id = 0; id < least.size() && id < ws.size(); ++id) {
+      if (least[id] < ws[id]) smaller.push_back(graph.node(static_cast<NodeId>(id)).name);
+    }
+    if (!smaller.empty()) {
+      Graph lean = graph;
+      LMS_RETURN_IF_ERROR(use_least_workspace_kernels(lean, smaller));
+      LMS_ASSIGN_OR_RETURN(RewriteReport lean_rep, rewrite(lean, off, device, o));
+      if (lean_rep.fits) {
+        lean_rep.least_workspace_nodes = std::move(smaller);
+        graph = std::move(lean);
+        return lean_rep;
+      }
+    }
+  }
+  graph = std::move(fast);
+  return rep;
+}
+
 absl::StatusOr<CaseResult> run_case(const ModelFactory& f, const CaseSpec& spec) {
   if (spec.steps < 1) {
     return absl::InvalidArgumentError(fmt::format("steps {} must be >= 1", spec.steps));
@@ -183,7 +213,21 @@ absl::StatusOr<CaseResult> run_case(const ModelFactory& f, const CaseSpec& spec)
                     .node_time_s = spec.node_time_s,
                     .least_node_time_s = spec.least_node_time_s,
                     .fetched = {loss}};
-  LMS_RETURN_IF_ERROR(fill_planner_before(train, spec, ro, row));
+  if (!spec.lms) {
+    // Note [Fair baseline] (run_case.h).
+    LMS_ASSIGN_OR_RETURN(RewriteReport rep, plan_without_lms(train, spec.config, *device, loss));
+    row.budget_bytes = rep.budget_bytes;
+    row.predicted_peak_before_bytes = rep.peak_bytes_before;
+    row.predicted_peak_after_bytes = rep.peak_bytes_after;
+    row.working_set_limit_bytes = rep.working_set_limit_bytes;
+    row.working_set_node = rep.working_set_node;
+    row.predicted_step_s = rep.step_time_before_s;
+    row.planned_bytes_by_position = std::move(rep.device_bytes_by_position);
+    for (const std::string& n : rep.least_workspace_nodes)
+      row.plan_signature += "least " + n + "\n";
+  } else {
+    LMS_RETURN_IF_ERROR(fill_planner_before(train, spec, ro, row));
+  }
   if (spec.lms) {
     LMS_ASSIGN_OR_RETURN(bool runnable, apply_lms(train, spec, ro, row));
     if (!runnable) return row;

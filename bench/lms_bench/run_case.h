@@ -103,6 +103,19 @@ struct CaseResult {
 
 absl::StatusOr<CaseResult> run_case(const ModelFactory& factory, const CaseSpec& spec);
 
+// Note [Fair baseline]: the rows and probes without LMS run the best program
+// that neither swaps nor recomputes: `graph` as the Device overload of
+// lms::rewrite with LMS disabled leaves it (conv + relu fusion, blocked
+// layouts, the step layout the session then uses) and, when
+// config.kernel_choice is not "default" and the fast kernels do not fit the
+// whole device, the least-workspace convolution kernels where they are
+// smaller (RewriteReport::least_workspace_nodes lists them). So its `fits`
+// and its real step agree, and the LMS / no-LMS ratio is measured against
+// that program. `graph` becomes the planned graph; `device` must hold no
+// allocations. Errors: those of lms::rewrite.
+absl::StatusOr<RewriteReport> plan_without_lms(Graph& graph, const LmsConfig& config,
+                                               Device& device, const std::string& loss);
+
 // "OOM at <node>" (or at a persistent tensor / input) from an out-of-memory
 // message of the runtime; "OOM" when it names none.
 std::string oom_status(std::string_view message);

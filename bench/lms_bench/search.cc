@@ -46,18 +46,12 @@ class Prober {
     return absl::OkStatus();
   }
 
-  // LMS disabled leaves the graph unchanged and says whether its first step
-  // fits the device: the rewrite replays it on the device's allocator with
-  // the device's kernel workspaces (Note [Limit search]).
+  // Whether the program without LMS that the table's rows run fits the
+  // device (Note [Fair baseline] in run_case.h; Note [Limit search]).
   absl::StatusOr<bool> fits_without_lms(int64_t size) {
     LMS_ASSIGN_OR_RETURN(const Prepared* p, prepare(size));
-    LmsConfig cfg = spec_.config;
-    cfg.enabled = false;
-    cfg.device_memory_limit = 0;  // a run without LMS has the whole device
-    RewriteOptions o;
-    o.fetched = {p->loss};
     Graph copy = p->train;
-    auto rep = rewrite(copy, cfg, *device_, o);
+    auto rep = plan_without_lms(copy, spec_.config, *device_, p->loss);
     if (absl::IsResourceExhausted(rep.status())) return false;
     LMS_RETURN_IF_ERROR(rep.status());
     return rep->fits;
@@ -79,10 +73,12 @@ class Prober {
     LmsConfig cfg = spec_.config;
     cfg.enabled = false;
     Graph copy = p->train;
-    // The smallest working set any plan reaches: each node with the kernel
-    // of the smaller workspace.
+    // The smallest working set any plan reaches: with kernel_choice other
+    // than "default", each node with the kernel of the smaller workspace.
     RewriteOptions o = options(*p);
-    for (size_t id = 0; id < p->least_ws.size() && id < o.workspace_bytes->size(); ++id) {
+    const size_t lean =
+        spec_.config.kernel_choice == KernelChoice::kDefault ? 0 : p->least_ws.size();
+    for (size_t id = 0; id < lean && id < o.workspace_bytes->size(); ++id) {
       (*o.workspace_bytes)[id] = std::min((*o.workspace_bytes)[id], p->least_ws[id]);
     }
     LMS_ASSIGN_OR_RETURN(RewriteReport rep, rewrite(copy, cfg, o));

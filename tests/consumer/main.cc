@@ -1,7 +1,9 @@
 // A user's program against the installed lms: builds a small net with a
 // concat skip, plans it with LMS for a device too small to train it without,
-// and trains a few steps. Exits 0 only if the plan fits, the steps swap, the
-// loss falls and the step without LMS runs out of memory.
+// and trains a few steps with the installed example config
+// (<prefix>/share/lms/lms.toml, the path in argv[1]). Exits 0 only if the
+// config loads, the plan fits, the steps swap, the loss falls and the step
+// without LMS runs out of memory.
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -32,7 +34,8 @@ absl::StatusOr<lms::Graph> model() {
   return lms::training_graph(g, loss, lms::Adam{.lr = 1e-2});
 }
 
-absl::Status run() {
+absl::Status run(const char* config_path) {
+  LMS_ASSIGN_OR_RETURN(lms::LmsConfig cfg, lms::LmsConfig::from_file(config_path));
   LMS_ASSIGN_OR_RETURN(lms::Graph train, model());
   std::mt19937_64 gen(5);
   std::uniform_real_distribution<float> u(0.0f, 1.0f);
@@ -54,7 +57,7 @@ absl::Status run() {
   if (no_lms.fits) return absl::InternalError("the budget is not tight: it fits without LMS");
 
   lms::Graph swapped = train;
-  LMS_ASSIGN_OR_RETURN(lms::RewriteReport report, lms::rewrite(swapped, {}, *device));
+  LMS_ASSIGN_OR_RETURN(lms::RewriteReport report, lms::rewrite(swapped, cfg, *device));
   std::printf("%s", report.summary().c_str());
   if (!report.fits) return absl::InternalError("the LMS plan does not fit");
   LMS_ASSIGN_OR_RETURN(auto session, lms::Session::create(swapped, *device));
@@ -77,8 +80,12 @@ absl::Status run() {
 
 }  // namespace
 
-int main() {
-  const absl::Status s = run();
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s <lms.toml>\n", argv[0]);
+    return 2;
+  }
+  const absl::Status s = run(argv[1]);
   if (!s.ok()) {
     std::fprintf(stderr, "consumer: %s\n", s.ToString().c_str());
     return 1;

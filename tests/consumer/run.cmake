@@ -17,4 +17,9 @@ endif()
 step(${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR}/build -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix
      -DCMAKE_BUILD_TYPE=Release)
 step(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
-step(${WORK_DIR}/build/consumer)
+# The example config the README's sample loads is installed with the library.
+set(config ${WORK_DIR}/prefix/share/lms/lms.toml)
+if(NOT EXISTS ${config})
+  message(FATAL_ERROR "consumer test: the example config was not installed at ${config}")
+endif()
+step(${WORK_DIR}/build/consumer ${config})

@@ -263,9 +263,11 @@ TEST(ConvReluFusion, ARewrittenGraphCanBeRewrittenAgain) {
     ASSERT_FALSE(planned->decisions.empty()) << planned->summary();
     ASSERT_TRUE(planned->least_workspace_nodes.empty()) << planned->summary();
     const int nodes = g.num_nodes();
+    const std::string planned_text = to_text(g);
 
     // Again without LMS on the large device, then again with LMS on the
-    // small one: each keeps every node, fuses nothing and fits.
+    // small one: each keeps every node, fuses nothing and fits; the fully
+    // planned graph is left unchanged, text included (lms/rewrite.h).
     for (int pass = 0; pass < 2; ++pass) {
       SCOPED_TRACE(pass == 0 ? "LMS off on the large device" : "LMS on the small device");
       auto again = pass == 0 ? rewrite(g, off, **big, ropts) : rewrite(g, cfg, **small, ropts);
@@ -273,6 +275,8 @@ TEST(ConvReluFusion, ARewrittenGraphCanBeRewrittenAgain) {
       EXPECT_TRUE(again->fits) << again->summary();
       EXPECT_TRUE(again->fused.empty());
       EXPECT_EQ(g.num_nodes(), nodes);
+      EXPECT_TRUE(again->decisions.empty()) << again->summary();
+      EXPECT_EQ(to_text(g), planned_text);
       for (const std::string& t : planned->swapped) {
         EXPECT_NE(g.find_node("swap_out/" + t), kNoNode) << t;
       }

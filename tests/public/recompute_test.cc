@@ -147,7 +147,9 @@ TEST(Recompute, EveryPlanKindIsBitIdenticalToNoLms) {
         // (a swap whose later restores recompute from a swapped-in input,
         // as some plans do with other kernel workspaces). Every clone's
         // time is predicted.
-        if (!rep->recomputed.empty()) EXPECT_GT(clones, 0);
+        if (!rep->recomputed.empty()) {
+          EXPECT_GT(clones, 0);
+        }
         EXPECT_EQ(clones > 0, rep->recompute_s > 0);
         for (const TensorDecision& d : rep->decisions) {
           EXPECT_GT(d.seconds, 0) << d.tensor;

@@ -1,0 +1,160 @@
+// Planning speed and plan quality of lms::rewrite on the models of the
+// benchmarks, through the public API only (so the same file builds against
+// an earlier version of the library, for a before/after comparison):
+//
+//   build-release/bench/plan_speed_bench [--repeat N]
+//
+// For each case it prints the graph's nodes, the seconds of the Device
+// overload's rewrite (the least of N runs; time_model "roofline", so nothing
+// is profiled and the plan is the same on every run), the seconds of
+// Session::create on the planned graph, and the plan: fits, the predicted
+// peak, the arena against its lower bound, and the plan's swapped and
+// recomputed tensors. Cases:
+//  - unet3d-72: the main job's Isensee 3-D U-Net (4 levels, 8 base filters,
+//    1 channel, 13 classes, deep supervision over 3 levels) at 72^3 under a
+//    96 MiB device;
+//  - vdsr-100k: VDSR with 11,111 layers (about 100k nodes of the training
+//    graph), 16 channels, 16x16, at 60% of its no-LMS peak;
+//  - vdsr-20: VDSR (20 layers, 64 channels), batch 32 of 48x48 crops under
+//    256 MiB.
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "lms/config.h"
+#include "lms/device.h"
+#include "lms/graph.h"
+#include "lms/rewrite.h"
+#include "lms/session.h"
+#include "lms/training.h"
+#include "models.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+struct Case {
+  std::string name;
+  std::function<absl::StatusOr<lms::Graph>()> build;
+  // Device capacity in bytes; 0: this fraction of the no-LMS peak.
+  uint64_t capacity_bytes = 0;
+  double peak_fraction = 0;
+};
+
+absl::StatusOr<lms::Graph> unet3d_72() {
+  lms::Graph g;
+  const lms::models::ModelTensors t = lms::models::build_isensee_unet(g, {.batch = 1,
+                                                                          .in_channels = 1,
+                                                                          .classes = 13,
+                                                                          .size = 72,
+                                                                          .base_filters = 8,
+                                                                          .levels = 4,
+                                                                          .segmentation_levels = 3,
+                                                                          .deep_supervision = true,
+                                                                          .seed = 1});
+  if (!g.status().ok()) return g.status();
+  return lms::training_graph(g, t.loss, lms::Adam{.lr = 1e-3});
+}
+
+absl::StatusOr<lms::Graph> vdsr(int64_t batch, int64_t size, int64_t depth, int64_t channels) {
+  lms::Graph g;
+  const lms::models::ModelTensors t = lms::models::build_vdsr(
+      g, {.batch = batch, .height = size, .width = size, .depth = depth, .channels = channels});
+  if (!g.status().ok()) return g.status();
+  return lms::training_graph(g, t.loss, lms::Adam{.lr = 1e-4});
+}
+
+int run_case(const Case& c, int repeat) {
+  absl::StatusOr<lms::Graph> train = c.build();
+  if (!train.ok()) {
+    std::fprintf(stderr, "%s: %s\n", c.name.c_str(), std::string(train.status().message()).c_str());
+    return 1;
+  }
+  uint64_t capacity = c.capacity_bytes;
+  if (capacity == 0) {
+    auto big = lms::make_cpu_device({.capacity_bytes = uint64_t{8} << 30});
+    if (!big.ok()) return 1;
+    lms::LmsConfig off;
+    off.enabled = false;
+    lms::Graph probe = *train;
+    auto none = lms::rewrite(probe, off, **big);
+    if (!none.ok()) {
+      std::fprintf(stderr, "%s: %s\n", c.name.c_str(),
+                   std::string(none.status().message()).c_str());
+      return 1;
+    }
+    capacity = static_cast<uint64_t>(c.peak_fraction * static_cast<double>(none->peak_bytes_after));
+  }
+  auto device =
+      lms::make_cpu_device({.capacity_bytes = capacity, .host_pool_bytes = uint64_t{8} << 30});
+  if (!device.ok()) return 1;
+  lms::LmsConfig cfg;
+  cfg.time_model = lms::TimeModel::kRoofline;
+  double best_rewrite_s = 1e30, best_create_s = 1e30;
+  lms::RewriteReport rep;
+  for (int r = 0; r < repeat; ++r) {
+    lms::Graph g = *train;
+    const Clock::time_point start = Clock::now();
+    auto report = lms::rewrite(g, cfg, **device);
+    best_rewrite_s = std::min(best_rewrite_s, seconds_since(start));
+    if (!report.ok()) {
+      std::fprintf(stderr, "%s: %s\n", c.name.c_str(),
+                   std::string(report.status().message()).c_str());
+      return 1;
+    }
+    rep = *std::move(report);
+    const Clock::time_point create_start = Clock::now();
+    auto session = lms::Session::create(g, **device);
+    best_create_s = std::min(best_create_s, seconds_since(create_start));
+    if (!session.ok()) {
+      std::fprintf(stderr, "%s: %s\n", c.name.c_str(),
+                   std::string(session.status().message()).c_str());
+      return 1;
+    }
+  }
+  const double gap = rep.arena_lower_bound_bytes == 0
+                         ? 0
+                         : 100.0 *
+                               static_cast<double>(rep.arena_bytes - rep.arena_lower_bound_bytes) /
+                               static_cast<double>(rep.arena_lower_bound_bytes);
+  std::printf("%-10s %7d nodes  rewrite %7.3f s  create %7.3f s  fits %d  peak %10" PRIu64
+              " B of %10" PRIu64 "  arena %10" PRIu64 " (lower bound %10" PRIu64
+              ", gap %.2f%%)  %zu swapped %zu recomputed  predicted step %.6f s\n",
+              c.name.c_str(), static_cast<int>(train->num_nodes()), best_rewrite_s, best_create_s,
+              rep.fits, rep.peak_bytes_after, capacity, rep.arena_bytes,
+              rep.arena_lower_bound_bytes, gap, rep.swapped.size(), rep.recomputed.size(),
+              rep.step_time_after_s);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int repeat = 3;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--repeat") == 0 && i + 1 < argc) {
+      repeat = std::max(1, std::atoi(argv[++i]));
+    } else {
+      std::fprintf(stderr, "usage: %s [--repeat N]\n", argv[0]);
+      return 2;
+    }
+  }
+  const std::vector<Case> cases = {
+      {"unet3d-72", unet3d_72, uint64_t{96} << 20, 0},
+      {"vdsr-20", [] { return vdsr(32, 48, 20, 64); }, uint64_t{256} << 20, 0},
+      {"vdsr-100k", [] { return vdsr(1, 16, 11111, 16); }, 0, 0.6},
+  };
+  int failed = 0;
+  for (const Case& c : cases) failed += run_case(c, repeat);
+  return failed == 0 ? 0 : 1;
+}
