@@ -30,18 +30,21 @@ function(lms_mpi_job_test target)
   endif()
 endfunction()
 
-# lms_workspace_scaled_tests(<test target>...): the target's tests run twice
-# more, with every CPU kernel reporting 0.5x and 2x its workspace (Note
-# [Workspace scale test hook] in src/backend/cpu/workspace_scale.h), as
-# "<test>.workspace_x0.5" and "<test>.workspace_x2" (label workspace_scale).
-# For the tests that assert what the planner chose: what they assert must
-# hold whatever workspaces the machine's oneDNN kernels need.
+# lms_workspace_scaled_tests(<test target>...): each target's tests run
+# twice more, with every CPU kernel reporting 0.5x and 2x its workspace (Note
+# [Workspace scale test hook] in src/backend/cpu/workspace_scale.h), as the
+# tests "<target>.workspace_x0.5" and "<target>.workspace_x2" (label
+# workspace_scale), one per program. For the tests that assert what the
+# planner chose: what they assert must hold whatever workspaces the machine's
+# oneDNN kernels need. (cmake -E env sets the variables: a list in
+# gtest_discover_tests' ENVIRONMENT property reaches CTest split apart.)
 function(lms_workspace_scaled_tests)
   foreach(target ${ARGN})
     foreach(scale 0.5 2)
-      gtest_discover_tests(${target} DISCOVERY_TIMEOUT 60 TEST_SUFFIX ".workspace_x${scale}"
-        PROPERTIES LABELS workspace_scale
-        ENVIRONMENT "OMP_NUM_THREADS=1;OMP_WAIT_POLICY=PASSIVE;LMS_CPU_WORKSPACE_SCALE=${scale}")
+      add_test(NAME ${target}.workspace_x${scale}
+               COMMAND ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
+                       LMS_CPU_WORKSPACE_SCALE=${scale} $<TARGET_FILE:${target}>)
+      set_tests_properties(${target}.workspace_x${scale} PROPERTIES LABELS workspace_scale)
     endforeach()
   endforeach()
 endfunction()

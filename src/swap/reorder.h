@@ -30,7 +30,9 @@ namespace lms::swap {
 // The two nodes are independent, so every value computed stays the same
 // bits; only the order changes, and no tensor lives longer except the small
 // weight gradients, by one node. Empty when no node moves; the error of
-// schedule() for a cyclic graph.
+// schedule() for a cyclic graph. lms::rewrite keeps the new order only when
+// the unswapped step's layout is not larger with it (a moved weights
+// kernel's workspace, or the packing, can make it so on some CPUs' kernels).
 absl::StatusOr<std::vector<NodeId>> weight_gradients_first_order(
     const Graph& graph, const std::vector<std::string>& fetched);
 

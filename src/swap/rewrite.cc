@@ -578,6 +578,20 @@ absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const LmsConfig& config
   if (config.policy == SwapPolicy::kAuto) {
     LMS_ASSIGN_OR_RETURN(std::vector<NodeId> order,
                          swap::weight_gradients_first_order(graph, options.fetched));
+    std::optional<Analysis> reordered_analysis;
+    if (!order.empty()) {
+      Graph candidate = graph;
+      LMS_RETURN_IF_ERROR(candidate.set_order(order));
+      LMS_ASSIGN_OR_RETURN(reordered_analysis, analyse(candidate, config, options));
+      // The reorder frees convolution inputs sooner, but a weights kernel's
+      // workspace may then be live beside more, or the step may pack worse:
+      // keep it only where the unswapped step's layout is not larger.
+      const swap::LivenessOptions lo{config.alignment_bytes, options.fetched, workspaces(options)};
+      LMS_ASSIGN_OR_RETURN(swap::StepLayout as_is, swap::layout_step(graph, lo, rep.budget_bytes));
+      LMS_ASSIGN_OR_RETURN(swap::StepLayout moved,
+                           swap::layout_step(candidate, lo, rep.budget_bytes));
+      if (moved.device_bytes() > as_is.device_bytes()) order.clear();
+    }
     if (!order.empty()) {
       // The weights nodes that now come earlier than before.
       LMS_ASSIGN_OR_RETURN(std::vector<NodeId> old_order, schedule(graph));
@@ -594,7 +608,7 @@ absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const LmsConfig& config
       }
       ordered = graph;
       LMS_RETURN_IF_ERROR(ordered.set_order(std::move(order)));
-      LMS_ASSIGN_OR_RETURN(before, analyse(ordered, config, options));
+      before = *std::move(reordered_analysis);
       fill_working_set(ordered, before, rep);
       reordered = true;
     }

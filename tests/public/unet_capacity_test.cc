@@ -2,8 +2,9 @@
 // 2-D U-Net with concat skips (a tensor read by three far-apart consumers),
 // through include/lms alone: the largest batch the auto policy plans reaches
 // >= 99% of the working-set limit (the batch whose busiest node alone fills
-// the device, each convolution with its smaller-workspace kernel), and the
-// batches at the boundaries run for real.
+// the device, each convolution with its smaller-workspace kernel: the LMS
+// runs opt in to such kernels with kernel_choice "least_workspace_to_fit"),
+// and the batches at the boundaries run for real.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -51,6 +52,7 @@ class Capacity : public ::testing::Test {
     LmsConfig cfg;
     cfg.enabled = lms;
     cfg.time_model = TimeModel::kRoofline;
+    cfg.kernel_choice = KernelChoice::kLeastToFit;
     auto rep = rewrite(*g, cfg, *device_);
     if (!rep.ok() || !rep->fits) return false;
     if (out != nullptr) *out = std::move(*g);

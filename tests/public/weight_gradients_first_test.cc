@@ -59,7 +59,8 @@ PairOrder pair_order(const Graph& g) {
 
 TEST(WeightGradientsFirst, FreesConvInputsEarlierAndKeepsTheBits) {
   std::printf("seed %" PRIu64 "\n", kSeed);
-  int lowered = 0;  // models whose planned peak the reorder lowers
+  int lowered = 0;    // models whose planned peak the reorder lowers
+  int reordered = 0;  // models with weight gradients moved first
   auto models = planner_test_models(kSeed);
   ASSERT_TRUE(models.ok()) << models.status();
   for (NamedModel& model : *models) {
@@ -92,7 +93,14 @@ TEST(WeightGradientsFirst, FreesConvInputsEarlierAndKeepsTheBits) {
                 none->peak_bytes_after, spare->peak_bytes_after);
     EXPECT_EQ(after.weights_first + after.data_first, before.data_first);
     EXPECT_LE(spare->peak_bytes_after, none->peak_bytes_after);
-    EXPECT_EQ(after.weights_first > 0, (model.name != "vdsr"));
+    // VDSR's convolution inputs are freed by the data gradient anyway; the
+    // U-Nets' concat skips keep some alive, and the rewrite moves their
+    // weight gradients first unless that makes the step's layout larger
+    // (which depends on the kernels' workspaces, so on the CPU).
+    if (model.name == "vdsr") {
+      EXPECT_EQ(after.weights_first, 0);
+    }
+    reordered += after.weights_first > 0;
     // The report names exactly the moved nodes.
     EXPECT_EQ(static_cast<int>(spare->weight_gradients_first.size()), after.weights_first);
     for (const std::string& name : spare->weight_gradients_first) {
@@ -129,6 +137,7 @@ TEST(WeightGradientsFirst, FreesConvInputsEarlierAndKeepsTheBits) {
     expect_same_run(run_steps(g, **tight, model.feeds, names, kSteps), reference, names,
                     rep->peak_bytes_after);
   }
+  EXPECT_GT(reordered, 0);
   EXPECT_GT(lowered, 0);
 }
 

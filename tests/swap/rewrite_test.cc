@@ -289,7 +289,9 @@ TEST(Rewrite, AutoFitsRandomBudgetsOnRandomGraphs) {
     const uint64_t lo = static_cast<uint64_t>(ws / (1 - reserve)) + 1;
     const uint64_t hi = static_cast<uint64_t>(peak / (1 - reserve));
     if (lo >= hi) continue;
-    const uint64_t budget = lo + rng() % (hi - lo);
+    // In whole 256-byte units, as a device's allocator holds its capacity and
+    // the rewrite plans (Note [Capacity units]).
+    const uint64_t budget = (lo + rng() % (hi - lo) + 255) / 256 * 256;
     SCOPED_TRACE(testing::Message() << "seed " << seed << " budget " << budget);
     LmsConfig config;
     config.device_memory_limit = budget;
