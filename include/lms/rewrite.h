@@ -217,10 +217,15 @@ absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config);
 // device's capacity; FailedPrecondition when the device already holds
 // allocations (plan before creating sessions on it); Unimplemented for an op
 // the device has no kernel for.
-// A graph rewritten before may be rewritten again, for example for another
-// device or budget: its swap, recompute and fused nodes stay as they are
-// (ordinary nodes of the graph, nothing fuses twice), and the report lists
-// only the new decisions.
+// A graph rewritten before may be rewritten again, by any policy, for
+// example for another device or budget: its swap, recompute and fused nodes
+// stay as they are (ordinary nodes of the graph, nothing fuses twice), and
+// the report lists only the new decisions. With policy auto, a fully
+// planned graph rewritten again for the device and budget it was planned
+// for is left unchanged, text included, with no new decision
+// (tests/public/conv_relu_fusion_test.cc). tflms, vdnn and manual apply
+// their rule to the graph as it is, swap nodes included, so they carry no
+// such guarantee: rewrite the original graph with them instead.
 absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config, Device& device,
                                       const RewriteOptions& options = {});
 

@@ -31,8 +31,8 @@
 #include <string>
 #include <string_view>
 
-#include "absl/status/status.h"
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "backend/cpu/kernels/cpu_kernels.h"
