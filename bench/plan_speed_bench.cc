@@ -15,7 +15,8 @@
 //    96 MiB device, with kernel_choice "least_workspace_to_fit" as the main
 //    job;
 //  - vdsr-100k: VDSR with 11,111 layers (about 100k nodes of the training
-//    graph), 16 channels, 16x16, at 80% of its no-LMS peak;
+//    graph), 16 channels, 16x16, at 80% of its no-LMS peak (at least 5%
+//    above its working-set limit);
 //  - vdsr-20: VDSR (20 layers, 64 channels), batch 32 of 48x48 crops under
 //    256 MiB.
 #include <algorithm>
@@ -96,7 +97,11 @@ int run_case(const Case& c, int repeat) {
                    std::string(none.status().message()).c_str());
       return 1;
     }
-    capacity = static_cast<uint64_t>(c.peak_fraction * static_cast<double>(none->peak_bytes_after));
+    // That fraction of the peak, but at least 5% above the working-set
+    // limit, so that a plan exists.
+    capacity = std::max(
+        static_cast<uint64_t>(c.peak_fraction * static_cast<double>(none->peak_bytes_after)),
+        none->working_set_limit_bytes + none->working_set_limit_bytes / 20);
   }
   auto device =
       lms::make_cpu_device({.capacity_bytes = capacity, .host_pool_bytes = uint64_t{8} << 30});
