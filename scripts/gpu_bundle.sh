@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Packs a CUDA build of lms for a GPU machine that has the NVIDIA driver,
-# the CUDA runtime and cuDNN but not the Debian -dev packages lms builds
+# the CUDA runtime, cuDNN and NCCL but not the Debian -dev packages lms builds
 # against (oneDNN, Abseil, fmt, ...): the CUDA test programs, lms-bench,
 # time_model_bench, cuda_reduce_bench, the vdsr example, liblms, and every
 # shared library they load except glibc, libstdc++/libgcc and CUDA's own,

@@ -21,7 +21,7 @@ if [ ! -e "$src" ] && [ "$src" != "$PWD" ]; then
   mkdir -p "$(dirname "$src")" 2>/dev/null && ln -s "$PWD" "$src" ||
     echo "note: cannot link $src to this checkout; tests that read test data may fail"
 fi
-cuda_dirs=$(find /usr /opt \( -name 'libcudnn.so.9' -o -name 'libcudart.so.13' \) 2>/dev/null |
+cuda_dirs=$(find /usr /opt \( -name 'libcudnn.so.9' -o -name 'libcudart.so.13' -o -name 'libnccl.so.2' \) 2>/dev/null |
   xargs -r -n1 dirname | sort -u | paste -sd: -)
 export LD_LIBRARY_PATH="$PWD/$build/src:$PWD/.gpu-lib${cuda_dirs:+:$cuda_dirs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PATH="$PATH:/usr/local/cuda/bin"

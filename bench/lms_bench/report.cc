@@ -138,7 +138,7 @@ nlohmann::json to_json(const SweepResult& r) {
   nlohmann::json j = {{"model", r.model},
                       {"size_label", r.size_label},
                       {"data", r.data_note},
-                      {"device", "cpu-emulated"},
+                      {"device", r.device},
                       {"capacity_bytes", r.capacity_bytes},
                       {"lms_budget_bytes", r.lms_budget_bytes},
                       {"link_bytes_per_s", r.link_bytes_per_s},

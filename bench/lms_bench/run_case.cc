@@ -80,7 +80,8 @@ absl::Status fill_planner_before(const Graph& train, const CaseSpec& spec, const
 // (returns false: nothing to run).
 absl::StatusOr<bool> apply_lms(Graph& train, const CaseSpec& spec, const RewriteOptions& ro,
                                CaseResult& row) {
-  absl::StatusOr<RewriteReport> rep = rewrite(train, spec.config, ro);
+  absl::StatusOr<RewriteReport> rep =
+      rewrite(train, within_host_pool(spec.config, spec.device), ro);
   if (absl::IsResourceExhausted(rep.status())) {
     row.planner_oom = true;
     row.error = std::string(to_std(rep.status().message()));
@@ -190,6 +191,13 @@ absl::StatusOr<RewriteReport> plan_without_lms(Graph& graph, const LmsConfig& co
   }
   graph = std::move(fast);
   return rep;
+}
+
+LmsConfig within_host_pool(LmsConfig config, const DeviceSetup& device) {
+  if (config.host_memory_limit == 0 || config.host_memory_limit > device.host_pool_bytes) {
+    config.host_memory_limit = device.host_pool_bytes;
+  }
+  return config;
 }
 
 absl::StatusOr<CaseResult> run_case(const ModelFactory& f, const CaseSpec& spec) {

@@ -116,6 +116,12 @@ absl::StatusOr<CaseResult> run_case(const ModelFactory& factory, const CaseSpec&
 absl::StatusOr<RewriteReport> plan_without_lms(Graph& graph, const LmsConfig& config,
                                                Device& device, const std::string& loss);
 
+// `config` with host_memory_limit capped at the device's pinned host pool,
+// as the Device overload of lms::rewrite caps it: the LMS rows and the
+// limit search plan with the RewriteOptions overload, and a plan that holds
+// more than the pool runs out of it mid-step (seen on an H100 with VDSR).
+LmsConfig within_host_pool(LmsConfig config, const DeviceSetup& device);
+
 // "OOM at <node>" (or at a persistent tensor / input) from an out-of-memory
 // message of the runtime; "OOM" when it names none.
 std::string oom_status(std::string_view message);

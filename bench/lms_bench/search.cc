@@ -59,7 +59,7 @@ class Prober {
 
   absl::StatusOr<bool> fits_with_lms(int64_t size) {
     LMS_ASSIGN_OR_RETURN(const Prepared* p, prepare(size));
-    LmsConfig cfg = spec_.config;
+    LmsConfig cfg = within_host_pool(spec_.config, spec_.device);
     cfg.enabled = true;
     Graph copy = p->train;
     auto rep = rewrite(copy, cfg, options(*p));

@@ -126,6 +126,7 @@ absl::StatusOr<SweepResult> run_sweep(const ModelFactory& f, const SweepOptions&
   result.size_label = f.size_label;
   result.data_note = f.data_note;
   result.capacity_bytes = o.device.capacity_bytes;
+  result.device = o.device.cuda ? "cuda" : "cpu-emulated";
   result.kernel_choice = o.config.kernel_choice;
   result.lms_budget_bytes =
       o.config.device_memory_limit ? o.config.device_memory_limit : o.device.capacity_bytes;

@@ -37,6 +37,7 @@ struct SweepResult {
   std::string model;
   std::string size_label;
   std::string data_note;
+  std::string device = "cpu-emulated";  // or "cuda"
   uint64_t capacity_bytes = 0;
   uint64_t lms_budget_bytes = 0;                        // what the auto policy plans for
   double link_bytes_per_s = 0;                          // device copy throttle (0 = unthrottled)

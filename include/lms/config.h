@@ -107,7 +107,10 @@ struct LmsConfig {
   bool enabled = true;
   SwapPolicy policy = SwapPolicy::kAuto;
   uint64_t device_memory_limit = 0;  // bytes for the step; 0 = the device capacity
-  uint64_t host_memory_limit = 0;    // pinned host bytes; 0 = unlimited
+  // Pinned host bytes the swapped tensors may hold; 0 = unlimited. The
+  // Device overload of lms::rewrite plans for at most the device's pinned
+  // host pool (Device::host_stats().capacity_bytes).
+  uint64_t host_memory_limit = 0;
   // TFLMS v2 (policy tflms; swapout_threshold/swapin_ahead/swapin_groupby/
   // sync_mode also shape the manual policy), see swap/planner.h.
   int32_t swapout_threshold = 1;     // >= 0

@@ -152,6 +152,18 @@ absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config, Dev
   LMS_ASSIGN_OR_RETURN(std::vector<uint64_t> workspaces, kernel_workspace_bytes(laid_out, device));
   LmsConfig facts = config;
   facts.alignment_bytes = mem.alignment_bytes;
+  // The swapped tensors' blocks come from the device's pinned host pool: a
+  // plan that needs more would run out of it mid-step. The planner rounds
+  // each block to the device alignment, which must be at least the pool's.
+  const AllocatorStats host = device.host_stats();
+  facts.host_memory_limit = config.host_memory_limit == 0
+                                ? host.capacity_bytes
+                                : std::min(config.host_memory_limit, host.capacity_bytes);
+  if (host.alignment_bytes > mem.alignment_bytes) {
+    return absl::InternalError(absl::StrCat("lms rewrite: device ", device.name(),
+                                            ": pinned host alignment ", host.alignment_bytes,
+                                            " exceeds the device alignment ", mem.alignment_bytes));
+  }
   with_device.device_capacity_bytes = mem.capacity_bytes;
   with_device.workspace_bytes = std::move(workspaces);
   if (config.enabled && config.kernel_choice != KernelChoice::kDefault) {

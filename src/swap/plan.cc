@@ -5,6 +5,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/align.h"
 #include "graph/op_registry.h"
 #include "lms/status.h"
 
@@ -165,13 +166,13 @@ MemoryProfile plan_profile(const Liveness& live, const SwapPlan& plan) {
   return memory_profile(changed);
 }
 
-PlanTraffic plan_traffic(const Graph& graph, const SwapPlan& plan) {
+PlanTraffic plan_traffic(const Graph& graph, const SwapPlan& plan, uint64_t host_alignment) {
   PlanTraffic traffic;
   for (const SwapPlan::Item& item : plan.items) {
     if (!copies(item)) continue;
     uint64_t bytes = graph.tensor(item.tensor).bytes();
     traffic.bytes_out += bytes;
-    traffic.host_bytes += bytes;
+    traffic.host_bytes += rounded_size(bytes, host_alignment);
     for (const SwapPlan::SwapIn& in : item.swap_ins) {
       if (!in.recompute) traffic.bytes_in += bytes;
     }

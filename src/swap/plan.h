@@ -89,12 +89,15 @@ void clamp_to_commit(const Liveness& live, SwapPlan& plan);
 MemoryProfile plan_profile(const Liveness& live, const SwapPlan& plan);
 
 // Bytes copied each way per step (unrounded tensor bytes); recompute
-// restores copy nothing.
+// restores copy nothing. host_bytes is what the pinned host pool must hold
+// at most: one block per swapped tensor, each rounded up to
+// `host_alignment` as the pool rounds it (every block of a step is held at
+// once at worst).
 struct PlanTraffic {
   uint64_t bytes_out = 0;
   uint64_t bytes_in = 0;
   uint64_t host_bytes = 0;  // pinned host bytes held (one block per tensor)
 };
-PlanTraffic plan_traffic(const Graph& graph, const SwapPlan& plan);
+PlanTraffic plan_traffic(const Graph& graph, const SwapPlan& plan, uint64_t host_alignment);
 
 }  // namespace lms::swap

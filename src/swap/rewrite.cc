@@ -449,12 +449,13 @@ absl::StatusOr<Planned> plan_with(const Graph& graph, const LmsConfig& config,
   std::vector<swap::NodeOrigin> origins;
   LMS_RETURN_IF_ERROR(plan_and_place(graph, config, options, before, variant, rep, rewritten, plan,
                                      rewritten_options, origins));
-  const swap::PlanTraffic traffic = swap::plan_traffic(graph, plan);
+  const swap::PlanTraffic traffic = swap::plan_traffic(graph, plan, config.alignment_bytes);
   if (config.host_memory_limit > 0 && traffic.host_bytes > config.host_memory_limit) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "lms rewrite: the plan holds ", format_bytes(traffic.host_bytes),
         " of pinned host memory, over host_memory_limit ", format_bytes(config.host_memory_limit),
-        "; raise host_memory_limit or swap fewer tensors (min_tensor_bytes, swapout_threshold)"));
+        " (with the Device overload, at most the device's pinned host pool); raise it (or the "
+        "device's host pool) or swap fewer tensors (min_tensor_bytes, swapout_threshold)"));
   }
   rep.plan_text = swap::to_text(plan, graph);
   rep.bytes_out_per_step = traffic.bytes_out;

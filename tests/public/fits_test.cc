@@ -264,5 +264,71 @@ TEST(Fits, UnalignedCapacityAgreesWithTheSessionAndTheStep) {
   EXPECT_GT(agreed_refusals, 0);
 }
 
+// The pinned host pool bounds the plan: the Device overload plans for at
+// most the device's host pool (LmsConfig::host_memory_limit doc), so a plan
+// it returns holds no more pinned host memory than the pool and its step
+// runs; one that cannot keep within it is ResourceExhausted, never a step
+// that runs out of pinned memory midway (seen on an H100 with VDSR).
+TEST(Fits, PinnedHostPoolBoundsThePlanOfTheDeviceOverload) {
+  std::printf("seed %" PRIu64 "\n", kSeed);
+  auto train = user::user_unet(kBatch, kSize, Adam{.lr = 1e-3});
+  ASSERT_TRUE(train.ok()) << train.status();
+  const Feeds feeds = user::user_unet_feeds(kBatch, kSize, kSeed);
+  LmsConfig off;
+  off.enabled = false;
+  auto big = make_cpu_device({.capacity_bytes = 256 * kMiB, .host_pool_bytes = 256 * kMiB});
+  ASSERT_TRUE(big.ok()) << big.status();
+  Graph probe = *train;
+  auto limits = rewrite(probe, off, **big);
+  ASSERT_TRUE(limits.ok()) << limits.status();
+  const StepsRun reference = one_step(probe, **big, feeds);
+  ASSERT_TRUE(reference.status.ok()) << reference.status;
+  // A budget a third of the way from the working-set limit to the peak:
+  // many tensors must leave the device.
+  const uint64_t budget = limits->working_set_limit_bytes +
+                          (limits->peak_bytes_after - limits->working_set_limit_bytes) / 3;
+  LmsConfig cfg;
+  cfg.time_model = TimeModel::kRoofline;
+  auto roomy = make_cpu_device({.capacity_bytes = budget, .host_pool_bytes = 256 * kMiB});
+  ASSERT_TRUE(roomy.ok()) << roomy.status();
+  Graph unbounded = *train;
+  auto free_plan = rewrite(unbounded, cfg, **roomy);
+  ASSERT_TRUE(free_plan.ok()) << free_plan.status();
+  ASSERT_TRUE(free_plan->fits) << free_plan->summary();
+  const uint64_t host = free_plan->host_bytes;
+  std::printf("budget %" PRIu64 " bytes: %zu swapped, %" PRIu64
+              " pinned host bytes with a 256 MiB pool\n",
+              budget, free_plan->swapped.size(), host);
+  ASSERT_GT(host, 64 * 1024u) << "the budget must make the plan swap";
+
+  int ran = 0;
+  for (uint64_t pool : {host * 3 / 4, host / 2, host / 4}) {
+    pool = pool / 4096 * 4096;
+    SCOPED_TRACE(testing::Message() << "host pool " << pool);
+    auto device = make_cpu_device({.capacity_bytes = budget, .host_pool_bytes = pool});
+    ASSERT_TRUE(device.ok()) << device.status();
+    ASSERT_LE(device.value()->host_stats().capacity_bytes, pool);
+    Graph g = *train;
+    auto rep = rewrite(g, cfg, **device);
+    if (!rep.ok()) {
+      EXPECT_EQ(rep.status().code(), absl::StatusCode::kResourceExhausted) << rep.status();
+      std::printf("host pool %" PRIu64 ": no plan (%s)\n", pool,
+                  std::string(rep.status().message()).c_str());
+      continue;
+    }
+    std::printf("host pool %" PRIu64 ": fits %d, %zu swapped, %zu recomputed, %" PRIu64
+                " pinned host bytes\n",
+                pool, rep->fits, rep->swapped.size(), rep->recomputed.size(), rep->host_bytes);
+    EXPECT_LE(rep->host_bytes, device.value()->host_stats().capacity_bytes);
+    if (!rep->fits) continue;
+    const StepsRun step = one_step(g, **device, feeds);
+    ASSERT_TRUE(step.status.ok()) << step.status;
+    EXPECT_EQ(step.peak, rep->peak_bytes_after);
+    expect_same_bits(step, reference);
+    ++ran;
+  }
+  EXPECT_GE(ran, 1) << "no smaller pool gave a plan that runs";
+}
+
 }  // namespace
 }  // namespace lms

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "backend/cuda/conv_algo_choice.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_launch.h"
 #include "backend/cuda/cuda_status.h"
@@ -113,37 +114,6 @@ absl::Status make_descs(const ConvProblem& p, int64_t samples, const std::string
                       "cudnnSetConvolutionMathType");
 }
 
-// The first algorithm of cuDNN's heuristic ranking that is deterministic and
-// fits the workspace limit, preferring those reported for FMA math; the
-// descriptor stays CUDNN_FMA_MATH either way, so no TF32 tensor-core math is
-// ever allowed. Algorithms reported only for tensor-op math are skipped.
-// With workspace = "least" (lms/types.h kWorkspaceAttr; vDNN_dyn) the
-// usable algorithm with the smallest workspace instead, the better ranked
-// on a tie.
-template <typename Perf>
-absl::StatusOr<std::pair<int, uint64_t>> pick(const KernelSpec& spec, const Perf* perf, int n,
-                                              uint64_t max_ws, bool least) {
-  for (bool fma_only : {true, false}) {
-    int chosen = -1;
-    for (int i = 0; i < n; ++i) {
-      const bool usable = perf[i].status == CUDNN_STATUS_SUCCESS &&
-                          perf[i].determinism == CUDNN_DETERMINISTIC && perf[i].memory <= max_ws;
-      const bool math_ok = perf[i].mathType == CUDNN_FMA_MATH ||
-                           (!fma_only && perf[i].mathType == CUDNN_DEFAULT_MATH);
-      if (!usable || !math_ok) continue;
-      if (chosen < 0 || perf[i].memory < perf[chosen].memory) chosen = i;
-      if (!least) break;
-    }
-    if (chosen >= 0) {
-      return std::pair<int, uint64_t>(static_cast<int>(perf[chosen].algo), perf[chosen].memory);
-    }
-  }
-  return absl::UnimplementedError(absl::StrCat(
-      "node '", spec.name, "' (op ", op_name(spec.op),
-      "): cuDNN offers no deterministic FMA-math algorithm within the workspace limit of ", max_ws,
-      " bytes among ", n, " candidates"));
-}
-
 absl::StatusOr<std::pair<int, uint64_t>> choose_algorithm(const KernelSpec& spec,
                                                           const CudaKernelContext& ctx,
                                                           const ConvDescs& d, Pass pass) {
@@ -154,25 +124,26 @@ absl::StatusOr<std::pair<int, uint64_t>> choose_algorithm(const KernelSpec& spec
   const bool least = attr != spec.attrs.end() &&
                      std::holds_alternative<std::string>(attr->second) &&
                      std::get<std::string>(attr->second) == kWorkspaceLeast;
+  const std::string what = absl::StrCat("node '", spec.name, "' (op ", op_name(spec.op), ")");
   if (pass == Pass::kForward) {
     cudnnConvolutionFwdAlgoPerf_t perf[kMax];
     LMS_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionForwardAlgorithm_v7(ctx.cudnn, d.ci, d.filter,
                                                                      d.conv, d.co, kMax, &n, perf),
                               "cudnnGetConvolutionForwardAlgorithm_v7");
-    return pick(spec, perf, n, ws, least);
+    return choose_conv_algorithm(what, perf, n, ws, least);
   }
   if (pass == Pass::kBackwardData) {
     cudnnConvolutionBwdDataAlgoPerf_t perf[kMax];
     LMS_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardDataAlgorithm_v7(
                                   ctx.cudnn, d.filter, d.co, d.conv, d.ci, kMax, &n, perf),
                               "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-    return pick(spec, perf, n, ws, least);
+    return choose_conv_algorithm(what, perf, n, ws, least);
   }
   cudnnConvolutionBwdFilterAlgoPerf_t perf[kMax];
   LMS_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
                                 ctx.cudnn, d.ci, d.co, d.conv, d.filter, kMax, &n, perf),
                             "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-  return pick(spec, perf, n, ws, least);
+  return choose_conv_algorithm(what, perf, n, ws, least);
 }
 
 // Note [Large tensors]: the batch runs in pieces within cuDNN's descriptor

@@ -9,14 +9,12 @@
 //
 // Note [CUDA kernel determinism]: every kernel gives bit-identical results
 // for identical inputs: convolutions use fixed deterministic cuDNN algorithms
-// (chosen by cudnnGet*_v7 among those with CUDNN_DETERMINISTIC and fitting
-// the workspace limit), and every reduction is a fixed-shape tree in double
-// precision with no atomics: how many blocks share a sum, which elements
-// each block and thread adds and in what order are functions of the shape
-// alone, never of the GPU model, its SM count, pointer alignment or timing
-// (Note [Grouped reduction plan] in reduce_plan.h for the per-channel and
-// per-group sums). Results differ from the CPU device's within float
-// rounding (different summation order), not bit for bit.
+// (Note [Convolution algorithm choice] in conv_algo_choice.h), and every reduction is a fixed-shape
+// tree in double precision with no atomics: how many blocks share a sum, which elements each block
+// and thread adds and in what order are functions of the shape alone, never of the GPU model, its
+// SM count, pointer alignment or timing (Note [Grouped reduction plan] in reduce_plan.h for the
+// per-channel and per-group sums). Results differ from the CPU device's within float rounding
+// (different summation order), not bit for bit.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -33,7 +31,9 @@ namespace lms::cuda {
 struct CudaKernelContext {
   cudaStream_t stream = nullptr;  // the device's compute stream
   cudnnHandle_t cudnn = nullptr;  // bound to `stream`
-  // Upper bound of the cuDNN workspace a convolution may ask for (bytes).
+  // The cuDNN workspace (bytes) a convolution's algorithm should stay within;
+  // exceeded only where no deterministic algorithm is within it (Note
+  // [Convolution algorithm choice]).
   uint64_t max_conv_workspace_bytes = uint64_t{256} << 20;
 };
 
