@@ -1,9 +1,11 @@
 #include "lms/rewrite.h"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -171,17 +173,24 @@ std::string missing_fact(const RewriteReport& rep, const RewriteOptions& o) {
   return "";
 }
 
-// Lays out `g`'s step and fills the arena figures, peak_bytes_after (the
-// device bytes the session will hold), fits and fit_unknown_reason. The
-// layout is kept in g's plan record (PlanRecord::layout), so the session
-// uses this very layout.
-absl::Status layout_fits(Graph& g, const LmsConfig& c, const RewriteOptions& o,
-                         RewriteReport& rep) {
+// Lays out `g`'s step (Note [Step layout]).
+absl::StatusOr<std::shared_ptr<const PlannedLayout>> lay_out(const Graph& g, const LmsConfig& c,
+                                                             const RewriteOptions& o,
+                                                             uint64_t budget_bytes) {
   auto planned = std::make_shared<PlannedLayout>();
   LMS_ASSIGN_OR_RETURN(
       planned->layout,
-      swap::layout_step(g, {c.alignment_bytes, o.fetched, workspaces(o)}, rep.budget_bytes));
+      swap::layout_step(g, {c.alignment_bytes, o.fetched, workspaces(o)}, budget_bytes));
   planned->graph_fingerprint = swap::layout_fingerprint(g);
+  return planned;
+}
+
+// Fills the arena figures, peak_bytes_after (the device bytes the session
+// will hold), fits and fit_unknown_reason from `planned`, the layout of
+// `g`'s step, and keeps it in g's plan record (PlanRecord::layout), so the
+// session uses this very layout.
+void take_layout(Graph& g, std::shared_ptr<const PlannedLayout> planned, const RewriteOptions& o,
+                 RewriteReport& rep) {
   const swap::StepLayout& layout = planned->layout;
   rep.arena_bytes = layout.placement.arena_bytes;
   rep.arena_lower_bound_bytes = layout.placement.lower_bound_bytes;
@@ -196,8 +205,30 @@ absl::Status layout_fits(Graph& g, const LmsConfig& c, const RewriteOptions& o,
   PlanRecord record = g.plan_record();
   record.layout = std::move(planned);
   g.set_plan_record(std::move(record));
+}
+
+// Lays out `g`'s step and takes that layout (take_layout).
+absl::Status layout_fits(Graph& g, const LmsConfig& c, const RewriteOptions& o,
+                         RewriteReport& rep) {
+  LMS_ASSIGN_OR_RETURN(std::shared_ptr<const PlannedLayout> planned,
+                       lay_out(g, c, o, rep.budget_bytes));
+  take_layout(g, std::move(planned), o, rep);
   return absl::OkStatus();
 }
+
+// Note [Candidate memo]: the jittered and refined candidates of one
+// rewrite often repeat a plan already made (on the main job's 3-D U-Net,
+// 145 of 317 layouts were of a graph laid out before). Within one
+// rewrite_once the source graph, its analysis, the options and the budget
+// are fixed, so a plan's rewritten graph, its predicted step time and its
+// layout are functions of the plan alone: they are kept by the plan's text
+// (swap::to_text). A kept layout is used only when its graph fingerprint is
+// the rewritten graph's, so a plan text that missed a difference costs a
+// layout, never a wrong one.
+struct CandidateMemo {
+  absl::flat_hash_map<std::string, double> step_time_s;
+  absl::flat_hash_map<std::string, std::shared_ptr<const PlannedLayout>> layout;
+};
 
 // Note [Placement-aware planning]: the auto planner counts bytes; the arena
 // also holds what the placement cannot pack (under 1% without swaps, a few
@@ -230,23 +261,63 @@ RewriteOptions options_after(const RewriteOptions& o,
   return after;
 }
 
+// Note [Pruned candidates]: the search compares candidates by predicted
+// step time, and on a large graph laying a candidate out costs far more
+// than planning and simulating it: a layout that misses the budget runs
+// the placement search (Note [Squeaky wheel], about 40 ms on the main job's
+// 3-D U-Net against 4 ms for a plan), and most candidates of the jittered
+// and refined search miss at first and step down. So on graphs of at least
+// kPruneNodes nodes a candidate is simulated before it is laid out, and
+// given up (Cancelled) when its plan is predicted no faster than `bar`, the
+// best fitting candidate so far; the step-down attempts are checked the
+// same way. This is a heuristic: the greedy for a smaller usable budget
+// may choose other tensors and be faster than its first attempt, so a
+// pruned candidate could have won. On the 72^3 U-Net the plan is the same
+// with and without pruning (bench/plan_speed_bench.cc); on small graphs,
+// where layouts are cheap, nothing is pruned and the plans are exactly
+// those of the full search.
+constexpr int32_t kPruneNodes = 256;
+
 absl::Status plan_and_place(const Graph& graph, const LmsConfig& config,
                             const RewriteOptions& options, const Analysis& before,
-                            const PlanVariant& variant, RewriteReport& rep, Graph& rewritten,
-                            swap::SwapPlan& plan, RewriteOptions& rewritten_options,
+                            const PlanVariant& variant, double bar, CandidateMemo& memo,
+                            RewriteReport& rep, Graph& rewritten, swap::SwapPlan& plan,
+                            RewriteOptions& rewritten_options,
                             std::vector<swap::NodeOrigin>& origins) {
   // One attempt: plan for `usable`, insert, lay out; true when it fits.
-  auto attempt = [&](uint64_t usable) -> absl::StatusOr<bool> {
+  auto attempt = [&](uint64_t usable, bool prune) -> absl::StatusOr<bool> {
     rep.usable_budget_bytes = usable;
     LMS_ASSIGN_OR_RETURN(plan, make_plan(graph, config, before, usable, variant));
+    // Note [Candidate memo].
+    const std::string key = swap::to_text(plan, graph);
+    prune = prune && graph.num_nodes() >= kPruneNodes;
+    auto pruned = [&](double step_time_s) { return prune && step_time_s >= bar; };
+    const auto known_time = memo.step_time_s.find(key);
+    if (known_time != memo.step_time_s.end() && pruned(known_time->second)) {
+      return absl::CancelledError("lms rewrite: a candidate predicted no faster than the best");
+    }
     rewritten = graph;
     LMS_RETURN_IF_ERROR(swap::insert_swaps(rewritten, before.live, plan, &origins));
     rewritten_options = options_after(options, origins);
-    LMS_RETURN_IF_ERROR(layout_fits(rewritten, config, rewritten_options, rep));
+    if (known_time == memo.step_time_s.end() && prune &&
+        bar < std::numeric_limits<double>::infinity()) {
+      LMS_ASSIGN_OR_RETURN(Analysis after, analyse(rewritten, config, rewritten_options));
+      const swap::SimResult sim = swap::simulate(rewritten, after.live, after.times,
+                                                 {rep.budget_bytes, /*wait_at_release=*/true});
+      memo.step_time_s[key] = sim.step_time_s;
+      if (pruned(sim.step_time_s)) {
+        return absl::CancelledError("lms rewrite: a candidate predicted no faster than the best");
+      }
+    }
+    std::shared_ptr<const PlannedLayout>& kept = memo.layout[key];
+    if (kept == nullptr || kept->graph_fingerprint != swap::layout_fingerprint(rewritten)) {
+      LMS_ASSIGN_OR_RETURN(kept, lay_out(rewritten, config, rewritten_options, rep.budget_bytes));
+    }
+    take_layout(rewritten, kept, rewritten_options, rep);
     return rep.fits;
   };
   uint64_t usable = rep.usable_budget_bytes;
-  LMS_ASSIGN_OR_RETURN(bool fitted, attempt(usable));
+  LMS_ASSIGN_OR_RETURN(bool fitted, attempt(usable, true));
   if (config.policy != SwapPolicy::kAuto || fitted || !rep.fit_unknown_reason.empty()) {
     return absl::OkStatus();
   }
@@ -257,7 +328,7 @@ absl::Status plan_and_place(const Graph& graph, const LmsConfig& config,
     const uint64_t excess =
         std::max<uint64_t>(rep.peak_bytes_after - rep.budget_bytes, config.alignment_bytes);
     usable = std::max(usable - std::min(usable, excess), floor);
-    LMS_ASSIGN_OR_RETURN(fitted, attempt(usable));
+    LMS_ASSIGN_OR_RETURN(fitted, attempt(usable, true));
     if (fitted) return absl::OkStatus();
   }
   // Then the floor itself and, if it fits, bisection for the largest usable
@@ -265,7 +336,7 @@ absl::Status plan_and_place(const Graph& graph, const LmsConfig& config,
   uint64_t lo = floor, hi = usable;
   if (usable != floor) {
     ++plans;
-    LMS_ASSIGN_OR_RETURN(fitted, attempt(floor));
+    LMS_ASSIGN_OR_RETURN(fitted, attempt(floor, false));
   }
   if (!fitted) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -282,7 +353,7 @@ absl::Status plan_and_place(const Graph& graph, const LmsConfig& config,
   RewriteOptions best_options = rewritten_options;
   for (int k = 0; k < kFitAttempts / 2 && hi - lo > config.alignment_bytes; ++k) {
     const uint64_t mid = lo + (hi - lo) / 2;
-    LMS_ASSIGN_OR_RETURN(fitted, attempt(mid));
+    LMS_ASSIGN_OR_RETURN(fitted, attempt(mid, false));
     if (fitted) {
       lo = mid;
       best_graph = rewritten;
@@ -438,17 +509,20 @@ struct Planned {
 };
 
 // Plans with `actions`, inserts the plan into a copy of `graph` and predicts
-// the step; `rep` holds what was filled before planning.
+// the step; `rep` holds what was filled before planning. Cancelled where the
+// candidate is predicted no faster than `bar` (Note [Pruned candidates]).
 absl::StatusOr<Planned> plan_with(const Graph& graph, const LmsConfig& config,
                                   const RewriteOptions& options, const Analysis& before,
-                                  RewriteReport rep, const PlanVariant& variant) {
+                                  RewriteReport rep, const PlanVariant& variant,
+                                  CandidateMemo& memo,
+                                  double bar = std::numeric_limits<double>::infinity()) {
   rep.actions = variant.actions;
   Graph rewritten = graph;
   swap::SwapPlan plan;
   RewriteOptions rewritten_options = options;
   std::vector<swap::NodeOrigin> origins;
-  LMS_RETURN_IF_ERROR(plan_and_place(graph, config, options, before, variant, rep, rewritten, plan,
-                                     rewritten_options, origins));
+  LMS_RETURN_IF_ERROR(plan_and_place(graph, config, options, before, variant, bar, memo, rep,
+                                     rewritten, plan, rewritten_options, origins));
   const swap::PlanTraffic traffic = swap::plan_traffic(graph, plan, config.alignment_bytes);
   if (config.host_memory_limit > 0 && traffic.host_bytes > config.host_memory_limit) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -505,7 +579,8 @@ constexpr int32_t kJitterNodes = 2000;
 constexpr int32_t kRefineNodePlans = 131072;
 
 void refine(const Graph& graph, const LmsConfig& config, const RewriteOptions& options,
-            const Analysis& before, const RewriteReport& rep, PlanVariant variant, Planned& best) {
+            const Analysis& before, const RewriteReport& rep, PlanVariant variant,
+            CandidateMemo& memo, Planned& best) {
   int32_t left = std::min<int32_t>(
       config.auto_refine_plans,
       std::max<int32_t>(1, kRefineNodePlans / std::max<int32_t>(1, graph.num_nodes())));
@@ -518,10 +593,10 @@ void refine(const Graph& graph, const LmsConfig& config, const RewriteOptions& o
     PlanVariant round_variant;
     auto consider = [&](PlanVariant v) {
       --left;
-      absl::StatusOr<Planned> p = plan_with(graph, config, options, before, rep, v);
-      if (!p.ok() || !p->rep.fits) return;
       const double bar =
           round_best ? round_best->rep.step_time_after_s : best.rep.step_time_after_s;
+      absl::StatusOr<Planned> p = plan_with(graph, config, options, before, rep, v, memo, bar);
+      if (!p.ok() || !p->rep.fits) return;
       if (p->rep.step_time_after_s < bar) {
         round_best = std::move(*p);
         round_variant = std::move(v);
@@ -615,12 +690,13 @@ absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const LmsConfig& config
     }
   }
   const Graph& source = reordered ? ordered : graph;
+  CandidateMemo memo;  // Note [Candidate memo]
 
   if (config.policy != SwapPolicy::kAuto || config.auto_actions != AutoActions::kJoint) {
     const AutoActions actions =
         config.policy == SwapPolicy::kAuto ? config.auto_actions : AutoActions::kSwap;
-    LMS_ASSIGN_OR_RETURN(Planned p,
-                         plan_with(source, config, options, before, rep, PlanVariant{actions}));
+    LMS_ASSIGN_OR_RETURN(
+        Planned p, plan_with(source, config, options, before, rep, PlanVariant{actions}, memo));
     graph = std::move(p.graph);
     return p.rep;
   }
@@ -633,7 +709,8 @@ absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const LmsConfig& config
   // predicted slower than either. Each candidate is inserted, laid out and
   // simulated, about 15 us per node; past kJointCompareNodes nodes only the
   // joint greedy plan is made, so planning stays linear.
-  absl::StatusOr<Planned> best = plan_with(source, config, options, before, rep, PlanVariant{});
+  absl::StatusOr<Planned> best =
+      plan_with(source, config, options, before, rep, PlanVariant{}, memo);
   const bool nothing_to_do = best.ok() && best->rep.decisions.empty();
   using V = PlanVariant;
   constexpr AutoActions kJ = AutoActions::kJoint;
@@ -646,7 +723,12 @@ absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const LmsConfig& config
   for (size_t i = 0; i < variants.size(); ++i) {
     const PlanVariant v = variants[i];
     if (nothing_to_do || source.num_nodes() > kJointCompareNodes) break;
-    absl::StatusOr<Planned> p = plan_with(source, config, options, before, rep, v);
+    // The last fixed variant is never pruned: whether the jittered search
+    // follows depends on its plan (Note [Pruned candidates]).
+    const double bar = best.ok() && best->rep.fits && i + 1 != fixed
+                           ? best->rep.step_time_after_s
+                           : std::numeric_limits<double>::infinity();
+    absl::StatusOr<Planned> p = plan_with(source, config, options, before, rep, v, memo, bar);
     if (!p.ok()) continue;
     const bool better_fit = !best.ok() || (p->rep.fits && !best->rep.fits);
     const bool faster = best.ok() && p->rep.fits == best->rep.fits &&
@@ -667,7 +749,7 @@ absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const LmsConfig& config
   }
   if (!best.ok()) return best.status();
   if (!nothing_to_do && source.num_nodes() <= kJitterNodes) {
-    refine(source, config, options, before, rep, best_variant, *best);
+    refine(source, config, options, before, rep, best_variant, memo, *best);
   }
   graph = std::move(best->graph);
   return best->rep;
