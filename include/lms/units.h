@@ -14,9 +14,11 @@
 
 namespace lms {
 
-// Bytes: a non-negative number with an optional unit B, KB, MB, GB, TB (powers
-// of 1000) or KiB, MiB, GiB, TiB (powers of 1024). Fractions are allowed
-// ("1.5GiB") and rounded down to whole bytes. InvalidArgument otherwise.
+// Bytes: a non-negative decimal number with an optional unit B, KB, MB, GB,
+// TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024). Fractions are
+// allowed ("1.5GiB") and rounded down to whole bytes. InvalidArgument
+// otherwise, also for hexadecimal ("0x10MiB"), "inf" and "nan"; the same
+// for the numbers of parse_bandwidth and parse_duration.
 absl::StatusOr<uint64_t> parse_bytes(std::string_view text);
 
 // Bandwidth in bytes/s: a positive number with unit B/s, KB/s, MB/s, GB/s

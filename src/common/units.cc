@@ -33,10 +33,14 @@ absl::StatusOr<std::pair<double, std::string_view>> split_number(std::string_vie
   char* end = nullptr;
   double value = std::strtod(head.c_str(), &end);
   size_t used = static_cast<size_t>(end - head.c_str());
-  if (used == 0 || !std::isfinite(value) || value < 0) {
+  // Decimal only: strtod also reads hexadecimal ("0x10" is 16), "inf" and
+  // "nan", none of which the units document.
+  const bool decimal =
+      t.substr(0, used).find_first_not_of("0123456789.eE+-") == std::string_view::npos;
+  if (used == 0 || !decimal || !std::isfinite(value) || value < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("bad ", to_absl(what), " '", to_absl(text),
-                     "': expected a non-negative number followed by a unit"));
+                     "': expected a non-negative decimal number followed by a unit"));
   }
   return std::make_pair(value, to_std(absl::StripAsciiWhitespace(to_absl(t.substr(used)))));
 }

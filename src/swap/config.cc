@@ -12,6 +12,7 @@
 #include <limits>
 #include <sstream>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -366,12 +367,24 @@ absl::Status unknown_table(const std::string& name, const toml::table& table) {
 
 // Applies the keys of `table` (the root when `prefix` is empty). Every
 // sub-table must be a known table with at least one key: an empty [link] is
-// almost always a mistake (keys placed under the wrong header).
-absl::Status apply_table(const toml::table& table, const std::string& prefix, LmsConfig& c) {
+// almost always a mistake (keys placed under the wrong header). `applied`
+// holds the full names of the keys set so far: a quoted dotted key
+// ("link.copy_latency" = ...) names the same setting as copy_latency under
+// [link], and TOML itself sees two different keys, so the second is refused
+// here rather than one of them silently winning.
+absl::Status apply_table(const toml::table& table, const std::string& prefix, LmsConfig& c,
+                         absl::flat_hash_set<std::string>& applied) {
   for (auto&& [k, v] : table) {
     const std::string key = prefix + std::string(k.str());
     const toml::table* sub = v.as_table();
     if (sub == nullptr || find_spec(key) != nullptr) {
+      if (!applied.insert(key).second) {
+        const auto line = v.source().begin.line;
+        return absl::InvalidArgumentError(absl::StrCat(
+            "lms config: key '", key, "' is given twice", line > 0 ? " (again on line " : "",
+            line > 0 ? absl::StrCat(line, ")") : "",
+            ", once as a quoted dotted key and once in its table; give it once"));
+      }
       LMS_RETURN_IF_ERROR(apply_key(key, v, c));
     } else if (!prefix.empty() || !is_table_name(key)) {
       return unknown_table(key, *sub);
@@ -380,7 +393,7 @@ absl::Status apply_table(const toml::table& table, const std::string& prefix, Lm
           absl::StrCat("lms config: table '", key, "' is empty; give at least one of its keys or ",
                        "leave it out; ", allowed_tables()));
     } else {
-      LMS_RETURN_IF_ERROR(apply_table(*sub, key + ".", c));
+      LMS_RETURN_IF_ERROR(apply_table(*sub, key + ".", c, applied));
     }
   }
   return absl::OkStatus();
@@ -484,7 +497,8 @@ const char* kernel_choice_name(KernelChoice choice) {
 absl::StatusOr<LmsConfig> LmsConfig::from_toml_string(std::string_view text) {
   LMS_ASSIGN_OR_RETURN(toml::table table, parse_toml(text));
   LmsConfig config;
-  LMS_RETURN_IF_ERROR(apply_table(table, "", config));
+  absl::flat_hash_set<std::string> applied;
+  LMS_RETURN_IF_ERROR(apply_table(table, "", config, applied));
   return config;
 }
 
@@ -525,7 +539,8 @@ absl::Status LmsConfig::apply_override(std::string_view key_eq_value) {
   }
   if (!table.ok()) return table.status();
   LmsConfig changed = *this;
-  LMS_RETURN_IF_ERROR(apply_table(*table, "", changed));
+  absl::flat_hash_set<std::string> applied;
+  LMS_RETURN_IF_ERROR(apply_table(*table, "", changed, applied));
   *this = std::move(changed);
   return absl::OkStatus();
 }
