@@ -2,7 +2,11 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
+#include <limits>
+#include <string>
+#include <type_traits>
 
 #include "fmt/format.h"
 #include "lms/status.h"
@@ -15,8 +19,16 @@ template <typename T>
 absl::Status parse_integer(const Flag& f, std::string_view v, T* out) {
   T parsed{};
   auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), parsed);
-  if (ec != std::errc() || end != v.data() + v.size() || static_cast<int64_t>(parsed) < f.min) {
-    return bad_value(f.name, v, fmt::format("an integer >= {}", f.min));
+  const bool in_range =
+      ec == std::errc() && end == v.data() + v.size() && static_cast<int64_t>(parsed) >= f.min &&
+      (std::is_signed_v<T> || static_cast<uint64_t>(parsed) <=
+                                  static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) &&
+      static_cast<int64_t>(parsed) <= f.max;
+  if (!in_range) {
+    return bad_value(f.name, v,
+                     f.max == std::numeric_limits<int64_t>::max()
+                         ? fmt::format("an integer >= {}", f.min)
+                         : fmt::format("an integer from {} to {}", f.min, f.max));
   }
   *out = parsed;
   return absl::OkStatus();
@@ -26,8 +38,10 @@ absl::Status parse_double(const Flag& f, std::string_view v, double* out) {
   std::string s(v);
   char* end = nullptr;
   double d = std::strtod(s.c_str(), &end);
-  if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(d) || d < 0) {
-    return bad_value(f.name, v, "a finite number >= 0");
+  if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(d) || d < 0 || d > f.max_real) {
+    return bad_value(f.name, v,
+                     std::isinf(f.max_real) ? std::string("a finite number >= 0")
+                                            : fmt::format("a number from 0 to {}", f.max_real));
   }
   *out = d;
   return absl::OkStatus();

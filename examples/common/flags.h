@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -33,7 +34,12 @@ struct Flag {
   std::string_view name;  // without "--"
   FlagTarget target;
   int64_t min = 0;  // integers: smallest allowed value (doubles: always >= 0)
+  int64_t max = std::numeric_limits<int64_t>::max();          // integers: largest allowed value
+  double max_real = std::numeric_limits<double>::infinity();  // doubles: largest allowed
 };
+
+// The most compute threads a --threads flag takes (as lms-bench's).
+inline constexpr int64_t kMaxThreads = 1024;
 
 // InvalidArgument "--flag: bad value 'value' (allowed)".
 absl::Status bad_value(std::string_view flag, std::string_view value, std::string_view allowed);

@@ -1,6 +1,8 @@
 #include "unet3d_cli.h"
 
+#include <algorithm>
 #include <optional>
+#include <string>
 
 #include "brain_task.h"
 #include "flags.h"
@@ -22,7 +24,7 @@ std::vector<Flag> run_flags(RunOptions& r) {
           {"device", &r.device.device},
           {"capacity", Bytes{&r.device.capacity_bytes}},
           {"host-memory", Bytes{&r.device.host_pool_bytes}},
-          {"threads", &r.device.threads, 0},
+          {"threads", &r.device.threads, 0, examples::kMaxThreads},
           {"lms", &r.lms_config},
           {"lms-set", StringList{&r.lms_overrides}}};
 }
@@ -46,7 +48,7 @@ std::vector<Flag> train_flags(TrainOptions& t) {
                                  {"seed", &t.seed, 0},
                                  {"max-rotation", &t.max_rotation_deg},
                                  {"max-scaling", &t.max_scaling},
-                                 {"jitter", &t.intensity_jitter},
+                                 {"jitter", &t.intensity_jitter, 0, 0, 1.0},
                                  {"gamma", &t.max_gamma},
                                  {"no-flips", &t.no_flips},
                                  {"checkpoint", &t.checkpoint},
@@ -81,6 +83,7 @@ absl::Status check_divisible(std::string_view flag, int64_t value, int64_t level
 
 absl::Status check_train(const TrainOptions& t) {
   LMS_RETURN_IF_ERROR(check_divisible("size", t.size, t.model.levels));
+
   if (t.grid != 0) {
     LMS_RETURN_IF_ERROR(check_divisible("grid", t.grid, t.model.levels));
     if (t.grid < t.size) {
@@ -134,6 +137,17 @@ absl::StatusOr<Command> parse_command_line(const std::vector<std::string>& args)
         with(train_flags(cmd.train), examples::distributed_flags(cmd.train.distributed));
     LMS_RETURN_IF_ERROR(examples::parse_flags("unet3d", "train", flags, args));
     LMS_RETURN_IF_ERROR(check_train(cmd.train));
+    // Deep supervision sums at most levels - 1 decoder levels (one at
+    // --levels 1); the default 3 is cut to that, a value given is checked.
+    const int64_t most = std::max<int64_t>(cmd.train.model.levels - 1, 1);
+    const bool seg_levels_given = std::any_of(args.begin(), args.end(), [](const std::string& a) {
+      return a == "--seg-levels" || a.rfind("--seg-levels=", 0) == 0;
+    });
+    if (seg_levels_given && cmd.train.model.segmentation_levels > most) {
+      return bad_value("seg-levels", fmt::format("{}", cmd.train.model.segmentation_levels),
+                       fmt::format("1..{} (the decoder levels below the top at --levels {})", most,
+                                   cmd.train.model.levels));
+    }
     return cmd;
   }
   if (args[0] == "eval") {
@@ -175,7 +189,7 @@ common flags:
   --device cpu          cpu: the emulated device; cuda: a GPU (needs the CUDA backend and a device)
   --capacity BYTES      device memory, e.g. 256MiB (default 1GiB)
   --host-memory BYTES   pinned host pool limit (default 8GiB)
-  --threads N           compute threads, 0 = all cores (default 0)
+  --threads N           compute threads 0..1024, 0 = all cores (default 0)
   --lms FILE.toml       enable Large Model Support with this config
   --lms-set KEY=VALUE   override a config key (repeatable; enables LMS)
 
@@ -185,7 +199,7 @@ train flags:
   --batch N             crops per step (default 1)
   --filters N           base filters (default 8)
   --levels N            resolution levels (default 4)
-  --seg-levels N        decoder levels summed by deep supervision (default 3)
+  --seg-levels N        decoder levels summed by deep supervision, 1..levels-1 (default 3)
   --classes N           label classes, 0 = from the data (default 0)
   --steps N             total training steps (default 100)
   --lr X                Adam learning rate (default 3e-3)
@@ -194,7 +208,7 @@ train flags:
   --seed N              weights and batches (default 1)
   --max-rotation DEG    random rotation about the superior axis (default 10)
   --max-scaling X       random isotropic scaling 1 +- X (default 0.1)
-  --jitter X            intensity scale and shift jitter (default 0.1)
+  --jitter X            intensity scale and shift jitter, 0..1 (default 0.1)
   --gamma X             contrast: intensities ^ gamma, gamma in [1/(1+X), 1+X] (default 0.5)
   --no-flips            no left-right flips
   --checkpoint PATH     write weights + optimizer state here (atomically)

@@ -22,7 +22,7 @@ std::vector<Flag> run_flags(RunOptions& r) {
           {"device", &r.device},
           {"capacity", Bytes{&r.capacity_bytes}},
           {"host-memory", Bytes{&r.host_pool_bytes}},
-          {"threads", &r.threads, 0},
+          {"threads", &r.threads, 0, examples::kMaxThreads},
           {"max-images", &r.max_images, 0}};
 }
 
@@ -31,7 +31,7 @@ std::vector<Flag> train_flags(TrainOptions& t) {
   std::vector<Flag> own = {
       {"batch", &t.batch, 1},        {"crop", &t.crop, 2},
       {"steps", &t.steps, 1},        {"lr", &t.lr},
-      {"clip-norm", &t.clip_norm},   {"depth", &t.depth, 2},
+      {"clip-norm", &t.clip_norm},   {"depth", &t.depth, 2, 1000},
       {"channels", &t.channels, 1},  {"seed", &t.seed, 0},
       {"lms", &t.lms_config},        {"lms-set", StringList{&t.lms_overrides}},
       {"checkpoint", &t.checkpoint}, {"checkpoint-every", &t.checkpoint_every, 0},
@@ -133,7 +133,7 @@ common flags:
   --device cpu          cpu: the emulated device; cuda: a GPU (needs the CUDA backend and a device)
   --capacity BYTES      device memory, e.g. 256MiB (default 1GiB)
   --host-memory BYTES   pinned host pool limit (default 8GiB)
-  --threads N           compute threads, 0 = all cores (default 0)
+  --threads N           compute threads 0..1024, 0 = all cores (default 0)
   --max-images N        use the first N images only (of the rank's share), 0 = all (default 0)
 
 train flags:
@@ -142,7 +142,7 @@ train flags:
   --steps N             total training steps (default 100)
   --lr X                Adam learning rate (default 1e-4)
   --clip-norm X         global gradient-norm clip, 0 = off (default 0.4)
-  --depth N             conv layers (default 20)
+  --depth N             conv layers 2..1000 (default 20)
   --channels N          filters per layer (default 64)
   --seed N              weights and batches (default 1)
   --lms FILE.toml       enable Large Model Support with this config

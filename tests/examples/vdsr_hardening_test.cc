@@ -128,6 +128,23 @@ TEST(VdsrHostMemoryTest, HugeBatchOrCropIsRefusedWhenParsing) {
   EXPECT_TRUE(parse_command_line({"train", "--batch", "64", "--crop", "96"}).ok());
 }
 
+// A depth of 100000 took two minutes to fail (building and planning the
+// graph); --threads 10000 was accepted. Both are refused when parsing,
+// naming the range.
+TEST(VdsrFlagRangesTest, DepthAndThreadsAreBoundedWhenParsing) {
+  for (const auto& [args, allowed] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"train", "--depth", "100000"}, "an integer from 2 to 1000"},
+           {{"train", "--threads", "10000"}, "an integer from 0 to 1024"},
+           {{"eval", "--checkpoint", "c", "--threads", "10000"}, "an integer from 0 to 1024"},
+           {{"train", "--threads", "99999999999999999999"}, "an integer from 0 to 1024"}}) {
+    auto cmd = parse_command_line(args);
+    ASSERT_FALSE(cmd.ok()) << args[1] << " " << args.back() << " accepted";
+    EXPECT_EQ(cmd.status().code(), absl::StatusCode::kInvalidArgument);
+    expect_contains(std::string(cmd.status().message()), {args[args.size() - 2], allowed});
+  }
+  EXPECT_TRUE(parse_command_line({"train", "--depth", "1000", "--threads", "1024"}).ok());
+}
+
 TEST(VdsrHostMemoryTest, LimitIsExplicitAndNamesTheModelFlags) {
   TrainOptions t = small_options(1);
   EXPECT_TRUE(check_host_memory(t, 64 * kMiB).ok());

@@ -89,6 +89,9 @@ TEST_F(Unet3dProgram, CommandLineChecksSizesAgainstTheLevels) {
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(ok->train.size, 24);
   EXPECT_EQ(resolved_grid(24, 0, 4), 32);  // 24 + 6 = 30, up to a multiple of 8
+  EXPECT_TRUE(parse_command_line({"train", "--levels", "2", "--size", "16"}).ok());
+  EXPECT_TRUE(
+      parse_command_line({"train", "--levels", "4", "--seg-levels", "3", "--size", "16"}).ok());
   struct Case {
     std::vector<std::string> args;
     std::string expect;
@@ -101,7 +104,15 @@ TEST_F(Unet3dProgram, CommandLineChecksSizesAgainstTheLevels) {
            {{"eval"}, "--checkpoint PATH is required"},
            {{"predict", "--checkpoint", "x", "--reference", "r.nii"}, "--reference needs --image"},
            {{"segment"}, "unknown command 'segment'"},
-           {{"train", "--bogus", "1"}, "unknown flag '--bogus'"}}) {
+           {{"train", "--bogus", "1"}, "unknown flag '--bogus'"},
+           // Deep supervision over more decoder levels than the U-Net has.
+           {{"train", "--seg-levels", "5", "--levels", "2", "--size", "16"},
+            "1..1 (the decoder levels below the top at --levels 2)"},
+           {{"train", "--seg-levels=4", "--levels", "4", "--size", "16"}, "1..3"},
+           // A jitter that scales intensities by up to 1e38 gave a NaN loss.
+           {{"train", "--jitter", "1e38"}, "a number from 0 to 1"},
+           {{"train", "--threads", "10000"}, "an integer from 0 to 1024"},
+           {{"eval", "--checkpoint", "c", "--threads", "1025"}, "an integer from 0 to 1024"}}) {
     auto cmd = parse_command_line(c.args);
     ASSERT_FALSE(cmd.ok()) << c.args[0];
     EXPECT_EQ(cmd.status().code(), absl::StatusCode::kInvalidArgument);
