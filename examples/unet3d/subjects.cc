@@ -54,9 +54,24 @@ absl::StatusOr<DataSet> load_folder_split(const std::string& dir, Split split, i
         "with train/images, train/labels, eval/images and eval/labels of NIfTI pairs)"));
   }
   std::vector<std::string> names;
-  for (const fs::directory_entry& e : fs::directory_iterator(images, ec)) {
-    const std::string name = e.path().filename().string();
-    if (e.is_regular_file() && is_nifti_name(name)) names.push_back(name);
+  // The error_code forms throughout: a symbolic link that loops or dangles
+  // makes the throwing forms of is_regular_file and operator++ throw.
+  fs::directory_iterator it(images, ec);
+  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!is_nifti_name(name)) continue;
+    std::error_code type_ec;
+    const bool regular = it->is_regular_file(type_ec);
+    if (type_ec) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(it->path().string(), ": cannot be read: ", type_ec.message(),
+                       " (a symbolic link that loops or points nowhere?)"));
+    }
+    if (regular) names.push_back(name);
+  }
+  if (ec) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(images.string(), ": cannot list the folder: ", ec.message()));
   }
   std::sort(names.begin(), names.end());
   if (names.empty()) {

@@ -121,6 +121,25 @@ TEST_F(Unet3dProgram, CommandLineChecksSizesAgainstTheLevels) {
   }
 }
 
+// A symbolic link that loops (or points nowhere) among the images was an
+// uncaught std::filesystem exception (abort, rc 134); it is an error naming
+// the file. A link that loops under a name that is not a NIfTI name is
+// ignored like any other such file.
+TEST_F(Unet3dProgram, ALoopingLinkInTheDataIsAnErrorNamingIt) {
+  const fs::path loop = dir_ / "train" / "images" / "loop.nii.gz";
+  fs::create_symlink(loop, loop);
+  std::ostringstream log;
+  absl::StatusOr<TrainResult> r = train(small(1), log);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string m(r.status().message());
+  EXPECT_NE(m.find(loop.string()), std::string::npos) << m;
+  EXPECT_NE(m.find("cannot be read"), std::string::npos) << m;
+  fs::remove(loop);
+  fs::create_symlink(dir_ / "train" / "images" / "notes", dir_ / "train" / "images" / "notes");
+  EXPECT_TRUE(train(small(1), log).ok());
+}
+
 // LMS (auto policy under a budget below the peak without LMS) swaps
 // activations of the U-Net, concat skips included, or (joint, the default)
 // swaps and recomputes them, and changes no bit.
