@@ -24,26 +24,6 @@ absl::StatusOr<std::string> read_text(const std::string& path) {
   return text.str();
 }
 
-// io::Volume::affine when set, else diag(spacing) at the origin (as read_nifti assumes).
-std::array<double, 12> world_affine(const io::Volume& v) {
-  if (v.affine) return *v.affine;
-  return {v.spacing_mm[0], 0, 0, 0, 0, v.spacing_mm[1], 0, 0, 0, 0, v.spacing_mm[2], 0};
-}
-
-// The same voxels at the same world positions: dims and spacing as
-// check_same_grid compares them, and affines within 1e-4 (relative, at
-// least 1e-4 mm), the precision of a header's float.
-bool same_grid(const io::Volume& a, const io::Volume& b) {
-  if (!io::check_same_grid(a, b, "image", "labels").ok()) return false;
-  const std::array<double, 12> x = world_affine(a), y = world_affine(b);
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (!(std::fabs(x[i] - y[i]) <= 1e-4 * std::max({1.0, std::fabs(x[i]), std::fabs(y[i])}))) {
-      return false;
-    }
-  }
-  return true;
-}
-
 }  // namespace
 
 void normalise(io::Volume& image, const io::Volume& labels) {
@@ -71,7 +51,8 @@ absl::StatusOr<BrainPair> load_brain(const std::string& dir, const std::string& 
   BrainPair p;
   LMS_ASSIGN_OR_RETURN(p.image, io::read_nifti(image_path));
   LMS_ASSIGN_OR_RETURN(p.labels, io::read_nifti(atlas_path));
-  if (!same_grid(p.image, p.labels)) {
+  // The same voxels at the same world positions (dims, spacing, affine).
+  if (!io::check_same_grid(p.image, p.labels, "image", "labels").ok()) {
     // Another acquisition (ch2better: 0.5 mm, its own field of view): the
     // image moves onto the atlas grid in world space; what it does not
     // cover is its lowest value (background).

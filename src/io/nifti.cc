@@ -13,6 +13,7 @@
 #include <limits>
 #include <memory>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/atomic_file.h"
@@ -94,6 +95,52 @@ absl::Status check_header(const nifti_1_header& h, const std::string& path) {
     return file_error(absl::StatusCode::kInvalidArgument, path,
                       absl::StrCat("scl_slope = ", h.scl_slope, ", scl_inter = ", h.scl_inter,
                                    "; both must be finite"));
+  }
+  // Single-file NIfTI-1 only (lms/io/nifti.h). niftilib would take a file
+  // named .nii.gz with another magic as an ANALYZE-style image.
+  if (std::memcmp(h.magic, "n+1\0", 4) != 0) {
+    const bool pair = std::memcmp(h.magic, "ni1\0", 4) == 0;
+    return file_error(
+        absl::StatusCode::kInvalidArgument, path,
+        absl::StrCat("is not a single-file NIfTI-1 image (magic \"n+1\"", pair ? "" : ", not \"",
+                     pair ? "" : absl::CHexEscape(std::string(h.magic, strnlen(h.magic, 4))),
+                     pair ? "" : "\"", "); .hdr/.img pairs and ANALYZE files are not read"));
+  }
+  // The data starts at vox_offset: at least 352 in a .nii (the 348-byte
+  // header and the 4-byte extension flag) and a whole number of bytes. Below
+  // that niftilib reads from byte 348 and every voxel shifts.
+  if (!std::isfinite(h.vox_offset) || h.vox_offset < 352 ||
+      h.vox_offset != std::floor(h.vox_offset)) {
+    return file_error(absl::StatusCode::kInvalidArgument, path,
+                      absl::StrCat("vox_offset = ", h.vox_offset,
+                                   ": a single-file NIfTI-1 image stores its data at a whole "
+                                   "byte offset >= 352"));
+  }
+  // The voxel-to-world matrices read_nifti uses (Note [RAS orientation]) and
+  // writes back (predict's output): every number finite.
+  if (h.sform_code > 0) {
+    const float* rows[3] = {h.srow_x, h.srow_y, h.srow_z};
+    for (int r = 0; r < 3; ++r) {
+      for (int c = 0; c < 4; ++c) {
+        if (!std::isfinite(rows[r][c])) {
+          return file_error(
+              absl::StatusCode::kInvalidArgument, path,
+              absl::StrCat("sform (sform_code ", h.sform_code, ") has ", rows[r][c], " in srow_",
+                           std::string(1, "xyz"[r]), "[", c, "]; every entry must be finite"));
+        }
+      }
+    }
+  }
+  if (h.qform_code > 0) {
+    for (float q : {h.quatern_b, h.quatern_c, h.quatern_d, h.qoffset_x, h.qoffset_y, h.qoffset_z,
+                    h.pixdim[0]}) {
+      if (!std::isfinite(q)) {
+        return file_error(absl::StatusCode::kInvalidArgument, path,
+                          absl::StrCat("qform (qform_code ", h.qform_code, ") has ", q,
+                                       " among quatern_b/c/d, qoffset_x/y/z and pixdim[0]; "
+                                       "each must be finite"));
+      }
+    }
   }
   return absl::OkStatus();
 }
@@ -789,6 +836,26 @@ absl::Status check_same_grid(const Volume& image, const Volume& labels,
           image_path, " and ", labels_path,
           " differ in spacing_mm: ", spacing_text(image.spacing_mm), " vs ",
           spacing_text(labels.spacing_mm), "; the label map must be on the image's grid"));
+    }
+  }
+  // Same dims and spacing can still be another grid: shifted, or rotated
+  // (oblique). An unset affine is diag(spacing_mm) at the origin.
+  auto affine = [](const Volume& v) {
+    return v.affine.value_or(std::array<double, 12>{v.spacing_mm[0], 0, 0, 0, 0, v.spacing_mm[1], 0,
+                                                    0, 0, 0, v.spacing_mm[2], 0});
+  };
+  const std::array<double, 12> a = affine(image), b = affine(labels);
+  for (int i = 0; i < 12; ++i) {
+    // Float header rounding is tolerated: 1e-4 relative, at least 1e-4 mm.
+    const double tolerance = 1e-4 * std::max({1.0, std::fabs(a[i]), std::fabs(b[i])});
+    if (!(std::fabs(a[i] - b[i]) <= tolerance)) {
+      auto text = [](const std::array<double, 12>& m) {
+        return absl::StrCat("[", absl::StrJoin(m, ", "), "]");
+      };
+      return absl::InvalidArgumentError(absl::StrCat(
+          image_path, " and ", labels_path, " differ in the voxel-to-world affine (",
+          i % 4 == 3 ? "origin" : "axes", ", row ", i / 4, " column ", i % 4, "): ", text(a),
+          " vs ", text(b), "; the label map must be on the image's grid"));
     }
   }
   return absl::OkStatus();

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
+#include <limits>
 #include <random>
 #include <set>
 
@@ -377,6 +379,24 @@ TEST(NiftiGridTest, DifferentGridsNameBothFilesAndTheField) {
   labels.dims[1] = 5;
   s = check_same_grid(image, labels, "t1.nii.gz", "seg.nii.gz");
   EXPECT_THAT(std::string(s.message()), HasSubstr("differ in dims: 4x4x4 vs 4x5x4"));
+  // Same dims and spacing on another grid: shifted 5 mm, or oblique.
+  image.affine = std::array<double, 12>{1, 0, 0, -10, 0, 1, 0, -20, 0, 0, 1.5, 30};
+  labels = image;
+  labels.affine->at(3) += 1e-5;  // float header rounding of the origin
+  EXPECT_TRUE(check_same_grid(image, labels, "t1.nii.gz", "seg.nii.gz").ok());
+  labels.affine->at(3) = -5;
+  s = check_same_grid(image, labels, "t1.nii.gz", "seg.nii.gz");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("t1.nii.gz and seg.nii.gz differ in the voxel-to-world affine (origin"));
+  const double c = std::cos(0.2), n = std::sin(0.2);
+  labels.affine = std::array<double, 12>{c, -n, 0, -10, n, c, 0, -20, 0, 0, 1.5, 30};
+  s = check_same_grid(image, labels, "t1.nii.gz", "seg.nii.gz");
+  EXPECT_THAT(std::string(s.message()), HasSubstr("affine (axes"));
+  // An unset affine is diag(spacing) at the origin.
+  image.affine.reset();
+  labels.affine = std::array<double, 12>{1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1.5, 0};
+  EXPECT_TRUE(check_same_grid(image, labels, "t1.nii.gz", "seg.nii.gz").ok());
 }
 
 // Value 2x - 3y + 0.5z + 1 at voxel (x, y, z) of an 8x8x8 grid.
@@ -546,6 +566,77 @@ namespace {
 
 // Only single-file NIfTI-1 is read: a .hdr/.img pair and a NIfTI-2 header
 // are refused, naming the file and what is allowed.
+// The bad-file generator: a valid single-file image written by niftilib,
+// then one field of its 348-byte header changed in place, written as .nii,
+// or gzipped (by niftilib's znzlib) as .nii.gz.
+void write_with_header_edit(const std::string& good_nii, const std::string& out,
+                            const std::function<void(nifti_1_header&)>& edit) {
+  std::ifstream in(good_nii, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_GE(bytes.size(), sizeof(nifti_1_header));
+  nifti_1_header h;
+  std::memcpy(&h, bytes.data(), sizeof(h));
+  edit(h);
+  std::memcpy(bytes.data(), &h, sizeof(h));
+  const bool gz = out.size() > 3 && out.compare(out.size() - 3, 3, ".gz") == 0;
+  znzFile f = znzopen(out.c_str(), "wb", gz ? 1 : 0);
+  ASSERT_FALSE(znz_isnull(f));
+  ASSERT_EQ(znzwrite(bytes.data(), 1, bytes.size(), f), bytes.size());
+  znzclose(f);
+}
+
+// vox_offset below 352 (where niftilib reads from byte 348 and shifts every
+// voxel), not finite or not whole; a non-finite sform or qform entry; and
+// another magic in a file named .nii.gz: each is refused naming the field.
+TEST_F(NiftiTest, BadHeaderFieldsAreRefusedByName) {
+  const std::string good = path("good.nii");
+  write_raw(good, {4, 3, 2}, DT_FLOAT32, fill_ijk, [](nifti_image& nim) {
+    set_sform(nim, {{1, 0, 0, -2}, {0, 1, 0, -1}, {0, 0, 1, 5}});
+  });
+  ASSERT_TRUE(read_nifti(good).ok());
+  struct Case {
+    std::string name;
+    std::function<void(nifti_1_header&)> edit;
+    std::string named;
+  };
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<Case> cases;
+  for (float offset : {-352.0f, nan, 0.0f, 100.0f, 348.0f, 352.5f}) {
+    cases.push_back({absl::StrCat("offset_", cases.size()),
+                     [offset](nifti_1_header& h) { h.vox_offset = offset; }, "vox_offset = "});
+  }
+  cases.push_back({"sform_nan", [nan](nifti_1_header& h) { h.srow_y[3] = nan; }, "srow_y[3]"});
+  cases.push_back({"sform_inf",
+                   [](nifti_1_header& h) { h.srow_x[0] = std::numeric_limits<float>::infinity(); },
+                   "srow_x[0]"});
+  cases.push_back({"qform_nan",
+                   [nan](nifti_1_header& h) {
+                     h.sform_code = 0;
+                     h.qform_code = 1;
+                     h.quatern_b = nan;
+                   },
+                   "qform (qform_code 1)"});
+  cases.push_back({"magic", [](nifti_1_header& h) { std::memcpy(h.magic, "abc\0", 4); },
+                   "magic \"n+1\", not \"abc\""});
+  for (const Case& c : cases) {
+    for (const char* ext : {".nii", ".nii.gz"}) {
+      const std::string bad = path(c.name + ext);
+      write_with_header_edit(good, bad, c.edit);
+      absl::StatusOr<Volume> v = read_nifti(bad);
+      ASSERT_FALSE(v.ok()) << bad << " was read";
+      EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument) << v.status();
+      EXPECT_THAT(std::string(v.status().message()), HasSubstr(c.named)) << bad;
+      EXPECT_THAT(std::string(v.status().message()), HasSubstr(bad));
+    }
+  }
+  // The generator itself writes readable files: the unchanged header, also
+  // gzipped, reads back the same voxels.
+  write_with_header_edit(good, path("same.nii.gz"), [](nifti_1_header&) {});
+  absl::StatusOr<Volume> a = read_nifti(good), b = read_nifti(path("same.nii.gz"));
+  ASSERT_TRUE(a.ok() && b.ok()) << b.status();
+  EXPECT_EQ(a->voxels, b->voxels);
+}
+
 TEST_F(NiftiTest, PairsAndNifti2AreRefusedByName) {
   write_raw(path("pair.hdr"), {2, 3, 4}, DT_FLOAT32, fill_ijk);
   ASSERT_TRUE(fs::exists(path("pair.img")));

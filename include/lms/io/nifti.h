@@ -90,7 +90,9 @@ struct NiftiReadOptions {
 // file cannot be opened; DataLoss for a file that is not NIfTI-1 (a NIfTI-2
 // file, whose header is 540 bytes, included), a corrupt gzip stream or data
 // shorter than the header says; InvalidArgument for a .hdr/.img pair or an
-// ANALYZE 7.5 file (only single-file images, magic "n+1", are read),
+// ANALYZE 7.5 file (only single-file images, magic "n+1", are read, also
+// when named .nii.gz), a vox_offset below 352 or not a whole number, a
+// non-finite entry of the sform or qform in use,
 // fewer than 3 dimensions (dim[0] < 3), an extra dimension > 1 ("dim[4] = 3"),
 // a dimension < 1,
 // a datatype other than NiftiType (names the type and lists those allowed),
@@ -160,9 +162,11 @@ absl::StatusOr<Volume> resample_to_grid(const Volume& volume, const Volume& grid
 float sample_at(const Volume& volume, double x, double y, double z, Interpolation interpolation,
                 float outside);
 
-// OK when `image` and `labels` share dims and spacing (within 1e-4 relative,
-// the precision of a header's float); otherwise InvalidArgument naming both
-// paths, the field ("dims" or "spacing_mm") and both values.
+// OK when `image` and `labels` share dims, spacing and voxel-to-world
+// affine (within 1e-4 relative, at least 1e-4 mm: the precision of a
+// header's float; an unset affine is diag(spacing_mm) at the origin);
+// otherwise InvalidArgument naming both paths, the field ("dims",
+// "spacing_mm" or "affine") and both values.
 absl::Status check_same_grid(const Volume& image, const Volume& labels,
                              const std::string& image_path, const std::string& labels_path);
 

@@ -57,7 +57,7 @@ class Unet3dDistributed : public ::testing::Test {
                         "--levels",
                         "2",
                         "--seg-levels",
-                        "2",
+                        "1",
                         "--size",
                         "8",
                         "--grid",
