@@ -91,15 +91,8 @@ absl::StatusOr<DataSet> load_folder_split(const std::string& dir, Split split, i
     LMS_ASSIGN_OR_RETURN(p.image, io::read_nifti(image_path));
     LMS_ASSIGN_OR_RETURN(p.labels, io::read_nifti(label_path));
     LMS_RETURN_IF_ERROR(io::check_same_grid(p.image, p.labels, image_path, label_path));
-    for (float v : p.labels.voxels) {
-      const long l = std::lround(v);
-      if (l < 0 || static_cast<float>(l) != v || (classes > 0 && l >= classes)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(label_path, ": label ", v, " is not a class id (whole numbers 0..",
-                         classes > 0 ? absl::StrCat(classes - 1) : std::string("N"), ")"));
-      }
-      max_label = std::max(max_label, static_cast<int>(l));
-    }
+    LMS_ASSIGN_OR_RETURN(const int most, check_label_map(p.labels, label_path, classes));
+    max_label = std::max(max_label, most);
     normalise(p.image, p.labels);
     d.subjects.push_back({name, std::move(p)});
   }
@@ -112,6 +105,25 @@ absl::StatusOr<DataSet> load_folder_split(const std::string& dir, Split split, i
 }
 
 }  // namespace
+
+absl::StatusOr<int> check_label_map(const io::Volume& labels, const std::string& path,
+                                    int classes) {
+  const int64_t limit = classes > 0 ? classes : kMaxInferredClasses;
+  int max_label = 0;
+  for (float v : labels.voxels) {
+    const double l = std::round(static_cast<double>(v));
+    if (!(l >= 0) || l != static_cast<double>(v) || l >= static_cast<double>(limit)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": label ", v, " is not a class id (whole numbers 0..", limit - 1,
+          classes > 0 ? absl::StrCat(", --classes ", classes)
+                      : absl::StrCat("; the class count is taken from the data up to ",
+                                     kMaxInferredClasses, " classes, give --classes for more"),
+          ")"));
+    }
+    max_label = std::max(max_label, static_cast<int>(l));
+  }
+  return max_label;
+}
 
 bool is_brain_folder(const std::string& dir) {
   std::error_code ec;

@@ -42,6 +42,15 @@ struct DataSet {
   std::vector<std::string> class_names;  // by class id
 };
 
+// The most classes taken from a folder's labels without --classes (the
+// largest label + 1): a stray label of 1e6 would otherwise make a million.
+inline constexpr int kMaxInferredClasses = 256;
+
+// The largest label of `labels` (read from `path`). InvalidArgument naming
+// the file and the value for a label that is negative, not a whole number,
+// or >= classes (classes 0: >= kMaxInferredClasses).
+absl::StatusOr<int> check_label_map(const io::Volume& labels, const std::string& path, int classes);
+
 // True when `dir` holds the fetched MRI (aal.nii.gz).
 bool is_brain_folder(const std::string& dir);
 

@@ -1,6 +1,7 @@
 #include "unet3d_cli.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <optional>
 #include <string>
 
@@ -104,14 +105,7 @@ absl::Status check_train(const TrainOptions& t) {
     return absl::InvalidArgumentError("--checkpoint-every needs --checkpoint PATH to write to");
   }
   LMS_RETURN_IF_ERROR(examples::check_distributed(t.distributed));
-  const int64_t classes = t.model.classes == 0 ? kBrainClasses : t.model.classes;
-  const int64_t grid = resolved_grid(t.size, t.grid, t.model.levels);
-  const uint64_t limit = io::host_memory_limit_bytes();
-  return io::check_host_bytes(
-      fmt::format("--batch {} with --size {}", t.batch, t.size), "the image and one-hot batches",
-      fmt::format("{} x (1 + {}) x {}^3 x 4", t.batch, classes, t.size),
-      io::checked_product({t.batch, 1 + classes, t.size, t.size, t.size, 4}), limit,
-      fmt::format("a smaller --size or --batch (the volumes are resampled to --grid {})", grid));
+  return check_batch_memory(t, t.model.classes == 0 ? kBrainClasses : t.model.classes);
 }
 
 absl::Status require_checkpoint(std::string_view command, const std::string& checkpoint) {
@@ -123,6 +117,17 @@ absl::Status require_checkpoint(std::string_view command, const std::string& che
 }
 
 }  // namespace
+
+absl::Status check_batch_memory(const TrainOptions& t, int64_t classes) {
+  const int64_t grid = resolved_grid(t.size, t.grid, t.model.levels);
+  const uint64_t limit = io::host_memory_limit_bytes();
+  return io::check_host_bytes(
+      fmt::format("--batch {} with --size {} and {} classes", t.batch, t.size, classes),
+      "the image and one-hot batches",
+      fmt::format("{} x (1 + {}) x {}^3 x 4", t.batch, classes, t.size),
+      io::checked_product({t.batch, 1 + classes, t.size, t.size, t.size, 4}), limit,
+      fmt::format("a smaller --size or --batch (the volumes are resampled to --grid {})", grid));
+}
 
 int64_t resolved_grid(int64_t size, int64_t grid, int64_t levels) {
   return grid != 0 ? grid : grid_side(size, levels);
@@ -163,6 +168,14 @@ absl::StatusOr<Command> parse_command_line(const std::vector<std::string>& args)
     LMS_RETURN_IF_ERROR(require_checkpoint("predict", cmd.predict.checkpoint));
     if (!cmd.predict.reference.empty() && cmd.predict.image.empty()) {
       return absl::InvalidArgumentError("--reference needs --image (the volume it labels)");
+    }
+    // --out is a path prefix: "DIR/" would write the hidden DIR/.nii.gz.
+    const std::string& out = cmd.predict.out;
+    std::error_code ec;
+    if (!out.empty() && (out.back() == '/' || std::filesystem::is_directory(out, ec))) {
+      return bad_value("out", out,
+                       "a file name prefix, not a folder: e.g. DIR/prediction writes "
+                       "DIR/prediction.nii.gz and DIR/prediction.png");
     }
     return cmd;
   }

@@ -99,6 +99,12 @@ struct Command {
 // within io::host_memory_limit_bytes().
 absl::StatusOr<Command> parse_command_line(const std::vector<std::string>& args);
 
+// Whether this machine's host memory holds the image and one-hot batches of
+// `t` with `classes` classes (InvalidArgument naming the flags, the bytes
+// and the limit otherwise). parse_command_line checks --classes (13 when 0);
+// train checks again with the classes the data has.
+absl::Status check_batch_memory(const TrainOptions& t, int64_t classes);
+
 // The grid a run resamples its volumes to: `grid`, or grid_side(size, levels).
 int64_t resolved_grid(int64_t size, int64_t grid, int64_t levels);
 

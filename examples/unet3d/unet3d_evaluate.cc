@@ -183,6 +183,9 @@ absl::StatusOr<PredictResult> predict(const PredictOptions& opts, std::ostream& 
       LMS_ASSIGN_OR_RETURN(source.labels, io::read_nifti(opts.reference));
       LMS_RETURN_IF_ERROR(
           io::check_same_grid(source.image, source.labels, opts.image, opts.reference));
+      // The reference is scored as train reads labels: class ids of the model.
+      LMS_RETURN_IF_ERROR(
+          check_label_map(source.labels, opts.reference, ctx.model.classes).status());
     } else {
       // The mask to normalise over (to_cube normalises again on the grid).
       source.labels = source.image;

@@ -79,6 +79,7 @@ class TrainRun {
     if (ranks_.is_root()) LMS_RETURN_IF_ERROR(examples::check_outputs(o_.checkpoint, o_.trace_dir));
     LMS_ASSIGN_OR_RETURN(DataSet full,
                          load_subjects(o_.run.data_dir, Split::kTrain, o_.model.classes));
+    LMS_RETURN_IF_ERROR(check_batch_memory(o_, full.classes));
     model_ = {.filters = o_.model.filters,
               .levels = o_.model.levels,
               .segmentation_levels = o_.model.segmentation_levels,

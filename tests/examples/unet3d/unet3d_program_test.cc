@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "lms/io/host_memory.h"
 #include "lms/io/image.h"
 #include "lms/io/nifti.h"
 #include "slices.h"
@@ -324,6 +326,78 @@ TEST_F(Unet3dProgram, EvalAndPredictOnTheTrainedModel) {
     }
   }
   EXPECT_GT(coloured, 0);  // the reference has foreground on the slices
+
+  // A reference whose labels train would refuse (fractional, or a class the
+  // model lacks) is refused by predict too, naming the file and the label.
+  for (float bad : {1.5f, 3.0f}) {
+    absl::StatusOr<io::Volume> ref = io::read_nifti(p.reference);
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    ref->voxels[7] = bad;
+    const std::string bad_ref = (dir_ / "bad_ref.nii.gz").string();
+    ASSERT_TRUE(io::write_nifti(bad_ref, *ref, io::NiftiType::kFloat32).ok());
+    PredictOptions q = p;
+    q.reference = bad_ref;
+    absl::StatusOr<PredictResult> refused = predict(q, log);
+    ASSERT_FALSE(refused.ok()) << "label " << bad;
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+    const std::string m(refused.status().message());
+    EXPECT_NE(m.find(bad_ref + ": label " + absl::StrCat(bad) + " is not a class id"),
+              std::string::npos)
+        << m;
+  }
+}
+
+// predict --out is a file name prefix: a folder ("DIR/", or an existing
+// folder) would have written the hidden DIR/.nii.gz.
+TEST_F(Unet3dProgram, PredictOutMustNotBeAFolder) {
+  for (const std::string& out : {dir_.string() + "/", dir_.string()}) {
+    auto cmd = parse_command_line({"predict", "--checkpoint", "m.ckpt", "--out", out});
+    ASSERT_FALSE(cmd.ok()) << out;
+    EXPECT_EQ(cmd.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(std::string(cmd.status().message()).find("a file name prefix, not a folder"),
+              std::string::npos)
+        << cmd.status();
+  }
+  EXPECT_TRUE(
+      parse_command_line({"predict", "--checkpoint", "m.ckpt", "--out", (dir_ / "p").string()})
+          .ok());
+}
+
+// A stray label of 1e6 in a user's folder made a million classes; without
+// --classes at most kMaxInferredClasses are taken from the data, and the
+// host-memory check of the batches uses the classes the data has.
+TEST_F(Unet3dProgram, HugeLabelsAreRefusedAndTheBatchCheckUsesTheDataClasses) {
+  const fs::path label = dir_ / "train" / "labels" / "b.nii.gz";
+  absl::StatusOr<io::Volume> l = io::read_nifti(label.string());
+  ASSERT_TRUE(l.ok()) << l.status();
+  l->voxels[3] = 1e6f;
+  ASSERT_TRUE(io::write_nifti(label.string(), *l, io::NiftiType::kFloat32).ok());
+  std::ostringstream log;
+  absl::StatusOr<TrainResult> r = train(small(1), log);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string m(r.status().message());
+  EXPECT_NE(m.find(label.string() + ": label 1e+06 is not a class id (whole numbers 0..255"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("give --classes for more"), std::string::npos) << m;
+
+  // 255 classes taken from the data are checked against the host memory
+  // with those classes, not --classes: a batch that fits with 13 classes
+  // does not with 255 at this size.
+  l->voxels[3] = 254;
+  ASSERT_TRUE(io::write_nifti(label.string(), *l, io::NiftiType::kFloat32).ok());
+  TrainOptions big = small(1);
+  const uint64_t limit = io::host_memory_limit_bytes();
+  // The batch whose one-hot bytes with 255 classes exceed the limit while
+  // those with 14 do not: b (1 + c) s^3 4 bytes, s = 8.
+  big.batch = static_cast<int64_t>(limit / ((1 + 100) * 512 * 4));
+  ASSERT_TRUE(check_batch_memory(big, 13).ok());
+  ASSERT_FALSE(check_batch_memory(big, 255).ok());
+  r = train(big, log);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(std::string(r.status().message()).find("and 255 classes"), std::string::npos)
+      << r.status();
 }
 
 // A few steps on crops of the real volume (ch2bet / ch2 with the AAL
