@@ -1,7 +1,10 @@
 #include "run_setup.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "fmt/format.h"
 #include "lms/io/file_util.h"
@@ -127,12 +130,53 @@ absl::Status check_resume(const io::Checkpoint& ck, const std::string& path,
   return absl::OkStatus();
 }
 
+absl::Status check_resumed_state(const Session& session, const io::Checkpoint& ck,
+                                 const std::string& path) {
+  const std::vector<std::string> names = session.persistent_tensors();
+  for (const io::NamedTensor& t : ck.tensors) {
+    if (std::find(names.begin(), names.end(), t.name) == names.end()) {
+      return absl::FailedPreconditionError(fmt::format(
+          "--resume: checkpoint '{}' holds tensor '{}', which this run's model does not have "
+          "(the next save would drop it); resume with the settings it was written with",
+          path, t.name));
+    }
+  }
+  const io::NamedTensor* counter = ck.find("optimizer/step");
+  if (counter != nullptr &&
+      (counter->data.size() != 1 || counter->data[0] != static_cast<float>(ck.step))) {
+    return absl::DataLossError(fmt::format(
+        "--resume: checkpoint '{}' is at step {} but its optimizer/step counter is {}; the "
+        "two are written together, so the file was changed after it was written",
+        path, ck.step, counter->data.size() == 1 ? fmt::format("{}", counter->data[0]) : "empty"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status check_model_entry(const io::Checkpoint& ck, const std::string& path,
+                               const std::string& model, const std::string& program) {
+  auto it = ck.meta.find("model");
+  if (it == ck.meta.end() || it->second != model) {
+    return absl::DataLossError(fmt::format(
+        "checkpoint '{}' has {}, not model={}: it was not written by {} train", path,
+        it == ck.meta.end() ? std::string("no model entry in its meta") : "model=" + it->second,
+        model, program));
+  }
+  return absl::OkStatus();
+}
+
+std::string data_identity(const std::string& dir) {
+  std::error_code ec;
+  const std::filesystem::path canonical = std::filesystem::weakly_canonical(dir, ec);
+  return ec ? dir : canonical.string();
+}
+
 absl::StatusOr<int64_t> resume_session(Session& session, const Graph& graph,
                                        const std::string& path,
                                        const std::map<std::string, std::string>& meta,
                                        int64_t steps) {
   LMS_ASSIGN_OR_RETURN(io::Checkpoint ck, io::load_usable_checkpoint(path));
   LMS_RETURN_IF_ERROR(check_resume(ck, path, meta, steps));
+  LMS_RETURN_IF_ERROR(check_resumed_state(session, ck, path));
   LMS_RETURN_IF_ERROR(restore_session(session, graph, ck, /*parameters_only=*/false));
   return ck.step;
 }

@@ -81,10 +81,27 @@ absl::Status check_outputs(const std::string& checkpoint, const std::string& tra
 absl::Status check_resume(const io::Checkpoint& ck, const std::string& path,
                           const std::map<std::string, std::string>& meta, int64_t steps);
 
+// What a checksum cannot catch in a checkpoint to resume from:
+// FailedPrecondition naming a tensor the session does not hold (it would be
+// dropped silently by the next save); DataLoss when the optimizer/step
+// counter (Adam's t) differs from ck.step.
+absl::Status check_resumed_state(const Session& session, const io::Checkpoint& ck,
+                                 const std::string& path);
+
+// eval / predict: DataLoss unless ck.meta has model=`model` (written by
+// `program` train).
+absl::Status check_model_entry(const io::Checkpoint& ck, const std::string& path,
+                               const std::string& model, const std::string& program);
+
+// The --data folder as the run meta records it (the absolute path with
+// symbolic links resolved), so that --resume with another folder is refused
+// and the same folder named another way is not.
+std::string data_identity(const std::string& dir);
+
 // --resume: loads the checkpoint at `path` (io::load_usable_checkpoint),
-// checks it with check_resume, restores every persistent tensor of
-// `session` (restore_session) and returns the step it was written after.
-// Errors of those three.
+// checks it with check_resume and check_resumed_state, restores every
+// persistent tensor of `session` (restore_session) and returns the step it
+// was written after. Errors of those four.
 absl::StatusOr<int64_t> resume_session(Session& session, const Graph& graph,
                                        const std::string& path,
                                        const std::map<std::string, std::string>& meta,

@@ -50,7 +50,8 @@ std::map<std::string, std::string> run_meta(const TrainOptions& o, const ModelSp
           {"max_gamma", fmt::format("{}", o.max_gamma)},
           {"flips", o.no_flips ? "off" : "on"},
           {"ranks", fmt::format("{}", ranks)},
-          {"scale_lr", o.distributed.scale_lr ? "on" : "off"}};
+          {"scale_lr", o.distributed.scale_lr ? "on" : "off"},
+          {"data", examples::data_identity(o.run.data_dir)}};
 }
 
 // "[=========>          ]" for step of steps.
@@ -338,6 +339,7 @@ absl::StatusOr<int64_t> meta_int(const io::Checkpoint& ck, const std::string& pa
 }  // namespace
 
 absl::StatusOr<ModelSpec> model_spec(const io::Checkpoint& ck, const std::string& path) {
+  LMS_RETURN_IF_ERROR(examples::check_model_entry(ck, path, "isensee_unet3d", "unet3d"));
   ModelSpec m;
   LMS_ASSIGN_OR_RETURN(m.filters, meta_int(ck, path, "filters"));
   LMS_ASSIGN_OR_RETURN(m.levels, meta_int(ck, path, "levels"));

@@ -14,6 +14,7 @@
 #include "lms/status.h"
 #include "lms/strings.h"
 #include "models.h"
+#include "run_setup.h"
 #include "setup.h"
 
 namespace lms::vdsr {
@@ -29,6 +30,7 @@ struct ModelShape {
 // Depth = the number of consecutive "conv<k>/w" tensors, channels = conv1's
 // output channels, as models::build_vdsr names them.
 absl::StatusOr<ModelShape> model_shape(const io::Checkpoint& ck, const std::string& path) {
+  LMS_RETURN_IF_ERROR(examples::check_model_entry(ck, path, "vdsr", "vdsr"));
   ModelShape m;
   while (ck.find(fmt::format("conv{}/w", m.depth + 1)) != nullptr) ++m.depth;
   const io::NamedTensor* w1 = ck.find("conv1/w");

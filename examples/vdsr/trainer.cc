@@ -20,6 +20,7 @@
 #include "lms/training.h"
 #include "lms/units.h"
 #include "models.h"
+#include "run_setup.h"
 #include "setup.h"
 
 namespace lms::vdsr {
@@ -46,7 +47,8 @@ std::map<std::string, std::string> run_meta(const TrainOptions& o, int ranks) {
           {"clip_norm", fmt::format("{}", o.clip_norm)},
           {"max_images", fmt::format("{}", o.run.max_images)},
           {"ranks", fmt::format("{}", ranks)},
-          {"scale_lr", o.distributed.scale_lr ? "on" : "off"}};
+          {"scale_lr", o.distributed.scale_lr ? "on" : "off"},
+          {"data", examples::data_identity(o.run.data_dir)}};
 }
 
 // One training run (Note [Data-parallel runs] with --distributed): the

@@ -11,11 +11,13 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "lms/io/checkpoint.h"
 #include "lms/io/host_memory.h"
 #include "lms/io/image.h"
 #include "lms/io/nifti.h"
@@ -206,6 +208,94 @@ TEST_F(Unet3dProgram, ResumeEqualsTheUninterruptedRun) {
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(std::string(refused.status().message()).find("lr="), std::string::npos);
+}
+
+// Checkpoints with a valid checksum that --resume and eval used to take:
+// an extra tensor (dropped by the next save), a step that disagrees with
+// the optimizer's counter, no model entry (eval), and another --data folder.
+// Each is rewritten through lms::io (so its checksum is valid) and refused
+// naming what is wrong.
+TEST_F(Unet3dProgram, ResumeAndEvalRefuseCheckpointsThatDisagree) {
+  TrainOptions first = small(2);
+  first.checkpoint = (dir_ / "m.ckpt").string();
+  train_ok(first);
+  absl::StatusOr<io::Checkpoint> good = io::load_checkpoint(first.checkpoint);
+  ASSERT_TRUE(good.ok()) << good.status();
+  ASSERT_EQ(good->step, 2);
+  ASSERT_NE(good->find("optimizer/step"), nullptr);
+  struct Case {
+    std::string name;
+    std::function<void(io::Checkpoint&)> edit;
+    absl::StatusCode code;
+    std::string named;
+  };
+  const std::vector<Case> cases = {
+      {"extra",
+       [](io::Checkpoint& ck) {
+         ck.tensors.push_back({"stray", {2}, {1, 2}});
+       },
+       absl::StatusCode::kFailedPrecondition, "holds tensor 'stray'"},
+      {"step", [](io::Checkpoint& ck) { ck.step = 0; }, absl::StatusCode::kDataLoss,
+       "at step 0 but its optimizer/step counter is 2"},
+      {"counter",
+       [](io::Checkpoint& ck) {
+         for (io::NamedTensor& t : ck.tensors)
+           if (t.name == "optimizer/step") t.data[0] = 5;
+       },
+       absl::StatusCode::kDataLoss, "optimizer/step counter is 5"},
+  };
+  for (const Case& c : cases) {
+    io::Checkpoint ck = *good;
+    c.edit(ck);
+    const std::string path = (dir_ / (c.name + ".ckpt")).string();
+    ASSERT_TRUE(io::save_checkpoint(path, ck.tensors, ck.step, ck.meta).ok());
+    TrainOptions rest = small(4);
+    rest.checkpoint = path;
+    rest.resume = true;
+    std::ostringstream log;
+    absl::StatusOr<TrainResult> r = train(rest, log);
+    ASSERT_FALSE(r.ok()) << c.name;
+    EXPECT_EQ(r.status().code(), c.code) << r.status();
+    const std::string m(r.status().message());
+    EXPECT_NE(m.find(c.named), std::string::npos) << m;
+  }
+  // Another --data folder (a copy of the same files elsewhere) is refused;
+  // the same folder through a symbolic link is not.
+  const fs::path copy = dir_ / "copy";
+  fs::create_directories(copy);
+  fs::copy(dir_ / "train", copy / "train", fs::copy_options::recursive);
+  fs::copy(dir_ / "eval", copy / "eval", fs::copy_options::recursive);
+  TrainOptions other = small(4);
+  other.checkpoint = first.checkpoint;
+  other.resume = true;
+  other.run.data_dir = copy.string();
+  std::ostringstream log;
+  absl::StatusOr<TrainResult> r = train(other, log);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(std::string(r.status().message()).find("data="), std::string::npos) << r.status();
+  fs::create_directory_symlink(dir_, dir_.string() + "_link");
+  TrainOptions linked = small(4);
+  linked.checkpoint = first.checkpoint;
+  linked.resume = true;
+  linked.run.data_dir = dir_.string() + "_link";
+  r = train(linked, log);
+  fs::remove(dir_.string() + "_link");
+  EXPECT_TRUE(r.ok()) << r.status();
+
+  // eval needs the model entry of unet3d train.
+  io::Checkpoint no_model = *good;
+  no_model.meta.erase("model");
+  const std::string path = (dir_ / "no_model.ckpt").string();
+  ASSERT_TRUE(io::save_checkpoint(path, no_model.tensors, no_model.step, no_model.meta).ok());
+  EvalOptions e;
+  e.run = first.run;
+  e.checkpoint = path;
+  absl::StatusOr<EvalResult> ev = evaluate(e, log, /*score_grid=*/16);
+  ASSERT_FALSE(ev.ok());
+  EXPECT_EQ(ev.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(std::string(ev.status().message()).find("no model entry"), std::string::npos)
+      << ev.status();
 }
 
 // --lr-decay-steps: the poly schedule reads the checkpointed step counter,
