@@ -1,6 +1,6 @@
 // The graph IR: nodes (op, attributes, input and output tensors, control
 // inputs) and tensors (name, shape, dtype, producer, consumers). Layouts are
-// NCHW (2-D) and NCDHW (3-D), dtype float32.
+// NCHW / NCDHW (other ranks: docs/ops.md), dtype float32 (int64: embedding ids).
 //
 //   lms::Graph g;
 //   lms::TensorId x = g.input("lr", {16, 1, 64, 64});

@@ -137,6 +137,11 @@ class Session {
   // updates are issued only when nothing after them can fail; an error
   // inside an update kernel itself is the exception).
   absl::Status run(const Feeds& feeds, StepResult* result);
+  // The same for a graph with int64 inputs (Graph::input with
+  // DType::kInt64): each input is fed from the map of its dtype; also
+  // InvalidArgument naming the tensor and its dtype for a feed in the map of
+  // the other dtype.
+  absl::Status run(const Feeds& feeds, const Int64Feeds& int64_feeds, StepResult* result);
 
   // Reads / overwrites a persistent tensor (parameter or optimizer state) by
   // name; NotFound for an unknown name, InvalidArgument for a wrong size.
