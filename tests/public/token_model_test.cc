@@ -154,6 +154,38 @@ TEST(TokenModel, LmsStepsAreBitIdenticalAtThePredictedPeak) {
                        << ") planned to fit with a tensor swapped or recomputed";
 }
 
+// The int64 ids, read by embedding and again by embedding_bwd, swapped out
+// and back in by the manual policy: 8 bytes an id both ways, same bits.
+TEST(TokenModel, SwappedInt64IdsGiveTheSameBits) {
+  auto train = token_model();
+  ASSERT_TRUE(train.ok()) << train.status();
+  const TokenFeeds feeds = token_feeds(kSeed);
+  auto device = make_cpu_device({.capacity_bytes = 64 * kMiB, .host_pool_bytes = 16 * kMiB});
+  ASSERT_TRUE(device.ok()) << device.status();
+  LmsConfig off;
+  off.enabled = false;
+  Graph plain = *train;
+  ASSERT_TRUE(rewrite(plain, off, **device).ok());
+  const TokenRun reference = run_steps(plain, **device, feeds, 2);
+  ASSERT_TRUE(reference.status.ok()) << reference.status;
+
+  LmsConfig manual;
+  manual.policy = SwapPolicy::kManual;
+  manual.tensors = {"ids"};
+  Graph g = *train;
+  auto plan = rewrite(g, manual, **device);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->swapped, std::vector<std::string>{"ids"}) << plan->summary();
+  EXPECT_EQ(plan->bytes_out_per_step, uint64_t{kBatch * kTokens * 8});
+  const TokenRun step = run_steps(g, **device, feeds, 2);
+  ASSERT_TRUE(step.status.ok()) << step.status;
+  for (size_t k = 0; k < step.losses.size(); ++k) {
+    EXPECT_TRUE(user::same_bits(step.losses[k], reference.losses[k])) << "step " << k;
+  }
+  EXPECT_EQ(user::differing(step.state, reference.state), std::vector<std::string>{});
+  EXPECT_EQ(step.peak, plan->peak_bytes_after);
+}
+
 // A float feed for the int64 input, or an int64 feed for a float input, is
 // an InvalidArgument naming the tensor and its dtype.
 TEST(TokenModel, FeedOfTheWrongDtypeIsRefused) {
