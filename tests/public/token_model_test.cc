@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cinttypes>
+#include <cmath>
 #include <random>
 
 #include "lms/config.h"
@@ -18,7 +19,12 @@ namespace {
 
 using user::kMiB;
 
-constexpr int64_t kBatch = 4, kTokens = 32, kDim = 64, kVocab = 50;
+struct Dims {
+  int64_t batch, tokens, dim, vocab;
+};
+constexpr Dims kDims = {.batch = 4, .tokens = 32, .dim = 64, .vocab = 50};
+constexpr int64_t kBatch = kDims.batch, kTokens = kDims.tokens, kDim = kDims.dim,
+                  kVocab = kDims.vocab;
 constexpr uint64_t kSeed = 4242;
 
 //   x    = embedding(ids, table)                    [N,T,D]
@@ -27,23 +33,29 @@ constexpr uint64_t kSeed = 4242;
 //   p    = softmax(r, -1)                           over the last axis
 //   m    = reduce_mean(p, 1)                        [N,1,D], mean over the tokens
 //   loss = mse(m, target)
-absl::StatusOr<Graph> token_model() {
+// The forward graph, its loss set.
+Graph token_forward(const Dims& d) {
   Graph g;
-  const TensorId ids = g.input("ids", {kBatch, kTokens}, DType::kInt64);
-  const TensorId target = g.input("target", {kBatch, 1, kDim});
-  const TensorId table = g.parameter("table", {kVocab, kDim}, Init::he_normal(1, kDim));
-  const TensorId w = g.parameter("w", {kBatch, kTokens, kDim}, Init::he_normal(2, 1));
-  const TensorId b = g.parameter("b", {kBatch, kTokens, kDim}, Init::constant(0.1));
+  const TensorId ids = g.input("ids", {d.batch, d.tokens}, DType::kInt64);
+  const TensorId target = g.input("target", {d.batch, 1, d.dim});
+  const TensorId table = g.parameter("table", {d.vocab, d.dim}, Init::he_normal(1, d.dim));
+  const TensorId w = g.parameter("w", {d.batch, d.tokens, d.dim}, Init::he_normal(2, 1));
+  const TensorId b = g.parameter("b", {d.batch, d.tokens, d.dim}, Init::constant(0.1));
   const TensorId x = embedding(g, "embed", ids, table);
   const TensorId h = add(g, "proj/add", mul(g, "proj/mul", x, w), b);
-  const TensorId lo = slice(g, "lo", h, 0, kDim / 2, -1);
-  const TensorId hi = slice(g, "hi", h, kDim / 2, kDim / 2, -1);
+  const TensorId lo = slice(g, "lo", h, 0, d.dim / 2, -1);
+  const TensorId hi = slice(g, "hi", h, d.dim / 2, d.dim / 2, -1);
   const TensorId r = concat(g, "swap_halves", {hi, lo}, -1);
   const TensorId p = softmax(g, "softmax", r, -1);
   const TensorId m = reduce_mean(g, "token_mean", p, 1);
-  const TensorId loss = mse_loss(g, "loss", m, target);
+  g.set_loss(mse_loss(g, "loss", m, target));
+  return g;
+}
+
+absl::StatusOr<Graph> token_model() {
+  Graph g = token_forward(kDims);
   LMS_RETURN_IF_ERROR(g.status());
-  return training_graph(g, loss, Adam{.lr = 1e-2});
+  return training_graph(g, g.loss(), Adam{.lr = 1e-2});
 }
 
 struct TokenFeeds {
@@ -51,14 +63,14 @@ struct TokenFeeds {
   Int64Feeds ids;
 };
 
-TokenFeeds token_feeds(uint64_t seed) {
+TokenFeeds token_feeds(uint64_t seed, const Dims& d = kDims) {
   std::mt19937_64 gen(seed);
-  std::uniform_int_distribution<int64_t> token(0, kVocab - 1);
-  std::uniform_real_distribution<float> u(0.0f, 1.0f / kDim);
+  std::uniform_int_distribution<int64_t> token(0, d.vocab - 1);
+  std::uniform_real_distribution<float> u(0.0f, 2.0f / static_cast<float>(d.dim));
   TokenFeeds f;
-  std::vector<int64_t> ids(kBatch * kTokens);
+  std::vector<int64_t> ids(d.batch * d.tokens);
   for (int64_t& id : ids) id = token(gen);
-  std::vector<float> target(kBatch * kDim);
+  std::vector<float> target(d.batch * d.dim);
   for (float& v : target) v = u(gen);
   f.ids["ids"] = std::move(ids);
   f.floats["target"] = std::move(target);
@@ -184,6 +196,52 @@ TEST(TokenModel, SwappedInt64IdsGiveTheSameBits) {
   }
   EXPECT_EQ(user::differing(step.state, reference.state), std::vector<std::string>{});
   EXPECT_EQ(step.peak, plan->peak_bytes_after);
+}
+
+// The gradients of the table and of w, b (through embedding_bwd, concat,
+// slice, softmax and reduce_mean along axes) match central finite
+// differences of the loss of the forward graph with the same weights.
+TEST(TokenModel, GradientsMatchFiniteDifferences) {
+  constexpr uint64_t kGradSeed = 4243;
+  std::printf("seed %" PRIu64 "\n", kGradSeed);
+  const Dims d = {.batch = 2, .tokens = 4, .dim = 8, .vocab = 5};
+  Graph forward_graph = token_forward(d);
+  ASSERT_TRUE(forward_graph.status().ok()) << forward_graph.status();
+  auto train = training_graph(forward_graph, forward_graph.loss(), Sgd{.lr = 0.0});
+  ASSERT_TRUE(train.ok()) << train.status();
+  auto device = make_cpu_device({.capacity_bytes = 64 * kMiB, .host_pool_bytes = 16 * kMiB});
+  ASSERT_TRUE(device.ok()) << device.status();
+  auto trainer =
+      Session::create(*train, **device, {.fetches = {"loss", "table/grad", "w/grad", "b/grad"}});
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  auto forward = Session::create(forward_graph, **device);
+  ASSERT_TRUE(forward.ok()) << forward.status();
+  const TokenFeeds feeds = token_feeds(kGradSeed, d);
+  StepResult r;
+  ASSERT_TRUE((*trainer)->run(feeds.floats, feeds.ids, &r).ok());
+  for (const char* p : {"table", "w", "b"}) {
+    std::vector<float> w = *(*trainer)->read(p);
+    const std::vector<float>& grad = r.fetched.at(std::string(p) + "/grad");
+    ASSERT_EQ(grad.size(), w.size()) << p;
+    double largest = 0;
+    for (size_t i = 0; i < w.size(); i += 3) {
+      const float eps = 1e-2f;
+      auto loss_at = [&](float v) {
+        std::vector<float> wp = w;
+        wp[i] = v;
+        EXPECT_TRUE((*forward)->write(p, wp).ok());
+        StepResult fr;
+        EXPECT_TRUE((*forward)->run(feeds.floats, feeds.ids, &fr).ok());
+        return static_cast<double>(fr.fetched.at("loss")[0]);
+      };
+      const double numeric = (loss_at(w[i] + eps) - loss_at(w[i] - eps)) / (2 * eps);
+      largest = std::max(largest, std::fabs(numeric));
+      EXPECT_NEAR(grad[i], numeric, 2e-6 + 0.02 * std::fabs(numeric)) << p << "[" << i << "]";
+    }
+    std::printf("%s: largest |d loss / d %s[i]| checked %.3g\n", p, p, largest);
+    EXPECT_GT(largest, 1e-5) << p << ": the check must see a gradient";
+    ASSERT_TRUE((*forward)->write(p, w).ok());
+  }
 }
 
 // A float feed for the int64 input, or an int64 feed for a float input, is
