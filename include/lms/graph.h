@@ -1,6 +1,6 @@
 // The graph IR: nodes (op, attributes, input and output tensors, control
 // inputs) and tensors (name, shape, dtype, producer, consumers). Layouts are
-// NCHW (2-D) and NCDHW (3-D), dtype float32.
+// NCHW / NCDHW (other ranks: docs/ops.md), dtype float32 (int64: embedding ids).
 //
 //   lms::Graph g;
 //   lms::TensorId x = g.input("lr", {16, 1, 64, 64});
@@ -122,7 +122,9 @@ class Graph {
   // with whitespace, control characters or one of ( ) , = [ ] { } "), a shape
   // check_shape rejects or a he_normal init with fan_in < 1 is recorded as an
   // InvalidArgument in status() naming the tensor, and returns kNoTensor.
-  TensorId input(std::string_view name, Shape shape);
+  // `dtype` kInt64 for the ids embedding reads (fed with Int64Feeds,
+  // lms/session.h); parameters and optimizer state are float32.
+  TensorId input(std::string_view name, Shape shape, DType dtype = DType::kFloat32);
   TensorId parameter(std::string_view name, Shape shape, Init init);
   TensorId optimizer_state(std::string_view name, Shape shape, Init init = Init::zeros());
 
@@ -183,7 +185,8 @@ class Graph {
   TensorId add_tensor(std::string_view name, Shape shape, TensorRole role, Init init);
   // A tensor without producer (input or persistent), after checking its name
   // and shape; records the error and returns kNoTensor otherwise.
-  TensorId add_leaf(std::string_view name, Shape shape, TensorRole role, Init init);
+  TensorId add_leaf(std::string_view name, Shape shape, TensorRole role, Init init,
+                    DType dtype = DType::kFloat32);
   absl::Status check_new_name(std::string_view name) const;
 
   std::vector<Node> nodes_;

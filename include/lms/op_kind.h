@@ -45,6 +45,9 @@ enum class OpKind : uint8_t {
   kConcat,
   kSlice,
   kFill,
+  // Embedding
+  kEmbedding,
+  kEmbeddingBwd,
   // Pooling and normalisation
   kMaxPool,
   kMaxPoolBwd,
@@ -96,6 +99,8 @@ inline constexpr std::array<const char*, kNumOpKinds> kOpNames = {
     "concat",
     "slice",
     "fill",
+    "embedding",
+    "embedding_bwd",
     "max_pool",
     "max_pool_bwd",
     "instance_norm",

@@ -91,17 +91,24 @@ TensorId upsample(Graph& g, std::string_view name, TensorId x, std::vector<int64
 TensorId relu(Graph& g, std::string_view name, TensorId x);
 TensorId leaky_relu(Graph& g, std::string_view name, TensorId x, double alpha = 0.01);
 TensorId sigmoid(Graph& g, std::string_view name, TensorId x);
-// Softmax over axis 1 (channels) of x[N,C,...].
+// Softmax over axis 1 (channels) of x[N,C,...], or over `axis` of x of any
+// rank >= 1 (negative counts from the end: -1 is the last).
 TensorId softmax(Graph& g, std::string_view name, TensorId x);
+TensorId softmax(Graph& g, std::string_view name, TensorId x, int64_t axis);
 // a + b and a * b of one shape.
 TensorId add(Graph& g, std::string_view name, TensorId a, TensorId b);
 TensorId mul(Graph& g, std::string_view name, TensorId a, TensorId b);
 // factor * x.
 TensorId scale(Graph& g, std::string_view name, TensorId x, double factor);
-// Concatenation along axis 1 of xi[N,Ci,S] -> y[N,ΣCi,S].
+// Concatenation along axis 1 of xi[N,Ci,S] -> y[N,ΣCi,S], or along `axis`
+// (negative from the end); the inputs agree in every other dimension.
 TensorId concat(Graph& g, std::string_view name, const std::vector<TensorId>& xs);
-// Channels [begin, begin+size) of x[N,C,S] -> y[N,size,S].
+TensorId concat(Graph& g, std::string_view name, const std::vector<TensorId>& xs, int64_t axis);
+// Channels [begin, begin+size) of x[N,C,S] -> y[N,size,S], or that range of
+// `axis` (negative from the end).
 TensorId slice(Graph& g, std::string_view name, TensorId x, int64_t begin, int64_t size);
+TensorId slice(Graph& g, std::string_view name, TensorId x, int64_t begin, int64_t size,
+               int64_t axis);
 // A tensor of `shape` (empty = scalar) filled with `value`.
 TensorId fill(Graph& g, std::string_view name, Shape shape, double value);
 
@@ -141,7 +148,14 @@ TensorId mse_loss(Graph& g, std::string_view name, TensorId pred, TensorId targe
 // into the target.
 TensorId soft_dice_loss(Graph& g, std::string_view name, TensorId probs, TensorId target,
                         double eps = 1e-5);
-// Mean of all elements.
+// Mean of all elements (a scalar []), or the mean along `axis` (negative
+// from the end) with that axis kept at size 1 (ONNX ReduceMean, keepdims=1).
 TensorId reduce_mean(Graph& g, std::string_view name, TensorId x);
+TensorId reduce_mean(Graph& g, std::string_view name, TensorId x, int64_t axis);
+
+// Rows of table[V,D] picked by ids (an int64 input of any shape, each in
+// [0, V); Graph::input with DType::kInt64) -> y[ids..., D]. The ids get no
+// gradient; the table's sums the rows of dy per id (embedding_bwd).
+TensorId embedding(Graph& g, std::string_view name, TensorId ids, TensorId table);
 
 }  // namespace lms

@@ -34,6 +34,16 @@ class Communicator;
 // (NCHW / NCDHW); sizes must match the input's shape.
 using Feeds = std::map<std::string, std::vector<float>, std::less<>>;
 
+// Host data of the graph inputs of dtype int64 (Graph::input with
+// DType::kInt64: the ids embedding reads), by name, row-major; passed to
+// Session::run next to the float32 Feeds. An input is fed in the map of its
+// dtype: a float32 feed for an int64 input, or the reverse, is an
+// InvalidArgument naming the tensor and its dtype.
+//
+//   lms::Int64Feeds ids = {{"tokens", {3, 1, 4, 1}}};
+//   LMS_RETURN_IF_ERROR(session->run({{"target", target}}, ids, &step));
+using Int64Feeds = std::map<std::string, std::vector<int64_t>, std::less<>>;
+
 struct SessionOptions {
   // Tensors downloaded after every step, by name (default: the graph's loss).
   // They stay in device memory until the end of the step.
@@ -76,7 +86,10 @@ struct SessionOptions {
 // (cat "host_wait" on the host track). Compute idle because the queue ran dry
 // while the host waited is in neither figure.
 struct StepResult {
+  // Fetched float32 tensors by name; a fetched int64 tensor (an int64
+  // input) is in fetched_int64 instead.
   std::map<std::string, std::vector<float>, std::less<>> fetched;
+  std::map<std::string, std::vector<int64_t>, std::less<>> fetched_int64;
   double step_s = 0;   // wall time of run()
   double stall_s = 0;  // compute-stream waits on copy-stream events (Note [Stall])
   // Host thread blocked in device calls, not stall (Note [Stall]); the sum of
@@ -124,6 +137,11 @@ class Session {
   // updates are issued only when nothing after them can fail; an error
   // inside an update kernel itself is the exception).
   absl::Status run(const Feeds& feeds, StepResult* result);
+  // The same for a graph with int64 inputs (Graph::input with
+  // DType::kInt64): each input is fed from the map of its dtype; also
+  // InvalidArgument naming the tensor and its dtype for a feed in the map of
+  // the other dtype.
+  absl::Status run(const Feeds& feeds, const Int64Feeds& int64_feeds, StepResult* result);
 
   // Reads / overwrites a persistent tensor (parameter or optimizer state) by
   // name; NotFound for an unknown name, InvalidArgument for a wrong size.

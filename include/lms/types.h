@@ -19,9 +19,41 @@ namespace lms {
 // A scalar has an empty shape.
 using Shape = std::vector<int64_t>;
 
-enum class DType : uint8_t { kFloat32 };
+// Element types. Every op computes in float32; int64 holds indices (the
+// token ids `embedding` reads, docs/ops.md) and is fed with Int64Feeds
+// (lms/session.h).
+enum class DType : uint8_t { kFloat32, kInt64 };
 
-inline uint64_t dtype_bytes(DType) { return 4; }
+inline uint64_t dtype_bytes(DType dtype) { return dtype == DType::kInt64 ? 8 : 4; }
+
+// "f32", "i64": the spelling of the graph's text form and of messages.
+inline const char* dtype_name(DType dtype) { return dtype == DType::kInt64 ? "i64" : "f32"; }
+
+// The dimension `axis` names in a shape of `rank` dims: 0..rank-1, or
+// negative counting from the end (-1 = the last); nullopt out of range.
+inline std::optional<size_t> normalize_axis(int64_t axis, size_t rank) {
+  const auto r = static_cast<int64_t>(rank);
+  if (axis < -r || axis >= r) return std::nullopt;
+  return static_cast<size_t>(axis < 0 ? axis + r : axis);
+}
+
+// A plain row-major tensor seen as [outer, axis, inner] around dimension
+// `axis` (already normalised): how concat, slice, softmax and reduce_mean
+// along an axis walk memory.
+struct AxisView {
+  int64_t outer = 1;
+  int64_t axis = 1;
+  int64_t inner = 1;
+};
+inline AxisView axis_view(const Shape& shape, size_t axis) {
+  AxisView v;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i < axis) v.outer *= shape[i];
+    if (i > axis) v.inner *= shape[i];
+  }
+  v.axis = shape[axis];
+  return v;
+}
 
 // The number of elements of `shape`; nullopt if a dim is negative or the
 // product overflows int64.
@@ -103,6 +135,14 @@ inline constexpr std::string_view kActivationRelu = "relu";
 // src/graph/blocked_layouts.cc), never by model code; a graph run without
 // that rewrite keeps every tensor plain.
 inline constexpr std::string_view kLayoutAttr = "layout";
+
+// The optional attribute "axis" of concat, slice, softmax, softmax_bwd,
+// reduce_mean and reduce_mean_bwd (docs/ops.md): the dimension they work
+// along, negative counting from the end (-1 = the last). Absent means
+// kDefaultAxis (the channels of NCHW / NCDHW) on all but reduce_mean, whose
+// absent axis means every element.
+inline constexpr std::string_view kAxisAttr = "axis";
+inline constexpr int64_t kDefaultAxis = 1;
 inline constexpr char kLayoutPlain = 'p';
 inline constexpr char kLayoutBlocked = 'b';
 

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "lms/status.h"
+#include "lms/strings.h"
 
 namespace lms {
 namespace {
@@ -128,5 +129,21 @@ absl::Status check_rank(const KernelSpec& spec, const Shape& shape, size_t min_r
   return invalid(spec, absl::StrCat(what, " has shape ", shape_str(shape), " (rank ", shape.size(),
                                     "); allowed ranks: ", min_rank, " to ", max_rank));
 }
+
+absl::StatusOr<size_t> axis_attr(const KernelSpec& spec, const Shape& shape,
+                                 absl::string_view what) {
+  int64_t axis = kDefaultAxis;
+  if (has_axis_attr(spec)) {
+    LMS_ASSIGN_OR_RETURN(axis, int_attr(spec, to_absl(kAxisAttr)));
+  }
+  if (std::optional<size_t> dim = normalize_axis(axis, shape.size())) return *dim;
+  const auto rank = static_cast<int64_t>(shape.size());
+  return invalid(spec, absl::StrCat("axis ", axis, " is out of range for ", what, " ",
+                                    shape_str(shape), " of rank ", rank, "; allowed: ",
+                                    rank == 0 ? std::string("none (a scalar has no axis)")
+                                              : absl::StrCat("[", -rank, ", ", rank - 1, "]")));
+}
+
+bool has_axis_attr(const KernelSpec& spec) { return spec.attrs.contains(kAxisAttr); }
 
 }  // namespace lms

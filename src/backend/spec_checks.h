@@ -43,5 +43,12 @@ absl::Status check_same_shape(const KernelSpec& spec, const Shape& got, const Sh
 absl::Status check_scalar(const KernelSpec& spec, const Shape& shape, absl::string_view what);
 absl::Status check_rank(const KernelSpec& spec, const Shape& shape, size_t min_rank,
                         size_t max_rank, absl::string_view what);
+// The dimension of `shape` the optional "axis" attribute names (kAxisAttr
+// in lms/types.h; kDefaultAxis when absent), 0..rank-1. `what` names the
+// input in the message, which gives the axis and the allowed range.
+absl::StatusOr<size_t> axis_attr(const KernelSpec& spec, const Shape& shape,
+                                 absl::string_view what);
+// Whether the node has an "axis" attribute (reduce_mean: absent = all).
+bool has_axis_attr(const KernelSpec& spec);
 
 }  // namespace lms

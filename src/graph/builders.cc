@@ -220,6 +220,10 @@ TensorId softmax(Graph& g, std::string_view name, TensorId x) {
   return add_op(g, OpKind::kSoftmax, name, {x});
 }
 
+TensorId softmax(Graph& g, std::string_view name, TensorId x, int64_t axis) {
+  return add_op(g, OpKind::kSoftmax, name, {x}, {{std::string(kAxisAttr), axis}});
+}
+
 TensorId add(Graph& g, std::string_view name, TensorId a, TensorId b) {
   return add_op(g, OpKind::kAdd, name, {a, b});
 }
@@ -238,6 +242,16 @@ TensorId concat(Graph& g, std::string_view name, const std::vector<TensorId>& xs
 
 TensorId slice(Graph& g, std::string_view name, TensorId x, int64_t begin, int64_t size) {
   return add_op(g, OpKind::kSlice, name, {x}, {{"begin", begin}, {"size", size}});
+}
+
+TensorId concat(Graph& g, std::string_view name, const std::vector<TensorId>& xs, int64_t axis) {
+  return add_op(g, OpKind::kConcat, name, xs, {{std::string(kAxisAttr), axis}});
+}
+
+TensorId slice(Graph& g, std::string_view name, TensorId x, int64_t begin, int64_t size,
+               int64_t axis) {
+  return add_op(g, OpKind::kSlice, name, {x},
+                {{"begin", begin}, {"size", size}, {std::string(kAxisAttr), axis}});
 }
 
 TensorId fill(Graph& g, std::string_view name, Shape shape, double value) {
@@ -294,6 +308,14 @@ TensorId soft_dice_loss(Graph& g, std::string_view name, TensorId probs, TensorI
 
 TensorId reduce_mean(Graph& g, std::string_view name, TensorId x) {
   return add_op(g, OpKind::kReduceMean, name, {x});
+}
+
+TensorId reduce_mean(Graph& g, std::string_view name, TensorId x, int64_t axis) {
+  return add_op(g, OpKind::kReduceMean, name, {x}, {{std::string(kAxisAttr), axis}});
+}
+
+TensorId embedding(Graph& g, std::string_view name, TensorId ids, TensorId table) {
+  return add_op(g, OpKind::kEmbedding, name, {ids, table});
 }
 
 }  // namespace lms

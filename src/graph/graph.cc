@@ -101,19 +101,22 @@ absl::Status check_init(std::string_view name, const Init& init) {
 
 }  // namespace
 
-TensorId Graph::add_leaf(std::string_view name, Shape shape, TensorRole role, Init init) {
+TensorId Graph::add_leaf(std::string_view name, Shape shape, TensorRole role, Init init,
+                         DType dtype) {
   absl::Status s = check_new_name(name);
-  if (s.ok()) s = check_shape(absl::StrCat("tensor '", to_absl(name), "'"), shape);
+  if (s.ok()) s = check_shape(absl::StrCat("tensor '", to_absl(name), "'"), shape, dtype);
   if (s.ok() && is_persistent(role)) s = check_init(name, init);
   if (!s.ok()) {
     record_error(s);
     return kNoTensor;
   }
-  return add_tensor(name, std::move(shape), role, init);
+  const TensorId t = add_tensor(name, std::move(shape), role, init);
+  tensors_[t].dtype = dtype;
+  return t;
 }
 
-TensorId Graph::input(std::string_view name, Shape shape) {
-  return add_leaf(name, std::move(shape), TensorRole::kInput, Init{});
+TensorId Graph::input(std::string_view name, Shape shape, DType dtype) {
+  return add_leaf(name, std::move(shape), TensorRole::kInput, Init{}, dtype);
 }
 
 TensorId Graph::parameter(std::string_view name, Shape shape, Init init) {
@@ -165,6 +168,7 @@ absl::StatusOr<std::vector<TensorId>> Graph::add_node(OpKind op, std::string_vie
     }
     in_shapes.push_back(tensors_[inputs[i]].shape);
   }
+  if (absl::Status s = check_input_dtypes(*this, op, inputs); !s.ok()) return fail(s.message());
   auto out_shapes = def->infer(attrs, in_shapes);
   if (!out_shapes.ok()) return fail(out_shapes.status().message());
   size_t num_out = out_shapes->size();
@@ -174,6 +178,7 @@ absl::StatusOr<std::vector<TensorId>> Graph::add_node(OpKind op, std::string_vie
       return fail(absl::StrCat("output name '", out_name, "' is already used"));
     }
   }
+  const DType out_dtype = output_dtype(*this, op, inputs);
   NodeId id = num_nodes();
   Node node;
   node.name = std::string(name);
@@ -191,6 +196,7 @@ absl::StatusOr<std::vector<TensorId>> Graph::add_node(OpKind op, std::string_vie
     std::string out_name = num_out == 1 ? node.name : absl::StrCat(to_absl(name), ":", j);
     TensorId t = add_tensor(out_name, std::move((*out_shapes)[j]), output_role, Init{});
     tensors_[t].producer = id;
+    tensors_[t].dtype = out_dtype;
     node.outputs.push_back(t);
   }
   nodes_.push_back(std::move(node));

@@ -151,6 +151,7 @@ const OpTable& op_table() {
     std::vector<OpSpec> specs;
     ops_internal::register_conv_ops(specs);
     ops_internal::register_pointwise_ops(specs);
+    ops_internal::register_embedding_ops(specs);
     ops_internal::register_norm_ops(specs);
     ops_internal::register_loss_ops(specs);
     ops_internal::register_optimizer_ops(specs);
@@ -226,6 +227,32 @@ int64_t attr_int_or(const Attrs& attrs, std::string_view key, int64_t fallback) 
 double attr_real_or(const Attrs& attrs, std::string_view key, double fallback) {
   auto v = attr_real(attrs, key);
   return v.ok() ? *v : fallback;
+}
+
+DType input_dtype(OpKind op, size_t i) {
+  const std::vector<int>& wide = op_def(op).int64_inputs;
+  const bool int64 = std::find(wide.begin(), wide.end(), static_cast<int>(i)) != wide.end();
+  return int64 ? DType::kInt64 : DType::kFloat32;
+}
+
+DType output_dtype(const Graph& graph, OpKind op, const std::vector<TensorId>& inputs) {
+  if (is_copy(op) && !inputs.empty()) return graph.tensor(inputs[0]).dtype;
+  return DType::kFloat32;
+}
+
+absl::Status check_input_dtypes(const Graph& graph, OpKind op,
+                                const std::vector<TensorId>& inputs) {
+  if (is_copy(op)) return absl::OkStatus();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = graph.tensor(inputs[i]);
+    const DType want = input_dtype(op, i);
+    if (t.dtype == want) continue;
+    return ops_internal::op_error(
+        op_name(op),
+        ops_internal::str_cat("input ", i, " '", t.name, "' has dtype ", dtype_name(t.dtype),
+                              ", the op takes ", dtype_name(want), " there"));
+  }
+  return absl::OkStatus();
 }
 
 namespace {

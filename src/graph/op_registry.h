@@ -80,6 +80,9 @@ struct OpDef {
   // model's memory-bound estimate (swap/cost_model.cc). Every op's is the
   // bytes of its inputs plus its outputs unless its entry says otherwise.
   std::function<double(const Attrs&, const Shapes& inputs, const Shapes& outputs)> bytes;
+  // Inputs of dtype int64 (embedding's ids); every other input and every
+  // output is float32. Graph::add_node and verify check it.
+  std::vector<int> int64_inputs;
   // Inputs written in place (optimizer updates).
   std::vector<int> mutated_inputs;
   // Forward ops whose outputs depend only on their inputs and attributes, so
@@ -109,6 +112,20 @@ double attr_real_or(const Attrs& attrs, std::string_view key, double fallback);
 // FLOPs and bytes touched of a node of `graph` (0 for an id out of range).
 double node_flops(const Graph& graph, NodeId node);
 double node_bytes(const Graph& graph, NodeId node);
+
+// The dtype input `i` of `op` must have (OpDef::int64_inputs).
+DType input_dtype(OpKind op, size_t i);
+
+// True for swap_out and swap_in, which copy bytes of any dtype.
+inline bool is_copy(OpKind op) { return op == OpKind::kSwapOut || op == OpKind::kSwapIn; }
+
+// The dtype of every output of a node of `op` reading `inputs`: the input's
+// for the copies (is_copy), float32 for every other op.
+DType output_dtype(const Graph& graph, OpKind op, const std::vector<TensorId>& inputs);
+
+// InvalidArgument "input i 'name' has dtype .., <op> takes .." unless every
+// input of a node of `op` has the dtype input_dtype gives (copies take any).
+absl::Status check_input_dtypes(const Graph& graph, OpKind op, const std::vector<TensorId>& inputs);
 
 // True for ops run by a backend kernel (OpExec::kKernel).
 inline bool has_kernel(OpKind op) { return op_def(op).exec == OpExec::kKernel; }

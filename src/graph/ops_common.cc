@@ -30,6 +30,22 @@ absl::Status check_spatial_rank(std::string_view op, std::string_view what, cons
   return op_error(op, str_cat(what, " must be 4-D (NCHW) or 5-D (NCDHW), got ", shape_str(shape)));
 }
 
+absl::StatusOr<size_t> axis_attr(std::string_view op, const Attrs& attrs, const Shape& x,
+                                 std::string_view what) {
+  absl::StatusOr<int64_t> axis = attrs.contains(kAxisAttr) ? attr_int(attrs, kAxisAttr)
+                                                           : absl::StatusOr<int64_t>(kDefaultAxis);
+  if (!axis.ok()) return op_error(op, axis.status().message());
+  const std::optional<size_t> dim = normalize_axis(*axis, x.size());
+  if (dim) return *dim;
+  const auto rank = static_cast<int64_t>(x.size());
+  if (rank == 0) {
+    return op_error(op, str_cat("axis ", *axis, " is out of range: ", what,
+                                " is a scalar (shape []), which has no axis"));
+  }
+  return op_error(op, str_cat("axis ", *axis, " is out of range [", -rank, ", ", rank - 1, "] for ",
+                              what, " ", shape_str(x), " of rank ", rank));
+}
+
 absl::StatusOr<std::vector<int64_t>> spatial_attr(std::string_view op, const Attrs& attrs,
                                                   std::string_view key, size_t rank,
                                                   size_t input_rank, int64_t min_value) {
@@ -102,19 +118,19 @@ std::optional<AttrType> attr_type(std::string_view name) {
   // docs/ops.md gives each attribute name one type on every op that has it.
   static constexpr std::pair<std::string_view, AttrType> kTypes[] = {
       {kActivationAttr, AttrType::kStr}, {"alpha", AttrType::kReal},
-      {"begin", AttrType::kInt},         {"beta1", AttrType::kReal},
-      {"beta2", AttrType::kReal},        {"clip_norm", AttrType::kReal},
-      {"decay_power", AttrType::kReal},  {"decay_steps", AttrType::kInt},
-      {"dilation", AttrType::kInts},     {"eps", AttrType::kReal},
-      {"factor", AttrType::kReal},       {"has_bias", AttrType::kInt},
-      {"input_shape", AttrType::kInts},  {"kernel", AttrType::kInts},
-      {"lr", AttrType::kReal},           {"mode", AttrType::kStr},
-      {"momentum", AttrType::kReal},     {"pad", AttrType::kInts},
-      {"release_after", AttrType::kStr}, {"scale", AttrType::kInts},
-      {"shape", AttrType::kInts},        {"size", AttrType::kInt},
-      {"stride", AttrType::kInts},       {"value", AttrType::kReal},
-      {"weight_decay", AttrType::kReal}, {"weight_shape", AttrType::kInts},
-      {kWorkspaceAttr, AttrType::kStr},
+      {kAxisAttr, AttrType::kInt},       {"begin", AttrType::kInt},
+      {"beta1", AttrType::kReal},        {"beta2", AttrType::kReal},
+      {"clip_norm", AttrType::kReal},    {"decay_power", AttrType::kReal},
+      {"decay_steps", AttrType::kInt},   {"dilation", AttrType::kInts},
+      {"eps", AttrType::kReal},          {"factor", AttrType::kReal},
+      {"has_bias", AttrType::kInt},      {"input_shape", AttrType::kInts},
+      {"kernel", AttrType::kInts},       {"lr", AttrType::kReal},
+      {"mode", AttrType::kStr},          {"momentum", AttrType::kReal},
+      {"pad", AttrType::kInts},          {"release_after", AttrType::kStr},
+      {"scale", AttrType::kInts},        {"shape", AttrType::kInts},
+      {"size", AttrType::kInt},          {"stride", AttrType::kInts},
+      {"value", AttrType::kReal},        {"weight_decay", AttrType::kReal},
+      {"weight_shape", AttrType::kInts}, {kWorkspaceAttr, AttrType::kStr},
   };
   for (const auto& [key, type] : kTypes) {
     if (key == name) return type;

@@ -59,6 +59,7 @@ double numel(const Shape& s, size_t from_dim = 0);
 
 void register_conv_ops(std::vector<OpSpec>& specs);
 void register_pointwise_ops(std::vector<OpSpec>& specs);
+void register_embedding_ops(std::vector<OpSpec>& specs);
 void register_norm_ops(std::vector<OpSpec>& specs);
 void register_loss_ops(std::vector<OpSpec>& specs);
 void register_optimizer_ops(std::vector<OpSpec>& specs);
@@ -87,6 +88,13 @@ absl::Status op_error(std::string_view op, absl::string_view message);
 
 // Requires `shape` to have rank 4 (NCHW) or 5 (NCDHW); `what` names the input.
 absl::Status check_spatial_rank(std::string_view op, std::string_view what, const Shape& shape);
+
+// The optional "axis" attribute of concat, slice, softmax (+ _bwd) and
+// reduce_mean (+ _bwd) (kAxisAttr in lms/types.h): `x`'s dimension it names, 0..rank-1
+// (kDefaultAxis when absent); InvalidArgument naming the axis and the
+// allowed range [-rank, rank-1] otherwise. `what` names the input.
+absl::StatusOr<size_t> axis_attr(std::string_view op, const Attrs& attrs, const Shape& x,
+                                 std::string_view what);
 
 // Reads an ints attribute that must have `rank` entries, each >= `min_value`.
 // `rank_of` is the rank of the input the attribute refers to (for messages).

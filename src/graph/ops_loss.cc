@@ -1,4 +1,5 @@
-// Losses and reductions of docs/ops.md: each reduces to a scalar loss[].
+// Losses and reductions of docs/ops.md: each reduces to a scalar loss[]
+// (reduce_mean with an axis to that axis of size 1).
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -35,9 +36,30 @@ absl::StatusOr<Shapes> infer_dice(const Attrs& a, const Shapes& in, bool bwd) {
   return Shapes{in[0]};
 }
 
+// Without an axis: the scalar mean of all elements. With one: x with that
+// axis reduced to size 1 (ONNX ReduceMean, keepdims=1).
+absl::StatusOr<Shapes> infer_reduce_mean(const Attrs& a, const Shapes& in) {
+  if (!a.contains(kAxisAttr)) return Shapes{Shape{}};
+  LMS_ASSIGN_OR_RETURN(const size_t axis, axis_attr("reduce_mean", a, in[0], "x"));
+  Shape y = in[0];
+  y[axis] = 1;
+  return Shapes{y};
+}
+
 absl::StatusOr<Shapes> infer_reduce_mean_bwd(const Attrs& a, const Shapes& in) {
-  LMS_RETURN_IF_ERROR(check_scalar("reduce_mean_bwd", "dy", in[0]));
-  LMS_ASSIGN_OR_RETURN(Shape shape, shape_attr("reduce_mean_bwd", a, "input_shape"));
+  constexpr std::string_view kOp = "reduce_mean_bwd";
+  LMS_ASSIGN_OR_RETURN(Shape shape, shape_attr(kOp, a, "input_shape"));
+  if (!a.contains(kAxisAttr)) {
+    LMS_RETURN_IF_ERROR(check_scalar(kOp, "dy", in[0]));
+    return Shapes{shape};
+  }
+  LMS_ASSIGN_OR_RETURN(const size_t axis, axis_attr(kOp, a, shape, "input_shape"));
+  Shape dy = shape;
+  dy[axis] = 1;
+  if (in[0] != dy) {
+    return op_error(kOp, str_cat("dy ", shape_str(in[0]), " must be input_shape ", shape_str(shape),
+                                 " with axis ", axis, " reduced to 1, ", shape_str(dy)));
+  }
   return Shapes{shape};
 }
 
@@ -79,6 +101,8 @@ absl::Status reduce_mean_grad(GradContext& ctx) {
   const TensorId dy = ctx.output_grads[0];
   if (dy != kNoTensor && wants(ctx, 0)) {
     Attrs a = {{"input_shape", input_shape(ctx, 0)}};
+    const Attrs& fwd = ctx.graph.node(ctx.node).attrs;
+    if (auto it = fwd.find(kAxisAttr); it != fwd.end()) a.emplace(it->first, it->second);
     LMS_ASSIGN_OR_RETURN(ctx.input_grads[0],
                          add_grad_node1(ctx, OpKind::kReduceMeanBwd, "data", {dy}, a));
   }
@@ -110,13 +134,13 @@ void register_loss_ops(std::vector<OpSpec>& specs) {
       OpKind::kSoftDiceLossBwd, 3, 3, {"eps"},
       [](const Attrs& a, const Shapes& in) { return infer_dice(a, in, true); },
       per_input_element(4)));
-  specs.push_back(make_spec(
-      OpKind::kReduceMean, 1, 1, {},
-      [](const Attrs&, const Shapes&) -> absl::StatusOr<Shapes> { return Shapes{Shape{}}; },
-      per_input_element(1), reduce_mean_grad));
+  specs.push_back(make_spec(OpKind::kReduceMean, 1, 1, {}, infer_reduce_mean, per_input_element(1),
+                            reduce_mean_grad));
+  specs.back().optional_attrs = {std::string(kAxisAttr)};
   specs.push_back(
       make_spec(OpKind::kReduceMeanBwd, 1, 1, {"input_shape"}, infer_reduce_mean_bwd,
                 [](const Attrs&, const Shapes&, const Shapes& out) { return numel(out[0]); }));
+  specs.back().optional_attrs = {std::string(kAxisAttr)};
   set_flag(specs, &OpDef::backward,
            {OpKind::kMseLossBwd, OpKind::kSoftDiceLossBwd, OpKind::kReduceMeanBwd});
 }

@@ -1,4 +1,4 @@
-// Element-wise ops, activations and channel concat/slice of docs/ops.md.
+// Element-wise ops, activations and concat/slice along an axis of docs/ops.md.
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -57,12 +57,8 @@ decltype(OpDef::grad) activation_grad(OpKind bwd_op, bool uses_output) {
   };
 }
 
-absl::StatusOr<Shapes> infer_softmax(std::string_view op, const Shapes& in) {
-  if (in[0].size() < 2) {
-    return op_error(op, str_cat("input must have at least 2 dims [N,C,...] (softmax over "
-                                "axis 1), got ",
-                                shape_str(in[0])));
-  }
+absl::StatusOr<Shapes> infer_softmax(std::string_view op, const Attrs& a, const Shapes& in) {
+  LMS_RETURN_IF_ERROR(axis_attr(op, a, in[0], in.size() > 1 ? "y" : "x").status());
   if (in.size() > 1) LMS_RETURN_IF_ERROR(check_same_shapes(op, in, {"y", "dy"}));
   return Shapes{in[0]};
 }
@@ -101,39 +97,48 @@ absl::Status scale_grad(GradContext& ctx) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Shapes> infer_concat(const Attrs&, const Shapes& in) {
+absl::StatusOr<Shapes> infer_concat(const Attrs& a, const Shapes& in) {
+  LMS_ASSIGN_OR_RETURN(const size_t axis, axis_attr("concat", a, in[0], "input 0"));
   Shape y = in[0];
-  if (y.size() < 2) {
-    return op_error("concat",
-                    str_cat("inputs must have at least 2 dims [N,C,...], got ", shape_str(y)));
-  }
   for (size_t i = 1; i < in.size(); ++i) {
-    Shape a = in[i], b = in[0];
-    if (a.size() == b.size()) a[1] = b[1] = 0;
-    if (a != b) {
+    Shape x = in[i], first = in[0];
+    if (x.size() == first.size()) x[axis] = first[axis] = 0;
+    if (x != first) {
       return op_error("concat",
                       str_cat("input ", i, " ", shape_str(in[i]), " differs from input 0 ",
-                              shape_str(in[0]), " outside axis 1"));
+                              shape_str(in[0]), " outside axis ", axis));
     }
-    const std::optional<int64_t> channels = checked_add(y[1], in[i][1]);
-    if (!channels) {
-      return op_error("concat", str_cat("the channel count overflows int64 at input ", i, " ",
-                                        shape_str(in[i])));
+    const std::optional<int64_t> total = checked_add(y[axis], in[i][axis]);
+    if (!total) {
+      return op_error("concat", str_cat("the size of axis ", axis, " overflows int64 at input ", i,
+                                        " ", shape_str(in[i])));
     }
-    y[1] = *channels;
+    y[axis] = *total;
   }
   return Shapes{y};
 }
 
-// The gradient of each concat input is the matching channel slice of dy.
+// The node's axis attribute, if it has one, for the nodes of its gradient
+// (absent stays absent, so graphs without it print as before).
+Attrs with_axis_of(const Node& fwd, Attrs a) {
+  auto it = fwd.attrs.find(kAxisAttr);
+  if (it != fwd.attrs.end()) a.emplace(std::string(kAxisAttr), it->second);
+  return a;
+}
+
+// The gradient of each concat input is the matching slice of dy along the
+// axis.
 absl::Status concat_grad(GradContext& ctx) {
   const TensorId dy = ctx.output_grads[0];
+  const Node fwd = ctx.graph.node(ctx.node);
+  const size_t axis =
+      *normalize_axis(attr_int_or(fwd.attrs, kAxisAttr, kDefaultAxis), input_shape(ctx, 0).size());
   const size_t n = ctx.input_grads.size();
   int64_t begin = 0;
   for (size_t i = 0; i < n && dy != kNoTensor; ++i) {
-    const int64_t size = input_shape(ctx, i)[1];
+    const int64_t size = input_shape(ctx, i)[axis];
     if (wants(ctx, i)) {
-      Attrs a = {{"begin", begin}, {"size", size}};
+      Attrs a = with_axis_of(fwd, {{"begin", begin}, {"size", size}});
       LMS_ASSIGN_OR_RETURN(ctx.input_grads[i],
                            add_grad_node1(ctx, OpKind::kSlice, str_cat("in", i), {dy}, a));
     }
@@ -145,26 +150,23 @@ absl::Status concat_grad(GradContext& ctx) {
 
 absl::StatusOr<Shapes> infer_slice(const Attrs& a, const Shapes& in) {
   const Shape& x = in[0];
-  if (x.size() < 2) {
-    return op_error("slice",
-                    str_cat("input must have at least 2 dims [N,C,...], got ", shape_str(x)));
-  }
+  LMS_ASSIGN_OR_RETURN(const size_t axis, axis_attr("slice", a, x, "x"));
   auto begin = attr_int(a, "begin");
   auto size = attr_int(a, "size");
   if (!begin.ok()) return op_error("slice", begin.status().message());
   if (!size.ok()) return op_error("slice", size.status().message());
   // begin <= C - size rather than begin + size <= C: no overflow for huge values.
-  if (*begin < 0 || *size < 1 || *size > x[1] || *begin > x[1] - *size) {
+  if (*begin < 0 || *size < 1 || *size > x[axis] || *begin > x[axis] - *size) {
     return op_error("slice", str_cat("begin ", *begin, " and size ", *size,
-                                     " must satisfy 0 <= begin, 1 <= size, begin + size <= ", x[1],
-                                     " (channels of x)"));
+                                     " must satisfy 0 <= begin, 1 <= size, begin + size <= ",
+                                     x[axis], " (size of axis ", axis, " of x)"));
   }
   Shape y = x;
-  y[1] = *size;
+  y[axis] = *size;
   return Shapes{y};
 }
 
-// dx = concat(zeros[begin channels], dy, zeros[rest]).
+// dx = concat(zeros[begin], dy, zeros[rest]) along the axis.
 absl::Status slice_grad(GradContext& ctx) {
   const TensorId dy = ctx.output_grads[0];
   if (dy == kNoTensor || !wants(ctx, 0)) {
@@ -173,13 +175,14 @@ absl::Status slice_grad(GradContext& ctx) {
   }
   const Node fwd = ctx.graph.node(ctx.node);
   const Shape x = input_shape(ctx, 0);
+  const size_t axis = *normalize_axis(attr_int_or(fwd.attrs, kAxisAttr, kDefaultAxis), x.size());
   const int64_t begin = std::get<int64_t>(fwd.attrs.at("begin"));
   const int64_t size = std::get<int64_t>(fwd.attrs.at("size"));
   std::vector<TensorId> parts;
-  auto zeros = [&](int64_t channels, std::string_view suffix) -> absl::Status {
-    if (channels == 0) return absl::OkStatus();
+  auto zeros = [&](int64_t count, std::string_view suffix) -> absl::Status {
+    if (count == 0) return absl::OkStatus();
     Shape s = x;
-    s[1] = channels;
+    s[axis] = count;
     Attrs a = {{"shape", s}, {"value", 0.0}};
     LMS_ASSIGN_OR_RETURN(TensorId z, add_grad_node1(ctx, OpKind::kFill, suffix, {}, a));
     parts.push_back(z);
@@ -187,12 +190,12 @@ absl::Status slice_grad(GradContext& ctx) {
   };
   LMS_RETURN_IF_ERROR(zeros(begin, "zeros_before"));
   parts.push_back(dy);
-  LMS_RETURN_IF_ERROR(zeros(x[1] - begin - size, "zeros_after"));
+  LMS_RETURN_IF_ERROR(zeros(x[axis] - begin - size, "zeros_after"));
   if (parts.size() == 1) {
     ctx.input_grads[0] = dy;
   } else {
-    LMS_ASSIGN_OR_RETURN(ctx.input_grads[0],
-                         add_grad_node1(ctx, OpKind::kConcat, "data", parts, {}));
+    LMS_ASSIGN_OR_RETURN(ctx.input_grads[0], add_grad_node1(ctx, OpKind::kConcat, "data", parts,
+                                                            with_axis_of(fwd, {})));
   }
   return absl::OkStatus();
 }
@@ -220,11 +223,11 @@ void register_pointwise_ops(std::vector<OpSpec>& specs) {
       make_spec(OpKind::kSigmoidBwd, 2, 2, {}, bwd_shape("sigmoid_bwd", "y"), per_element(3)));
   specs.push_back(make_spec(
       OpKind::kSoftmax, 1, 1, {},
-      [](const Attrs&, const Shapes& in) { return infer_softmax("softmax", in); }, per_element(5),
-      activation_grad(OpKind::kSoftmaxBwd, true)));
+      [](const Attrs& a, const Shapes& in) { return infer_softmax("softmax", a, in); },
+      per_element(5), activation_grad(OpKind::kSoftmaxBwd, true)));
   specs.push_back(make_spec(
       OpKind::kSoftmaxBwd, 2, 2, {},
-      [](const Attrs&, const Shapes& in) { return infer_softmax("softmax_bwd", in); },
+      [](const Attrs& a, const Shapes& in) { return infer_softmax("softmax_bwd", a, in); },
       per_element(4)));
   specs.push_back(make_spec(
       OpKind::kAdd, 2, 2, {},
@@ -240,6 +243,13 @@ void register_pointwise_ops(std::vector<OpSpec>& specs) {
   specs.push_back(make_spec(OpKind::kConcat, 1, -1, {}, infer_concat, per_element(0), concat_grad));
   specs.push_back(
       make_spec(OpKind::kSlice, 1, 1, {"begin", "size"}, infer_slice, per_element(0), slice_grad));
+  for (OpSpec& spec : specs) {
+    const OpKind k = spec.def.kind;
+    if (k == OpKind::kSoftmax || k == OpKind::kSoftmaxBwd || k == OpKind::kConcat ||
+        k == OpKind::kSlice) {
+      spec.optional_attrs.push_back(std::string(kAxisAttr));
+    }
+  }
   specs.push_back(make_spec(OpKind::kFill, 0, 0, {"shape", "value"}, infer_fill, per_element(0),
                             [](GradContext&) { return absl::OkStatus(); }));
   set_flag(specs, &OpDef::backward,

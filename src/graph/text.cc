@@ -5,10 +5,10 @@
 //   optimizer_state NAME TYPE INIT
 //   node NAME = OP(IN, ...) [{KEY=VALUE, ...}] [after(NODE, ...)] -> OUT TYPE ROLE, ...
 //   loss NAME
-// TYPE is f32[d0,d1,...]; VALUE is an int, a real (always with '.', 'e',
-// 'inf' or 'nan'), a "string" or an int list [a,b]. Strings escape '"', '\\'
-// and control characters (\n, \r, \t, \xHH), so that a value never ends the
-// string or the line early; other bytes (UTF-8) are written as they are.
+// TYPE is f32[d0,d1,...] (or i64[...] for an int64 input); VALUE is an int, a real (always with
+// '.', 'e', 'inf' or 'nan'), a "string" or an int list [a,b]. Strings escape '"', '\\' and control
+// characters (\n, \r, \t, \xHH), so that a value never ends the string or the line early; other
+// bytes (UTF-8) are written as they are.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -28,7 +28,7 @@ namespace lms {
 namespace {
 
 std::string type_str(const Tensor& t) {
-  return absl::StrCat("f32[", absl::StrJoin(t.shape, ","), "]");
+  return absl::StrCat(dtype_name(t.dtype), "[", absl::StrJoin(t.shape, ","), "]");
 }
 
 // 17 significant digits read back to the same double (DBL_DECIMAL_DIG), also

@@ -137,10 +137,22 @@ absl::StatusOr<std::vector<int64_t>> parse_int_list(Cursor& c) {
   return v;
 }
 
-absl::StatusOr<Shape> parse_type(Cursor& c) {
-  LMS_RETURN_IF_ERROR(c.expect("f32"));
-  LMS_ASSIGN_OR_RETURN(Shape s, parse_int_list(c));
-  return s;
+// TYPE: f32[d0,...] or i64[d0,...] (text.cc).
+struct TensorType {
+  DType dtype = DType::kFloat32;
+  Shape shape;
+};
+
+absl::StatusOr<TensorType> parse_type(Cursor& c) {
+  TensorType t;
+  if (c.try_consume(dtype_name(DType::kInt64))) {
+    t.dtype = DType::kInt64;
+  } else if (!c.try_consume(dtype_name(DType::kFloat32))) {
+    return c.error(absl::StrCat("expected a tensor type '", dtype_name(DType::kFloat32),
+                                "[...]' or '", dtype_name(DType::kInt64), "[...]'"));
+  }
+  LMS_ASSIGN_OR_RETURN(t.shape, parse_int_list(c));
+  return t;
 }
 
 absl::StatusOr<AttrValue> parse_attr_value(Cursor& c) {
@@ -203,9 +215,12 @@ absl::StatusOr<TensorRole> parse_role(Cursor& c) {
 
 absl::Status parse_declaration(Graph& g, Cursor& c, const std::string& kind) {
   LMS_ASSIGN_OR_RETURN(std::string name, c.word("a tensor name"));
-  LMS_ASSIGN_OR_RETURN(Shape shape, parse_type(c));
+  LMS_ASSIGN_OR_RETURN(TensorType type, parse_type(c));
+  const Shape& shape = type.shape;
   if (kind == "input") {
-    g.input(name, shape);
+    g.input(name, shape, type.dtype);
+  } else if (type.dtype != DType::kFloat32) {
+    return c.error(absl::StrCat(kind, " '", name, "' must be ", dtype_name(DType::kFloat32)));
   } else {
     LMS_ASSIGN_OR_RETURN(Init init, parse_init(c));
     if (kind == "parameter") {
@@ -264,7 +279,7 @@ absl::StatusOr<std::vector<NodeId>> parse_after(Graph& g, Cursor& c) {
 
 struct OutputDecl {
   std::string name;
-  Shape shape;
+  TensorType type;
   TensorRole role;
 };
 
@@ -275,7 +290,7 @@ absl::StatusOr<std::vector<OutputDecl>> parse_outputs(Cursor& c) {
   do {
     OutputDecl d;
     LMS_ASSIGN_OR_RETURN(d.name, c.word("an output tensor name"));
-    LMS_ASSIGN_OR_RETURN(d.shape, parse_type(c));
+    LMS_ASSIGN_OR_RETURN(d.type, parse_type(c));
     LMS_ASSIGN_OR_RETURN(d.role, parse_role(c));
     outs.push_back(std::move(d));
   } while (c.try_consume(","));
@@ -290,10 +305,11 @@ absl::Status check_outputs(Graph& g, NodeId id, const std::vector<OutputDecl>& d
   }
   for (size_t j = 0; j < decls.size(); ++j) {
     Tensor& t = g.mutable_tensor(n.outputs[j]);
-    if (t.name != decls[j].name || t.shape != decls[j].shape) {
+    if (t.name != decls[j].name || t.shape != decls[j].type.shape ||
+        t.dtype != decls[j].type.dtype) {
       return absl::InvalidArgumentError(
           absl::StrCat("node '", n.name, "': output ", j, " declared as '", decls[j].name,
-                       "' with another shape or name than the op gives ('", t.name, "')"));
+                       "' with another dtype, shape or name than the op gives ('", t.name, "')"));
     }
     t.role = decls[j].role;
   }

@@ -29,6 +29,9 @@ absl::Status verify_node(const Graph& g, NodeId id) {
     }
     in_shapes.push_back(g.tensor(t).shape);
   }
+  if (absl::Status s = check_input_dtypes(g, n.op, n.inputs); !s.ok()) {
+    return node_error(n, s.message());
+  }
   auto out = def->infer(n.attrs, in_shapes);
   if (!out.ok()) return node_error(n, out.status().message());
   if (out->size() != n.outputs.size()) return node_error(n, "wrong number of outputs");
@@ -36,6 +39,11 @@ absl::Status verify_node(const Graph& g, NodeId id) {
     const Tensor& t = g.tensor(n.outputs[j]);
     if (t.producer != id)
       return node_error(n, absl::StrCat("output '", t.name, "' names another producer"));
+    const DType want = output_dtype(g, n.op, n.inputs);
+    if (t.dtype != want) {
+      return node_error(n, absl::StrCat("output '", t.name, "' has dtype ", dtype_name(t.dtype),
+                                        ", the op gives ", dtype_name(want)));
+    }
     if (t.shape != (*out)[j]) {
       return node_error(n, absl::StrCat("output '", t.name, "' has shape ", shape_str(t.shape),
                                         ", shape inference gives ", shape_str((*out)[j])));

@@ -97,25 +97,39 @@ void* Executor::place(TensorId t) {
   return plan_.arena + plan_.tensor_offset[t];
 }
 
-absl::Status Executor::upload_inputs(const Feeds& feeds) {
+absl::Status Executor::upload_input(TensorId t, const void* data, size_t count) {
+  const Tensor& tensor = plan_.graph->tensor(t);
+  if (static_cast<int64_t>(count) != num_elements(tensor.shape)) {
+    return absl::InvalidArgumentError(absl::StrCat("feed '", tensor.name, "' has ", count,
+                                                   " values, the input needs ",
+                                                   num_elements(tensor.shape)));
+  }
+  buffers_[t] = place(t);
+  const double start = now_s();
+  absl::Status uploaded = device_.upload(buffers_[t], data, tensor.bytes());
+  add_host_wait(kWaitUpload, kNoNode, start, now_s());
+  return uploaded;
+}
+
+absl::Status Executor::upload_inputs(const Feeds& feeds, const Int64Feeds& int64_feeds) {
   const Graph& g = *plan_.graph;
   for (TensorId t : plan_.release.inputs) {
     const Tensor& tensor = g.tensor(t);
-    auto it = feeds.find(tensor.name);
-    if (it == feeds.end()) {
+    const bool int64 = tensor.dtype == DType::kInt64;
+    auto f = feeds.find(tensor.name);
+    auto i = int64_feeds.find(tensor.name);
+    if ((int64 && f != feeds.end()) || (!int64 && i != int64_feeds.end())) {
       return absl::InvalidArgumentError(
-          absl::StrCat("no feed for graph input '", tensor.name, "'"));
+          absl::StrCat("graph input '", tensor.name, "' has dtype ", dtype_name(tensor.dtype),
+                       " but is fed as ", int64 ? "float32 (Feeds)" : "int64 (Int64Feeds)",
+                       "; feed it in ", int64 ? "Int64Feeds" : "Feeds"));
     }
-    if (static_cast<int64_t>(it->second.size()) != num_elements(tensor.shape)) {
-      return absl::InvalidArgumentError(absl::StrCat("feed '", tensor.name, "' has ",
-                                                     it->second.size(), " values, the input needs ",
-                                                     num_elements(tensor.shape)));
+    if (int64 ? i == int64_feeds.end() : f == feeds.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("no feed for graph input '", tensor.name,
+                                                     "' (", dtype_name(tensor.dtype), ")"));
     }
-    buffers_[t] = place(t);
-    const double start = now_s();
-    absl::Status uploaded = device_.upload(buffers_[t], it->second.data(), tensor.bytes());
-    add_host_wait(kWaitUpload, kNoNode, start, now_s());
-    LMS_RETURN_IF_ERROR(uploaded);
+    LMS_RETURN_IF_ERROR(int64 ? upload_input(t, i->second.data(), i->second.size())
+                              : upload_input(t, f->second.data(), f->second.size()));
   }
   return absl::OkStatus();
 }
@@ -353,12 +367,26 @@ absl::Status Executor::finish_step(StepResult* result) {
   const Graph& g = *plan_.graph;
   for (const std::string& name : plan_.fetch_names) {
     TensorId t = g.find_tensor(name);
-    std::vector<float> values(num_elements(g.tensor(t).shape));
+    const Tensor& tensor = g.tensor(t);
+    std::vector<float> values;
+    std::vector<int64_t> ids;
+    void* host = nullptr;
+    if (tensor.dtype == DType::kInt64) {
+      ids.resize(num_elements(tensor.shape));
+      host = ids.data();
+    } else {
+      values.resize(num_elements(tensor.shape));
+      host = values.data();
+    }
     start = now_s();
-    absl::Status downloaded = device_.download(values.data(), buffer(t), g.tensor(t).bytes());
+    absl::Status downloaded = device_.download(host, buffer(t), tensor.bytes());
     add_host_wait(kWaitDownload, kNoNode, start, now_s());
     LMS_RETURN_IF_ERROR(downloaded);
-    result->fetched[name] = std::move(values);
+    if (tensor.dtype == DType::kInt64) {
+      result->fetched_int64[name] = std::move(ids);
+    } else {
+      result->fetched[name] = std::move(values);
+    }
   }
   release_all();
   poll_deferred();
@@ -366,7 +394,7 @@ absl::Status Executor::finish_step(StepResult* result) {
   return absl::OkStatus();
 }
 
-absl::Status Executor::run(const Feeds& feeds, StepResult* result) {
+absl::Status Executor::run(const Feeds& feeds, const Int64Feeds& int64_feeds, StepResult* result) {
   const Graph& g = *plan_.graph;
   buffers_.assign(g.num_tensors(), nullptr);
   ready_.assign(g.num_tensors(), nullptr);
@@ -377,7 +405,7 @@ absl::Status Executor::run(const Feeds& feeds, StepResult* result) {
   host_wait_by_reason_.clear();
   bytes_d2h_ = bytes_h2d_ = 0;
   *result = StepResult{};
-  absl::Status s = upload_inputs(feeds);
+  absl::Status s = upload_inputs(feeds, int64_feeds);
   for (int32_t pos = 0; s.ok() && pos < static_cast<int32_t>(plan_.order.size()); ++pos) {
     s = issue(pos);
   }

@@ -53,7 +53,7 @@ class Executor {
   Executor(const ExecutablePlan& plan, Device& device, EventSink* sink);
   // Fills every StepResult figure but step_s, stall_s and the peaks, which
   // the Session takes from the device.
-  absl::Status run(const Feeds& feeds, StepResult* result);
+  absl::Status run(const Feeds& feeds, const Int64Feeds& int64_feeds, StepResult* result);
 
  private:
   struct Deferred {  // a pinned host block waiting for its H2D copy
@@ -61,7 +61,8 @@ class Executor {
     void* ptr;
   };
 
-  absl::Status upload_inputs(const Feeds& feeds);
+  absl::Status upload_inputs(const Feeds& feeds, const Int64Feeds& int64_feeds);
+  absl::Status upload_input(TensorId t, const void* data, size_t count);
   absl::Status issue(int32_t position);
   void order_commit();
   void wait_for_control_inputs(NodeId id, StreamKind stream);

@@ -154,17 +154,19 @@ class InputPool {
   InputPool(const InputPool&) = delete;
   InputPool& operator=(const InputPool&) = delete;
 
-  // A filled buffer of `bytes` not yet taken for the current node.
-  absl::StatusOr<void*> take(uint64_t bytes) {
+  // A filled buffer of `bytes` not yet taken for the current node. Float
+  // inputs get the random pattern; int64 inputs (embedding ids) zeros, an
+  // id every table has.
+  absl::StatusOr<void*> take(uint64_t bytes, DType dtype) {
     for (Buffer& b : buffers_) {
-      if (!b.taken && b.bytes == bytes) {
+      if (!b.taken && b.bytes == bytes && b.dtype == dtype) {
         b.taken = true;
         return b.ptr;
       }
     }
     LMS_ASSIGN_OR_RETURN(void* p, allocate(bytes));
-    buffers_.push_back({p, bytes, true});
-    absl::Status filled = fill(p, bytes);
+    buffers_.push_back({p, bytes, dtype, true});
+    absl::Status filled = dtype == DType::kInt64 ? fill_zeros(p, bytes) : fill(p, bytes);
     if (!filled.ok()) {
       buffers_.back().taken = false;
       return filled;
@@ -194,6 +196,7 @@ class InputPool {
   struct Buffer {
     void* ptr;
     uint64_t bytes;
+    DType dtype;
     bool taken;
   };
 
@@ -205,6 +208,11 @@ class InputPool {
       return true;
     });
     return buffers_.size() != before;
+  }
+
+  absl::Status fill_zeros(void* p, uint64_t bytes) {
+    const std::vector<char> zeros(bytes, 0);
+    return device_.upload(p, zeros.data(), bytes);
   }
 
   absl::Status fill(void* p, uint64_t bytes) {
@@ -246,7 +254,7 @@ class NodeBuffers {
       const uint64_t bytes = g.tensor(t).bytes();
       float* p = nullptr;
       if (bytes > 0) {
-        LMS_ASSIGN_OR_RETURN(void* v, pool_.take(bytes));
+        LMS_ASSIGN_OR_RETURN(void* v, pool_.take(bytes, g.tensor(t).dtype));
         p = static_cast<float*>(v);
       }
       args.inputs.push_back(p);

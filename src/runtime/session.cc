@@ -168,7 +168,8 @@ absl::Status check_plan_record(const Graph& g, Device& device,
 }
 
 // InvalidArgument naming a feed that is no graph input, with the inputs.
-absl::Status check_feed_names(const Graph& g, const Feeds& feeds) {
+template <typename FeedMap>
+absl::Status check_feed_names(const Graph& g, const FeedMap& feeds) {
   for (const auto& [name, values] : feeds) {
     const TensorId t = g.find_tensor(name);
     if (t != kNoTensor && g.tensor(t).role == TensorRole::kInput) continue;
@@ -394,18 +395,19 @@ class Session::Impl {
     return absl::OkStatus();
   }
 
-  absl::Status run(const Feeds& feeds, StepResult* result) {
+  absl::Status run(const Feeds& feeds, const Int64Feeds& int64_feeds, StepResult* result) {
     if (result == nullptr) {
       return absl::InvalidArgumentError(
           "Session::run: result is null; pass a StepResult to receive the fetched tensors and "
           "the step's figures");
     }
     LMS_RETURN_IF_ERROR(check_feed_names(*plan_.graph, feeds));
+    LMS_RETURN_IF_ERROR(check_feed_names(*plan_.graph, int64_feeds));
     device_.set_event_sink(&stall_counter_);
     stall_counter_.reset();
     device_.reset_peak_memory();
     double start = now_s();
-    absl::Status s = executor_->run(feeds, result);
+    absl::Status s = executor_->run(feeds, int64_feeds, result);
     double end = now_s();
     device_.set_event_sink(options_.sink);
     if (options_.sink != nullptr) options_.sink->on_step(steps_, start, end);
@@ -488,7 +490,11 @@ absl::StatusOr<std::unique_ptr<Session>> Session::create(const Graph& graph, Dev
 }
 
 absl::Status Session::run(const Feeds& feeds, StepResult* result) {
-  return impl_->run(feeds, result);
+  return impl_->run(feeds, Int64Feeds{}, result);
+}
+
+absl::Status Session::run(const Feeds& feeds, const Int64Feeds& int64_feeds, StepResult* result) {
+  return impl_->run(feeds, int64_feeds, result);
 }
 absl::StatusOr<std::vector<float>> Session::read(std::string_view name) const {
   return impl_->read(name);

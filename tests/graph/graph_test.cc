@@ -183,6 +183,44 @@ TEST(TextTest, RoundTripIsExactForATrainingGraph) {
   EXPECT_NE(text.find("loss loss"), std::string::npos);
 }
 
+// int64 inputs print as i64[...] (float32 tensors as before, f32[...]), read
+// back with their dtype; the op registry and verify check every input's
+// dtype. The training graph of an embedding keeps the ids out of autodiff.
+TEST(TextTest, Int64InputsRoundTripAndDtypesAreChecked) {
+  Graph g;
+  const TensorId ids = g.input("ids", {2, 3}, DType::kInt64);
+  const TensorId table = g.parameter("table", {5, 4}, Init::constant(0.5));
+  const TensorId t = g.input("t", {2, 1, 4});
+  const TensorId y = softmax(g, "sm", embedding(g, "emb", ids, table), -1);
+  g.set_loss(mse_loss(g, "loss", reduce_mean(g, "mean", y, 1), t));
+  auto train = training_graph(g, g.loss(), Adam{1e-3});
+  ASSERT_TRUE(train.ok()) << train.status();
+  const std::string text = to_text(*train);
+  EXPECT_NE(text.find("input ids i64[2,3]\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("input t f32[2,1,4]\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("= embedding_bwd(ids, "), std::string::npos) << text;
+  EXPECT_NE(text.find("{axis=1, input_shape=[2,3,4]}"), std::string::npos) << text;
+  auto parsed = parse_graph(text);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(to_text(*parsed), text);
+  EXPECT_EQ(parsed->tensor(parsed->find_tensor("ids")).dtype, DType::kInt64);
+  EXPECT_TRUE(verify(*parsed).ok()) << verify(*parsed);
+
+  // Persistent tensors are float32; a float where the ids go is refused.
+  EXPECT_FALSE(parse_graph("parameter w i64[2] zeros\n").ok());
+  auto wrong = parse_graph(
+      "input ids f32[2]\nparameter w f32[3,4] zeros\n"
+      "node e = embedding(ids, w) -> e f32[2,4] activation\n");
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(std::string(wrong.status().message()).find("input 0 'ids' has dtype f32"),
+            std::string::npos)
+      << wrong.status();
+  Graph bad = *parsed;
+  bad.mutable_tensor(bad.find_tensor("ids")).dtype = DType::kFloat32;
+  absl::Status s = verify(bad);
+  EXPECT_NE(std::string(s.message()).find("node 'emb'"), std::string::npos) << s;
+}
+
 TEST(TextTest, MalformedLinesGiveLineNumbers) {
   const char* cases[] = {
       "input x f32[1,2\n",

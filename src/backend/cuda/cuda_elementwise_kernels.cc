@@ -1,5 +1,6 @@
-// Element-wise ops, activations, softmax (cuDNN, channel mode), concat /
-// slice (channel_copy_plan) and fill for the CUDA device. Validation is
+// Element-wise ops, activations, softmax (cuDNN, channel mode, over any
+// axis), concat / slice along any axis (channel_copy_plan on the
+// [outer, axis, inner] view), embedding and fill for the CUDA device. Validation is
 // backend/spec_checks.h, shared with the CPU device, so both backends accept
 // and reject the same specs with the same messages.
 #include <memory>
@@ -55,22 +56,24 @@ KernelOr make_binary(const KernelSpec& spec, const CudaKernelContext& ctx, launc
   });
 }
 
-// cuDNN tensor descriptors [n, C, inner, 1] of a dense [N, C, S..] tensor,
-// split along N within the descriptor limit (Note [Large tensors]): one for
-// the full pieces and one for a shorter last piece.
+// cuDNN tensor descriptors [n, A, inner, 1] of a dense tensor seen as
+// [outer, A, inner] around the softmax axis (for axis 1 of [N, C, S..]:
+// [N, C, S]), split along outer within the descriptor limit (Note [Large
+// tensors]): one for the full pieces and one for a shorter last piece.
+// cuDNN's channel mode then normalises over A, whatever the axis was.
 class SoftmaxDescs {
  public:
   ~SoftmaxDescs() {
     for (cudnnTensorDescriptor_t d : {full_, last_})
       if (d != nullptr) (void)cudnnDestroyTensorDescriptor(d);
   }
-  absl::Status init(const KernelSpec& spec, const Shape& x) {
-    inner_ = num_elements(x) / (x[0] * x[1]);
-    sample_ = x[1] * inner_;
-    LMS_ASSIGN_OR_RETURN(split_, conv_split_plan(spec.name, x[0], sample_));
-    LMS_RETURN_IF_ERROR(make(spec, x[1], split_.chunk, &full_));
+  absl::Status init(const KernelSpec& spec, const AxisView& x) {
+    inner_ = x.inner;
+    sample_ = x.axis * inner_;
+    LMS_ASSIGN_OR_RETURN(split_, conv_split_plan(spec.name, x.outer, sample_));
+    LMS_RETURN_IF_ERROR(make(spec, x.axis, split_.chunk, &full_));
     const int64_t last = split_.pieces.back().second;
-    if (last != split_.chunk) LMS_RETURN_IF_ERROR(make(spec, x[1], last, &last_));
+    if (last != split_.chunk) LMS_RETURN_IF_ERROR(make(spec, x.axis, last, &last_));
     return absl::OkStatus();
   }
   const ConvSplit& split() const { return split_; }
@@ -101,9 +104,10 @@ KernelOr make_softmax(const KernelSpec& spec, const CudaKernelContext& ctx, bool
   } else {
     LMS_RETURN_IF_ERROR(check_unary(spec));
   }
-  LMS_RETURN_IF_ERROR(check_rank(spec, spec.input_shapes[0], 2, 12, "input"));
+  LMS_RETURN_IF_ERROR(check_rank(spec, spec.input_shapes[0], 1, 12, "input"));
+  LMS_ASSIGN_OR_RETURN(const size_t axis, axis_attr(spec, spec.input_shapes[0], "input"));
   auto descs = std::make_shared<SoftmaxDescs>();
-  LMS_RETURN_IF_ERROR(descs->init(spec, spec.input_shapes[0]));
+  LMS_RETURN_IF_ERROR(descs->init(spec, axis_view(spec.input_shapes[0], axis)));
   const std::string what = node_label(spec);
   cudnnHandle_t h = ctx.cudnn;
   return make_fn_kernel([=](const KernelArgs& a) -> absl::Status {
@@ -155,31 +159,36 @@ absl::Status copy_channels(cudaStream_t s, const float* src, int64_t src_c, int6
   return absl::OkStatus();
 }
 
-absl::Status check_concat(const KernelSpec& spec) {
+// Returns the axis.
+absl::StatusOr<size_t> check_concat(const KernelSpec& spec) {
   LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1 << 16, 1));
   const Shape& first = spec.input_shapes[0];
-  LMS_RETURN_IF_ERROR(check_rank(spec, first, 2, 12, "input 0"));
+  LMS_RETURN_IF_ERROR(check_rank(spec, first, 1, 12, "input 0"));
+  LMS_ASSIGN_OR_RETURN(const size_t axis, axis_attr(spec, first, "input 0"));
   Shape want = first;
-  want[1] = 0;
+  want[axis] = 0;
   for (size_t i = 0; i < spec.input_shapes.size(); ++i) {
     Shape other = spec.input_shapes[i];
-    if (other.size() >= 2) other[1] = first[1];
+    if (other.size() == first.size()) other[axis] = first[axis];
     if (other != first) {
       return invalid(spec, absl::StrCat("input ", i, " has shape ", shape_str(spec.input_shapes[i]),
                                         "; concat inputs must match input 0 ", shape_str(first),
-                                        " in every dimension but 1"));
+                                        " in every dimension but ", axis));
     }
-    want[1] += spec.input_shapes[i][1];
+    want[axis] += spec.input_shapes[i][axis];
   }
-  return check_same_shape(spec, spec.output_shapes[0], want, "output y");
+  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], want, "output y"));
+  return axis;
 }
 
+// y seen as [outer, ΣA_i, inner] around the axis; each input is a block of
+// A_i "channels" of copy_channels.
 KernelOr make_concat(const KernelSpec& spec, const CudaKernelContext& ctx) {
-  LMS_RETURN_IF_ERROR(check_concat(spec));
-  const Shape& y = spec.output_shapes[0];
-  const int64_t n = y[0], total_c = y[1], inner = num_elements(y) / (y[0] * y[1]);
+  LMS_ASSIGN_OR_RETURN(const size_t axis, check_concat(spec));
+  const AxisView y = axis_view(spec.output_shapes[0], axis);
+  const int64_t n = y.outer, total_c = y.axis, inner = y.inner;
   std::vector<int64_t> channels;
-  for (const Shape& s : spec.input_shapes) channels.push_back(s[1]);
+  for (const Shape& s : spec.input_shapes) channels.push_back(s[axis]);
   const std::string what = node_label(spec);
   cudaStream_t s = ctx.stream;
   return make_fn_kernel([=](const KernelArgs& a) {
@@ -196,23 +205,67 @@ KernelOr make_concat(const KernelSpec& spec, const CudaKernelContext& ctx) {
 KernelOr make_slice(const KernelSpec& spec, const CudaKernelContext& ctx) {
   LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 1));
   const Shape& x = spec.input_shapes[0];
-  LMS_RETURN_IF_ERROR(check_rank(spec, x, 2, 12, "input x"));
+  LMS_RETURN_IF_ERROR(check_rank(spec, x, 1, 12, "input x"));
+  LMS_ASSIGN_OR_RETURN(const size_t axis, axis_attr(spec, x, "input x"));
   LMS_ASSIGN_OR_RETURN(int64_t begin, int_attr(spec, "begin"));
   LMS_ASSIGN_OR_RETURN(int64_t size, int_attr(spec, "size"));
-  if (begin < 0 || size < 1 || begin + size > x[1]) {
-    return invalid(spec, absl::StrCat("begin=", begin, ", size=", size,
-                                      " does not fit axis 1 of input x ", shape_str(x),
-                                      "; allowed: begin >= 0, size >= 1, begin + size <= ", x[1]));
+  if (begin < 0 || size < 1 || size > x[axis] || begin > x[axis] - size) {
+    return invalid(
+        spec,
+        absl::StrCat("begin=", begin, ", size=", size, " does not fit axis ", axis, " of input x ",
+                     shape_str(x), "; allowed: begin >= 0, size >= 1, begin + size <= ", x[axis]));
   }
   Shape want = x;
-  want[1] = size;
+  want[axis] = size;
   LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], want, "output y"));
-  const int64_t n = x[0], c = x[1], inner = num_elements(x) / (x[0] * x[1]);
+  const AxisView v = axis_view(x, axis);
+  const int64_t n = v.outer, c = v.axis, inner = v.inner;
   const std::string what = node_label(spec);
   cudaStream_t s = ctx.stream;
   return make_fn_kernel([=](const KernelArgs& a) {
     return copy_channels(s, a.inputs[0], c, begin, a.outputs[0], size, 0, n, size, inner, what);
   });
+}
+
+// embedding (ids, table[V,D]) and embedding_bwd (ids, dy) with weight_shape
+// [V,D]. The ids are int64 in a buffer passed as float*. An id outside
+// [0, V) is reported as the CPU device does, at run time; finding it needs
+// the flag the launcher writes in the workspace, so the kernel waits for the
+// compute stream after each launch (a synchronisation per embedding node).
+KernelOr make_embedding(const KernelSpec& spec, const CudaKernelContext& ctx, bool backward) {
+  LMS_RETURN_IF_ERROR(check_arity(spec, 2, 2, 1));
+  Shape table = spec.input_shapes[1];
+  if (backward) {
+    LMS_ASSIGN_OR_RETURN(table, ints_attr(spec, "weight_shape"));
+    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], table, "output dtable"));
+  }
+  LMS_RETURN_IF_ERROR(check_rank(spec, table, 2, 2, "table"));
+  Shape rows_shape = spec.input_shapes[0];
+  rows_shape.push_back(table[1]);
+  LMS_RETURN_IF_ERROR(check_same_shape(spec,
+                                       backward ? spec.input_shapes[1] : spec.output_shapes[0],
+                                       rows_shape, backward ? "input dy" : "output y"));
+  const int64_t n = num_elements(spec.input_shapes[0]), rows = table[0], dim = table[1];
+  const std::string what = node_label(spec);
+  cudaStream_t s = ctx.stream;
+  return make_fn_kernel(
+      [=](const KernelArgs& a) -> absl::Status {
+        const auto* ids = reinterpret_cast<const int64_t*>(a.inputs[0]);
+        auto* bad = static_cast<unsigned long long*>(a.workspace);
+        LMS_RETURN_IF_ERROR(cuda_status(
+            backward ? launch::embedding_bwd(s, ids, a.inputs[1], n, rows, dim, a.outputs[0], bad)
+                     : launch::embedding(s, ids, a.inputs[1], n, rows, dim, a.outputs[0], bad),
+            what));
+        unsigned long long first_bad = 0;
+        LMS_CUDA_RETURN_IF_ERROR(
+            cudaMemcpyAsync(&first_bad, bad, sizeof(first_bad), cudaMemcpyDeviceToHost, s),
+            what + ": cudaMemcpyAsync");
+        LMS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s), what + ": cudaStreamSynchronize");
+        if (first_bad >= static_cast<unsigned long long>(n)) return absl::OkStatus();
+        return invalid(spec, absl::StrCat("an id at position ", first_bad, " is out of range [0, ",
+                                          rows, ") of the table"));
+      },
+      sizeof(unsigned long long));
 }
 
 KernelOr make_fill(const KernelSpec& spec, const CudaKernelContext& ctx) {
@@ -256,6 +309,8 @@ KernelOr create_cuda_elementwise_kernel(const KernelSpec& spec, const CudaKernel
   if (op == OpKind::kConcat) return make_concat(spec, ctx);
   if (op == OpKind::kSlice) return make_slice(spec, ctx);
   if (op == OpKind::kFill) return make_fill(spec, ctx);
+  if (op == OpKind::kEmbedding) return make_embedding(spec, ctx, false);
+  if (op == OpKind::kEmbeddingBwd) return make_embedding(spec, ctx, true);
   return std::unique_ptr<Kernel>();
 }
 

@@ -36,6 +36,8 @@ Factory cuda_kernel_factory(OpKind op) {
     case OpKind::kConcat:
     case OpKind::kSlice:
     case OpKind::kFill:
+    case OpKind::kEmbedding:
+    case OpKind::kEmbeddingBwd:
       return &create_cuda_elementwise_kernel;
     case OpKind::kMseLoss:
     case OpKind::kMseLossBwd:

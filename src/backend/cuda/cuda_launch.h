@@ -57,6 +57,24 @@ struct AdamParams {
 cudaError_t adam_update(cudaStream_t stream, float* p, const float* g, float* m, float* v,
                         const float* step, const float* norm, int64_t n, AdamParams h);
 
+// ---- Along an axis, embedding (cuda_axis.cu) ----
+// x seen as [outer, axis, inner]: y[o, i] = mean over a of x[o, a, i], each
+// sum in double in order of a (reduce_mean with an axis).
+cudaError_t axis_mean(cudaStream_t stream, const float* x, int64_t outer, int64_t axis,
+                      int64_t inner, float* y);
+// dx[o, a, i] = float(double(dy[o, i]) / axis) (reduce_mean_bwd with an axis).
+cudaError_t axis_mean_bwd(cudaStream_t stream, const float* dy, int64_t outer, int64_t axis,
+                          int64_t inner, float* dx);
+// y[p, :] = table[ids[p], :] for n ids, table [rows, dim]. *bad (device
+// memory) is set to the first position whose id is outside [0, rows), or to
+// n when there is none; such positions get zeros.
+cudaError_t embedding(cudaStream_t stream, const int64_t* ids, const float* table, int64_t n,
+                      int64_t rows, int64_t dim, float* y, unsigned long long* bad);
+// dtable[v, :] = sum of dy[p, :] over the positions p with ids[p] = v, in
+// increasing p: one thread per element of dtable scans all n ids (O(rows *
+// dim * n) reads, no atomics). *bad as for embedding.
+cudaError_t embedding_bwd(cudaStream_t stream, const int64_t* ids, const float* dy, int64_t n,
+                          int64_t rows, int64_t dim, float* dtable, unsigned long long* bad);
 // ---- Reductions (cuda_reduce.cu) ----
 
 enum class Reduce : int { kSum, kSumSquares, kSumSquaredDiff /* (a-b)^2 */ };

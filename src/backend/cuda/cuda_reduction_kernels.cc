@@ -100,8 +100,34 @@ KernelOr make_dice(const KernelSpec& spec, const CudaKernelContext& ctx, bool ba
       doubles_bytes(3 * slices + partials));
 }
 
+// reduce_mean / reduce_mean_bwd with an axis: one thread per output element
+// over the [outer, axis, inner] view.
+KernelOr make_axis_mean(const KernelSpec& spec, const CudaKernelContext& ctx, bool backward) {
+  const Shape x = backward ? Shape(spec.output_shapes[0]) : spec.input_shapes[0];
+  if (backward) {
+    LMS_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ints_attr(spec, "input_shape"));
+    LMS_RETURN_IF_ERROR(check_same_shape(spec, x, shape, "output dx"));
+  }
+  LMS_ASSIGN_OR_RETURN(const size_t axis, axis_attr(spec, x, backward ? "input_shape" : "input x"));
+  Shape reduced = x;
+  reduced[axis] = 1;
+  LMS_RETURN_IF_ERROR(check_same_shape(spec,
+                                       backward ? spec.input_shapes[0] : spec.output_shapes[0],
+                                       reduced, backward ? "input dy" : "output y"));
+  const AxisView v = axis_view(x, axis);
+  const std::string what = node_label(spec);
+  cudaStream_t s = ctx.stream;
+  return make_fn_kernel([=](const KernelArgs& a) {
+    return cuda_status(
+        backward ? launch::axis_mean_bwd(s, a.inputs[0], v.outer, v.axis, v.inner, a.outputs[0])
+                 : launch::axis_mean(s, a.inputs[0], v.outer, v.axis, v.inner, a.outputs[0]),
+        what);
+  });
+}
+
 KernelOr make_reduce_mean(const KernelSpec& spec, const CudaKernelContext& ctx, bool backward) {
   LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 1));
+  if (has_axis_attr(spec)) return make_axis_mean(spec, ctx, backward);
   if (!backward) {
     LMS_RETURN_IF_ERROR(check_scalar(spec, spec.output_shapes[0], "output y"));
     const int64_t n = num_elements(spec.input_shapes[0]);

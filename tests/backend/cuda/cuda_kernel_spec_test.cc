@@ -69,6 +69,15 @@ std::vector<KernelSpec> valid_specs() {
       make(OpKind::kSgdUpdate, {p, p, p}, {},
            {{"lr", 0.1}, {"momentum", 0.9}, {"weight_decay", 0.0}, {"clip_norm", 0.0}}),
       make(OpKind::kAdamUpdate, {p, p, p, p, {}, {}}, {}, adam),
+      // Along an axis other than 1, and embedding (int64 ids).
+      make(OpKind::kConcat, {{2, 3, 7, 1}, s}, {{2, 3, 7, 6}}, {{"axis", int64_t{-1}}}),
+      make(OpKind::kSlice, {s}, {{2, 3, 2, 5}},
+           {{"begin", int64_t{1}}, {"size", int64_t{2}}, {"axis", int64_t{2}}}),
+      make(OpKind::kReduceMean, {s}, {{2, 3, 1, 5}}, {{"axis", int64_t{-2}}}),
+      make(OpKind::kReduceMeanBwd, {{2, 3, 1, 5}}, {s},
+           {{"input_shape", V{2, 3, 7, 5}}, {"axis", int64_t{-2}}}),
+      make(OpKind::kEmbedding, {{2, 3}, {10, 4}}, {{2, 3, 4}}),
+      make(OpKind::kEmbeddingBwd, {{2, 3}, {2, 3, 4}}, {{10, 4}}, {{"weight_shape", V{10, 4}}}),
   };
 }
 

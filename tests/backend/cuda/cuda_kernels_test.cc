@@ -89,6 +89,28 @@ TEST_F(CudaKernels, ElementwiseMatchCpu) {
   compare({"fill", {}, {s}, {{"shape", V{2, 3, 7, 5}}, {"value", 0.75}}});
 }
 
+// concat, slice, softmax and reduce_mean along axes other than 1 (the
+// [outer, axis, inner] view), ranks 1 to 6.
+TEST_F(CudaKernels, AlongAnAxisMatchCpu) {
+  const Shape s = {2, 3, 7, 5};
+  const Shape r6 = {2, 1, 3, 2, 2, 5};
+  const Attrs last = {{"axis", int64_t{-1}}};
+  compare({"concat", {{2, 3, 7, 1}, s}, {{2, 3, 7, 6}}, last});
+  compare({"concat", {{4}, {3}}, {{7}}, {{"axis", int64_t{0}}}});
+  compare({"slice",
+           {r6},
+           {{2, 1, 3, 2, 2, 2}},
+           {{"begin", int64_t{3}}, {"size", int64_t{2}}, {"axis", int64_t{5}}}});
+  compare({"softmax", {s}, {s}, last});
+  compare({"softmax", {r6}, {r6}, {{"axis", int64_t{-4}}}});
+  compare({"softmax_bwd", {s, s}, {s}, last, {{0.f, 1.f}, {-1.f, 1.f}}});
+  compare({"reduce_mean", {s}, {{2, 3, 1, 5}}, {{"axis", int64_t{2}}}});
+  compare({"reduce_mean_bwd",
+           {{2, 3, 1, 5}},
+           {s},
+           {{"input_shape", V{2, 3, 7, 5}}, {"axis", int64_t{-2}}}});
+}
+
 TEST_F(CudaKernels, PoolingAndUpsampleMatchCpu) {
   Attrs p = {{"kernel", V{3, 3}}, {"stride", V{2, 2}}, {"pad", V{1, 1}}};
   // (9 + 2 - 3)/2 + 1 = 5, (8 + 2 - 3)/2 + 1 = 4.

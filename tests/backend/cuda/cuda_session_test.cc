@@ -34,6 +34,7 @@
 #include "lms/config.h"
 #include "lms/device.h"
 #include "lms/graph.h"
+#include "lms/ops.h"
 #include "lms/rewrite.h"
 #include "lms/session.h"
 #include "lms/status.h"
@@ -215,6 +216,60 @@ TEST(CudaSession, Unet3dWithSwapsIsBitIdenticalAtThePlannedPeak) {
   constexpr uint64_t kSeed = 4402;
   std::printf("seed %" PRIu64 "\n", kSeed);
   expect_lms_run_is_bit_identical(unet3d(kSeed), "3-D U-Net");
+}
+
+// embedding and embedding_bwd (int64 ids, through Int64Feeds) give on the
+// GPU the bits of the CPU device: both copy rows and sum the rows of dy per
+// id in increasing position, in float.
+TEST(CudaSession, EmbeddingMatchesCpuBitForBit) {
+  LMS_SKIP_WITHOUT_CUDA();
+  constexpr uint64_t kSeed = 4403;
+  std::printf("seed %" PRIu64 "\n", kSeed);
+  constexpr int64_t kRows = 7, kDim = 5;
+  Graph g;
+  const TensorId ids = g.input("ids", {3, 4}, DType::kInt64);
+  const TensorId table = g.input("table", {kRows, kDim});
+  const TensorId dy = g.input("dy", {3, 4, kDim});
+  embedding(g, "emb", ids, table);
+  g.add1(OpKind::kEmbeddingBwd, "emb_bwd", {ids, dy},
+         {{"weight_shape", std::vector<int64_t>{kRows, kDim}}});
+  ASSERT_TRUE(g.status().ok()) << g.status();
+  std::mt19937_64 gen(kSeed);
+  std::uniform_int_distribution<int64_t> row(0, kRows - 1);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  Int64Feeds id_feeds = {{"ids", std::vector<int64_t>(12)}};
+  for (int64_t& id : id_feeds["ids"]) id = row(gen);
+  Feeds feeds = {{"table", std::vector<float>(kRows * kDim)},
+                 {"dy", std::vector<float>(12 * kDim)}};
+  for (auto& [name, values] : feeds)
+    for (float& v : values) v = u(gen);
+
+  auto gpu = make_cuda_device({.capacity_bytes = 64 * kMiB, .host_pool_bytes = 16 * kMiB});
+  if (absl::IsUnimplemented(gpu.status())) LMS_SKIP_OR_FAIL(std::string(gpu.status().message()));
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  auto cpu = make_cpu_device({.capacity_bytes = 64 * kMiB, .host_pool_bytes = 16 * kMiB});
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  std::map<std::string, std::vector<float>> results[2];
+  Device* devices[2] = {gpu->get(), cpu->get()};
+  for (int d = 0; d < 2; ++d) {
+    auto session = Session::create(g, *devices[d], {.fetches = {"emb", "emb_bwd"}});
+    ASSERT_TRUE(session.ok()) << session.status();
+    StepResult r;
+    ASSERT_TRUE((*session)->run(feeds, id_feeds, &r).ok());
+    for (const char* name : {"emb", "emb_bwd"}) results[d][name] = r.fetched.at(name);
+    // An id out of range fails the step, naming the node.
+    Int64Feeds bad = id_feeds;
+    bad["ids"][3] = kRows;
+    absl::Status s = (*session)->run(feeds, bad, &r);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find("node 'emb"), absl::string_view::npos) << s;
+  }
+  for (const char* name : {"emb", "emb_bwd"}) {
+    const auto& a = results[0][name];
+    const auto& b = results[1][name];
+    ASSERT_EQ(a.size(), b.size()) << name;
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << name;
+  }
 }
 
 }  // namespace

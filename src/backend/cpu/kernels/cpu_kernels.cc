@@ -64,6 +64,8 @@ CpuKernelFamily cpu_kernel_family(OpKind op) {
     case OpKind::kConcat:
     case OpKind::kSlice:
     case OpKind::kFill:
+    case OpKind::kEmbedding:
+    case OpKind::kEmbeddingBwd:
       return CpuKernelFamily::kElementwise;
     case OpKind::kInstanceNorm:
     case OpKind::kInstanceNormBwd:

@@ -127,8 +127,7 @@ KernelOr make_dice_bwd(const KernelSpec& spec, const CpuKernelContext& ctx) {
 }
 
 // y[] = mean of all elements of x.
-KernelOr make_reduce_mean(const KernelSpec& spec, const CpuKernelContext& ctx) {
-  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 1));
+KernelOr make_reduce_mean_all(const KernelSpec& spec, const CpuKernelContext& ctx) {
   LMS_RETURN_IF_ERROR(check_scalar(spec, spec.output_shapes[0], "output y"));
   const int64_t n = num_elements(spec.input_shapes[0]);
   auto k = std::make_unique<StepKernel>(spec, ctx);
@@ -141,17 +140,58 @@ KernelOr make_reduce_mean(const KernelSpec& spec, const CpuKernelContext& ctx) {
   return k;
 }
 
-// dx (shape input_shape) filled with dy / numel.
-KernelOr make_reduce_mean_bwd(const KernelSpec& spec, const CpuKernelContext& ctx) {
+// y[o, 0, i] = mean over a of x[o, a, i], x seen as [outer, A, inner] around
+// the axis; each sum in double, in order of a.
+KernelOr make_reduce_mean(const KernelSpec& spec, const CpuKernelContext& ctx) {
   LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 1));
-  LMS_RETURN_IF_ERROR(check_scalar(spec, spec.input_shapes[0], "input dy"));
-  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ints_attr(spec, "input_shape"));
-  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], shape, "output dx"));
-  const int64_t n = num_elements(shape);
+  if (!has_axis_attr(spec)) return make_reduce_mean_all(spec, ctx);
+  const Shape& x = spec.input_shapes[0];
+  LMS_ASSIGN_OR_RETURN(const size_t axis, axis_attr(spec, x, "input x"));
+  Shape want = x;
+  want[axis] = 1;
+  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], want, "output y"));
+  const AxisView v = axis_view(x, axis);
   auto k = std::make_unique<StepKernel>(spec, ctx);
   k->add_loop([=](const KernelArgs& a) {
-    const float v = static_cast<float>(static_cast<double>(a.inputs[0][0]) / n);
-    std::fill(a.outputs[0], a.outputs[0] + n, v);
+    for (int64_t o = 0; o < v.outer; ++o) {
+      for (int64_t i = 0; i < v.inner; ++i) {
+        const float* x0 = a.inputs[0] + o * v.axis * v.inner + i;
+        double acc = 0.0;
+        for (int64_t j = 0; j < v.axis; ++j) acc += x0[j * v.inner];
+        a.outputs[0][o * v.inner + i] = static_cast<float>(acc / static_cast<double>(v.axis));
+      }
+    }
+    return absl::OkStatus();
+  });
+  return k;
+}
+
+// dx (shape input_shape) filled with dy / numel, or with an axis
+// dx[o, a, i] = dy[o, 0, i] / A.
+KernelOr make_reduce_mean_bwd(const KernelSpec& spec, const CpuKernelContext& ctx) {
+  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 1));
+  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ints_attr(spec, "input_shape"));
+  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], shape, "output dx"));
+  AxisView v{1, num_elements(shape), 1};  // no axis: every element is one group
+  if (has_axis_attr(spec)) {
+    LMS_ASSIGN_OR_RETURN(const size_t axis, axis_attr(spec, shape, "input_shape"));
+    Shape dy = shape;
+    dy[axis] = 1;
+    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.input_shapes[0], dy, "input dy"));
+    v = axis_view(shape, axis);
+  } else {
+    LMS_RETURN_IF_ERROR(check_scalar(spec, spec.input_shapes[0], "input dy"));
+  }
+  auto k = std::make_unique<StepKernel>(spec, ctx);
+  k->add_loop([=](const KernelArgs& a) {
+    for (int64_t o = 0; o < v.outer; ++o) {
+      for (int64_t i = 0; i < v.inner; ++i) {
+        const float g = static_cast<float>(static_cast<double>(a.inputs[0][o * v.inner + i]) /
+                                           static_cast<double>(v.axis));
+        float* dx = a.outputs[0] + o * v.axis * v.inner + i;
+        for (int64_t j = 0; j < v.axis; ++j) dx[j * v.inner] = g;
+      }
+    }
     return absl::OkStatus();
   });
   return k;

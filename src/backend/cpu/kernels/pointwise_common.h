@@ -130,6 +130,9 @@ class StepKernel final : public Kernel {
 // relu, leaky_relu, sigmoid, softmax (+ _bwd), add, mul, scale, concat, slice, fill.
 absl::StatusOr<std::unique_ptr<Kernel>> create_elementwise_kernel(const KernelSpec& spec,
                                                                   const CpuKernelContext& ctx);
+// embedding (+ _bwd): int64 ids in input 0.
+absl::StatusOr<std::unique_ptr<Kernel>> create_embedding_kernel(const KernelSpec& spec,
+                                                                const CpuKernelContext& ctx);
 // instance_norm, batch_norm (+ _bwd).
 absl::StatusOr<std::unique_ptr<Kernel>> create_norm_kernel(const KernelSpec& spec,
                                                            const CpuKernelContext& ctx);

@@ -1,7 +1,9 @@
 // Element-wise ops, activations, softmax, concat / slice / fill of
 // docs/ops.md. Activations, scale, add and mul are oneDNN eltwise / binary
 // primitives on a flat view of the tensor; softmax is oneDNN softmax over
-// axis 1; concat is oneDNN concat. Slice and fill are plain copies.
+// the node's axis (1 unless set: the same primitive and algorithm on every
+// axis, so axis 1 gives the bits it always gave); concat is oneDNN concat
+// along the axis. Slice and fill are plain copies.
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -76,9 +78,10 @@ KernelOr make_binary(const KernelSpec& spec, const CpuKernelContext& ctx, algori
 
 KernelOr make_softmax(const KernelSpec& spec, const CpuKernelContext& ctx) {
   LMS_RETURN_IF_ERROR(check_unary(spec));
-  LMS_RETURN_IF_ERROR(check_rank(spec, spec.input_shapes[0], 2, 12, "input x"));
+  LMS_RETURN_IF_ERROR(check_rank(spec, spec.input_shapes[0], 1, 12, "input x"));
+  LMS_ASSIGN_OR_RETURN(const size_t axis, axis_attr(spec, spec.input_shapes[0], "input x"));
   const dnnl::memory::desc md = plain_desc(spec.input_shapes[0]);
-  dnnl::softmax_forward::desc d(prop_kind::forward_training, md, 1);
+  dnnl::softmax_forward::desc d(prop_kind::forward_training, md, static_cast<int>(axis));
   dnnl::softmax_forward::primitive_desc pd(d, user_scratchpad_attr(), ctx.engine);
   auto k = std::make_unique<StepKernel>(spec, ctx);
   k->add_primitive(pd, dnnl::softmax_forward(pd),
@@ -86,15 +89,17 @@ KernelOr make_softmax(const KernelSpec& spec, const CpuKernelContext& ctx) {
   return k;
 }
 
-// dx = y * (dy - sum_c(dy * y)), from the forward output y.
+// dx = y * (dy - sum_axis(dy * y)), from the forward output y.
 KernelOr make_softmax_bwd(const KernelSpec& spec, const CpuKernelContext& ctx) {
   LMS_RETURN_IF_ERROR(check_binary(spec, "input dy"));
-  LMS_RETURN_IF_ERROR(check_rank(spec, spec.input_shapes[0], 2, 12, "input y"));
+  LMS_RETURN_IF_ERROR(check_rank(spec, spec.input_shapes[0], 1, 12, "input y"));
+  LMS_ASSIGN_OR_RETURN(const size_t axis_dim, axis_attr(spec, spec.input_shapes[0], "input y"));
+  const int axis = static_cast<int>(axis_dim);
   const dnnl::memory::desc md = plain_desc(spec.input_shapes[0]);
   const dnnl::primitive_attr attr = user_scratchpad_attr();
-  dnnl::softmax_forward::desc fwd_d(prop_kind::forward_training, md, 1);
+  dnnl::softmax_forward::desc fwd_d(prop_kind::forward_training, md, axis);
   dnnl::softmax_forward::primitive_desc fwd_pd(fwd_d, attr, ctx.engine);
-  dnnl::softmax_backward::desc d(md, md, 1);
+  dnnl::softmax_backward::desc d(md, md, axis);
   dnnl::softmax_backward::primitive_desc pd(d, attr, ctx.engine, fwd_pd);
   auto k = std::make_unique<StepKernel>(spec, ctx);
   k->add_primitive(
@@ -103,29 +108,32 @@ KernelOr make_softmax_bwd(const KernelSpec& spec, const CpuKernelContext& ctx) {
   return k;
 }
 
-// y[N, sum Ci, S] from x_i[N, Ci, S]: every dimension but axis 1 must agree.
-absl::Status check_concat(const KernelSpec& spec) {
+// y from x_i along the axis: every other dimension must agree. Returns the
+// axis.
+absl::StatusOr<size_t> check_concat(const KernelSpec& spec) {
   LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1 << 16, 1));
   const Shape& first = spec.input_shapes[0];
-  LMS_RETURN_IF_ERROR(check_rank(spec, first, 2, 12, "input 0"));
+  LMS_RETURN_IF_ERROR(check_rank(spec, first, 1, 12, "input 0"));
+  LMS_ASSIGN_OR_RETURN(const size_t axis, axis_attr(spec, first, "input 0"));
   Shape want = first;
-  want[1] = 0;
+  want[axis] = 0;
   for (size_t i = 0; i < spec.input_shapes.size(); ++i) {
     const Shape& s = spec.input_shapes[i];
     Shape other = s;
-    if (other.size() >= 2) other[1] = first[1];
+    if (other.size() == first.size()) other[axis] = first[axis];
     if (other != first) {
       return invalid(spec, absl::StrCat("input ", i, " has shape ", shape_str(s),
                                         "; concat inputs must match input 0 ", shape_str(first),
-                                        " in every dimension but 1"));
+                                        " in every dimension but ", axis));
     }
-    want[1] += s[1];
+    want[axis] += s[axis];
   }
-  return check_same_shape(spec, spec.output_shapes[0], want, "output y");
+  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], want, "output y"));
+  return axis;
 }
 
 KernelOr make_concat(const KernelSpec& spec, const CpuKernelContext& ctx) {
-  LMS_RETURN_IF_ERROR(check_concat(spec));
+  LMS_ASSIGN_OR_RETURN(const size_t axis, check_concat(spec));
   std::vector<dnnl::memory::desc> srcs;
   std::vector<Binding> bindings;
   for (size_t i = 0; i < spec.input_shapes.size(); ++i) {
@@ -134,31 +142,36 @@ KernelOr make_concat(const KernelSpec& spec, const CpuKernelContext& ctx) {
   }
   const dnnl::memory::desc dst = plain_desc(spec.output_shapes[0]);
   bindings.push_back({DNNL_ARG_DST, out(0), dst});
-  dnnl::concat::primitive_desc pd(dst, 1, srcs, ctx.engine, user_scratchpad_attr());
+  dnnl::concat::primitive_desc pd(dst, static_cast<int>(axis), srcs, ctx.engine,
+                                  user_scratchpad_attr());
   auto k = std::make_unique<StepKernel>(spec, ctx);
   k->add_primitive(pd, dnnl::concat(pd), bindings);
   return k;
 }
 
-// y = x[:, begin:begin+size]: N contiguous runs of size*S floats.
+// y = x[..., begin:begin+size, ...] along the axis: with x seen as
+// [outer, A, inner], `outer` contiguous runs of size*inner floats.
 KernelOr make_slice(const KernelSpec& spec, const CpuKernelContext& ctx) {
   LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 1));
   const Shape& x = spec.input_shapes[0];
-  LMS_RETURN_IF_ERROR(check_rank(spec, x, 2, 12, "input x"));
+  LMS_RETURN_IF_ERROR(check_rank(spec, x, 1, 12, "input x"));
+  LMS_ASSIGN_OR_RETURN(const size_t axis, axis_attr(spec, x, "input x"));
   LMS_ASSIGN_OR_RETURN(int64_t begin, int_attr(spec, "begin"));
   LMS_ASSIGN_OR_RETURN(int64_t size, int_attr(spec, "size"));
-  if (begin < 0 || size < 1 || begin + size > x[1]) {
-    return invalid(spec, absl::StrCat("begin=", begin, ", size=", size,
-                                      " does not fit axis 1 of input x ", shape_str(x),
-                                      "; allowed: begin >= 0, size >= 1, begin + size <= ", x[1]));
+  if (begin < 0 || size < 1 || size > x[axis] || begin > x[axis] - size) {
+    return invalid(
+        spec,
+        absl::StrCat("begin=", begin, ", size=", size, " does not fit axis ", axis, " of input x ",
+                     shape_str(x), "; allowed: begin >= 0, size >= 1, begin + size <= ", x[axis]));
   }
   Shape want = x;
-  want[1] = size;
+  want[axis] = size;
   LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], want, "output y"));
-  const int64_t n = x[0];
-  const int64_t inner = num_elements(x) / (x[0] * x[1]);
-  const int64_t in_stride = x[1] * inner;
-  const int64_t run = size * inner;
+  const AxisView v = axis_view(x, axis);
+  const int64_t in_stride = v.axis * v.inner;
+  const int64_t run = size * v.inner;
+  const int64_t inner = v.inner;
+  const int64_t n = v.outer;
   auto k = std::make_unique<StepKernel>(spec, ctx);
   k->add_loop([=](const KernelArgs& a) {
     for (int64_t i = 0; i < n; ++i) {
@@ -216,6 +229,9 @@ KernelOr create_elementwise_kernel(const KernelSpec& spec, const CpuKernelContex
   if (op == OpKind::kConcat) return make_concat(spec, ctx);
   if (op == OpKind::kSlice) return make_slice(spec, ctx);
   if (op == OpKind::kFill) return make_fill(spec, ctx);
+  if (op == OpKind::kEmbedding || op == OpKind::kEmbeddingBwd) {
+    return create_embedding_kernel(spec, ctx);
+  }
   return std::unique_ptr<Kernel>();
 }
 

@@ -1,0 +1,91 @@
+// embedding and embedding_bwd of docs/ops.md as plain loops. The ids are
+// int64 (8 bytes each) in a buffer the executor passes as float*.
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "backend/cpu/kernels/pointwise_common.h"
+#include "lms/status.h"
+
+namespace lms::cpu::pointwise {
+namespace {
+
+using KernelOr = absl::StatusOr<std::unique_ptr<Kernel>>;
+
+const int64_t* ids_of(const KernelArgs& a) { return reinterpret_cast<const int64_t*>(a.inputs[0]); }
+
+// An id outside [0, V) found at run time, naming the node and the position.
+absl::Status bad_id(const KernelSpec& spec, int64_t position, int64_t id, int64_t rows) {
+  return invalid(spec, absl::StrCat("id ", id, " at position ", position, " is out of range [0, ",
+                                    rows, ") of the table"));
+}
+
+// (ids, table[V,D]) or (ids, dy[ids..., D] with weight_shape [V,D]): the
+// shapes both ops agree on. Returns {V, D}.
+absl::StatusOr<std::pair<int64_t, int64_t>> check_embedding(const KernelSpec& spec,
+                                                            const Shape& table,
+                                                            const Shape& rows_shape,
+                                                            absl::string_view rows_what) {
+  LMS_RETURN_IF_ERROR(check_arity(spec, 2, 2, 1));
+  LMS_RETURN_IF_ERROR(check_rank(spec, table, 2, 2, "table"));
+  Shape want = spec.input_shapes[0];
+  want.push_back(table[1]);
+  LMS_RETURN_IF_ERROR(check_same_shape(spec, rows_shape, want, rows_what));
+  return std::make_pair(table[0], table[1]);
+}
+
+// y[p, :] = table[ids[p], :].
+KernelOr make_embedding(const KernelSpec& spec, const CpuKernelContext& ctx) {
+  LMS_ASSIGN_OR_RETURN(
+      auto vd, check_embedding(spec, spec.input_shapes[1], spec.output_shapes[0], "output y"));
+  const auto [rows, dim] = vd;
+  const int64_t n = num_elements(spec.input_shapes[0]);
+  auto k = std::make_unique<StepKernel>(spec, ctx);
+  k->add_loop([=](const KernelArgs& a) {
+    const int64_t* ids = ids_of(a);
+    for (int64_t p = 0; p < n; ++p) {
+      if (ids[p] < 0 || ids[p] >= rows) return bad_id(spec, p, ids[p], rows);
+      std::memcpy(a.outputs[0] + p * dim, a.inputs[1] + ids[p] * dim,
+                  static_cast<size_t>(dim) * sizeof(float));
+    }
+    return absl::OkStatus();
+  });
+  return k;
+}
+
+// dtable[v, :] = sum of dy[p, :] over the positions p with ids[p] = v, in
+// increasing p (so the result does not depend on threads); zero rows for
+// ids that do not occur. Every id is checked before anything is written.
+KernelOr make_embedding_bwd(const KernelSpec& spec, const CpuKernelContext& ctx) {
+  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> table, ints_attr(spec, "weight_shape"));
+  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], table, "output dtable"));
+  LMS_ASSIGN_OR_RETURN(auto vd, check_embedding(spec, table, spec.input_shapes[1], "input dy"));
+  const auto [rows, dim] = vd;
+  const int64_t n = num_elements(spec.input_shapes[0]);
+  auto k = std::make_unique<StepKernel>(spec, ctx);
+  k->add_loop([=](const KernelArgs& a) {
+    const int64_t* ids = ids_of(a);
+    for (int64_t p = 0; p < n; ++p) {
+      if (ids[p] < 0 || ids[p] >= rows) return bad_id(spec, p, ids[p], rows);
+    }
+    float* dtable = a.outputs[0];
+    std::fill(dtable, dtable + rows * dim, 0.0f);
+    for (int64_t p = 0; p < n; ++p) {
+      const float* dy = a.inputs[1] + p * dim;
+      float* row = dtable + ids[p] * dim;
+      for (int64_t d = 0; d < dim; ++d) row[d] += dy[d];
+    }
+    return absl::OkStatus();
+  });
+  return k;
+}
+
+}  // namespace
+
+KernelOr create_embedding_kernel(const KernelSpec& spec, const CpuKernelContext& ctx) {
+  if (spec.op == OpKind::kEmbedding) return make_embedding(spec, ctx);
+  if (spec.op == OpKind::kEmbeddingBwd) return make_embedding_bwd(spec, ctx);
+  return std::unique_ptr<Kernel>();
+}
+
+}  // namespace lms::cpu::pointwise
