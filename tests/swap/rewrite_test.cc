@@ -68,6 +68,36 @@ struct PolicyCase {
   double tightness = 1.0;
 };
 
+// The text form of a rewritten graph with rank-3 [N,T,D] tensors, axes
+// counted from the end and int64 token ids, the ids among the tensors the
+// manual policy swaps: dtype, shapes and axis attributes print, and the
+// swap copies keep the int64 dtype.
+TEST(Rewrite, GoldenManualOnATokenGraphWithInt64Ids) {
+  Graph g;
+  const TensorId ids = g.input("ids", {2, 4}, DType::kInt64);
+  const TensorId target = g.input("target", {2, 1, 8});
+  const TensorId table = g.parameter("table", {10, 8}, Init::he_normal(1, 8));
+  const TensorId x = embedding(g, "embed", ids, table);
+  const TensorId lo = slice(g, "lo", x, 0, 4, -1);
+  const TensorId hi = slice(g, "hi", x, 4, 4, -1);
+  const TensorId p = softmax(g, "softmax", concat(g, "halves", {hi, lo}, -1), -1);
+  g.set_loss(mse_loss(g, "loss", reduce_mean(g, "token_mean", p, 1), target));
+  ASSERT_TRUE(g.status().ok()) << g.status();
+  auto train = training_graph(g, g.loss(), Sgd{.lr = 0.01});
+  ASSERT_TRUE(train.ok()) << train.status();
+  LmsConfig config;
+  ASSERT_TRUE(config.apply_override("policy=manual").ok());
+  ASSERT_TRUE(config.apply_override("tensors=[\"ids\", \"embed\"]").ok());
+  Graph rewritten = *train;
+  auto rep = rewrite(rewritten, config);
+  ASSERT_TRUE(rep.ok()) << rep.status();
+  ASSERT_TRUE(verify(rewritten).ok());
+  EXPECT_EQ(rep->swapped, (std::vector<std::string>{"ids", "embed"}));
+  const std::string text = to_text(rewritten);
+  EXPECT_NE(text.find("swap_out/ids i64[2,4] host"), std::string::npos) << text;
+  expect_golden("manual_token_int64", text + "# plan\n" + rep->plan_text);
+}
+
 TEST(Rewrite, GoldenPerPolicyOnConvTrainingGraph) {
   const Graph original = swap_test::conv_training_graph();
   const uint64_t peak = unswapped_peak(original), ws = working_set(original);
