@@ -55,7 +55,8 @@ absl::Status check_options(const ContentionOptions& o) {
 struct PlanFacts {
   uint64_t budget_bytes = 0;
   LmsConfig config;        // roofline calibrated on the device, the measured link
-  RewriteOptions options;  // capacity = budget, workspaces, node times, fetched
+  PlanningFacts planning;  // capacity = budget, workspaces, node times
+  RewriteOptions options;  // the loss fetched
 };
 
 absl::StatusOr<std::unique_ptr<Device>> make_linked_device(const ContentionOptions& o,
@@ -102,11 +103,11 @@ absl::StatusOr<PlanFacts> measure_facts(const Graph& train, const ContentionOpti
   facts.config.device_memory_limit = 0;  // the device capacity is the budget
   LMS_ASSIGN_OR_RETURN(std::vector<uint64_t> ws, kernel_workspace_bytes(train, *device));
   LMS_ASSIGN_OR_RETURN(std::vector<uint64_t> least, least_kernel_workspace_bytes(train, *device));
-  facts.options = {.device_capacity_bytes = facts.budget_bytes,
-                   .workspace_bytes = std::move(ws),
-                   .least_workspace_bytes = std::move(least),
-                   .node_time_s = std::move(profile.node_time_s),
-                   .fetched = {train.tensor(train.loss()).name}};
+  facts.planning = {.device_capacity_bytes = facts.budget_bytes,
+                    .workspace_bytes = std::move(ws),
+                    .least_workspace_bytes = std::move(least),
+                    .node_time_s = std::move(profile.node_time_s)};
+  facts.options = {.fetched = {train.tensor(train.loss()).name}};
   return facts;
 }
 
@@ -116,11 +117,11 @@ absl::StatusOr<PlanFacts> measure_facts(const Graph& train, const ContentionOpti
 absl::Status make_plannable(const Graph& train, PlanFacts& facts, uint64_t peak_bytes) {
   for (;;) {
     Graph copy = train;
-    absl::StatusOr<RewriteReport> rep = rewrite(copy, facts.config, facts.options);
+    absl::StatusOr<RewriteReport> rep = rewrite(copy, facts.config, facts.planning, facts.options);
     if (rep.ok() || !absl::IsResourceExhausted(rep.status())) return rep.status();
     if (facts.budget_bytes >= peak_bytes) return rep.status();
     facts.budget_bytes = std::min(peak_bytes, facts.budget_bytes + facts.budget_bytes / 20);
-    facts.options.device_capacity_bytes = facts.budget_bytes;
+    facts.planning.device_capacity_bytes = facts.budget_bytes;
   }
 }
 
@@ -243,7 +244,7 @@ absl::StatusOr<ContentionCase> run_case_of(const Graph& train, const PlanFacts& 
   Graph planned = train;
   LmsConfig config = facts.config;
   config.link_devices = static_cast<int32_t>(k);
-  LMS_ASSIGN_OR_RETURN(RewriteReport rep, rewrite(planned, config, facts.options));
+  LMS_ASSIGN_OR_RETURN(RewriteReport rep, rewrite(planned, config, facts.planning, facts.options));
   c.predicted_step_s = rep.step_time_after_s;
   c.predicted_stall_s = rep.stall_s;
   c.planned_bytes_out_per_step = rep.bytes_out_per_step;

@@ -71,10 +71,9 @@ absl::StatusOr<uint64_t> plannable_budget(const Graph& graph, const OverheadOpti
     LmsConfig config = o.config;
     config.device_memory_limit = budget;
     Graph copy = graph;
-    absl::StatusOr<RewriteReport> rep = rewrite(copy, config,
-                                                {.device_capacity_bytes = o.device.capacity_bytes,
-                                                 .workspace_bytes = ws,
-                                                 .fetched = {loss}});
+    absl::StatusOr<RewriteReport> rep = rewrite(
+        copy, config, {.device_capacity_bytes = o.device.capacity_bytes, .workspace_bytes = ws},
+        {.fetched = {loss}});
     if (rep.ok() || !absl::IsResourceExhausted(rep.status()) || budget == o.device.capacity_bytes) {
       return budget;
     }

@@ -112,7 +112,7 @@ absl::StatusOr<ModelFacts> profile_model(const ModelFactory& f, const RatioOptio
                    .node_time_s = std::move(profile.node_time_s)};
   // The least-workspace kernels too, so that the joint plan may use them
   // where the memory they free is worth more than their speed
-  // (RewriteOptions::least_node_time_s).
+  // (PlanningFacts::least_node_time_s).
   LMS_ASSIGN_OR_RETURN(std::vector<uint64_t> fast_ws, kernel_workspace_bytes(train, *device));
   LMS_ASSIGN_OR_RETURN(std::vector<uint64_t> least_ws,
                        least_kernel_workspace_bytes(train, *device));

@@ -40,7 +40,7 @@ void mark_oom(CaseResult& row, const absl::Status& s) {
 // working-set limit (with kernel_choice other than "default", the smaller
 // of the fast and the least-workspace kernels'). rewrite with enabled = false analyses and leaves
 // the graph unchanged.
-absl::Status fill_planner_before(const Graph& train, const CaseSpec& spec, const RewriteOptions& ro,
+absl::Status fill_planner_before(const Graph& train, const CaseSpec& spec, const PlanningFacts& ro,
                                  CaseResult& row) {
   LmsConfig off = spec.config;
   off.enabled = false;
@@ -58,7 +58,7 @@ absl::Status fill_planner_before(const Graph& train, const CaseSpec& spec, const
     // The smallest working set any plan may reach when kernel_choice lets it
     // move convolutions: every convolution with the kernel of the smaller
     // workspace (Note [Least workspace fallback]).
-    RewriteOptions least = ro;
+    PlanningFacts least = ro;
     for (size_t id = 0; id < ro.least_workspace_bytes->size() && id < least.workspace_bytes->size();
          ++id) {
       (*least.workspace_bytes)[id] =
@@ -78,7 +78,7 @@ absl::Status fill_planner_before(const Graph& train, const CaseSpec& spec, const
 
 // Applies lms::rewrite; a ResourceExhausted plan marks the row planner-OOM
 // (returns false: nothing to run).
-absl::StatusOr<bool> apply_lms(Graph& train, const CaseSpec& spec, const RewriteOptions& ro,
+absl::StatusOr<bool> apply_lms(Graph& train, const CaseSpec& spec, const PlanningFacts& ro,
                                CaseResult& row) {
   absl::StatusOr<RewriteReport> rep =
       rewrite(train, within_host_pool(spec.config, spec.device), ro);
@@ -215,12 +215,12 @@ absl::StatusOr<CaseResult> run_case(const ModelFactory& f, const CaseSpec& spec)
   const std::string loss = train.tensor(train.loss()).name;
   LMS_ASSIGN_OR_RETURN(std::vector<uint64_t> least_ws,
                        least_kernel_workspace_bytes(train, *device));
-  RewriteOptions ro{.device_capacity_bytes = spec.device.capacity_bytes,
-                    .workspace_bytes = std::move(ws),
-                    .least_workspace_bytes = std::move(least_ws),
-                    .node_time_s = spec.node_time_s,
-                    .least_node_time_s = spec.least_node_time_s,
-                    .fetched = {loss}};
+  // The facts of the device; the fetch set is the default, the loss.
+  PlanningFacts ro{.device_capacity_bytes = spec.device.capacity_bytes,
+                   .workspace_bytes = std::move(ws),
+                   .least_workspace_bytes = std::move(least_ws),
+                   .node_time_s = spec.node_time_s,
+                   .least_node_time_s = spec.least_node_time_s};
   if (!spec.lms) {
     // Note [Fair baseline] (run_case.h).
     LMS_ASSIGN_OR_RETURN(RewriteReport rep, plan_without_lms(train, spec.config, *device, loss));

@@ -51,10 +51,10 @@ struct CaseSpec {
   LmsConfig config;
   DeviceSetup device;
   // Measured seconds by NodeId of the graph before rewriting (optional;
-  // see RewriteOptions::node_time_s).
+  // see PlanningFacts::node_time_s).
   std::vector<double> node_time_s;
   // The same for the least-workspace kernels (optional; see
-  // RewriteOptions::least_node_time_s): with joint actions the plan may then
+  // PlanningFacts::least_node_time_s): with joint actions the plan may then
   // use them wherever that is predicted faster.
   std::vector<double> least_node_time_s;
   bool record = false;  // keep a profiler Recorder of the run

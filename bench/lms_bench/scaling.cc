@@ -33,9 +33,10 @@ absl::StatusOr<std::string> from_root(Communicator& comm, const std::string& min
 // differ a little, plans made from them may too, and Session::create refuses
 // ranks whose plans differ (Note [Rank agreement]).
 absl::StatusOr<RewriteReport> rewrite_alike(Graph& graph, LmsConfig cfg, Device& device,
-                                            RewriteOptions ro, Communicator& comm) {
+                                            const RewriteOptions& ro, Communicator& comm) {
+  PlanningFacts known{.ranks = comm.size()};
   if (!cfg.enabled || cfg.time_model != TimeModel::kMeasured) {
-    return rewrite(graph, cfg, device, ro);
+    return rewrite(graph, cfg, device, ro, known);
   }
   std::ostringstream times;
   times.precision(17);
@@ -51,9 +52,10 @@ absl::StatusOr<RewriteReport> rewrite_alike(Graph& graph, LmsConfig cfg, Device&
   LMS_ASSIGN_OR_RETURN(cfg, LmsConfig::from_toml_string(toml));
   LMS_ASSIGN_OR_RETURN(std::string text, from_root(comm, times.str()));
   std::istringstream in(text);
-  ro.node_time_s.clear();
-  for (double t = 0; in >> t;) ro.node_time_s.push_back(t);
-  return rewrite(graph, cfg, device, ro);
+  for (double t = 0; in >> t;) known.node_time_s.push_back(t);
+  known.link = cfg.link;
+  known.roofline = cfg.cost_model;
+  return rewrite(graph, cfg, device, ro, known);
 }
 
 // One row on the ranks of `comm`: the step times of every timed step (the
@@ -66,13 +68,13 @@ absl::StatusOr<ScalingRow> run_row(Communicator& comm, const ScalingOptions& o, 
   LMS_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, make_device(o.device));
   RewriteOptions ro;
   ro.fetched = {"loss"};
-  ro.ranks = comm.size();
   LmsConfig cfg = o.config;
   if (o.budget_fraction < 1) {
     Graph probe = train;
     LmsConfig off = cfg;
     off.enabled = false;
-    LMS_ASSIGN_OR_RETURN(RewriteReport peak, rewrite(probe, off, *device, ro));
+    LMS_ASSIGN_OR_RETURN(RewriteReport peak,
+                         rewrite(probe, off, *device, ro, {.ranks = comm.size()}));
     cfg.device_memory_limit =
         static_cast<uint64_t>(o.budget_fraction * static_cast<double>(peak.peak_bytes_after));
   }

@@ -75,7 +75,7 @@ class Prober {
     Graph copy = p->train;
     // The smallest working set any plan reaches: with kernel_choice other
     // than "default", each node with the kernel of the smaller workspace.
-    RewriteOptions o = options(*p);
+    PlanningFacts o = options(*p);
     const size_t lean =
         spec_.config.kernel_choice == KernelChoice::kDefault ? 0 : p->least_ws.size();
     for (size_t id = 0; id < lean && id < o.workspace_bytes->size(); ++id) {
@@ -97,12 +97,11 @@ class Prober {
 
   // With the least-workspace fallback (Note [Least workspace fallback]):
   // what lms::rewrite on the device does.
-  RewriteOptions options(const Prepared& p) const {
+  // The fetch set is the default one, the loss.
+  PlanningFacts options(const Prepared& p) const {
     return {.device_capacity_bytes = spec_.device.capacity_bytes,
             .workspace_bytes = p.ws,
-            .least_workspace_bytes = p.least_ws,
-            .node_time_s = {},
-            .fetched = {p.loss}};
+            .least_workspace_bytes = p.least_ws};
   }
 
   absl::StatusOr<const Prepared*> prepare(int64_t size) {

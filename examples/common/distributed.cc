@@ -249,9 +249,9 @@ absl::Status save_on_root(Ranks& ranks, const Session& session, const Graph& gra
 absl::StatusOr<RewriteReport> rewrite_on_ranks(Graph& graph, const LmsConfig& config,
                                                Device& device, RewriteOptions options,
                                                Ranks& ranks) {
-  options.ranks = ranks.size();
+  PlanningFacts known{.ranks = ranks.size()};
   if (!ranks.distributed() || !config.enabled || config.time_model != TimeModel::kMeasured) {
-    return rewrite(graph, config, device, options);
+    return rewrite(graph, config, device, options, known);
   }
   // The recipe of lms/profile.h, with rank 0's measurements on every rank.
   LmsConfig shared = config;
@@ -267,8 +267,10 @@ absl::StatusOr<RewriteReport> rewrite_on_ranks(Graph& graph, const LmsConfig& co
   LMS_ASSIGN_OR_RETURN(std::string toml, ranks.from_root(shared.to_toml()));
   LMS_ASSIGN_OR_RETURN(shared, LmsConfig::from_toml_string(toml));
   LMS_ASSIGN_OR_RETURN(times, ranks.from_root(times));
-  LMS_ASSIGN_OR_RETURN(options.node_time_s, doubles_from_text(times));
-  LMS_ASSIGN_OR_RETURN(RewriteReport report, rewrite(graph, shared, device, options));
+  known.link = shared.link;
+  known.roofline = shared.cost_model;
+  LMS_ASSIGN_OR_RETURN(known.node_time_s, doubles_from_text(times));
+  LMS_ASSIGN_OR_RETURN(RewriteReport report, rewrite(graph, shared, device, options, known));
   report.time_model = fmt::format("measured on rank 0 ({}), planned alike on all {} ranks",
                                   device.name(), ranks.size());
   return report;

@@ -38,10 +38,10 @@ const char* policy_name(SwapPolicy policy);  // "auto", "tflms", "vdnn", "manual
 //              measured per-node times, the measured link in place of [link],
 //              and a roofline calibrated on the device in place of
 //              [cost_model] for any node without a time. The default.
-//   kRoofline  [cost_model] for every node without RewriteOptions::node_time_s,
+//   kRoofline  [cost_model] for every node without PlanningFacts::node_time_s,
 //              [link] for copies; nothing is profiled.
-// The overloads without a device cannot measure: they always use the roofline
-// (and RewriteOptions::node_time_s where given).
+// The overloads without a device cannot measure: they use the facts given
+// (PlanningFacts::node_time_s, link, roofline) and these tables for the rest.
 enum class TimeModel : uint8_t { kMeasured, kRoofline };
 const char* time_model_name(TimeModel model);  // "measured", "roofline"
 
@@ -74,7 +74,7 @@ const char* auto_actions_name(AutoActions actions);  // "swap", "recompute", "jo
 //   kLeastToFit       when no plan fits the budget with the default kernels,
 //                     plan again with the least-workspace kernels of the
 //                     convolutions that need them (Note [Least workspace
-//                     fallback] in src/swap/rewrite.cc).
+//                     fallback] in src/swap/search.cc).
 //   kLeastWhenFaster  as kLeastToFit, and also when a plan with them is
 //                     predicted faster (auto with joint actions; the Device
 //                     overload with time_model "measured" then also measures
@@ -85,9 +85,9 @@ const char* kernel_choice_name(KernelChoice choice);
 
 // The host link (TOML table [link]); also the emulated device's copy throttle.
 // Precedence for planning: the Device overload with time_model "measured"
-// plans with the link it measures on the device (StepProfile::link()); this
-// table is used with time_model "roofline" and by the overloads without a
-// device.
+// plans with the link it measures on the device (StepProfile::link()), and
+// the facts overload with PlanningFacts::link where set; this table is used
+// otherwise.
 struct LinkConfig {
   double d2h_bytes_per_s = 12e9;  // d2h_bandwidth
   double h2d_bytes_per_s = 12e9;  // h2d_bandwidth

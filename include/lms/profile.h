@@ -7,9 +7,10 @@
 //   LMS_ASSIGN_OR_RETURN(auto device, lms::make_cpu_device({.capacity_bytes = 256 << 20}));
 //   LMS_ASSIGN_OR_RETURN(lms::StepProfile p, lms::profile_step(train, *device));
 //   // What time_model "measured" does inside lms::rewrite(train, cfg, *device):
-//   cfg.link = p.link;                                      // measured link
-//   cfg.cost_model = lms::calibrate_cost_model(p, train);  // for nodes without a time
-//   lms::RewriteOptions o{.node_time_s = p.node_time_s};
+//   lms::PlanningFacts facts;  // with capacity, alignment and workspaces, and:
+//   facts.link = p.link;                                      // measured link
+//   facts.roofline = lms::calibrate_cost_model(p, train);     // for nodes without a time
+//   facts.node_time_s = p.node_time_s;
 //
 // What is measured, and how:
 // - Nodes. Each compute node is run in isolation: its inputs, outputs and
@@ -117,7 +118,7 @@ absl::StatusOr<StepProfile> profile_step(const Graph& graph, Device& device,
 // < workspace_bytes[id], both by NodeId as kernel_workspace_bytes and
 // least_kernel_workspace_bytes in lms/session.h give them) timed with that
 // kernel, alone on the device as profile_step does (no link, nodes that do
-// not fit skipped): RewriteOptions::least_node_time_s. node_time_s is -1 for
+// not fit skipped): PlanningFacts::least_node_time_s. node_time_s is -1 for
 // every other node, and empty when no convolution switches. Errors: those of
 // profile_step.
 absl::StatusOr<StepProfile> profile_least_workspace_kernels(

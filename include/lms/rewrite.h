@@ -34,44 +34,54 @@ namespace lms {
 
 class Device;
 
-struct RewriteOptions {
-  // Device bytes available when cfg.device_memory_limit is 0 (the Device
-  // overload sets it from the device).
+// Facts about the device and the run that a plan depends on, as opposed to
+// what the user chooses (LmsConfig, RewriteOptions; Note [Rewrite in four
+// parts] in src/swap/search.h). The Device overload of
+// lms::rewrite gathers them once from the device (its capacity, allocator
+// alignment and pinned host pool, every kernel's workspace, and with
+// time_model "measured" the node times, the link and a calibrated
+// roofline); a caller without a device may state them itself. Vectors by
+// NodeId are of the graph as the pass plans it. Every field has a "not
+// known" value, which the pass treats as documented here.
+struct PlanningFacts {
+  // Device bytes available when LmsConfig::device_memory_limit is 0. It is
+  // rounded down to whole alignment units, as the device's allocator holds
+  // its capacity (Note [Capacity units]). 0: not known.
   uint64_t device_capacity_bytes = 0;
+  // The device allocator's alignment, bytes (a power of two). 0: the
+  // config's alignment_bytes.
+  uint64_t alignment_bytes = 0;
+  // The device's pinned host pool, bytes: a plan never holds more swapped
+  // tensors than this (nor than LmsConfig::host_memory_limit when that is
+  // set). 0: not known, only the config's limit applies.
+  uint64_t host_pool_bytes = 0;
   // Kernel workspace bytes by NodeId (entries past the end: 0). Unset: not
-  // known, so `fits` cannot be decided (the Device overload sets it).
+  // known, so `fits` cannot be decided.
   std::optional<std::vector<uint64_t>> workspace_bytes;
   // Kernel workspace bytes by NodeId with workspace = "least" (lms/types.h
   // kWorkspaceAttr; entries past the end: no such kernel). Used only with
-  // LmsConfig::kernel_choice other than "default": when the plan
-  // with workspace_bytes fails at the budget, the rewrite plans once more
-  // with the nodes whose entry here is smaller switched to that kernel, then
-  // once more with only those of them that need it
-  // (RewriteReport::least_workspace_nodes). Unset: no fallback (the Device
-  // overload sets it).
+  // LmsConfig::kernel_choice other than "default": when the plan with
+  // workspace_bytes fails at the budget, the rewrite plans once more with
+  // the nodes whose entry here is smaller switched to that kernel, then once
+  // more with only those of them that need it
+  // (RewriteReport::least_workspace_nodes). Unset: no fallback.
   std::optional<std::vector<uint64_t>> least_workspace_bytes;
-  // Measured seconds by NodeId from a profiling step; entries < 0 or missing
-  // fall back to the cost model's roofline.
+  // Measured seconds by NodeId (lms::profile_step); entries < 0 or missing
+  // fall back to the roofline.
   std::vector<double> node_time_s;
   // Measured seconds by NodeId of the workspace = "least" kernels (entries
   // < 0 or missing: the node's node_time_s entry). With kernel_choice
   // "least_workspace_when_faster", auto with joint actions also plans with
   // those kernels when the fast ones' plan fits, and keeps whichever plan is
   // predicted faster (Note [Least workspace fallback] in
-  // src/swap/rewrite.cc); the results then equal those of the graph run
-  // without LMS on the same kernels (use_least_workspace_kernels). The
-  // Device overload with time_model "measured" measures them itself.
+  // src/swap/search.cc).
   std::vector<double> least_node_time_s;
-  // Tensors kept until the end of the step (SessionOptions::fetches of the
-  // session that will run the graph); empty = the graph's loss.
-  std::vector<std::string> fetched;
-  // The Device overload on the CPU device: fuse each relu that is a conv
-  // output's only reader into the conv (lms/types.h kActivationAttr; Note
-  // [Conv + ReLU fusion] in src/graph/fusion.cc). The fused node takes the
-  // relu's name and the conv output tensor disappears; results are
-  // bit-identical. node_time_s, when given, is by the input graph's node ids
-  // and is carried over (a fused node's time is the sum of its two).
-  bool fuse_conv_relu = true;
+  // The host link measured on the device (StepProfile::link). Unset: the
+  // config's [link].
+  std::optional<LinkConfig> link;
+  // A roofline calibrated on the device (lms::calibrate_cost_model) for the
+  // nodes without a time. Unset: the config's [cost_model].
+  std::optional<CostModelConfig> roofline;
   // Data parallelism (lms/distributed.h): the ranks (Communicator::size())
   // and each rank's all-reduce bandwidth, bytes/s, for the time the
   // simulation gives the all_reduce nodes (a ring: 2 (ranks - 1) / ranks of
@@ -79,6 +89,22 @@ struct RewriteOptions {
   // memory.
   int ranks = 1;
   double allreduce_bytes_per_s = 10e9;
+  // Device::kind() of the device the facts came from ("" : none); the plan
+  // record keeps it, and Session::create refuses another kind.
+  std::string device_kind;
+};
+
+// What the user chooses for one rewrite, beside LmsConfig.
+struct RewriteOptions {
+  // Tensors kept until the end of the step (SessionOptions::fetches of the
+  // session that will run the graph); empty = the graph's loss.
+  std::vector<std::string> fetched;
+  // The Device overload on the CPU device: fuse each relu that is a conv
+  // output's only reader into the conv (lms/types.h kActivationAttr; Note
+  // [Conv + ReLU fusion] in src/graph/fusion.cc). The fused node takes the
+  // relu's name and the conv output tensor disappears; results are
+  // bit-identical.
+  bool fuse_conv_relu = true;
 };
 
 // How the plan frees a saved activation between its uses: copy it to
@@ -168,11 +194,11 @@ struct RewriteReport {
   // Convolution nodes the rewrite set to workspace = "least"
   // (LmsConfig::kernel_choice other than "default", which never moves one)
   // because the plan with the fast kernels did not fit, or (auto with joint actions)
-  // was predicted slower (RewriteOptions::least_workspace_bytes and
+  // was predicted slower (PlanningFacts::least_workspace_bytes and
   // least_node_time_s); empty when none. Only the nodes whose fast
   // workspace does not fit where they run in the plan are switched; the
   // others keep their fast kernels (Note [Selective least workspace] in
-  // src/swap/rewrite.cc). use_least_workspace_kernels applies them to the
+  // src/swap/search.cc). use_least_workspace_kernels applies them to the
   // graph as it was before the rewrite.
   std::vector<std::string> least_workspace_nodes;
   // The fused conv + relu nodes, by name (RewriteOptions::fuse_conv_relu);
@@ -190,29 +216,38 @@ struct RewriteReport {
   std::string decisions_text() const;
 };
 
-// Runs the policy of `config` on `graph` (verified before and after) and
-// inserts the swaps; `graph` is changed only on success. With policy auto
-// the rewritten graph also runs each convolution's weights gradient before
-// its data gradient where that frees the convolution's input sooner
-// (Note [Weight gradients first] in src/swap/reorder.h); the values are the
-// same bits, only the order of two independent nodes changes. Errors:
-// InvalidArgument for an invalid graph or config (manual: unknown tensor
-// name; auto: no budget known); ResourceExhausted when the budget cannot be
-// met (names the node and the bytes it needs) or the host limit is exceeded.
+// Runs the policy of `config` on `graph` (verified before and after) with
+// the facts given, and inserts the swaps; `graph` is changed only on
+// success. With policy auto the rewritten graph also runs each
+// convolution's weights gradient before its data gradient where that frees
+// the convolution's input sooner (Note [Weight gradients first] in
+// src/swap/reorder.h); the values are the same bits, only the order of two
+// independent nodes changes. Errors: InvalidArgument for an invalid graph
+// or config (manual: unknown tensor name; auto: no budget known);
+// ResourceExhausted when the budget cannot be met (names the node and the
+// bytes it needs) or the host limit is exceeded.
 absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config,
-                                      const RewriteOptions& options);
+                                      const PlanningFacts& facts,
+                                      const RewriteOptions& options = {});
+// The same with no fact known: the budget only from device_memory_limit,
+// and `fits` undecided (no kernel workspaces).
 absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config);
 
-// The same pass with the runtime facts taken from `device`: its capacity
-// (the budget when config.device_memory_limit is 0), its allocator
-// alignment, and the workspace of every kernel compiled on it
-// (options.device_capacity_bytes and options.workspace_bytes are ignored).
-// With LMS enabled and config.time_model "measured" (the default) it first
-// profiles the graph on the device (lms::profile_step, lms/profile.h: each
-// compute node run alone, unless options.node_time_s is given, and the link
-// fitted from a few copies) and plans with those times, the measured link
-// and a calibrated roofline (lms/config.h TimeModel); the device is left
-// without an event sink.
+// The same pass with the facts gathered from `device` (PlanningFacts): its
+// capacity (the budget when config.device_memory_limit is 0), its allocator
+// alignment, its pinned host pool and the workspace of every kernel
+// compiled on it. With LMS enabled and config.time_model "measured" (the
+// default) it first profiles the graph on the device (lms::profile_step,
+// lms/profile.h: each compute node run alone, and the link fitted from a
+// few copies) and plans with those times, the measured link and a
+// calibrated roofline (lms/config.h TimeModel); the device is left without
+// an event sink.
+// `known`: facts the caller already has, which the device then does not
+// measure: node_time_s (by the input graph's NodeIds; a fused node's time
+// is the sum of its two), link and roofline, for example rank 0's
+// measurements shared with every rank so that all ranks plan alike; ranks
+// and allreduce_bytes_per_s are taken from it as given. Its other fields
+// are ignored: the device's own always apply.
 // Additional errors: InvalidArgument when device_memory_limit exceeds the
 // device's capacity; FailedPrecondition when the device already holds
 // allocations (plan before creating sessions on it); Unimplemented for an op
@@ -227,7 +262,8 @@ absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config);
 // their rule to the graph as it is, swap nodes included, so they carry no
 // such guarantee: rewrite the original graph with them instead.
 absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config, Device& device,
-                                      const RewriteOptions& options = {});
+                                      const RewriteOptions& options = {},
+                                      const PlanningFacts& known = {});
 
 // Sets workspace = "least" (lms/types.h kWorkspaceAttr) on the convolutions
 // of `graph` named in `nodes`, typically RewriteReport::least_workspace_nodes

@@ -174,7 +174,7 @@ absl::StatusOr<std::vector<uint64_t>> kernel_workspace_bytes(const Graph& graph,
 
 // The same with every convolution (conv, deconv and their backward ops) set
 // to workspace = "least" (lms/types.h kWorkspaceAttr): what
-// RewriteOptions::least_workspace_bytes takes. Empty when the graph has no
+// PlanningFacts::least_workspace_bytes takes. Empty when the graph has no
 // convolution. Errors: those of kernel_workspace_bytes.
 absl::StatusOr<std::vector<uint64_t>> least_kernel_workspace_bytes(const Graph& graph,
                                                                    Device& device);

@@ -1,7 +1,7 @@
 // Note [Capacity units]: the device's allocator rounds its region down to
 // whole alignment units (AllocatorStats::capacity_bytes is that rounded
 // figure), and the planner rounds the budget it plans for the same way
-// (lms::rewrite, src/swap/rewrite.cc). So every comparison of a limit, a
+// (lms::rewrite, src/swap/pass.cc). So every comparison of a limit, a
 // budget or a planned capacity with a device's capacity is made in those
 // units, here, and an unaligned capacity behaves the same in lms::rewrite
 // and in Session::create: 41,943,140 B on a 256-byte allocator is

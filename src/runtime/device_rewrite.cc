@@ -25,34 +25,38 @@ namespace lms {
 namespace {
 
 // time_model "measured" (lms/config.h): the link measured on the device
-// replaces config.link; the node times of options.node_time_s when given,
-// else measured; a roofline calibrated from those times replaces
-// config.cost_model for any node without one (a node too big to run alone
-// is left to it: the planner then says whether the step can fit).
-absl::Status measure_times(const Graph& graph, Device& device, LmsConfig& config,
-                           RewriteOptions& options) {
+// (or known.link), the node times of facts.node_time_s when given, else
+// measured, and a roofline calibrated from those times (or known.roofline)
+// for any node without one (a node too big to run alone is left to it: the
+// planner then says whether the step can fit).
+absl::Status measure_times(const Graph& graph, Device& device, const LmsConfig& config,
+                           const PlanningFacts& known, PlanningFacts& facts) {
   ProfileOptions po;
-  po.nodes = options.node_time_s.empty();
+  po.nodes = facts.node_time_s.empty();
   po.skip_nodes_that_do_not_fit = true;
-  LMS_ASSIGN_OR_RETURN(StepProfile profile, profile_step(graph, device, po));
-  if (!po.nodes) profile.node_time_s = options.node_time_s;
-  config.link = profile.link;
-  config.cost_model = calibrate_cost_model(profile, graph);
-  options.node_time_s = std::move(profile.node_time_s);
+  if (!po.nodes && known.link.has_value() && known.roofline.has_value()) {
+    facts.link = known.link;
+    facts.roofline = known.roofline;
+  } else {
+    LMS_ASSIGN_OR_RETURN(StepProfile profile, profile_step(graph, device, po));
+    if (!po.nodes) profile.node_time_s = facts.node_time_s;
+    facts.link = known.link.value_or(profile.link);
+    facts.roofline = known.roofline.value_or(calibrate_cost_model(profile, graph));
+    facts.node_time_s = std::move(profile.node_time_s);
+  }
   // Joint actions may plan with the least-workspace kernels even when the
-  // fast ones fit (Note [Least workspace fallback] in src/swap/rewrite.cc):
+  // fast ones fit (Note [Least workspace fallback] in src/swap/search.cc):
   // time those kernels too, so the comparison counts their speed.
   const bool joint =
       config.policy == SwapPolicy::kAuto && config.auto_actions == AutoActions::kJoint;
   if (!joint || config.kernel_choice != KernelChoice::kLeastWhenFaster ||
-      !options.least_workspace_bytes || !options.workspace_bytes ||
-      !options.least_node_time_s.empty()) {
+      !facts.least_workspace_bytes || !facts.workspace_bytes) {
     return absl::OkStatus();
   }
   LMS_ASSIGN_OR_RETURN(StepProfile lean_profile,
-                       profile_least_workspace_kernels(graph, device, *options.workspace_bytes,
-                                                       *options.least_workspace_bytes));
-  options.least_node_time_s = std::move(lean_profile.node_time_s);
+                       profile_least_workspace_kernels(graph, device, *facts.workspace_bytes,
+                                                       *facts.least_workspace_bytes));
+  facts.least_node_time_s = std::move(lean_profile.node_time_s);
   return absl::OkStatus();
 }
 
@@ -65,25 +69,25 @@ absl::Status measure_times(const Graph& graph, Device& device, LmsConfig& config
 // whose swap copies and rewired consumers keep each tensor's layout. Given
 // node times follow the nodes: a fused node's is the sum of its two.
 absl::StatusOr<std::vector<std::string>> prepare_for(Graph& graph, const Device& device,
-                                                     RewriteOptions& options) {
+                                                     const RewriteOptions& options,
+                                                     std::vector<double>& node_time_s) {
   if (device.kind() != "cpu") return std::vector<std::string>();
   std::vector<std::string> fused;
   if (options.fuse_conv_relu) {
     LMS_ASSIGN_OR_RETURN(FusionResult f, fuse_conv_relu(graph, options.fetched));
-    if (!options.node_time_s.empty()) {
+    if (!node_time_s.empty()) {
       std::vector<double> times(f.graph.num_nodes(), 0.0);
       std::vector<bool> unknown(f.graph.num_nodes(), false);
       for (NodeId id = 0; id < static_cast<NodeId>(f.node_map.size()); ++id) {
         const NodeId m = f.node_map[id];
-        const bool known =
-            id < static_cast<NodeId>(options.node_time_s.size()) && options.node_time_s[id] >= 0;
-        if (known) times[m] += options.node_time_s[id];
+        const bool known = id < static_cast<NodeId>(node_time_s.size()) && node_time_s[id] >= 0;
+        if (known) times[m] += node_time_s[id];
         unknown[m] = unknown[m] || !known;
       }
       for (size_t i = 0; i < times.size(); ++i) {
         if (unknown[i]) times[i] = -1;  // the cost model's roofline
       }
-      options.node_time_s = std::move(times);
+      node_time_s = std::move(times);
     }
     graph = std::move(f.graph);
     fused = std::move(f.fused);
@@ -129,7 +133,7 @@ absl::Status use_least_workspace_kernels(Graph& graph, const std::vector<std::st
 }
 
 absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config, Device& device,
-                                      const RewriteOptions& options) {
+                                      const RewriteOptions& options, const PlanningFacts& known) {
   const AllocatorStats mem = device.memory_stats();
   if (mem.bytes_in_use != 0) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -147,42 +151,44 @@ absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config, Dev
   LMS_RETURN_IF_ERROR(verify(graph));
   // The graph changes only when the whole rewrite succeeds.
   Graph laid_out = graph;
-  RewriteOptions with_device = options;
-  LMS_ASSIGN_OR_RETURN(std::vector<std::string> fused, prepare_for(laid_out, device, with_device));
-  LMS_ASSIGN_OR_RETURN(std::vector<uint64_t> workspaces, kernel_workspace_bytes(laid_out, device));
-  LmsConfig facts = config;
-  facts.alignment_bytes = mem.alignment_bytes;
+  PlanningFacts facts;
+  facts.node_time_s = known.node_time_s;
+  facts.ranks = known.ranks;
+  facts.allreduce_bytes_per_s = known.allreduce_bytes_per_s;
+  LMS_ASSIGN_OR_RETURN(std::vector<std::string> fused,
+                       prepare_for(laid_out, device, options, facts.node_time_s));
   // The swapped tensors' blocks come from the device's pinned host pool: a
   // plan that needs more would run out of it mid-step. The planner rounds
   // each block to the device alignment, which must be at least the pool's.
   const AllocatorStats host = device.host_stats();
-  facts.host_memory_limit = config.host_memory_limit == 0
-                                ? host.capacity_bytes
-                                : std::min(config.host_memory_limit, host.capacity_bytes);
   if (host.alignment_bytes > mem.alignment_bytes) {
     return absl::InternalError(absl::StrCat("lms rewrite: device ", device.name(),
                                             ": pinned host alignment ", host.alignment_bytes,
                                             " exceeds the device alignment ", mem.alignment_bytes));
   }
-  with_device.device_capacity_bytes = mem.capacity_bytes;
-  with_device.workspace_bytes = std::move(workspaces);
+  facts.device_capacity_bytes = mem.capacity_bytes;
+  facts.alignment_bytes = mem.alignment_bytes;
+  facts.host_pool_bytes = host.capacity_bytes;
+  facts.device_kind = device.kind();
+  LMS_ASSIGN_OR_RETURN(facts.workspace_bytes, kernel_workspace_bytes(laid_out, device));
   if (config.enabled && config.kernel_choice != KernelChoice::kDefault) {
-    LMS_ASSIGN_OR_RETURN(with_device.least_workspace_bytes,
+    LMS_ASSIGN_OR_RETURN(facts.least_workspace_bytes,
                          least_kernel_workspace_bytes(laid_out, device));
   }
-  if (config.enabled && config.time_model == TimeModel::kMeasured) {
-    LMS_RETURN_IF_ERROR(measure_times(laid_out, device, facts, with_device));
+  const bool measured = config.enabled && config.time_model == TimeModel::kMeasured;
+  if (measured) {
+    LMS_RETURN_IF_ERROR(measure_times(laid_out, device, config, known, facts));
+  } else {
+    facts.link = known.link;
+    facts.roofline = known.roofline;
   }
-  LMS_ASSIGN_OR_RETURN(RewriteReport report, rewrite(laid_out, facts, with_device));
+  LMS_ASSIGN_OR_RETURN(RewriteReport report, rewrite(laid_out, config, facts, options));
   report.fused = std::move(fused);
   graph = std::move(laid_out);
-  if (config.enabled && config.time_model == TimeModel::kMeasured) {
+  if (measured) {
     report.time_model = absl::StrCat("measured on ", device.name(), ": ", report.time_model,
                                      " (calibrated on the device, for nodes without a time)");
   }
-  PlanRecord record = graph.plan_record();
-  record.device_kind = device.kind();
-  graph.set_plan_record(std::move(record));
   return report;
 }
 

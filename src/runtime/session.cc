@@ -112,7 +112,7 @@ std::string join_sorted(std::vector<std::string> names) {
 }
 
 // Session::create refuses a graph planned for other facts than `device` and
-// `fetches` give (Note [Honest fits] in swap/rewrite.cc): its plan's "fits"
+// `fetches` give (Note [Honest fits] in swap/pass.cc): its plan's "fits"
 // would not hold.
 absl::Status check_plan_record(const Graph& g, Device& device,
                                const std::vector<std::string>& fetches,
@@ -254,7 +254,11 @@ class Session::Impl {
       if (plan_.kernels[id]) plan_.workspace_bytes[id] = plan_.kernels[id]->workspace_bytes();
     }
     LMS_RETURN_IF_ERROR(check_plan_record(g, device_, plan_.fetch_names, plan_.workspace_bytes));
-    LMS_ASSIGN_OR_RETURN(plan_.release, swap::release_plan(g, plan_.fetch_names));
+    if (const PlannedLayout* planned = planned_layout(); planned && planned->release) {
+      plan_.release = *planned->release;  // lms::rewrite's result
+    } else {
+      LMS_ASSIGN_OR_RETURN(plan_.release, swap::release_plan(g, plan_.fetch_names));
+    }
     plan_.commit = swap::commit_position(g, plan_.order);
     plan_.oom_hint = oom_hint(g.plan_record());
     plan_.host_release_after = host_releases(g, plan_.order);
@@ -340,16 +344,28 @@ class Session::Impl {
   // The layout is lms::rewrite's own where it was computed from every fact
   // this session has (check_plan_record compared them) for this very graph;
   // otherwise it is computed here, the same way.
+  // lms::rewrite's result (PlanRecord::layout) where it was computed from
+  // every fact this session has (check_plan_record compared them) for this
+  // very graph; null otherwise.
+  const PlannedLayout* planned_layout() const {
+    const Graph& g = *plan_.graph;
+    const PlanRecord& r = g.plan_record();
+    if (r.planned && r.workspaces_known && r.layout != nullptr &&
+        r.alignment_bytes == device_.memory_stats().alignment_bytes &&
+        r.layout->graph_fingerprint == swap::layout_fingerprint(g)) {
+      return r.layout.get();
+    }
+    return nullptr;
+  }
+
   absl::Status lay_out() {
     const Graph& g = *plan_.graph;
     const AllocatorStats mem = device_.memory_stats();
     const PlanRecord& r = g.plan_record();
     swap::StepLayout computed;
     const swap::StepLayout* planned = nullptr;
-    if (r.planned && r.workspaces_known && r.layout != nullptr &&
-        r.alignment_bytes == mem.alignment_bytes &&
-        r.layout->graph_fingerprint == swap::layout_fingerprint(g)) {
-      planned = &r.layout->layout;
+    if (const PlannedLayout* result = planned_layout(); result != nullptr) {
+      planned = &result->layout;
       reused_planned_layout_ = true;
     } else {
       LMS_ASSIGN_OR_RETURN(computed, swap::layout_step(g,

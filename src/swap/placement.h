@@ -97,12 +97,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "lms/graph.h"
 #include "swap/liveness.h"
+#include "swap/release_plan.h"
 
 namespace lms::swap {
 
@@ -259,10 +261,15 @@ uint64_t layout_fingerprint(const Graph& graph);
 
 namespace lms {
 
-// PlanRecord::layout (lms/graph.h): the layout and the fingerprint of the
-// graph it was computed for.
+// PlanRecord::layout (lms/graph.h): the result of lms::rewrite (Note
+// [Rewrite in four parts] in swap/search.h) that Session::create takes as it
+// is: the layout, the release plan of the fetch set planned for
+// (PlanRecord::fetched; set for the graph the rewrite returns, not for the
+// candidates of its search) and the fingerprint of the graph both were
+// computed for.
 struct PlannedLayout {
   swap::StepLayout layout;
+  std::optional<swap::ReleasePlan> release;
   uint64_t graph_fingerprint = 0;
 };
 

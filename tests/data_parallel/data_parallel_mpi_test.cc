@@ -95,12 +95,12 @@ TEST(DataParallelMpi, RanksHoldIdenticalWeightsAfterEveryStepAndMatchOneProcess)
   Graph probe = *dp;
   LmsConfig off;
   off.enabled = false;
-  auto limits = rewrite(probe, off, **device, {.fetched = {"loss"}, .ranks = world->size()});
+  auto limits = rewrite(probe, off, **device, {.fetched = {"loss"}}, {.ranks = world->size()});
   ASSERT_TRUE(limits.ok()) << limits.status();
   LmsConfig cfg;
   cfg.device_memory_limit = limits->working_set_limit_bytes +
                             (limits->peak_bytes_after - limits->working_set_limit_bytes) / 3;
-  auto rep = rewrite(*dp, cfg, **device, {.fetched = {"loss"}, .ranks = world->size()});
+  auto rep = rewrite(*dp, cfg, **device, {.fetched = {"loss"}}, {.ranks = world->size()});
   ASSERT_TRUE(rep.ok()) << rep.status();
   ASSERT_TRUE(rep->fits) << rep->summary();
   EXPECT_FALSE(rep->swapped.empty()) << rep->summary();

@@ -211,7 +211,7 @@ TEST(Fits, KernelChoiceIsExplicitAndBitIdenticalOnTheKernelsItLists) {
 
 // Note [Capacity units]: a capacity that is no multiple of the allocator's
 // 256-byte alignment, given both to the device and to
-// RewriteOptions::device_capacity_bytes, gives a plan whose `fits` agrees
+// PlanningFacts::device_capacity_bytes, gives a plan whose `fits` agrees
 // with Session::create and the first step, with LMS off and on.
 TEST(Fits, UnalignedCapacityAgreesWithTheSessionAndTheStep) {
   auto train = user::user_unet(kBatch, kSize, Adam{.lr = 1e-3});

@@ -102,7 +102,7 @@ TEST(PlanOnce, SessionUsesTheRewritesLayoutAndLaysOutOnlyWhatItDidNotPlan) {
     // session's, so the session lays out.
     {
       Graph g = m.graph;
-      auto r = rewrite(g, off, RewriteOptions{.device_capacity_bytes = 256 * kMiB});
+      auto r = rewrite(g, off, PlanningFacts{.device_capacity_bytes = 256 * kMiB});
       ASSERT_TRUE(r.ok()) << r.status();
       auto s = Session::create(g, **big);
       ASSERT_TRUE(s.ok()) << s.status();

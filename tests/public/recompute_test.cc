@@ -215,7 +215,7 @@ TEST(Recompute, JointIsNeverPredictedSlowerThanSwapOnlyOrRecomputeOnly) {
     LmsConfig off;
     off.enabled = false;
     Graph plain = model.graph;
-    auto none = rewrite(plain, off, RewriteOptions{.device_capacity_bytes = 1ull << 40});
+    auto none = rewrite(plain, off, PlanningFacts{.device_capacity_bytes = 1ull << 40});
     ASSERT_TRUE(none.ok()) << none.status();
     // Links from NVLink-like to far slower than compute: the roofline's
     // 1 TFLOP/s against 100 GB/s down to 100 MB/s.
@@ -231,7 +231,7 @@ TEST(Recompute, JointIsNeverPredictedSlowerThanSwapOnlyOrRecomputeOnly) {
         for (AutoActions a : {AutoActions::kSwap, AutoActions::kRecompute, AutoActions::kJoint}) {
           cfg.auto_actions = a;
           Graph g = model.graph;
-          auto rep = rewrite(g, cfg, RewriteOptions{.device_capacity_bytes = 1ull << 40});
+          auto rep = rewrite(g, cfg, PlanningFacts{.device_capacity_bytes = 1ull << 40});
           if (rep.ok()) step[a] = rep->step_time_after_s;
           if (rep.ok() && a == AutoActions::kJoint) joint_plan = rep->plan_text;
         }
@@ -245,8 +245,8 @@ TEST(Recompute, JointIsNeverPredictedSlowerThanSwapOnlyOrRecomputeOnly) {
         LmsConfig no_search = no_refine;
         no_search.auto_search_plans = 0;
         Graph g0 = model.graph, g1 = model.graph;
-        auto rep0 = rewrite(g0, no_search, RewriteOptions{.device_capacity_bytes = 1ull << 40});
-        auto rep1 = rewrite(g1, no_refine, RewriteOptions{.device_capacity_bytes = 1ull << 40});
+        auto rep0 = rewrite(g0, no_search, PlanningFacts{.device_capacity_bytes = 1ull << 40});
+        auto rep1 = rewrite(g1, no_refine, PlanningFacts{.device_capacity_bytes = 1ull << 40});
         if (rep0.ok() && step.contains(AutoActions::kJoint)) {
           EXPECT_LE(step[AutoActions::kJoint], rep0->step_time_after_s);
           searched_differently += rep0->plan_text != joint_plan;

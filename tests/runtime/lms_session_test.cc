@@ -127,7 +127,8 @@ void check_lms_case(Case c, const char* name) {
 
   auto ws = kernel_workspace_bytes(c.train, *big);
   ASSERT_TRUE(ws.ok()) << ws.status();
-  RewriteOptions options{.workspace_bytes = *ws};
+  const PlanningFacts facts{.workspace_bytes = *ws};
+  RewriteOptions options;
   for (const std::string& p : c.params) options.fetched.push_back(p + "/grad");
   options.fetched.push_back(c.train.tensor(c.train.loss()).name);
   LmsConfig probe;
@@ -136,7 +137,7 @@ void check_lms_case(Case c, const char* name) {
   LmsConfig cfg;
   cfg.policy = SwapPolicy::kAuto;
   cfg.device_memory_limit = baseline->peak;  // only to learn the limits
-  auto info = rewrite(dry, cfg, options);
+  auto info = rewrite(dry, cfg, facts, options);
   ASSERT_TRUE(info.ok()) << info.status();
   uint64_t budget = (info->working_set_limit_bytes + baseline->peak) / 2;
   std::printf("%s: unswapped peak %llu, working-set limit %llu, budget %llu\n", name,
@@ -150,7 +151,7 @@ void check_lms_case(Case c, const char* name) {
 
   Graph swapped = c.train;
   cfg.device_memory_limit = budget;
-  auto report = rewrite(swapped, cfg, options);
+  auto report = rewrite(swapped, cfg, facts, options);
   ASSERT_TRUE(report.ok()) << report.status();
   std::printf("%s", report->summary().c_str());
   EXPECT_FALSE(report->swapped.empty());
@@ -193,10 +194,11 @@ TEST(LmsSessionTest, EveryPolicyIsBitIdentical) {
     cfg.sync_mode = v.sync_mode;
     cfg.swapout_threshold = 3;
     cfg.tensors = {"relu3", "relu7", "relu12"};
-    RewriteOptions options{.device_capacity_bytes = 256 * kMiB};
+    const PlanningFacts facts{.device_capacity_bytes = 256 * kMiB};
+    RewriteOptions options;
     options.fetched.push_back(c.train.tensor(c.train.loss()).name);
     for (const std::string& p : c.params) options.fetched.push_back(p + "/grad");
-    auto report = rewrite(swapped, cfg, options);
+    auto report = rewrite(swapped, cfg, facts, options);
     ASSERT_TRUE(report.ok()) << policy_name(policy) << ": " << report.status();
     EXPECT_FALSE(report->swapped.empty()) << policy_name(policy);
     auto run = train_steps(c, swapped, *device, 3);

@@ -804,7 +804,7 @@ TEST(PlacementGraphs, SwappedGraphs) {
   Graph g = swap_test::conv_training_graph();
   LmsConfig config;
   config.policy = SwapPolicy::kTflms;
-  auto rep = rewrite(g, config, RewriteOptions{.device_capacity_bytes = uint64_t{1} << 30});
+  auto rep = rewrite(g, config, PlanningFacts{.device_capacity_bytes = uint64_t{1} << 30});
   ASSERT_TRUE(rep.ok()) << rep.status();
   ASSERT_FALSE(rep->swapped.empty());
   auto live = analyze(g, {});
@@ -871,11 +871,11 @@ TEST(PlacementGraphs, RewriteReportsTheArena) {
   Graph g = swap_test::conv_training_graph();
   std::vector<uint64_t> workspace(g.num_nodes(), 0);
   workspace[g.find_node("conv2")] = 1 << 20;
-  RewriteOptions options{.device_capacity_bytes = uint64_t{1} << 30, .workspace_bytes = workspace};
+  PlanningFacts facts{.device_capacity_bytes = uint64_t{1} << 30, .workspace_bytes = workspace};
   LmsConfig config;
   config.policy = SwapPolicy::kTflms;
   Graph expected = g;
-  auto rep = rewrite(g, config, options);
+  auto rep = rewrite(g, config, facts);
   ASSERT_TRUE(rep.ok()) << rep.status();
   // The same figures from the rewritten graph, per-node workspaces included.
   auto live = analyze(g, {.workspace_bytes = workspace});
@@ -893,7 +893,7 @@ TEST(PlacementGraphs, RewriteReportsTheArena) {
 
   LmsConfig off;
   off.enabled = false;
-  auto disabled = rewrite(expected, off, options);
+  auto disabled = rewrite(expected, off, facts);
   ASSERT_TRUE(disabled.ok()) << disabled.status();
   EXPECT_GT(disabled->arena_bytes, 0u);
   EXPECT_GE(disabled->arena_bytes, disabled->arena_lower_bound_bytes);

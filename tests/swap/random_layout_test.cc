@@ -315,7 +315,7 @@ void check_graph(uint64_t seed, int rank, Tally& tally) {
   Graph probe = base;
   auto limits = rewrite(
       probe, off,
-      RewriteOptions{.device_capacity_bytes = uint64_t{1} << 30, .workspace_bytes = workspaces});
+      PlanningFacts{.device_capacity_bytes = uint64_t{1} << 30, .workspace_bytes = workspaces});
   ASSERT_TRUE(limits.ok()) << limits.status();
   expect_report_figures(probe, *limits, "LMS off");
   const uint64_t b0 = limits->peak_bytes_after, w = limits->working_set_limit_bytes;
@@ -324,9 +324,8 @@ void check_graph(uint64_t seed, int rank, Tally& tally) {
   // Auto at a quarter of the way from the working-set limit to B0.
   const uint64_t budget = w + (b0 - w) / 4;
   Graph automatic = base;
-  auto rep =
-      rewrite(automatic, LmsConfig{},
-              RewriteOptions{.device_capacity_bytes = budget, .workspace_bytes = workspaces});
+  auto rep = rewrite(automatic, LmsConfig{},
+                     PlanningFacts{.device_capacity_bytes = budget, .workspace_bytes = workspaces});
   std::printf("seed %#" PRIx64 " rank %d: %d nodes; B0 %" PRIu64 ", W %" PRIu64 ", budget %" PRIu64
               ": ",
               seed, rank, base.num_nodes(), b0, w, budget);
@@ -349,7 +348,7 @@ void check_graph(uint64_t seed, int rank, Tally& tally) {
   cfg.swapout_threshold = static_cast<int32_t>(rng() % 3);
   cfg.swapin_ahead = 1 + static_cast<int32_t>(rng() % 3);
   cfg.sync_mode = static_cast<int32_t>(rng() % 4);
-  auto trep = rewrite(tflms, cfg, RewriteOptions{.device_capacity_bytes = uint64_t{1} << 30});
+  auto trep = rewrite(tflms, cfg, PlanningFacts{.device_capacity_bytes = uint64_t{1} << 30});
   ASSERT_TRUE(trep.ok()) << trep.status();
   auto order = schedule(tflms);
   ASSERT_TRUE(order.ok()) << order.status();

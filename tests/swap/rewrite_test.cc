@@ -135,17 +135,17 @@ TEST(Rewrite, GoldenPerPolicyOnConvTrainingGraph) {
     }
     // This graph has no kernels: its workspaces are known to be zero, which
     // lets the rewrite decide `fits` (Note [Honest fits]).
-    const RewriteOptions options{.workspace_bytes = std::vector<uint64_t>(original.num_nodes(), 0)};
+    const PlanningFacts facts{.workspace_bytes = std::vector<uint64_t>(original.num_nodes(), 0)};
     if (c.tightness < 0) {
       config.device_memory_limit = ws;
       for (int i = 0; i < 4096; ++i, config.device_memory_limit += 16) {
         Graph probe = original;
-        auto r = rewrite(probe, config, options);
+        auto r = rewrite(probe, config, facts);
         if (r.ok() && r->fits) break;
       }
     }
     Graph g = original;
-    auto rep = rewrite(g, config, options);
+    auto rep = rewrite(g, config, facts);
     ASSERT_TRUE(rep.ok()) << rep.status();
     ASSERT_TRUE(verify(g).ok());
     EXPECT_TRUE(rep->fit_unknown_reason.empty()) << rep->fit_unknown_reason;
@@ -235,9 +235,9 @@ TEST(Rewrite, ReportIsConsistent) {
   Graph g = swap_test::conv_training_graph();
   LmsConfig config;
   config.policy = SwapPolicy::kTflms;
-  RewriteOptions options;
-  options.device_capacity_bytes = 1 << 30;
-  auto rep = rewrite(g, config, options);
+  PlanningFacts facts;
+  facts.device_capacity_bytes = 1 << 30;
+  auto rep = rewrite(g, config, facts);
   ASSERT_TRUE(rep.ok()) << rep.status();
   uint64_t out = 0;
   for (const std::string& name : rep->swapped) out += g.tensor(g.find_tensor(name)).bytes();
@@ -252,20 +252,20 @@ TEST(Rewrite, ReportIsConsistent) {
 TEST(Rewrite, RuntimeWorkspaceAndMeasuredTimesAreUsed) {
   Graph g = swap_test::conv_training_graph();
   const int nodes = g.num_nodes();
-  RewriteOptions options;
+  PlanningFacts facts;
   std::vector<uint64_t> workspace(g.num_nodes(), 0);
   workspace[g.find_node("conv2")] = 1 << 20;  // 1 MiB of scratch
-  options.workspace_bytes = std::move(workspace);
-  options.node_time_s.assign(g.num_nodes(), 1e-3);
+  facts.workspace_bytes = std::move(workspace);
+  facts.node_time_s.assign(g.num_nodes(), 1e-3);
   LmsConfig config;
   // The workspace is one shared block held all step (Note [Shared
   // workspace]), so every node's working set holds the 1 MiB.
   config.device_memory_limit = 1 << 20;
-  auto rep = rewrite(g, config, options);
+  auto rep = rewrite(g, config, facts);
   EXPECT_EQ(rep.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(rep.status().ToString().find("needs"), std::string::npos) << rep.status();
   config.device_memory_limit = 4 << 20;
-  rep = rewrite(g, config, options);
+  rep = rewrite(g, config, facts);
   ASSERT_TRUE(rep.ok()) << rep.status();
   EXPECT_GT(rep->working_set_limit_bytes, uint64_t{1} << 20);
   EXPECT_GT(rep->peak_bytes_before, uint64_t{1} << 20);
@@ -281,14 +281,14 @@ TEST(Rewrite, ASharedLinkSlowsThePredictedStep) {
   LmsConfig config;
   config.policy = SwapPolicy::kTflms;
   config.link = {.d2h_bytes_per_s = 1e6, .h2d_bytes_per_s = 1e6, .copy_latency_s = 0};
-  RewriteOptions options;
-  options.device_capacity_bytes = 1 << 30;
+  PlanningFacts facts;
+  facts.device_capacity_bytes = 1 << 30;
   std::vector<RewriteReport> reports;
   for (int k : {1, 2}) {
     Graph g = swap_test::conv_training_graph();
-    options.node_time_s.assign(g.num_nodes(), 1e-4);
+    facts.node_time_s.assign(g.num_nodes(), 1e-4);
     config.link_devices = k;
-    auto rep = rewrite(g, config, options);
+    auto rep = rewrite(g, config, facts);
     ASSERT_TRUE(rep.ok()) << rep.status();
     reports.push_back(*rep);
   }
@@ -300,7 +300,7 @@ TEST(Rewrite, ASharedLinkSlowsThePredictedStep) {
   Graph g = swap_test::conv_training_graph();
   const std::string before = to_text(g);
   config.link_devices = 0;
-  auto rep = rewrite(g, config, options);
+  auto rep = rewrite(g, config, facts);
   EXPECT_EQ(rep.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(rep.status().ToString().find("link_devices"), std::string::npos) << rep.status();
   EXPECT_EQ(to_text(g), before);

@@ -1,0 +1,68 @@
+// The search of lms::rewrite: which candidate plans to make, and which to
+// keep.
+//
+// Note [Rewrite in four parts]
+// - Facts (lms::PlanningFacts, lms/rewrite.h): what the device and the run
+//   are (capacity, alignment, pinned host pool, workspaces, node times,
+//   link). The Device overload gathers them once (src/runtime/
+//   device_rewrite.cc); the pass never asks a device.
+// - Pass (swap/pass.h): for one candidate, the straight sequence verify ->
+//   analyse -> plan -> insert -> lay out -> simulate.
+// - Search (here): the weights-first order, the variants of the joint
+//   planner, the jittered greedy, local refinement, the step-down and
+//   bisection of the usable budget until the layout fits, and the
+//   least-workspace fallback. It works on Candidate values (pass.h); its
+//   limits are the named options of SearchOptions.
+// - Result: the candidate kept. Its graph carries the plan record with the
+//   step layout (Graph::plan_record, PlannedLayout), which Session::create
+//   uses instead of laying the step out again, after checking the graph is
+//   the one laid out (its fingerprint).
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "lms/config.h"
+#include "lms/graph.h"
+#include "lms/rewrite.h"
+
+namespace lms::swap {
+
+// The search's limits. Each trades planning time for plan quality on large
+// graphs; the defaults keep a rewrite within about a second on the
+// benchmarks' models (bench/plan_speed_bench.cc) and change no plan of the
+// tests' models.
+struct SearchOptions {
+  // Note [Placement-aware planning]: plans made for one candidate until its
+  // layout fits: half stepping the usable budget down by the layout's
+  // excess, half bisecting between the working-set limit and the last
+  // budget that failed.
+  int fit_attempts = 16;
+  // Past this many nodes, auto with joint actions makes only the joint
+  // greedy plan (Note [Joint planner]) and does not plan with the
+  // least-workspace kernels unless it must (Note [Least workspace
+  // fallback]), so planning stays linear in the graph.
+  int32_t joint_compare_nodes = 20000;
+  // After the fixed variants of the joint comparison, LmsConfig::
+  // auto_search_plans jittered greedy plans (Note [Jittered greedy]) and the
+  // local refinement (Note [Plan refinement]) on graphs of at most this many
+  // nodes.
+  int32_t jitter_nodes = 2000;
+  // The local refinement makes at most this many plans divided by the
+  // graph's nodes (and LmsConfig::auto_refine_plans): one plan costs about
+  // 15 us per node, so about 2 s of planning on any graph.
+  int32_t refine_node_plans = 131072;
+  // Note [Pruned candidates]: on graphs of at least this many nodes a
+  // candidate predicted no faster than the best fitting one is not laid out.
+  int32_t prune_nodes = 256;
+};
+
+// Plans `graph` with `config` and `facts` (lms::rewrite's contract,
+// lms/rewrite.h) and replaces it by the graph of the candidate kept.
+// `config` is the user's; the facts override parts of it (effective_config
+// in pass.h).
+absl::StatusOr<RewriteReport> search(Graph& graph, const LmsConfig& config,
+                                     const PlanningFacts& facts, const RewriteOptions& options,
+                                     const SearchOptions& search_options = {});
+
+}  // namespace lms::swap
