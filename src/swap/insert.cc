@@ -94,7 +94,7 @@ class Recomputer {
     }
     // By trigger, and at one trigger in schedule order of the producers, so
     // a restore that reads another restored there finds it done (Note
-    // [Shared recomputation] in planner_auto.cc).
+    // [Shared recomputation] in auto_phases.cc).
     auto key = [&](const std::pair<const SwapPlan::Item*, size_t>& r) {
       return std::make_pair(live_.position[r.first->swap_ins[r.second].trigger],
                             live_.position[original_.tensor(r.first->tensor).producer]);

@@ -327,7 +327,7 @@ absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const PassInputs& in,
       best_variant = v;
     }
     // Then the best of the fixed variants again with its greedy's ties
-    // broken at random (Note [Jittered greedy] in planner_auto.cc).
+    // broken at random (Note [Jittered greedy] in auto_phases.cc).
     if (i + 1 == fixed && nodes <= options.jitter_nodes) {
       for (uint64_t seed = 1; seed <= static_cast<uint64_t>(config.auto_search_plans); ++seed) {
         PlanVariant j = best_variant;
