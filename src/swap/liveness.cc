@@ -133,6 +133,7 @@ MemoryProfile memory_profile(const Liveness& live) {
 std::vector<uint64_t> working_sets(const Liveness& live) {
   const int32_t n = live.size();
   std::vector<int64_t> fetched_delta(n + 1, 0);
+  std::vector<int64_t> held_delta(n + 1, 0);  // held between two uses
   std::vector<uint64_t> sets(n, live.persistent_bytes);
   for (const TensorLife& t : live.tensors) {
     if (!t.on_device || t.persistent || t.first < 0) continue;
@@ -146,12 +147,23 @@ std::vector<uint64_t> working_sets(const Liveness& live) {
     // before its first read, so it belongs to every working set until then.
     const int32_t unswappable_end = t.input && !t.uses.empty() ? t.uses.front() : t.first;
     for (int32_t p = t.input ? 0 : unswappable_end; p < unswappable_end; ++p) sets[p] += t.bytes;
-    for (int32_t use : t.uses) sets[use] += t.bytes;
+    // Between two uses the tensor stays unless idle_intervals offers that
+    // gap to the planners: a later use at or past the commit keeps it.
+    int32_t prev = t.input ? (t.uses.empty() ? t.first : t.uses.front()) : t.first;
+    for (int32_t use : t.uses) {
+      sets[use] += t.bytes;
+      if (use >= live.commit && use > prev + 1) {
+        held_delta[prev + 1] += static_cast<int64_t>(t.bytes);
+        held_delta[use] -= static_cast<int64_t>(t.bytes);
+      }
+      prev = std::max(prev, use);
+    }
   }
-  int64_t running = 0;
+  int64_t running = 0, held = 0;
   for (int32_t p = 0; p < n; ++p) {
     running += fetched_delta[p];
-    sets[p] += static_cast<uint64_t>(running) + live.workspace[p];
+    held += held_delta[p];
+    sets[p] += static_cast<uint64_t>(running + held) + live.workspace[p];
   }
   return sets;
 }

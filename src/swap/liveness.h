@@ -86,10 +86,13 @@ struct MemoryProfile {
 MemoryProfile memory_profile(const Liveness& live);
 
 // Working set of each position: the node's inputs, outputs and workspace plus
-// persistent tensors, fetched tensors already produced, and graph inputs not
+// persistent tensors, fetched tensors already produced, graph inputs not
 // yet read (they are uploaded before position 0 and cannot be swapped out
-// before their first read). No swap plan can
-// bring the device bytes during a node below its working set.
+// before their first read), and tensors held between two uses that no plan
+// may free in between: the later use at or past live.commit (Note [Step
+// commit]; idle_intervals offers no such gap), as a weight gradient waiting
+// for its optimizer update. No swap or recompute plan can bring the device
+// bytes during a node below its working set.
 std::vector<uint64_t> working_sets(const Liveness& live);
 
 struct WorkingSetLimit {

@@ -106,6 +106,28 @@ TEST(Liveness, WorkingSetsAndIdleIntervals) {
   EXPECT_DOUBLE_EQ(gaps[0].seconds, 2.0);  // c and e
 }
 
+// A tensor whose next use is at or past the commit (Note [Step commit]) is
+// offered to no planner in between, as a weight gradient waiting for its
+// update: it belongs to every working set there.
+TEST(Liveness, ATensorHeldUntilTheCommitIsInTheWorkingSets) {
+  Graph g = parse_or_die(kSkipGraph);
+  auto live = analyze(g, {});
+  ASSERT_TRUE(live.ok());
+  const std::vector<uint64_t> before = working_sets(*live);
+  const int32_t d = pos(g, *live, "d");
+  live->commit = d;  // by hand: the skip graph writes no persistent tensor
+  const std::vector<uint64_t> sets = working_sets(*live);
+  const uint64_t a = live->tensors[g.find_tensor("a")].bytes;
+  ASSERT_EQ(live->tensors[g.find_tensor("a")].uses, (std::vector<int32_t>{1, d}));
+  for (int32_t p = 0; p < live->size(); ++p) {
+    const bool held = p > 1 && p < d;  // between its uses b and d
+    EXPECT_EQ(sets[p], before[p] + (held ? a : 0)) << "position " << p;
+  }
+  EXPECT_TRUE(idle_intervals(*live, {}).empty());
+  const MemoryProfile prof = memory_profile(*live);
+  for (int32_t p = 0; p < live->size(); ++p) EXPECT_GE(prof.during[p], sets[p]);
+}
+
 TEST(CostModel, RooflineMeasuredAndCopies) {
   Graph g = parse_or_die(kSkipGraph);
   CostOptions options;
