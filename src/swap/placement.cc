@@ -15,6 +15,7 @@
 #include <variant>
 
 #include "absl/container/btree_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "common/align.h"
@@ -90,6 +91,13 @@ class TimeAddressIndex {
   // after kGiveUp * max_scan, for the top.
   uint64_t find_offset(int32_t l, int32_t r, uint64_t size, bool best_fit, size_t max_scan) {
     gather(l, r);
+    // Note [Short scans]: the merge below visits each interval of the sets
+    // at most once, so where they hold at most max_scan in all it never
+    // reaches max_scan and its answer depends only on the union of the
+    // sets: the sorted sweep finds the same gap with no heap.
+    size_t intervals = 0;
+    for (const IntervalSet* s : sets_) intervals += s->size();
+    if (max_scan == 0 || intervals <= max_scan) return sweep(size, best_fit);
     // Merge the sets' intervals in address order with one cursor per set
     // (a min-heap on the cursor's start); `pos` is the end of the addresses
     // taken so far, and a cursor start above it opens a gap.
@@ -140,12 +148,24 @@ class TimeAddressIndex {
     return best != kNoGap ? best : pos;  // no gap holds it: the top
   }
 
+  // Forgets every placed buffer (as a new index of the same leaves), keeping
+  // the sets' storage for the next placement.
+  void clear() {
+    for (int32_t v : touched_) {
+      full_[v].resize(0);
+      sub_[v].resize(0);
+    }
+    touched_.clear();
+  }
+
   void insert(int32_t l, int32_t r, uint64_t lo, uint64_t hi) {
     for_canonical(l, r, [&](int32_t c) {
+      if (full_[c].empty() && sub_[c].empty()) touched_.push_back(c);
       add_interval(full_[c], lo, hi);
       for (int32_t u = c; u >= 1; u >>= 1) {
         IntervalSet& s = sub_[u];
         if (covers(s, lo, hi)) break;  // sub() of every ancestor covers it too
+        if (s.empty() && full_[u].empty()) touched_.push_back(u);
         add_interval(s, lo, hi);
       }
     });
@@ -169,6 +189,30 @@ class TimeAddressIndex {
     }
   }
 
+  // find_offset's answer from the union of sets_ alone (Note [Short
+  // scans]): the sets' intervals sorted by start, swept in address order.
+  uint64_t sweep(uint64_t size, bool best_fit) {
+    all_.clear();
+    for (const IntervalSet* s : sets_) all_.insert(all_.end(), s->begin(), s->end());
+    std::sort(all_.begin(), all_.end(),
+              [](const Interval& a, const Interval& b) { return a.start < b.start; });
+    uint64_t pos = 0;
+    uint64_t best = kNoGap;
+    uint64_t best_gap = kNoGap;
+    for (const Interval& i : all_) {
+      if (i.start > pos) {
+        const uint64_t gap = i.start - pos;
+        if (gap >= size && gap < best_gap) {
+          best = pos;
+          best_gap = gap;
+          if (!best_fit || gap == size) return best;
+        }
+      }
+      pos = std::max(pos, i.end);
+    }
+    return best != kNoGap ? best : pos;
+  }
+
   // The sets whose union is the addresses taken over leaves [l, r].
   void gather(int32_t l, int32_t r) {
     sets_.clear();
@@ -189,8 +233,10 @@ class TimeAddressIndex {
   std::vector<IntervalSet> sub_;
   std::vector<uint32_t> seen_;
   uint32_t epoch_ = 0;
+  std::vector<int32_t> touched_;  // the nodes whose full() or sub() is not empty
   std::vector<const IntervalSet*> sets_;
   std::vector<Cursor> heap_;
+  std::vector<Interval> all_;  // sweep()'s
 };
 
 // Buffers with positions compressed to leaves (order kept, so intersections
@@ -259,18 +305,19 @@ absl::StatusOr<Problem> make_problem(const std::vector<PlacementBuffer>& buffers
   return p;
 }
 
-// Places the buffers in `order`; nullopt as soon as the arena would exceed
-// `give_up_above` (a placement already found is at least as good).
+// Places the buffers in `order` with `index` (over p.leaves leaves, cleared
+// here); nullopt as soon as the arena would exceed `give_up_above` (a
+// placement already found is at least as good).
 std::optional<Placement> place_in_order(const Problem& p, const std::vector<int32_t>& order,
                                         const PlacementOptions& options, PlacementMethod method,
-                                        uint64_t give_up_above) {
+                                        uint64_t give_up_above, TimeAddressIndex& index) {
   Placement out;
   out.offset.assign(p.size.size(), 0);
   out.lower_bound_bytes = p.lower_bound;
   out.alignment_bytes = options.alignment_bytes;
   out.method = method;
   if (p.leaves == 0) return out;
-  TimeAddressIndex index(p.leaves);
+  index.clear();
   for (int32_t i : order) {
     const uint64_t offset =
         index.find_offset(p.l[i], p.r[i], p.size[i], options.best_fit, options.max_scan);
@@ -403,6 +450,7 @@ absl::StatusOr<Placement> place_buffers(const std::vector<PlacementBuffer>& buff
   LMS_ASSIGN_OR_RETURN(Problem p, make_problem(buffers, options.alignment_bytes));
   Ranks identity(buffers.size());
   std::iota(identity.begin(), identity.end(), 0u);
+  TimeAddressIndex index(p.leaves);  // reused by every placement below
   std::optional<Placement> best;
   auto gap_above = [&](const Placement& placed) {
     return static_cast<double>(placed.arena_bytes) >
@@ -424,15 +472,31 @@ absl::StatusOr<Placement> place_buffers(const std::vector<PlacementBuffer>& buff
     }
     return area_order(p, buffers, rank);
   };
+  // Note [Repeated orders]: a placement depends only on its order, and
+  // every order placed here ended at or above the best arena (it became
+  // the best, or lost to it, or was abandoned above it). So an order placed
+  // before (by a heuristic or a squeaky round) is not placed again by
+  // heuristics(): it would be abandoned. The random tie orders often repeat
+  // the heuristics' own (a tie among equal keys is rare for greedy by
+  // size: on the 3-D U-Net of bench/plan_speed_bench.cc 4,062 of 6,601),
+  // and the first placement of each heuristic, kept whole where it was not
+  // abandoned, opens its squeaky rounds.
+  absl::flat_hash_set<std::vector<int32_t>> placed_orders;
+  std::optional<Placement> first_placed[3];  // by PlacementMethod: of the identity ranks
   // Runs the heuristics with ties broken by `rank`: greedy by size always,
   // the other two while the best arena is above the gap; a placement
   // replaces the best only when its arena is strictly smaller.
   auto heuristics = [&](const Ranks& rank) {
     for (const auto& [on, method] : methods) {
       if (!on || (method != PlacementMethod::kGreedyBySize && best && !gap_above(*best))) continue;
-      std::optional<Placement> placed = place_in_order(p, order_of(method, rank), options, method,
-                                                       best ? best->arena_bytes - 1 : kNoGap);
-      if (placed) best = std::move(placed);
+      std::vector<int32_t> order = order_of(method, rank);
+      if (placed_orders.contains(order)) continue;
+      std::optional<Placement> placed =
+          place_in_order(p, order, options, method, best ? best->arena_bytes - 1 : kNoGap, index);
+      placed_orders.insert(std::move(order));
+      if (!placed) continue;
+      if (&rank == &identity) first_placed[static_cast<int>(method)] = placed;
+      best = std::move(placed);
     }
   };
   heuristics(identity);
@@ -452,8 +516,8 @@ absl::StatusOr<Placement> place_buffers(const std::vector<PlacementBuffer>& buff
     for (const auto& [on, method] : methods) {
       if (!on || !missed() || !afford(1)) continue;
       std::vector<int32_t> order = order_of(method, identity);
-      std::optional<Placement> placed =
-          place_in_order(p, order, options, method, kNoGap);  // never abandoned
+      std::optional<Placement>& placed = first_placed[static_cast<int>(method)];
+      if (!placed) placed = place_in_order(p, order, options, method, kNoGap, index);
       for (int32_t round = 1; round <= options.squeaky_rounds && missed() && afford(1); ++round) {
         std::vector<int32_t> next;
         next.reserve(order.size());
@@ -465,7 +529,8 @@ absl::StatusOr<Placement> place_buffers(const std::vector<PlacementBuffer>& buff
           if (placed->offset[i] + p.size[i] <= options.arena_target_bytes) next.push_back(i);
         }
         order = std::move(next);
-        placed = place_in_order(p, order, options, method, kNoGap);
+        placed = place_in_order(p, order, options, method, kNoGap, index);  // never abandoned
+        placed_orders.insert(order);
         if (placed->arena_bytes < best->arena_bytes) {
           best = *placed;
           best->squeaky_round = round;

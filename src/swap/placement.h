@@ -92,7 +92,12 @@
 // into the holes of one window leave as many intervals there; so a best-fit
 // search visits at most PlacementOptions::max_scan intervals, then takes the
 // best gap seen or, if none fits yet, the first gap that fits (first fit),
-// and after 16 times as many the top of the window.
+// and after 16 times as many the top of the window. Where the sets of one
+// search hold at most max_scan intervals in all (the common case), they are
+// swept in address order without the merge's heap, with the same answer
+// (Note [Short scans] in placement.cc); one index serves every placement of
+// a place_buffers call, and an order placed before in that call is not
+// placed again (Note [Repeated orders]).
 // Figures (2-core machine): bench/placement_bench.cc.
 #pragma once
 
