@@ -56,6 +56,33 @@ absl::Status measure_times(const Graph& graph, Device& device, LmsConfig& config
   return absl::OkStatus();
 }
 
+// Times by the input graph's NodeId carried over to the fused graph: a
+// fused node's is the sum of its nodes', and -1 (the roofline) where one of
+// them has none. An entry of `times` < 0 or missing takes `fallback`'s, as
+// least_node_time_s falls back to node_time_s.
+std::vector<double> fused_times(const FusionResult& f, const std::vector<double>& times,
+                                const std::vector<double>& fallback) {
+  auto known = [](const std::vector<double>& v, NodeId id) {
+    return id < static_cast<NodeId>(v.size()) && v[id] >= 0;
+  };
+  std::vector<double> out(f.graph.num_nodes(), 0.0);
+  std::vector<bool> unknown(f.graph.num_nodes(), false);
+  for (NodeId id = 0; id < static_cast<NodeId>(f.node_map.size()); ++id) {
+    const NodeId m = f.node_map[id];
+    if (known(times, id)) {
+      out[m] += times[id];
+    } else if (known(fallback, id)) {
+      out[m] += fallback[id];
+    } else {
+      unknown[m] = true;
+    }
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (unknown[i]) out[i] = -1;
+  }
+  return out;
+}
+
 // The CPU device runs each conv with its relu as one kernel where the relu
 // is the conv output's only reader (Note [Conv + ReLU fusion] in
 // src/graph/fusion.cc), and stores activations blocked between ops where
@@ -63,28 +90,18 @@ absl::Status measure_times(const Graph& graph, Device& device, LmsConfig& config
 // This runs before the kernels are compiled for their workspaces, so the
 // plan counts the kernels the session will run, and before the swap pass,
 // whose swap copies and rewired consumers keep each tensor's layout. Given
-// node times follow the nodes: a fused node's is the sum of its two.
+// node times (node_time_s and least_node_time_s) follow the nodes: a fused
+// node's is the sum of its two.
 absl::StatusOr<std::vector<std::string>> prepare_for(Graph& graph, const Device& device,
                                                      RewriteOptions& options) {
   if (device.kind() != "cpu") return std::vector<std::string>();
   std::vector<std::string> fused;
   if (options.fuse_conv_relu) {
     LMS_ASSIGN_OR_RETURN(FusionResult f, fuse_conv_relu(graph, options.fetched));
-    if (!options.node_time_s.empty()) {
-      std::vector<double> times(f.graph.num_nodes(), 0.0);
-      std::vector<bool> unknown(f.graph.num_nodes(), false);
-      for (NodeId id = 0; id < static_cast<NodeId>(f.node_map.size()); ++id) {
-        const NodeId m = f.node_map[id];
-        const bool known =
-            id < static_cast<NodeId>(options.node_time_s.size()) && options.node_time_s[id] >= 0;
-        if (known) times[m] += options.node_time_s[id];
-        unknown[m] = unknown[m] || !known;
-      }
-      for (size_t i = 0; i < times.size(); ++i) {
-        if (unknown[i]) times[i] = -1;  // the cost model's roofline
-      }
-      options.node_time_s = std::move(times);
+    if (!options.least_node_time_s.empty()) {
+      options.least_node_time_s = fused_times(f, options.least_node_time_s, options.node_time_s);
     }
+    if (!options.node_time_s.empty()) options.node_time_s = fused_times(f, options.node_time_s, {});
     graph = std::move(f.graph);
     fused = std::move(f.fused);
   }
