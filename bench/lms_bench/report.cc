@@ -26,11 +26,11 @@ std::string format_time_models(const SweepResult& r) {
     if (row.lms && !row.time_model.empty()) planned.push_back(&row);
   }
   if (planned.empty()) return "";
-  const std::string head = fmt::format("LMS plans, time model {}: ", time_model_name(r.time_model));
+  const std::string head = fmt::format("LMS plans, time model {}:", time_model_name(r.time_model));
   const bool same = std::all_of(planned.begin(), planned.end(), [&](const CaseResult* row) {
     return row->time_model == planned.front()->time_model;
   });
-  if (same) return head + planned.front()->time_model + "\n";
+  if (same) return head + " " + planned.front()->time_model + "\n";
   std::string out = head + "\n";
   for (const CaseResult* row : planned) {
     out += fmt::format("  {} {}: {}\n", r.size_label, row->size, row->time_model);
