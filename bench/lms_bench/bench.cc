@@ -78,8 +78,17 @@ absl::StatusOr<CaseStudyResult> run_command_case_study(const BenchCommand& cmd,
   return study;
 }
 
+// How the LMS rows and probes are planned (Note [Sweep time model] in cli.h).
+std::string planning_text(const LmsConfig& cfg) {
+  if (cfg.time_model == TimeModel::kMeasured)
+    return "LMS planned with times measured on the device";
+  return fmt::format("LMS planned with the roofline and a {} link",
+                     link_text(cfg.link.h2d_bytes_per_s));
+}
+
 absl::Status run_sweep_command(const BenchCommand& cmd, std::ostream& out, std::ostream& err) {
   LMS_ASSIGN_OR_RETURN(LmsConfig cfg, command_config(cmd));
+  cfg.time_model = cmd.time_model == "measured" ? TimeModel::kMeasured : TimeModel::kRoofline;
   LMS_ASSIGN_OR_RETURN(ModelFactory f, command_factory(cmd, err));
   SweepOptions o{.sizes = cmd.sizes,
                  .steps = cmd.steps,
@@ -89,14 +98,14 @@ absl::Status run_sweep_command(const BenchCommand& cmd, std::ostream& out, std::
                  .search = cmd.search,
                  .confirm = cmd.confirm};
   const char* kind = cmd.cuda ? "CUDA device" : "CPU-emulated device";
-  const std::string link = cmd.cuda
-                               ? "the real link; cost model " + link_text(o.device.h2d_bytes_per_s)
-                               : link_text(o.device.h2d_bytes_per_s);
-  err << fmt::format("lms-bench {}: capacity {} ({}), link {}, {} steps, {}\n", f.model,
-                     format_bytes(o.device.capacity_bytes), kind, link, o.steps, f.data_note);
+  const std::string link = cmd.cuda ? "the real link" : link_text(o.device.h2d_bytes_per_s);
+  err << fmt::format("lms-bench {}: capacity {} ({}), link {}, {}, {} steps, {}\n", f.model,
+                     format_bytes(o.device.capacity_bytes), kind, link, planning_text(cfg), o.steps,
+                     f.data_note);
   LMS_ASSIGN_OR_RETURN(SweepResult r, run_sweep(f, o, err));
-  out << fmt::format("{} under a {} {} ({}, link {}):\n", f.model,
-                     format_bytes(o.device.capacity_bytes), kind, f.data_note, link);
+  out << fmt::format("{} under a {} {} ({}, link {}, {}):\n", f.model,
+                     format_bytes(o.device.capacity_bytes), kind, f.data_note, link,
+                     planning_text(cfg));
   out << format_table(r) << format_limits(r);
   nlohmann::json json = to_json(r);
   if (cmd.mode == Mode::kUnet3d && cmd.study_steps > 0 && !cmd.data_dir.empty() &&

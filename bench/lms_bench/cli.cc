@@ -217,6 +217,18 @@ const std::map<std::string, FlagSpec>& flags() {
           return absl::OkStatus();
         }}},
       {"--host-pool", {all, bytes_flag("--host-pool", &BenchCommand::host_pool_bytes)}},
+      {"--time-model",
+       {sweeps,
+        [](BenchCommand& c, const std::string& v) -> absl::Status {
+          if (v != "measured" && v != "roofline") {
+            return absl::InvalidArgumentError(fmt::format(
+                "--time-model '{}': allowed are measured (profile the graph and the link on the "
+                "device) and roofline (the config's [cost_model] and [link])",
+                v));
+          }
+          c.time_model = v;
+          return absl::OkStatus();
+        }}},
       {"--steps",
        {all,
         [](BenchCommand& c, const std::string& v) -> absl::Status {
@@ -434,6 +446,8 @@ void apply_defaults(BenchCommand& c) {
     c.steps = c.mode == Mode::kRatio ? 5 : three ? 3 : c.mode == Mode::kScaling ? 4 : 2;
   }
   if (c.host_pool_bytes == 0) c.host_pool_bytes = (c.cuda ? uint64_t{4} : uint64_t{16}) << 30;
+  // Note [Sweep time model] (cli.h).
+  if (c.time_model.empty()) c.time_model = c.cuda ? "measured" : "roofline";
   if (c.sizes.empty()) {
     if (c.mode == Mode::kVdsr) c.sizes = {4, 8, 16, 32, 64};
     if (c.mode == Mode::kUnet3d) c.sizes = {32, 48, 64};
@@ -616,9 +630,11 @@ or, with --device cuda, a GPU).
                      [--threads 1] [--json FILE] [--crop 48] [--depth 20] [--filters 8] [...]
 
 vdsr / unet3d: trains every batch (VDSR, Adam) or volume side (3-D U-Net, batch 1) for --steps
-steps with LMS off and on (lms::rewrite, auto policy, budget = the capacity unless the config
-sets device_memory_limit), prints the table (time/step is the mean after the first step), then
-searches the largest batch / size each way and the planner's working-set limit.
+steps with LMS off and on (lms::rewrite on the device, auto policy, budget = the capacity unless
+the config sets device_memory_limit, within the device's pinned host pool, times from
+--time-model), prints the table (time/step is the mean after the first step) and the time model
+of the plans, then searches the largest batch / size each way and the planner's working-set
+limit.
 vdsr --data DIR: photo patches from DIR/train (else random data). unet3d --data DIR (data/mri
 of scripts/fetch_data.sh): ch2bet T1 + AAL atlas in 13 classes, crops of side S (flips, jitter,
 rotations, scalings) from the pair resampled to a cube of side S + S/4 (rounded up to a multiple
@@ -657,10 +673,16 @@ than the better single plan). The device computes on 1 thread unless --threads N
 Common flags:
   --capacity BYTES    device memory (256MiB; overhead 1GiB)
   --device cpu|cuda   vdsr, unet3d: the emulated device (cpu) or CUDA GPU 0; on cuda copies run at
-                      the real link's speed and --link feeds only the planner's cost model
+                      the real link's speed
+  --time-model measured|roofline
+                      vdsr, unet3d: how the LMS rows and probes are planned (lms::rewrite on the
+                      device; replaces the config's time_model). measured: each node and the link
+                      profiled on the device first (default on cuda); roofline: the config's
+                      [cost_model] and [link] (default on cpu, whose link is that throttle;
+                      measured makes the CPU sweep several times slower). The table says which
   --lms FILE          LMS config (TOML, configs/lms.toml); --lms-set key=value overrides a key
-  --link BW           link bandwidth both ways ("12GB/s"): device copy throttle and cost model
-                      (default: the config's [link])
+  --link BW           link bandwidth both ways ("12GB/s"): the CPU device's copy throttle and the
+                      roofline's link (default: the config's [link])
   --host-pool BYTES   pinned host pool limit (cpu 16GiB, reserved lazily; cuda 4GiB, pinned)
   --threads N         compute threads (0 = all cores)    --seed N   weights and batches (1)
   --trace DIR         per run a Chrome trace, per size a memory SVG (LMS off and on)

@@ -26,6 +26,18 @@ namespace lms::bench {
 
 enum class Mode { kHelp, kVdsr, kUnet3d, kOverhead, kContention, kScaling, kRatio };
 
+// Note [Sweep time model]: the LMS rows and probes of vdsr / unet3d plan
+// with the Device overload of lms::rewrite, whose LmsConfig::time_model
+// says where predicted times come from. --time-model sets it, replacing the
+// config's. The default is "measured" on cuda, so a GPU plans for its real
+// link and kernels (planned for the cost model's 12 GB/s, VDSR batch 256
+// stalled 107 ms of a 150 ms step on an H100 whose link copies at 55 GB/s),
+// and "roofline" on the CPU device: "measured" profiles every node there
+// at each LMS row and each probe of the limit search, which made the
+// default VDSR sweep several times slower (bench/README.md, "Time model of
+// the LMS rows"), while the emulated device's link is the configured
+// throttle the roofline already plans for.
+
 struct BenchCommand {
   Mode mode = Mode::kHelp;
   // --batch (vdsr; overhead and contention: one value) or --size (unet3d;
@@ -61,6 +73,10 @@ struct BenchCommand {
   std::string out_dir;
   int threads = 0;    // --threads, 0 = all cores
   bool cuda = false;  // --device cuda (vdsr, unet3d); default cpu
+  // --time-model measured|roofline (vdsr, unet3d): the LMS rows' and
+  // probes' LmsConfig::time_model, replacing the config's; default roofline
+  // on the CPU device, measured on cuda (Note [Sweep time model]).
+  std::string time_model;
   // --host-pool; 0 = the device's default: 16 GiB on the CPU device (reserved
   // lazily), 4 GiB on CUDA (cudaHostAlloc pins all of it up front).
   uint64_t host_pool_bytes = 0;

@@ -64,7 +64,8 @@ std::string format_overhead(const OverheadResult& result);
 nlohmann::json to_json(const OverheadResult& result);
 
 // Mean seconds by NodeId of `graph` of the compute-stream nodes recorded in
-// steps after the first (all steps when only one); -1 where none ran.
+// steps after the first (all steps when only one); -1 where none ran, but 0
+// for a conv that ran fused into its relu, whose time holds both.
 std::vector<double> measured_node_times(const Recorder& recorder, const Graph& graph);
 
 }  // namespace lms::bench

@@ -1,5 +1,8 @@
 #include "report.h"
 
+#include <algorithm>
+#include <vector>
+
 #include "fmt/format.h"
 #include "lms/profiler/atomic_file.h"
 #include "lms/units.h"
@@ -13,6 +16,26 @@ std::string limit_text(int64_t value, bool capped, bool confirmed, bool want_con
   std::string s = fmt::format("{}{}", capped ? ">= " : "", value);
   if (want_confirm) s += confirmed ? " (confirmed by a real step)" : " (not confirmed)";
   return s;
+}
+
+// Where the LMS rows' predicted times came from (CaseResult::time_model):
+// one line when every plan says the same, else one per size.
+std::string format_time_models(const SweepResult& r) {
+  std::vector<const CaseResult*> planned;
+  for (const CaseResult& row : r.rows) {
+    if (row.lms && !row.time_model.empty()) planned.push_back(&row);
+  }
+  if (planned.empty()) return "";
+  const std::string head = fmt::format("LMS plans, time model {}:", time_model_name(r.time_model));
+  const bool same = std::all_of(planned.begin(), planned.end(), [&](const CaseResult* row) {
+    return row->time_model == planned.front()->time_model;
+  });
+  if (same) return head + " " + planned.front()->time_model + "\n";
+  std::string out = head + "\n";
+  for (const CaseResult* row : planned) {
+    out += fmt::format("  {} {}: {}\n", r.size_label, row->size, row->time_model);
+  }
+  return out;
 }
 
 }  // namespace
@@ -58,7 +81,7 @@ std::string format_table(const SweepResult& r) {
       "goal: the planner's predicted peak equals the measured peak at every size: {} of {} runs "
       "equal to the byte ({})\n",
       equal, ran, equal == ran ? "met" : "not met");
-  return out;
+  return out + format_time_models(r);
 }
 
 std::string format_limits(const SweepResult& r) {
@@ -129,7 +152,8 @@ nlohmann::json to_json(const CaseResult& row) {
           {"working_set_limit_bytes", row.working_set_limit_bytes},
           {"working_set_node", row.working_set_node},
           {"predicted_step_s", row.predicted_step_s},
-          {"predicted_stall_s", row.predicted_stall_s}};
+          {"predicted_stall_s", row.predicted_stall_s},
+          {"time_model", row.time_model}};
 }
 
 nlohmann::json to_json(const SweepResult& r) {
@@ -142,6 +166,7 @@ nlohmann::json to_json(const SweepResult& r) {
                       {"capacity_bytes", r.capacity_bytes},
                       {"lms_budget_bytes", r.lms_budget_bytes},
                       {"link_bytes_per_s", r.link_bytes_per_s},
+                      {"time_model", time_model_name(r.time_model)},
                       {"steps", r.steps},
                       {"rows", rows},
                       {"files", r.files}};

@@ -36,16 +36,12 @@ void mark_oom(CaseResult& row, const absl::Status& s) {
   row.status = oom_status(row.error);
 }
 
-// The planner's figures for the graph as it is (no swaps): profile peak and
-// working-set limit (with kernel_choice other than "default", the smaller
-// of the fast and the least-workspace kernels'). rewrite with enabled = false analyses and leaves
-// the graph unchanged.
-absl::Status fill_planner_before(const Graph& train, const CaseSpec& spec, const PlanningFacts& ro,
-                                 CaseResult& row) {
-  LmsConfig off = spec.config;
-  off.enabled = false;
-  Graph copy = train;
-  LMS_ASSIGN_OR_RETURN(RewriteReport rep, rewrite(copy, off, ro));
+// The planner's figures for the graph as it is (no swaps), on the device
+// the LMS plan is made on (plan_figures_without_lms).
+absl::Status fill_planner_before(const Graph& train, const CaseSpec& spec, Device& device,
+                                 const std::string& loss, CaseResult& row) {
+  LMS_ASSIGN_OR_RETURN(RewriteReport rep,
+                       plan_figures_without_lms(train, spec.config, device, loss));
   row.budget_bytes = rep.budget_bytes;
   row.predicted_peak_before_bytes = rep.peak_bytes_before;
   // The unchanged graph's layout: persistent tensors plus its arena, what
@@ -53,35 +49,22 @@ absl::Status fill_planner_before(const Graph& train, const CaseSpec& spec, const
   row.predicted_peak_after_bytes = rep.peak_bytes_after;
   row.working_set_limit_bytes = rep.working_set_limit_bytes;
   row.working_set_node = rep.working_set_node;
-  if (spec.config.kernel_choice != KernelChoice::kDefault && ro.least_workspace_bytes.has_value() &&
-      ro.workspace_bytes.has_value()) {
-    // The smallest working set any plan may reach when kernel_choice lets it
-    // move convolutions: every convolution with the kernel of the smaller
-    // workspace (Note [Least workspace fallback]).
-    PlanningFacts least = ro;
-    for (size_t id = 0; id < ro.least_workspace_bytes->size() && id < least.workspace_bytes->size();
-         ++id) {
-      (*least.workspace_bytes)[id] =
-          std::min((*least.workspace_bytes)[id], (*ro.least_workspace_bytes)[id]);
-    }
-    Graph lean = train;
-    LMS_ASSIGN_OR_RETURN(RewriteReport lean_rep, rewrite(lean, off, least));
-    if (lean_rep.working_set_limit_bytes < row.working_set_limit_bytes) {
-      row.working_set_limit_bytes = lean_rep.working_set_limit_bytes;
-      row.working_set_node = lean_rep.working_set_node;
-    }
-  }
   row.predicted_step_s = rep.step_time_before_s;
   row.planned_bytes_by_position = std::move(rep.device_bytes_by_position);
   return absl::OkStatus();
 }
 
-// Applies lms::rewrite; a ResourceExhausted plan marks the row planner-OOM
-// (returns false: nothing to run).
-absl::StatusOr<bool> apply_lms(Graph& train, const CaseSpec& spec, const PlanningFacts& ro,
-                               CaseResult& row) {
+// Plans LMS with the Device overload of lms::rewrite, which takes every fact
+// from `device`: its capacity, workspaces and pinned host pool (a plan
+// never holds more than the pool) and, with time_model "measured", the
+// link and node times measured on it. A ResourceExhausted plan marks the
+// row planner-OOM (returns false: nothing to run).
+absl::StatusOr<bool> apply_lms(Graph& train, const CaseSpec& spec, Device& device,
+                               const std::string& loss, CaseResult& row) {
+  const PlanningFacts known{.node_time_s = spec.node_time_s,
+                            .least_node_time_s = spec.least_node_time_s};
   absl::StatusOr<RewriteReport> rep =
-      rewrite(train, within_host_pool(spec.config, spec.device), ro);
+      rewrite(train, spec.config, device, {.fetched = {loss}}, known);
   if (absl::IsResourceExhausted(rep.status())) {
     row.planner_oom = true;
     row.error = std::string(to_std(rep.status().message()));
@@ -98,6 +81,7 @@ absl::StatusOr<bool> apply_lms(Graph& train, const CaseSpec& spec, const Plannin
   row.plan_actions = rep->actions;
   row.plan_signature = rep->plan_text;
   for (const std::string& n : rep->least_workspace_nodes) row.plan_signature += "\nleast " + n;
+  row.time_model = rep->time_model;
   row.predicted_peak_after_bytes = rep->peak_bytes_after;
   row.predicted_step_s = rep->step_time_after_s;
   row.predicted_stall_s = rep->stall_s;
@@ -163,6 +147,23 @@ std::string oom_status(std::string_view message) {
   return "OOM";
 }
 
+namespace {
+
+// The convolutions of `graph` whose least-workspace kernel needs less
+// workspace on `device` than their default one, by name.
+absl::StatusOr<std::vector<std::string>> smaller_least_workspace_nodes(const Graph& graph,
+                                                                       Device& device) {
+  LMS_ASSIGN_OR_RETURN(std::vector<uint64_t> ws, kernel_workspace_bytes(graph, device));
+  LMS_ASSIGN_OR_RETURN(std::vector<uint64_t> least, least_kernel_workspace_bytes(graph, device));
+  std::vector<std::string> smaller;
+  for (size_t id = 0; id < least.size() && id < ws.size(); ++id) {
+    if (least[id] < ws[id]) smaller.push_back(graph.node(static_cast<NodeId>(id)).name);
+  }
+  return smaller;
+}
+
+}  // namespace
+
 absl::StatusOr<RewriteReport> plan_without_lms(Graph& graph, const LmsConfig& config,
                                                Device& device, const std::string& loss) {
   LmsConfig off = config;
@@ -172,12 +173,8 @@ absl::StatusOr<RewriteReport> plan_without_lms(Graph& graph, const LmsConfig& co
   Graph fast = graph;
   LMS_ASSIGN_OR_RETURN(RewriteReport rep, rewrite(fast, off, device, o));
   if (!rep.fits && config.kernel_choice != KernelChoice::kDefault) {
-    LMS_ASSIGN_OR_RETURN(std::vector<uint64_t> ws, kernel_workspace_bytes(graph, device));
-    LMS_ASSIGN_OR_RETURN(std::vector<uint64_t> least, least_kernel_workspace_bytes(graph, device));
-    std::vector<std::string> smaller;
-    for (size_t id = 0; id < least.size() && id < ws.size(); ++id) {
-      if (least[id] < ws[id]) smaller.push_back(graph.node(static_cast<NodeId>(id)).name);
-    }
+    LMS_ASSIGN_OR_RETURN(std::vector<std::string> smaller,
+                         smaller_least_workspace_nodes(graph, device));
     if (!smaller.empty()) {
       Graph lean = graph;
       LMS_RETURN_IF_ERROR(use_least_workspace_kernels(lean, smaller));
@@ -193,11 +190,28 @@ absl::StatusOr<RewriteReport> plan_without_lms(Graph& graph, const LmsConfig& co
   return rep;
 }
 
-LmsConfig within_host_pool(LmsConfig config, const DeviceSetup& device) {
-  if (config.host_memory_limit == 0 || config.host_memory_limit > device.host_pool_bytes) {
-    config.host_memory_limit = device.host_pool_bytes;
+absl::StatusOr<RewriteReport> plan_figures_without_lms(const Graph& graph, const LmsConfig& config,
+                                                       Device& device, const std::string& loss) {
+  LmsConfig off = config;
+  off.enabled = false;
+  const RewriteOptions o{.fetched = {loss}};
+  Graph copy = graph;
+  LMS_ASSIGN_OR_RETURN(RewriteReport rep, rewrite(copy, off, device, o));
+  if (config.kernel_choice == KernelChoice::kDefault) return rep;
+  // The smallest working set any plan may reach when kernel_choice lets it
+  // move convolutions: each with the kernel of the smaller workspace (Note
+  // [Least workspace fallback] in src/swap/rewrite.cc).
+  LMS_ASSIGN_OR_RETURN(std::vector<std::string> smaller,
+                       smaller_least_workspace_nodes(graph, device));
+  if (smaller.empty()) return rep;
+  Graph lean = graph;
+  LMS_RETURN_IF_ERROR(use_least_workspace_kernels(lean, smaller));
+  LMS_ASSIGN_OR_RETURN(RewriteReport lean_rep, rewrite(lean, off, device, o));
+  if (lean_rep.working_set_limit_bytes < rep.working_set_limit_bytes) {
+    rep.working_set_limit_bytes = lean_rep.working_set_limit_bytes;
+    rep.working_set_node = std::move(lean_rep.working_set_node);
   }
-  return config;
+  return rep;
 }
 
 absl::StatusOr<CaseResult> run_case(const ModelFactory& f, const CaseSpec& spec) {
@@ -211,16 +225,7 @@ absl::StatusOr<CaseResult> run_case(const ModelFactory& f, const CaseSpec& spec)
   LMS_ASSIGN_OR_RETURN(Graph train, f.build(spec.size));
   // Declared after the recorder it reports to, so it is destroyed first.
   LMS_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, make_device(spec.device));
-  LMS_ASSIGN_OR_RETURN(std::vector<uint64_t> ws, kernel_workspace_bytes(train, *device));
   const std::string loss = train.tensor(train.loss()).name;
-  LMS_ASSIGN_OR_RETURN(std::vector<uint64_t> least_ws,
-                       least_kernel_workspace_bytes(train, *device));
-  // The facts of the device; the fetch set is the default, the loss.
-  PlanningFacts ro{.device_capacity_bytes = spec.device.capacity_bytes,
-                   .workspace_bytes = std::move(ws),
-                   .least_workspace_bytes = std::move(least_ws),
-                   .node_time_s = spec.node_time_s,
-                   .least_node_time_s = spec.least_node_time_s};
   if (!spec.lms) {
     // Note [Fair baseline] (run_case.h).
     LMS_ASSIGN_OR_RETURN(RewriteReport rep, plan_without_lms(train, spec.config, *device, loss));
@@ -234,10 +239,8 @@ absl::StatusOr<CaseResult> run_case(const ModelFactory& f, const CaseSpec& spec)
     for (const std::string& n : rep.least_workspace_nodes)
       row.plan_signature += "least " + n + "\n";
   } else {
-    LMS_RETURN_IF_ERROR(fill_planner_before(train, spec, ro, row));
-  }
-  if (spec.lms) {
-    LMS_ASSIGN_OR_RETURN(bool runnable, apply_lms(train, spec, ro, row));
+    LMS_RETURN_IF_ERROR(fill_planner_before(train, spec, *device, loss, row));
+    LMS_ASSIGN_OR_RETURN(bool runnable, apply_lms(train, spec, *device, loss, row));
     if (!runnable) return row;
   }
   SessionOptions so{.fetches = {loss}, .sink = row.recorder.get()};

@@ -27,8 +27,7 @@ namespace lms::bench {
 // The emulated device of a run (lms::make_cpu_device; see lms::CpuDeviceOptions).
 struct DeviceSetup {
   // false: the CPU-emulated device; true: CUDA GPU 0, whose copies run at the
-  // real link's speed (the bandwidth fields below then feed only the
-  // planner's cost model, not a throttle).
+  // real link's speed (the bandwidth fields below are then no throttle).
   bool cuda = false;
   uint64_t capacity_bytes = uint64_t{256} << 20;
   uint64_t host_pool_bytes = uint64_t{16} << 30;  // reserved lazily
@@ -45,9 +44,13 @@ struct CaseSpec {
   int64_t size = 0;  // batch (VDSR) or volume side (U-Net)
   bool lms = false;
   int steps = 2;
-  // LMS settings when `lms`; with device_memory_limit 0 the auto policy
-  // plans for the device capacity. Its link and cost model always feed the
-  // planner's predictions.
+  // LMS settings when `lms`, planned by the Device overload of lms::rewrite
+  // on the run's device: with device_memory_limit 0 the auto policy plans
+  // for the device capacity, always within its pinned host pool.
+  // time_model says where the planner's times come from (lms/config.h):
+  // "measured" profiles the graph and the link on the device first;
+  // "roofline" predicts with the config's [cost_model] and [link] (and
+  // node_time_s below where given).
   LmsConfig config;
   DeviceSetup device;
   // Measured seconds by NodeId of the graph before rewriting (optional;
@@ -84,6 +87,10 @@ struct CaseResult {
   // What decides the rewritten graph besides the model: the plan text and
   // the least-workspace kernels (RewriteReport); equal for equal graphs.
   std::string plan_signature;
+  // Where the LMS plan's predicted times came from (RewriteReport::time_model,
+  // e.g. "roofline 1000 GFLOP/s, ..." or "measured on cpu: ..."); empty for
+  // rows without a plan (LMS off, planner OOM).
+  std::string time_model;
   // Planner figures (lms::rewrite on this graph and budget).
   uint64_t budget_bytes = 0;                 // what LMS planned for (capacity if no limit)
   uint64_t predicted_peak_before_bytes = 0;  // no swaps, profile peak
@@ -116,11 +123,16 @@ absl::StatusOr<CaseResult> run_case(const ModelFactory& factory, const CaseSpec&
 absl::StatusOr<RewriteReport> plan_without_lms(Graph& graph, const LmsConfig& config,
                                                Device& device, const std::string& loss);
 
-// `config` with host_memory_limit capped at the device's pinned host pool,
-// as the Device overload of lms::rewrite caps it: the LMS rows and the
-// limit search plan with the RewriteOptions overload, and a plan that holds
-// more than the pool runs out of it mid-step (seen on an H100 with VDSR).
-LmsConfig within_host_pool(LmsConfig config, const DeviceSetup& device);
+// The figures of the LMS budget for `graph` as it is: lms::rewrite on
+// `device` with LMS disabled at config.device_memory_limit (the Device
+// overload, so the graph an LMS plan on `device` starts from: conv + relu
+// fusion, blocked layouts). With config.kernel_choice other than "default",
+// working_set_limit_bytes and working_set_node are those with each
+// convolution on the kernel of the smaller workspace, the least any plan
+// reaches. `graph` is unchanged; `device` must hold no allocations. Errors:
+// those of lms::rewrite.
+absl::StatusOr<RewriteReport> plan_figures_without_lms(const Graph& graph, const LmsConfig& config,
+                                                       Device& device, const std::string& loss);
 
 // "OOM at <node>" (or at a persistent tensor / input) from an out-of-memory
 // message of the runtime; "OOM" when it names none.

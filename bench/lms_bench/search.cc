@@ -38,11 +38,11 @@ class Prober {
   Prober(const ModelFactory& f, const SearchSpec& spec) : f_(f), spec_(spec) {}
 
   absl::Status init() {
-    // Kernel workspaces depend on the thread count (oneDNN scratchpads), so
-    // the probe device has the runs' threads.
-    DeviceSetup probe = spec_.device;
-    probe.host_pool_bytes = uint64_t{64} << 20;
-    LMS_ASSIGN_OR_RETURN(device_, make_device(probe));
+    // The rows' device: kernel workspaces depend on the thread count
+    // (oneDNN scratchpads), and the Device overload plans within the
+    // device's pinned host pool (on CUDA pinned up front, on the CPU device
+    // reserved lazily).
+    LMS_ASSIGN_OR_RETURN(device_, make_device(spec_.device));
     return absl::OkStatus();
   }
 
@@ -57,12 +57,14 @@ class Prober {
     return rep->fits;
   }
 
+  // The LMS rows' plan (run_case.h): the Device overload, with the config's
+  // time model.
   absl::StatusOr<bool> fits_with_lms(int64_t size) {
     LMS_ASSIGN_OR_RETURN(const Prepared* p, prepare(size));
-    LmsConfig cfg = within_host_pool(spec_.config, spec_.device);
+    LmsConfig cfg = spec_.config;
     cfg.enabled = true;
     Graph copy = p->train;
-    auto rep = rewrite(copy, cfg, options(*p));
+    auto rep = rewrite(copy, cfg, *device_, {.fetched = {p->loss}});
     if (absl::IsResourceExhausted(rep.status())) return false;
     LMS_RETURN_IF_ERROR(rep.status());
     return rep->fits;
@@ -70,18 +72,8 @@ class Prober {
 
   absl::StatusOr<bool> working_set_fits(int64_t size) {
     LMS_ASSIGN_OR_RETURN(const Prepared* p, prepare(size));
-    LmsConfig cfg = spec_.config;
-    cfg.enabled = false;
-    Graph copy = p->train;
-    // The smallest working set any plan reaches: with kernel_choice other
-    // than "default", each node with the kernel of the smaller workspace.
-    PlanningFacts o = options(*p);
-    const size_t lean =
-        spec_.config.kernel_choice == KernelChoice::kDefault ? 0 : p->least_ws.size();
-    for (size_t id = 0; id < lean && id < o.workspace_bytes->size(); ++id) {
-      (*o.workspace_bytes)[id] = std::min((*o.workspace_bytes)[id], p->least_ws[id]);
-    }
-    LMS_ASSIGN_OR_RETURN(RewriteReport rep, rewrite(copy, cfg, o));
+    LMS_ASSIGN_OR_RETURN(RewriteReport rep,
+                         plan_figures_without_lms(p->train, spec_.config, *device_, p->loss));
     return rep.working_set_limit_bytes <= rep.budget_bytes;
   }
 
@@ -90,19 +82,8 @@ class Prober {
  private:
   struct Prepared {
     Graph train;
-    std::vector<uint64_t> ws;
-    std::vector<uint64_t> least_ws;  // least-workspace convolution kernels
     std::string loss;
   };
-
-  // With the least-workspace fallback (Note [Least workspace fallback]):
-  // what lms::rewrite on the device does.
-  // The fetch set is the default one, the loss.
-  PlanningFacts options(const Prepared& p) const {
-    return {.device_capacity_bytes = spec_.device.capacity_bytes,
-            .workspace_bytes = p.ws,
-            .least_workspace_bytes = p.least_ws};
-  }
 
   absl::StatusOr<const Prepared*> prepare(int64_t size) {
     ++probes_;
@@ -110,8 +91,6 @@ class Prober {
     if (it != cache_.end()) return it->second.get();
     auto p = std::make_unique<Prepared>();
     LMS_ASSIGN_OR_RETURN(p->train, f_.build(size));
-    LMS_ASSIGN_OR_RETURN(p->ws, kernel_workspace_bytes(p->train, *device_));
-    LMS_ASSIGN_OR_RETURN(p->least_ws, least_kernel_workspace_bytes(p->train, *device_));
     p->loss = p->train.tensor(p->train.loss()).name;
     // Only the latest few sizes are probed again (bisection narrows down).
     if (cache_.size() > 8) cache_.erase(cache_.begin());
@@ -184,19 +163,23 @@ absl::StatusOr<int64_t> search_max(const std::function<absl::StatusOr<bool>(int6
 
 absl::StatusOr<Limits> search_limits(const ModelFactory& f, const SearchSpec& spec) {
   Limits lim;
-  Prober prober(f, spec);
-  LMS_RETURN_IF_ERROR(prober.init());
   double start = now_s();
-  const int64_t step = f.size_step, cap = f.max_search_size;
-  LMS_ASSIGN_OR_RETURN(lim.no_lms_max,
-                       search_max([&](int64_t s) { return prober.fits_without_lms(s); }, step, cap,
-                                  &lim.no_lms_capped));
-  LMS_ASSIGN_OR_RETURN(lim.working_set_max,
-                       search_max([&](int64_t s) { return prober.working_set_fits(s); }, step, cap,
-                                  &lim.working_set_capped));
-  LMS_ASSIGN_OR_RETURN(lim.lms_max, search_max([&](int64_t s) { return prober.fits_with_lms(s); },
-                                               step, cap, &lim.lms_capped));
-  lim.probes = prober.probes();
+  {
+    // The probe device is gone before the confirming steps make theirs
+    // (on CUDA each holds the capacity and pins the host pool).
+    Prober prober(f, spec);
+    LMS_RETURN_IF_ERROR(prober.init());
+    const int64_t step = f.size_step, cap = f.max_search_size;
+    LMS_ASSIGN_OR_RETURN(
+        lim.no_lms_max, search_max([&](int64_t s) { return prober.fits_without_lms(s); }, step, cap,
+                                   &lim.no_lms_capped));
+    LMS_ASSIGN_OR_RETURN(lim.working_set_max,
+                         search_max([&](int64_t s) { return prober.working_set_fits(s); }, step,
+                                    cap, &lim.working_set_capped));
+    LMS_ASSIGN_OR_RETURN(lim.lms_max, search_max([&](int64_t s) { return prober.fits_with_lms(s); },
+                                                 step, cap, &lim.lms_capped));
+    lim.probes = prober.probes();
+  }
   lim.search_s = now_s() - start;
   if (spec.confirm) {
     start = now_s();

@@ -8,20 +8,24 @@
 // Note [Limit search]: each limit is found by doubling the size from the
 // smallest valid one until a probe fails, then bisecting between the last
 // size that passed and the first that failed (the three predicates are
-// monotone in the size for these models). The probes are exact but cheap —
-// no step is run:
-//   - without LMS: lms::rewrite with LMS disabled on the probe device (the
-//     Device overload; the graph stays unchanged) reports fits, which it
-//     decides from the step's static layout (persistent tensors plus the
-//     arena) with the device's kernel workspaces, as the session holds it;
-//   - with LMS: lms::rewrite (auto policy, with the least-workspace
-//     fallback for convolutions) succeeds and reports fits, decided the
-//     same way for the rewritten step;
+// monotone in the size for these models). The probes are exact and run no
+// training step; each is the Device overload of lms::rewrite on a probe
+// device made as the rows' device (capacity, threads, pinned host pool):
+//   - without LMS: lms::rewrite with LMS disabled (the graph stays
+//     unchanged) reports fits, which it decides from the step's static
+//     layout (persistent tensors plus the arena) with the device's kernel
+//     workspaces, as the session holds it;
+//   - with LMS: lms::rewrite as the LMS rows plan (auto policy, with the
+//     least-workspace fallback for convolutions, within the device's pinned
+//     host pool, with the config's time model: "measured" profiles the graph
+//     on the probe device at every probe) succeeds and reports fits, decided
+//     the same way for the rewritten step;
 //   - working-set limit: RewriteReport::working_set_limit_bytes <= budget,
 //     the bytes that must be resident at the busiest node (its inputs,
 //     outputs, workspace, persistent and fetched tensors), each node with
-//     the smaller of its fast and least-workspace kernels' workspaces; no
-//     swap plan can beat it without splitting operations.
+//     the smaller of its fast and least-workspace kernels' workspaces
+//     (plan_figures_without_lms); no swap plan can beat it without
+//     splitting operations.
 // The two trained limits are then confirmed by running one real step at the
 // size found; should a real step fail where the replay said it fits, the
 // search bisects again below it with real steps and reports the disagreement.

@@ -128,6 +128,7 @@ absl::StatusOr<SweepResult> run_sweep(const ModelFactory& f, const SweepOptions&
   result.capacity_bytes = o.device.capacity_bytes;
   result.device = o.device.cuda ? "cuda" : "cpu-emulated";
   result.kernel_choice = o.config.kernel_choice;
+  result.time_model = o.config.time_model;
   result.lms_budget_bytes =
       o.config.device_memory_limit ? o.config.device_memory_limit : o.device.capacity_bytes;
   result.link_bytes_per_s = o.device.h2d_bytes_per_s;

@@ -42,6 +42,7 @@ struct SweepResult {
   uint64_t lms_budget_bytes = 0;                        // what the auto policy plans for
   double link_bytes_per_s = 0;                          // device copy throttle (0 = unthrottled)
   KernelChoice kernel_choice = KernelChoice::kDefault;  // of the LMS runs
+  TimeModel time_model = TimeModel::kMeasured;          // of the LMS runs' plans
   int steps = 0;
   std::vector<CaseResult> rows;  // per size: LMS off, then LMS on
   bool searched = false;

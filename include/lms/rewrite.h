@@ -243,8 +243,8 @@ absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config);
 // calibrated roofline (lms/config.h TimeModel); the device is left without
 // an event sink.
 // `known`: facts the caller already has, which the device then does not
-// measure: node_time_s (by the input graph's NodeIds; a fused node's time
-// is the sum of its two), link and roofline, for example rank 0's
+// measure: node_time_s and least_node_time_s (by the input graph's NodeIds;
+// a fused node's time is the sum of its two), link and roofline, for example rank 0's
 // measurements shared with every rank so that all ranks plan alike; ranks
 // and allreduce_bytes_per_s are taken from it as given. Its other fields
 // are ignored: the device's own always apply.

@@ -43,6 +43,11 @@ absl::Status invalid(const KernelSpec& spec, absl::string_view msg) {
       absl::StrCat("node '", spec.name, "' (op ", op_name(spec.op), "): ", msg));
 }
 
+absl::Status bad_embedding_id(const KernelSpec& spec, int64_t position, int64_t id, int64_t rows) {
+  return invalid(spec, absl::StrCat("id ", id, " at position ", position, " is out of range [0, ",
+                                    rows, ") of the table"));
+}
+
 std::string shape_str(const Shape& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
 }

@@ -51,4 +51,9 @@ absl::StatusOr<size_t> axis_attr(const KernelSpec& spec, const Shape& shape,
 // Whether the node has an "axis" attribute (reduce_mean: absent = all).
 bool has_axis_attr(const KernelSpec& spec);
 
+// The run-time error of embedding / embedding_bwd for an id outside
+// [0, rows) of the table: names the id, its position among the node's ids
+// and the allowed range, the same on both backends.
+absl::Status bad_embedding_id(const KernelSpec& spec, int64_t position, int64_t id, int64_t rows);
+
 }  // namespace lms

@@ -50,7 +50,7 @@ absl::Status measure_times(const Graph& graph, Device& device, const LmsConfig& 
   const bool joint =
       config.policy == SwapPolicy::kAuto && config.auto_actions == AutoActions::kJoint;
   if (!joint || config.kernel_choice != KernelChoice::kLeastWhenFaster ||
-      !facts.least_workspace_bytes || !facts.workspace_bytes) {
+      !facts.least_workspace_bytes || !facts.workspace_bytes || !facts.least_node_time_s.empty()) {
     return absl::OkStatus();
   }
   LMS_ASSIGN_OR_RETURN(StepProfile lean_profile,
@@ -60,6 +60,33 @@ absl::Status measure_times(const Graph& graph, Device& device, const LmsConfig& 
   return absl::OkStatus();
 }
 
+// Times by the input graph's NodeId carried over to the fused graph: a
+// fused node's is the sum of its nodes', and -1 (the roofline) where one of
+// them has none. An entry of `times` < 0 or missing takes `fallback`'s, as
+// least_node_time_s falls back to node_time_s.
+std::vector<double> fused_times(const FusionResult& f, const std::vector<double>& times,
+                                const std::vector<double>& fallback) {
+  auto known = [](const std::vector<double>& v, NodeId id) {
+    return id < static_cast<NodeId>(v.size()) && v[id] >= 0;
+  };
+  std::vector<double> out(f.graph.num_nodes(), 0.0);
+  std::vector<bool> unknown(f.graph.num_nodes(), false);
+  for (NodeId id = 0; id < static_cast<NodeId>(f.node_map.size()); ++id) {
+    const NodeId m = f.node_map[id];
+    if (known(times, id)) {
+      out[m] += times[id];
+    } else if (known(fallback, id)) {
+      out[m] += fallback[id];
+    } else {
+      unknown[m] = true;
+    }
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (unknown[i]) out[i] = -1;
+  }
+  return out;
+}
+
 // The CPU device runs each conv with its relu as one kernel where the relu
 // is the conv output's only reader (Note [Conv + ReLU fusion] in
 // src/graph/fusion.cc), and stores activations blocked between ops where
@@ -67,28 +94,19 @@ absl::Status measure_times(const Graph& graph, Device& device, const LmsConfig& 
 // This runs before the kernels are compiled for their workspaces, so the
 // plan counts the kernels the session will run, and before the swap pass,
 // whose swap copies and rewired consumers keep each tensor's layout. Given
-// node times follow the nodes: a fused node's is the sum of its two.
+// node times (node_time_s and least_node_time_s) follow the nodes: a fused
+// node's is the sum of its two.
 absl::StatusOr<std::vector<std::string>> prepare_for(Graph& graph, const Device& device,
                                                      const RewriteOptions& options,
-                                                     std::vector<double>& node_time_s) {
+                                                     PlanningFacts& facts) {
   if (device.kind() != "cpu") return std::vector<std::string>();
   std::vector<std::string> fused;
   if (options.fuse_conv_relu) {
     LMS_ASSIGN_OR_RETURN(FusionResult f, fuse_conv_relu(graph, options.fetched));
-    if (!node_time_s.empty()) {
-      std::vector<double> times(f.graph.num_nodes(), 0.0);
-      std::vector<bool> unknown(f.graph.num_nodes(), false);
-      for (NodeId id = 0; id < static_cast<NodeId>(f.node_map.size()); ++id) {
-        const NodeId m = f.node_map[id];
-        const bool known = id < static_cast<NodeId>(node_time_s.size()) && node_time_s[id] >= 0;
-        if (known) times[m] += node_time_s[id];
-        unknown[m] = unknown[m] || !known;
-      }
-      for (size_t i = 0; i < times.size(); ++i) {
-        if (unknown[i]) times[i] = -1;  // the cost model's roofline
-      }
-      node_time_s = std::move(times);
+    if (!facts.least_node_time_s.empty()) {
+      facts.least_node_time_s = fused_times(f, facts.least_node_time_s, facts.node_time_s);
     }
+    if (!facts.node_time_s.empty()) facts.node_time_s = fused_times(f, facts.node_time_s, {});
     graph = std::move(f.graph);
     fused = std::move(f.fused);
   }
@@ -153,10 +171,11 @@ absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config, Dev
   Graph laid_out = graph;
   PlanningFacts facts;
   facts.node_time_s = known.node_time_s;
+  facts.least_node_time_s = known.least_node_time_s;
   facts.ranks = known.ranks;
   facts.allreduce_bytes_per_s = known.allreduce_bytes_per_s;
   LMS_ASSIGN_OR_RETURN(std::vector<std::string> fused,
-                       prepare_for(laid_out, device, options, facts.node_time_s));
+                       prepare_for(laid_out, device, options, facts));
   // The swapped tensors' blocks come from the device's pinned host pool: a
   // plan that needs more would run out of it mid-step. The planner rounds
   // each block to the device alignment, which must be at least the pool's.

@@ -47,6 +47,15 @@ DeviceSetup tiny_device() {
   return d;
 }
 
+// The LMS settings of the sweeps below: the roofline time model (as the CPU
+// sweeps of the command line, Note [Sweep time model]), so that no plan, and
+// no limit the search finds, depends on how fast a node ran this time.
+LmsConfig roofline_config() {
+  LmsConfig c;
+  c.time_model = TimeModel::kRoofline;
+  return c;
+}
+
 std::string temp_dir(const std::string& name) {
   auto dir = std::filesystem::temp_directory_path() /
              (name + "_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
@@ -102,6 +111,7 @@ TEST(Sweep, LmsTrainsWhereTheDeviceRunsOutWithoutIt) {
   o.sizes = {4, 24};
   o.steps = 2;
   o.device = tiny_device();
+  o.config = roofline_config();
   o.config.auto_actions = AutoActions::kSwap;  // the swap columns are checked below
   std::ostringstream log;
   auto r = run_sweep(tiny_vdsr(), o, log);
@@ -126,7 +136,10 @@ TEST(Sweep, LmsTrainsWhereTheDeviceRunsOutWithoutIt) {
 
   const std::string table = format_table(*r);
   EXPECT_NE(table.find(off16.status), std::string::npos) << table;
-  EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 2 + 4 + 1) << table;
+  // Header, rows, the goal line and the time model of the plans.
+  EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 2 + 4 + 1 + 1) << table;
+  EXPECT_NE(table.find("LMS plans, time model roofline: roofline "), std::string::npos) << table;
+  EXPECT_EQ(on16.time_model.rfind("roofline ", 0), 0u) << on16.time_model;
   // Every run that ran held exactly the bytes the planner laid out.
   for (const CaseResult& row : r->rows) {
     if (row.ok) {
@@ -153,6 +166,7 @@ TEST(Sweep, SearchedLimitsAreTheRealBoundary) {
   o.sizes = {4};
   o.steps = 1;
   o.device = tiny_device();
+  o.config = roofline_config();
   std::ostringstream log;
   auto r = run_sweep(tiny_vdsr(), o, log);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -165,6 +179,7 @@ TEST(Sweep, SearchedLimitsAreTheRealBoundary) {
     spec.lms = lms;
     spec.steps = 1;
     spec.device = tiny_device();
+    spec.config = roofline_config();
     auto row = run_case(tiny_vdsr(), spec);
     ASSERT_TRUE(row.ok()) << row.status();
     EXPECT_FALSE(row->ok) << "LMS " << lms << " size " << spec.size;
@@ -176,6 +191,7 @@ TEST(RunCase, ForcedSwapsGiveTheSameLossesAsNoLms) {
   spec.size = 4;
   spec.steps = 3;
   spec.device = tiny_device();
+  spec.config = roofline_config();
   auto off = run_case(tiny_vdsr(), spec);
   ASSERT_TRUE(off.ok() && off->ok) << off.status() << " " << off->error;
   spec.lms = true;
@@ -191,12 +207,59 @@ TEST(RunCase, ForcedSwapsGiveTheSameLossesAsNoLms) {
   EXPECT_EQ(on->losses, off->losses);
 }
 
+// The LMS rows plan through the Device overload of lms::rewrite, so within
+// the device's pinned host pool: a pool smaller than any swapped tensor
+// (one activation at batch 24 is 192 KiB) leaves the swap-only planner no
+// plan, a planner OOM, not a step that runs out of pinned memory.
+TEST(RunCase, LmsRowsPlanWithinThePinnedHostPool) {
+  CaseSpec spec;
+  spec.size = 24;
+  spec.lms = true;
+  spec.steps = 1;
+  spec.device = tiny_device();
+  spec.config = roofline_config();
+  spec.config.auto_actions = AutoActions::kSwap;
+  auto row = run_case(tiny_vdsr(), spec);
+  ASSERT_TRUE(row.ok()) << row.status();
+  ASSERT_TRUE(row->ok) << row->error;
+  ASSERT_GT(row->peak_pinned_host_bytes, 0u);
+  spec.device.host_pool_bytes = uint64_t{64} << 10;
+  auto small = run_case(tiny_vdsr(), spec);
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_TRUE(small->planner_oom) << small->status;
+  EXPECT_FALSE(small->ok);
+  EXPECT_NE(small->error.find("host_memory_limit"), std::string::npos) << small->error;
+}
+
+// With time_model "measured" (the LmsConfig default) the LMS rows plan with
+// the node times and the link profiled on the run's device, and the table
+// says so.
+TEST(Sweep, MeasuredTimeModelPlansWithTheDevicesTimes) {
+  SweepOptions o;
+  o.sizes = {24};
+  o.steps = 1;
+  o.device = tiny_device();
+  o.search = false;
+  ASSERT_EQ(o.config.time_model, TimeModel::kMeasured);
+  std::ostringstream log;
+  auto r = run_sweep(tiny_vdsr(), o, log);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const CaseResult& on = find_row(*r, 24, true);
+  ASSERT_TRUE(on.ok) << on.error;
+  EXPECT_EQ(on.time_model.rfind("measured on cpu", 0), 0u) << on.time_model;
+  const std::string table = format_table(*r);
+  EXPECT_NE(table.find("LMS plans, time model measured: measured on cpu"), std::string::npos)
+      << table;
+  EXPECT_EQ(to_json(*r)["time_model"], "measured");
+}
+
 TEST(Sweep, WritesTracesAndMemoryPlots) {
   const std::string dir = temp_dir("lms_bench_trace");
   SweepOptions o;
   o.sizes = {16};
   o.steps = 1;
   o.device = tiny_device();
+  o.config = roofline_config();
   o.trace_dir = dir;
   o.search = false;
   std::ostringstream log;
@@ -244,6 +307,7 @@ TEST(Unet, TwoDimensionalStandInSweeps) {
   o.sizes = {16, 64};
   o.steps = 1;
   o.device = tiny_device();
+  o.config = roofline_config();
   o.confirm = false;
   std::ostringstream log;
   auto r = run_sweep(*f, o, log);
@@ -454,7 +518,26 @@ TEST(Cli, JsonHoldsEveryRowAndTheLimits) {
   EXPECT_EQ(j["rows"][3]["ok"], true);
   EXPECT_GE(j["search"]["lms_max"].get<int64_t>(), j["search"]["no_lms_max"].get<int64_t>());
   EXPECT_GE(j["search"]["lms_over_no_lms"].get<double>(), 1.0);
+  // The CPU sweep's default time model (Note [Sweep time model]), in the
+  // JSON and with every LMS row's plan.
+  EXPECT_EQ(j["time_model"], "roofline");
+  EXPECT_EQ(j["rows"][3]["time_model"].get<std::string>().rfind("roofline ", 0), 0u);
+  EXPECT_NE(out.str().find("LMS planned with the roofline"), std::string::npos) << out.str();
   std::filesystem::remove_all(dir);
+}
+
+TEST(Cli, TimeModelDefaultsByDevice) {
+  auto cpu = parse_command_line({"vdsr"});
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  EXPECT_EQ(cpu->time_model, "roofline");
+  auto cuda = parse_command_line({"unet3d", "--device", "cuda"});
+  ASSERT_TRUE(cuda.ok()) << cuda.status();
+  EXPECT_EQ(cuda->time_model, "measured");
+  auto set = parse_command_line({"vdsr", "--time-model", "measured"});
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_EQ(set->time_model, "measured");
+  EXPECT_EQ(parse_command_line({"overhead", "--time-model", "measured"}).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(Cli, BadFlagsAreClearErrors) {
@@ -467,6 +550,7 @@ TEST(Cli, BadFlagsAreClearErrors) {
       {{"vdsr", "--batch", "4,x"}, "--batch '4,x'"},
       {{"vdsr", "--batch", "0"}, "--batch '0'"},
       {{"vdsr", "--capacity", "lots"}, "--capacity 'lots'"},
+      {{"vdsr", "--time-model", "fast"}, "--time-model 'fast': allowed are measured"},
       {{"vdsr", "--capacity", "0"}, "--capacity '0': must be > 0"},
       {{"vdsr", "--steps", "0"}, "--steps '0'"},
       {{"vdsr", "--crop"}, "--crop: missing value"},

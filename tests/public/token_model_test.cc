@@ -8,7 +8,10 @@
 
 #include <cinttypes>
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
 #include <random>
+#include <sstream>
 
 #include "lms/config.h"
 #include "lms/rewrite.h"
@@ -241,6 +244,121 @@ TEST(TokenModel, GradientsMatchFiniteDifferences) {
     std::printf("%s: largest |d loss / d %s[i]| checked %.3g\n", p, p, largest);
     EXPECT_GT(largest, 1e-5) << p << ": the check must see a gradient";
     ASSERT_TRUE((*forward)->write(p, w).ok());
+  }
+}
+
+// One tensor of a reference fixture: dtype ("i64", "f32", "f64"), shape and
+// values, row-major (ids exact as int64, the rest as double).
+struct RefTensor {
+  std::string dtype;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> ints;
+  std::vector<double> reals;
+};
+
+// Reads the fixture tests/public/token_model_reference.py writes: `#`
+// comment lines, then `<name> <dtype> <d0,d1,... or []> <values...>` lines.
+absl::StatusOr<std::map<std::string, RefTensor>> read_reference(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError("cannot open " + path);
+  std::map<std::string, RefTensor> out;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream words(line);
+    std::string name, shape;
+    RefTensor t;
+    words >> name >> t.dtype >> shape;
+    if (shape != "[]") {
+      std::istringstream dims(shape);
+      for (std::string d; std::getline(dims, d, ',');) t.shape.push_back(std::stoll(d));
+    }
+    for (std::string v; words >> v;) {
+      if (t.dtype == "i64") {
+        t.ints.push_back(std::strtoll(v.c_str(), nullptr, 10));
+      } else {
+        t.reals.push_back(std::strtod(v.c_str(), nullptr));
+      }
+    }
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    if (static_cast<size_t>(n) != t.ints.size() + t.reals.size()) {
+      return absl::InvalidArgumentError(path + ": " + name + " has " +
+                                        std::to_string(t.ints.size() + t.reals.size()) +
+                                        " values for its shape " + shape);
+    }
+    out[name] = std::move(t);
+  }
+  return out;
+}
+
+std::vector<float> as_floats(const RefTensor& t) {
+  return std::vector<float>(t.reals.begin(), t.reals.end());
+}
+
+// ||got - want|| / ||want||, both as double.
+double relative_l2(const std::vector<float>& got, const std::vector<double>& want) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    diff += (got[i] - want[i]) * (got[i] - want[i]);
+    norm += want[i] * want[i];
+  }
+  return std::sqrt(diff) / std::sqrt(norm);
+}
+
+// The loss and every parameter's gradient of one step match PyTorch's on
+// the same weights, ids and target (tests/data/token_model_reference.txt,
+// written by tests/public/token_model_reference.py in float64 from float32
+// inputs; the ctest TokenModelReference.FixtureIsCurrent checks that the
+// script still writes it): relative L2 error <= 1e-5 each.
+TEST(TokenModel, MatchesThePyTorchReference) {
+  const std::string path = std::string(LMS_SOURCE_DIR) + "/tests/data/token_model_reference.txt";
+  auto ref = read_reference(path);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  for (const char* name :
+       {"ids", "target", "table", "w", "b", "loss", "table/grad", "w/grad", "b/grad"}) {
+    ASSERT_EQ(ref->count(name), 1u) << path << " lacks " << name;
+  }
+  const RefTensor& ids = ref->at("ids");
+  const RefTensor& table = ref->at("table");
+  ASSERT_EQ(ids.shape.size(), 2u);
+  ASSERT_EQ(table.shape.size(), 2u);
+  const Dims d = {.batch = ids.shape[0],
+                  .tokens = ids.shape[1],
+                  .dim = table.shape[1],
+                  .vocab = table.shape[0]};
+  std::printf("reference %s: N=%" PRId64 " T=%" PRId64 " D=%" PRId64 " V=%" PRId64 "\n",
+              path.c_str(), d.batch, d.tokens, d.dim, d.vocab);
+  Graph forward_graph = token_forward(d);
+  ASSERT_TRUE(forward_graph.status().ok()) << forward_graph.status();
+  auto train = training_graph(forward_graph, forward_graph.loss(), Sgd{.lr = 0.0});
+  ASSERT_TRUE(train.ok()) << train.status();
+  auto device = make_cpu_device({.capacity_bytes = 64 * kMiB, .host_pool_bytes = 16 * kMiB});
+  ASSERT_TRUE(device.ok()) << device.status();
+  auto session =
+      Session::create(*train, **device, {.fetches = {"loss", "table/grad", "w/grad", "b/grad"}});
+  ASSERT_TRUE(session.ok()) << session.status();
+  for (const char* p : {"table", "w", "b"}) {
+    ASSERT_TRUE((*session)->write(p, as_floats(ref->at(p))).ok()) << p;
+  }
+  StepResult r;
+  ASSERT_TRUE(
+      (*session)->run({{"target", as_floats(ref->at("target"))}}, {{"ids", ids.ints}}, &r).ok());
+  constexpr double kTolerance = 1e-5;
+  for (const char* name : {"loss", "table/grad", "w/grad", "b/grad"}) {
+    const std::vector<double>& want = ref->at(name).reals;
+    const std::vector<float>& got = r.fetched.at(name);
+    ASSERT_EQ(got.size(), want.size()) << name;
+    const double err = relative_l2(got, want);
+    std::printf("%s: relative L2 error %.3g\n", name, err);
+    // A zero reference would make the relative error meaningless.
+    EXPECT_TRUE(std::any_of(want.begin(), want.end(), [](double v) { return v != 0; })) << name;
+    EXPECT_LE(err, kTolerance) << name;
+  }
+  // The ids never name the table's last row: its gradient is exactly zero.
+  const std::vector<float>& dtable = r.fetched.at("table/grad");
+  for (int64_t k = (d.vocab - 1) * d.dim; k < d.vocab * d.dim; ++k) {
+    EXPECT_EQ(dtable[k], 0.0f) << "table/grad[" << k << "]";
+    EXPECT_EQ(ref->at("table/grad").reals[k], 0.0) << "reference table/grad[" << k << "]";
   }
 }
 

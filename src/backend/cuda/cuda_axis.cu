@@ -38,25 +38,20 @@ __global__ void axis_mean_bwd_kernel(const float* dy, int64_t outer, int64_t axi
   }
 }
 
-// y[p, d] = table[ids[p], d]; an id outside [0, rows) writes 0 and records
-// the smallest such position in *bad (initialised to n by the launcher).
+// y[p, d] = table[ids[p], d]; an id outside [0, rows) writes 0 here and is
+// reported by check_ids_kernel.
 __global__ void embedding_kernel(const int64_t* ids, const float* table, int64_t n, int64_t rows,
-                                 int64_t dim, float* y, unsigned long long* bad) {
+                                 int64_t dim, float* y) {
   LMS_AXIS_GRID_STRIDE(k, n * dim) {
     const int64_t p = k / dim, d = k % dim;
     const int64_t id = ids[p];
-    if (id < 0 || id >= rows) {
-      atomicMin(bad, static_cast<unsigned long long>(p));  // an error flag, not a sum
-      y[k] = 0.0f;
-    } else {
-      y[k] = table[id * dim + d];
-    }
+    y[k] = id < 0 || id >= rows ? 0.0f : table[id * dim + d];
   }
 }
 
 // dtable[v, d] = sum of dy[p, d] over p with ids[p] = v, in increasing p, in
 // float (the CPU device's order). Out-of-range ids are skipped here and
-// reported by embedding_check_ids.
+// reported by check_ids_kernel.
 __global__ void embedding_bwd_kernel(const int64_t* ids, const float* dy, int64_t n, int64_t rows,
                                      int64_t dim, float* dtable) {
   LMS_AXIS_GRID_STRIDE(k, rows * dim) {
@@ -69,6 +64,8 @@ __global__ void embedding_bwd_kernel(const int64_t* ids, const float* dy, int64_
   }
 }
 
+// The one id-range check of both embedding kernels: the smallest position
+// whose id is outside [0, rows) in *bad (initialised to n by check_ids).
 __global__ void check_ids_kernel(const int64_t* ids, int64_t n, int64_t rows,
                                  unsigned long long* bad) {
   LMS_AXIS_GRID_STRIDE(p, n) {
@@ -80,8 +77,11 @@ __global__ void set_kernel(unsigned long long* bad, int64_t n) {
   *bad = static_cast<unsigned long long>(n);
 }
 
-cudaError_t reset_bad(cudaStream_t stream, unsigned long long* bad, int64_t n) {
+cudaError_t check_ids(cudaStream_t stream, const int64_t* ids, int64_t n, int64_t rows,
+                      unsigned long long* bad) {
   set_kernel<<<1, 1, 0, stream>>>(bad, n);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  check_ids_kernel<<<grid_for(n), kThreads, 0, stream>>>(ids, n, rows, bad);
   return cudaGetLastError();
 }
 
@@ -102,16 +102,14 @@ cudaError_t axis_mean_bwd(cudaStream_t stream, const float* dy, int64_t outer, i
 
 cudaError_t embedding(cudaStream_t stream, const int64_t* ids, const float* table, int64_t n,
                       int64_t rows, int64_t dim, float* y, unsigned long long* bad) {
-  if (cudaError_t e = reset_bad(stream, bad, n); e != cudaSuccess) return e;
-  embedding_kernel<<<grid_for(n * dim), kThreads, 0, stream>>>(ids, table, n, rows, dim, y, bad);
+  if (cudaError_t e = check_ids(stream, ids, n, rows, bad); e != cudaSuccess) return e;
+  embedding_kernel<<<grid_for(n * dim), kThreads, 0, stream>>>(ids, table, n, rows, dim, y);
   return cudaGetLastError();
 }
 
 cudaError_t embedding_bwd(cudaStream_t stream, const int64_t* ids, const float* dy, int64_t n,
                           int64_t rows, int64_t dim, float* dtable, unsigned long long* bad) {
-  if (cudaError_t e = reset_bad(stream, bad, n); e != cudaSuccess) return e;
-  check_ids_kernel<<<grid_for(n), kThreads, 0, stream>>>(ids, n, rows, bad);
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  if (cudaError_t e = check_ids(stream, ids, n, rows, bad); e != cudaSuccess) return e;
   embedding_bwd_kernel<<<grid_for(rows * dim), kThreads, 0, stream>>>(ids, dy, n, rows, dim,
                                                                       dtable);
   return cudaGetLastError();

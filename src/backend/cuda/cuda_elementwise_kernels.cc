@@ -229,9 +229,10 @@ KernelOr make_slice(const KernelSpec& spec, const CudaKernelContext& ctx) {
 
 // embedding (ids, table[V,D]) and embedding_bwd (ids, dy) with weight_shape
 // [V,D]. The ids are int64 in a buffer passed as float*. An id outside
-// [0, V) is reported as the CPU device does, at run time; finding it needs
-// the flag the launcher writes in the workspace, so the kernel waits for the
-// compute stream after each launch (a synchronisation per embedding node).
+// [0, V) is reported as the CPU device does, at run time (bad_embedding_id);
+// finding it needs the flag the launcher writes in the workspace, so the
+// kernel waits for the compute stream after each launch (a synchronisation
+// per embedding node), and copies the bad id back when there is one.
 KernelOr make_embedding(const KernelSpec& spec, const CudaKernelContext& ctx, bool backward) {
   LMS_RETURN_IF_ERROR(check_arity(spec, 2, 2, 1));
   Shape table = spec.input_shapes[1];
@@ -262,8 +263,13 @@ KernelOr make_embedding(const KernelSpec& spec, const CudaKernelContext& ctx, bo
             what + ": cudaMemcpyAsync");
         LMS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s), what + ": cudaStreamSynchronize");
         if (first_bad >= static_cast<unsigned long long>(n)) return absl::OkStatus();
-        return invalid(spec, absl::StrCat("an id at position ", first_bad, " is out of range [0, ",
-                                          rows, ") of the table"));
+        const auto position = static_cast<int64_t>(first_bad);
+        int64_t id = 0;
+        LMS_CUDA_RETURN_IF_ERROR(
+            cudaMemcpyAsync(&id, ids + position, sizeof(id), cudaMemcpyDeviceToHost, s),
+            what + ": cudaMemcpyAsync of the bad id");
+        LMS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s), what + ": cudaStreamSynchronize");
+        return bad_embedding_id(spec, position, id, rows);
       },
       sizeof(unsigned long long));
 }

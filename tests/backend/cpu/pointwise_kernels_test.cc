@@ -3,6 +3,9 @@
 // central finite differences (in double) of L(x) = sum(f(x) * r), r random.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "pointwise_test_util.h"
@@ -255,6 +258,41 @@ TEST_F(PointwiseTest, RunWithWrongArgumentsFails) {
   EXPECT_EQ((*k)->run(args).code(), absl::StatusCode::kInvalidArgument);
   args.inputs = {a.data(), nullptr};
   EXPECT_EQ((*k)->run(args).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// embedding and embedding_bwd check their int64 ids with one rule: the
+// first id outside [0, V) fails the run, naming the id, its position and the
+// range; in range, rows are copied and summed per id.
+TEST_F(PointwiseTest, EmbeddingIdsAreCheckedByBothKernels) {
+  constexpr int64_t kRows = 4, kDim = 2;
+  auto ids_buffer = [](const std::vector<int64_t>& ids) {
+    std::vector<float> b(ids.size() * 2);  // int64 in a float buffer, as the executor passes it
+    std::memcpy(b.data(), ids.data(), ids.size() * sizeof(int64_t));
+    return b;
+  };
+  const KernelSpec fwd = make_spec(OpKind::kEmbedding, {{2, 2}, {kRows, kDim}}, {{2, 2, kDim}});
+  const KernelSpec bwd = make_spec(OpKind::kEmbeddingBwd, {{2, 2}, {2, 2, kDim}}, {{kRows, kDim}},
+                                   {{"weight_shape", std::vector<int64_t>{kRows, kDim}}});
+  const std::vector<float> table = {0, 1, 10, 11, 20, 21, 30, 31};
+  const std::vector<float> dy = {1, 2, 3, 4, 5, 6, 7, 8};
+  Buffers in = {ids_buffer({1, 3, 1, 0}), table};
+  auto y = run_spec(fwd, in, ctx_);
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_EQ((*y)[0], (std::vector<float>{10, 11, 30, 31, 10, 11, 0, 1}));
+  in = {ids_buffer({1, 3, 1, 0}), dy};
+  auto dtable = run_spec(bwd, in, ctx_);
+  ASSERT_TRUE(dtable.ok()) << dtable.status();
+  EXPECT_EQ((*dtable)[0], (std::vector<float>{7, 8, 6, 8, 0, 0, 3, 4}));
+  for (const KernelSpec* spec : {&fwd, &bwd}) {
+    for (int64_t bad : {int64_t{-1}, kRows}) {
+      Buffers args = {ids_buffer({1, 3, bad, bad}), spec == &fwd ? table : dy};
+      auto r = run_spec(*spec, args, ctx_);
+      EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << op_name(spec->op);
+      const std::string want =
+          "id " + std::to_string(bad) + " at position 2 is out of range [0, 4) of the table";
+      EXPECT_NE(r.status().message().find(want), absl::string_view::npos) << r.status();
+    }
+  }
 }
 
 }  // namespace

@@ -257,12 +257,16 @@ TEST(CudaSession, EmbeddingMatchesCpuBitForBit) {
     StepResult r;
     ASSERT_TRUE((*session)->run(feeds, id_feeds, &r).ok());
     for (const char* name : {"emb", "emb_bwd"}) results[d][name] = r.fetched.at(name);
-    // An id out of range fails the step, naming the node.
+    // An id out of range fails the step, naming the node, the id, its
+    // position and the range, in the same words on both devices.
     Int64Feeds bad = id_feeds;
     bad["ids"][3] = kRows;
     absl::Status s = (*session)->run(feeds, bad, &r);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
     EXPECT_NE(s.message().find("node 'emb"), absl::string_view::npos) << s;
+    EXPECT_NE(s.message().find("id 7 at position 3 is out of range [0, 7) of the table"),
+              absl::string_view::npos)
+        << s;
   }
   for (const char* name : {"emb", "emb_bwd"}) {
     const auto& a = results[0][name];

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "absl/strings/str_cat.h"
 #include "backend/cpu/kernels/pointwise_common.h"
 #include "lms/status.h"
 
@@ -14,10 +13,13 @@ using KernelOr = absl::StatusOr<std::unique_ptr<Kernel>>;
 
 const int64_t* ids_of(const KernelArgs& a) { return reinterpret_cast<const int64_t*>(a.inputs[0]); }
 
-// An id outside [0, V) found at run time, naming the node and the position.
-absl::Status bad_id(const KernelSpec& spec, int64_t position, int64_t id, int64_t rows) {
-  return invalid(spec, absl::StrCat("id ", id, " at position ", position, " is out of range [0, ",
-                                    rows, ") of the table"));
+// The ids are read at run time: every one in [0, rows), else the error
+// naming the first that is not, its position and the range.
+absl::Status check_ids(const KernelSpec& spec, const int64_t* ids, int64_t n, int64_t rows) {
+  for (int64_t p = 0; p < n; ++p) {
+    if (ids[p] < 0 || ids[p] >= rows) return bad_embedding_id(spec, p, ids[p], rows);
+  }
+  return absl::OkStatus();
 }
 
 // (ids, table[V,D]) or (ids, dy[ids..., D] with weight_shape [V,D]): the
@@ -34,7 +36,8 @@ absl::StatusOr<std::pair<int64_t, int64_t>> check_embedding(const KernelSpec& sp
   return std::make_pair(table[0], table[1]);
 }
 
-// y[p, :] = table[ids[p], :].
+// y[p, :] = table[ids[p], :]; every id is checked before anything is
+// written.
 KernelOr make_embedding(const KernelSpec& spec, const CpuKernelContext& ctx) {
   LMS_ASSIGN_OR_RETURN(
       auto vd, check_embedding(spec, spec.input_shapes[1], spec.output_shapes[0], "output y"));
@@ -43,8 +46,8 @@ KernelOr make_embedding(const KernelSpec& spec, const CpuKernelContext& ctx) {
   auto k = std::make_unique<StepKernel>(spec, ctx);
   k->add_loop([=](const KernelArgs& a) {
     const int64_t* ids = ids_of(a);
+    LMS_RETURN_IF_ERROR(check_ids(spec, ids, n, rows));
     for (int64_t p = 0; p < n; ++p) {
-      if (ids[p] < 0 || ids[p] >= rows) return bad_id(spec, p, ids[p], rows);
       std::memcpy(a.outputs[0] + p * dim, a.inputs[1] + ids[p] * dim,
                   static_cast<size_t>(dim) * sizeof(float));
     }
@@ -65,9 +68,7 @@ KernelOr make_embedding_bwd(const KernelSpec& spec, const CpuKernelContext& ctx)
   auto k = std::make_unique<StepKernel>(spec, ctx);
   k->add_loop([=](const KernelArgs& a) {
     const int64_t* ids = ids_of(a);
-    for (int64_t p = 0; p < n; ++p) {
-      if (ids[p] < 0 || ids[p] >= rows) return bad_id(spec, p, ids[p], rows);
-    }
+    LMS_RETURN_IF_ERROR(check_ids(spec, ids, n, rows));
     float* dtable = a.outputs[0];
     std::fill(dtable, dtable + rows * dim, 0.0f);
     for (int64_t p = 0; p < n; ++p) {
