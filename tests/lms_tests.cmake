@@ -2,7 +2,9 @@
 # per *_test.cc in the calling folder, but those whose file name matches
 # EXCLUDE (the folder adds them itself). Tests whose file name contains
 # "stream", "event", "device", "executor" or "session" are labelled
-# "concurrency" (also run under TSan).
+# "concurrency" (also run under TSan). profile_test and stall_test compare
+# measured step times with predictions and run alone (lms_add_test
+# RUN_SERIAL).
 function(lms_glob_tests)
   cmake_parse_arguments(G "" "EXCLUDE" "" ${ARGN})
   file(GLOB tests CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*_test.cc)
@@ -15,7 +17,11 @@ function(lms_glob_tests)
     if(name MATCHES "stream|event|device|executor|session")
       set(labels concurrency)
     endif()
-    lms_add_test(${name} SOURCES ${src} LIBS ${G_UNPARSED_ARGUMENTS} LABELS "${labels}")
+    set(serial "")
+    if(name MATCHES "^(profile|stall)_test$")
+      set(serial RUN_SERIAL)
+    endif()
+    lms_add_test(${name} ${serial} SOURCES ${src} LIBS ${G_UNPARSED_ARGUMENTS} LABELS "${labels}")
     target_compile_definitions(${name} PRIVATE LMS_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   endforeach()
 endfunction()
