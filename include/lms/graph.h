@@ -60,9 +60,9 @@ bool is_persistent(TensorRole role);
 struct Init {
   enum class Kind : uint8_t { kZeros, kConstant, kHeNormal, kValues };
   Kind kind = Kind::kZeros;
-  double value = 0;    // kConstant
-  int64_t fan_in = 1;  // kHeNormal
-  uint64_t seed = 0;   // kHeNormal
+  double value = 0;                                            // kConstant
+  int64_t fan_in = 1;                                          // kHeNormal
+  uint64_t seed = 0;                                           // kHeNormal
   std::shared_ptr<const std::vector<float>> values = nullptr;  // kValues
   static Init zeros() { return {}; }
   static Init constant(double v) { return {Kind::kConstant, v, 1, 0, nullptr}; }

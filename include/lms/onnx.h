@@ -3,10 +3,11 @@
 //   // python3 scripts/export_onnx.py, or in Python:
 //   //   export_onnx.export(model, x, "m.onnx")
 //   LMS_ASSIGN_OR_RETURN(lms::ImportedModel m,
-//                        lms::import_onnx("m.onnx", {.input_shapes = {{"input", {8, 1, 64, 64}}}}));
+//                        lms::import_onnx("m.onnx", {.input_shapes = {{"input", {8, 1, 64,
+//                        64}}}}));
 //   lms::TensorId y = m.graph.find_tensor(m.outputs[0]);
-//   lms::TensorId loss = lms::mse_loss(m.graph, "loss", y, m.graph.input("target", {8, 1, 64, 64}));
-//   LMS_ASSIGN_OR_RETURN(lms::Graph train, lms::training_graph(m.graph, loss, lms::Adam{}));
+//   lms::TensorId loss = lms::mse_loss(m.graph, "loss", y, m.graph.input("target", {8, 1, 64,
+//   64})); LMS_ASSIGN_OR_RETURN(lms::Graph train, lms::training_graph(m.graph, loss, lms::Adam{}));
 //
 // What is read: an ONNX ModelProto of the default domain at opsets 13 to 17,
 // with its initializers inline or in external data files (models over
@@ -74,14 +75,15 @@ struct ImportedState {
   std::string name;
   Shape shape;
   DType dtype = DType::kFloat32;
-  std::shared_ptr<const std::vector<float>> values;  // as float (int64 state converted exactly below 2^24)
+  std::shared_ptr<const std::vector<float>>
+      values;  // as float (int64 state converted exactly below 2^24)
   bool in_graph = false;
 };
 
 struct ImportedModel {
-  Graph graph;                       // forward graph, no loss
-  std::vector<std::string> inputs;   // graph inputs to feed, in file order (lms tensor names)
-  std::vector<std::string> outputs;  // lms tensor names of the ONNX graph outputs, in file order
+  Graph graph;                          // forward graph, no loss
+  std::vector<std::string> inputs;      // graph inputs to feed, in file order (lms tensor names)
+  std::vector<std::string> outputs;     // lms tensor names of the ONNX graph outputs, in file order
   std::vector<std::string> parameters;  // trainable initializers in the graph (kParameter)
   std::vector<ImportedState> state;     // every other initializer
   int64_t opset = 0;                    // of the default domain

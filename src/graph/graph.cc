@@ -99,10 +99,10 @@ absl::Status check_init(std::string_view name, const Shape& shape, const Init& i
   if (init.kind == Init::Kind::kValues &&
       (init.values == nullptr ||
        static_cast<int64_t>(init.values->size()) != num_elements(shape))) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tensor '", to_absl(name), "': values init holds ",
-        init.values == nullptr ? 0 : init.values->size(), " values, the shape has ",
-        num_elements(shape), " elements"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor '", to_absl(name), "': values init holds ",
+                     init.values == nullptr ? 0 : init.values->size(), " values, the shape has ",
+                     num_elements(shape), " elements"));
   }
   return absl::OkStatus();
 }

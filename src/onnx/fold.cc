@@ -129,10 +129,10 @@ absl::StatusOr<Const> fold_reshape(const Importer& im, const NodeProto& n, Const
   } else if (op == "Squeeze") {
     std::vector<int64_t> dims;
     for (int64_t d = 0; d < int64_t(c.dims.size()); ++d) {
-      const bool listed = axes.empty() ? c.dims[d] == 1
-                                       : std::count_if(axes.begin(), axes.end(), [&](int64_t a) {
-                                           return norm_axis(a, int64_t(c.dims.size())) == d;
-                                         }) > 0;
+      const bool listed =
+          axes.empty() ? c.dims[d] == 1 : std::count_if(axes.begin(), axes.end(), [&](int64_t a) {
+                                            return norm_axis(a, int64_t(c.dims.size())) == d;
+                                          }) > 0;
       if (!listed) dims.push_back(c.dims[d]);
     }
     c.dims = dims;
@@ -140,7 +140,10 @@ absl::StatusOr<Const> fold_reshape(const Importer& im, const NodeProto& n, Const
     int64_t known = 1, infer = -1;
     for (int64_t d = 0; d < int64_t(axes.size()); ++d) {
       if (axes[d] == 0 && attr_int(n, "allowzero", 0) == 0) axes[d] = c.dims.at(d);
-      if (axes[d] == -1) infer = d; else known *= axes[d];
+      if (axes[d] == -1)
+        infer = d;
+      else
+        known *= axes[d];
     }
     if (infer >= 0 && known > 0) axes[infer] = c.numel() / known;
     c.dims = axes;
@@ -203,8 +206,8 @@ absl::StatusOr<std::vector<SliceAxis>> slice_axes(const Importer& im, const Node
     };
     const int64_t s = step > 0 ? clampi(starts.at(k), 0, dim) : clampi(starts.at(k), 0, dim - 1);
     const int64_t e = step > 0 ? clampi(ends.at(k), 0, dim) : clampi(ends.at(k), -1, dim - 1);
-    const int64_t count = std::max<int64_t>(0, step > 0 ? (e - s + step - 1) / step
-                                                        : (s - e + (-step) - 1) / (-step));
+    const int64_t count = std::max<int64_t>(
+        0, step > 0 ? (e - s + step - 1) / step : (s - e + (-step) - 1) / (-step));
     out.push_back({axis, s, step, count});
   }
   return out;
@@ -221,7 +224,8 @@ absl::StatusOr<Const> fold_slice(const Importer& im, const NodeProto& n, const C
   const auto is = strides_of(data.dims), os = strides_of(out);
   return build(data.dtype, out, [&](int64_t k) {
     int64_t src = 0;
-    for (size_t d = 0; d < out.size(); ++d) src += (start[d] + ((k / os[d]) % out[d]) * step[d]) * is[d];
+    for (size_t d = 0; d < out.size(); ++d)
+      src += (start[d] + ((k / os[d]) % out[d]) * step[d]) * is[d];
     return data.at(src);
   });
 }
@@ -242,12 +246,15 @@ absl::StatusOr<Const> fold_constant(const Importer& im, const NodeProto& n) {
 absl::StatusOr<Const> fold_cast(const Importer& im, const NodeProto& n, const Const& c) {
   const int64_t to = attr_int(n, "to", 0);
   using TP = ::onnx::TensorProto;
-  if (to == TP::FLOAT || to == TP::DOUBLE) return build(DType::kFloat32, c.dims, [&](int64_t k) { return c.at(k); });
+  if (to == TP::FLOAT || to == TP::DOUBLE)
+    return build(DType::kFloat32, c.dims, [&](int64_t k) { return c.at(k); });
   if (to == TP::INT64 || to == TP::INT32 || to == TP::INT16 || to == TP::INT8 || to == TP::UINT8) {
     return build(DType::kInt64, c.dims, [&](int64_t k) { return std::trunc(c.at(k)); });
   }
-  if (to == TP::BOOL) return build(DType::kInt64, c.dims, [&](int64_t k) { return c.at(k) != 0 ? 1.0 : 0.0; });
-  return im.error(n, absl::StrCat("attribute to=", to, " not supported (float, double, integer and bool are)"));
+  if (to == TP::BOOL)
+    return build(DType::kInt64, c.dims, [&](int64_t k) { return c.at(k) != 0 ? 1.0 : 0.0; });
+  return im.error(
+      n, absl::StrCat("attribute to=", to, " not supported (float, double, integer and bool are)"));
 }
 
 // Shape of a graph tensor or constant, with opset 15's start / end.
@@ -292,9 +299,9 @@ absl::StatusOr<Const> fold_const_node(const Importer& im, const NodeProto& n) {
 }
 
 bool foldable_op(const std::string& op) {
-  static const char* kOps[] = {"Constant", "Shape", "Concat", "Cast", "ConstantOfShape",
+  static const char* kOps[] = {"Constant",  "Shape",   "Concat",  "Cast",  "ConstantOfShape",
                                "Unsqueeze", "Squeeze", "Reshape", "Slice", "Gather",
-                               "Add", "Sub", "Mul", "Div"};
+                               "Add",       "Sub",     "Mul",     "Div"};
   return std::find(std::begin(kOps), std::end(kOps), op) != std::end(kOps);
 }
 

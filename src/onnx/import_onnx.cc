@@ -35,8 +35,8 @@ absl::StatusOr<int64_t> read_opset(const ::onnx::ModelProto& m) {
     }
   }
   if (opset < 1 || opset > kMaxOpset) {
-    return absl::InvalidArgumentError(absl::StrCat("ONNX opset ", opset, " not supported; supported: ",
-                                                   kMinOpset, " to ", kMaxOpset));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ONNX opset ", opset, " not supported; supported: ", kMinOpset, " to ", kMaxOpset));
   }
   return opset;
 }
@@ -85,9 +85,9 @@ absl::Status choose_trainable(const ::onnx::ModelProto& m, const OnnxImportOptio
   for (const auto& t : m.graph().initializer()) inits.insert(t.name());
   for (const std::string& name : names) {
     if (!inits.contains(name)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "trainable parameter '", name, "' is not an initializer of the model",
-          o.trainable ? "" : " (metadata_props lms.trainable)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("trainable parameter '", name, "' is not an initializer of the model",
+                       o.trainable ? "" : " (metadata_props lms.trainable)"));
     }
     out.insert(name);
   }
@@ -109,9 +109,9 @@ absl::StatusOr<Shape> file_shape(const ::onnx::ValueInfoProto& in) {
   Shape s;
   for (const auto& d : in.type().tensor_type().shape().dim()) {
     if (!d.has_dim_value()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "ONNX graph input '", in.name(), "' has a symbolic dimension '", d.dim_param(),
-          "': give its shape in OnnxImportOptions::input_shapes"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("ONNX graph input '", in.name(), "' has a symbolic dimension '",
+                       d.dim_param(), "': give its shape in OnnxImportOptions::input_shapes"));
     }
     s.push_back(d.dim_value());
   }
@@ -127,16 +127,18 @@ absl::Status bind_input(Importer& im, const ::onnx::ValueInfoProto& in,
     Const k;
     k.dtype = is_int ? DType::kInt64 : DType::kFloat32;
     k.dims = c.shape;
-    if (is_int) k.i.assign(c.values.begin(), c.values.end());
-    else k.f = std::make_shared<std::vector<float>>(c.values.begin(), c.values.end());
+    if (is_int)
+      k.i.assign(c.values.begin(), c.values.end());
+    else
+      k.f = std::make_shared<std::vector<float>>(c.values.begin(), c.values.end());
     im.set_const(in.name(), std::move(k));
     return absl::OkStatus();
   }
   if (!is_int && type != ::onnx::TensorProto::FLOAT) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ONNX graph input '", in.name(), "': element type ",
-        ::onnx::TensorProto::DataType_Name(::onnx::TensorProto::DataType(type)),
-        " not supported; supported: float, int64 (ids)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ONNX graph input '", in.name(), "': element type ",
+                     ::onnx::TensorProto::DataType_Name(::onnx::TensorProto::DataType(type)),
+                     " not supported; supported: float, int64 (ids)"));
   }
   Shape shape;
   bool given = false;
@@ -156,7 +158,8 @@ absl::Status bind_input(Importer& im, const ::onnx::ValueInfoProto& in,
 
 absl::Status visit_node(Importer& im, const ::onnx::NodeProto& n) {
   if (!default_domain(n.domain())) {
-    return Importer::error(n, absl::StrCat("domain '", n.domain(), "' is unknown to lms; "
+    return Importer::error(n, absl::StrCat("domain '", n.domain(),
+                                           "' is unknown to lms; "
                                            "supported: the default domain (ai.onnx)"));
   }
   if (n.output_size() == 0) return Importer::error(n, "has no output");
@@ -173,9 +176,10 @@ absl::Status collect_outputs(Importer& im, const ::onnx::GraphProto& g, Imported
           absl::StrCat("ONNX graph output '", o.name(), "' is produced by no node"));
     }
     if (it->second.tensor == kNoTensor) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "ONNX graph output '", o.name(), "' is a constant for these input shapes; lms graphs "
-          "compute their outputs"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("ONNX graph output '", o.name(),
+                       "' is a constant for these input shapes; lms graphs "
+                       "compute their outputs"));
     }
     out.outputs.push_back(im.graph.tensor(it->second.tensor).name);
   }
@@ -207,8 +211,7 @@ void collect_initializers(Importer& im, const ::onnx::GraphProto& g, ImportedMod
 }  // namespace
 }  // namespace onnx_import
 
-absl::StatusOr<ImportedModel> import_onnx(std::string_view path,
-                                          const OnnxImportOptions& options) {
+absl::StatusOr<ImportedModel> import_onnx(std::string_view path, const OnnxImportOptions& options) {
   using namespace onnx_import;  // NOLINT(build/namespaces)
   ::onnx::ModelProto model;
   LMS_RETURN_IF_ERROR(load_model(std::string(path), &model));

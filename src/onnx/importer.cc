@@ -34,9 +34,10 @@ absl::StatusOr<Const> Importer::const_input(const ::onnx::NodeProto& n, int k,
                                             std::string_view what) const {
   LMS_ASSIGN_OR_RETURN(const Value* v, input(n, k));
   if (v == nullptr || !v->constant) {
-    return error(n, absl::StrCat(to_absl(what), " (input ", k, ") must be a constant for these input "
-                                      "shapes (an initializer, Constant or folded shape "
-                                      "arithmetic); it is computed at run time"));
+    return error(n, absl::StrCat(to_absl(what), " (input ", k,
+                                 ") must be a constant for these input "
+                                 "shapes (an initializer, Constant or folded shape "
+                                 "arithmetic); it is computed at run time"));
   }
   return *v->constant;
 }
@@ -56,7 +57,8 @@ absl::StatusOr<TensorId> Importer::tensor_input(const ::onnx::NodeProto& n, int 
   const std::string name = lms_name(n.input(k));
   const Init init = Init::from_values(c.f);
   const bool trained = v.initializer && trainable.contains(n.input(k));
-  v.tensor = trained ? graph.parameter(name, c.dims, init) : graph.optimizer_state(name, c.dims, init);
+  v.tensor =
+      trained ? graph.parameter(name, c.dims, init) : graph.optimizer_state(name, c.dims, init);
   if (v.tensor == kNoTensor) return error(n, std::string(graph.status().message()));
   return v.tensor;
 }
@@ -65,7 +67,8 @@ std::string Importer::lms_name(std::string_view onnx_name) const {
   std::string s(onnx_name);
   for (char& ch : s) {
     const auto u = static_cast<unsigned char>(ch);
-    if (u <= ' ' || u == 0x7f || std::string_view("(),=[]{}\"").find(ch) != std::string_view::npos) {
+    if (u <= ' ' || u == 0x7f ||
+        std::string_view("(),=[]{}\"").find(ch) != std::string_view::npos) {
       ch = '_';
     }
   }

@@ -74,7 +74,8 @@ absl::Status check_group_and_kernel(Importer& im, const NodeProto& n) {
   LMS_ASSIGN_OR_RETURN(const Value* w, im.input(n, 1));
   if (w != nullptr && w->initializer && n.input(1).rfind("onnx::", 0) == 0) {
     return Importer::error(
-        n, absl::StrCat("weight '", n.input(1), "' was renamed by the export: a default (eval) "
+        n, absl::StrCat("weight '", n.input(1),
+                        "' was renamed by the export: a default (eval) "
                         "export folds BatchNormalization into the convolutions; export with "
                         "training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False "
                         "(scripts/export_onnx.py)"));
@@ -146,14 +147,14 @@ absl::Status map_max_pool(Importer& im, const NodeProto& n) {
 // Training-mode BatchNormalization: opset 14+ says so in training_mode; at
 // 13 (BatchNormalization-9) a node in training mode has more than one output.
 absl::Status map_batch_norm(Importer& im, const NodeProto& n) {
-  const bool training = im.opset >= 14 ? attr_int(n, "training_mode", 0) != 0
-                                       : n.output_size() > 1;
+  const bool training = im.opset >= 14 ? attr_int(n, "training_mode", 0) != 0 : n.output_size() > 1;
   if (!training) {
     return Importer::error(
-        n, "inference mode (training_mode=0, running statistics): this is a default (eval) "
-           "export; lms's batch_norm uses batch statistics; export with "
-           "training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False "
-           "(scripts/export_onnx.py)");
+        n,
+        "inference mode (training_mode=0, running statistics): this is a default (eval) "
+        "export; lms's batch_norm uses batch statistics; export with "
+        "training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False "
+        "(scripts/export_onnx.py)");
   }
   for (int k = 3; k < n.output_size(); ++k) {
     if (!n.output(k).empty()) {
@@ -165,8 +166,9 @@ absl::Status map_batch_norm(Importer& im, const NodeProto& n) {
   LMS_ASSIGN_OR_RETURN(TensorId beta, im.tensor_input(n, 2));
   // Outputs 1 and 2 (the updated running statistics) are left unbound: lms
   // keeps no running statistics, so a node reading them is refused.
-  return im.add(n, OpKind::kBatchNorm, n.output(0), {x, gamma, beta},
-                {{"eps", attr_float(n, "epsilon", 1e-5)}})
+  return im
+      .add(n, OpKind::kBatchNorm, n.output(0), {x, gamma, beta},
+           {{"eps", attr_float(n, "epsilon", 1e-5)}})
       .status();
 }
 
@@ -174,8 +176,9 @@ absl::Status map_instance_norm(Importer& im, const NodeProto& n) {
   LMS_ASSIGN_OR_RETURN(TensorId x, im.tensor_input(n, 0));
   LMS_ASSIGN_OR_RETURN(TensorId gamma, im.tensor_input(n, 1));
   LMS_ASSIGN_OR_RETURN(TensorId beta, im.tensor_input(n, 2));
-  return im.add(n, OpKind::kInstanceNorm, n.output(0), {x, gamma, beta},
-                {{"eps", attr_float(n, "epsilon", 1e-5)}})
+  return im
+      .add(n, OpKind::kInstanceNorm, n.output(0), {x, gamma, beta},
+           {{"eps", attr_float(n, "epsilon", 1e-5)}})
       .status();
 }
 
@@ -228,12 +231,14 @@ absl::Status map_slice(Importer& im, const NodeProto& n) {
       LMS_ASSIGN_OR_RETURN(Const steps, im.const_input(n, 4, "steps"));
       step = int64_t(steps.at(k));
     }
-    if (step != 1) return Importer::error(n, absl::StrCat("steps=", step, " not supported; supported: 1"));
+    if (step != 1)
+      return Importer::error(n, absl::StrCat("steps=", step, " not supported; supported: 1"));
     if (axis < 0 || axis >= int64_t(dims.size())) return Importer::error(n, "axes out of range");
     const double dim = double(dims[axis]);
     auto clampi = [&](double v) { return int64_t(std::clamp(v < 0 ? v + dim : v, 0.0, dim)); };
     const int64_t b = clampi(starts.at(k)), e = clampi(ends.at(k));
-    if (e <= b) return Importer::error(n, "the slice is empty; lms tensors have no empty dimension");
+    if (e <= b)
+      return Importer::error(n, "the slice is empty; lms tensors have no empty dimension");
     if (b != 0 || e != dims[axis]) cuts.push_back({axis, b, e - b});
   }
   if (cuts.empty()) {
@@ -263,7 +268,8 @@ absl::Status map_reduce_mean(Importer& im, const NodeProto& n) {
   if (keep == 0) {
     return refuse_attr(n, "keepdims", "0", "1 with axes, or 0 over every axis (a scalar)");
   }
-  if (axes.empty()) for (int64_t a = 0; a < rank; ++a) axes.push_back(a);
+  if (axes.empty())
+    for (int64_t a = 0; a < rank; ++a) axes.push_back(a);
   for (size_t c = 0; c < axes.size(); ++c) {
     const std::string out = c + 1 == axes.size() ? n.output(0) : absl::StrCat(n.output(0), "/", c);
     LMS_ASSIGN_OR_RETURN(x, im.add(n, OpKind::kReduceMean, out, {x}, {{"axis", axes[c]}}));
@@ -280,8 +286,9 @@ absl::Status map_gather(Importer& im, const NodeProto& n) {
                      data->constant->dims.size() == 2;
   if (!table || ids->tensor == kNoTensor || attr_int(n, "axis", 0) != 0 ||
       im.graph.tensor(ids->tensor).dtype != DType::kInt64) {
-    return Importer::error(n, "supported: int64 ids (a graph tensor) gathered along axis 0 from a "
-                              "constant float [V,D] table (an embedding), or constants only");
+    return Importer::error(n,
+                           "supported: int64 ids (a graph tensor) gathered along axis 0 from a "
+                           "constant float [V,D] table (an embedding), or constants only");
   }
   LMS_ASSIGN_OR_RETURN(TensorId t, im.tensor_input(n, 0));
   return im.add(n, OpKind::kEmbedding, n.output(0), {ids->tensor, t}, {}).status();
@@ -317,7 +324,8 @@ absl::StatusOr<std::vector<int64_t>> integer_scales(Importer& im, const NodeProt
   for (size_t d = 0; d < scales.size(); ++d) {
     const double s = scales[d];
     if (s < 1 || s != std::floor(s) || (d < 2 && s != 1)) {
-      return Importer::error(n, absl::StrCat("scale ", s, " of dim ", d, " not supported; "
+      return Importer::error(n, absl::StrCat("scale ", s, " of dim ", d,
+                                             " not supported; "
                                              "supported: 1 for N and C, integers >= 1 for the "
                                              "spatial dims"));
     }
@@ -333,8 +341,7 @@ absl::Status map_resize(Importer& im, const NodeProto& n) {
   if (mode != "nearest") return refuse_attr(n, "mode", mode, "nearest");
   LMS_RETURN_IF_ERROR(check_nearest_modes(n));
   LMS_ASSIGN_OR_RETURN(TensorId x, im.tensor_input(n, 0));
-  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> scale,
-                       integer_scales(im, n, im.graph.tensor(x).shape));
+  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> scale, integer_scales(im, n, im.graph.tensor(x).shape));
   return im.add(n, OpKind::kUpsample, n.output(0), {x}, {{"scale", scale}, {"mode", "nearest"}})
       .status();
 }
@@ -371,7 +378,8 @@ const std::map<std::string, Mapper, std::less<>>& mappers() {
       {"Mul", [](Importer& im, const NodeProto& n) { return map_binary(im, n, OpKind::kMul); }},
       {"Add", [](Importer& im, const NodeProto& n) { return map_binary(im, n, OpKind::kAdd); }},
       {"ReduceMean", map_reduce_mean},
-      {"Relu", [](Importer& im, const NodeProto& n) { return map_unary(im, n, OpKind::kRelu, {}); }},
+      {"Relu",
+       [](Importer& im, const NodeProto& n) { return map_unary(im, n, OpKind::kRelu, {}); }},
       {"Resize", map_resize},
       {"Sigmoid",
        [](Importer& im, const NodeProto& n) { return map_unary(im, n, OpKind::kSigmoid, {}); }},
@@ -400,8 +408,8 @@ absl::Status map_node(Importer& im, const NodeProto& n) {
   if (n.op_type() == "Gemm" || n.op_type() == "MatMul") {
     extra = " (lms has no gemm / matmul op yet, so a weight-side Transpose cannot become transB)";
   }
-  return Importer::error(n, absl::StrCat("op not supported by lms", extra, "; supported: ",
-                                         to_absl(supported_ops())));
+  return Importer::error(
+      n, absl::StrCat("op not supported by lms", extra, "; supported: ", to_absl(supported_ops())));
 }
 
 }  // namespace lms::onnx_import

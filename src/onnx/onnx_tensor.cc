@@ -1,5 +1,7 @@
 #include "onnx/onnx_tensor.h"
 
+#include <onnx/onnx_pb.h>
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -7,16 +9,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "lms/status.h"
-#include <onnx/onnx_pb.h>
 
 namespace lms::onnx_import {
 namespace {
 
 using TP = ::onnx::TensorProto;
 
-bool is_float_type(int type) {
-  return type == TP::FLOAT || type == TP::DOUBLE;
-}
+bool is_float_type(int type) { return type == TP::FLOAT || type == TP::DOUBLE; }
 
 bool is_int_type(int type) {
   return type == TP::INT64 || type == TP::INT32 || type == TP::INT16 || type == TP::INT8 ||
@@ -105,15 +104,15 @@ absl::StatusOr<std::string> read_external(const TP& t, const std::string& model_
   std::ifstream in(file, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat(where, file, "' not found"));
   if (length >= 0 && length != bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(where, file, "': length ", length,
-                                                   " but the tensor needs ", bytes, " bytes"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, file, "': length ", length, " but the tensor needs ", bytes, " bytes"));
   }
   std::string raw(bytes, '\0');
   in.seekg(offset);
   in.read(raw.data(), bytes);
   if (in.gcount() != bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(where, file, "' ends before offset ", offset,
-                                                   " + ", bytes, " bytes"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, file, "' ends before offset ", offset, " + ", bytes, " bytes"));
   }
   return raw;
 }
@@ -195,8 +194,8 @@ absl::StatusOr<Const> decode_tensor(const TP& t, const std::string& model_dir) {
     fill_from_fields(t, c);
     const int64_t got = c.dtype == DType::kFloat32 ? int64_t(c.f->size()) : int64_t(c.i.size());
     if (got != n) {
-      return absl::InvalidArgumentError(absl::StrCat("tensor '", t.name(), "': holds ", got,
-                                                     " values, its dims ", n));
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor '", t.name(), "': holds ", got, " values, its dims ", n));
     }
   }
   return c;
