@@ -150,7 +150,10 @@ absl::Status bind_input(Importer& im, const ::onnx::ValueInfoProto& in,
   }
   const TensorId t =
       im.graph.input(im.lms_name(in.name()), shape, is_int ? DType::kInt64 : DType::kFloat32);
-  if (t == kNoTensor) return im.graph.status();
+  if (t == kNoTensor) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ONNX graph input '", in.name(), "': ", im.graph.status().message()));
+  }
   im.set_tensor(in.name(), t);
   names.push_back(im.graph.tensor(t).name);
   return absl::OkStatus();
@@ -181,7 +184,15 @@ absl::Status collect_outputs(Importer& im, const ::onnx::GraphProto& g, Imported
                        "' is a constant for these input shapes; lms graphs "
                        "compute their outputs"));
     }
-    out.outputs.push_back(im.graph.tensor(it->second.tensor).name);
+    const Tensor& t = im.graph.tensor(it->second.tensor);
+    if (t.producer == kNoNode) {
+      // An output that identities reduced to a graph input or initializer:
+      // an lms session computes and fetches node outputs.
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ONNX graph output '", o.name(), "' is '", t.name,
+          "' unchanged (after removing identities); lms graphs compute their outputs"));
+    }
+    out.outputs.push_back(t.name);
   }
   return absl::OkStatus();
 }

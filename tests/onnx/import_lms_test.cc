@@ -48,16 +48,23 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-struct Run {
+// What each step fetches, and so what the rewrite plans to keep.
+RewriteOptions fetched() {
+  RewriteOptions o;
+  o.fetched = {"loss", "output"};
+  return o;
+}
+
+struct StepsRun {
   std::vector<std::vector<float>> fetched;  // loss and output of each step
   std::vector<std::vector<float>> state;    // every persistent tensor after the last
   uint64_t peak = 0;
 };
 
-Run run_steps(const Graph& g, Device& device) {
-  Run out;
+StepsRun run_steps(const Graph& g, Device& device) {
+  StepsRun out;
   SessionOptions o;
-  o.fetches = {"loss", "output"};
+  o.fetches = fetched().fetched;
   auto s = Session::create(g, device, o);
   EXPECT_TRUE(s.ok()) << s.status();
   if (!s.ok()) return out;
@@ -86,9 +93,9 @@ TEST(ImportLms, TightBudgetIsBitIdenticalAtThePredictedPeak) {
   LmsConfig off;
   off.enabled = false;
   Graph plain = *train;
-  auto none = rewrite(plain, off, **big);
+  auto none = rewrite(plain, off, **big, fetched());
   ASSERT_TRUE(none.ok()) << none.status();
-  const Run reference = run_steps(plain, **big);
+  const StepsRun reference = run_steps(plain, **big);
 
   const uint64_t budget = std::max(none->working_set_limit_bytes, none->peak_bytes_after * 7 / 10);
   auto device = make_cpu_device({.capacity_bytes = budget, .host_pool_bytes = 256 * kMiBytes});
@@ -96,7 +103,7 @@ TEST(ImportLms, TightBudgetIsBitIdenticalAtThePredictedPeak) {
   LmsConfig cfg;
   cfg.time_model = TimeModel::kRoofline;
   Graph planned = *train;
-  auto rep = rewrite(planned, cfg, **device);
+  auto rep = rewrite(planned, cfg, **device, fetched());
   ASSERT_TRUE(rep.ok()) << rep.status();
   ASSERT_TRUE(rep->fits) << rep->summary();
   std::printf("no-LMS peak %" PRIu64 " bytes; budget %" PRIu64 ": peak %" PRIu64
@@ -104,7 +111,7 @@ TEST(ImportLms, TightBudgetIsBitIdenticalAtThePredictedPeak) {
               none->peak_bytes_after, budget, rep->peak_bytes_after, rep->swapped.size(),
               rep->recomputed.size());
   EXPECT_GT(rep->swapped.size() + rep->recomputed.size(), 0u);
-  const Run lms = run_steps(planned, **device);
+  const StepsRun lms = run_steps(planned, **device);
   EXPECT_EQ(lms.peak, rep->peak_bytes_after);
   ASSERT_EQ(lms.fetched.size(), reference.fetched.size());
   for (size_t k = 0; k < lms.fetched.size(); ++k) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "lms/device.h"
@@ -22,8 +23,15 @@ using onnx_test::data_dir;
 using onnx_test::read_reference;
 using onnx_test::rel_l2;
 
-constexpr double kTolerance = 1e-4;  // relative L2 error, as the brief of the importer asks
+constexpr double kTolerance = 1e-4;     // relative L2 error, as the brief of the importer asks
+constexpr double kZeroGradient = 1e-7;  // L2 norm of a gradient that is 0 but for round-off
 const Shape kShape = {2, 1, 16, 16};
+
+double norm(const std::vector<float>& v) {
+  double s = 0;
+  for (float x : v) s += double(x) * x;
+  return std::sqrt(s);
+}
 
 TEST(UnetImport, SplitsInitializersAndNamesInputsAndOutputs) {
   auto m = import_onnx(data_dir() + "/unet_small.onnx");
@@ -81,14 +89,27 @@ TEST(UnetImport, OneTrainingStepMatchesPyTorch) {
   ASSERT_TRUE((*session)->run({{"input", ref["input"]}, {"target", ref["target"]}}, &step).ok());
   EXPECT_LE(rel_l2(step.fetched["output"], ref["output"]), kTolerance);
   EXPECT_LE(rel_l2(step.fetched["loss"], ref["loss"]), kTolerance);
+  // A conv bias read only by a training-mode batch norm has gradient 0
+  // exactly (the norm subtracts the batch mean): both frameworks return
+  // round-off (PyTorch ~1e-10 here), whose relative error means nothing, so
+  // such a gradient is checked to be round-off against the weight
+  // gradients' scale (~1e-3) instead.
   double worst = 0;
   for (const std::string& p : m->parameters) {
-    const double e = rel_l2(step.fetched[p + "/grad"], ref[p + "/grad"]);
+    const std::vector<float>& got = step.fetched[p + "/grad"];
+    const std::vector<float>& want = ref[p + "/grad"];
+    if (norm(want) < kZeroGradient) {
+      EXPECT_LT(norm(got), kZeroGradient) << p;
+      continue;
+    }
+    const double e = rel_l2(got, want);
     EXPECT_LE(e, kTolerance) << p;
     worst = std::max(worst, e);
   }
-  std::printf("loss %.7g (PyTorch %.7g), worst gradient relative L2 error %.3g\n",
-              double(step.fetched["loss"][0]), double(ref["loss"][0]), worst);
+  std::printf(
+      "loss %.7g (PyTorch %.7g), output error %.3g, worst gradient relative L2 error %.3g\n",
+      double(step.fetched["loss"][0]), double(ref["loss"][0]),
+      rel_l2(step.fetched["output"], ref["output"]), worst);
 }
 
 }  // namespace
