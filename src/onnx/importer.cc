@@ -21,6 +21,9 @@ bool Importer::has_input(const ::onnx::NodeProto& n, int k) const {
 
 absl::StatusOr<const Value*> Importer::input(const ::onnx::NodeProto& n, int k) const {
   if (!has_input(n, k)) return nullptr;
+  if (auto nc = not_computed.find(n.input(k)); nc != not_computed.end()) {
+    return error(n, absl::StrCat("input ", k, " '", n.input(k), "': ", nc->second));
+  }
   auto it = values.find(n.input(k));
   if (it == values.end()) {
     return error(n, absl::StrCat("input ", k, " '", n.input(k),

@@ -42,6 +42,9 @@ struct Importer {
   int64_t opset = 0;
   absl::flat_hash_map<std::string, Value> values;
   absl::flat_hash_set<std::string> trainable;  // initializer names
+  // ONNX values lms does not compute (BatchNormalization's running
+  // statistics), with the reason a reader of one is refused.
+  absl::flat_hash_map<std::string, std::string> not_computed;
 
   // InvalidArgument "ONNX node '<name>' (<op>): <what>".
   static absl::Status error(const ::onnx::NodeProto& n, std::string_view what);

@@ -164,8 +164,15 @@ absl::Status map_batch_norm(Importer& im, const NodeProto& n) {
   LMS_ASSIGN_OR_RETURN(TensorId x, im.tensor_input(n, 0));
   LMS_ASSIGN_OR_RETURN(TensorId gamma, im.tensor_input(n, 1));
   LMS_ASSIGN_OR_RETURN(TensorId beta, im.tensor_input(n, 2));
-  // Outputs 1 and 2 (the updated running statistics) are left unbound: lms
-  // keeps no running statistics, so a node reading them is refused.
+  // Outputs 1 and 2 (the updated running statistics) are not computed: lms
+  // keeps no running statistics, so a node or graph output reading them is
+  // refused.
+  for (int k = 1; k < std::min(n.output_size(), 3); ++k) {
+    if (n.output(k).empty()) continue;
+    im.not_computed[n.output(k)] =
+        absl::StrCat("the running ", k == 1 ? "mean" : "variance", " of BatchNormalization '",
+                     n.output(0), "' is not computed: lms's batch_norm keeps no running statistics");
+  }
   return im
       .add(n, OpKind::kBatchNorm, n.output(0), {x, gamma, beta},
            {{"eps", attr_float(n, "epsilon", 1e-5)}})
