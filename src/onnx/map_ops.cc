@@ -169,9 +169,9 @@ absl::Status map_batch_norm(Importer& im, const NodeProto& n) {
   // refused.
   for (int k = 1; k < std::min(n.output_size(), 3); ++k) {
     if (n.output(k).empty()) continue;
-    im.not_computed[n.output(k)] =
-        absl::StrCat("the running ", k == 1 ? "mean" : "variance", " of BatchNormalization '",
-                     n.output(0), "' is not computed: lms's batch_norm keeps no running statistics");
+    im.not_computed[n.output(k)] = absl::StrCat(
+        "the running ", k == 1 ? "mean" : "variance", " of BatchNormalization '", n.output(0),
+        "' is not computed: lms's batch_norm keeps no running statistics");
   }
   return im
       .add(n, OpKind::kBatchNorm, n.output(0), {x, gamma, beta},
@@ -412,7 +412,7 @@ absl::Status map_node(Importer& im, const NodeProto& n) {
   auto it = mappers().find(n.op_type());
   if (it != mappers().end()) return it->second(im, n);
   std::string extra;
-  if (n.op_type() == "Gemm" || n.op_type() == "MatMul") {
+  if (n.op_type() == "Gemm" || n.op_type() == "MatMul" || n.op_type() == "Transpose") {
     extra = " (lms has no gemm / matmul op yet, so a weight-side Transpose cannot become transB)";
   }
   return Importer::error(

@@ -9,7 +9,9 @@
 #include <iterator>
 #include <string>
 
+#include "lms/device.h"
 #include "lms/onnx.h"
+#include "lms/session.h"
 #include "reference.h"
 
 namespace lms {
@@ -65,6 +67,28 @@ TEST(ImportErrors, ExternalDataIsRead) {
   ASSERT_EQ(w.init.kind, Init::Kind::kValues);
   ASSERT_EQ(w.init.values->size(), 16u);
   EXPECT_EQ((*w.init.values)[5], 5.0f / 16);  // np.arange(16) / 16
+  // No metadata: the default rule makes a Conv weight trainable.
+  EXPECT_EQ(m->parameters, std::vector<std::string>{"w"});
+}
+
+// Gather of int64 ids from a constant [V,D] table is an embedding; the
+// table (np.arange(15) / 10 as [5,3]) is trainable by the default rule.
+TEST(ImportErrors, GatherFromATableIsAnEmbedding) {
+  auto m = import_onnx(errors_dir() + "embedding.onnx");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->parameters, std::vector<std::string>{"table"});
+  auto device = make_cpu_device({});
+  ASSERT_TRUE(device.ok()) << device.status();
+  SessionOptions o;
+  o.fetches = m->outputs;
+  auto s = Session::create(m->graph, **device, o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  StepResult r;
+  ASSERT_TRUE((*s)->run({}, {{"ids", {4, 0, 2, 2}}}, &r).ok());
+  const std::vector<float> want = {1.2f, 1.3f, 1.4f, 0.0f, 0.1f, 0.2f,
+                                   0.6f, 0.7f, 0.8f, 0.6f, 0.7f, 0.8f};
+  ASSERT_EQ(r.fetched["y"].size(), want.size());
+  for (size_t k = 0; k < want.size(); ++k) EXPECT_FLOAT_EQ(r.fetched["y"][k], want[k]) << k;
 }
 
 TEST(ImportErrors, UnknownDomainAndOpset) {

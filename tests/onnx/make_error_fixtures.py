@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Generates the models of tests/onnx/import_errors_test.cc into
 tests/data/onnx/errors/: each one a case the importer must refuse with a
-clear message (and external_ok.onnx, one it must read).
+clear message (and external_ok.onnx and embedding.onnx, which it must read).
 
     make_error_fixtures.py OUT_DIR
 
@@ -56,6 +56,36 @@ def external(out_dir, name, data_file, create):
     write(out_dir, name, model([node], [vi("x", [1, 4, 2, 2])], [vi("y", None)], [t]))
 
 
+def folding_model():
+    """relu(x[:, :C // 2]) with C // 2 computed from Shape at run time, then
+    every identity the importer removes; the batch is symbolic."""
+    i64 = lambda name, v: numpy_helper.from_array(np.array(v, np.int64), name)  # noqa: E731
+    n = helper.make_node
+    nodes = [
+        n("Shape", ["x"], ["shape"], name="shape"),
+        n("Constant", [], ["one"], name="one", value=i64("one", 1)),
+        n("Gather", ["shape", "one"], ["channels"], name="channels", axis=0),
+        n("Constant", [], ["two"], name="two", value=i64("two", 2)),
+        n("Div", ["channels", "two"], ["half"], name="half"),
+        n("Constant", [], ["axis0"], name="axis0", value=i64("axis0", [0])),
+        n("Unsqueeze", ["half", "axis0"], ["ends"], name="ends"),
+        n("Constant", [], ["len1"], name="len1", value=i64("len1", [1])),
+        n("ConstantOfShape", ["len1"], ["starts"], name="starts", value=i64("v", [0])),
+        n("Cast", ["ends"], ["ends64"], name="cast_ends", to=TensorProto.INT64),
+        n("Constant", [], ["axes"], name="axes", value=i64("axes", [1])),
+        n("Slice", ["x", "starts", "ends64", "axes"], ["half_x"], name="slice"),
+        n("Identity", ["half_x"], ["id"], name="identity"),
+        n("Dropout", ["id"], ["dropped"], name="dropout"),
+        n("Constant", [], ["pads"], name="pads", value=i64("pads", [0] * 8)),
+        n("Pad", ["dropped", "pads"], ["padded"], name="pad"),
+        n("AveragePool", ["padded"], ["pooled"], name="avg1", kernel_shape=[1, 1]),
+        n("Concat", ["pooled"], ["joined"], name="concat1", axis=1),
+        n("Cast", ["joined"], ["as_float"], name="cast_float", to=TensorProto.FLOAT),
+        n("Relu", ["as_float"], ["y"], name="relu"),
+    ]
+    return model(nodes, [vi("x", ["N", 4, 4, 4])], [vi("y", None)])
+
+
 def torch_cases(out_dir):
     import torch
     from torch import nn
@@ -87,6 +117,11 @@ def main(out_dir):
     write(out_dir, "symbolic_batch.onnx",
           model([helper.make_node("Relu", ["x"], ["y"], name="relu1")], [vi("x", ["N", 3])],
                 [vi("y", None)]))
+    table = numpy_helper.from_array(np.arange(15, dtype=np.float32).reshape(5, 3) / 10, "table")
+    write(out_dir, "embedding.onnx",
+          model([helper.make_node("Gather", ["table", "ids"], ["y"], name="embed")],
+                [vi("ids", [2, 2], TensorProto.INT64)], [vi("y", None)], [table]))
+    write(out_dir, "folding.onnx", folding_model())
     external(out_dir, "external_missing.onnx", "missing_weights.bin", create=False)
     external(out_dir, "external_ok.onnx", "external_ok.bin", create=True)
     torch_cases(out_dir)
