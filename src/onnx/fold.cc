@@ -139,7 +139,10 @@ absl::StatusOr<Const> fold_reshape(const Importer& im, const NodeProto& n, Const
   } else {  // Reshape
     int64_t known = 1, infer = -1;
     for (int64_t d = 0; d < int64_t(axes.size()); ++d) {
-      if (axes[d] == 0 && attr_int(n, "allowzero", 0) == 0) axes[d] = c.dims.at(d);
+      if (axes[d] == 0 && attr_int(n, "allowzero", 0) == 0) {
+        if (d >= int64_t(c.dims.size())) return im.error(n, "shape copies a missing dimension");
+        axes[d] = c.dims[d];
+      }
       if (axes[d] == -1)
         infer = d;
       else
@@ -152,6 +155,7 @@ absl::StatusOr<Const> fold_reshape(const Importer& im, const NodeProto& n, Const
 }
 
 absl::StatusOr<Const> fold_concat(const Importer& im, const NodeProto& n) {
+  if (n.input_size() == 0) return im.error(n, "has no input");
   std::vector<Const> parts;
   for (int k = 0; k < n.input_size(); ++k) {
     LMS_ASSIGN_OR_RETURN(Const c, im.const_input(n, k, "every input"));
@@ -162,7 +166,10 @@ absl::StatusOr<Const> fold_concat(const Importer& im, const NodeProto& n) {
   if (axis < 0 || axis >= rank) return im.error(n, "attribute axis out of range");
   std::vector<int64_t> out = parts[0].dims;
   out[axis] = 0;
-  for (const Const& p : parts) out[axis] += p.dims[axis];
+  for (const Const& p : parts) {
+    if (p.dims.size() != out.size()) return im.error(n, "inputs of different ranks");
+    out[axis] += p.dims[axis];
+  }
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < axis; ++d) outer *= out[d];
   for (int64_t d = axis + 1; d < rank; ++d) inner *= out[d];
@@ -187,6 +194,7 @@ absl::StatusOr<std::vector<SliceAxis>> slice_axes(const Importer& im, const Node
   LMS_ASSIGN_OR_RETURN(Const starts, im.const_input(n, 1, "starts"));
   LMS_ASSIGN_OR_RETURN(Const ends, im.const_input(n, 2, "ends"));
   const int64_t rank = int64_t(dims.size());
+  LMS_RETURN_IF_ERROR(check_slice_lengths(im, n));
   std::vector<SliceAxis> out;
   for (int64_t k = 0; k < starts.numel(); ++k) {
     int64_t axis = k, step = 1;
@@ -278,6 +286,7 @@ absl::StatusOr<Const> fold_constant_of_shape(const Importer& im, const NodeProto
   if (const auto* a = find_attr(n, "value")) {
     LMS_ASSIGN_OR_RETURN(fill, decode_tensor(a->t(), im.model_dir));
   }
+  if (fill.numel() != 1) return im.error(n, "attribute value must hold one element");
   const double v = fill.at(0);
   return build(fill.dtype, dims, [&](int64_t) { return v; });
 }
@@ -323,11 +332,13 @@ absl::StatusOr<bool> is_identity_dropout(const Importer& im, const NodeProto& n)
   double ratio = 0.5;
   if (im.has_input(n, 1)) {
     LMS_ASSIGN_OR_RETURN(Const r, im.const_input(n, 1, "ratio"));
+    if (r.numel() != 1) return im.error(n, "ratio must be a scalar");
     ratio = r.at(0);
   }
   bool training = false;
   if (im.has_input(n, 2)) {
     LMS_ASSIGN_OR_RETURN(Const t, im.const_input(n, 2, "training_mode"));
+    if (t.numel() != 1) return im.error(n, "training_mode must be a scalar");
     training = t.at(0) != 0;
   }
   return ratio == 0 || !training;

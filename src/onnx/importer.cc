@@ -138,4 +138,17 @@ std::string list_str(const std::vector<int64_t>& v) {
   return absl::StrCat("[", absl::StrJoin(v, ","), "]");
 }
 
+absl::Status check_slice_lengths(const Importer& im, const ::onnx::NodeProto& n) {
+  LMS_ASSIGN_OR_RETURN(Const starts, im.const_input(n, 1, "starts"));
+  for (int k = 2; k <= 4; ++k) {
+    if (!im.has_input(n, k)) continue;
+    LMS_ASSIGN_OR_RETURN(Const c, im.const_input(n, k, "ends, axes and steps"));
+    if (c.numel() != starts.numel()) {
+      return Importer::error(
+          n, absl::StrCat("input ", k, " holds ", c.numel(), " values, starts ", starts.numel()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace lms::onnx_import

@@ -76,6 +76,9 @@ double attr_float(const ::onnx::NodeProto& n, std::string_view name, double fall
 std::string attr_string(const ::onnx::NodeProto& n, std::string_view name,
                         std::string_view fallback);
 std::vector<int64_t> attr_ints(const ::onnx::NodeProto& n, std::string_view name);
+// Slice's ends, axes and steps (inputs 2-4, where given) have as many
+// values as its starts; InvalidArgument otherwise.
+absl::Status check_slice_lengths(const Importer& im, const ::onnx::NodeProto& n);
 // A list as "[a,b]" for messages.
 std::string list_str(const std::vector<int64_t>& v);
 

@@ -5,6 +5,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -226,6 +227,7 @@ absl::Status map_slice(Importer& im, const NodeProto& n) {
   const Shape dims = im.graph.tensor(x).shape;
   LMS_ASSIGN_OR_RETURN(Const starts, im.const_input(n, 1, "starts"));
   LMS_ASSIGN_OR_RETURN(Const ends, im.const_input(n, 2, "ends"));
+  LMS_RETURN_IF_ERROR(check_slice_lengths(im, n));
   std::vector<std::array<int64_t, 3>> cuts;  // axis, begin, size
   for (int64_t k = 0; k < starts.numel(); ++k) {
     int64_t axis = k, step = 1;

@@ -173,10 +173,14 @@ absl::StatusOr<Const> decode_tensor(const TP& t, const std::string& model_dir) {
   Const c;
   c.dtype = is_float_type(type) ? DType::kFloat32 : DType::kInt64;
   c.dims.assign(t.dims().begin(), t.dims().end());
+  int64_t count = 1;
   for (int64_t d : c.dims) {
-    if (d < 0 || d > (int64_t{1} << 40)) {
-      return absl::InvalidArgumentError(absl::StrCat("tensor '", t.name(), "': dimension ", d));
+    // 2^40 elements at most, so counts and byte sizes cannot overflow.
+    if (d < 0 || d > (int64_t{1} << 40) || (d > 0 && count > (int64_t{1} << 40) / d)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor '", t.name(), "': dimension ", d, " negative or too large"));
     }
+    count *= d;
   }
   const int64_t n = c.numel();
   const int64_t bytes = n * element_bytes(type);
