@@ -92,7 +92,8 @@ void Importer::set_tensor(const std::string& name, TensorId t) {
 }
 
 void Importer::alias(const std::string& to, const std::string& from) {
-  values[to] = values.at(from);
+  Value v = values.at(from);  // a copy: inserting `to` may rehash the map
+  values[to] = std::move(v);
 }
 
 absl::StatusOr<TensorId> Importer::add(const ::onnx::NodeProto& n, OpKind op,
