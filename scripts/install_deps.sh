@@ -7,6 +7,7 @@ pkgs=(build-essential cmake pkg-config clang-format
       libgtest-dev libgmock-dev libbenchmark-dev libpng-dev libjpeg-dev libstb-dev
       libniftiio-dev libznz-dev libnifti2-dev
       libopenmpi-dev openmpi-bin
+      libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata python3-onnx
       dpkg-dev)
 missing=()
 for p in "${pkgs[@]}"; do

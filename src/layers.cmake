@@ -21,3 +21,6 @@ lms_declare_layer(distributed DEPS backend backend/cuda common PUBLIC_HEADERS di
 lms_declare_layer(runtime DEPS graph swap backend distributed allocator profiler common
                   PUBLIC_HEADERS profile.h session.h)
 lms_declare_layer(io DEPS common PUBLIC_HEADERS io/)
+# The ONNX importer builds graphs through the public builders; it knows no
+# device, planner or session.
+lms_declare_layer(onnx DEPS graph common PUBLIC_HEADERS onnx.h)

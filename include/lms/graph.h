@@ -51,16 +51,26 @@ bool is_persistent(TensorRole role);
 
 // How a persistent tensor is initialised. he_normal draws N(0, 2/fan_in) from
 // a seeded generator (He et al., ICCV 2015), so runs are reproducible.
+// values holds the tensor's initial values (row-major, one float per
+// element), shared and immutable: copies of the graph share them, and
+// Session::create uploads them (an imported model's weights, lms/onnx.h).
+// Graph::parameter / optimizer_state check that their count is the shape's
+// element count. The text form prints such a tensor as
+// values(elements=N) without the numbers, and parse_graph refuses it.
 struct Init {
-  enum class Kind : uint8_t { kZeros, kConstant, kHeNormal };
+  enum class Kind : uint8_t { kZeros, kConstant, kHeNormal, kValues };
   Kind kind = Kind::kZeros;
-  double value = 0;    // kConstant
-  int64_t fan_in = 1;  // kHeNormal
-  uint64_t seed = 0;   // kHeNormal
+  double value = 0;                                            // kConstant
+  int64_t fan_in = 1;                                          // kHeNormal
+  uint64_t seed = 0;                                           // kHeNormal
+  std::shared_ptr<const std::vector<float>> values = nullptr;  // kValues
   static Init zeros() { return {}; }
-  static Init constant(double v) { return {Kind::kConstant, v, 1, 0}; }
+  static Init constant(double v) { return {Kind::kConstant, v, 1, 0, nullptr}; }
   static Init he_normal(uint64_t seed, int64_t fan_in) {
-    return {Kind::kHeNormal, 0, fan_in, seed};
+    return {Kind::kHeNormal, 0, fan_in, seed, nullptr};
+  }
+  static Init from_values(std::shared_ptr<const std::vector<float>> v) {
+    return {Kind::kValues, 0, 1, 0, std::move(v)};
   }
 };
 

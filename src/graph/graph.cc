@@ -91,10 +91,18 @@ TensorId Graph::add_tensor(std::string_view name, Shape shape, TensorRole role, 
 
 namespace {
 
-absl::Status check_init(std::string_view name, const Init& init) {
+absl::Status check_init(std::string_view name, const Shape& shape, const Init& init) {
   if (init.kind == Init::Kind::kHeNormal && init.fan_in < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "tensor '", to_absl(name), "': he_normal fan_in must be >= 1, got ", init.fan_in));
+  }
+  if (init.kind == Init::Kind::kValues &&
+      (init.values == nullptr ||
+       static_cast<int64_t>(init.values->size()) != num_elements(shape))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor '", to_absl(name), "': values init holds ",
+                     init.values == nullptr ? 0 : init.values->size(), " values, the shape has ",
+                     num_elements(shape), " elements"));
   }
   return absl::OkStatus();
 }
@@ -105,7 +113,7 @@ TensorId Graph::add_leaf(std::string_view name, Shape shape, TensorRole role, In
                          DType dtype) {
   absl::Status s = check_new_name(name);
   if (s.ok()) s = check_shape(absl::StrCat("tensor '", to_absl(name), "'"), shape, dtype);
-  if (s.ok() && is_persistent(role)) s = check_init(name, init);
+  if (s.ok() && is_persistent(role)) s = check_init(name, shape, init);
   if (!s.ok()) {
     record_error(s);
     return kNoTensor;

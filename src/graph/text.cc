@@ -47,6 +47,8 @@ std::string init_str(const Init& init) {
       return absl::StrCat("constant(", real_str(init.value), ")");
     case Init::Kind::kHeNormal:
       return absl::StrCat("he_normal(seed=", init.seed, ",fan_in=", init.fan_in, ")");
+    case Init::Kind::kValues:
+      return absl::StrCat("values(elements=", init.values->size(), ")");
   }
   return "zeros";
 }

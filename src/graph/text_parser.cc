@@ -198,6 +198,11 @@ absl::StatusOr<Init> parse_init(Cursor& c) {
     if (fan_in <= 0) return c.error("fan_in must be positive");
     return Init::he_normal(seed, fan_in);
   }
+  if (kind == "values") {
+    return c.error(
+        "values(...) initialisers hold data the text form does not carry; build the graph "
+        "in code (Init::from_values) or import it (lms/onnx.h)");
+  }
   return c.error(absl::StrCat("unknown initialiser '", kind,
                               "', allowed: zeros, constant(V), he_normal(seed=S,fan_in=F)"));
 }

@@ -45,6 +45,9 @@ std::vector<float> initial_values(const Tensor& t) {
       for (float& x : v) x = static_cast<float>(normal(gen));
       break;
     }
+    case Init::Kind::kValues:
+      v = *t.init.values;  // its size checked by Graph::add_leaf
+      break;
   }
   return v;
 }

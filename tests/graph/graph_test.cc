@@ -7,6 +7,7 @@
 #include <bit>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -90,6 +91,30 @@ TEST(GraphTest, AbsurdLeafShapesAndInitsAreRecorded) {
   EXPECT_EQ(checked_num_elements({k40, k40}), std::nullopt);
   EXPECT_EQ(checked_num_elements({k40, 1 << 22}), int64_t{1} << 62);
   EXPECT_EQ(checked_shape_bytes({k40, 1 << 22}), std::nullopt);  // 2^64 bytes
+}
+
+// Init::from_values: the count must be the shape's; copies of the graph
+// share the values; the text form names the count and parse_graph refuses
+// it (the values are not in the text).
+TEST(GraphTest, ValuesInitIsCheckedSharedAndNotInTheText) {
+  auto values = std::make_shared<const std::vector<float>>(std::vector<float>{1, 2, 3, 4, 5, 6});
+  Graph g;
+  EXPECT_EQ(g.parameter("short", {7}, Init::from_values(values)), kNoTensor);
+  EXPECT_NE(std::string(g.status().message())
+                .find("tensor 'short': values init holds 6 values, the shape has 7 elements"),
+            std::string::npos)
+      << g.status();
+  Graph h;
+  const TensorId w = h.parameter("w", {2, 3}, Init::from_values(values));
+  ASSERT_NE(w, kNoTensor) << h.status();
+  const Graph copy = h;
+  EXPECT_EQ(copy.tensor(w).init.values.get(), values.get());
+  const std::string text = to_text(h);
+  EXPECT_NE(text.find("parameter w f32[2,3] values(elements=6)"), std::string::npos) << text;
+  auto parsed = parse_graph(text);
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_NE(std::string(parsed.status().message()).find("Init::from_values"), std::string::npos)
+      << parsed.status();
 }
 
 // Names are written verbatim into the text form: a quote or a control

@@ -1,0 +1,402 @@
+// Folding of shape arithmetic and removal of identities (Note [ONNX
+// import] in importer.h). Each pass handles one pattern and says whether it
+// applied; the constants are small (shapes, indices, scales), so they are
+// computed on the host with plain loops.
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+#include "absl/strings/str_cat.h"
+#include "lms/status.h"
+#include "lms/strings.h"
+#include "onnx/importer.h"
+
+namespace lms::onnx_import {
+namespace {
+
+using NodeProto = ::onnx::NodeProto;
+
+bool all_const(const Importer& im, const NodeProto& n) {
+  for (int k = 0; k < n.input_size(); ++k) {
+    if (!im.has_input(n, k)) continue;
+    auto it = im.values.find(n.input(k));
+    if (it == im.values.end() || !it->second.constant) return false;
+  }
+  return true;
+}
+
+// Row-major strides of dims.
+std::vector<int64_t> strides_of(const std::vector<int64_t>& dims) {
+  std::vector<int64_t> s(dims.size(), 1);
+  for (int k = int(dims.size()) - 2; k >= 0; --k) s[k] = s[k + 1] * dims[k + 1];
+  return s;
+}
+
+// Builds a constant of `dtype` and `dims` whose element k is value(k).
+Const build(DType dtype, std::vector<int64_t> dims, const std::function<double(int64_t)>& value) {
+  Const c;
+  c.dtype = dtype;
+  c.dims = std::move(dims);
+  const int64_t n = c.numel();
+  if (dtype == DType::kFloat32) {
+    auto v = std::make_shared<std::vector<float>>(n);
+    for (int64_t k = 0; k < n; ++k) (*v)[k] = float(value(k));
+    c.f = std::move(v);
+  } else {
+    c.i.resize(n);
+    for (int64_t k = 0; k < n; ++k) c.i[k] = int64_t(value(k));
+  }
+  return c;
+}
+
+int64_t norm_axis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
+
+absl::StatusOr<Const> fold_binary(const Importer& im, const NodeProto& n, const Const& a,
+                                  const Const& b) {
+  const size_t rank = std::max(a.dims.size(), b.dims.size());
+  std::vector<int64_t> ad(rank - a.dims.size(), 1), bd(rank - b.dims.size(), 1), out(rank);
+  ad.insert(ad.end(), a.dims.begin(), a.dims.end());
+  bd.insert(bd.end(), b.dims.begin(), b.dims.end());
+  for (size_t k = 0; k < rank; ++k) {
+    if (ad[k] != bd[k] && ad[k] != 1 && bd[k] != 1) {
+      return im.error(n, absl::StrCat("constant operands of shapes ", list_str(a.dims), " and ",
+                                      list_str(b.dims), " do not broadcast"));
+    }
+    out[k] = std::max(ad[k], bd[k]);
+  }
+  const auto as = strides_of(ad), bs = strides_of(bd), os = strides_of(out);
+  const std::string& op = n.op_type();
+  const bool is_int = a.dtype == DType::kInt64 && b.dtype == DType::kInt64;
+  return build(a.dtype, out, [&](int64_t k) {
+    int64_t ia = 0, ib = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      const int64_t idx = (k / os[d]) % out[d];
+      ia += (ad[d] == 1 ? 0 : idx) * as[d];
+      ib += (bd[d] == 1 ? 0 : idx) * bs[d];
+    }
+    const double x = a.at(ia), y = b.at(ib);
+    if (op == "Add") return x + y;
+    if (op == "Sub") return x - y;
+    if (op == "Mul") return x * y;
+    if (is_int) return y == 0 ? 0.0 : double(int64_t(x) / int64_t(y));  // C truncation
+    return x / y;
+  });
+}
+
+absl::StatusOr<Const> fold_gather(const Importer& im, const NodeProto& n, const Const& data,
+                                  const Const& idx) {
+  const int64_t rank = int64_t(data.dims.size());
+  const int64_t axis = norm_axis(attr_int(n, "axis", 0), rank);
+  if (axis < 0 || axis >= rank) return im.error(n, "attribute axis out of range");
+  std::vector<int64_t> out(data.dims.begin(), data.dims.begin() + axis);
+  out.insert(out.end(), idx.dims.begin(), idx.dims.end());
+  out.insert(out.end(), data.dims.begin() + axis + 1, data.dims.end());
+  int64_t inner = 1;
+  for (int64_t d = axis + 1; d < rank; ++d) inner *= data.dims[d];
+  const int64_t m = idx.numel(), size = data.dims[axis];
+  for (int64_t k = 0; k < m; ++k) {
+    const int64_t i = int64_t(idx.at(k));
+    if (i < -size || i >= size) return im.error(n, absl::StrCat("index ", i, " out of range"));
+  }
+  return build(data.dtype, out, [&](int64_t k) {
+    const int64_t o = k / (m * inner), j = (k / inner) % m, r = k % inner;
+    int64_t i = int64_t(idx.at(j));
+    if (i < 0) i += size;
+    return data.at((o * size + i) * inner + r);
+  });
+}
+
+// Unsqueeze / Squeeze / Reshape / Flatten of a constant: new dims, same data.
+absl::StatusOr<Const> fold_reshape(const Importer& im, const NodeProto& n, Const c) {
+  const std::string& op = n.op_type();
+  std::vector<int64_t> axes;
+  if (im.has_input(n, 1)) {
+    LMS_ASSIGN_OR_RETURN(Const a, im.const_input(n, 1, op == "Reshape" ? "shape" : "axes"));
+    for (int64_t k = 0; k < a.numel(); ++k) axes.push_back(int64_t(a.at(k)));
+  } else {
+    axes = attr_ints(n, "axes");
+  }
+  if (op == "Unsqueeze") {
+    const int64_t rank = int64_t(c.dims.size() + axes.size());
+    for (int64_t& a : axes) a = norm_axis(a, rank);
+    std::sort(axes.begin(), axes.end());
+    for (int64_t a : axes) {
+      if (a < 0 || a > int64_t(c.dims.size())) return im.error(n, "axes out of range");
+      c.dims.insert(c.dims.begin() + a, 1);
+    }
+  } else if (op == "Squeeze") {
+    std::vector<int64_t> dims;
+    for (int64_t d = 0; d < int64_t(c.dims.size()); ++d) {
+      const bool listed =
+          axes.empty() ? c.dims[d] == 1 : std::count_if(axes.begin(), axes.end(), [&](int64_t a) {
+                                            return norm_axis(a, int64_t(c.dims.size())) == d;
+                                          }) > 0;
+      if (!listed) dims.push_back(c.dims[d]);
+    }
+    c.dims = dims;
+  } else {  // Reshape
+    int64_t known = 1, infer = -1;
+    for (int64_t d = 0; d < int64_t(axes.size()); ++d) {
+      if (axes[d] == 0 && attr_int(n, "allowzero", 0) == 0) {
+        if (d >= int64_t(c.dims.size())) return im.error(n, "shape copies a missing dimension");
+        axes[d] = c.dims[d];
+      }
+      if (axes[d] == -1)
+        infer = d;
+      else
+        known *= axes[d];
+    }
+    if (infer >= 0 && known > 0) axes[infer] = c.numel() / known;
+    c.dims = axes;
+  }
+  return c;
+}
+
+absl::StatusOr<Const> fold_concat(const Importer& im, const NodeProto& n) {
+  if (n.input_size() == 0) return im.error(n, "has no input");
+  std::vector<Const> parts;
+  for (int k = 0; k < n.input_size(); ++k) {
+    LMS_ASSIGN_OR_RETURN(Const c, im.const_input(n, k, "every input"));
+    parts.push_back(std::move(c));
+  }
+  const int64_t rank = int64_t(parts[0].dims.size());
+  const int64_t axis = norm_axis(attr_int(n, "axis", 0), rank);
+  if (axis < 0 || axis >= rank) return im.error(n, "attribute axis out of range");
+  std::vector<int64_t> out = parts[0].dims;
+  out[axis] = 0;
+  for (const Const& p : parts) {
+    if (p.dims.size() != out.size()) return im.error(n, "inputs of different ranks");
+    out[axis] += p.dims[axis];
+  }
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= out[d];
+  for (int64_t d = axis + 1; d < rank; ++d) inner *= out[d];
+  std::vector<double> flat;
+  for (int64_t o = 0; o < outer; ++o) {
+    for (const Const& p : parts) {
+      const int64_t span = p.dims[axis] * inner;
+      for (int64_t k = 0; k < span; ++k) flat.push_back(p.at(o * span + k));
+    }
+  }
+  return build(parts[0].dtype, out, [&](int64_t k) { return flat[k]; });
+}
+
+// Static Slice bounds per ONNX: negative counts from the end, clamped to
+// [0, dim] (steps > 0) or [-1, dim-1] (steps < 0).
+struct SliceAxis {
+  int64_t axis, start, step, count;
+};
+
+absl::StatusOr<std::vector<SliceAxis>> slice_axes(const Importer& im, const NodeProto& n,
+                                                  const std::vector<int64_t>& dims) {
+  LMS_ASSIGN_OR_RETURN(Const starts, im.const_input(n, 1, "starts"));
+  LMS_ASSIGN_OR_RETURN(Const ends, im.const_input(n, 2, "ends"));
+  const int64_t rank = int64_t(dims.size());
+  LMS_RETURN_IF_ERROR(check_slice_lengths(im, n));
+  std::vector<SliceAxis> out;
+  for (int64_t k = 0; k < starts.numel(); ++k) {
+    int64_t axis = k, step = 1;
+    if (im.has_input(n, 3)) {
+      LMS_ASSIGN_OR_RETURN(Const axes, im.const_input(n, 3, "axes"));
+      axis = norm_axis(int64_t(axes.at(k)), rank);
+    }
+    if (im.has_input(n, 4)) {
+      LMS_ASSIGN_OR_RETURN(Const steps, im.const_input(n, 4, "steps"));
+      step = int64_t(steps.at(k));
+    }
+    if (axis < 0 || axis >= rank || step == 0) return im.error(n, "axes or steps out of range");
+    const int64_t dim = dims[axis];
+    auto clampi = [&](double v, int64_t lo, int64_t hi) {
+      double w = v < 0 ? v + double(dim) : v;
+      return int64_t(std::clamp(w, double(lo), double(hi)));
+    };
+    const int64_t s = step > 0 ? clampi(starts.at(k), 0, dim) : clampi(starts.at(k), 0, dim - 1);
+    const int64_t e = step > 0 ? clampi(ends.at(k), 0, dim) : clampi(ends.at(k), -1, dim - 1);
+    const int64_t count = std::max<int64_t>(
+        0, step > 0 ? (e - s + step - 1) / step : (s - e + (-step) - 1) / (-step));
+    out.push_back({axis, s, step, count});
+  }
+  return out;
+}
+
+absl::StatusOr<Const> fold_slice(const Importer& im, const NodeProto& n, const Const& data) {
+  LMS_ASSIGN_OR_RETURN(std::vector<SliceAxis> axes, slice_axes(im, n, data.dims));
+  std::vector<int64_t> out = data.dims, start(out.size(), 0), step(out.size(), 1);
+  for (const SliceAxis& a : axes) {
+    out[a.axis] = a.count;
+    start[a.axis] = a.start;
+    step[a.axis] = a.step;
+  }
+  const auto is = strides_of(data.dims), os = strides_of(out);
+  return build(data.dtype, out, [&](int64_t k) {
+    int64_t src = 0;
+    for (size_t d = 0; d < out.size(); ++d)
+      src += (start[d] + ((k / os[d]) % out[d]) * step[d]) * is[d];
+    return data.at(src);
+  });
+}
+
+absl::StatusOr<Const> fold_constant(const Importer& im, const NodeProto& n) {
+  if (const auto* a = find_attr(n, "value")) return decode_tensor(a->t(), im.model_dir);
+  if (const auto* a = find_attr(n, "value_float")) return make_float_const({}, {a->f()});
+  if (const auto* a = find_attr(n, "value_floats")) {
+    return make_float_const({a->floats_size()}, {a->floats().begin(), a->floats().end()});
+  }
+  if (const auto* a = find_attr(n, "value_int")) return make_int_const({}, {a->i()});
+  if (const auto* a = find_attr(n, "value_ints")) {
+    return make_int_const({a->ints_size()}, {a->ints().begin(), a->ints().end()});
+  }
+  return im.error(n, "only the attributes value, value_float(s) and value_int(s) are supported");
+}
+
+absl::StatusOr<Const> fold_cast(const Importer& im, const NodeProto& n, const Const& c) {
+  const int64_t to = attr_int(n, "to", 0);
+  using TP = ::onnx::TensorProto;
+  if (to == TP::FLOAT || to == TP::DOUBLE)
+    return build(DType::kFloat32, c.dims, [&](int64_t k) { return c.at(k); });
+  if (to == TP::INT64 || to == TP::INT32 || to == TP::INT16 || to == TP::INT8 || to == TP::UINT8) {
+    return build(DType::kInt64, c.dims, [&](int64_t k) { return std::trunc(c.at(k)); });
+  }
+  if (to == TP::BOOL)
+    return build(DType::kInt64, c.dims, [&](int64_t k) { return c.at(k) != 0 ? 1.0 : 0.0; });
+  return im.error(
+      n, absl::StrCat("attribute to=", to, " not supported (float, double, integer and bool are)"));
+}
+
+// Shape of a graph tensor or constant, with opset 15's start / end.
+absl::StatusOr<Const> fold_shape(const Importer& im, const NodeProto& n) {
+  LMS_ASSIGN_OR_RETURN(const Value* v, im.input(n, 0));
+  if (v == nullptr) return im.error(n, "input 0 is required");
+  const Shape dims = v->tensor != kNoTensor ? im.graph.tensor(v->tensor).shape : v->constant->dims;
+  const int64_t rank = int64_t(dims.size());
+  auto clampi = [&](int64_t a) { return std::clamp(a < 0 ? a + rank : a, int64_t{0}, rank); };
+  const int64_t s = clampi(attr_int(n, "start", 0)), e = clampi(attr_int(n, "end", rank));
+  std::vector<int64_t> out(dims.begin() + s, dims.begin() + std::max(s, e));
+  const int64_t count = int64_t(out.size());
+  return make_int_const({count}, std::move(out));
+}
+
+absl::StatusOr<Const> fold_constant_of_shape(const Importer& im, const NodeProto& n,
+                                             const Const& shape) {
+  std::vector<int64_t> dims;
+  for (int64_t k = 0; k < shape.numel(); ++k) dims.push_back(int64_t(shape.at(k)));
+  Const fill = make_float_const({1}, {0.0f});
+  if (const auto* a = find_attr(n, "value")) {
+    LMS_ASSIGN_OR_RETURN(fill, decode_tensor(a->t(), im.model_dir));
+  }
+  if (fill.numel() != 1) return im.error(n, "attribute value must hold one element");
+  const double v = fill.at(0);
+  return build(fill.dtype, dims, [&](int64_t) { return v; });
+}
+
+absl::StatusOr<Const> fold_const_node(const Importer& im, const NodeProto& n) {
+  const std::string& op = n.op_type();
+  auto in = [&](int k) { return im.const_input(n, k, absl::StrCat("input ", k)); };
+  if (op == "Constant") return fold_constant(im, n);
+  if (op == "Shape") return fold_shape(im, n);
+  if (op == "Concat") return fold_concat(im, n);
+  LMS_ASSIGN_OR_RETURN(Const a, in(0));
+  if (op == "Cast") return fold_cast(im, n, a);
+  if (op == "ConstantOfShape") return fold_constant_of_shape(im, n, a);
+  if (op == "Unsqueeze" || op == "Squeeze" || op == "Reshape") return fold_reshape(im, n, a);
+  if (op == "Slice") return fold_slice(im, n, a);
+  LMS_ASSIGN_OR_RETURN(Const b, in(1));
+  if (op == "Gather") return fold_gather(im, n, a, b);
+  return fold_binary(im, n, a, b);
+}
+
+bool foldable_op(const std::string& op) {
+  static const char* kOps[] = {"Constant",  "Shape",   "Concat",  "Cast",  "ConstantOfShape",
+                               "Unsqueeze", "Squeeze", "Reshape", "Slice", "Gather",
+                               "Add",       "Sub",     "Mul",     "Div"};
+  return std::find(std::begin(kOps), std::end(kOps), op) != std::end(kOps);
+}
+
+// An output other than the first that some later node might read cannot be
+// produced by an identity: refuse it rather than leave it dangling.
+absl::Status only_first_output(const NodeProto& n, std::string_view what) {
+  for (int k = 1; k < n.output_size(); ++k) {
+    if (!n.output(k).empty()) {
+      return Importer::error(n, absl::StrCat("output ", k, " ('", n.output(k), "', ", to_absl(what),
+                                             ") is not supported"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Dropout in inference or with ratio 0 is the identity (opset 12+: ratio
+// and training_mode are inputs).
+absl::StatusOr<bool> is_identity_dropout(const Importer& im, const NodeProto& n) {
+  double ratio = 0.5;
+  if (im.has_input(n, 1)) {
+    LMS_ASSIGN_OR_RETURN(Const r, im.const_input(n, 1, "ratio"));
+    if (r.numel() != 1) return im.error(n, "ratio must be a scalar");
+    ratio = r.at(0);
+  }
+  bool training = false;
+  if (im.has_input(n, 2)) {
+    LMS_ASSIGN_OR_RETURN(Const t, im.const_input(n, 2, "training_mode"));
+    if (t.numel() != 1) return im.error(n, "training_mode must be a scalar");
+    training = t.at(0) != 0;
+  }
+  return ratio == 0 || !training;
+}
+
+absl::StatusOr<bool> is_zero_pad(const Importer& im, const NodeProto& n) {
+  LMS_ASSIGN_OR_RETURN(Const pads, im.const_input(n, 1, "pads"));
+  for (int64_t k = 0; k < pads.numel(); ++k) {
+    if (pads.at(k) != 0) return false;
+  }
+  return true;
+}
+
+bool is_unit_avg_pool(const NodeProto& n) {
+  auto ones = [](const std::vector<int64_t>& v) {
+    return std::all_of(v.begin(), v.end(), [](int64_t x) { return x == 1; });
+  };
+  auto zeros = [](const std::vector<int64_t>& v) {
+    return std::all_of(v.begin(), v.end(), [](int64_t x) { return x == 0; });
+  };
+  const std::string pad = attr_string(n, "auto_pad", "NOTSET");
+  return ones(attr_ints(n, "kernel_shape")) && ones(attr_ints(n, "strides")) &&
+         zeros(attr_ints(n, "pads")) && (pad == "NOTSET" || pad == "VALID");
+}
+
+// Identity, Dropout as identity, all-zero Pad, AveragePool 1x1, one-input
+// Concat: the output is the input.
+absl::StatusOr<bool> remove_identity(Importer& im, const NodeProto& n) {
+  const std::string& op = n.op_type();
+  bool identity = op == "Identity" || (op == "Concat" && n.input_size() == 1);
+  if (op == "Dropout") {
+    LMS_ASSIGN_OR_RETURN(identity, is_identity_dropout(im, n));
+    if (!identity) return false;
+    LMS_RETURN_IF_ERROR(only_first_output(n, "the dropout mask"));
+  }
+  if (op == "Pad") {
+    LMS_ASSIGN_OR_RETURN(identity, is_zero_pad(im, n));
+  }
+  if (op == "AveragePool") identity = is_unit_avg_pool(n);
+  if (!identity) return false;
+  LMS_ASSIGN_OR_RETURN(const Value* v, im.input(n, 0));
+  if (v == nullptr) return im.error(n, "input 0 is required");
+  im.alias(n.output(0), n.input(0));
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<bool> fold_node(Importer& im, const NodeProto& n) {
+  LMS_ASSIGN_OR_RETURN(bool removed, remove_identity(im, n));
+  if (removed) return true;
+  const std::string& op = n.op_type();
+  const bool shape_of_tensor = op == "Shape";
+  if (!foldable_op(op) || (!shape_of_tensor && !all_const(im, n))) return false;
+  LMS_RETURN_IF_ERROR(only_first_output(n, "a second output"));
+  LMS_ASSIGN_OR_RETURN(Const c, fold_const_node(im, n));
+  im.set_const(n.output(0), std::move(c));
+  return true;
+}
+
+}  // namespace lms::onnx_import

@@ -1,0 +1,93 @@
+// The state of one import (lms/onnx.h): the ONNX values seen so far, each a
+// folded constant or a tensor of the graph being built, and the helpers the
+// passes share. Note [ONNX import]: the nodes are visited once, in file
+// order (ONNX requires a topological order); each node is first offered to
+// the folding and identity passes (fold.cc), then mapped onto lms ops
+// (map_ops.cc). Initializers stay constants until a mapped op reads one as
+// a tensor, which is when it becomes a persistent tensor of the graph.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "lms/graph.h"
+#include "lms/onnx.h"
+#include "onnx/onnx_tensor.h"
+
+namespace onnx {
+class NodeProto;
+class AttributeProto;
+}  // namespace onnx
+
+namespace lms::onnx_import {
+
+// One ONNX value: a constant (initializer, Constant, folded) or a tensor of
+// the graph. An initializer read by a mapped op is both.
+struct Value {
+  std::optional<Const> constant;
+  TensorId tensor = kNoTensor;
+  bool initializer = false;
+};
+
+struct Importer {
+  Graph graph;
+  const OnnxImportOptions* options = nullptr;
+  std::string model_dir;
+  int64_t opset = 0;
+  absl::flat_hash_map<std::string, Value> values;
+  absl::flat_hash_set<std::string> trainable;  // initializer names
+  // ONNX values lms does not compute (BatchNormalization's running
+  // statistics), with the reason a reader of one is refused.
+  absl::flat_hash_map<std::string, std::string> not_computed;
+
+  // InvalidArgument "ONNX node '<name>' (<op>): <what>".
+  static absl::Status error(const ::onnx::NodeProto& n, std::string_view what);
+  // The value of input `k` (NotFound-style InvalidArgument if unknown);
+  // nullptr for an absent optional input.
+  absl::StatusOr<const Value*> input(const ::onnx::NodeProto& n, int k) const;
+  // Input `k` as a graph tensor, making a constant persistent on first use
+  // (a parameter if trainable, else optimizer state); float32 only.
+  absl::StatusOr<TensorId> tensor_input(const ::onnx::NodeProto& n, int k);
+  // Input `k` as a constant; InvalidArgument naming `what` if it is not one.
+  absl::StatusOr<Const> const_input(const ::onnx::NodeProto& n, int k, std::string_view what) const;
+  bool has_input(const ::onnx::NodeProto& n, int k) const;
+  // The lms name for ONNX value `onnx_name`, unique in the graph.
+  std::string lms_name(std::string_view onnx_name) const;
+  void set_const(const std::string& name, Const c);
+  void set_tensor(const std::string& name, TensorId t);
+  void alias(const std::string& to, const std::string& from);
+  // Adds one lms node named after the ONNX value `out` and binds `out` to its
+  // first output; a graph error is returned naming the ONNX node.
+  absl::StatusOr<TensorId> add(const ::onnx::NodeProto& n, OpKind op, const std::string& out,
+                               std::vector<TensorId> inputs, Attrs attrs);
+  absl::StatusOr<Shape> shape_of(TensorId t) const { return graph.tensor(t).shape; }
+};
+
+// Attribute readers; `fallback` when absent.
+const ::onnx::AttributeProto* find_attr(const ::onnx::NodeProto& n, std::string_view name);
+int64_t attr_int(const ::onnx::NodeProto& n, std::string_view name, int64_t fallback);
+double attr_float(const ::onnx::NodeProto& n, std::string_view name, double fallback);
+std::string attr_string(const ::onnx::NodeProto& n, std::string_view name,
+                        std::string_view fallback);
+std::vector<int64_t> attr_ints(const ::onnx::NodeProto& n, std::string_view name);
+// Slice's ends, axes and steps (inputs 2-4, where given) have as many
+// values as its starts; InvalidArgument otherwise.
+absl::Status check_slice_lengths(const Importer& im, const ::onnx::NodeProto& n);
+// A list as "[a,b]" for messages.
+std::string list_str(const std::vector<int64_t>& v);
+
+// fold.cc: folds or removes node `n` if it is shape arithmetic on constants
+// or an identity; false if it is neither (then map_node must take it).
+absl::StatusOr<bool> fold_node(Importer& im, const ::onnx::NodeProto& n);
+// map_ops.cc: maps `n` onto lms ops, or explains why it cannot.
+absl::Status map_node(Importer& im, const ::onnx::NodeProto& n);
+// The ONNX ops map_node handles, for messages.
+std::string_view supported_ops();
+
+}  // namespace lms::onnx_import

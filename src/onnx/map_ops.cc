@@ -1,0 +1,424 @@
+// Mapping of ONNX nodes onto the ops of docs/ops.md (Note [ONNX import] in
+// importer.h). Each mapper checks every attribute whose value lms cannot
+// express exactly and refuses it naming the attribute; nothing is
+// approximated.
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <functional>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "lms/status.h"
+#include "lms/strings.h"
+#include "onnx/importer.h"
+
+namespace lms::onnx_import {
+namespace {
+
+using NodeProto = ::onnx::NodeProto;
+
+absl::Status refuse_attr(const NodeProto& n, std::string_view attr, std::string_view value,
+                         std::string_view supported) {
+  return Importer::error(n, absl::StrCat("attribute ", to_absl(attr), "=", to_absl(value),
+                                         " not supported; supported: ", to_absl(supported)));
+}
+
+bool all_equal(const std::vector<int64_t>& v, int64_t x) {
+  return std::all_of(v.begin(), v.end(), [x](int64_t e) { return e == x; });
+}
+
+absl::StatusOr<Shape> input_shape(Importer& im, const NodeProto& n, int k) {
+  LMS_ASSIGN_OR_RETURN(TensorId t, im.tensor_input(n, k));
+  return im.graph.tensor(t).shape;
+}
+
+// Spatial rank r of x[N,C,S] for the convolution family and pooling.
+absl::StatusOr<size_t> spatial_rank(Importer& im, const NodeProto& n) {
+  LMS_ASSIGN_OR_RETURN(Shape x, input_shape(im, n, 0));
+  if (x.size() != 4 && x.size() != 5) {
+    return Importer::error(n, absl::StrCat("input 0 has rank ", x.size(),
+                                           "; lms supports 2-D (NCHW) and 3-D (NCDHW) only"));
+  }
+  return x.size() - 2;
+}
+
+// pads [b1..br, e1..er] -> symmetric per-dim pad; auto_pad NOTSET / VALID.
+absl::StatusOr<std::vector<int64_t>> symmetric_pads(const NodeProto& n, size_t r) {
+  const std::string auto_pad = attr_string(n, "auto_pad", "NOTSET");
+  if (auto_pad != "NOTSET" && auto_pad != "VALID") {
+    return refuse_attr(n, "auto_pad", auto_pad, "NOTSET, VALID (give explicit pads)");
+  }
+  std::vector<int64_t> pads = attr_ints(n, "pads");
+  if (pads.empty() || auto_pad == "VALID") return std::vector<int64_t>(r, 0);
+  for (size_t d = 0; d < r; ++d) {
+    if (pads.size() != 2 * r || pads[d] != pads[d + r]) {
+      return refuse_attr(n, "pads", list_str(pads),
+                         "symmetric pads (begin = end per dimension; lms pads both sides alike)");
+    }
+  }
+  pads.resize(r);
+  return pads;
+}
+
+std::vector<int64_t> ints_or(const NodeProto& n, std::string_view name, size_t r, int64_t v) {
+  std::vector<int64_t> a = attr_ints(n, name);
+  return a.empty() ? std::vector<int64_t>(r, v) : a;
+}
+
+absl::Status check_group_and_kernel(Importer& im, const NodeProto& n) {
+  if (int64_t group = attr_int(n, "group", 1); group != 1) {
+    return refuse_attr(n, "group", absl::StrCat(group), "1 (grouped convolution has no lms op)");
+  }
+  LMS_ASSIGN_OR_RETURN(const Value* w, im.input(n, 1));
+  if (w != nullptr && w->initializer && n.input(1).rfind("onnx::", 0) == 0) {
+    return Importer::error(
+        n, absl::StrCat("weight '", n.input(1),
+                        "' was renamed by the export: a default (eval) "
+                        "export folds BatchNormalization into the convolutions; export with "
+                        "training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False "
+                        "(scripts/export_onnx.py)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<TensorId>> conv_inputs(Importer& im, const NodeProto& n) {
+  std::vector<TensorId> in;
+  for (int k = 0; k < std::min(n.input_size(), 3); ++k) {
+    if (!im.has_input(n, k)) continue;
+    LMS_ASSIGN_OR_RETURN(TensorId t, im.tensor_input(n, k));
+    in.push_back(t);
+  }
+  return in;
+}
+
+absl::Status map_conv(Importer& im, const NodeProto& n) {
+  LMS_RETURN_IF_ERROR(check_group_and_kernel(im, n));
+  LMS_ASSIGN_OR_RETURN(size_t r, spatial_rank(im, n));
+  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> pad, symmetric_pads(n, r));
+  LMS_ASSIGN_OR_RETURN(std::vector<TensorId> in, conv_inputs(im, n));
+  Attrs a = {{"stride", ints_or(n, "strides", r, 1)},
+             {"pad", pad},
+             {"dilation", ints_or(n, "dilations", r, 1)}};
+  return im.add(n, OpKind::kConv, n.output(0), in, a).status();
+}
+
+absl::Status map_conv_transpose(Importer& im, const NodeProto& n) {
+  LMS_RETURN_IF_ERROR(check_group_and_kernel(im, n));
+  LMS_ASSIGN_OR_RETURN(size_t r, spatial_rank(im, n));
+  if (auto d = attr_ints(n, "dilations"); !all_equal(d, 1)) {
+    return refuse_attr(n, "dilations", list_str(d), "1 (lms deconv is dense)");
+  }
+  if (auto p = attr_ints(n, "output_padding"); !all_equal(p, 0)) {
+    return refuse_attr(n, "output_padding", list_str(p), "0");
+  }
+  if (auto s = attr_ints(n, "output_shape"); !s.empty()) {
+    return refuse_attr(n, "output_shape", list_str(s), "absent (give pads)");
+  }
+  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> pad, symmetric_pads(n, r));
+  LMS_ASSIGN_OR_RETURN(std::vector<TensorId> in, conv_inputs(im, n));
+  Attrs a = {{"stride", ints_or(n, "strides", r, 1)}, {"pad", pad}};
+  return im.add(n, OpKind::kDeconv, n.output(0), in, a).status();
+}
+
+absl::Status map_max_pool(Importer& im, const NodeProto& n) {
+  LMS_ASSIGN_OR_RETURN(size_t r, spatial_rank(im, n));
+  if (n.output_size() > 1 && !n.output(1).empty()) {
+    return Importer::error(n, "output 1 (Indices) not supported; lms max_pool has one output");
+  }
+  if (int64_t c = attr_int(n, "ceil_mode", 0); c != 0) {
+    return refuse_attr(n, "ceil_mode", absl::StrCat(c), "0");
+  }
+  if (auto d = attr_ints(n, "dilations"); !all_equal(d, 1)) {
+    return refuse_attr(n, "dilations", list_str(d), "1");
+  }
+  if (int64_t s = attr_int(n, "storage_order", 0); s != 0) {
+    return refuse_attr(n, "storage_order", absl::StrCat(s), "0");
+  }
+  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> pad, symmetric_pads(n, r));
+  LMS_ASSIGN_OR_RETURN(TensorId x, im.tensor_input(n, 0));
+  Attrs a = {{"kernel", attr_ints(n, "kernel_shape")},
+             {"stride", ints_or(n, "strides", r, 1)},
+             {"pad", pad}};
+  return im.add(n, OpKind::kMaxPool, n.output(0), {x}, a).status();
+}
+
+// Training-mode BatchNormalization: opset 14+ says so in training_mode; at
+// 13 (BatchNormalization-9) a node in training mode has more than one output.
+absl::Status map_batch_norm(Importer& im, const NodeProto& n) {
+  const bool training = im.opset >= 14 ? attr_int(n, "training_mode", 0) != 0 : n.output_size() > 1;
+  if (!training) {
+    return Importer::error(
+        n,
+        "inference mode (training_mode=0, running statistics): this is a default (eval) "
+        "export; lms's batch_norm uses batch statistics; export with "
+        "training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False "
+        "(scripts/export_onnx.py)");
+  }
+  for (int k = 3; k < n.output_size(); ++k) {
+    if (!n.output(k).empty()) {
+      return Importer::error(n, absl::StrCat("output ", k, " (saved statistics) not supported"));
+    }
+  }
+  LMS_ASSIGN_OR_RETURN(TensorId x, im.tensor_input(n, 0));
+  LMS_ASSIGN_OR_RETURN(TensorId gamma, im.tensor_input(n, 1));
+  LMS_ASSIGN_OR_RETURN(TensorId beta, im.tensor_input(n, 2));
+  // Outputs 1 and 2 (the updated running statistics) are not computed: lms
+  // keeps no running statistics, so a node or graph output reading them is
+  // refused.
+  for (int k = 1; k < std::min(n.output_size(), 3); ++k) {
+    if (n.output(k).empty()) continue;
+    im.not_computed[n.output(k)] = absl::StrCat(
+        "the running ", k == 1 ? "mean" : "variance", " of BatchNormalization '", n.output(0),
+        "' is not computed: lms's batch_norm keeps no running statistics");
+  }
+  return im
+      .add(n, OpKind::kBatchNorm, n.output(0), {x, gamma, beta},
+           {{"eps", attr_float(n, "epsilon", 1e-5)}})
+      .status();
+}
+
+absl::Status map_instance_norm(Importer& im, const NodeProto& n) {
+  LMS_ASSIGN_OR_RETURN(TensorId x, im.tensor_input(n, 0));
+  LMS_ASSIGN_OR_RETURN(TensorId gamma, im.tensor_input(n, 1));
+  LMS_ASSIGN_OR_RETURN(TensorId beta, im.tensor_input(n, 2));
+  return im
+      .add(n, OpKind::kInstanceNorm, n.output(0), {x, gamma, beta},
+           {{"eps", attr_float(n, "epsilon", 1e-5)}})
+      .status();
+}
+
+absl::Status map_unary(Importer& im, const NodeProto& n, OpKind op, Attrs a) {
+  LMS_ASSIGN_OR_RETURN(TensorId x, im.tensor_input(n, 0));
+  return im.add(n, op, n.output(0), {x}, std::move(a)).status();
+}
+
+absl::Status map_binary(Importer& im, const NodeProto& n, OpKind op) {
+  LMS_ASSIGN_OR_RETURN(TensorId a, im.tensor_input(n, 0));
+  LMS_ASSIGN_OR_RETURN(TensorId b, im.tensor_input(n, 1));
+  const Shape& sa = im.graph.tensor(a).shape;
+  const Shape& sb = im.graph.tensor(b).shape;
+  if (sa != sb) {
+    return Importer::error(n, absl::StrCat("broadcasting ", list_str(sa), " with ", list_str(sb),
+                                           " not supported; lms add / mul take equal shapes"));
+  }
+  return im.add(n, op, n.output(0), {a, b}, {}).status();
+}
+
+absl::Status map_concat(Importer& im, const NodeProto& n) {
+  std::vector<TensorId> in;
+  for (int k = 0; k < n.input_size(); ++k) {
+    LMS_ASSIGN_OR_RETURN(TensorId t, im.tensor_input(n, k));
+    in.push_back(t);
+  }
+  return im.add(n, OpKind::kConcat, n.output(0), in, {{"axis", attr_int(n, "axis", 1)}}).status();
+}
+
+absl::Status map_softmax(Importer& im, const NodeProto& n) {
+  return map_unary(im, n, OpKind::kSoftmax, {{"axis", attr_int(n, "axis", -1)}});
+}
+
+// Static Slice with step 1 on each listed axis: one lms slice per axis that
+// is cut, the last named after the ONNX output.
+absl::Status map_slice(Importer& im, const NodeProto& n) {
+  LMS_ASSIGN_OR_RETURN(TensorId x, im.tensor_input(n, 0));
+  const Shape dims = im.graph.tensor(x).shape;
+  LMS_ASSIGN_OR_RETURN(Const starts, im.const_input(n, 1, "starts"));
+  LMS_ASSIGN_OR_RETURN(Const ends, im.const_input(n, 2, "ends"));
+  LMS_RETURN_IF_ERROR(check_slice_lengths(im, n));
+  std::vector<std::array<int64_t, 3>> cuts;  // axis, begin, size
+  for (int64_t k = 0; k < starts.numel(); ++k) {
+    int64_t axis = k, step = 1;
+    if (im.has_input(n, 3)) {
+      LMS_ASSIGN_OR_RETURN(Const axes, im.const_input(n, 3, "axes"));
+      axis = int64_t(axes.at(k));
+      if (axis < 0) axis += int64_t(dims.size());
+    }
+    if (im.has_input(n, 4)) {
+      LMS_ASSIGN_OR_RETURN(Const steps, im.const_input(n, 4, "steps"));
+      step = int64_t(steps.at(k));
+    }
+    if (step != 1)
+      return Importer::error(n, absl::StrCat("steps=", step, " not supported; supported: 1"));
+    if (axis < 0 || axis >= int64_t(dims.size())) return Importer::error(n, "axes out of range");
+    const double dim = double(dims[axis]);
+    auto clampi = [&](double v) { return int64_t(std::clamp(v < 0 ? v + dim : v, 0.0, dim)); };
+    const int64_t b = clampi(starts.at(k)), e = clampi(ends.at(k));
+    if (e <= b)
+      return Importer::error(n, "the slice is empty; lms tensors have no empty dimension");
+    if (b != 0 || e != dims[axis]) cuts.push_back({axis, b, e - b});
+  }
+  if (cuts.empty()) {
+    im.alias(n.output(0), n.input(0));
+    return absl::OkStatus();
+  }
+  for (size_t c = 0; c < cuts.size(); ++c) {
+    const std::string out = c + 1 == cuts.size() ? n.output(0) : absl::StrCat(n.output(0), "/", c);
+    Attrs a = {{"begin", cuts[c][1]}, {"size", cuts[c][2]}, {"axis", cuts[c][0]}};
+    LMS_ASSIGN_OR_RETURN(x, im.add(n, OpKind::kSlice, out, {x}, a));
+  }
+  return absl::OkStatus();
+}
+
+// ReduceMean (axes an attribute through opset 17): over everything without
+// keepdims gives a scalar; over listed axes with keepdims, one lms
+// reduce_mean per axis (a mean of equal-sized means is the mean).
+absl::Status map_reduce_mean(Importer& im, const NodeProto& n) {
+  LMS_ASSIGN_OR_RETURN(TensorId x, im.tensor_input(n, 0));
+  const int64_t rank = int64_t(im.graph.tensor(x).shape.size());
+  std::vector<int64_t> axes = attr_ints(n, "axes");
+  const int64_t keep = attr_int(n, "keepdims", 1);
+  for (int64_t& a : axes) a = a < 0 ? a + rank : a;
+  std::sort(axes.begin(), axes.end());
+  const bool all = axes.empty() || int64_t(axes.size()) == rank;
+  if (all && keep == 0) return im.add(n, OpKind::kReduceMean, n.output(0), {x}, {}).status();
+  if (keep == 0) {
+    return refuse_attr(n, "keepdims", "0", "1 with axes, or 0 over every axis (a scalar)");
+  }
+  if (axes.empty())
+    for (int64_t a = 0; a < rank; ++a) axes.push_back(a);
+  for (size_t c = 0; c < axes.size(); ++c) {
+    const std::string out = c + 1 == axes.size() ? n.output(0) : absl::StrCat(n.output(0), "/", c);
+    LMS_ASSIGN_OR_RETURN(x, im.add(n, OpKind::kReduceMean, out, {x}, {{"axis", axes[c]}}));
+  }
+  return absl::OkStatus();
+}
+
+// Gather of int64 ids (a graph tensor) from a float [V,D] table along axis 0.
+absl::Status map_gather(Importer& im, const NodeProto& n) {
+  LMS_ASSIGN_OR_RETURN(const Value* data, im.input(n, 0));
+  LMS_ASSIGN_OR_RETURN(const Value* ids, im.input(n, 1));
+  if (data == nullptr || ids == nullptr) return Importer::error(n, "two inputs are required");
+  const bool table = data->constant && data->constant->dtype == DType::kFloat32 &&
+                     data->constant->dims.size() == 2;
+  if (!table || ids->tensor == kNoTensor || attr_int(n, "axis", 0) != 0 ||
+      im.graph.tensor(ids->tensor).dtype != DType::kInt64) {
+    return Importer::error(n,
+                           "supported: int64 ids (a graph tensor) gathered along axis 0 from a "
+                           "constant float [V,D] table (an embedding), or constants only");
+  }
+  LMS_ASSIGN_OR_RETURN(TensorId t, im.tensor_input(n, 0));
+  return im.add(n, OpKind::kEmbedding, n.output(0), {ids->tensor, t}, {}).status();
+}
+
+// Nearest Resize by integer factors is lms upsample when the sampling
+// positions agree: asymmetric + floor, or the half-pixel modes with a
+// rounding nearest_mode, both give y[i] = x[floor(i / s)] for integer s.
+absl::Status check_nearest_modes(const NodeProto& n) {
+  const std::string ct = attr_string(n, "coordinate_transformation_mode", "half_pixel");
+  const std::string nm = attr_string(n, "nearest_mode", "round_prefer_floor");
+  const bool half = ct == "half_pixel" || ct == "pytorch_half_pixel";
+  const bool rounding = nm == "round_prefer_floor" || nm == "round_prefer_ceil";
+  if ((ct == "asymmetric" && nm == "floor") || (half && rounding)) return absl::OkStatus();
+  return refuse_attr(n, "coordinate_transformation_mode/nearest_mode", absl::StrCat(ct, "/", nm),
+                     "asymmetric/floor, half_pixel or pytorch_half_pixel with round_prefer_floor "
+                     "or round_prefer_ceil");
+}
+
+absl::StatusOr<std::vector<int64_t>> integer_scales(Importer& im, const NodeProto& n,
+                                                    const Shape& x) {
+  std::vector<double> scales;
+  if (im.has_input(n, 2)) {
+    LMS_ASSIGN_OR_RETURN(Const s, im.const_input(n, 2, "scales"));
+    for (int64_t k = 0; k < s.numel(); ++k) scales.push_back(s.at(k));
+  }
+  if (scales.empty() && im.has_input(n, 3)) {
+    LMS_ASSIGN_OR_RETURN(Const s, im.const_input(n, 3, "sizes"));
+    for (int64_t k = 0; k < s.numel(); ++k) scales.push_back(s.at(k) / double(x.at(k)));
+  }
+  if (scales.size() != x.size()) return Importer::error(n, "needs scales or sizes for every dim");
+  std::vector<int64_t> out;
+  for (size_t d = 0; d < scales.size(); ++d) {
+    const double s = scales[d];
+    if (s < 1 || s != std::floor(s) || (d < 2 && s != 1)) {
+      return Importer::error(n, absl::StrCat("scale ", s, " of dim ", d,
+                                             " not supported; "
+                                             "supported: 1 for N and C, integers >= 1 for the "
+                                             "spatial dims"));
+    }
+    if (d >= 2) out.push_back(int64_t(s));
+  }
+  return out;
+}
+
+absl::Status map_resize(Importer& im, const NodeProto& n) {
+  LMS_ASSIGN_OR_RETURN(size_t r, spatial_rank(im, n));
+  (void)r;
+  const std::string mode = attr_string(n, "mode", "nearest");
+  if (mode != "nearest") return refuse_attr(n, "mode", mode, "nearest");
+  LMS_RETURN_IF_ERROR(check_nearest_modes(n));
+  LMS_ASSIGN_OR_RETURN(TensorId x, im.tensor_input(n, 0));
+  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> scale, integer_scales(im, n, im.graph.tensor(x).shape));
+  return im.add(n, OpKind::kUpsample, n.output(0), {x}, {{"scale", scale}, {"mode", "nearest"}})
+      .status();
+}
+
+// Cast of a float tensor to float is the identity; other casts of run-time
+// tensors have no lms op.
+absl::Status map_cast(Importer& im, const NodeProto& n) {
+  LMS_ASSIGN_OR_RETURN(TensorId x, im.tensor_input(n, 0));
+  const int64_t to = attr_int(n, "to", 0);
+  const bool is_float = to == ::onnx::TensorProto::FLOAT;
+  if (!is_float || im.graph.tensor(x).dtype != DType::kFloat32) {
+    return refuse_attr(n, "to", absl::StrCat(to), "float on a float tensor (identity)");
+  }
+  im.alias(n.output(0), n.input(0));
+  return absl::OkStatus();
+}
+
+using Mapper = std::function<absl::Status(Importer&, const NodeProto&)>;
+
+const std::map<std::string, Mapper, std::less<>>& mappers() {
+  static const auto* m = new std::map<std::string, Mapper, std::less<>>{
+      {"BatchNormalization", map_batch_norm},
+      {"Cast", map_cast},
+      {"Concat", map_concat},
+      {"Conv", map_conv},
+      {"ConvTranspose", map_conv_transpose},
+      {"Gather", map_gather},
+      {"InstanceNormalization", map_instance_norm},
+      {"LeakyRelu",
+       [](Importer& im, const NodeProto& n) {
+         return map_unary(im, n, OpKind::kLeakyRelu, {{"alpha", attr_float(n, "alpha", 0.01)}});
+       }},
+      {"MaxPool", map_max_pool},
+      {"Mul", [](Importer& im, const NodeProto& n) { return map_binary(im, n, OpKind::kMul); }},
+      {"Add", [](Importer& im, const NodeProto& n) { return map_binary(im, n, OpKind::kAdd); }},
+      {"ReduceMean", map_reduce_mean},
+      {"Relu",
+       [](Importer& im, const NodeProto& n) { return map_unary(im, n, OpKind::kRelu, {}); }},
+      {"Resize", map_resize},
+      {"Sigmoid",
+       [](Importer& im, const NodeProto& n) { return map_unary(im, n, OpKind::kSigmoid, {}); }},
+      {"Slice", map_slice},
+      {"Softmax", map_softmax},
+  };
+  return *m;
+}
+
+}  // namespace
+
+std::string_view supported_ops() {
+  return "Add, BatchNormalization (training mode), Cast (float to float), Concat, Conv (group 1), "
+         "ConvTranspose, Gather (embedding), InstanceNormalization, LeakyRelu, MaxPool, Mul, "
+         "ReduceMean, Relu, Resize (nearest, integer scales), Sigmoid, Slice (static, step 1), "
+         "Softmax; folded: Constant, ConstantOfShape, Shape and Gather / Unsqueeze / Squeeze / "
+         "Reshape / Concat / Slice / Cast / Add / Sub / Mul / Div of constants; removed: Identity, "
+         "Dropout (ratio 0 or not training), all-zero Pad, AveragePool with kernel 1, one-input "
+         "Concat";
+}
+
+absl::Status map_node(Importer& im, const NodeProto& n) {
+  auto it = mappers().find(n.op_type());
+  if (it != mappers().end()) return it->second(im, n);
+  std::string extra;
+  if (n.op_type() == "Gemm" || n.op_type() == "MatMul" || n.op_type() == "Transpose") {
+    extra = " (lms has no gemm / matmul op yet, so a weight-side Transpose cannot become transB)";
+  }
+  return Importer::error(
+      n, absl::StrCat("op not supported by lms", extra, "; supported: ", to_absl(supported_ops())));
+}
+
+}  // namespace lms::onnx_import

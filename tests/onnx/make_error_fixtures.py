@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Generates the models of tests/onnx/import_errors_test.cc into
+tests/data/onnx/errors/: each one a case the importer must refuse with a
+clear message (and external_ok.onnx and embedding.onnx, which it must read).
+
+    make_error_fixtures.py OUT_DIR
+
+Built with onnx.helper, except eval_export.onnx and linear.onnx, which come
+from torch.onnx.export (seed 7, printed).
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts"))
+import export_onnx  # noqa: E402
+
+
+def model(nodes, inputs, outputs, inits=(), opset=14, domain=""):
+    g = helper.make_graph(nodes, "case", inputs, outputs, list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid(domain, opset)],
+                          producer_name="make_error_fixtures")
+    m.ir_version = 8
+    return m
+
+
+def vi(name, shape, t=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, t, shape)
+
+
+def conv_model(**attrs):
+    w = numpy_helper.from_array(np.ones((4, 4, 3, 3), np.float32) * 0.1, "w")
+    node = helper.make_node("Conv", ["x", "w"], ["y"], name="conv1", kernel_shape=[3, 3], **attrs)
+    return model([node], [vi("x", [1, 4, 8, 8])], [vi("y", None)], [w])
+
+
+def write(out_dir, name, m):
+    onnx.save(m, os.path.join(out_dir, name))
+
+
+def external(out_dir, name, data_file, create):
+    w = np.arange(16, dtype=np.float32).reshape(4, 4, 1, 1) / 16
+    t = numpy_helper.from_array(w, "w")
+    t.ClearField("raw_data")
+    t.data_location = TensorProto.EXTERNAL
+    for k, v in (("location", data_file), ("offset", "0"), ("length", str(w.nbytes))):
+        e = t.external_data.add()
+        e.key, e.value = k, v
+    if create:
+        with open(os.path.join(out_dir, data_file), "wb") as f:
+            f.write(w.tobytes())
+    node = helper.make_node("Conv", ["x", "w"], ["y"], name="conv1", kernel_shape=[1, 1])
+    write(out_dir, name, model([node], [vi("x", [1, 4, 2, 2])], [vi("y", None)], [t]))
+
+
+def folding_model():
+    """relu(x[:, :C // 2]) with C // 2 computed from Shape at run time, then
+    every identity the importer removes; the batch is symbolic."""
+    i64 = lambda name, v: numpy_helper.from_array(np.array(v, np.int64), name)  # noqa: E731
+    n = helper.make_node
+    nodes = [
+        n("Shape", ["x"], ["shape"], name="shape"),
+        n("Constant", [], ["one"], name="one", value=i64("one", 1)),
+        n("Gather", ["shape", "one"], ["channels"], name="channels", axis=0),
+        n("Constant", [], ["two"], name="two", value=i64("two", 2)),
+        n("Div", ["channels", "two"], ["half"], name="half"),
+        n("Constant", [], ["axis0"], name="axis0", value=i64("axis0", [0])),
+        n("Unsqueeze", ["half", "axis0"], ["ends"], name="ends"),
+        n("Constant", [], ["len1"], name="len1", value=i64("len1", [1])),
+        n("ConstantOfShape", ["len1"], ["starts"], name="starts", value=i64("v", [0])),
+        n("Cast", ["ends"], ["ends64"], name="cast_ends", to=TensorProto.INT64),
+        n("Constant", [], ["axes"], name="axes", value=i64("axes", [1])),
+        n("Slice", ["x", "starts", "ends64", "axes"], ["half_x"], name="slice"),
+        n("Identity", ["half_x"], ["id"], name="identity"),
+        n("Dropout", ["id"], ["dropped"], name="dropout"),
+        n("Constant", [], ["pads"], name="pads", value=i64("pads", [0] * 8)),
+        n("Pad", ["dropped", "pads"], ["padded"], name="pad"),
+        n("AveragePool", ["padded"], ["pooled"], name="avg1", kernel_shape=[1, 1]),
+        n("Concat", ["pooled"], ["joined"], name="concat1", axis=1),
+        n("Cast", ["joined"], ["as_float"], name="cast_float", to=TensorProto.FLOAT),
+        n("Relu", ["as_float"], ["y"], name="relu"),
+    ]
+    return model(nodes, [vi("x", ["N", 4, 4, 4])], [vi("y", None)])
+
+
+def torch_cases(out_dir):
+    import torch
+    from torch import nn
+    print("make_error_fixtures: seed 7")
+    torch.manual_seed(7)
+    net = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU()).eval()
+    torch.onnx.export(net, torch.zeros(1, 1, 8, 8), os.path.join(out_dir, "eval_export.onnx"),
+                      opset_version=14)
+    export_onnx.export(nn.Linear(16, 2), torch.zeros(2, 16), os.path.join(out_dir, "linear.onnx"))
+
+
+def main(out_dir):
+    write(out_dir, "grouped_conv.onnx", conv_model(group=2))
+    write(out_dir, "asymmetric_pads.onnx", conv_model(pads=[0, 0, 1, 1]))
+    write(out_dir, "unknown_domain.onnx",
+          model([helper.make_node("Relu", ["x"], ["y"], name="relu1")], [vi("x", [2, 3])],
+                [vi("y", None)], domain="com.example", opset=1))
+    write(out_dir, "opset18.onnx",
+          model([helper.make_node("Relu", ["x"], ["y"], name="relu1")], [vi("x", [2, 3])],
+                [vi("y", None)], opset=18))
+    write(out_dir, "broadcast_add.onnx",
+          model([helper.make_node("Add", ["a", "b"], ["y"], name="add1")],
+                [vi("a", [2, 3, 4, 4]), vi("b", [1, 3, 1, 1])], [vi("y", None)]))
+    ratio = numpy_helper.from_array(np.array(0.5, np.float32), "ratio")
+    train = numpy_helper.from_array(np.array(True), "train")
+    write(out_dir, "dropout.onnx",
+          model([helper.make_node("Dropout", ["x", "ratio", "train"], ["y"], name="drop1")],
+                [vi("x", [2, 3])], [vi("y", None)], [ratio, train]))
+    write(out_dir, "symbolic_batch.onnx",
+          model([helper.make_node("Relu", ["x"], ["y"], name="relu1")], [vi("x", ["N", 3])],
+                [vi("y", None)]))
+    table = numpy_helper.from_array(np.arange(15, dtype=np.float32).reshape(5, 3) / 10, "table")
+    write(out_dir, "embedding.onnx",
+          model([helper.make_node("Gather", ["table", "ids"], ["y"], name="embed")],
+                [vi("ids", [2, 2], TensorProto.INT64)], [vi("y", None)], [table]))
+    write(out_dir, "folding.onnx", folding_model())
+    external(out_dir, "external_missing.onnx", "missing_weights.bin", create=False)
+    external(out_dir, "external_ok.onnx", "external_ok.bin", create=True)
+    torch_cases(out_dir)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
