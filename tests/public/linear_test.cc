@@ -76,7 +76,9 @@ void check_against_torch(const LinearCase& lc) {
   auto session = Session::create(*train, **device, {.fetches = fetches});
   ASSERT_TRUE(session.ok()) << session.status();
   for (const char* p : {"x", "w", "b"}) {
-    if (in.contains(p)) ASSERT_TRUE((*session)->write(p, in.at(p).values).ok()) << p;
+    if (in.contains(p)) {
+      ASSERT_TRUE((*session)->write(p, in.at(p).values).ok()) << p;
+    }
   }
   StepResult r;
   ASSERT_TRUE((*session)->run({{"target", in.at("target").values}}, &r).ok());

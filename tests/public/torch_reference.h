@@ -115,7 +115,10 @@ inline absl::StatusOr<TorchTensors> torch_reference(const std::string& op, const
 // "[2,3,4]"
 inline std::string shape_string(const std::vector<int64_t>& dims) {
   std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i > 0) s += ',';
+    s += std::to_string(dims[i]);
+  }
   return s + "]";
 }
 

@@ -150,7 +150,9 @@ KernelOr make_max_pool(const KernelSpec& spec, const CudaKernelContext& ctx, boo
 KernelOr make_avg_pool(const KernelSpec& spec, const CudaKernelContext& ctx, bool backward) {
   LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 1, 1));
   Shape x = spec.input_shapes[0];
-  if (backward) LMS_ASSIGN_OR_RETURN(x, required_shape(spec, "input_shape"));
+  if (backward) {
+    LMS_ASSIGN_OR_RETURN(x, required_shape(spec, "input_shape"));
+  }
   LMS_ASSIGN_OR_RETURN(int rank, spatial_rank(spec, x, "x"));
   LMS_ASSIGN_OR_RETURN(bool include_pad, count_include_pad_attr(spec));
   Shape y;

@@ -1,6 +1,8 @@
 // linear and linear_bwd_weights of docs/ops.md on oneDNN matmul. A transposed
 // operand is the same bytes read through swapped strides, so neither op copies
 // a matrix; db is oneDNN's sum reduction over the rows of dy.
+#include <cstring>
+
 #include "backend/cpu/kernels/pointwise_common.h"
 #include "lms/status.h"
 
@@ -53,7 +55,14 @@ KernelOr make_linear_bwd_weights(const KernelSpec& spec, const CpuKernelContext&
                    {{DNNL_ARG_SRC, in(d.trans_b ? 1 : 0), lhs_md},
                     {DNNL_ARG_WEIGHTS, in(d.trans_b ? 0 : 1), rhs_md},
                     {DNNL_ARG_DST, out(0), dw_md}});
-  if (d.bias) {
+  if (d.bias && d.n == 1) {
+    // oneDNN refuses a reduction that reduces nothing: db is dy's one row.
+    const int64_t k_out = d.k;
+    k->add_loop([k_out](const KernelArgs& a) {
+      std::memcpy(a.outputs[1], a.inputs[1], static_cast<size_t>(k_out) * sizeof(float));
+      return absl::OkStatus();
+    });
+  } else if (d.bias) {
     const memory::desc db_md = matrix_desc(1, d.k, false);
     dnnl::reduction::desc sum(dnnl::algorithm::reduction_sum, dy_md, db_md, 0.f, 0.f);
     dnnl::reduction::primitive_desc sum_pd(sum, attr, ctx.engine);
