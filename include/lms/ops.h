@@ -39,10 +39,14 @@ struct ConvOptions {
   std::vector<int64_t> stride = {};
   std::vector<int64_t> pad = {};       // symmetric, both sides
   std::vector<int64_t> dilation = {};  // 1 = dense
+  // Channel groups: x's C channels and the K outputs split into `group`
+  // groups, each output seeing the C/group channels of its group (ResNeXt);
+  // group = C = K is a depthwise convolution (MobileNet). 1 = dense.
+  int64_t group = 1;
 };
 
-// y[N,K,S'] = conv(x[N,C,S], w[K,C,k..]) + b[K], S' = (S + 2p - d(k-1) - 1)/s + 1.
-// b may be kNoTensor (no bias).
+// y[N,K,S'] = conv(x[N,C,S], w[K,C/group,k..]) + b[K],
+// S' = (S + 2p - d(k-1) - 1)/s + 1. b may be kNoTensor (no bias).
 TensorId conv(Graph& g, std::string_view name, TensorId x, TensorId w, TensorId b = kNoTensor,
               const ConvOptions& options = {});
 
@@ -64,11 +68,12 @@ struct ConvLayerOptions {
   std::vector<int64_t> dilation = {};  // ignored by conv_transpose
   bool bias = true;
   uint64_t seed = 0;  // seed of the He-normal weight initialisation
+  int64_t group = 1;  // conv2d / conv3d: channel groups (ConvOptions::group)
 };
 
 // 2-D conv layer: x[N,C,H,W] -> y[N,out_channels,H',W']. Creates the parameters
-// "<name>/w" [out_channels,C,k..] He-normal (He et al., ICCV 2015) with
-// fan_in = C*prod(kernel) and "<name>/b" [out_channels] zeros (if bias).
+// "<name>/w" [out_channels,C/group,k..] He-normal (He et al., ICCV 2015) with
+// fan_in = C/group*prod(kernel) and "<name>/b" [out_channels] zeros (if bias).
 // `kernel` has r entries or one (used for every dim). Errors if x is not 4-D.
 TensorId conv2d(Graph& g, std::string_view name, TensorId x, int64_t out_channels,
                 std::vector<int64_t> kernel, const ConvLayerOptions& options = {});
@@ -86,11 +91,22 @@ TensorId conv_transpose(Graph& g, std::string_view name, TensorId x, int64_t out
 TensorId upsample(Graph& g, std::string_view name, TensorId x, std::vector<int64_t> scale,
                   std::string_view mode = "nearest");
 
+// ---- Matrix products ----
+
+// y[N,K] = x[N,C] · wᵀ + b[K] with w[K,C] (trans_b, PyTorch's nn.Linear
+// layout), or x · w + b with w[C,K] (trans_b = false); ONNX Gemm with
+// alpha = beta = 1 and transA = 0. b may be kNoTensor (no bias).
+TensorId linear(Graph& g, std::string_view name, TensorId x, TensorId w, TensorId b = kNoTensor,
+                bool trans_b = true);
+
 // ---- Element-wise and activations (any shape unless said) ----
 
 TensorId relu(Graph& g, std::string_view name, TensorId x);
 TensorId leaky_relu(Graph& g, std::string_view name, TensorId x, double alpha = 0.01);
 TensorId sigmoid(Graph& g, std::string_view name, TensorId x);
+// min(max(x, min), max) with min <= max; relu6 is clip(x, 0, 6) (MobileNet).
+// The gradient passes where min < x < max (PyTorch's hardtanh).
+TensorId clip(Graph& g, std::string_view name, TensorId x, double min, double max);
 // Softmax over axis 1 (channels) of x[N,C,...], or over `axis` of x of any
 // rank >= 1 (negative counts from the end: -1 is the last).
 TensorId softmax(Graph& g, std::string_view name, TensorId x);
@@ -109,6 +125,12 @@ TensorId concat(Graph& g, std::string_view name, const std::vector<TensorId>& xs
 TensorId slice(Graph& g, std::string_view name, TensorId x, int64_t begin, int64_t size);
 TensorId slice(Graph& g, std::string_view name, TensorId x, int64_t begin, int64_t size,
                int64_t axis);
+// x's elements, row-major, under `shape` (the same element count): ONNX
+// Reshape with the shape resolved. A copy (one buffer per tensor).
+TensorId reshape(Graph& g, std::string_view name, TensorId x, Shape shape);
+// x[d0..d(r-1)] -> [d0*..*d(axis-1), d(axis)*..*d(r-1)] (ONNX Flatten;
+// axis 1 turns a pooled [N,C,1,1] into [N,C] for linear).
+TensorId flatten(Graph& g, std::string_view name, TensorId x, int64_t axis = 1);
 // A tensor of `shape` (empty = scalar) filled with `value`.
 TensorId fill(Graph& g, std::string_view name, Shape shape, double value);
 
@@ -118,6 +140,9 @@ struct PoolOptions {
   std::vector<int64_t> kernel = {};  // required, r entries
   std::vector<int64_t> stride = {};  // empty = kernel
   std::vector<int64_t> pad = {};     // empty = 0; each < kernel
+  // avg_pool only: divide by the whole window, padding included (PyTorch's
+  // default), or by its elements inside x (ONNX AveragePool's default).
+  bool count_include_pad = true;
 };
 // Max pooling y[N,C,S'] with S' = (S + 2p - k)/s + 1.
 TensorId max_pool(Graph& g, std::string_view name, TensorId x, const PoolOptions& options);
@@ -126,6 +151,14 @@ TensorId max_pool2d(Graph& g, std::string_view name, TensorId x, int64_t kernel,
                     int64_t pad = 0);
 TensorId max_pool3d(Graph& g, std::string_view name, TensorId x, int64_t kernel, int64_t stride = 0,
                     int64_t pad = 0);
+
+// Average pooling y[N,C,S'] with S' = (S + 2p - k)/s + 1: the mean of each
+// window (PyTorch's AvgPool2d/3d with ceil_mode off).
+TensorId avg_pool(Graph& g, std::string_view name, TensorId x, const PoolOptions& options);
+// Global average pooling y[N,C,1..] = the mean of x[N,C,S] over S (ONNX
+// GlobalAveragePool, PyTorch's AdaptiveAvgPool to 1): one avg_pool node
+// whose window is all of S.
+TensorId global_avg_pool(Graph& g, std::string_view name, TensorId x);
 
 // Instance norm (Ulyanov et al. 2016) of x[N,C,S] with gamma[C], beta[C]:
 // statistics per (n, c) over S, biased variance.

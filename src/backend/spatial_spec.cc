@@ -64,6 +64,22 @@ absl::StatusOr<Shape> read_conv_roles(const KernelSpec& spec, ConvPass pass, Con
   return spec_error(spec, "unknown convolution pass");
 }
 
+// conv's optional group (1 when absent): >= 1, dividing the K outputs of w
+// ([K,C/group,k..]); deconv ops take none.
+absl::StatusOr<int64_t> group_attr(const KernelSpec& spec, const ConvProblem& p) {
+  const AttrValue* value = find_attr(spec, "group");
+  if (value == nullptr) return 1;
+  const auto* group = std::get_if<int64_t>(value);
+  if (group == nullptr || *group < 1 || p.transposed) {
+    return spec_error(spec, "attribute 'group' must be an int >= 1, on conv ops only");
+  }
+  if (p.w[0] % *group != 0) {
+    return spec_error(spec, absl::StrCat("group ", *group, " does not divide the ", p.w[0],
+                                         " outputs of the weights ", shape_str(p.w)));
+  }
+  return *group;
+}
+
 absl::Status read_conv_attrs(const KernelSpec& spec, ConvProblem* p) {
   LMS_ASSIGN_OR_RETURN(p->stride, optional_ints(spec, "stride", p->rank, 1, 1));
   LMS_ASSIGN_OR_RETURN(p->pad, optional_ints(spec, "pad", p->rank, 0, 0));
@@ -166,6 +182,16 @@ absl::StatusOr<std::string> required_str(const KernelSpec& spec, const std::stri
   return *str;
 }
 
+absl::StatusOr<bool> count_include_pad_attr(const KernelSpec& spec) {
+  const AttrValue* value = find_attr(spec, "count_include_pad");
+  if (value == nullptr) return true;
+  const auto* flag = std::get_if<int64_t>(value);
+  if (flag == nullptr || (*flag != 0 && *flag != 1)) {
+    return spec_error(spec, "attribute 'count_include_pad' must be the int 0 or 1");
+  }
+  return *flag == 1;
+}
+
 absl::StatusOr<bool> has_bias_attr(const KernelSpec& spec) {
   bool two_outputs = spec.output_shapes.size() == 2;
   const AttrValue* value = find_attr(spec, "has_bias");
@@ -209,11 +235,12 @@ absl::StatusOr<ConvProblem> conv_problem(const KernelSpec& spec) {
     return spec_error(spec, absl::StrCat("weights ", shape_str(p.w), " and x ", shape_str(p.x),
                                          " differ in spatial rank"));
   }
-  int64_t c_in = p.transposed ? p.w[0] : p.w[1];
+  LMS_ASSIGN_OR_RETURN(p.groups, group_attr(spec, p));
+  int64_t c_in = p.transposed ? p.w[0] : p.w[1] * p.groups;
   if (c_in != p.x[1]) {
     return spec_error(
         spec, absl::StrCat("x ", shape_str(p.x), " has ", p.x[1], " channels but the weights ",
-                           shape_str(p.w), p.transposed ? " ([C,K,k..])" : " ([K,C,k..])",
+                           shape_str(p.w), p.transposed ? " ([C,K,k..])" : " ([K,C/group,k..])",
                            " expect ", c_in));
   }
   LMS_RETURN_IF_ERROR(read_conv_attrs(spec, &p));

@@ -38,6 +38,8 @@ absl::StatusOr<std::string> required_str(const KernelSpec& spec, const std::stri
 // has_bias: when absent it is inferred from the number of outputs.
 absl::StatusOr<bool> has_bias_attr(const KernelSpec& spec);
 
+// avg_pool's count_include_pad: when absent 1 (PyTorch's default).
+absl::StatusOr<bool> count_include_pad_attr(const KernelSpec& spec);
 // Checks that `actual` equals `expected`, naming `what` in the error.
 absl::Status check_shape(const KernelSpec& spec, const std::string& what, const Shape& actual,
                          const Shape& expected);
@@ -53,6 +55,7 @@ struct ConvProblem {
   bool transposed = false;
   bool bias = false;
   int rank = 2;
+  int64_t groups = 1;  // conv's channel groups: w is [K,C/groups,k..]
   Shape x, w, y;
   std::vector<int64_t> stride, pad, dilation;  // dilation as in ops.md (1 = dense)
 };

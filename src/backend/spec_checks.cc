@@ -151,4 +151,45 @@ absl::StatusOr<size_t> axis_attr(const KernelSpec& spec, const Shape& shape,
 
 bool has_axis_attr(const KernelSpec& spec) { return spec.attrs.contains(kAxisAttr); }
 
+namespace {
+
+absl::StatusOr<bool> trans_b_attr(const KernelSpec& spec) {
+  LMS_ASSIGN_OR_RETURN(int64_t v, int_attr(spec, "trans_b"));
+  if (v != 0 && v != 1) return invalid(spec, absl::StrCat("trans_b must be 0 or 1, got ", v));
+  return v == 1;
+}
+
+Shape linear_weight(const LinearDims& d) { return d.trans_b ? Shape{d.k, d.c} : Shape{d.c, d.k}; }
+
+}  // namespace
+
+absl::StatusOr<LinearDims> linear_dims(const KernelSpec& spec) {
+  const bool bwd = spec.op == OpKind::kLinearBwdWeights;
+  LinearDims d;
+  LMS_ASSIGN_OR_RETURN(d.trans_b, trans_b_attr(spec));
+  if (bwd) {
+    LMS_ASSIGN_OR_RETURN(int64_t has_bias, int_attr(spec, "has_bias"));
+    d.bias = has_bias == 1;
+    LMS_RETURN_IF_ERROR(check_arity(spec, 2, 2, d.bias ? 2 : 1));
+  } else {
+    LMS_RETURN_IF_ERROR(check_arity(spec, 2, 3, 1));
+    d.bias = spec.input_shapes.size() == 3;
+  }
+  const Shape& x = spec.input_shapes[0];
+  const Shape& y = bwd ? spec.input_shapes[1] : spec.output_shapes[0];
+  LMS_RETURN_IF_ERROR(check_rank(spec, x, 2, 2, "input x"));
+  LMS_RETURN_IF_ERROR(check_rank(spec, y, 2, 2, bwd ? "input dy" : "output y"));
+  d.n = x[0];
+  d.c = x[1];
+  d.k = y[1];
+  LMS_RETURN_IF_ERROR(check_same_shape(spec, y, {d.n, d.k}, bwd ? "input dy" : "output y"));
+  const Shape& w = bwd ? spec.output_shapes[0] : spec.input_shapes[1];
+  LMS_RETURN_IF_ERROR(check_same_shape(spec, w, linear_weight(d), bwd ? "output dw" : "input w"));
+  if (d.bias) {
+    const Shape& b = bwd ? spec.output_shapes[1] : spec.input_shapes[2];
+    LMS_RETURN_IF_ERROR(check_same_shape(spec, b, {d.k}, bwd ? "output db" : "input b"));
+  }
+  return d;
+}
+
 }  // namespace lms

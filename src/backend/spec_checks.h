@@ -56,4 +56,16 @@ bool has_axis_attr(const KernelSpec& spec);
 // and the allowed range, the same on both backends.
 absl::Status bad_embedding_id(const KernelSpec& spec, int64_t position, int64_t id, int64_t rows);
 
+// The problem of a linear (x[N,C], w, b?[K] -> y[N,K]) or a
+// linear_bwd_weights (x[N,C], dy[N,K] -> dw, db?[K]) node (docs/ops.md):
+// w is [K,C] when trans_b, else [C,K]; `bias` is whether b (db) is there.
+struct LinearDims {
+  int64_t n = 0;
+  int64_t c = 0;
+  int64_t k = 0;
+  bool trans_b = true;
+  bool bias = false;
+};
+absl::StatusOr<LinearDims> linear_dims(const KernelSpec& spec);
+
 }  // namespace lms

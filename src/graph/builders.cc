@@ -101,15 +101,17 @@ TensorId conv_layer(Graph& g, std::string_view name, TensorId x, int64_t out_cha
   const Shape s = g.tensor(x).shape;
   const size_t r = s.size() - 2;
   kernel = spatial(std::move(kernel), r, 1, true);
-  Shape w_shape = {out_channels, s[1]};
+  // A group that does not divide C is refused by the conv node, which names it.
+  const int64_t group = o.group >= 1 && s[1] % o.group == 0 ? o.group : 1;
+  Shape w_shape = {out_channels, s[1] / group};
   w_shape.insert(w_shape.end(), kernel.begin(), kernel.end());
   if (!weight_shape_ok(g, name, w_shape)) return kNoTensor;
-  const int64_t fan_in = num_elements(w_shape) / out_channels;  // C*prod(k)
+  const int64_t fan_in = num_elements(w_shape) / out_channels;  // C/group*prod(k)
   auto [w, b] = layer_params(g, name, std::move(w_shape), fan_in, out_channels, o);
   if (!g.status().ok()) return kNoTensor;
-  return conv(
-      g, name, x, w, b,
-      {spatial(o.stride, r, 1, true), spatial(o.pad, r, 0, true), spatial(o.dilation, r, 1, true)});
+  return conv(g, name, x, w, b,
+              {spatial(o.stride, r, 1, true), spatial(o.pad, r, 0, true),
+               spatial(o.dilation, r, 1, true), o.group});
 }
 
 // gamma[C] ones and beta[C] zeros for a norm layer on x.
@@ -153,6 +155,8 @@ TensorId conv(Graph& g, std::string_view name, TensorId x, TensorId w, TensorId 
   Attrs a = {{"stride", spatial(o.stride, r, 1)},
              {"pad", spatial(o.pad, r, 0)},
              {"dilation", spatial(o.dilation, r, 1)}};
+  // Absent means 1, so ungrouped graphs keep their text form.
+  if (o.group != 1) a["group"] = o.group;
   return add_op(g, OpKind::kConv, name, with_bias(x, w, b), std::move(a));
 }
 
@@ -202,6 +206,33 @@ TensorId upsample(Graph& g, std::string_view name, TensorId x, std::vector<int64
   Attrs a = {{"scale", spatial(std::move(scale), spatial_rank(g, x), 1, true)},
              {"mode", std::string(mode)}};
   return add_op(g, OpKind::kUpsample, name, {x}, std::move(a));
+}
+
+TensorId clip(Graph& g, std::string_view name, TensorId x, double min, double max) {
+  return add_op(g, OpKind::kClip, name, {x}, {{"min", min}, {"max", max}});
+}
+
+TensorId reshape(Graph& g, std::string_view name, TensorId x, Shape shape) {
+  return add_op(g, OpKind::kReshape, name, {x}, {{"shape", std::move(shape)}});
+}
+
+TensorId flatten(Graph& g, std::string_view name, TensorId x, int64_t axis) {
+  if (!usable(g, name, x)) return kNoTensor;
+  const Shape& s = g.tensor(x).shape;
+  if (axis < 0 || axis > static_cast<int64_t>(s.size())) {
+    g.record_error(absl::InvalidArgumentError(str_cat("node '", name, "' (flatten): axis ", axis,
+                                                      " is out of range [0, ", s.size(), "] for x ",
+                                                      shape_str(s))));
+    return kNoTensor;
+  }
+  const auto mid = s.begin() + axis;
+  const Shape y = {num_elements(Shape(s.begin(), mid)), num_elements(Shape(mid, s.end()))};
+  return reshape(g, name, x, y);
+}
+
+TensorId linear(Graph& g, std::string_view name, TensorId x, TensorId w, TensorId b, bool trans_b) {
+  return add_op(g, OpKind::kLinear, name, with_bias(x, w, b),
+                {{"trans_b", int64_t{trans_b ? 1 : 0}}});
 }
 
 TensorId relu(Graph& g, std::string_view name, TensorId x) {
@@ -265,6 +296,24 @@ TensorId max_pool(Graph& g, std::string_view name, TensorId x, const PoolOptions
              {"stride", o.stride.empty() ? o.kernel : o.stride},
              {"pad", spatial(o.pad, r, 0)}};
   return add_op(g, OpKind::kMaxPool, name, {x}, std::move(a));
+}
+
+TensorId avg_pool(Graph& g, std::string_view name, TensorId x, const PoolOptions& o) {
+  if (!usable(g, name, x)) return kNoTensor;
+  const size_t r = spatial_rank(g, x);
+  Attrs a = {{"kernel", o.kernel},
+             {"stride", o.stride.empty() ? o.kernel : o.stride},
+             {"pad", spatial(o.pad, r, 0)},
+             {"count_include_pad", int64_t{o.count_include_pad ? 1 : 0}}};
+  return add_op(g, OpKind::kAvgPool, name, {x}, std::move(a));
+}
+
+TensorId global_avg_pool(Graph& g, std::string_view name, TensorId x) {
+  if (!usable(g, name, x)) return kNoTensor;
+  const Shape& s = g.tensor(x).shape;
+  // A rank other than 4 or 5 reaches avg_pool's shape check, which names it.
+  const std::vector<int64_t> spatial_dims(s.size() > 2 ? s.begin() + 2 : s.end(), s.end());
+  return avg_pool(g, name, x, {.kernel = spatial_dims, .stride = spatial_dims});
 }
 
 TensorId max_pool2d(Graph& g, std::string_view name, TensorId x, int64_t kernel, int64_t stride,

@@ -152,6 +152,7 @@ const OpTable& op_table() {
     ops_internal::register_conv_ops(specs);
     ops_internal::register_pointwise_ops(specs);
     ops_internal::register_embedding_ops(specs);
+    ops_internal::register_linear_ops(specs);
     ops_internal::register_norm_ops(specs);
     ops_internal::register_loss_ops(specs);
     ops_internal::register_optimizer_ops(specs);

@@ -14,6 +14,7 @@ using Shapes = std::vector<Shape>;
 
 struct Geometry {
   std::vector<int64_t> stride, pad, dilation;
+  int64_t group = 1;  // conv's channel groups (1 = dense; C = depthwise)
 };
 
 // Reads stride / pad (and dilation when `with_dilation`) for an input of rank
@@ -26,6 +27,8 @@ absl::StatusOr<Geometry> read_geometry(std::string_view op, const Attrs& a, size
   LMS_ASSIGN_OR_RETURN(g.pad, spatial_attr(op, a, "pad", r, rank, 0));
   if (with_dilation) {
     LMS_ASSIGN_OR_RETURN(g.dilation, spatial_attr(op, a, "dilation", r, rank, 1));
+    g.group = attr_int_or(a, "group", 1);
+    if (g.group < 1) return op_error(op, str_cat("group must be >= 1, got ", g.group));
   } else {
     g.dilation.assign(r, 1);
   }
@@ -33,17 +36,23 @@ absl::StatusOr<Geometry> read_geometry(std::string_view op, const Attrs& a, size
 }
 
 // Checks x[N,C,S] against a weight whose input-channel dim is `w_c_dim`
-// (1 for conv's [K,C,k..], 0 for deconv's [C,K,k..]).
+// (1 for conv's [K,C/group,k..], 0 for deconv's [C,K,k..]).
 absl::Status check_weight(std::string_view op, const Shape& x, const Shape& w, int w_c_dim,
-                          std::string_view w_layout) {
+                          std::string_view w_layout, int64_t group = 1) {
   LMS_RETURN_IF_ERROR(check_spatial_rank(op, "input x", x));
   if (w.size() != x.size()) {
     return op_error(op, str_cat("weight must be ", x.size(), "-D ", w_layout, " for a ", x.size(),
                                 "-D input, got ", shape_str(w)));
   }
-  if (w[w_c_dim] != x[1]) {
+  if (group > 1 && (x[1] % group != 0 || w[0] % group != 0)) {
+    return op_error(
+        op, str_cat("group ", group, " must divide the ", x[1], " channels of x and the ", w[0],
+                    " outputs of the weight ", shape_str(w)));
+  }
+  if (w[w_c_dim] != x[1] / group) {
     return op_error(op, str_cat("weight ", shape_str(w), " has ", w[w_c_dim],
-                                " input channels but x ", shape_str(x), " has ", x[1]));
+                                " input channels per group but x ", shape_str(x), " has ", x[1],
+                                group > 1 ? str_cat(" in ", group, " groups") : ""));
   }
   return absl::OkStatus();
 }
@@ -61,7 +70,7 @@ absl::Status overflow_error(std::string_view op, size_t dim, std::string_view fo
 // y[N,K,S'] of conv(x, w) with S' = (S + 2p - d(k-1) - 1)/s + 1.
 absl::StatusOr<Shape> conv_shape(std::string_view op, const Shape& x, const Shape& w,
                                  const Geometry& g) {
-  LMS_RETURN_IF_ERROR(check_weight(op, x, w, 1, "[K,C,k..]"));
+  LMS_RETURN_IF_ERROR(check_weight(op, x, w, 1, "[K,C/group,k..]", g.group));
   Shape y = {x[0], w[0]};
   for (size_t i = 0; i + 2 < x.size(); ++i) {
     const Int span = Int(g.dilation[i]) * (w[i + 2] - 1) + 1;
@@ -164,7 +173,7 @@ absl::StatusOr<Shapes> infer_conv_bwd_weights(const Attrs& a, const Shapes& in) 
   return bias ? Shapes{w, {w[0]}} : Shapes{w};
 }
 
-// 2*N*K*C*prod(k)*prod(S'): numel(y) * (numel(w)/K) multiply-adds.
+// 2*N*K*(C/group)*prod(k)*prod(S'): numel(y) * (numel(w)/K) multiply-adds.
 double conv_flops(const Shape& y, const Shape& w) { return 2 * numel(y) * numel(w, 1); }
 
 absl::Status conv_grad(GradContext& ctx) {
@@ -184,6 +193,7 @@ absl::Status conv_grad(GradContext& ctx) {
   Attrs geom = {{"stride", fwd.attrs.at("stride")},
                 {"pad", fwd.attrs.at("pad")},
                 {"dilation", fwd.attrs.at("dilation")}};
+  if (auto it = fwd.attrs.find("group"); it != fwd.attrs.end()) geom["group"] = it->second;
   if (wants(ctx, 0)) {
     Attrs a = geom;
     a["input_shape"] = input_shape(ctx, 0);
@@ -378,6 +388,44 @@ absl::Status max_pool_grad(GradContext& ctx) {
   return absl::OkStatus();
 }
 
+// ---- avg_pool ----
+
+// count_include_pad (optional, default 1 as PyTorch): 0 or 1.
+absl::Status check_count_include_pad(std::string_view op, const Attrs& a) {
+  const int64_t v = attr_int_or(a, "count_include_pad", 1);
+  if (v == 0 || v == 1) return absl::OkStatus();
+  return op_error(op, str_cat("count_include_pad must be 0 or 1, got ", v));
+}
+
+absl::StatusOr<Shapes> infer_avg_pool(const Attrs& a, const Shapes& in) {
+  LMS_RETURN_IF_ERROR(check_count_include_pad("avg_pool", a));
+  LMS_ASSIGN_OR_RETURN(Shape y, pool_shape("avg_pool", a, in[0]));
+  return Shapes{y};
+}
+
+// (dy) -> dx[input_shape].
+absl::StatusOr<Shapes> infer_avg_pool_bwd(const Attrs& a, const Shapes& in) {
+  constexpr std::string_view kOp = "avg_pool_bwd";
+  LMS_RETURN_IF_ERROR(check_count_include_pad(kOp, a));
+  LMS_ASSIGN_OR_RETURN(Shape x, shape_attr(kOp, a, "input_shape"));
+  LMS_ASSIGN_OR_RETURN(Shape y, pool_shape(kOp, a, x));
+  LMS_RETURN_IF_ERROR(check_dy(kOp, y, in[0]));
+  return Shapes{x};
+}
+
+// dx spreads each dy over its window; it needs dy and x's shape, not x.
+absl::Status avg_pool_grad(GradContext& ctx) {
+  if (ctx.output_grads[0] != kNoTensor && wants(ctx, 0)) {
+    Attrs a = ctx.graph.node(ctx.node).attrs;
+    a.erase(std::string(kLayoutAttr));
+    a["input_shape"] = input_shape(ctx, 0);
+    LMS_ASSIGN_OR_RETURN(ctx.input_grads[0], add_grad_node1(ctx, OpKind::kAvgPoolBwd, "data",
+                                                            {ctx.output_grads[0]}, a));
+  }
+  decline_rest(ctx);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void register_conv_ops(std::vector<OpSpec>& specs) {
@@ -410,8 +458,11 @@ void register_conv_ops(std::vector<OpSpec>& specs) {
                             }));
   // The six above accept the optional workspace attribute (docs/ops.md);
   // conv also the activation attribute (lms/types.h kActivationAttr).
-  for (size_t i = specs.size() - 6; i < specs.size(); ++i)
+  // conv and its two gradients also take the group attribute.
+  for (size_t i = specs.size() - 6; i < specs.size(); ++i) {
     specs[i].optional_attrs = {std::string(kWorkspaceAttr)};
+    if (i < specs.size() - 3) specs[i].optional_attrs.push_back("group");
+  }
   specs[specs.size() - 6].optional_attrs.push_back(std::string(kActivationAttr));
   specs.push_back(make_spec(
       OpKind::kUpsample, 1, 1, {"mode", "scale"}, infer_upsample,
@@ -427,11 +478,21 @@ void register_conv_ops(std::vector<OpSpec>& specs) {
   specs.push_back(make_spec(
       OpKind::kMaxPoolBwd, 2, 2, {"kernel", "pad", "stride"}, infer_max_pool_bwd,
       [](const Attrs& a, const Shapes& in, const Shapes&) { return pool_flops(a, in[1]); }));
+  specs.push_back(make_spec(
+      OpKind::kAvgPool, 1, 1, {"kernel", "pad", "stride"}, infer_avg_pool,
+      [](const Attrs& a, const Shapes&, const Shapes& out) { return pool_flops(a, out[0]); },
+      avg_pool_grad));
+  specs.back().optional_attrs = {"count_include_pad"};
+  specs.push_back(make_spec(
+      OpKind::kAvgPoolBwd, 1, 1, {"input_shape", "kernel", "pad", "stride"}, infer_avg_pool_bwd,
+      [](const Attrs& a, const Shapes& in, const Shapes&) { return pool_flops(a, in[0]); }));
+  specs.back().optional_attrs = {"count_include_pad"};
   set_flag(specs, &OpDef::recomputable,
-           {OpKind::kConv, OpKind::kDeconv, OpKind::kUpsample, OpKind::kMaxPool});
-  set_flag(specs, &OpDef::backward,
-           {OpKind::kConvBwdData, OpKind::kConvBwdWeights, OpKind::kDeconvBwdData,
-            OpKind::kDeconvBwdWeights, OpKind::kUpsampleBwd, OpKind::kMaxPoolBwd});
+           {OpKind::kConv, OpKind::kDeconv, OpKind::kUpsample, OpKind::kMaxPool, OpKind::kAvgPool});
+  set_flag(
+      specs, &OpDef::backward,
+      {OpKind::kConvBwdData, OpKind::kConvBwdWeights, OpKind::kDeconvBwdData,
+       OpKind::kDeconvBwdWeights, OpKind::kUpsampleBwd, OpKind::kMaxPoolBwd, OpKind::kAvgPoolBwd});
 }
 
 }  // namespace lms::ops_internal

@@ -60,6 +60,7 @@ double numel(const Shape& s, size_t from_dim = 0);
 void register_conv_ops(std::vector<OpSpec>& specs);
 void register_pointwise_ops(std::vector<OpSpec>& specs);
 void register_embedding_ops(std::vector<OpSpec>& specs);
+void register_linear_ops(std::vector<OpSpec>& specs);
 void register_norm_ops(std::vector<OpSpec>& specs);
 void register_loss_ops(std::vector<OpSpec>& specs);
 void register_optimizer_ops(std::vector<OpSpec>& specs);

@@ -1,4 +1,5 @@
-// Element-wise ops, activations and concat/slice along an axis of docs/ops.md.
+// Element-wise ops, activations, concat/slice along an axis and reshape of
+// docs/ops.md.
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -92,6 +93,39 @@ absl::Status scale_grad(GradContext& ctx) {
     const Node fwd = ctx.graph.node(ctx.node);
     LMS_ASSIGN_OR_RETURN(ctx.input_grads[0], add_grad_node1(ctx, OpKind::kScale, "data",
                                                             {ctx.output_grads[0]}, fwd.attrs));
+  }
+  decline_rest(ctx);
+  return absl::OkStatus();
+}
+
+// clip (x) and clip_bwd (x, dy): finite min <= max.
+decltype(OpDef::infer) clip_shape(std::string op) {
+  return [op](const Attrs& a, const Shapes& in) -> absl::StatusOr<Shapes> {
+    LMS_ASSIGN_OR_RETURN(double lo, finite_real(op, a, "min"));
+    LMS_ASSIGN_OR_RETURN(double hi, finite_real(op, a, "max"));
+    if (lo > hi) return op_error(op, str_cat("min ", lo, " must not exceed max ", hi));
+    if (in.size() > 1) LMS_RETURN_IF_ERROR(check_same_shapes(op, in, {"x", "dy"}));
+    return Shapes{in[0]};
+  };
+}
+
+// The attribute "shape" with x's element count.
+absl::StatusOr<Shapes> infer_reshape(const Attrs& a, const Shapes& in) {
+  LMS_ASSIGN_OR_RETURN(Shape y, shape_attr("reshape", a, "shape"));
+  if (num_elements(y) != num_elements(in[0])) {
+    return op_error("reshape",
+                    str_cat("shape ", shape_str(y), " has ", num_elements(y), " elements, x ",
+                            shape_str(in[0]), " has ", num_elements(in[0])));
+  }
+  return Shapes{y};
+}
+
+// dx = reshape(dy) back to x's shape.
+absl::Status reshape_grad(GradContext& ctx) {
+  if (ctx.output_grads[0] != kNoTensor && wants(ctx, 0)) {
+    Attrs a = {{"shape", input_shape(ctx, 0)}};
+    LMS_ASSIGN_OR_RETURN(ctx.input_grads[0],
+                         add_grad_node1(ctx, OpKind::kReshape, "data", {ctx.output_grads[0]}, a));
   }
   decline_rest(ctx);
   return absl::OkStatus();
@@ -221,6 +255,10 @@ void register_pointwise_ops(std::vector<OpSpec>& specs) {
                             activation_grad(OpKind::kSigmoidBwd, true)));
   specs.push_back(
       make_spec(OpKind::kSigmoidBwd, 2, 2, {}, bwd_shape("sigmoid_bwd", "y"), per_element(3)));
+  specs.push_back(make_spec(OpKind::kClip, 1, 1, {"max", "min"}, clip_shape("clip"), per_element(2),
+                            activation_grad(OpKind::kClipBwd, false)));
+  specs.push_back(
+      make_spec(OpKind::kClipBwd, 2, 2, {"max", "min"}, clip_shape("clip_bwd"), per_element(2)));
   specs.push_back(make_spec(
       OpKind::kSoftmax, 1, 1, {},
       [](const Attrs& a, const Shapes& in) { return infer_softmax("softmax", a, in); },
@@ -243,6 +281,8 @@ void register_pointwise_ops(std::vector<OpSpec>& specs) {
   specs.push_back(make_spec(OpKind::kConcat, 1, -1, {}, infer_concat, per_element(0), concat_grad));
   specs.push_back(
       make_spec(OpKind::kSlice, 1, 1, {"begin", "size"}, infer_slice, per_element(0), slice_grad));
+  specs.push_back(
+      make_spec(OpKind::kReshape, 1, 1, {"shape"}, infer_reshape, per_element(0), reshape_grad));
   for (OpSpec& spec : specs) {
     const OpKind k = spec.def.kind;
     if (k == OpKind::kSoftmax || k == OpKind::kSoftmaxBwd || k == OpKind::kConcat ||
@@ -253,10 +293,12 @@ void register_pointwise_ops(std::vector<OpSpec>& specs) {
   specs.push_back(make_spec(OpKind::kFill, 0, 0, {"shape", "value"}, infer_fill, per_element(0),
                             [](GradContext&) { return absl::OkStatus(); }));
   set_flag(specs, &OpDef::backward,
-           {OpKind::kReluBwd, OpKind::kLeakyReluBwd, OpKind::kSigmoidBwd, OpKind::kSoftmaxBwd});
+           {OpKind::kReluBwd, OpKind::kLeakyReluBwd, OpKind::kSigmoidBwd, OpKind::kClipBwd,
+            OpKind::kSoftmaxBwd});
   set_flag(specs, &OpDef::recomputable,
            {OpKind::kRelu, OpKind::kLeakyRelu, OpKind::kSigmoid, OpKind::kSoftmax, OpKind::kAdd,
-            OpKind::kMul, OpKind::kScale, OpKind::kConcat, OpKind::kSlice});
+            OpKind::kMul, OpKind::kScale, OpKind::kConcat, OpKind::kSlice, OpKind::kClip,
+            OpKind::kReshape});
 }
 
 }  // namespace lms::ops_internal

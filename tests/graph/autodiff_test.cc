@@ -82,6 +82,44 @@ TEST(Autodiff, ConvReluConvSgdStructure) {
   EXPECT_EQ(g.find_node("optimizer/global_norm"), kNoNode);
 }
 
+// x -> fc1 (w[K,C]) -> relu -> fc2 (w[C,K], no bias) -> mse: fc2's data
+// gradient is a linear with trans_b flipped; fc1 gets no data gradient (its
+// input is a graph input) and one linear_bwd_weights with db.
+TEST(Autodiff, LinearGradients) {
+  Graph f;
+  const TensorId x = f.input("x", {4, 6});
+  const TensorId w1 = f.parameter("fc1/w", {5, 6}, Init::he_normal(1, 6));
+  const TensorId b1 = f.parameter("fc1/b", {5}, Init::constant(0.1));
+  const TensorId w2 = f.parameter("fc2/w", {5, 3}, Init::he_normal(2, 5));
+  TensorId h = relu(f, "relu", linear(f, "fc1", x, w1, b1, true));
+  const TensorId loss =
+      mse_loss(f, "loss", linear(f, "fc2", h, w2, kNoTensor, false), f.input("target", {4, 3}));
+  ASSERT_TRUE(f.status().ok()) << f.status();
+  auto train = training_graph(f, loss, Sgd{.lr = 0.1});
+  ASSERT_TRUE(train.ok()) << train.status();
+  const Graph& g = *train;
+  ASSERT_TRUE(verify(g).ok()) << verify(g);
+  const std::map<OpKind, int> added = new_op_counts(g, f.num_nodes());
+  EXPECT_EQ(added.at(OpKind::kLinear), 1);
+  EXPECT_EQ(added.at(OpKind::kLinearBwdWeights), 2);
+  for (NodeId n = f.num_nodes(); n < g.num_nodes(); ++n) {
+    const Node& node = g.node(n);
+    if (node.op == OpKind::kLinear) {
+      EXPECT_EQ(g.tensor(node.inputs[1]).name, "fc2/w");
+      EXPECT_EQ(std::get<int64_t>(node.attrs.at("trans_b")), 1);
+      EXPECT_EQ(g.tensor(node.outputs[0]).shape, (Shape{4, 5}));
+    }
+    if (node.op == OpKind::kLinearBwdWeights) {
+      EXPECT_EQ(node.outputs.size(), g.tensor(node.inputs[0]).name == "x" ? 2u : 1u);
+    }
+  }
+  for (const char* p : {"fc1/w", "fc1/b", "fc2/w"}) {
+    const TensorId grad = g.find_tensor(std::string(p) + "/grad");
+    ASSERT_NE(grad, kNoTensor) << p;
+    EXPECT_EQ(g.tensor(grad).shape, g.tensor(g.find_tensor(p)).shape) << p;
+  }
+}
+
 TEST(Autodiff, UpdatesRunAfterEveryReaderOfTheirParameter) {
   Net net = conv_relu_conv();
   auto train = training_graph(net.g, net.loss, Adam{.lr = 1e-3});

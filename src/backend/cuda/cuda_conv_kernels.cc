@@ -110,6 +110,11 @@ absl::Status make_descs(const ConvProblem& p, int64_t samples, const std::string
       cudnnSetConvolutionNdDescriptor(d->conv, p.rank, pad.data(), stride.data(), dil.data(),
                                       CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
       "cudnnSetConvolutionNdDescriptor");
+  if (p.groups > 1) {
+    // The filter is [K, C/groups, k..] as cuDNN's grouped convolution wants.
+    LMS_CUDNN_RETURN_IF_ERROR(cudnnSetConvolutionGroupCount(d->conv, static_cast<int>(p.groups)),
+                              "cudnnSetConvolutionGroupCount");
+  }
   return cudnn_status(cudnnSetConvolutionMathType(d->conv, CUDNN_FMA_MATH),
                       "cudnnSetConvolutionMathType");
 }

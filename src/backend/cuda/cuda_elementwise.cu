@@ -113,6 +113,38 @@ __global__ void adam_kernel(float* p, const float* g, float* m, float* v, const 
 
 }  // namespace
 
+namespace {
+
+// y = min(max(x, lo), hi); dx = dy where lo < x < hi, else 0 (the CPU
+// device's oneDNN clip_v2).
+__global__ void clip_kernel(const float* x, float* y, int64_t n, float lo, float hi) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(kThreads) * gridDim.x) {
+    y[i] = fminf(fmaxf(x[i], lo), hi);
+  }
+}
+
+__global__ void clip_bwd_kernel(const float* x, const float* dy, float* dx, int64_t n, float lo,
+                                float hi) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(kThreads) * gridDim.x) {
+    dx[i] = x[i] > lo && x[i] < hi ? dy[i] : 0.0f;
+  }
+}
+
+}  // namespace
+
+cudaError_t clip(cudaStream_t stream, const float* x, float* y, int64_t n, float lo, float hi) {
+  clip_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, y, n, lo, hi);
+  return cudaGetLastError();
+}
+
+cudaError_t clip_bwd(cudaStream_t stream, const float* x, const float* dy, float* dx, int64_t n,
+                     float lo, float hi) {
+  clip_bwd_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, dy, dx, n, lo, hi);
+  return cudaGetLastError();
+}
+
 cudaError_t unary(cudaStream_t stream, Unary op, const float* x, float* y, int64_t n, float alpha) {
   unary_kernel<<<grid_for(n), kThreads, 0, stream>>>(op, x, y, n, alpha);
   return cudaGetLastError();

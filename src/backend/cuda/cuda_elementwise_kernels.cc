@@ -56,6 +56,45 @@ KernelOr make_binary(const KernelSpec& spec, const CudaKernelContext& ctx, launc
   });
 }
 
+// clip (x) or clip_bwd (x, dy) with attributes min <= max.
+KernelOr make_clip(const KernelSpec& spec, const CudaKernelContext& ctx, bool backward) {
+  LMS_RETURN_IF_ERROR(backward ? check_binary(spec, "input dy") : check_unary(spec));
+  LMS_ASSIGN_OR_RETURN(double lo, real_attr(spec, "min"));
+  LMS_ASSIGN_OR_RETURN(double hi, real_attr(spec, "max"));
+  const int64_t n = num_elements(spec.input_shapes[0]);
+  const std::string what = node_label(spec);
+  cudaStream_t s = ctx.stream;
+  const auto l = static_cast<float>(lo), h = static_cast<float>(hi);
+  return make_fn_kernel([=](const KernelArgs& a) {
+    return cuda_status(backward
+                           ? launch::clip_bwd(s, a.inputs[0], a.inputs[1], a.outputs[0], n, l, h)
+                           : launch::clip(s, a.inputs[0], a.outputs[0], n, l, h),
+                       what);
+  });
+}
+
+// y = x's bytes under another shape: a device-to-device copy.
+KernelOr make_reshape(const KernelSpec& spec, const CudaKernelContext& ctx) {
+  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 1));
+  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ints_attr(spec, "shape"));
+  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], shape, "output y"));
+  const int64_t n = num_elements(spec.input_shapes[0]);
+  if (num_elements(shape) != n) {
+    return invalid(spec, absl::StrCat("shape ", shape_str(shape),
+                                      " has another element count than "
+                                      "input x ",
+                                      shape_str(spec.input_shapes[0])));
+  }
+  const std::string what = node_label(spec);
+  cudaStream_t s = ctx.stream;
+  return make_fn_kernel([=](const KernelArgs& a) {
+    return cuda_status(
+        cudaMemcpyAsync(a.outputs[0], a.inputs[0], static_cast<size_t>(n) * sizeof(float),
+                        cudaMemcpyDeviceToDevice, s),
+        what);
+  });
+}
+
 // cuDNN tensor descriptors [n, A, inner, 1] of a dense tensor seen as
 // [outer, A, inner] around the softmax axis (for axis 1 of [N, C, S..]:
 // [N, C, S]), split along outer within the descriptor limit (Note [Large
@@ -306,6 +345,10 @@ KernelOr create_cuda_elementwise_kernel(const KernelSpec& spec, const CudaKernel
     return make_binary(spec, ctx, Binary::kSigmoidBwd, 0.f, "input dy");
   if (op == OpKind::kSoftmax) return make_softmax(spec, ctx, false);
   if (op == OpKind::kSoftmaxBwd) return make_softmax(spec, ctx, true);
+  if (op == OpKind::kClip || op == OpKind::kClipBwd) {
+    return make_clip(spec, ctx, op == OpKind::kClipBwd);
+  }
+  if (op == OpKind::kReshape) return make_reshape(spec, ctx);
   if (op == OpKind::kAdd) return make_binary(spec, ctx, Binary::kAdd, 0.f, "input b");
   if (op == OpKind::kMul) return make_binary(spec, ctx, Binary::kMul, 0.f, "input b");
   if (op == OpKind::kScale) {

@@ -22,12 +22,17 @@ Factory cuda_kernel_factory(OpKind op) {
     case OpKind::kDeconvBwdData:
     case OpKind::kDeconvBwdWeights:
       return &create_cuda_conv_kernel;
+    case OpKind::kLinear:
+    case OpKind::kLinearBwdWeights:
+      return &create_cuda_linear_kernel;
     case OpKind::kRelu:
     case OpKind::kReluBwd:
     case OpKind::kLeakyRelu:
     case OpKind::kLeakyReluBwd:
     case OpKind::kSigmoid:
     case OpKind::kSigmoidBwd:
+    case OpKind::kClip:
+    case OpKind::kClipBwd:
     case OpKind::kSoftmax:
     case OpKind::kSoftmaxBwd:
     case OpKind::kAdd:
@@ -35,6 +40,7 @@ Factory cuda_kernel_factory(OpKind op) {
     case OpKind::kScale:
     case OpKind::kConcat:
     case OpKind::kSlice:
+    case OpKind::kReshape:
     case OpKind::kFill:
     case OpKind::kEmbedding:
     case OpKind::kEmbeddingBwd:
@@ -54,6 +60,8 @@ Factory cuda_kernel_factory(OpKind op) {
     case OpKind::kUpsampleBwd:
     case OpKind::kMaxPool:
     case OpKind::kMaxPoolBwd:
+    case OpKind::kAvgPool:
+    case OpKind::kAvgPoolBwd:
     case OpKind::kInstanceNorm:
     case OpKind::kInstanceNormBwd:
     case OpKind::kBatchNorm:

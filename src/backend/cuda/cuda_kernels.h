@@ -49,6 +49,9 @@ absl::StatusOr<std::unique_ptr<Kernel>> create_cuda_kernel(const KernelSpec& spe
 // conv, conv_bwd_data, conv_bwd_weights, deconv, deconv_bwd_data, deconv_bwd_weights.
 absl::StatusOr<std::unique_ptr<Kernel>> create_cuda_conv_kernel(const KernelSpec& spec,
                                                                 const CudaKernelContext& ctx);
+// linear, linear_bwd_weights (cuBLAS).
+absl::StatusOr<std::unique_ptr<Kernel>> create_cuda_linear_kernel(const KernelSpec& spec,
+                                                                  const CudaKernelContext& ctx);
 // relu, leaky_relu, sigmoid, softmax (+ _bwd), add, mul, scale, concat, slice, fill.
 absl::StatusOr<std::unique_ptr<Kernel>> create_cuda_elementwise_kernel(
     const KernelSpec& spec, const CudaKernelContext& ctx);
@@ -56,7 +59,7 @@ absl::StatusOr<std::unique_ptr<Kernel>> create_cuda_elementwise_kernel(
 // sgd_update, adam_update.
 absl::StatusOr<std::unique_ptr<Kernel>> create_cuda_reduction_kernel(const KernelSpec& spec,
                                                                      const CudaKernelContext& ctx);
-// instance_norm, batch_norm (+ _bwd), max_pool, upsample (+ _bwd).
+// instance_norm, batch_norm (+ _bwd), max_pool, avg_pool, upsample (+ _bwd).
 absl::StatusOr<std::unique_ptr<Kernel>> create_cuda_spatial_kernel(const KernelSpec& spec,
                                                                    const CudaKernelContext& ctx);
 

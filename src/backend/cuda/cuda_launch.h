@@ -34,6 +34,10 @@ enum class Binary : int {
 cudaError_t binary(cudaStream_t stream, Binary op, const float* a, const float* b, float* y,
                    int64_t n, float alpha);
 
+// y = min(max(x, lo), hi); clip_bwd: dx = dy where lo < x < hi, else 0.
+cudaError_t clip(cudaStream_t stream, const float* x, float* y, int64_t n, float lo, float hi);
+cudaError_t clip_bwd(cudaStream_t stream, const float* x, const float* dy, float* dx, int64_t n,
+                     float lo, float hi);
 cudaError_t fill(cudaStream_t stream, float* y, int64_t n, float value);
 // y[i] = float(double(*scalar) / divisor) (reduce_mean_bwd).
 cudaError_t fill_from_scalar(cudaStream_t stream, const float* scalar, double divisor, float* y,
@@ -148,9 +152,24 @@ struct Geom3 {
 // maximum of each window in (d, h, w) order, as the CPU device.
 cudaError_t max_pool_fwd(cudaStream_t stream, const float* x, Geom3 g, float* y);
 cudaError_t max_pool_bwd(cudaStream_t stream, const float* x, const float* dy, Geom3 g, float* dx);
+// Average pooling; the divisor is the whole window (include_pad, PyTorch's
+// default) or its elements inside the input. The gradient of an input
+// element sums, in window order, dy over divisor of each window covering it.
+cudaError_t avg_pool_fwd(cudaStream_t stream, const float* x, Geom3 g, bool include_pad, float* y);
+cudaError_t avg_pool_bwd(cudaStream_t stream, const float* dy, Geom3 g, bool include_pad,
+                         float* dx);
 // Upsample by integer factors g.k (out = in * k); linear = half-pixel
 // centres with edge clamping (oneDNN resampling_linear), else nearest.
 cudaError_t upsample_fwd(cudaStream_t stream, const float* x, Geom3 g, bool linear, float* y);
 cudaError_t upsample_bwd(cudaStream_t stream, const float* dy, Geom3 g, bool linear, float* dx);
+
+// ---- linear (cuda_linear.cu) ----
+
+// y[r, k] = b[k] for each of `rows` rows of y[rows, cols] (the bias that the
+// product is then added to).
+cudaError_t broadcast_rows(cudaStream_t stream, const float* b, int64_t rows, int64_t cols,
+                           float* y);
+// s[k] = Σ_r x[r, k] over the rows of x[rows, cols], in double, in order.
+cudaError_t column_sum(cudaStream_t stream, const float* x, int64_t rows, int64_t cols, float* s);
 
 }  // namespace lms::cuda::launch

@@ -88,6 +88,72 @@ __global__ void max_pool_bwd_kernel(const float* x, const float* dy, Geom3 g, fl
   }
 }
 
+// Elements of the window of output (od, oh, ow) that lie in the input
+// (count_include_pad = 0), or the whole window (= 1).
+__device__ float window_count(Geom3 g, int64_t od, int64_t oh, int64_t ow, bool include_pad) {
+  if (include_pad) return static_cast<float>(g.k[0] * g.k[1] * g.k[2]);
+  const int64_t o[3] = {od, oh, ow};
+  int64_t count = 1;
+  for (int d = 0; d < 3; ++d) {
+    const int64_t lo = o[d] * g.s[d] - g.p[d];
+    const int64_t first = lo < 0 ? 0 : lo;
+    const int64_t last = lo + g.k[d] < g.in[d] ? lo + g.k[d] : g.in[d];
+    count *= last - first;
+  }
+  return static_cast<float>(count);
+}
+
+// y = the sum of the window's inputs in (d, h, w) order over window_count.
+__global__ void avg_pool_fwd_kernel(const float* x, Geom3 g, bool include_pad, float* y) {
+  const int64_t plane_out = g.out[0] * g.out[1] * g.out[2];
+  const int64_t plane_in = g.in[0] * g.in[1] * g.in[2];
+  const int64_t n = g.nc * plane_out;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(kThreads) * gridDim.x) {
+    const int64_t plane = i / plane_out, r = i % plane_out;
+    const int64_t ow = r % g.out[2], oh = (r / g.out[2]) % g.out[1], od = r / (g.out[2] * g.out[1]);
+    const float* xp = x + plane * plane_in;
+    float acc = 0.0f;
+    for (int64_t kd = 0; kd < g.k[0]; ++kd) {
+      const int64_t id = od * g.s[0] - g.p[0] + kd;
+      if (id < 0 || id >= g.in[0]) continue;
+      for (int64_t kh = 0; kh < g.k[1]; ++kh) {
+        const int64_t ih = oh * g.s[1] - g.p[1] + kh;
+        if (ih < 0 || ih >= g.in[1]) continue;
+        for (int64_t kw = 0; kw < g.k[2]; ++kw) {
+          const int64_t iw = ow * g.s[2] - g.p[2] + kw;
+          if (iw >= 0 && iw < g.in[2]) acc += xp[(id * g.in[1] + ih) * g.in[2] + iw];
+        }
+      }
+    }
+    y[i] = acc / window_count(g, od, oh, ow, include_pad);
+  }
+}
+
+// dx = the sum over the windows covering the element of dy / window_count.
+__global__ void avg_pool_bwd_kernel(const float* dy, Geom3 g, bool include_pad, float* dx) {
+  const int64_t plane_out = g.out[0] * g.out[1] * g.out[2];
+  const int64_t plane_in = g.in[0] * g.in[1] * g.in[2];
+  const int64_t n = g.nc * plane_in;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(kThreads) * gridDim.x) {
+    const int64_t plane = i / plane_in, r = i % plane_in;
+    const int64_t iw = r % g.in[2], ih = (r / g.in[2]) % g.in[1], id = r / (g.in[2] * g.in[1]);
+    const float* dyp = dy + plane * plane_out;
+    int64_t lo[3], hi[3];
+    covering(id, g.k[0], g.s[0], g.p[0], g.out[0], &lo[0], &hi[0]);
+    covering(ih, g.k[1], g.s[1], g.p[1], g.out[1], &lo[1], &hi[1]);
+    covering(iw, g.k[2], g.s[2], g.p[2], g.out[2], &lo[2], &hi[2]);
+    float acc = 0.0f;
+    for (int64_t od = lo[0]; od <= hi[0]; ++od)
+      for (int64_t oh = lo[1]; oh <= hi[1]; ++oh)
+        for (int64_t ow = lo[2]; ow <= hi[2]; ++ow)
+          acc +=
+              dyp[(od * g.out[1] + oh) * g.out[2] + ow] / window_count(g, od, oh, ow, include_pad);
+    dx[i] = acc;
+  }
+}
+
 // Source taps of output index o in one dim (half-pixel centres, clamped):
 // i0, i1 with weights 1 - w1, w1.
 __device__ void linear_taps(int64_t o, int64_t scale, int64_t in, int64_t* i0, int64_t* i1,
@@ -181,6 +247,19 @@ cudaError_t max_pool_fwd(cudaStream_t stream, const float* x, Geom3 g, float* y)
 cudaError_t max_pool_bwd(cudaStream_t stream, const float* x, const float* dy, Geom3 g, float* dx) {
   max_pool_bwd_kernel<<<grid_for(g.nc * g.in[0] * g.in[1] * g.in[2]), kThreads, 0, stream>>>(x, dy,
                                                                                              g, dx);
+  return cudaGetLastError();
+}
+
+cudaError_t avg_pool_fwd(cudaStream_t stream, const float* x, Geom3 g, bool include_pad, float* y) {
+  avg_pool_fwd_kernel<<<grid_for(g.nc * g.out[0] * g.out[1] * g.out[2]), kThreads, 0, stream>>>(
+      x, g, include_pad, y);
+  return cudaGetLastError();
+}
+
+cudaError_t avg_pool_bwd(cudaStream_t stream, const float* dy, Geom3 g, bool include_pad,
+                         float* dx) {
+  avg_pool_bwd_kernel<<<grid_for(g.nc * g.in[0] * g.in[1] * g.in[2]), kThreads, 0, stream>>>(
+      dy, g, include_pad, dx);
   return cudaGetLastError();
 }
 

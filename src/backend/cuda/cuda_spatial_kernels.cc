@@ -1,4 +1,4 @@
-// instance_norm, batch_norm (+ _bwd), max_pool (+ _bwd) and upsample
+// instance_norm, batch_norm (+ _bwd), max_pool, avg_pool (+ _bwd) and upsample
 // (+ _bwd) of docs/ops.md for the CUDA device, over the launchers of
 // cuda_launch.h (deterministic gathers and tree sums; no cuDNN, so the
 // semantics — biased variance, first-maximum routing, half-pixel linear
@@ -146,6 +146,33 @@ KernelOr make_max_pool(const KernelSpec& spec, const CudaKernelContext& ctx, boo
   });
 }
 
+// avg_pool (x) or avg_pool_bwd (dy, with input_shape).
+KernelOr make_avg_pool(const KernelSpec& spec, const CudaKernelContext& ctx, bool backward) {
+  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 1, 1));
+  Shape x = spec.input_shapes[0];
+  if (backward) {
+    LMS_ASSIGN_OR_RETURN(x, required_shape(spec, "input_shape"));
+  }
+  LMS_ASSIGN_OR_RETURN(int rank, spatial_rank(spec, x, "x"));
+  LMS_ASSIGN_OR_RETURN(bool include_pad, count_include_pad_attr(spec));
+  Shape y;
+  LMS_ASSIGN_OR_RETURN(launch::Geom3 g, pool_geometry(spec, x, rank, &y));
+  if (backward) {
+    LMS_RETURN_IF_ERROR(check_shape(spec, "input dy", spec.input_shapes[0], y));
+    LMS_RETURN_IF_ERROR(check_shape(spec, "output dx", spec.output_shapes[0], x));
+  } else {
+    LMS_RETURN_IF_ERROR(check_shape(spec, "output y", spec.output_shapes[0], y));
+  }
+  const std::string what = node_label(spec);
+  cudaStream_t s = ctx.stream;
+  return make_fn_kernel([=](const KernelArgs& a) {
+    return cuda_status(backward
+                           ? launch::avg_pool_bwd(s, a.inputs[0], g, include_pad, a.outputs[0])
+                           : launch::avg_pool_fwd(s, a.inputs[0], g, include_pad, a.outputs[0]),
+                       what);
+  });
+}
+
 KernelOr make_upsample(const KernelSpec& spec, const CudaKernelContext& ctx, bool backward) {
   LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 1, 1));
   Shape x = spec.input_shapes[0];
@@ -195,6 +222,8 @@ KernelOr create_cuda_spatial_kernel(const KernelSpec& spec, const CudaKernelCont
   }
   if (op == OpKind::kMaxPool || op == OpKind::kMaxPoolBwd)
     return make_max_pool(spec, ctx, op == OpKind::kMaxPoolBwd);
+  if (op == OpKind::kAvgPool || op == OpKind::kAvgPoolBwd)
+    return make_avg_pool(spec, ctx, op == OpKind::kAvgPoolBwd);
   if (op == OpKind::kUpsample || op == OpKind::kUpsampleBwd)
     return make_upsample(spec, ctx, op == OpKind::kUpsampleBwd);
   return std::unique_ptr<Kernel>();

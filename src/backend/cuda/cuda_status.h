@@ -1,4 +1,4 @@
-// CUDA runtime and cuDNN errors as absl::Status, one small header for the
+// CUDA runtime, cuDNN and cuBLAS errors as absl::Status, one small header for the
 // backend. Every call into those libraries goes through these, so
 // no error code is dropped and every message names what failed.
 //
@@ -6,6 +6,7 @@
 //   LMS_CUDNN_RETURN_IF_ERROR(cudnnCreate(&handle), "cudnnCreate");
 #pragma once
 
+#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
@@ -51,9 +52,23 @@ inline absl::Status cudnn_status(cudnnStatus_t st, std::string_view what) {
   return absl::InternalError(msg);
 }
 
+// CUBLAS_STATUS_NOT_SUPPORTED becomes Unimplemented, CUBLAS_STATUS_ALLOC_FAILED
+// ResourceExhausted, anything else Internal.
+inline absl::Status cublas_status(cublasStatus_t st, std::string_view what) {
+  if (st == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
+  std::string msg(what);
+  msg += ": ";
+  msg += cublasGetStatusName(st);
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED) return absl::UnimplementedError(msg);
+  if (st == CUBLAS_STATUS_ALLOC_FAILED) return absl::ResourceExhaustedError(msg);
+  return absl::InternalError(msg);
+}
+
 }  // namespace lms::cuda
 
 #define LMS_CUDA_RETURN_IF_ERROR(expr, what) \
   LMS_RETURN_IF_ERROR(::lms::cuda::cuda_status((expr), (what)))
 #define LMS_CUDNN_RETURN_IF_ERROR(expr, what) \
   LMS_RETURN_IF_ERROR(::lms::cuda::cudnn_status((expr), (what)))
+#define LMS_CUBLAS_RETURN_IF_ERROR(expr, what) \
+  LMS_RETURN_IF_ERROR(::lms::cuda::cublas_status((expr), (what)))

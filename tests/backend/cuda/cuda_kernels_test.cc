@@ -222,6 +222,89 @@ TEST_F(CudaKernels, GroupedReductionsAreDeterministic) {
   }
 }
 
+// Grouped (4 groups) and depthwise convolutions and their two gradients:
+// cuDNN's group count against oneDNN's grouped weights.
+TEST_F(CudaKernels, GroupedConvMatchesCpu) {
+  struct G {
+    int64_t c, k, group;
+  };
+  for (const G& g : {G{12, 8, 4}, G{16, 16, 16}, G{6, 12, 6}}) {
+    Attrs a = conv_attrs({1, 1}, {1, 1}, {1, 1});
+    a["group"] = g.group;
+    const Shape x = {2, g.c, 9, 8}, w = {g.k, g.c / g.group, 3, 3}, y = {2, g.k, 9, 8};
+    compare({"conv", {x, w, {g.k}}, {y}, a}, 2401);
+    Attrs bd = a;
+    bd["input_shape"] = x;
+    compare({"conv_bwd_data", {y, w}, {x}, bd}, 2402);
+    Attrs bw = a;
+    bw["weight_shape"] = w;
+    bw["has_bias"] = int64_t{1};
+    compare({"conv_bwd_weights", {x, y}, {w, {g.k}}, bw}, 2403);
+  }
+}
+
+// clip (ReLU6 and other bounds), its gradient and reshape (a copy: bitwise).
+TEST_F(CudaKernels, ClipAndReshapeMatchCpu) {
+  const Attrs relu6 = {{"min", 0.0}, {"max", 6.0}}, narrow = {{"min", -0.5}, {"max", 0.25}};
+  for (const Attrs& a : {relu6, narrow}) {
+    compare({"clip", {{2, 3, 9, 8}}, {{2, 3, 9, 8}}, a, {{-8.f, 8.f}}}, 2301);
+    compare({"clip_bwd", {{2, 3, 9, 8}, {2, 3, 9, 8}}, {{2, 3, 9, 8}}, a, {{-8.f, 8.f}}}, 2302);
+  }
+  compare({"reshape", {{2, 3, 4, 5}}, {{6, 20}}, {{"shape", V{6, 20}}}}, 2303, {0.f, 0.f});
+}
+
+// avg_pool (+ _bwd), padding counted or not, 2-D and 3-D, and the global
+// pool (the window is all of S).
+TEST_F(CudaKernels, AvgPoolMatchesCpu) {
+  const Attrs a = {{"kernel", V{3, 3}}, {"stride", V{2, 2}}, {"pad", V{1, 1}}};
+  Attrs ex = a;
+  ex["count_include_pad"] = int64_t{0};
+  for (const Attrs& p : {a, ex}) {
+    compare({"avg_pool", {{2, 3, 9, 8}}, {{2, 3, 5, 4}}, p}, 2201);
+    Attrs b = p;
+    b["input_shape"] = V{2, 3, 9, 8};
+    compare({"avg_pool_bwd", {{2, 3, 5, 4}}, {{2, 3, 9, 8}}, b}, 2202);
+  }
+  const Attrs a3 = {{"kernel", V{2, 3, 2}}, {"stride", V{1, 2, 2}}, {"pad", V{1, 1, 0}}};
+  compare({"avg_pool", {{1, 2, 5, 6, 4}}, {{1, 2, 6, 3, 2}}, a3}, 2203);
+  Attrs b3 = a3;
+  b3["input_shape"] = V{1, 2, 5, 6, 4};
+  compare({"avg_pool_bwd", {{1, 2, 6, 3, 2}}, {{1, 2, 5, 6, 4}}, b3}, 2204);
+  const Attrs global = {{"kernel", V{7, 7}}, {"stride", V{7, 7}}, {"pad", V{0, 0}}};
+  compare({"avg_pool", {{4, 64, 7, 7}}, {{4, 64, 1, 1}}, global}, 2205);
+}
+
+// linear with and without bias, both weight layouts, and its weight
+// gradient (cuBLAS against oneDNN matmul; sums of up to 300 products).
+TEST_F(CudaKernels, LinearMatchesCpu) {
+  const Attrs t1 = {{"trans_b", int64_t{1}}}, t0 = {{"trans_b", int64_t{0}}};
+  compare({"linear", {{6, 37}, {11, 37}, {11}}, {{6, 11}}, t1}, 2101);
+  compare({"linear", {{5, 300}, {300, 9}}, {{5, 9}}, t0}, 2102);
+  Attrs bw1 = t1, bw0 = t0;
+  bw1["has_bias"] = int64_t{1};
+  bw0["has_bias"] = int64_t{0};
+  compare({"linear_bwd_weights", {{70, 13}, {70, 8}}, {{8, 13}, {8}}, bw1}, 2103);
+  compare({"linear_bwd_weights", {{70, 13}, {70, 8}}, {{13, 8}}, bw0}, 2104);
+}
+
+// Two runs of a linear and its weight gradient give the same bits.
+TEST_F(CudaKernels, LinearIsDeterministic) {
+  const std::vector<Case> cases = {
+      {"linear", {{64, 512}, {1000, 512}, {1000}}, {{64, 1000}}, {{"trans_b", int64_t{1}}}},
+      {"linear_bwd_weights",
+       {{64, 512}, {64, 1000}},
+       {{1000, 512}, {1000}},
+       {{"trans_b", int64_t{1}}, {"has_bias", int64_t{1}}}},
+  };
+  for (const Case& k : cases) {
+    const std::vector<Floats> in = make_inputs(k, 2105);
+    auto first = run_on(*gpu_, k, in);
+    auto second = run_on(*gpu_, k, in);
+    ASSERT_TRUE(first.ok() && second.ok()) << k.op;
+    EXPECT_EQ(first->outputs, second->outputs) << k.op;  // bitwise
+  }
+}
+
 TEST_F(CudaKernels, BadSpecRejectedLikeCpu) {
   Case c{"conv", {{2, 3, 9, 8}, {4, 5, 3, 3}}, {{2, 4, 9, 8}}, conv_attrs({1, 1}, {1, 1}, {1, 1})};
   auto got = run_on(*gpu_, c, make_inputs(c, 1));

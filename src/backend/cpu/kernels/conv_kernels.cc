@@ -112,6 +112,12 @@ ConvDescs conv_descs(const ConvProblem& p, const ConvTensorLayouts& layouts,
                        : dnnl::algorithm::convolution_direct;
   Shape w_dims = p.w;
   if (p.transposed) std::swap(w_dims[0], w_dims[1]);
+  if (p.groups > 1) {
+    // oneDNN's grouped weights {G, K/G, C/G, k..} (goihw / goidhw): the
+    // same bytes as the op's [K, C/G, k..].
+    w_dims[0] /= p.groups;
+    w_dims.insert(w_dims.begin(), p.groups);
+  }
   d.x_user = layouts.x_blocked ? blocked_desc(p.x) : plain_desc(p.x);
   d.y_user = layouts.y_blocked ? blocked_desc(p.y) : plain_desc(p.y);
   if (p.transposed) {
@@ -298,7 +304,8 @@ std::optional<WinogradShape> lms_winograd_shape(const KernelSpec& spec, const Co
                                                 const SpatialKernelOptions& options) {
   const bool wanted = options.conv_algorithm == ConvAlgorithm::kWinograd ||
                       (options.conv_algorithm == ConvAlgorithm::kAuto && !onednn_avx512());
-  if (!wanted || p.transposed || p.rank != 2 || !winograd_cpu_supported()) return std::nullopt;
+  if (!wanted || p.transposed || p.groups > 1 || p.rank != 2 || !winograd_cpu_supported())
+    return std::nullopt;
   for (int i = 0; i < 2; ++i) {
     if (p.w[2 + i] != 3 || p.stride[i] != 1 || p.dilation[i] != 1 || p.pad[i] > 2) {
       return std::nullopt;

@@ -49,6 +49,8 @@ CpuKernelFamily cpu_kernel_family(OpKind op) {
     case OpKind::kUpsampleBwd:
     case OpKind::kMaxPool:
     case OpKind::kMaxPoolBwd:
+    case OpKind::kAvgPool:
+    case OpKind::kAvgPoolBwd:
       return CpuKernelFamily::kSpatial;
     case OpKind::kRelu:
     case OpKind::kReluBwd:
@@ -56,6 +58,8 @@ CpuKernelFamily cpu_kernel_family(OpKind op) {
     case OpKind::kLeakyReluBwd:
     case OpKind::kSigmoid:
     case OpKind::kSigmoidBwd:
+    case OpKind::kClip:
+    case OpKind::kClipBwd:
     case OpKind::kSoftmax:
     case OpKind::kSoftmaxBwd:
     case OpKind::kAdd:
@@ -63,9 +67,12 @@ CpuKernelFamily cpu_kernel_family(OpKind op) {
     case OpKind::kScale:
     case OpKind::kConcat:
     case OpKind::kSlice:
+    case OpKind::kReshape:
     case OpKind::kFill:
     case OpKind::kEmbedding:
     case OpKind::kEmbeddingBwd:
+    case OpKind::kLinear:
+    case OpKind::kLinearBwdWeights:
       return CpuKernelFamily::kElementwise;
     case OpKind::kInstanceNorm:
     case OpKind::kInstanceNormBwd:

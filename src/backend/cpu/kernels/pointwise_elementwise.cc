@@ -48,13 +48,13 @@ KernelOr make_eltwise_fwd(const KernelSpec& spec, const CpuKernelContext& ctx, a
 // dx = f'(data) * dy with inputs (data, dy); data is the forward output y
 // when use_dst (the *_use_dst_for_bwd algorithms), else the forward input x.
 KernelOr make_eltwise_bwd(const KernelSpec& spec, const CpuKernelContext& ctx, algorithm alg,
-                          float alpha, bool use_dst) {
+                          float alpha, bool use_dst, float beta = 0.f) {
   LMS_RETURN_IF_ERROR(check_binary(spec, "input dy"));
   const dnnl::memory::desc md = flat_desc(num_elements(spec.input_shapes[0]));
   const dnnl::primitive_attr attr = user_scratchpad_attr();
-  dnnl::eltwise_forward::desc fwd_d(prop_kind::forward_training, alg, md, alpha, 0.f);
+  dnnl::eltwise_forward::desc fwd_d(prop_kind::forward_training, alg, md, alpha, beta);
   dnnl::eltwise_forward::primitive_desc fwd_pd(fwd_d, attr, ctx.engine);
-  dnnl::eltwise_backward::desc d(alg, md, md, alpha, 0.f);
+  dnnl::eltwise_backward::desc d(alg, md, md, alpha, beta);
   dnnl::eltwise_backward::primitive_desc pd(d, attr, ctx.engine, fwd_pd);
   auto k = std::make_unique<StepKernel>(spec, ctx);
   k->add_primitive(pd, dnnl::eltwise_backward(pd),
@@ -183,6 +183,27 @@ KernelOr make_slice(const KernelSpec& spec, const CpuKernelContext& ctx) {
   return k;
 }
 
+// y = x's bytes under another shape of the same element count: a copy
+// (the executor gives every output a buffer of its own).
+KernelOr make_reshape(const KernelSpec& spec, const CpuKernelContext& ctx) {
+  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 1));
+  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ints_attr(spec, "shape"));
+  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], shape, "output y"));
+  const int64_t n = num_elements(spec.input_shapes[0]);
+  if (num_elements(shape) != n) {
+    return invalid(spec, absl::StrCat("shape ", shape_str(shape),
+                                      " has another element count than "
+                                      "input x ",
+                                      shape_str(spec.input_shapes[0])));
+  }
+  auto k = std::make_unique<StepKernel>(spec, ctx);
+  k->add_loop([=](const KernelArgs& a) {
+    std::memcpy(a.outputs[0], a.inputs[0], static_cast<size_t>(n) * sizeof(float));
+    return absl::OkStatus();
+  });
+  return k;
+}
+
 KernelOr make_fill(const KernelSpec& spec, const CpuKernelContext& ctx) {
   LMS_RETURN_IF_ERROR(check_arity(spec, 0, 0, 1));
   LMS_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ints_attr(spec, "shape"));
@@ -227,10 +248,23 @@ KernelOr create_elementwise_kernel(const KernelSpec& spec, const CpuKernelContex
     return make_eltwise_fwd(spec, ctx, algorithm::eltwise_linear, static_cast<float>(factor), 0.f);
   }
   if (op == OpKind::kConcat) return make_concat(spec, ctx);
+  if (op == OpKind::kReshape) return make_reshape(spec, ctx);
+  if (op == OpKind::kClip || op == OpKind::kClipBwd) {
+    // clip_v2: the gradient passes where min < x < max (PyTorch's hardtanh).
+    LMS_ASSIGN_OR_RETURN(double lo, real_attr(spec, "min"));
+    LMS_ASSIGN_OR_RETURN(double hi, real_attr(spec, "max"));
+    const auto alpha = static_cast<float>(lo), beta = static_cast<float>(hi);
+    if (op == OpKind::kClip)
+      return make_eltwise_fwd(spec, ctx, algorithm::eltwise_clip_v2, alpha, beta);
+    return make_eltwise_bwd(spec, ctx, algorithm::eltwise_clip_v2, alpha, false, beta);
+  }
   if (op == OpKind::kSlice) return make_slice(spec, ctx);
   if (op == OpKind::kFill) return make_fill(spec, ctx);
   if (op == OpKind::kEmbedding || op == OpKind::kEmbeddingBwd) {
     return create_embedding_kernel(spec, ctx);
+  }
+  if (op == OpKind::kLinear || op == OpKind::kLinearBwdWeights) {
+    return create_linear_kernel(spec, ctx);
   }
   return std::unique_ptr<Kernel>();
 }

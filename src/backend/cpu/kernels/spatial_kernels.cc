@@ -1,4 +1,4 @@
-// The spatial kernel factory, and the upsample and max_pool kernels (oneDNN
+// The spatial kernel factory, and the upsample, max_pool and avg_pool kernels (oneDNN
 // resampling and pooling on the plain layouts: both are memory-bound, so a
 // reorder to a blocked layout would cost more than it saves).
 #include "backend/cpu/kernels/spatial_kernels.h"
@@ -108,15 +108,22 @@ absl::Status read_pool_geometry(const KernelSpec& spec, int rank, PoolProblem* p
   return absl::OkStatus();
 }
 
+// max_pool (x), max_pool_bwd (x, dy), avg_pool (x), avg_pool_bwd (dy, with
+// input_shape).
 absl::StatusOr<PoolProblem> pool_problem(const KernelSpec& spec) {
-  bool backward = spec.op == OpKind::kMaxPoolBwd;
-  LMS_RETURN_IF_ERROR(check_arity(spec, backward ? 2 : 1, backward ? 2 : 1, 1, 1));
+  const bool avg_bwd = spec.op == OpKind::kAvgPoolBwd;
+  const size_t inputs = spec.op == OpKind::kMaxPoolBwd ? 2 : 1;
+  LMS_RETURN_IF_ERROR(check_arity(spec, inputs, inputs, 1, 1));
   PoolProblem p;
-  p.x = spec.input_shapes[0];
+  if (avg_bwd) {
+    LMS_ASSIGN_OR_RETURN(p.x, required_shape(spec, "input_shape"));
+  } else {
+    p.x = spec.input_shapes[0];
+  }
   LMS_ASSIGN_OR_RETURN(int rank, spatial_rank(spec, p.x, "x"));
   LMS_RETURN_IF_ERROR(read_pool_geometry(spec, rank, &p));
-  if (backward) {
-    LMS_RETURN_IF_ERROR(check_shape(spec, "input dy", spec.input_shapes[1], p.y));
+  if (spec.op == OpKind::kMaxPoolBwd || avg_bwd) {
+    LMS_RETURN_IF_ERROR(check_shape(spec, "input dy", spec.input_shapes[inputs - 1], p.y));
     LMS_RETURN_IF_ERROR(check_shape(spec, "output dx", spec.output_shapes[0], p.x));
   } else {
     LMS_RETURN_IF_ERROR(check_shape(spec, "output y", spec.output_shapes[0], p.y));
@@ -163,6 +170,37 @@ std::unique_ptr<Kernel> make_max_pool(const KernelSpec& spec, const CpuKernelCon
   return b.finish();
 }
 
+// avg_pool: oneDNN average pooling, the divisor the window's size with its
+// padding (count_include_pad) or without. avg_pool_bwd needs no forward
+// pass: the forward primitive_desc is only oneDNN's hint.
+absl::StatusOr<std::unique_ptr<Kernel>> make_avg_pool(const KernelSpec& spec,
+                                                      const CpuKernelContext& ctx,
+                                                      const PoolProblem& p) {
+  LMS_ASSIGN_OR_RETURN(bool include_pad, count_include_pad_attr(spec));
+  const dnnl::algorithm alg = include_pad ? dnnl::algorithm::pooling_avg_include_padding
+                                          : dnnl::algorithm::pooling_avg_exclude_padding;
+  memory::desc x_md = plain_desc(p.x), y_md = plain_desc(p.y);
+  const bool backward = spec.op == OpKind::kAvgPoolBwd;
+  auto prop = backward ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
+  dnnl::pooling_forward::desc fwd_desc(prop, alg, x_md, y_md, p.stride, p.kernel, p.pad, p.pad);
+  dnnl::pooling_forward::primitive_desc fwd(fwd_desc, user_scratchpad_attr(), ctx.engine);
+  PlanBuilder b(spec.name, ctx);
+  if (!backward) {
+    b.add_step(dnnl::pooling_forward(fwd),
+               {{DNNL_ARG_SRC, b.bind_input(0, x_md, fwd.src_desc()), fwd.src_desc()},
+                {DNNL_ARG_DST, b.bind_output(0, y_md, fwd.dst_desc()), fwd.dst_desc()}},
+               fwd.scratchpad_desc());
+    return b.finish();
+  }
+  dnnl::pooling_backward::desc desc(alg, x_md, y_md, p.stride, p.kernel, p.pad, p.pad);
+  dnnl::pooling_backward::primitive_desc pd(desc, user_scratchpad_attr(), ctx.engine, fwd);
+  b.add_step(dnnl::pooling_backward(pd),
+             {{DNNL_ARG_DIFF_DST, b.bind_input(0, y_md, pd.diff_dst_desc()), pd.diff_dst_desc()},
+              {DNNL_ARG_DIFF_SRC, b.bind_output(0, x_md, pd.diff_src_desc()), pd.diff_src_desc()}},
+             pd.scratchpad_desc());
+  return b.finish();
+}
+
 absl::StatusOr<std::unique_ptr<Kernel>> dispatch(const KernelSpec& spec,
                                                  const CpuKernelContext& ctx,
                                                  const SpatialKernelOptions& options) {
@@ -170,7 +208,7 @@ absl::StatusOr<std::unique_ptr<Kernel>> dispatch(const KernelSpec& spec,
   if (conv) return conv;
   LMS_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> upsample, create_upsample_kernel(spec, ctx));
   if (upsample) return upsample;
-  return create_max_pool_kernel(spec, ctx);
+  return create_pool_kernel(spec, ctx);
 }
 
 }  // namespace
@@ -183,11 +221,13 @@ absl::StatusOr<std::unique_ptr<Kernel>> create_upsample_kernel(const KernelSpec&
   return make_upsample(spec, ctx, p);
 }
 
-absl::StatusOr<std::unique_ptr<Kernel>> create_max_pool_kernel(const KernelSpec& spec,
-                                                               const CpuKernelContext& ctx) {
-  if (spec.op != OpKind::kMaxPool && spec.op != OpKind::kMaxPoolBwd)
+absl::StatusOr<std::unique_ptr<Kernel>> create_pool_kernel(const KernelSpec& spec,
+                                                           const CpuKernelContext& ctx) {
+  const bool avg = spec.op == OpKind::kAvgPool || spec.op == OpKind::kAvgPoolBwd;
+  if (spec.op != OpKind::kMaxPool && spec.op != OpKind::kMaxPoolBwd && !avg)
     return std::unique_ptr<Kernel>();
   LMS_ASSIGN_OR_RETURN(PoolProblem p, pool_problem(spec));
+  if (avg) return make_avg_pool(spec, ctx, p);
   return make_max_pool(spec, ctx, p);
 }
 

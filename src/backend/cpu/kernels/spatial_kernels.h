@@ -59,7 +59,8 @@ absl::StatusOr<std::unique_ptr<Kernel>> create_conv_kernel(const KernelSpec& spe
                                                            const SpatialKernelOptions& options);
 absl::StatusOr<std::unique_ptr<Kernel>> create_upsample_kernel(const KernelSpec& spec,
                                                                const CpuKernelContext& ctx);
-absl::StatusOr<std::unique_ptr<Kernel>> create_max_pool_kernel(const KernelSpec& spec,
-                                                               const CpuKernelContext& ctx);
+// max_pool, avg_pool (+ _bwd).
+absl::StatusOr<std::unique_ptr<Kernel>> create_pool_kernel(const KernelSpec& spec,
+                                                           const CpuKernelContext& ctx);
 
 }  // namespace lms::cpu

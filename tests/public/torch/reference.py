@@ -1,0 +1,105 @@
+#!/usr/bin/python3
+"""PyTorch references for the op tests of tests/public (torch_reference.h).
+
+Usage: reference.py IN OUT. IN holds one "op NAME" line, "attr KEY NUMBERS..."
+lines and "tensor NAME RANK DIMS... VALUES..." lines (float32 written with
+nine significant digits, so they read back exactly); OUT gets the result
+tensors in the same form. Each op computes its forward output and the
+gradients of mse_loss(output, target) (PyTorch's mean reduction), the loss
+that the C++ tests train with. Exit status 77: torch is not importable.
+"""
+import sys
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:
+    sys.exit(77)
+
+
+def read(path):
+    op, attrs, tensors = None, {}, {}
+    with open(path) as f:
+        for line in f:
+            words = line.split()
+            if not words:
+                continue
+            if words[0] == "op":
+                op = words[1]
+            elif words[0] == "attr":
+                attrs[words[1]] = [float(v) for v in words[2:]]
+            elif words[0] == "tensor":
+                rank = int(words[2])
+                dims = [int(d) for d in words[3:3 + rank]]
+                values = [float(v) for v in words[3 + rank:]]
+                tensors[words[1]] = torch.tensor(values, dtype=torch.float32).reshape(dims)
+    return op, attrs, tensors
+
+
+def write(path, tensors):
+    with open(path, "w") as f:
+        for name, t in tensors.items():
+            t = t.detach().contiguous().to(torch.float32)
+            dims = " ".join(str(d) for d in t.shape)
+            values = " ".join("%.9g" % v for v in t.reshape(-1).tolist())
+            f.write("tensor %s %d %s %s\n" % (name, t.dim(), dims, values))
+
+
+def trained(output, target, params):
+    """The output, the loss and the gradient of each named parameter."""
+    loss = F.mse_loss(output, target)
+    loss.backward()
+    result = {"y": output, "loss": loss}
+    for name, p in params.items():
+        result[name + "/grad"] = p.grad
+    return result
+
+
+def linear(attrs, t):
+    params = {k: t[k].clone().requires_grad_(True) for k in ("x", "w", "b") if k in t}
+    w = params["w"] if attrs["trans_b"] == [1.0] else params["w"].t()
+    y = F.linear(params["x"], w, params.get("b"))
+    return trained(y, t["target"], params)
+
+
+def avg_pool(attrs, t):
+    params = {"x": t["x"].clone().requires_grad_(True)}
+    ints = {k: [int(v) for v in attrs[k]] for k in ("kernel", "stride", "pad")}
+    pool = F.avg_pool2d if len(ints["kernel"]) == 2 else F.avg_pool3d
+    y = pool(params["x"], ints["kernel"], ints["stride"], ints["pad"],
+             count_include_pad=attrs["count_include_pad"] == [1.0])
+    return trained(y, t["target"], params)
+
+
+def clip(attrs, t):
+    params = {"x": t["x"].clone().requires_grad_(True)}
+    y = F.hardtanh(params["x"], attrs["min"][0], attrs["max"][0])
+    return trained(y, t["target"], params)
+
+
+def reshape(attrs, t):
+    params = {"x": t["x"].clone().requires_grad_(True)}
+    y = params["x"].reshape([int(v) for v in attrs["shape"]])
+    return trained(y, t["target"], params)
+
+
+def conv(attrs, t):
+    params = {k: t[k].clone().requires_grad_(True) for k in ("x", "w", "b") if k in t}
+    ints = {k: [int(v) for v in attrs[k]] for k in ("stride", "pad", "dilation")}
+    fn = F.conv2d if params["x"].dim() == 4 else F.conv3d
+    y = fn(params["x"], params["w"], params.get("b"), ints["stride"], ints["pad"],
+           ints["dilation"], int(attrs["group"][0]))
+    return trained(y, t["target"], params)
+
+
+OPS = {"conv": conv, "linear": linear, "avg_pool": avg_pool, "clip": clip, "reshape": reshape}
+
+
+def main():
+    op, attrs, tensors = read(sys.argv[1])
+    torch.manual_seed(0)
+    write(sys.argv[2], OPS[op](attrs, tensors))
+
+
+if __name__ == "__main__":
+    main()
