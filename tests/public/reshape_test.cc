@@ -15,16 +15,10 @@
 namespace lms {
 namespace {
 
+using torch_ref::random_values;
 using torch_ref::relative_l2;
 using torch_ref::TorchTensors;
 using user::kMiB;
-
-std::vector<float> random_values(int64_t n, std::mt19937_64& gen) {
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = u(gen);
-  return v;
-}
 
 struct ReshapeCase {
   Shape x;
