@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <map>
 #include <random>
+#include <tuple>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -526,10 +528,24 @@ const std::vector<uint64_t>& Session::workspace_bytes() const { return impl_->wo
 bool Session::reused_planned_layout() const { return impl_->reused_planned_layout(); }
 
 absl::StatusOr<std::vector<uint64_t>> kernel_workspace_bytes(const Graph& graph, Device& device) {
-  LMS_ASSIGN_OR_RETURN(auto kernels, compile_kernels(graph, device));
+  // A kernel's workspace follows from its spec less the node's name (op,
+  // attributes, shapes), so nodes of one spec compile once: the layers of a
+  // deep model repeat a few specs (VDSR's 11,111 layers, three).
+  using SpecKey = std::tuple<OpKind, Attrs, std::vector<Shape>, std::vector<Shape>>;
+  std::map<SpecKey, uint64_t> known;
   std::vector<uint64_t> bytes(graph.num_nodes(), 0);
   for (NodeId id = 0; id < graph.num_nodes(); ++id) {
-    if (kernels[id]) bytes[id] = kernels[id]->workspace_bytes();
+    const Node& n = graph.node(id);
+    if (has_no_kernel(n)) continue;
+    KernelSpec spec = kernel_spec(graph, n);
+    SpecKey key{spec.op, spec.attrs, spec.input_shapes, spec.output_shapes};
+    if (auto it = known.find(key); it != known.end()) {
+      bytes[id] = it->second;
+      continue;
+    }
+    LMS_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> kernel, device.compile(spec));
+    bytes[id] = kernel->workspace_bytes();
+    known.emplace(std::move(key), bytes[id]);
   }
   return bytes;
 }

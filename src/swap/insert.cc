@@ -201,22 +201,19 @@ class Recomputer {
 
 }  // namespace
 
-absl::Status insert_swaps(Graph& graph, const Liveness& live, const SwapPlan& plan,
-                          std::vector<NodeOrigin>* origins) {
-  LMS_RETURN_IF_ERROR(validate_plan(graph, live, plan));
-  LMS_RETURN_IF_ERROR(check_names_free(graph, plan));
-  const int32_t old_nodes = graph.num_nodes();
-  Graph original = graph;
+absl::StatusOr<Graph> with_swaps(const Graph& original, const Liveness& live, const SwapPlan& plan,
+                                 std::vector<NodeOrigin>* origins) {
+  LMS_RETURN_IF_ERROR(validate_plan(original, live, plan));
+  LMS_RETURN_IF_ERROR(check_names_free(original, plan));
+  const int32_t old_nodes = original.num_nodes();
+  Graph graph = original;
   std::vector<std::vector<NodeId>> outs_after(old_nodes), ins_after(old_nodes),
       recomputes_after(old_nodes);
   for (const SwapPlan::Item& item : plan.items) {
     LMS_RETURN_IF_ERROR(insert_item(graph, item, outs_after, ins_after));
   }
   Recomputer recomputer(graph, original, live, plan, recomputes_after);
-  if (absl::Status s = recomputer.run(origins); !s.ok()) {
-    graph = std::move(original);
-    return s;
-  }
+  LMS_RETURN_IF_ERROR(recomputer.run(origins));
   std::vector<NodeId> order;
   order.reserve(graph.num_nodes());
   for (NodeId n : live.order) {
@@ -226,7 +223,15 @@ absl::Status insert_swaps(Graph& graph, const Liveness& live, const SwapPlan& pl
     order.insert(order.end(), recomputes_after[n].begin(), recomputes_after[n].end());
   }
   LMS_RETURN_IF_ERROR(graph.set_order(std::move(order)));
-  return verify(graph);
+  LMS_RETURN_IF_ERROR(verify(graph));
+  return graph;
+}
+
+absl::Status insert_swaps(Graph& graph, const Liveness& live, const SwapPlan& plan,
+                          std::vector<NodeOrigin>* origins) {
+  LMS_ASSIGN_OR_RETURN(Graph result, with_swaps(graph, live, plan, origins));
+  graph = std::move(result);
+  return absl::OkStatus();
 }
 
 }  // namespace lms::swap

@@ -58,4 +58,9 @@ struct NodeOrigin {
 absl::Status insert_swaps(Graph& graph, const Liveness& live, const SwapPlan& plan,
                           std::vector<NodeOrigin>* origins = nullptr);
 
+// insert_swaps() on a copy of `graph`, returned: the one copy a candidate
+// plan needs (the search makes hundreds).
+absl::StatusOr<Graph> with_swaps(const Graph& graph, const Liveness& live, const SwapPlan& plan,
+                                 std::vector<NodeOrigin>* origins = nullptr);
+
 }  // namespace lms::swap

@@ -230,8 +230,8 @@ absl::StatusOr<SwapPlan> make_plan(const Graph& graph, const PassInputs& in,
 absl::StatusOr<Candidate> insert(const Graph& source, const PassInputs& in,
                                  const Analysis& analysis, SwapPlan plan,
                                  const RewriteReport& rep) {
-  Candidate c{source, std::move(plan), {}, {}, rep};
-  LMS_RETURN_IF_ERROR(insert_swaps(c.graph, analysis.live, c.plan, &c.origins));
+  Candidate c{{}, std::move(plan), {}, {}, rep};
+  LMS_ASSIGN_OR_RETURN(c.graph, with_swaps(source, analysis.live, c.plan, &c.origins));
   c.inputs = inputs_after(in, c.origins);
   return c;
 }

@@ -159,7 +159,7 @@ struct PlacementOptions {
   // counts three placements): about 0.1 s on the 2-core machine however
   // large the step, so a graph of 20,000 buffers gets 3 placements and
   // VDSR's 237 buffers get all of them.
-  int64_t search_placed_buffers = int64_t{1} << 16;
+  int64_t search_placed_buffers = int64_t{1} << 14;
 };
 
 struct Placement {
