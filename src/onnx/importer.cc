@@ -48,6 +48,8 @@ absl::StatusOr<Const> Importer::const_input(const ::onnx::NodeProto& n, int k,
 absl::StatusOr<TensorId> Importer::tensor_input(const ::onnx::NodeProto& n, int k) {
   LMS_ASSIGN_OR_RETURN(const Value* cv, input(n, k));
   if (cv == nullptr) return error(n, absl::StrCat("input ", k, " is required"));
+  // Note [Weight-side Transpose] in importer.h: only Gemm / MatMul input B
+  // may read the transpose of a trainable initializer (through tensor_of).
   if (!cv->transpose_of.empty() && trainable.contains(cv->transpose_of)) {
     return error(n, absl::StrCat("input ", k, " '", n.input(k), "' is the Transpose of trainable '",
                                  cv->transpose_of,

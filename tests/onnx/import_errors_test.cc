@@ -203,6 +203,15 @@ TEST(ImportErrors, WeightSideTransposeBecomesTransB) {
   for (size_t k = 0; k < want.size(); ++k) EXPECT_FLOAT_EQ(y[k], want[k]) << k;
 }
 
+// Clip at opset 6 takes min -1 and max 2 as attributes.
+TEST(ImportErrors, ClipSixReadsItsAttributes) {
+  auto m = import_onnx(errors_dir() + "clip6.onnx");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->opset, 6);
+  const std::vector<float> y = run_first_output(*m, {{"x", {-3, -1, 0.5f, 1.5f, 2, 7}}});
+  EXPECT_EQ(y, (std::vector<float>{-1, -1, 0.5f, 1.5f, 2, 2}));
+}
+
 TEST(ImportErrors, SymbolicBatchIsReadWithAGivenShape) {
   auto m = import_onnx(errors_dir() + "symbolic_batch.onnx", {.input_shapes = {{"x", {7, 3}}}});
   ASSERT_TRUE(m.ok()) << m.status();

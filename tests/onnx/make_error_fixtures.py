@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Generates the models of tests/onnx/import_errors_test.cc into
 tests/data/onnx/errors/: each one a case the importer must refuse with a
-clear message (and external_ok.onnx, embedding.onnx, linear.onnx and
-transpose_matmul.onnx, which it must read).
+clear message (and external_ok.onnx, embedding.onnx, linear.onnx,
+transpose_matmul.onnx and clip6.onnx, which it must read).
 
     make_error_fixtures.py OUT_DIR
 
@@ -142,6 +142,9 @@ def main(out_dir):
     write(out_dir, "clip_dynamic.onnx",
           model([helper.make_node("Clip", ["x", "lo"], ["y"], name="clip1")],
                 [vi("x", [2, 3]), vi("lo", [])], [vi("y", None)]))
+    write(out_dir, "clip6.onnx",
+          model([helper.make_node("Clip", ["x"], ["y"], name="clip1", min=-1.0, max=2.0)],
+                [vi("x", [2, 3])], [vi("y", None)], opset=6))
     write(out_dir, "reshape_dynamic.onnx",
           model([helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape1")],
                 [vi("x", [2, 3]), vi("shape", [2], TensorProto.INT64)], [vi("y", None)]))
