@@ -169,7 +169,8 @@ absl::StatusOr<std::vector<int64_t>> resolve_reshape(const ::onnx::NodeProto& n,
     }
     if (shape[d] < -1 || (shape[d] == -1 && infer >= 0)) {
       return Importer::error(n, absl::StrCat("shape ", list_str(shape),
-                                             " is invalid: dims are >= 0 with at most one -1"));
+                                             " not supported; supported: dims >= 0 "
+                                             "with at most one -1"));
     }
     if (shape[d] == -1) {
       infer = int64_t(d);
@@ -182,7 +183,9 @@ absl::StatusOr<std::vector<int64_t>> resolve_reshape(const ::onnx::NodeProto& n,
   for (int64_t d : shape) numel *= d;
   if (numel != x_numel) {
     return Importer::error(n, absl::StrCat("shape ", list_str(shape), " does not hold the ",
-                                           x_numel, " elements of input ", list_str(x)));
+                                           x_numel, " elements of input ", list_str(x),
+                                           "; supported: the same element count (0 copies the "
+                                           "input's dim unless allowzero, one -1 is inferred)"));
   }
   return shape;
 }

@@ -203,6 +203,28 @@ TEST(ImportErrors, WeightSideTransposeBecomesTransB) {
   for (size_t k = 0; k < want.size(); ++k) EXPECT_FLOAT_EQ(y[k], want[k]) << k;
 }
 
+// Gemm(x, Transpose(w), c) with transB = 1 is linear on w itself with
+// trans_b = 0 (x[2,4] · w[4,3], w[c][k] = (3c + k) / 12), and its bias is
+// c[1,3] = [0.5, 1, 1.5] reshaped to [3], so both stay trainable as they are.
+TEST(ImportErrors, TransposedGemmWeightAndRowBias) {
+  auto m = import_onnx(errors_dir() + "transpose_gemm.onnx");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->parameters, (std::vector<std::string>{"w", "c"}));
+  const Graph& g = m->graph;
+  const Node& linear = g.node(g.tensor(g.find_tensor("y")).producer);
+  EXPECT_EQ(linear.op, OpKind::kLinear);
+  EXPECT_EQ(std::get<int64_t>(linear.attrs.at("trans_b")), 0);
+  ASSERT_EQ(linear.inputs.size(), 3u);
+  EXPECT_EQ(g.tensor(linear.inputs[1]).name, "w");
+  EXPECT_EQ(g.tensor(linear.inputs[2]).shape, (Shape{3}));
+  EXPECT_EQ(g.node(g.tensor(linear.inputs[2]).producer).op, OpKind::kReshape);
+  const std::vector<float> y = run_first_output(*m, {{"x", {1, 0, 0, 0, 0, 1, 0, 2}}});
+  const std::vector<float> want = {
+      0.5f, 1 / 12.f + 1, 2 / 12.f + 1.5f, 21 / 12.f + 0.5f, 24 / 12.f + 1, 27 / 12.f + 1.5f};
+  ASSERT_EQ(y.size(), want.size());
+  for (size_t k = 0; k < want.size(); ++k) EXPECT_FLOAT_EQ(y[k], want[k]) << k;
+}
+
 // Clip at opset 6 takes min -1 and max 2 as attributes.
 TEST(ImportErrors, ClipSixReadsItsAttributes) {
   auto m = import_onnx(errors_dir() + "clip6.onnx");

@@ -2,7 +2,8 @@
 """Generates the models of tests/onnx/import_errors_test.cc into
 tests/data/onnx/errors/: each one a case the importer must refuse with a
 clear message (and external_ok.onnx, embedding.onnx, linear.onnx,
-transpose_matmul.onnx and clip6.onnx, which it must read).
+transpose_matmul.onnx, transpose_gemm.onnx and clip6.onnx, which it must
+read).
 
     make_error_fixtures.py OUT_DIR
 
@@ -61,6 +62,16 @@ def transpose_model(reader):
         entry = m.metadata_props.add()
         entry.key, entry.value = export_onnx.TRAINABLE_KEY, "w"
     return m
+
+
+def transpose_gemm_model():
+    """y = x @ (w.T).T + c with w[4,3] = arange(12) / 12 transposed into Gemm
+    input B with transB = 1, and c[1,3] = [0.5, 1, 1.5]."""
+    w = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(4, 3) / 12, "w")
+    c = numpy_helper.from_array(np.array([[0.5, 1, 1.5]], np.float32), "c")
+    nodes = [helper.make_node("Transpose", ["w"], ["wt"], name="t1"),
+             helper.make_node("Gemm", ["x", "wt", "c"], ["y"], name="fc1", transB=1)]
+    return model(nodes, [vi("x", [2, 4])], [vi("y", None)], [w, c])
 
 
 def write(out_dir, name, m):
@@ -135,6 +146,7 @@ def main(out_dir):
     write(out_dir, "matmul_batched.onnx", linear_model("MatMul", [2, 2, 3], [3, 4]))
     write(out_dir, "transpose_matmul.onnx", transpose_model("MatMul"))
     write(out_dir, "transpose_add.onnx", transpose_model("Add"))
+    write(out_dir, "transpose_gemm.onnx", transpose_gemm_model())
     write(out_dir, "avg_pool_ceil.onnx",
           model([helper.make_node("AveragePool", ["x"], ["y"], name="pool1", kernel_shape=[2, 2],
                                   strides=[2, 2], ceil_mode=1)],
