@@ -65,8 +65,9 @@ struct OnnxImportOptions {
   // scripts/export_onnx.py), else the default rule: a float initializer is
   // trainable iff some node reads it as a weight or bias (Conv,
   // ConvTranspose and Gemm inputs 1-2, MatMul input 1, the last two also
-  // through a Transpose, BatchNormalization / InstanceNormalization scale
-  // and bias, the table of an embedding Gather).
+  // through Transposes and Identities, BatchNormalization /
+  // InstanceNormalization scale and bias, the table of an embedding
+  // Gather).
   std::optional<std::vector<std::string>> trainable = std::nullopt;
 };
 

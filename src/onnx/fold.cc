@@ -399,16 +399,24 @@ absl::StatusOr<bool> remove_identity(Importer& im, const NodeProto& n) {
   return true;
 }
 
+// A Transpose of a rank-2 constant that swaps its dims.
+bool swaps_rank2(const NodeProto& n, const Const& out) {
+  const std::vector<int64_t> perm = attr_ints(n, "perm");  // checked by fold_transpose
+  return n.op_type() == "Transpose" && out.dims.size() == 2 && (perm.empty() || perm[0] == 1);
+}
+
 // Note [Weight-side Transpose] in importer.h: the transpose of a rank-2
-// constant remembers its source; transposing that again is the source.
+// constant remembers its source (through identities); transposing that
+// again is the source.
 bool mark_weight_transpose(Importer& im, const NodeProto& n, Const c) {
-  const std::string source = im.values.at(n.input(0)).transpose_of;
-  if (!source.empty()) {
-    im.alias(n.output(0), source);
+  const Value& in = im.values.at(n.input(0));
+  if (const std::string twice = in.transpose_of; !twice.empty()) {
+    im.alias(n.output(0), twice);
     return true;
   }
+  const std::string source = in.alias_of.empty() ? n.input(0) : in.alias_of;
   im.set_const(n.output(0), std::move(c));
-  im.values[n.output(0)].transpose_of = n.input(0);
+  im.values[n.output(0)].transpose_of = source;
   return true;
 }
 
@@ -422,9 +430,7 @@ absl::StatusOr<bool> fold_node(Importer& im, const NodeProto& n) {
   if (!foldable_op(op) || (!shape_of_tensor && !all_const(im, n))) return false;
   LMS_RETURN_IF_ERROR(only_first_output(n, "a second output"));
   LMS_ASSIGN_OR_RETURN(Const c, fold_const_node(im, n));
-  const std::vector<int64_t> perm = attr_ints(n, "perm");  // checked by fold_transpose
-  const bool swaps = op == "Transpose" && c.dims.size() == 2 && (perm.empty() || perm[0] == 1);
-  if (swaps) return mark_weight_transpose(im, n, std::move(c));
+  if (swaps_rank2(n, c)) return mark_weight_transpose(im, n, std::move(c));
   im.set_const(n.output(0), std::move(c));
   return true;
 }

@@ -66,23 +66,26 @@ absl::Status check_old_opset(const ::onnx::GraphProto& g, int64_t opset) {
   return absl::OkStatus();
 }
 
-// Default rule (lms/onnx.h): initializers read as weights or biases,
-// through a Transpose for Gemm / MatMul input B (Note [Weight-side
-// Transpose] in importer.h).
+// Default rule (lms/onnx.h): initializers read as weights or biases, for
+// Gemm / MatMul input B through Transposes and Identities (Note
+// [Weight-side Transpose] in importer.h).
 void default_trainable(const ::onnx::GraphProto& g, absl::flat_hash_set<std::string>& out) {
-  absl::flat_hash_map<std::string, std::string> transposed;  // output -> input
+  absl::flat_hash_map<std::string, std::string> through;  // Transpose / Identity output -> input
+  auto source = [&](std::string name) {
+    for (auto it = through.find(name); it != through.end(); it = through.find(name)) {
+      name = it->second;
+    }
+    return name;
+  };
   for (const auto& n : g.node()) {
     const std::string& op = n.op_type();
-    if (op == "Transpose" && n.input_size() > 0 && n.output_size() > 0) {
-      transposed[n.output(0)] = n.input(0);
+    if ((op == "Transpose" || op == "Identity") && n.input_size() > 0 && n.output_size() > 0) {
+      through[n.output(0)] = n.input(0);
     }
     const bool weights = op == "Conv" || op == "ConvTranspose" || op == "BatchNormalization" ||
                          op == "InstanceNormalization" || op == "Gemm";
     for (int k = 1; weights && k < std::min(n.input_size(), 3); ++k) out.insert(n.input(k));
-    if ((op == "Gemm" || op == "MatMul") && n.input_size() > 1) {
-      auto it = transposed.find(n.input(1));
-      out.insert(it == transposed.end() ? n.input(1) : it->second);
-    }
+    if ((op == "Gemm" || op == "MatMul") && n.input_size() > 1) out.insert(source(n.input(1)));
     if (op == "Gather" && n.input_size() > 0) out.insert(n.input(0));
   }
 }

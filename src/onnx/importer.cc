@@ -64,6 +64,11 @@ absl::StatusOr<TensorId> Importer::tensor_of(const ::onnx::NodeProto& n, int k,
                                              const std::string& name) {
   Value& v = values.at(name);
   if (v.tensor != kNoTensor) return v.tensor;
+  if (!v.alias_of.empty()) {
+    LMS_ASSIGN_OR_RETURN(TensorId t, tensor_of(n, k, v.alias_of));
+    values.at(name).tensor = t;
+    return t;
+  }
   const Const& c = *v.constant;
   if (c.dtype != DType::kFloat32) {
     return error(n, absl::StrCat("input ", k, " '", name,
@@ -107,6 +112,7 @@ void Importer::set_tensor(const std::string& name, TensorId t) {
 
 void Importer::alias(const std::string& to, const std::string& from) {
   Value v = values.at(from);  // a copy: inserting `to` may rehash the map
+  if (v.tensor == kNoTensor && v.initializer && v.alias_of.empty()) v.alias_of = from;
   values[to] = std::move(v);
 }
 

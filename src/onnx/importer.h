@@ -36,6 +36,10 @@ struct Value {
   // The ONNX name of the rank-2 constant whose Transpose this constant is
   // (Note [Weight-side Transpose]); empty otherwise.
   std::string transpose_of;
+  // For an identity of an initializer not yet in the graph: the
+  // initializer's ONNX name, so that reading this value as a tensor reads
+  // the initializer (a parameter if trainable), never a copy.
+  std::string alias_of;
 };
 
 struct Importer {
@@ -69,6 +73,7 @@ struct Importer {
   std::string lms_name(std::string_view onnx_name) const;
   void set_const(const std::string& name, Const c);
   void set_tensor(const std::string& name, TensorId t);
+  // `to` is the value `from` (an identity); see Value::alias_of.
   void alias(const std::string& to, const std::string& from);
   // Adds one lms node named after the ONNX value `out` and binds `out` to its
   // first output; a graph error is returned naming the ONNX node.

@@ -225,6 +225,25 @@ TEST(ImportErrors, TransposedGemmWeightAndRowBias) {
   for (size_t k = 0; k < want.size(); ++k) EXPECT_FLOAT_EQ(y[k], want[k]) << k;
 }
 
+// x @ Transpose(Transpose(Identity(w))) reads the initializer w itself
+// (trainable by the default rule through all three), not a copy:
+// y[n][k] = Σ_c x[n][c] w[c][k] with w[c][k] = (4c + k) / 12.
+TEST(ImportErrors, IdentitiesAndDoubleTransposeReadTheInitializer) {
+  auto m = import_onnx(errors_dir() + "double_transpose.onnx");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->parameters, std::vector<std::string>{"w"});
+  const Graph& g = m->graph;
+  const Node& linear = g.node(g.tensor(g.find_tensor("y")).producer);
+  EXPECT_EQ(std::get<int64_t>(linear.attrs.at("trans_b")), 0);
+  EXPECT_EQ(g.tensor(linear.inputs[1]).name, "w");
+  EXPECT_EQ(g.tensor(linear.inputs[1]).role, TensorRole::kParameter);
+  const std::vector<float> y = run_first_output(*m, {{"x", {1, 0, 0, 0, 1, 1}}});
+  const std::vector<float> want = {0,         1 / 12.f,  2 / 12.f,  3 / 12.f,
+                                   12 / 12.f, 14 / 12.f, 16 / 12.f, 18 / 12.f};
+  ASSERT_EQ(y.size(), want.size());
+  for (size_t k = 0; k < want.size(); ++k) EXPECT_FLOAT_EQ(y[k], want[k]) << k;
+}
+
 // Clip at opset 6 takes min -1 and max 2 as attributes.
 TEST(ImportErrors, ClipSixReadsItsAttributes) {
   auto m = import_onnx(errors_dir() + "clip6.onnx");

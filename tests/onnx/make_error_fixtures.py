@@ -2,8 +2,8 @@
 """Generates the models of tests/onnx/import_errors_test.cc into
 tests/data/onnx/errors/: each one a case the importer must refuse with a
 clear message (and external_ok.onnx, embedding.onnx, linear.onnx,
-transpose_matmul.onnx, transpose_gemm.onnx and clip6.onnx, which it must
-read).
+transpose_matmul.onnx, transpose_gemm.onnx, double_transpose.onnx and
+clip6.onnx, which it must read).
 
     make_error_fixtures.py OUT_DIR
 
@@ -72,6 +72,17 @@ def transpose_gemm_model():
     nodes = [helper.make_node("Transpose", ["w"], ["wt"], name="t1"),
              helper.make_node("Gemm", ["x", "wt", "c"], ["y"], name="fc1", transB=1)]
     return model(nodes, [vi("x", [2, 4])], [vi("y", None)], [w, c])
+
+
+def double_transpose_model():
+    """y = x @ Transpose(Transpose(Identity(w))) with w[3,4] = arange(12) / 12."""
+    w = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(3, 4) / 12, "w")
+    n = helper.make_node
+    nodes = [n("Identity", ["w"], ["wi"], name="id1"),
+             n("Transpose", ["wi"], ["wt"], name="t1"),
+             n("Transpose", ["wt"], ["wtt"], name="t2", perm=[1, 0]),
+             n("MatMul", ["x", "wtt"], ["y"], name="fc1")]
+    return model(nodes, [vi("x", [2, 3])], [vi("y", None)], [w])
 
 
 def write(out_dir, name, m):
@@ -147,6 +158,7 @@ def main(out_dir):
     write(out_dir, "transpose_matmul.onnx", transpose_model("MatMul"))
     write(out_dir, "transpose_add.onnx", transpose_model("Add"))
     write(out_dir, "transpose_gemm.onnx", transpose_gemm_model())
+    write(out_dir, "double_transpose.onnx", double_transpose_model())
     write(out_dir, "avg_pool_ceil.onnx",
           model([helper.make_node("AveragePool", ["x"], ["y"], name="pool1", kernel_shape=[2, 2],
                                   strides=[2, 2], ceil_mode=1)],
