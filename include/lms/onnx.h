@@ -18,11 +18,14 @@
 //
 // How (docs/design.md, "ONNX import"): the nodes are visited in file order;
 // shape arithmetic (Shape, Gather / Unsqueeze / Squeeze / Concat / Slice /
-// Cast / arithmetic on constants, Constant, ConstantOfShape) is folded for
-// the given input shapes; identities (Identity, Dropout with ratio 0 or
-// training_mode false, all-zero Pad, AveragePool with kernel 1, one-input
-// Concat) are removed; every other node becomes one or more lms ops of
-// docs/ops.md through Graph::add_node. Nothing is approximated: a node lms
+// Cast / Transpose / arithmetic on constants, Constant, ConstantOfShape) is
+// folded for the given input shapes; identities (Identity, Dropout with
+// ratio 0 or training_mode false, all-zero Pad, AveragePool with kernel 1,
+// one-input Concat) are removed; every other node becomes one or more lms
+// ops of docs/ops.md through Graph::add_node (Gemm and MatMul become
+// linear, a Transpose of a weight feeding their input B its trans_b, so
+// the weight keeps its name and is trained; Flatten and Reshape become
+// reshape, a copy). Nothing is approximated: a node lms
 // cannot express exactly is an InvalidArgument naming the node, the op, the
 // attribute and what is supported.
 #pragma once
@@ -60,9 +63,11 @@ struct OnnxImportOptions {
   // The initializers that are trained. Unset: the model's metadata_props
   // entry "lms.trainable" (comma-separated, written by
   // scripts/export_onnx.py), else the default rule: a float initializer is
-  // trainable iff some node reads it as a weight or bias (Conv and
-  // ConvTranspose inputs 1-2, BatchNormalization / InstanceNormalization
-  // scale and bias, the table of an embedding Gather).
+  // trainable iff some node reads it as a weight or bias (Conv,
+  // ConvTranspose and Gemm inputs 1-2, MatMul input 1, the last two also
+  // through Transposes and Identities, BatchNormalization /
+  // InstanceNormalization scale and bias, the table of an embedding
+  // Gather).
   std::optional<std::vector<std::string>> trainable = std::nullopt;
 };
 

@@ -137,19 +137,7 @@ absl::StatusOr<Const> fold_reshape(const Importer& im, const NodeProto& n, Const
     }
     c.dims = dims;
   } else {  // Reshape
-    int64_t known = 1, infer = -1;
-    for (int64_t d = 0; d < int64_t(axes.size()); ++d) {
-      if (axes[d] == 0 && attr_int(n, "allowzero", 0) == 0) {
-        if (d >= int64_t(c.dims.size())) return im.error(n, "shape copies a missing dimension");
-        axes[d] = c.dims[d];
-      }
-      if (axes[d] == -1)
-        infer = d;
-      else
-        known *= axes[d];
-    }
-    if (infer >= 0 && known > 0) axes[infer] = c.numel() / known;
-    c.dims = axes;
+    LMS_ASSIGN_OR_RETURN(c.dims, resolve_reshape(n, c.dims, axes));
   }
   return c;
 }
@@ -238,6 +226,31 @@ absl::StatusOr<Const> fold_slice(const Importer& im, const NodeProto& n, const C
   });
 }
 
+// Transpose of a constant by `perm` (default: the dims reversed).
+absl::StatusOr<Const> fold_transpose(const Importer& im, const NodeProto& n, const Const& c) {
+  const int64_t rank = int64_t(c.dims.size());
+  std::vector<int64_t> perm = attr_ints(n, "perm");
+  if (perm.empty()) {
+    for (int64_t d = rank - 1; d >= 0; --d) perm.push_back(d);
+  }
+  std::vector<int64_t> sorted = perm;
+  std::sort(sorted.begin(), sorted.end());
+  for (int64_t d = 0; d < rank; ++d) {
+    if (int64_t(sorted.size()) != rank || sorted[d] != d) {
+      return im.error(n, absl::StrCat("attribute perm=", list_str(perm),
+                                      " is not a permutation of the ", rank, " dims"));
+    }
+  }
+  std::vector<int64_t> out(rank);
+  for (int64_t d = 0; d < rank; ++d) out[d] = c.dims[perm[d]];
+  const auto is = strides_of(c.dims), os = strides_of(out);
+  return build(c.dtype, out, [&](int64_t k) {
+    int64_t src = 0;
+    for (int64_t d = 0; d < rank; ++d) src += ((k / os[d]) % out[d]) * is[perm[d]];
+    return c.at(src);
+  });
+}
+
 absl::StatusOr<Const> fold_constant(const Importer& im, const NodeProto& n) {
   if (const auto* a = find_attr(n, "value")) return decode_tensor(a->t(), im.model_dir);
   if (const auto* a = find_attr(n, "value_float")) return make_float_const({}, {a->f()});
@@ -302,6 +315,7 @@ absl::StatusOr<Const> fold_const_node(const Importer& im, const NodeProto& n) {
   if (op == "ConstantOfShape") return fold_constant_of_shape(im, n, a);
   if (op == "Unsqueeze" || op == "Squeeze" || op == "Reshape") return fold_reshape(im, n, a);
   if (op == "Slice") return fold_slice(im, n, a);
+  if (op == "Transpose") return fold_transpose(im, n, a);
   LMS_ASSIGN_OR_RETURN(Const b, in(1));
   if (op == "Gather") return fold_gather(im, n, a, b);
   return fold_binary(im, n, a, b);
@@ -310,7 +324,7 @@ absl::StatusOr<Const> fold_const_node(const Importer& im, const NodeProto& n) {
 bool foldable_op(const std::string& op) {
   static const char* kOps[] = {"Constant",  "Shape",   "Concat",  "Cast",  "ConstantOfShape",
                                "Unsqueeze", "Squeeze", "Reshape", "Slice", "Gather",
-                               "Add",       "Sub",     "Mul",     "Div"};
+                               "Add",       "Sub",     "Mul",     "Div",   "Transpose"};
   return std::find(std::begin(kOps), std::end(kOps), op) != std::end(kOps);
 }
 
@@ -385,6 +399,27 @@ absl::StatusOr<bool> remove_identity(Importer& im, const NodeProto& n) {
   return true;
 }
 
+// A Transpose of a rank-2 constant that swaps its dims.
+bool swaps_rank2(const NodeProto& n, const Const& out) {
+  const std::vector<int64_t> perm = attr_ints(n, "perm");  // checked by fold_transpose
+  return n.op_type() == "Transpose" && out.dims.size() == 2 && (perm.empty() || perm[0] == 1);
+}
+
+// Note [Weight-side Transpose] in importer.h: the transpose of a rank-2
+// constant remembers its source (through identities); transposing that
+// again is the source.
+bool mark_weight_transpose(Importer& im, const NodeProto& n, Const c) {
+  const Value& in = im.values.at(n.input(0));
+  if (const std::string twice = in.transpose_of; !twice.empty()) {
+    im.alias(n.output(0), twice);
+    return true;
+  }
+  const std::string source = in.alias_of.empty() ? n.input(0) : in.alias_of;
+  im.set_const(n.output(0), std::move(c));
+  im.values[n.output(0)].transpose_of = source;
+  return true;
+}
+
 }  // namespace
 
 absl::StatusOr<bool> fold_node(Importer& im, const NodeProto& n) {
@@ -395,6 +430,7 @@ absl::StatusOr<bool> fold_node(Importer& im, const NodeProto& n) {
   if (!foldable_op(op) || (!shape_of_tensor && !all_const(im, n))) return false;
   LMS_RETURN_IF_ERROR(only_first_output(n, "a second output"));
   LMS_ASSIGN_OR_RETURN(Const c, fold_const_node(im, n));
+  if (swaps_rank2(n, c)) return mark_weight_transpose(im, n, std::move(c));
   im.set_const(n.output(0), std::move(c));
   return true;
 }

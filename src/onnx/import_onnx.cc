@@ -41,12 +41,19 @@ absl::StatusOr<int64_t> read_opset(const ::onnx::ModelProto& m) {
   return opset;
 }
 
+// Ops whose mapper reads every version in force from `opset` on: Clip-6's
+// min / max attributes and Clip-11's inputs (map_ops.cc, clip_bound).
+bool mapped_at_old_opset(const std::string& op, int64_t opset) {
+  return op == "Clip" && opset >= 6;
+}
+
 // Below opset 13 a model is read only if every op in it is defined exactly
 // as at opset 13 (the same schema version), so the mappers' opset-13
-// semantics hold.
+// semantics hold, or is one whose mapper knows its older versions.
 absl::Status check_old_opset(const ::onnx::GraphProto& g, int64_t opset) {
   if (opset >= kMinOpset) return absl::OkStatus();
   for (const auto& n : g.node()) {
+    if (mapped_at_old_opset(n.op_type(), opset)) continue;
     const auto* old = ::onnx::OpSchemaRegistry::Schema(n.op_type(), int(opset), "");
     const auto* now = ::onnx::OpSchemaRegistry::Schema(n.op_type(), int(kMinOpset), "");
     if (old == nullptr || now == nullptr || old->since_version() != now->since_version()) {
@@ -59,13 +66,26 @@ absl::Status check_old_opset(const ::onnx::GraphProto& g, int64_t opset) {
   return absl::OkStatus();
 }
 
-// Default rule (lms/onnx.h): initializers read as weights or biases.
+// Default rule (lms/onnx.h): initializers read as weights or biases, for
+// Gemm / MatMul input B through Transposes and Identities (Note
+// [Weight-side Transpose] in importer.h).
 void default_trainable(const ::onnx::GraphProto& g, absl::flat_hash_set<std::string>& out) {
+  absl::flat_hash_map<std::string, std::string> through;  // Transpose / Identity output -> input
+  auto source = [&](std::string name) {
+    for (auto it = through.find(name); it != through.end(); it = through.find(name)) {
+      name = it->second;
+    }
+    return name;
+  };
   for (const auto& n : g.node()) {
     const std::string& op = n.op_type();
+    if ((op == "Transpose" || op == "Identity") && n.input_size() > 0 && n.output_size() > 0) {
+      through[n.output(0)] = n.input(0);
+    }
     const bool weights = op == "Conv" || op == "ConvTranspose" || op == "BatchNormalization" ||
-                         op == "InstanceNormalization";
+                         op == "InstanceNormalization" || op == "Gemm";
     for (int k = 1; weights && k < std::min(n.input_size(), 3); ++k) out.insert(n.input(k));
+    if ((op == "Gemm" || op == "MatMul") && n.input_size() > 1) out.insert(source(n.input(1)));
     if (op == "Gather" && n.input_size() > 0) out.insert(n.input(0));
   }
 }

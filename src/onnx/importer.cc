@@ -48,20 +48,39 @@ absl::StatusOr<Const> Importer::const_input(const ::onnx::NodeProto& n, int k,
 absl::StatusOr<TensorId> Importer::tensor_input(const ::onnx::NodeProto& n, int k) {
   LMS_ASSIGN_OR_RETURN(const Value* cv, input(n, k));
   if (cv == nullptr) return error(n, absl::StrCat("input ", k, " is required"));
-  Value& v = values[n.input(k)];
+  // Note [Weight-side Transpose] in importer.h: only Gemm / MatMul input B
+  // may read the transpose of a trainable initializer (through tensor_of).
+  if (!cv->transpose_of.empty() && trainable.contains(cv->transpose_of)) {
+    return error(n, absl::StrCat("input ", k, " '", n.input(k), "' is the Transpose of trainable '",
+                                 cv->transpose_of,
+                                 "', which would train a copy; lms has no transpose op; "
+                                 "supported: a transposed rank-2 initializer read as input B of "
+                                 "Gemm or MatMul (it becomes transB)"));
+  }
+  return tensor_of(n, k, n.input(k));
+}
+
+absl::StatusOr<TensorId> Importer::tensor_of(const ::onnx::NodeProto& n, int k,
+                                             const std::string& name) {
+  Value& v = values.at(name);
   if (v.tensor != kNoTensor) return v.tensor;
+  if (!v.alias_of.empty()) {
+    LMS_ASSIGN_OR_RETURN(TensorId t, tensor_of(n, k, v.alias_of));
+    values.at(name).tensor = t;
+    return t;
+  }
   const Const& c = *v.constant;
   if (c.dtype != DType::kFloat32) {
-    return error(n, absl::StrCat("input ", k, " '", n.input(k),
+    return error(n, absl::StrCat("input ", k, " '", name,
                                  "' is an int64 constant; lms holds persistent tensors in "
                                  "float32 only"));
   }
   if (c.numel() == 0) return error(n, absl::StrCat("input ", k, " is an empty tensor"));
-  const std::string name = lms_name(n.input(k));
+  const std::string lms = lms_name(name);
   const Init init = Init::from_values(c.f);
-  const bool trained = v.initializer && trainable.contains(n.input(k));
+  const bool trained = v.initializer && trainable.contains(name);
   v.tensor =
-      trained ? graph.parameter(name, c.dims, init) : graph.optimizer_state(name, c.dims, init);
+      trained ? graph.parameter(lms, c.dims, init) : graph.optimizer_state(lms, c.dims, init);
   if (v.tensor == kNoTensor) return error(n, std::string(graph.status().message()));
   return v.tensor;
 }
@@ -93,6 +112,7 @@ void Importer::set_tensor(const std::string& name, TensorId t) {
 
 void Importer::alias(const std::string& to, const std::string& from) {
   Value v = values.at(from);  // a copy: inserting `to` may rehash the map
+  if (v.tensor == kNoTensor && v.initializer && v.alias_of.empty()) v.alias_of = from;
   values[to] = std::move(v);
 }
 
@@ -137,6 +157,43 @@ std::vector<int64_t> attr_ints(const ::onnx::NodeProto& n, std::string_view name
 
 std::string list_str(const std::vector<int64_t>& v) {
   return absl::StrCat("[", absl::StrJoin(v, ","), "]");
+}
+
+absl::StatusOr<std::vector<int64_t>> resolve_reshape(const ::onnx::NodeProto& n,
+                                                     const std::vector<int64_t>& x,
+                                                     std::vector<int64_t> shape) {
+  const bool allow_zero = attr_int(n, "allowzero", 0) != 0;
+  int64_t known = 1, x_numel = 1, infer = -1;
+  for (int64_t d : x) x_numel *= d;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 0 && !allow_zero) {
+      if (d >= x.size()) {
+        return Importer::error(n, absl::StrCat("shape ", list_str(shape), " copies dim ", d,
+                                               " (a 0) of an input of rank ", x.size()));
+      }
+      shape[d] = x[d];
+    }
+    if (shape[d] < -1 || (shape[d] == -1 && infer >= 0)) {
+      return Importer::error(n, absl::StrCat("shape ", list_str(shape),
+                                             " not supported; supported: dims >= 0 "
+                                             "with at most one -1"));
+    }
+    if (shape[d] == -1) {
+      infer = int64_t(d);
+    } else {
+      known *= shape[d];
+    }
+  }
+  if (infer >= 0 && known > 0 && x_numel % known == 0) shape[infer] = x_numel / known;
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  if (numel != x_numel) {
+    return Importer::error(n, absl::StrCat("shape ", list_str(shape), " does not hold the ",
+                                           x_numel, " elements of input ", list_str(x),
+                                           "; supported: the same element count (0 copies the "
+                                           "input's dim unless allowzero, one -1 is inferred)"));
+  }
+  return shape;
 }
 
 absl::Status check_slice_lengths(const Importer& im, const ::onnx::NodeProto& n) {

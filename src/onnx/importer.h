@@ -33,6 +33,13 @@ struct Value {
   std::optional<Const> constant;
   TensorId tensor = kNoTensor;
   bool initializer = false;
+  // The ONNX name of the rank-2 constant whose Transpose this constant is
+  // (Note [Weight-side Transpose]); empty otherwise.
+  std::string transpose_of;
+  // For an identity of an initializer not yet in the graph: the
+  // initializer's ONNX name, so that reading this value as a tensor reads
+  // the initializer (a parameter if trainable), never a copy.
+  std::string alias_of;
 };
 
 struct Importer {
@@ -52,8 +59,13 @@ struct Importer {
   // nullptr for an absent optional input.
   absl::StatusOr<const Value*> input(const ::onnx::NodeProto& n, int k) const;
   // Input `k` as a graph tensor, making a constant persistent on first use
-  // (a parameter if trainable, else optimizer state); float32 only.
+  // (a parameter if trainable, else optimizer state); float32 only. The
+  // transpose of a trainable initializer is refused (Note [Weight-side
+  // Transpose]).
   absl::StatusOr<TensorId> tensor_input(const ::onnx::NodeProto& n, int k);
+  // The same for the ONNX value `name`, which node `n` reads (as its input
+  // `k`, or as the source of that input's transpose).
+  absl::StatusOr<TensorId> tensor_of(const ::onnx::NodeProto& n, int k, const std::string& name);
   // Input `k` as a constant; InvalidArgument naming `what` if it is not one.
   absl::StatusOr<Const> const_input(const ::onnx::NodeProto& n, int k, std::string_view what) const;
   bool has_input(const ::onnx::NodeProto& n, int k) const;
@@ -61,6 +73,7 @@ struct Importer {
   std::string lms_name(std::string_view onnx_name) const;
   void set_const(const std::string& name, Const c);
   void set_tensor(const std::string& name, TensorId t);
+  // `to` is the value `from` (an identity); see Value::alias_of.
   void alias(const std::string& to, const std::string& from);
   // Adds one lms node named after the ONNX value `out` and binds `out` to its
   // first output; a graph error is returned naming the ONNX node.
@@ -79,6 +92,13 @@ std::vector<int64_t> attr_ints(const ::onnx::NodeProto& n, std::string_view name
 // Slice's ends, axes and steps (inputs 2-4, where given) have as many
 // values as its starts; InvalidArgument otherwise.
 absl::Status check_slice_lengths(const Importer& im, const ::onnx::NodeProto& n);
+// ONNX Reshape's `shape` resolved against x's dims: 0 copies x's dim at
+// that index (unless the attribute allowzero is 1), one -1 takes the rest;
+// InvalidArgument for another negative value, two -1s, a 0 past x's rank or
+// a different element count.
+absl::StatusOr<std::vector<int64_t>> resolve_reshape(const ::onnx::NodeProto& n,
+                                                     const std::vector<int64_t>& x,
+                                                     std::vector<int64_t> shape);
 // A list as "[a,b]" for messages.
 std::string list_str(const std::vector<int64_t>& v);
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cfloat>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -68,10 +69,8 @@ std::vector<int64_t> ints_or(const NodeProto& n, std::string_view name, size_t r
   return a.empty() ? std::vector<int64_t>(r, v) : a;
 }
 
-absl::Status check_group_and_kernel(Importer& im, const NodeProto& n) {
-  if (int64_t group = attr_int(n, "group", 1); group != 1) {
-    return refuse_attr(n, "group", absl::StrCat(group), "1 (grouped convolution has no lms op)");
-  }
+// A weight renamed onnx::* is the mark of a default (eval) export.
+absl::Status check_exported_weight(Importer& im, const NodeProto& n) {
   LMS_ASSIGN_OR_RETURN(const Value* w, im.input(n, 1));
   if (w != nullptr && w->initializer && n.input(1).rfind("onnx::", 0) == 0) {
     return Importer::error(
@@ -94,19 +93,27 @@ absl::StatusOr<std::vector<TensorId>> conv_inputs(Importer& im, const NodeProto&
   return in;
 }
 
+// Grouped and depthwise convolution: lms's conv takes the group as it is
+// (docs/ops.md); absent when 1, so the ungrouped kernels run.
 absl::Status map_conv(Importer& im, const NodeProto& n) {
-  LMS_RETURN_IF_ERROR(check_group_and_kernel(im, n));
+  LMS_RETURN_IF_ERROR(check_exported_weight(im, n));
+  const int64_t group = attr_int(n, "group", 1);
+  if (group < 1) return refuse_attr(n, "group", absl::StrCat(group), ">= 1");
   LMS_ASSIGN_OR_RETURN(size_t r, spatial_rank(im, n));
   LMS_ASSIGN_OR_RETURN(std::vector<int64_t> pad, symmetric_pads(n, r));
   LMS_ASSIGN_OR_RETURN(std::vector<TensorId> in, conv_inputs(im, n));
   Attrs a = {{"stride", ints_or(n, "strides", r, 1)},
              {"pad", pad},
              {"dilation", ints_or(n, "dilations", r, 1)}};
+  if (group > 1) a["group"] = group;
   return im.add(n, OpKind::kConv, n.output(0), in, a).status();
 }
 
 absl::Status map_conv_transpose(Importer& im, const NodeProto& n) {
-  LMS_RETURN_IF_ERROR(check_group_and_kernel(im, n));
+  LMS_RETURN_IF_ERROR(check_exported_weight(im, n));
+  if (int64_t group = attr_int(n, "group", 1); group != 1) {
+    return refuse_attr(n, "group", absl::StrCat(group), "1 (lms deconv has no groups)");
+  }
   LMS_ASSIGN_OR_RETURN(size_t r, spatial_rank(im, n));
   if (auto d = attr_ints(n, "dilations"); !all_equal(d, 1)) {
     return refuse_attr(n, "dilations", list_str(d), "1 (lms deconv is dense)");
@@ -368,25 +375,203 @@ absl::Status map_cast(Importer& im, const NodeProto& n) {
   return absl::OkStatus();
 }
 
+// AveragePool onto avg_pool: count_include_pad passes through (ONNX's
+// default 0 divides by the window's elements inside x).
+absl::Status map_avg_pool(Importer& im, const NodeProto& n) {
+  LMS_ASSIGN_OR_RETURN(size_t r, spatial_rank(im, n));
+  if (int64_t c = attr_int(n, "ceil_mode", 0); c != 0) {
+    return refuse_attr(n, "ceil_mode", absl::StrCat(c), "0 (lms avg_pool floors the output size)");
+  }
+  if (auto d = attr_ints(n, "dilations"); !all_equal(d, 1)) {
+    return refuse_attr(n, "dilations", list_str(d), "1");
+  }
+  const int64_t include = attr_int(n, "count_include_pad", 0);
+  if (include != 0 && include != 1) {
+    return refuse_attr(n, "count_include_pad", absl::StrCat(include), "0 or 1");
+  }
+  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> pad, symmetric_pads(n, r));
+  LMS_ASSIGN_OR_RETURN(TensorId x, im.tensor_input(n, 0));
+  Attrs a = {{"kernel", attr_ints(n, "kernel_shape")},
+             {"stride", ints_or(n, "strides", r, 1)},
+             {"pad", pad},
+             {"count_include_pad", include}};
+  return im.add(n, OpKind::kAvgPool, n.output(0), {x}, a).status();
+}
+
+// GlobalAveragePool is avg_pool with the window and stride all of S (as
+// lms's global_avg_pool builder).
+absl::Status map_global_avg_pool(Importer& im, const NodeProto& n) {
+  LMS_ASSIGN_OR_RETURN(size_t r, spatial_rank(im, n));
+  LMS_ASSIGN_OR_RETURN(TensorId x, im.tensor_input(n, 0));
+  const Shape& s = im.graph.tensor(x).shape;
+  const std::vector<int64_t> window(s.begin() + 2, s.end());
+  Attrs a = {{"kernel", window}, {"stride", window}, {"pad", std::vector<int64_t>(r, 0)}};
+  return im.add(n, OpKind::kAvgPool, n.output(0), {x}, a).status();
+}
+
+// Input B of Gemm / MatMul as linear's w, and whether linear reads it
+// transposed (trans_b); the transpose of a constant is read through its
+// source with trans_b flipped (Note [Weight-side Transpose] in importer.h).
+struct LinearWeight {
+  TensorId w = kNoTensor;
+  bool trans_b = false;
+};
+
+absl::StatusOr<LinearWeight> linear_weight(Importer& im, const NodeProto& n, bool trans_b) {
+  LMS_ASSIGN_OR_RETURN(const Value* b, im.input(n, 1));
+  if (b == nullptr) return Importer::error(n, "input 1 (B) is required");
+  LinearWeight out;
+  if (const std::string source = b->transpose_of; !source.empty()) {
+    LMS_ASSIGN_OR_RETURN(out.w, im.tensor_of(n, 1, source));
+    out.trans_b = !trans_b;
+  } else {
+    LMS_ASSIGN_OR_RETURN(out.w, im.tensor_input(n, 1));
+    out.trans_b = trans_b;
+  }
+  if (const Shape& s = im.graph.tensor(out.w).shape; s.size() != 2) {
+    return Importer::error(n, absl::StrCat("input 1 (B) has shape ", list_str(s),
+                                           "; supported: rank 2 (lms linear's weight)"));
+  }
+  return out;
+}
+
+// Input 0 (A) of Gemm / MatMul: rank 2, as linear's x[N,C].
+absl::StatusOr<TensorId> linear_input(Importer& im, const NodeProto& n) {
+  LMS_ASSIGN_OR_RETURN(TensorId a, im.tensor_input(n, 0));
+  if (const Shape& s = im.graph.tensor(a).shape; s.size() != 2) {
+    return Importer::error(n, absl::StrCat("input 0 (A) has shape ", list_str(s),
+                                           "; supported: rank 2 (lms linear multiplies [N,C] "
+                                           "by a matrix; a batched or 1-D MatMul has no lms op)"));
+  }
+  return a;
+}
+
+// Gemm's C as linear's bias b[cols]: C of shape [cols] as it is, [1,cols]
+// through a reshape (so the gradient reaches C in its own shape).
+absl::StatusOr<TensorId> gemm_bias(Importer& im, const NodeProto& n, int64_t cols) {
+  if (!im.has_input(n, 2)) return kNoTensor;
+  LMS_ASSIGN_OR_RETURN(TensorId c, im.tensor_input(n, 2));
+  const Shape s = im.graph.tensor(c).shape;
+  if (s == Shape{cols}) return c;
+  if (s != Shape{1, cols}) {
+    return Importer::error(n, absl::StrCat("input 2 (C) has shape ", list_str(s),
+                                           "; supported: [N] or [1,N] with N = ", cols,
+                                           " (a bias per output column), or absent"));
+  }
+  return im.add(n, OpKind::kReshape, absl::StrCat(n.output(0), "/bias"), {c},
+                {{"shape", Shape{cols}}});
+}
+
+// Gemm with alpha = beta = 1 and transA = 0 is linear (docs/ops.md).
+absl::Status map_gemm(Importer& im, const NodeProto& n) {
+  if (double alpha = attr_float(n, "alpha", 1.0); alpha != 1.0) {
+    return refuse_attr(n, "alpha", absl::StrCat(alpha), "1 (lms linear does not scale)");
+  }
+  if (double beta = attr_float(n, "beta", 1.0); beta != 1.0 && im.has_input(n, 2)) {
+    return refuse_attr(n, "beta", absl::StrCat(beta), "1 (lms linear adds the bias unscaled)");
+  }
+  if (int64_t t = attr_int(n, "transA", 0); t != 0) {
+    return refuse_attr(n, "transA", absl::StrCat(t), "0 (lms linear reads x[N,C] as it is)");
+  }
+  const int64_t trans_b = attr_int(n, "transB", 0);
+  if (trans_b != 0 && trans_b != 1) {
+    return refuse_attr(n, "transB", absl::StrCat(trans_b), "0 or 1");
+  }
+  LMS_ASSIGN_OR_RETURN(TensorId a, linear_input(im, n));
+  LMS_ASSIGN_OR_RETURN(LinearWeight w, linear_weight(im, n, trans_b == 1));
+  const Shape& ws = im.graph.tensor(w.w).shape;
+  LMS_ASSIGN_OR_RETURN(TensorId bias, gemm_bias(im, n, w.trans_b ? ws[0] : ws[1]));
+  std::vector<TensorId> in = {a, w.w};
+  if (bias != kNoTensor) in.push_back(bias);
+  return im.add(n, OpKind::kLinear, n.output(0), in, {{"trans_b", int64_t{w.trans_b}}}).status();
+}
+
+// MatMul of a rank-2 A by a rank-2 B is linear without a bias.
+absl::Status map_matmul(Importer& im, const NodeProto& n) {
+  LMS_ASSIGN_OR_RETURN(TensorId a, linear_input(im, n));
+  LMS_ASSIGN_OR_RETURN(LinearWeight w, linear_weight(im, n, false));
+  return im.add(n, OpKind::kLinear, n.output(0), {a, w.w}, {{"trans_b", int64_t{w.trans_b}}})
+      .status();
+}
+
+// Clip's bound (input 1 min, 2 max): a constant scalar from opset 11, an
+// attribute before (Clip-6). Absent, the float limit: Clip-6's default and
+// what ONNX Runtime uses for an absent input, so only infinities differ
+// from an unbounded side (they become +-FLT_MAX).
+absl::StatusOr<double> clip_bound(Importer& im, const NodeProto& n, int k) {
+  const std::string_view name = k == 1 ? "min" : "max";
+  const double absent = k == 1 ? -double(FLT_MAX) : double(FLT_MAX);
+  if (im.opset < 11) return attr_float(n, name, absent);
+  if (!im.has_input(n, k)) return absent;
+  LMS_ASSIGN_OR_RETURN(Const c, im.const_input(n, k, name));
+  if (c.numel() != 1) {
+    return Importer::error(n, absl::StrCat(to_absl(name), " (input ", k, ") holds ", c.numel(),
+                                           " values; supported: one (a scalar)"));
+  }
+  return c.at(0);
+}
+
+// Clip onto lms clip (ReLU6 is Clip(0, 6)).
+absl::Status map_clip(Importer& im, const NodeProto& n) {
+  LMS_ASSIGN_OR_RETURN(double lo, clip_bound(im, n, 1));
+  LMS_ASSIGN_OR_RETURN(double hi, clip_bound(im, n, 2));
+  return map_unary(im, n, OpKind::kClip, {{"min", lo}, {"max", hi}});
+}
+
+// Flatten onto lms reshape, [d0*..*d(axis-1), d(axis)*..*d(r-1)]: a copy
+// (docs/ops.md, reshape).
+absl::Status map_flatten(Importer& im, const NodeProto& n) {
+  LMS_ASSIGN_OR_RETURN(TensorId x, im.tensor_input(n, 0));
+  const Shape s = im.graph.tensor(x).shape;
+  const int64_t rank = int64_t(s.size());
+  int64_t axis = attr_int(n, "axis", 1);
+  if (axis < -rank || axis > rank) {
+    return refuse_attr(n, "axis", absl::StrCat(axis),
+                       absl::StrCat("[-", rank, ", ", rank, "] for input ", list_str(s)));
+  }
+  if (axis < 0) axis += rank;
+  Shape y = {1, 1};
+  for (int64_t d = 0; d < rank; ++d) y[d < axis ? 0 : 1] *= s[d];
+  return im.add(n, OpKind::kReshape, n.output(0), {x}, {{"shape", y}}).status();
+}
+
+// Reshape of a run-time tensor by a constant shape onto lms reshape (a
+// copy); a Reshape of a constant is folded (fold.cc).
+absl::Status map_reshape(Importer& im, const NodeProto& n) {
+  LMS_ASSIGN_OR_RETURN(TensorId x, im.tensor_input(n, 0));
+  LMS_ASSIGN_OR_RETURN(Const spec, im.const_input(n, 1, "shape"));
+  std::vector<int64_t> dims;
+  for (int64_t k = 0; k < spec.numel(); ++k) dims.push_back(int64_t(spec.at(k)));
+  LMS_ASSIGN_OR_RETURN(Shape y, resolve_reshape(n, im.graph.tensor(x).shape, dims));
+  return im.add(n, OpKind::kReshape, n.output(0), {x}, {{"shape", y}}).status();
+}
+
 using Mapper = std::function<absl::Status(Importer&, const NodeProto&)>;
 
 const std::map<std::string, Mapper, std::less<>>& mappers() {
   static const auto* m = new std::map<std::string, Mapper, std::less<>>{
+      {"AveragePool", map_avg_pool},
       {"BatchNormalization", map_batch_norm},
       {"Cast", map_cast},
+      {"Clip", map_clip},
       {"Concat", map_concat},
       {"Conv", map_conv},
       {"ConvTranspose", map_conv_transpose},
+      {"Flatten", map_flatten},
       {"Gather", map_gather},
+      {"Gemm", map_gemm},
+      {"GlobalAveragePool", map_global_avg_pool},
       {"InstanceNormalization", map_instance_norm},
       {"LeakyRelu",
        [](Importer& im, const NodeProto& n) {
          return map_unary(im, n, OpKind::kLeakyRelu, {{"alpha", attr_float(n, "alpha", 0.01)}});
        }},
+      {"MatMul", map_matmul},
       {"MaxPool", map_max_pool},
       {"Mul", [](Importer& im, const NodeProto& n) { return map_binary(im, n, OpKind::kMul); }},
       {"Add", [](Importer& im, const NodeProto& n) { return map_binary(im, n, OpKind::kAdd); }},
       {"ReduceMean", map_reduce_mean},
+      {"Reshape", map_reshape},
       {"Relu",
        [](Importer& im, const NodeProto& n) { return map_unary(im, n, OpKind::kRelu, {}); }},
       {"Resize", map_resize},
@@ -401,21 +586,26 @@ const std::map<std::string, Mapper, std::less<>>& mappers() {
 }  // namespace
 
 std::string_view supported_ops() {
-  return "Add, BatchNormalization (training mode), Cast (float to float), Concat, Conv (group 1), "
-         "ConvTranspose, Gather (embedding), InstanceNormalization, LeakyRelu, MaxPool, Mul, "
-         "ReduceMean, Relu, Resize (nearest, integer scales), Sigmoid, Slice (static, step 1), "
-         "Softmax; folded: Constant, ConstantOfShape, Shape and Gather / Unsqueeze / Squeeze / "
-         "Reshape / Concat / Slice / Cast / Add / Sub / Mul / Div of constants; removed: Identity, "
-         "Dropout (ratio 0 or not training), all-zero Pad, AveragePool with kernel 1, one-input "
-         "Concat";
+  return "Add, AveragePool (ceil_mode 0), BatchNormalization (training mode), Cast (float to "
+         "float), Clip (constant min / max), Concat, Conv (grouped and depthwise too), "
+         "ConvTranspose (group 1), Flatten (a copy), Gather (embedding), Gemm (alpha = beta = 1, "
+         "transA 0), GlobalAveragePool, InstanceNormalization, LeakyRelu, MatMul (rank-2 A and B), "
+         "MaxPool, Mul, ReduceMean, Relu, Reshape (constant shape; a copy), Resize (nearest, "
+         "integer scales), Sigmoid, Slice (static, step 1), Softmax; folded: Constant, "
+         "ConstantOfShape, Shape and Gather / Unsqueeze / Squeeze / Reshape / Concat / Slice / "
+         "Cast / Add / Sub / Mul / Div / Transpose of constants (a rank-2 constant transposed into "
+         "Gemm / MatMul input B becomes transB); removed: Identity, Dropout (ratio 0 or not "
+         "training), all-zero Pad, AveragePool with kernel 1, one-input Concat";
 }
 
 absl::Status map_node(Importer& im, const NodeProto& n) {
   auto it = mappers().find(n.op_type());
   if (it != mappers().end()) return it->second(im, n);
   std::string extra;
-  if (n.op_type() == "Gemm" || n.op_type() == "MatMul" || n.op_type() == "Transpose") {
-    extra = " (lms has no gemm / matmul op yet, so a weight-side Transpose cannot become transB)";
+  if (n.op_type() == "Transpose") {
+    extra =
+        " (lms has no transpose op; a Transpose of a rank-2 constant read as input B of Gemm or "
+        "MatMul becomes transB)";
   }
   return Importer::error(
       n, absl::StrCat("op not supported by lms", extra, "; supported: ", to_absl(supported_ops())));

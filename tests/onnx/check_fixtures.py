@@ -40,8 +40,11 @@ def main(src, scratch):
         return 77
     data = os.path.join(src, "tests", "data", "onnx")
     bad = []
-    for script, sub in (("make_unet_fixture.py", ""), ("make_error_fixtures.py", "errors")):
-        out = os.path.join(scratch, sub or "unet")
+    scripts = (("make_unet_fixture.py", "", "unet"),
+               ("make_classifier_fixture.py", "", "classifier"),
+               ("make_error_fixtures.py", "errors", "errors"))
+    for script, sub, scratch_sub in scripts:
+        out = os.path.join(scratch, scratch_sub)
         os.makedirs(out, exist_ok=True)
         subprocess.run([sys.executable, os.path.join(src, "tests", "onnx", script), out],
                        check=True)

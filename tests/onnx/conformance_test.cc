@@ -37,6 +37,7 @@ const std::set<std::string>& known_ops() {
                                             "AveragePool",
                                             "BatchNormalization",
                                             "Cast",
+                                            "Clip",
                                             "Concat",
                                             "Constant",
                                             "ConstantOfShape",
@@ -44,10 +45,14 @@ const std::set<std::string>& known_ops() {
                                             "ConvTranspose",
                                             "Div",
                                             "Dropout",
+                                            "Flatten",
                                             "Gather",
+                                            "Gemm",
+                                            "GlobalAveragePool",
                                             "Identity",
                                             "InstanceNormalization",
                                             "LeakyRelu",
+                                            "MatMul",
                                             "MaxPool",
                                             "Mul",
                                             "Pad",
@@ -61,6 +66,7 @@ const std::set<std::string>& known_ops() {
                                             "Softmax",
                                             "Squeeze",
                                             "Sub",
+                                            "Transpose",
                                             "Unsqueeze"};
   return ops;
 }

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <variant>
+#include <vector>
 
 #include "lms/device.h"
 #include "lms/onnx.h"
@@ -112,8 +114,20 @@ TEST(ImportErrors, UnsupportedOpsAndAttributesNameNodeOpAndWhatIsSupported) {
     std::vector<const char*> parts;
   };
   const Case cases[] = {
-      {"linear.onnx", {"ONNX node '/Gemm' (Gemm)", "op not supported", "transB", "supported: Add"}},
-      {"grouped_conv.onnx", {"ONNX node 'conv1' (Conv)", "attribute group=2", "supported: 1"}},
+      {"grouped_deconv.onnx",
+       {"ONNX node 'deconv1' (ConvTranspose)", "attribute group=2", "supported: 1"}},
+      {"gemm_alpha.onnx", {"ONNX node 'fc1' (Gemm)", "attribute alpha=0.5", "supported: 1"}},
+      {"gemm_trans_a.onnx", {"'fc1' (Gemm)", "attribute transA=1", "supported: 0"}},
+      {"gemm_bias_rows.onnx",
+       {"'fc1' (Gemm)", "input 2 (C) has shape [2,4]", "supported: [N] or [1,N] with N = 4"}},
+      {"matmul_batched.onnx",
+       {"'fc1' (MatMul)", "input 0 (A) has shape [2,2,3]", "supported: rank 2"}},
+      {"transpose_add.onnx",
+       {"'reader1' (Add)", "Transpose of trainable 'w'", "no transpose op",
+        "supported: a transposed rank-2 initializer read as input B of Gemm or MatMul"}},
+      {"avg_pool_ceil.onnx", {"'pool1' (AveragePool)", "attribute ceil_mode=1", "supported: 0"}},
+      {"clip_dynamic.onnx", {"'clip1' (Clip)", "min (input 1) must be a constant"}},
+      {"reshape_dynamic.onnx", {"'reshape1' (Reshape)", "shape (input 1) must be a constant"}},
       {"asymmetric_pads.onnx", {"'conv1' (Conv)", "attribute pads=[0,0,1,1]", "symmetric"}},
       {"broadcast_add.onnx", {"'add1' (Add)", "broadcasting [2,3,4,4] with [1,3,1,1]"}},
       {"dropout.onnx", {"'drop1' (Dropout)", "op not supported", "Dropout (ratio 0"}},
@@ -126,6 +140,117 @@ TEST(ImportErrors, UnsupportedOpsAndAttributesNameNodeOpAndWhatIsSupported) {
       EXPECT_THAT(std::string(s.message()), HasSubstr(part)) << c.file;
     }
   }
+}
+
+// Runs `m` on the CPU device with `feeds`; its first output.
+std::vector<float> run_first_output(const ImportedModel& m, const Feeds& feeds) {
+  auto device = make_cpu_device({});
+  EXPECT_TRUE(device.ok()) << device.status();
+  if (!device.ok()) return {};
+  SessionOptions o;
+  o.fetches = m.outputs;
+  auto s = Session::create(m.graph, **device, o);
+  EXPECT_TRUE(s.ok()) << s.status();
+  if (!s.ok()) return {};
+  StepResult r;
+  EXPECT_TRUE((*s)->run(feeds, &r).ok());
+  return r.fetched[m.outputs.at(0)];
+}
+
+// torch.onnx.export of nn.Linear(16, 2) is Gemm with transB = 1: linear on
+// the parameters "weight" [2,16] and "bias" [2] under their PyTorch names.
+TEST(ImportErrors, GemmOfNnLinearIsLinear) {
+  auto m = import_onnx(errors_dir() + "linear.onnx");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->parameters, (std::vector<std::string>{"weight", "bias"}));
+  const Graph& g = m->graph;
+  const Tensor& w = g.tensor(g.find_tensor("weight"));
+  const Tensor& b = g.tensor(g.find_tensor("bias"));
+  ASSERT_EQ(w.shape, (Shape{2, 16}));
+  ASSERT_EQ(w.init.kind, Init::Kind::kValues);
+  ASSERT_EQ(b.init.kind, Init::Kind::kValues);
+  std::vector<float> x(2 * 16);
+  for (size_t k = 0; k < x.size(); ++k) x[k] = float(k % 7) / 7 - 0.5f;
+  const std::vector<float> y = run_first_output(*m, {{"input", x}});
+  ASSERT_EQ(y.size(), 4u);
+  for (int n = 0; n < 2; ++n) {
+    for (int j = 0; j < 2; ++j) {
+      double want = (*b.init.values)[j];
+      for (int c = 0; c < 16; ++c) want += double(x[n * 16 + c]) * (*w.init.values)[j * 16 + c];
+      EXPECT_NEAR(y[n * 2 + j], want, 1e-5) << n << "," << j;
+    }
+  }
+}
+
+// x @ w.T (Transpose of the initializer w[4,3] = arange(12) / 12 into MatMul
+// input B) is linear on w itself with trans_b = 1, no transposed copy, and
+// the default rule makes w trainable through the Transpose.
+TEST(ImportErrors, WeightSideTransposeBecomesTransB) {
+  auto m = import_onnx(errors_dir() + "transpose_matmul.onnx");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->parameters, std::vector<std::string>{"w"});
+  const Graph& g = m->graph;
+  const Node& linear = g.node(g.tensor(g.find_tensor("y")).producer);
+  EXPECT_EQ(linear.op, OpKind::kLinear);
+  EXPECT_EQ(std::get<int64_t>(linear.attrs.at("trans_b")), 1);
+  EXPECT_EQ(g.tensor(linear.inputs[1]).name, "w");
+  EXPECT_EQ(g.find_tensor("wt"), kNoTensor);
+  // y[n][j] = Σ_c x[n][c] w[j][c] with w[j][c] = (3j + c) / 12.
+  const std::vector<float> y = run_first_output(*m, {{"x", {1, 0, 0, 0, 1, 2}}});
+  const std::vector<float> want = {0,        3 / 12.f,  6 / 12.f,  9 / 12.f,
+                                   5 / 12.f, 14 / 12.f, 23 / 12.f, 32 / 12.f};
+  ASSERT_EQ(y.size(), want.size());
+  for (size_t k = 0; k < want.size(); ++k) EXPECT_FLOAT_EQ(y[k], want[k]) << k;
+}
+
+// Gemm(x, Transpose(w), c) with transB = 1 is linear on w itself with
+// trans_b = 0 (x[2,4] · w[4,3], w[c][k] = (3c + k) / 12), and its bias is
+// c[1,3] = [0.5, 1, 1.5] reshaped to [3], so both stay trainable as they are.
+TEST(ImportErrors, TransposedGemmWeightAndRowBias) {
+  auto m = import_onnx(errors_dir() + "transpose_gemm.onnx");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->parameters, (std::vector<std::string>{"w", "c"}));
+  const Graph& g = m->graph;
+  const Node& linear = g.node(g.tensor(g.find_tensor("y")).producer);
+  EXPECT_EQ(linear.op, OpKind::kLinear);
+  EXPECT_EQ(std::get<int64_t>(linear.attrs.at("trans_b")), 0);
+  ASSERT_EQ(linear.inputs.size(), 3u);
+  EXPECT_EQ(g.tensor(linear.inputs[1]).name, "w");
+  EXPECT_EQ(g.tensor(linear.inputs[2]).shape, (Shape{3}));
+  EXPECT_EQ(g.node(g.tensor(linear.inputs[2]).producer).op, OpKind::kReshape);
+  const std::vector<float> y = run_first_output(*m, {{"x", {1, 0, 0, 0, 0, 1, 0, 2}}});
+  const std::vector<float> want = {
+      0.5f, 1 / 12.f + 1, 2 / 12.f + 1.5f, 21 / 12.f + 0.5f, 24 / 12.f + 1, 27 / 12.f + 1.5f};
+  ASSERT_EQ(y.size(), want.size());
+  for (size_t k = 0; k < want.size(); ++k) EXPECT_FLOAT_EQ(y[k], want[k]) << k;
+}
+
+// x @ Transpose(Transpose(Identity(w))) reads the initializer w itself
+// (trainable by the default rule through all three), not a copy:
+// y[n][k] = Σ_c x[n][c] w[c][k] with w[c][k] = (4c + k) / 12.
+TEST(ImportErrors, IdentitiesAndDoubleTransposeReadTheInitializer) {
+  auto m = import_onnx(errors_dir() + "double_transpose.onnx");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->parameters, std::vector<std::string>{"w"});
+  const Graph& g = m->graph;
+  const Node& linear = g.node(g.tensor(g.find_tensor("y")).producer);
+  EXPECT_EQ(std::get<int64_t>(linear.attrs.at("trans_b")), 0);
+  EXPECT_EQ(g.tensor(linear.inputs[1]).name, "w");
+  EXPECT_EQ(g.tensor(linear.inputs[1]).role, TensorRole::kParameter);
+  const std::vector<float> y = run_first_output(*m, {{"x", {1, 0, 0, 0, 1, 1}}});
+  const std::vector<float> want = {0,         1 / 12.f,  2 / 12.f,  3 / 12.f,
+                                   12 / 12.f, 14 / 12.f, 16 / 12.f, 18 / 12.f};
+  ASSERT_EQ(y.size(), want.size());
+  for (size_t k = 0; k < want.size(); ++k) EXPECT_FLOAT_EQ(y[k], want[k]) << k;
+}
+
+// Clip at opset 6 takes min -1 and max 2 as attributes.
+TEST(ImportErrors, ClipSixReadsItsAttributes) {
+  auto m = import_onnx(errors_dir() + "clip6.onnx");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->opset, 6);
+  const std::vector<float> y = run_first_output(*m, {{"x", {-3, -1, 0.5f, 1.5f, 2, 7}}});
+  EXPECT_EQ(y, (std::vector<float>{-1, -1, 0.5f, 1.5f, 2, 2}));
 }
 
 TEST(ImportErrors, SymbolicBatchIsReadWithAGivenShape) {

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Generates the models of tests/onnx/import_errors_test.cc into
 tests/data/onnx/errors/: each one a case the importer must refuse with a
-clear message (and external_ok.onnx and embedding.onnx, which it must read).
+clear message (and external_ok.onnx, embedding.onnx, linear.onnx,
+transpose_matmul.onnx, transpose_gemm.onnx, double_transpose.onnx and
+clip6.onnx, which it must read).
 
     make_error_fixtures.py OUT_DIR
 
@@ -35,6 +37,52 @@ def conv_model(**attrs):
     w = numpy_helper.from_array(np.ones((4, 4, 3, 3), np.float32) * 0.1, "w")
     node = helper.make_node("Conv", ["x", "w"], ["y"], name="conv1", kernel_shape=[3, 3], **attrs)
     return model([node], [vi("x", [1, 4, 8, 8])], [vi("y", None)], [w])
+
+
+def linear_model(op, a_shape, w_shape, bias_shape=None, **attrs):
+    """Gemm / MatMul of a fed A by a weight initializer w (and bias c)."""
+    w = numpy_helper.from_array(np.ones(w_shape, np.float32) * 0.1, "w")
+    inits, inputs = [w], ["a", "w"]
+    if bias_shape is not None:
+        inits.append(numpy_helper.from_array(np.zeros(bias_shape, np.float32), "c"))
+        inputs.append("c")
+    node = helper.make_node(op, inputs, ["y"], name="fc1", **attrs)
+    return model([node], [vi("a", a_shape)], [vi("y", None)], inits)
+
+
+def transpose_model(reader):
+    """y = reader(x, w.T) with w[4,3]; for Add, w is trainable by the metadata
+    lms.trainable (the default rule finds it through the Transpose for MatMul)."""
+    w = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(4, 3) / 12, "w")
+    x_shape = [2, 3] if reader == "MatMul" else [3, 4]
+    nodes = [helper.make_node("Transpose", ["w"], ["wt"], name="t1", perm=[1, 0]),
+             helper.make_node(reader, ["x", "wt"], ["y"], name="reader1")]
+    m = model(nodes, [vi("x", x_shape)], [vi("y", None)], [w])
+    if reader == "Add":
+        entry = m.metadata_props.add()
+        entry.key, entry.value = export_onnx.TRAINABLE_KEY, "w"
+    return m
+
+
+def transpose_gemm_model():
+    """y = x @ (w.T).T + c with w[4,3] = arange(12) / 12 transposed into Gemm
+    input B with transB = 1, and c[1,3] = [0.5, 1, 1.5]."""
+    w = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(4, 3) / 12, "w")
+    c = numpy_helper.from_array(np.array([[0.5, 1, 1.5]], np.float32), "c")
+    nodes = [helper.make_node("Transpose", ["w"], ["wt"], name="t1"),
+             helper.make_node("Gemm", ["x", "wt", "c"], ["y"], name="fc1", transB=1)]
+    return model(nodes, [vi("x", [2, 4])], [vi("y", None)], [w, c])
+
+
+def double_transpose_model():
+    """y = x @ Transpose(Transpose(Identity(w))) with w[3,4] = arange(12) / 12."""
+    w = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(3, 4) / 12, "w")
+    n = helper.make_node
+    nodes = [n("Identity", ["w"], ["wi"], name="id1"),
+             n("Transpose", ["wi"], ["wt"], name="t1"),
+             n("Transpose", ["wt"], ["wtt"], name="t2", perm=[1, 0]),
+             n("MatMul", ["x", "wtt"], ["y"], name="fc1")]
+    return model(nodes, [vi("x", [2, 3])], [vi("y", None)], [w])
 
 
 def write(out_dir, name, m):
@@ -98,7 +146,32 @@ def torch_cases(out_dir):
 
 
 def main(out_dir):
-    write(out_dir, "grouped_conv.onnx", conv_model(group=2))
+    w = numpy_helper.from_array(np.ones((4, 2, 3, 3), np.float32) * 0.1, "w")
+    write(out_dir, "grouped_deconv.onnx",
+          model([helper.make_node("ConvTranspose", ["x", "w"], ["y"], name="deconv1",
+                                  kernel_shape=[3, 3], group=2)],
+                [vi("x", [1, 4, 8, 8])], [vi("y", None)], [w]))
+    write(out_dir, "gemm_alpha.onnx", linear_model("Gemm", [2, 3], [3, 4], alpha=0.5))
+    write(out_dir, "gemm_trans_a.onnx", linear_model("Gemm", [3, 2], [3, 4], transA=1))
+    write(out_dir, "gemm_bias_rows.onnx", linear_model("Gemm", [2, 3], [3, 4], [2, 4]))
+    write(out_dir, "matmul_batched.onnx", linear_model("MatMul", [2, 2, 3], [3, 4]))
+    write(out_dir, "transpose_matmul.onnx", transpose_model("MatMul"))
+    write(out_dir, "transpose_add.onnx", transpose_model("Add"))
+    write(out_dir, "transpose_gemm.onnx", transpose_gemm_model())
+    write(out_dir, "double_transpose.onnx", double_transpose_model())
+    write(out_dir, "avg_pool_ceil.onnx",
+          model([helper.make_node("AveragePool", ["x"], ["y"], name="pool1", kernel_shape=[2, 2],
+                                  strides=[2, 2], ceil_mode=1)],
+                [vi("x", [1, 2, 5, 5])], [vi("y", None)]))
+    write(out_dir, "clip_dynamic.onnx",
+          model([helper.make_node("Clip", ["x", "lo"], ["y"], name="clip1")],
+                [vi("x", [2, 3]), vi("lo", [])], [vi("y", None)]))
+    write(out_dir, "clip6.onnx",
+          model([helper.make_node("Clip", ["x"], ["y"], name="clip1", min=-1.0, max=2.0)],
+                [vi("x", [2, 3])], [vi("y", None)], opset=6))
+    write(out_dir, "reshape_dynamic.onnx",
+          model([helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape1")],
+                [vi("x", [2, 3]), vi("shape", [2], TensorProto.INT64)], [vi("y", None)]))
     write(out_dir, "asymmetric_pads.onnx", conv_model(pads=[0, 0, 1, 1]))
     write(out_dir, "unknown_domain.onnx",
           model([helper.make_node("Relu", ["x"], ["y"], name="relu1")], [vi("x", [2, 3])],
