@@ -10,6 +10,7 @@ imported.
 """
 import filecmp
 import os
+import shutil
 import subprocess
 import sys
 
@@ -45,7 +46,8 @@ def main(src, scratch):
                ("make_error_fixtures.py", "errors", "errors"))
     for script, sub, scratch_sub in scripts:
         out = os.path.join(scratch, scratch_sub)
-        os.makedirs(out, exist_ok=True)
+        shutil.rmtree(out, ignore_errors=True)  # no file of an earlier run
+        os.makedirs(out)
         subprocess.run([sys.executable, os.path.join(src, "tests", "onnx", script), out],
                        check=True)
         committed = os.path.join(data, sub)
