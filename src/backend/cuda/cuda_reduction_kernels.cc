@@ -129,18 +129,11 @@ KernelOr make_cross_entropy(const KernelSpec& spec, const CudaKernelContext& ctx
                                                     a.inputs[2], a.outputs[0]),
                           what));
         }
-        unsigned long long first_bad = 0;
-        LMS_CUDA_RETURN_IF_ERROR(
-            cudaMemcpyAsync(&first_bad, bad, sizeof(first_bad), cudaMemcpyDeviceToHost, s),
-            what + ": cudaMemcpyAsync");
-        LMS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s), what + ": cudaStreamSynchronize");
+        LMS_ASSIGN_OR_RETURN(const unsigned long long first_bad, read_back(s, bad, what));
         if (first_bad >= static_cast<unsigned long long>(d.n)) return absl::OkStatus();
         const auto position = static_cast<int64_t>(first_bad);
-        int64_t label = 0;
-        LMS_CUDA_RETURN_IF_ERROR(
-            cudaMemcpyAsync(&label, labels + position, sizeof(label), cudaMemcpyDeviceToHost, s),
-            what + ": cudaMemcpyAsync of the bad label");
-        LMS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s), what + ": cudaStreamSynchronize");
+        LMS_ASSIGN_OR_RETURN(const int64_t label,
+                             read_back(s, labels + position, what + " (the bad label)"));
         return bad_class_label(spec, position, label, d);
       },
       doubles_bytes(2 * d.n + 2));
