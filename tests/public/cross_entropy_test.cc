@@ -10,7 +10,10 @@
 
 #include <cinttypes>
 #include <cmath>
+#include <functional>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "budget_check.h"
 #include "lms/loss.h"
