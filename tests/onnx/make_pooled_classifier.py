@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes a small convolutional classifier exported to ONNX and its PyTorch
-reference for tests/onnx/classifier_loss_test.cc, which runs it at test
-time (nothing is committed).
+reference for tests/onnx/pooled_classifier_loss_test.cc, which runs it at
+test time (nothing is committed).
 
 conv3x3 -> relu -> conv1x1 to 5 classes -> mean over H, W (keepdim, so the
 output is [N,5,1,1], ONNX ReduceMean keepdims=1), exported by
@@ -9,7 +9,8 @@ scripts/export_onnx.py. The reference holds the input, the labels (as
 floats, -100 = ignored), F.cross_entropy of the flattened output and the
 gradient of every parameter after one forward/backward.
 
-    make_classifier.py OUT_DIR   (classifier.onnx, classifier_ref.txt)
+    make_pooled_classifier.py OUT_DIR
+    (writes pooled_classifier.onnx and pooled_classifier_ref.txt)
 
 Exit status 77 when torch or onnx cannot be imported. Seed: SEED, printed.
 """
@@ -47,17 +48,17 @@ def line(name, t):
 
 
 def main(out_dir):
-    print("make_classifier: seed", SEED)
+    print("make_pooled_classifier: seed", SEED)
     torch.manual_seed(SEED)
     model = Classifier().train()
     x = torch.randn(SHAPE)
     labels = torch.randint(0, CLASSES, (SHAPE[0],))
     labels[1] = -100
-    export_onnx.export(model, x, os.path.join(out_dir, "classifier.onnx"))
+    export_onnx.export(model, x, os.path.join(out_dir, "pooled_classifier.onnx"))
     loss = nn.functional.cross_entropy(model(x).flatten(1), labels)
     loss.backward()
-    with open(os.path.join(out_dir, "classifier_ref.txt"), "w") as f:
-        f.write("# tests/onnx/make_classifier.py, seed %d\n" % SEED)
+    with open(os.path.join(out_dir, "pooled_classifier_ref.txt"), "w") as f:
+        f.write("# tests/onnx/make_pooled_classifier.py, seed %d\n" % SEED)
         f.write(line("input", x))
         f.write(line("labels", labels.to(torch.float32)))
         f.write(line("loss", loss))

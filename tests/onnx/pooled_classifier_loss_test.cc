@@ -3,7 +3,7 @@
 // output is refused by CrossEntropy with the advice to flatten it, then
 // flattened and trained one step; the loss and every parameter's gradient
 // match PyTorch's F.cross_entropy (one row ignored). The model and its
-// reference are written at test time by tests/onnx/make_classifier.py
+// reference are written at test time by tests/onnx/make_pooled_classifier.py
 // (Debian's /usr/bin/python3 with torch and onnx; skipped without them).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -30,16 +30,17 @@ constexpr uint64_t kMiBytes = uint64_t{1} << 20;
 // matches to 3e-6).
 constexpr double kTolerance = 1e-5;
 
-// Runs make_classifier.py into a fresh folder; empty when it cannot run
+// Runs make_pooled_classifier.py into a fresh folder; empty when it cannot run
 // (torch or onnx missing: exit 77), with `why` set.
-std::string make_classifier(std::string* why) {
-  std::string dir = (std::filesystem::temp_directory_path() / "lms_classifier.XXXXXX").string();
+std::string make_pooled_classifier(std::string* why) {
+  std::string dir =
+      (std::filesystem::temp_directory_path() / "lms_pooled_classifier.XXXXXX").string();
   if (mkdtemp(dir.data()) == nullptr) {
     *why = "mkdtemp failed";
     return "";
   }
-  const std::string command =
-      "/usr/bin/python3 " + std::string(LMS_SOURCE_DIR) + "/tests/onnx/make_classifier.py " + dir;
+  const std::string command = "/usr/bin/python3 " + std::string(LMS_SOURCE_DIR) +
+                              "/tests/onnx/make_pooled_classifier.py " + dir;
   const int status = std::system(command.c_str());
   if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0) return dir;
   *why = "/usr/bin/python3 with torch and onnx is needed to write the model (" + command + ")";
@@ -49,13 +50,13 @@ std::string make_classifier(std::string* why) {
   return "";
 }
 
-TEST(ClassifierLoss, ImportedClassifierWithAttachedCrossEntropyMatchesPyTorch) {
+TEST(PooledClassifierLoss, ImportedClassifierWithAttachedCrossEntropyMatchesPyTorch) {
   std::string why;
-  const std::string dir = make_classifier(&why);
+  const std::string dir = make_pooled_classifier(&why);
   if (dir.empty() && why.rfind("failed", 0) != 0) GTEST_SKIP() << why;
   ASSERT_FALSE(dir.empty()) << why;
-  const auto ref = onnx_test::read_reference(dir + "/classifier_ref.txt");
-  auto m = import_onnx(dir + "/classifier.onnx");
+  const auto ref = onnx_test::read_reference(dir + "/pooled_classifier_ref.txt");
+  auto m = import_onnx(dir + "/pooled_classifier.onnx");
   std::error_code ignored;
   std::filesystem::remove_all(dir, ignored);
   ASSERT_TRUE(m.ok()) << m.status();
