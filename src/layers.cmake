@@ -6,7 +6,7 @@
 # layer sees include/lms, so PUBLIC_HEADERS says which layer each public
 # header belongs to, and the check holds includes of them to the same DEPS.
 lms_declare_layer(common PUBLIC_HEADERS checked.h op_kind.h status.h strings.h types.h units.h)
-lms_declare_layer(graph DEPS common PUBLIC_HEADERS graph.h ops.h training.h)
+lms_declare_layer(graph DEPS common PUBLIC_HEADERS graph.h loss.h ops.h training.h)
 lms_declare_layer(allocator DEPS common PUBLIC_HEADERS memory_stats.h)
 lms_declare_layer(profiler DEPS common PUBLIC_HEADERS profiler.h profiler/)
 # The device interface and the code both backends share; each backend sees

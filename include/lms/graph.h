@@ -132,8 +132,9 @@ class Graph {
   // with whitespace, control characters or one of ( ) , = [ ] { } "), a shape
   // check_shape rejects or a he_normal init with fan_in < 1 is recorded as an
   // InvalidArgument in status() naming the tensor, and returns kNoTensor.
-  // `dtype` kInt64 for the ids embedding reads (fed with Int64Feeds,
-  // lms/session.h); parameters and optimizer state are float32.
+  // `dtype` kInt64 for the ids embedding reads and the labels of
+  // softmax_cross_entropy (fed with Int64Feeds, lms/session.h); parameters
+  // and optimizer state are float32.
   TensorId input(std::string_view name, Shape shape, DType dtype = DType::kFloat32);
   TensorId parameter(std::string_view name, Shape shape, Init init);
   TensorId optimizer_state(std::string_view name, Shape shape, Init init = Init::zeros());

@@ -68,6 +68,8 @@ enum class OpKind : uint8_t {
   kMseLossBwd,
   kSoftDiceLoss,
   kSoftDiceLossBwd,
+  kSoftmaxCrossEntropy,
+  kSoftmaxCrossEntropyBwd,
   kReduceMean,
   kReduceMeanBwd,
   // Optimizer
@@ -126,6 +128,8 @@ inline constexpr std::array<const char*, kNumOpKinds> kOpNames = {
     "mse_loss_bwd",
     "soft_dice_loss",
     "soft_dice_loss_bwd",
+    "softmax_cross_entropy",
+    "softmax_cross_entropy_bwd",
     "reduce_mean",
     "reduce_mean_bwd",
     "global_norm",

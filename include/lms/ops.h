@@ -181,6 +181,23 @@ TensorId mse_loss(Graph& g, std::string_view name, TensorId pred, TensorId targe
 // into the target.
 TensorId soft_dice_loss(Graph& g, std::string_view name, TensorId probs, TensorId target,
                         double eps = 1e-5);
+// Softmax cross-entropy with integer class labels, the mean over the rows
+// that are not ignored (PyTorch's F.cross_entropy(logits, labels,
+// ignore_index=...) with reduction "mean"):
+//   loss[] = (1/M) Σ_{n: labels[n] != ignore_index} (logsumexp(logits[n,:]) - logits[n, labels[n]])
+// with M the number of such rows. logits[N,C] float32; labels[N] int64
+// (Graph::input with DType::kInt64, fed through Int64Feeds), each in [0, C)
+// or equal to ignore_index. The gradient of the logits is
+// (softmax(logits) - onehot(labels)) / M · dloss, zero on ignored rows; the
+// labels get none.
+// Errors (recorded in g.status(), naming the node): logits not 2-D (an
+// [N,C,1,1] output needs lms::flatten first), labels not [N] or not int64.
+// At run time a label outside [0, C) that is not ignore_index fails the
+// step with InvalidArgument naming the node, the label, its position and
+// the allowed range, before anything is written. When every row is ignored
+// (M = 0) the loss is NaN and the gradient zero, as in PyTorch.
+TensorId softmax_cross_entropy(Graph& g, std::string_view name, TensorId logits, TensorId labels,
+                               int64_t ignore_index = -100);
 // Mean of all elements (a scalar []), or the mean along `axis` (negative
 // from the end) with that axis kept at size 1 (ONNX ReduceMean, keepdims=1).
 TensorId reduce_mean(Graph& g, std::string_view name, TensorId x);

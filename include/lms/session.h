@@ -35,7 +35,8 @@ class Communicator;
 using Feeds = std::map<std::string, std::vector<float>, std::less<>>;
 
 // Host data of the graph inputs of dtype int64 (Graph::input with
-// DType::kInt64: the ids embedding reads), by name, row-major; passed to
+// DType::kInt64: the ids embedding reads, the class labels of
+// softmax_cross_entropy), by name, row-major; passed to
 // Session::run next to the float32 Feeds. An input is fed in the map of its
 // dtype: a float32 feed for an int64 input, or the reverse, is an
 // InvalidArgument naming the tensor and its dtype.

@@ -20,8 +20,8 @@ namespace lms {
 using Shape = std::vector<int64_t>;
 
 // Element types. Every op computes in float32; int64 holds indices (the
-// token ids `embedding` reads, docs/ops.md) and is fed with Int64Feeds
-// (lms/session.h).
+// token ids `embedding` reads, the class labels of `softmax_cross_entropy`,
+// docs/ops.md) and is fed with Int64Feeds (lms/session.h).
 enum class DType : uint8_t { kFloat32, kInt64 };
 
 inline uint64_t dtype_bytes(DType dtype) { return dtype == DType::kInt64 ? 8 : 4; }

@@ -192,4 +192,32 @@ absl::StatusOr<LinearDims> linear_dims(const KernelSpec& spec) {
   return d;
 }
 
+absl::StatusOr<CrossEntropyDims> cross_entropy_dims(const KernelSpec& spec) {
+  const bool bwd = spec.op == OpKind::kSoftmaxCrossEntropyBwd;
+  LMS_RETURN_IF_ERROR(check_arity(spec, bwd ? 3 : 2, bwd ? 3 : 2, 1));
+  const Shape& logits = spec.input_shapes[0];
+  LMS_RETURN_IF_ERROR(check_rank(spec, logits, 2, 2, "input logits"));
+  CrossEntropyDims d;
+  d.n = logits[0];
+  d.c = logits[1];
+  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.input_shapes[1], {d.n}, "input labels"));
+  if (bwd) {
+    LMS_RETURN_IF_ERROR(check_scalar(spec, spec.input_shapes[2], "input dloss"));
+    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], logits, "output dlogits"));
+  } else {
+    LMS_RETURN_IF_ERROR(check_scalar(spec, spec.output_shapes[0], "output loss"));
+  }
+  if (spec.attrs.contains("ignore_index")) {
+    LMS_ASSIGN_OR_RETURN(d.ignore_index, int_attr(spec, "ignore_index"));
+  }
+  return d;
+}
+
+absl::Status bad_class_label(const KernelSpec& spec, int64_t position, int64_t label,
+                             const CrossEntropyDims& dims) {
+  return invalid(spec, absl::StrCat("label ", label, " at position ", position,
+                                    " is out of range [0, ", dims.c, ") of the ", dims.c,
+                                    " classes and is not ignore_index ", dims.ignore_index));
+}
+
 }  // namespace lms

@@ -56,6 +56,23 @@ bool has_axis_attr(const KernelSpec& spec);
 // and the allowed range, the same on both backends.
 absl::Status bad_embedding_id(const KernelSpec& spec, int64_t position, int64_t id, int64_t rows);
 
+// The problem of a softmax_cross_entropy (logits[N,C], labels[N] int64 ->
+// loss[]) or softmax_cross_entropy_bwd (logits, labels, dloss[] ->
+// dlogits[N,C]) node (docs/ops.md): its sizes and ignore_index (absent:
+// kDefaultIgnoreIndex).
+inline constexpr int64_t kDefaultIgnoreIndex = -100;  // PyTorch's
+struct CrossEntropyDims {
+  int64_t n = 0;
+  int64_t c = 0;
+  int64_t ignore_index = kDefaultIgnoreIndex;
+};
+absl::StatusOr<CrossEntropyDims> cross_entropy_dims(const KernelSpec& spec);
+// The run-time error of both cross-entropy ops for a label outside [0, C)
+// that is not ignore_index: names the label, its position and what is
+// allowed, the same on both backends.
+absl::Status bad_class_label(const KernelSpec& spec, int64_t position, int64_t label,
+                             const CrossEntropyDims& dims);
+
 // The problem of a linear (x[N,C], w, b?[K] -> y[N,K]) or a
 // linear_bwd_weights (x[N,C], dy[N,K] -> dw, db?[K]) node (docs/ops.md):
 // w is [K,C] when trans_b, else [C,K]; `bias` is whether b (db) is there.

@@ -355,6 +355,12 @@ TensorId soft_dice_loss(Graph& g, std::string_view name, TensorId probs, TensorI
   return add_op(g, OpKind::kSoftDiceLoss, name, {probs, target}, {{"eps", eps}});
 }
 
+TensorId softmax_cross_entropy(Graph& g, std::string_view name, TensorId logits, TensorId labels,
+                               int64_t ignore_index) {
+  return add_op(g, OpKind::kSoftmaxCrossEntropy, name, {logits, labels},
+                {{"ignore_index", ignore_index}});
+}
+
 TensorId reduce_mean(Graph& g, std::string_view name, TensorId x) {
   return add_op(g, OpKind::kReduceMean, name, {x});
 }

@@ -1,5 +1,6 @@
 // Losses and reductions of docs/ops.md: each reduces to a scalar loss[]
-// (reduce_mean with an axis to that axis of size 1).
+// (reduce_mean with an axis to that axis of size 1). softmax_cross_entropy
+// reads int64 class labels, as embedding reads its ids.
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -34,6 +35,51 @@ absl::StatusOr<Shapes> infer_dice(const Attrs& a, const Shapes& in, bool bwd) {
   if (!bwd) return Shapes{Shape{}};
   LMS_RETURN_IF_ERROR(check_scalar(op, "dloss", in[2]));
   return Shapes{in[0]};
+}
+
+// logits[N,C] and labels[N] (int64) (+ dloss[] for the backward); the
+// ignore_index attribute is any int (absent: -100, PyTorch's default).
+absl::StatusOr<Shapes> infer_xent(const Attrs& a, const Shapes& in, bool bwd) {
+  const std::string_view op = bwd ? "softmax_cross_entropy_bwd" : "softmax_cross_entropy";
+  if (a.contains("ignore_index")) {
+    if (absl::Status s = attr_int(a, "ignore_index").status(); !s.ok()) {
+      return op_error(op, s.message());
+    }
+  }
+  const Shape& logits = in[0];
+  if (logits.size() != 2) {
+    return op_error(op, str_cat("logits must be 2-D [N,C], got ", shape_str(logits),
+                                "; flatten an [N,C,1,...] output first (lms::flatten)"));
+  }
+  if (in[1] != Shape{logits[0]}) {
+    return op_error(op, str_cat("labels ", shape_str(in[1]), " must be [N] = [", logits[0],
+                                "], one class index per row of logits ", shape_str(logits)));
+  }
+  if (!bwd) return Shapes{Shape{}};
+  LMS_RETURN_IF_ERROR(check_scalar(op, "dloss", in[2]));
+  return Shapes{logits};
+}
+
+// The labels are integers: only the logits get a gradient.
+absl::Status xent_grad(GradContext& ctx) {
+  const TensorId dloss = ctx.output_grads[0];
+  if (dloss != kNoTensor && wants(ctx, 0)) {
+    const Node fwd = ctx.graph.node(ctx.node);
+    LMS_ASSIGN_OR_RETURN(ctx.input_grads[0],
+                         add_grad_node1(ctx, OpKind::kSoftmaxCrossEntropyBwd, "logits",
+                                        {fwd.inputs[0], fwd.inputs[1], dloss}, fwd.attrs));
+  }
+  decline_rest(ctx);
+  return absl::OkStatus();
+}
+
+// Bytes read and written: the logits (and the gradient) in float32, the
+// labels in int64, the scalars.
+double xent_bytes(const Attrs&, const Shapes& in, const Shapes& out) {
+  double bytes = numel(in[0]) * static_cast<double>(dtype_bytes(DType::kFloat32)) +
+                 numel(in[1]) * static_cast<double>(dtype_bytes(DType::kInt64));
+  for (size_t i = 2; i < in.size(); ++i) bytes += numel(in[i]) * 4.0;
+  return bytes + numel(out[0]) * 4.0;
 }
 
 // Without an axis: the scalar mean of all elements. With one: x with that
@@ -134,6 +180,21 @@ void register_loss_ops(std::vector<OpSpec>& specs) {
       OpKind::kSoftDiceLossBwd, 3, 3, {"eps"},
       [](const Attrs& a, const Shapes& in) { return infer_dice(a, in, true); },
       per_input_element(4)));
+  // Per logit: a max, an exp, a sum (forward); the exp again, a subtract
+  // and a multiply (backward).
+  specs.push_back(make_spec(
+      OpKind::kSoftmaxCrossEntropy, 2, 2, {},
+      [](const Attrs& a, const Shapes& in) { return infer_xent(a, in, false); },
+      per_input_element(4), xent_grad));
+  specs.push_back(make_spec(
+      OpKind::kSoftmaxCrossEntropyBwd, 3, 3, {},
+      [](const Attrs& a, const Shapes& in) { return infer_xent(a, in, true); },
+      per_input_element(6)));
+  for (size_t i = specs.size() - 2; i < specs.size(); ++i) {
+    specs[i].optional_attrs = {"ignore_index"};
+    specs[i].def.int64_inputs = {1};
+    specs[i].def.bytes = xent_bytes;
+  }
   specs.push_back(make_spec(OpKind::kReduceMean, 1, 1, {}, infer_reduce_mean, per_input_element(1),
                             reduce_mean_grad));
   specs.back().optional_attrs = {std::string(kAxisAttr)};
@@ -142,7 +203,8 @@ void register_loss_ops(std::vector<OpSpec>& specs) {
                 [](const Attrs&, const Shapes&, const Shapes& out) { return numel(out[0]); }));
   specs.back().optional_attrs = {std::string(kAxisAttr)};
   set_flag(specs, &OpDef::backward,
-           {OpKind::kMseLossBwd, OpKind::kSoftDiceLossBwd, OpKind::kReduceMeanBwd});
+           {OpKind::kMseLossBwd, OpKind::kSoftDiceLossBwd, OpKind::kSoftmaxCrossEntropyBwd,
+            OpKind::kReduceMeanBwd});
 }
 
 }  // namespace lms::ops_internal

@@ -120,6 +120,41 @@ TEST(Autodiff, LinearGradients) {
   }
 }
 
+// softmax_cross_entropy: one backward node reading the logits, the int64
+// labels and dloss, with the forward node's ignore_index; the labels get no
+// gradient.
+TEST(Autodiff, CrossEntropyGradientReachesTheLogitsOnly) {
+  Graph f;
+  const TensorId x = f.input("x", {4, 6});
+  const TensorId w = f.parameter("fc/w", {3, 6}, Init::he_normal(1, 6));
+  const TensorId labels = f.input("labels", {4}, DType::kInt64);
+  const TensorId loss = softmax_cross_entropy(f, "loss", linear(f, "fc", x, w), labels, 2);
+  ASSERT_TRUE(f.status().ok()) << f.status();
+  auto train = training_graph(f, loss, Sgd{.lr = 0.1});
+  ASSERT_TRUE(train.ok()) << train.status();
+  const Graph& g = *train;
+  ASSERT_TRUE(verify(g).ok()) << verify(g);
+  // Seed, the loss's gradient, fc's weight gradient (and the scale(1) that
+  // names it "fc/w/grad"), the update; no data gradient for x.
+  const std::map<OpKind, int> expected = {{OpKind::kFill, 1},
+                                          {OpKind::kSoftmaxCrossEntropyBwd, 1},
+                                          {OpKind::kLinearBwdWeights, 1},
+                                          {OpKind::kScale, 1},
+                                          {OpKind::kSgdUpdate, 1}};
+  EXPECT_EQ(new_op_counts(g, f.num_nodes()), expected);
+  for (NodeId n = f.num_nodes(); n < g.num_nodes(); ++n) {
+    const Node& node = g.node(n);
+    if (node.op != OpKind::kSoftmaxCrossEntropyBwd) continue;
+    EXPECT_EQ(node.name, "grad/loss/logits");
+    ASSERT_EQ(node.inputs.size(), 3u);
+    EXPECT_EQ(g.tensor(node.inputs[0]).name, "fc");
+    EXPECT_EQ(node.inputs[1], labels);
+    EXPECT_EQ(std::get<int64_t>(node.attrs.at("ignore_index")), 2);
+    EXPECT_EQ(g.tensor(node.outputs[0]).shape, (Shape{4, 3}));
+  }
+  EXPECT_EQ(g.find_tensor("labels/grad"), kNoTensor);
+}
+
 TEST(Autodiff, UpdatesRunAfterEveryReaderOfTheirParameter) {
   Net net = conv_relu_conv();
   auto train = training_graph(net.g, net.loss, Adam{.lr = 1e-3});

@@ -4,7 +4,8 @@
 // limit and the no-LMS peak at which the plan swaps or recomputes a tensor
 // and fits, trains `steps` steps bit-identically to the step without LMS
 // (losses and persistent state) with the measured peak equal to the
-// predicted one.
+// predicted one. Int64 inputs (token ids, class labels) come in
+// `int64_feeds`.
 //
 //   expect_lms_steps_bit_identical(*train, feeds, 3);
 #pragma once
@@ -22,7 +23,8 @@
 
 namespace lms::user {
 
-inline void expect_lms_steps_bit_identical(const Graph& train, const Feeds& feeds, int steps) {
+inline void expect_lms_steps_bit_identical(const Graph& train, const Feeds& feeds, int steps,
+                                           const Int64Feeds& int64_feeds = {}) {
   auto big = make_cpu_device({.capacity_bytes = 256 * kMiB, .host_pool_bytes = 64 * kMiB});
   ASSERT_TRUE(big.ok()) << big.status();
   LmsConfig off;
@@ -30,7 +32,7 @@ inline void expect_lms_steps_bit_identical(const Graph& train, const Feeds& feed
   Graph plain = train;
   auto limits = rewrite(plain, off, **big);
   ASSERT_TRUE(limits.ok()) << limits.status();
-  const StepsRun reference = run_steps(plain, **big, feeds, {"loss"}, steps);
+  const StepsRun reference = run_steps(plain, **big, feeds, {"loss"}, steps, int64_feeds);
   ASSERT_TRUE(reference.status.ok()) << reference.status;
   EXPECT_EQ(reference.peak, limits->peak_bytes_after);
   ASSERT_EQ(reference.fetched.size(), static_cast<size_t>(steps));
@@ -52,7 +54,7 @@ inline void expect_lms_steps_bit_identical(const Graph& train, const Feeds& feed
     std::printf("budget %" PRIu64 ": %zu swapped, %zu recomputed, predicted peak %" PRIu64 "\n",
                 budget, lms->swapped.size(), lms->recomputed.size(), lms->peak_bytes_after);
     EXPECT_LE(lms->peak_bytes_after, budget);
-    const StepsRun step = run_steps(g, **device, feeds, {"loss"}, steps);
+    const StepsRun step = run_steps(g, **device, feeds, {"loss"}, steps, int64_feeds);
     ASSERT_TRUE(step.status.ok()) << step.status;
     EXPECT_EQ(step.peak, lms->peak_bytes_after);
     ASSERT_EQ(step.fetched.size(), reference.fetched.size());

@@ -147,10 +147,12 @@ struct StepsRun {
   uint64_t peak = 0;
 };
 
-// Runs `steps` steps of `graph` on `device` with `feeds`, fetching `names`;
-// stops at the first error (kept in status).
+// Runs `steps` steps of `graph` on `device` with `feeds` (and the int64
+// inputs in `int64_feeds`), fetching `names`; stops at the first error
+// (kept in status).
 inline StepsRun run_steps(const Graph& graph, Device& device, const Feeds& feeds,
-                          const std::vector<std::string>& names, int steps) {
+                          const std::vector<std::string>& names, int steps,
+                          const Int64Feeds& int64_feeds = {}) {
   StepsRun run;
   SessionOptions opts;
   opts.fetches = names;
@@ -161,7 +163,7 @@ inline StepsRun run_steps(const Graph& graph, Device& device, const Feeds& feeds
   }
   for (int s = 0; s < steps && run.status.ok(); ++s) {
     StepResult r;
-    run.status = (*session)->run(feeds, &r);
+    run.status = (*session)->run(feeds, int64_feeds, &r);
     if (!run.status.ok()) break;
     for (const std::string& n : names) run.fetched.push_back(r.fetched.at(n));
     run.peak = std::max(run.peak, r.peak_device_bytes);

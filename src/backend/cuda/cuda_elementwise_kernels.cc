@@ -296,18 +296,11 @@ KernelOr make_embedding(const KernelSpec& spec, const CudaKernelContext& ctx, bo
             backward ? launch::embedding_bwd(s, ids, a.inputs[1], n, rows, dim, a.outputs[0], bad)
                      : launch::embedding(s, ids, a.inputs[1], n, rows, dim, a.outputs[0], bad),
             what));
-        unsigned long long first_bad = 0;
-        LMS_CUDA_RETURN_IF_ERROR(
-            cudaMemcpyAsync(&first_bad, bad, sizeof(first_bad), cudaMemcpyDeviceToHost, s),
-            what + ": cudaMemcpyAsync");
-        LMS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s), what + ": cudaStreamSynchronize");
+        LMS_ASSIGN_OR_RETURN(const unsigned long long first_bad, read_back(s, bad, what));
         if (first_bad >= static_cast<unsigned long long>(n)) return absl::OkStatus();
         const auto position = static_cast<int64_t>(first_bad);
-        int64_t id = 0;
-        LMS_CUDA_RETURN_IF_ERROR(
-            cudaMemcpyAsync(&id, ids + position, sizeof(id), cudaMemcpyDeviceToHost, s),
-            what + ": cudaMemcpyAsync of the bad id");
-        LMS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s), what + ": cudaStreamSynchronize");
+        LMS_ASSIGN_OR_RETURN(const int64_t id,
+                             read_back(s, ids + position, what + " (the bad id)"));
         return bad_embedding_id(spec, position, id, rows);
       },
       sizeof(unsigned long long));

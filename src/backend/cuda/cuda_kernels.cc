@@ -49,6 +49,8 @@ Factory cuda_kernel_factory(OpKind op) {
     case OpKind::kMseLossBwd:
     case OpKind::kSoftDiceLoss:
     case OpKind::kSoftDiceLossBwd:
+    case OpKind::kSoftmaxCrossEntropy:
+    case OpKind::kSoftmaxCrossEntropyBwd:
     case OpKind::kReduceMean:
     case OpKind::kReduceMeanBwd:
     case OpKind::kGlobalNorm:

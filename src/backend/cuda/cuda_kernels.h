@@ -55,8 +55,8 @@ absl::StatusOr<std::unique_ptr<Kernel>> create_cuda_linear_kernel(const KernelSp
 // relu, leaky_relu, sigmoid, softmax (+ _bwd), add, mul, scale, concat, slice, fill.
 absl::StatusOr<std::unique_ptr<Kernel>> create_cuda_elementwise_kernel(
     const KernelSpec& spec, const CudaKernelContext& ctx);
-// mse_loss, soft_dice_loss, reduce_mean (+ _bwd), global_norm, increment,
-// sgd_update, adam_update.
+// mse_loss, soft_dice_loss, softmax_cross_entropy, reduce_mean (+ _bwd),
+// global_norm, increment, sgd_update, adam_update.
 absl::StatusOr<std::unique_ptr<Kernel>> create_cuda_reduction_kernel(const KernelSpec& spec,
                                                                      const CudaKernelContext& ctx);
 // instance_norm, batch_norm (+ _bwd), max_pool, avg_pool, upsample (+ _bwd).

@@ -79,6 +79,28 @@ cudaError_t embedding(cudaStream_t stream, const int64_t* ids, const float* tabl
 // dim * n) reads, no atomics). *bad as for embedding.
 cudaError_t embedding_bwd(cudaStream_t stream, const int64_t* ids, const float* dy, int64_t n,
                           int64_t rows, int64_t dim, float* dtable, unsigned long long* bad);
+
+// ---- Softmax cross-entropy (cuda_cross_entropy.cu) ----
+// logits[n, c] (float) and labels[n] (int64); a row counts when its label
+// is not ignore_index (ignored rows and bad labels do not count).
+struct CrossEntropyView {
+  int64_t n, c, ignore_index;
+};
+// Per row, in double: lse[r] = log Σ exp(logits[r, :]) and row_loss[r] =
+// lse[r] - logits[r, labels[r]] (0 for a row that does not count); *count =
+// the rows that count (M), and *loss (when not null) = Σ row_loss / M, NaN
+// for M = 0. *bad (device memory) is set to the first position whose label
+// is outside [0, c) and not ignore_index, or to n when there is none. lse,
+// row_loss, count: device memory of n, n and 1 doubles.
+cudaError_t cross_entropy_rows(cudaStream_t stream, const float* logits, const int64_t* labels,
+                               CrossEntropyView v, double* lse, double* row_loss, double* count,
+                               float* loss, unsigned long long* bad);
+// dlogits[r, j] = (exp(logits[r, j] - lse[r]) - [j == labels[r]]) * dloss / M
+// for a row that counts, 0 otherwise (from cross_entropy_rows' lse and count).
+cudaError_t cross_entropy_bwd(cudaStream_t stream, const float* logits, const int64_t* labels,
+                              CrossEntropyView v, const double* lse, const double* count,
+                              const float* dloss, float* dlogits);
+
 // ---- Reductions (cuda_reduce.cu) ----
 
 enum class Reduce : int { kSum, kSumSquares, kSumSquaredDiff /* (a-b)^2 */ };

@@ -1,7 +1,7 @@
-// Losses, reductions and optimizer updates (docs/ops.md) for the CUDA
-// device, over the launchers of cuda_launch.h. Sums use the deterministic
-// partials in KernelArgs::workspace (Note [CUDA kernel determinism]).
-// Validation mirrors the CPU device's kernels.
+// Losses (mse, soft Dice, softmax cross-entropy), reductions and optimizer
+// updates (docs/ops.md) for the CUDA device, over the launchers of cuda_launch.h. Sums use the
+// deterministic partials in KernelArgs::workspace (Note [CUDA kernel determinism]). Validation
+// mirrors the CPU device's kernels.
 //
 // Limitation: adam_update with step < 1 (increment did not run first) is a
 // FailedPrecondition on the CPU device; here the step lives in device memory,
@@ -98,6 +98,45 @@ KernelOr make_dice(const KernelSpec& spec, const CudaKernelContext& ctx, bool ba
             what);
       },
       doubles_bytes(3 * slices + partials));
+}
+
+// softmax_cross_entropy (+ _bwd): logits[N,C], int64 labels[N] in a buffer
+// passed as float*. Workspace, in 8-byte words: lse[N], row_loss[N], the
+// count of rows that count, the bad-label flag. A label outside [0, C)
+// that is not ignore_index is reported as the CPU device does, at run time
+// (bad_class_label), through the flag: the kernel waits for the compute
+// stream after its launches (a synchronisation per node, as embedding), and
+// copies the bad label back when there is one. Unlike the CPU device, the
+// output is written before the error is found; the step fails either way.
+KernelOr make_cross_entropy(const KernelSpec& spec, const CudaKernelContext& ctx, bool backward) {
+  LMS_ASSIGN_OR_RETURN(const CrossEntropyDims d, cross_entropy_dims(spec));
+  const launch::CrossEntropyView v{d.n, d.c, d.ignore_index};
+  const std::string what = node_label(spec);
+  cudaStream_t s = ctx.stream;
+  return make_fn_kernel(
+      [=](const KernelArgs& a) -> absl::Status {
+        const auto* labels = reinterpret_cast<const int64_t*>(a.inputs[1]);
+        double* lse = ws_doubles(a);
+        double* count = ws_doubles(a, 2 * d.n);
+        auto* bad = reinterpret_cast<unsigned long long*>(ws_doubles(a, 2 * d.n + 1));
+        LMS_RETURN_IF_ERROR(cuda_status(
+            launch::cross_entropy_rows(s, a.inputs[0], labels, v, lse, ws_doubles(a, d.n), count,
+                                       backward ? nullptr : a.outputs[0], bad),
+            what));
+        if (backward) {
+          LMS_RETURN_IF_ERROR(
+              cuda_status(launch::cross_entropy_bwd(s, a.inputs[0], labels, v, lse, count,
+                                                    a.inputs[2], a.outputs[0]),
+                          what));
+        }
+        LMS_ASSIGN_OR_RETURN(const unsigned long long first_bad, read_back(s, bad, what));
+        if (first_bad >= static_cast<unsigned long long>(d.n)) return absl::OkStatus();
+        const auto position = static_cast<int64_t>(first_bad);
+        LMS_ASSIGN_OR_RETURN(const int64_t label,
+                             read_back(s, labels + position, what + " (the bad label)"));
+        return bad_class_label(spec, position, label, d);
+      },
+      doubles_bytes(2 * d.n + 2));
 }
 
 // reduce_mean / reduce_mean_bwd with an axis: one thread per output element
@@ -267,6 +306,9 @@ KernelOr create_cuda_reduction_kernel(const KernelSpec& spec, const CudaKernelCo
     return make_mse(spec, ctx, op == OpKind::kMseLossBwd);
   if (op == OpKind::kSoftDiceLoss || op == OpKind::kSoftDiceLossBwd) {
     return make_dice(spec, ctx, op == OpKind::kSoftDiceLossBwd);
+  }
+  if (op == OpKind::kSoftmaxCrossEntropy || op == OpKind::kSoftmaxCrossEntropyBwd) {
+    return make_cross_entropy(spec, ctx, op == OpKind::kSoftmaxCrossEntropyBwd);
   }
   if (op == OpKind::kReduceMean || op == OpKind::kReduceMeanBwd) {
     return make_reduce_mean(spec, ctx, op == OpKind::kReduceMeanBwd);

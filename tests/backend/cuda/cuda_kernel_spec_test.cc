@@ -78,6 +78,10 @@ std::vector<KernelSpec> valid_specs() {
            {{"input_shape", V{2, 3, 7, 5}}, {"axis", int64_t{-2}}}),
       make(OpKind::kEmbedding, {{2, 3}, {10, 4}}, {{2, 3, 4}}),
       make(OpKind::kEmbeddingBwd, {{2, 3}, {2, 3, 4}}, {{10, 4}}, {{"weight_shape", V{10, 4}}}),
+      // softmax cross-entropy (int64 labels), with and without ignore_index.
+      make(OpKind::kSoftmaxCrossEntropy, {{6, 10}, {6}}, {{}}),
+      make(OpKind::kSoftmaxCrossEntropyBwd, {{6, 10}, {6}, {}}, {{6, 10}},
+           {{"ignore_index", int64_t{3}}}),
   };
 }
 
@@ -147,6 +151,13 @@ TEST(CudaKernelSpec, WorkspaceSizesFollowLayouts) {
   auto bn = create_cuda_kernel(valid_specs()[18], ctx);  // batch_norm: 3 groups
   ASSERT_TRUE(bn.ok());
   EXPECT_EQ((*bn)->workspace_bytes(), (2 * 3 + 2 * 3) * sizeof(double));
+  // softmax cross-entropy: lse[N], row_loss[N], the count and the bad-label
+  // flag, 8 bytes each.
+  for (size_t i = valid_specs().size() - 2; i < valid_specs().size(); ++i) {
+    auto xent = create_cuda_kernel(valid_specs()[i], ctx);
+    ASSERT_TRUE(xent.ok()) << xent.status();
+    EXPECT_EQ((*xent)->workspace_bytes(), (2 * 6 + 2) * sizeof(double));
+  }
   // reduce_blocks depends on n only and grows with it up to its cap.
   EXPECT_EQ(launch::reduce_blocks(1), 1);
   EXPECT_LE(launch::reduce_blocks(int64_t{1} << 40), 1024);

@@ -276,5 +276,68 @@ TEST(CudaSession, EmbeddingMatchesCpuBitForBit) {
   }
 }
 
+// softmax_cross_entropy and its gradient (int64 labels, ignored rows) on
+// the GPU against the CPU device, within float rounding: both sum each
+// row's exponentials in double around the row's maximum, in other orders.
+// A label out of range fails the step with the CPU device's message.
+TEST(CudaSession, SoftmaxCrossEntropyMatchesCpu) {
+  LMS_SKIP_WITHOUT_CUDA();
+  constexpr uint64_t kSeed = 4404;
+  std::printf("seed %" PRIu64 "\n", kSeed);
+  constexpr int64_t kRows = 300, kClasses = 1000, kIgnore = -100;
+  Graph g;
+  const TensorId logits = g.input("logits", {kRows, kClasses});
+  const TensorId labels = g.input("labels", {kRows}, DType::kInt64);
+  const TensorId dloss = g.input("dloss", {});
+  softmax_cross_entropy(g, "xent", logits, labels, kIgnore);
+  g.add1(OpKind::kSoftmaxCrossEntropyBwd, "xent_bwd", {logits, labels, dloss},
+         {{"ignore_index", kIgnore}});
+  ASSERT_TRUE(g.status().ok()) << g.status();
+  std::mt19937_64 gen(kSeed);
+  std::uniform_int_distribution<int64_t> label(0, kClasses - 1);
+  std::uniform_real_distribution<float> u(-20.0f, 20.0f);
+  Int64Feeds label_feeds = {{"labels", std::vector<int64_t>(kRows)}};
+  for (int64_t i = 0; i < kRows; ++i) label_feeds["labels"][i] = i % 7 == 0 ? kIgnore : label(gen);
+  Feeds feeds = {{"logits", std::vector<float>(kRows * kClasses)}, {"dloss", {0.75f}}};
+  for (float& v : feeds["logits"]) v = u(gen);
+
+  auto gpu = make_cuda_device({.capacity_bytes = 64 * kMiB, .host_pool_bytes = 16 * kMiB});
+  if (absl::IsUnimplemented(gpu.status())) LMS_SKIP_OR_FAIL(std::string(gpu.status().message()));
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  auto cpu = make_cpu_device({.capacity_bytes = 64 * kMiB, .host_pool_bytes = 16 * kMiB});
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  std::map<std::string, std::vector<float>> results[2];
+  Device* devices[2] = {gpu->get(), cpu->get()};
+  for (int d = 0; d < 2; ++d) {
+    auto session = Session::create(g, *devices[d], {.fetches = {"xent", "xent_bwd"}});
+    ASSERT_TRUE(session.ok()) << session.status();
+    StepResult r;
+    ASSERT_TRUE((*session)->run(feeds, label_feeds, &r).ok());
+    for (const char* name : {"xent", "xent_bwd"}) results[d][name] = r.fetched.at(name);
+    Int64Feeds bad = label_feeds;
+    bad["labels"][5] = kClasses;
+    absl::Status s = (*session)->run(feeds, bad, &r);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find("node 'xent"), absl::string_view::npos) << s;
+    EXPECT_NE(s.message().find("label 1000 at position 5 is out of range [0, 1000) of the 1000 "
+                               "classes and is not ignore_index -100"),
+              absl::string_view::npos)
+        << s;
+  }
+  for (const char* name : {"xent", "xent_bwd"}) {
+    const auto& got = results[0][name];
+    const auto& want = results[1][name];
+    ASSERT_EQ(got.size(), want.size()) << name;
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      diff += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
+      norm += static_cast<double>(want[i]) * want[i];
+    }
+    const double err = std::sqrt(diff / norm);
+    std::printf("%s: relative L2 difference GPU vs CPU %.3g\n", name, err);
+    EXPECT_LE(err, 1e-6) << name;
+  }
+}
+
 }  // namespace
 }  // namespace lms

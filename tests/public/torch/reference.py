@@ -6,7 +6,9 @@ lines and "tensor NAME RANK DIMS... VALUES..." lines (float32 written with
 nine significant digits, so they read back exactly); OUT gets the result
 tensors in the same form. Each op computes its forward output and the
 gradients of mse_loss(output, target) (PyTorch's mean reduction), the loss
-that the C++ tests train with. Exit status 77: torch is not importable.
+that the C++ tests train with; cross_entropy gives F.cross_entropy and the
+gradient of its logits, and mlp_cross_entropy_sgd trains a small classifier
+with it. Exit status 77: torch is not importable.
 """
 import sys
 
@@ -92,7 +94,39 @@ def conv(attrs, t):
     return trained(y, t["target"], params)
 
 
-OPS = {"conv": conv, "linear": linear, "avg_pool": avg_pool, "clip": clip, "reshape": reshape}
+def cross_entropy(attrs, t):
+    """F.cross_entropy (reduction mean) and its gradient for the logits; the
+    labels come as floats holding integers."""
+    logits = t["logits"].clone().requires_grad_(True)
+    labels = t["labels"].to(torch.int64)
+    loss = F.cross_entropy(logits, labels, ignore_index=int(attrs["ignore_index"][0]))
+    loss.backward()
+    return {"loss": loss, "logits/grad": logits.grad}
+
+
+def mlp_cross_entropy_sgd(attrs, t):
+    """fc2(relu(fc1(x))) (nn.Linear layout, w[K,C]) trained with
+    F.cross_entropy and torch.optim.SGD with momentum for `steps` steps on one
+    batch: the loss of each step and the parameters after the last."""
+    names = ("fc1/w", "fc1/b", "fc2/w", "fc2/b")
+    params = {k: t[k].clone().requires_grad_(True) for k in names}
+    labels = t["labels"].to(torch.int64)
+    opt = torch.optim.SGD(params.values(), lr=attrs["lr"][0], momentum=attrs["momentum"][0])
+    losses = []
+    for _ in range(int(attrs["steps"][0])):
+        opt.zero_grad()
+        h = F.relu(F.linear(t["x"], params["fc1/w"], params["fc1/b"]))
+        loss = F.cross_entropy(F.linear(h, params["fc2/w"], params["fc2/b"]), labels)
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach())
+    result = {"losses": torch.stack(losses)}
+    result.update(params)
+    return result
+
+
+OPS = {"conv": conv, "linear": linear, "avg_pool": avg_pool, "clip": clip, "reshape": reshape,
+       "cross_entropy": cross_entropy, "mlp_cross_entropy_sgd": mlp_cross_entropy_sgd}
 
 
 def main():

@@ -83,6 +83,8 @@ CpuKernelFamily cpu_kernel_family(OpKind op) {
     case OpKind::kMseLossBwd:
     case OpKind::kSoftDiceLoss:
     case OpKind::kSoftDiceLossBwd:
+    case OpKind::kSoftmaxCrossEntropy:
+    case OpKind::kSoftmaxCrossEntropyBwd:
     case OpKind::kReduceMean:
     case OpKind::kReduceMeanBwd:
       return CpuKernelFamily::kLoss;

@@ -204,6 +204,9 @@ KernelOr create_loss_kernel(const KernelSpec& spec, const CpuKernelContext& ctx)
   if (spec.op == OpKind::kMseLossBwd) return make_mse_bwd(spec, ctx);
   if (spec.op == OpKind::kSoftDiceLoss) return make_dice(spec, ctx);
   if (spec.op == OpKind::kSoftDiceLossBwd) return make_dice_bwd(spec, ctx);
+  if (spec.op == OpKind::kSoftmaxCrossEntropy || spec.op == OpKind::kSoftmaxCrossEntropyBwd) {
+    return create_cross_entropy_kernel(spec, ctx);
+  }
   if (spec.op == OpKind::kReduceMean) return make_reduce_mean(spec, ctx);
   if (spec.op == OpKind::kReduceMeanBwd) return make_reduce_mean_bwd(spec, ctx);
   return std::unique_ptr<Kernel>();

@@ -139,9 +139,12 @@ absl::StatusOr<std::unique_ptr<Kernel>> create_linear_kernel(const KernelSpec& s
 // instance_norm, batch_norm (+ _bwd).
 absl::StatusOr<std::unique_ptr<Kernel>> create_norm_kernel(const KernelSpec& spec,
                                                            const CpuKernelContext& ctx);
-// mse_loss, soft_dice_loss, reduce_mean (+ _bwd).
+// mse_loss, soft_dice_loss, softmax_cross_entropy, reduce_mean (+ _bwd).
 absl::StatusOr<std::unique_ptr<Kernel>> create_loss_kernel(const KernelSpec& spec,
                                                            const CpuKernelContext& ctx);
+// softmax_cross_entropy (+ _bwd): int64 labels in input 1.
+absl::StatusOr<std::unique_ptr<Kernel>> create_cross_entropy_kernel(const KernelSpec& spec,
+                                                                    const CpuKernelContext& ctx);
 // global_norm, increment, sgd_update, adam_update.
 absl::StatusOr<std::unique_ptr<Kernel>> create_optimizer_kernel(const KernelSpec& spec,
                                                                 const CpuKernelContext& ctx);
