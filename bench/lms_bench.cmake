@@ -12,6 +12,9 @@ if(TARGET lms::lms AND TARGET lms_models)
   target_link_libraries(lms_bench_lib
     PUBLIC lms::lms lms_models absl::status absl::statusor nlohmann_json::nlohmann_json
     PRIVATE fmt::fmt)
+  if(TARGET lms_onnx)  # lms::import_onnx is in liblms
+    target_compile_definitions(lms_bench_lib PRIVATE LMS_BENCH_HAVE_ONNX=1)
+  endif()
   if(TARGET vdsr_lib)
     target_link_libraries(lms_bench_lib PRIVATE vdsr_lib)
     target_compile_definitions(lms_bench_lib PRIVATE LMS_BENCH_HAVE_VDSR_DATA=1)

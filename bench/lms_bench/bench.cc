@@ -9,6 +9,7 @@
 #include "lms/status.h"
 #include "lms/strings.h"
 #include "lms/units.h"
+#include "onnx_model.h"
 #include "overhead.h"
 #include "ratio.h"
 #include "report.h"
@@ -35,6 +36,12 @@ std::string link_text(double bytes_per_s) {
 
 absl::StatusOr<ModelFactory> command_factory(const BenchCommand& cmd, std::ostream& err) {
   if (cmd.mode == Mode::kUnet3d) return command_unet_factory(cmd, err);
+  if (cmd.mode == Mode::kOnnx) {
+    LMS_ASSIGN_OR_RETURN(OnnxInput input, parse_onnx_input(cmd.onnx_input));
+    LMS_ASSIGN_OR_RETURN(OnnxLoss loss, parse_onnx_loss(cmd.onnx_loss));
+    return onnx_factory(
+        {.path = cmd.onnx_path, .input = std::move(input), .loss = loss, .seed = cmd.seed});
+  }
   return command_vdsr_factory(cmd, err);
 }
 

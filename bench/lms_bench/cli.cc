@@ -16,6 +16,7 @@
 #include "lms/strings.h"
 #include "lms/units.h"
 #include "model_factory.h"
+#include "onnx_model.h"
 
 namespace lms::bench {
 namespace {
@@ -149,23 +150,26 @@ absl::Status set_oversubscription(BenchCommand& c, const std::string& v) {
 const char* mode_name(Mode m);
 
 const std::map<std::string, FlagSpec>& flags() {
-  const std::set<Mode> all = {Mode::kVdsr,       Mode::kUnet3d,  Mode::kOverhead,
-                              Mode::kContention, Mode::kScaling, Mode::kRatio};
+  const std::set<Mode> all = {Mode::kVdsr,    Mode::kUnet3d, Mode::kOverhead, Mode::kContention,
+                              Mode::kScaling, Mode::kRatio,  Mode::kOnnx};
   // ratio throttles the link itself (--preset, --gpu-link, --link-ratio).
-  const std::set<Mode> linked = {Mode::kVdsr, Mode::kUnet3d, Mode::kOverhead, Mode::kContention,
-                                 Mode::kScaling};
-  const std::set<Mode> threaded = {Mode::kVdsr, Mode::kUnet3d, Mode::kOverhead, Mode::kScaling,
-                                   Mode::kRatio};
+  const std::set<Mode> linked = {Mode::kVdsr,       Mode::kUnet3d,  Mode::kOverhead,
+                                 Mode::kContention, Mode::kScaling, Mode::kOnnx};
+  const std::set<Mode> threaded = {Mode::kVdsr,    Mode::kUnet3d, Mode::kOverhead,
+                                   Mode::kScaling, Mode::kRatio,  Mode::kOnnx};
   // contention sets each device's capacity and compute threads itself.
-  const std::set<Mode> sized = {Mode::kVdsr, Mode::kUnet3d, Mode::kOverhead, Mode::kScaling};
-  const std::set<Mode> sweeps = {Mode::kVdsr, Mode::kUnet3d};
+  const std::set<Mode> sized = {Mode::kVdsr, Mode::kUnet3d, Mode::kOverhead, Mode::kScaling,
+                                Mode::kOnnx};
+  const std::set<Mode> sweeps = {Mode::kVdsr, Mode::kUnet3d, Mode::kOnnx};
   const std::set<Mode> vdsr_like = {Mode::kVdsr, Mode::kOverhead, Mode::kContention, Mode::kScaling,
                                     Mode::kRatio};
+  const std::set<Mode> batched = {Mode::kVdsr,    Mode::kOverhead, Mode::kContention,
+                                  Mode::kScaling, Mode::kRatio,    Mode::kOnnx};
   const std::set<Mode> unet_like = {Mode::kUnet3d, Mode::kContention, Mode::kRatio};
   const std::set<Mode> one_size = {Mode::kOverhead, Mode::kContention, Mode::kScaling};
   static const auto* table = new std::map<std::string, FlagSpec>{
       {"--batch",
-       {vdsr_like,
+       {batched,
         [](BenchCommand& c, const std::string& v) -> absl::Status {
           if (c.mode == Mode::kRatio) return set_ratio_size("--batch", v, c.ratio_batch);
           LMS_ASSIGN_OR_RETURN(c.sizes, parse_size_list("--batch", v));
@@ -183,9 +187,13 @@ const std::map<std::string, FlagSpec>& flags() {
           return check_one_size(c, "--size", v);
         }}},
       {"--model",
-       {{Mode::kContention, Mode::kRatio},
+       {{Mode::kContention, Mode::kRatio, Mode::kOnnx},
         [](BenchCommand& c, const std::string& v) -> absl::Status {
           if (c.mode == Mode::kRatio) return set_ratio_models(c, v);
+          if (c.mode == Mode::kOnnx) {
+            c.onnx_path = v;
+            return absl::OkStatus();
+          }
           if (v != "vdsr" && v != "unet3d") {
             return absl::InvalidArgumentError(
                 fmt::format("--model '{}': allowed are vdsr and unet3d", v));
@@ -314,7 +322,8 @@ const std::map<std::string, FlagSpec>& flags() {
       {"--filters", {unet_like, int_flag("--filters", &BenchCommand::base_filters, 1, 1024)}},
       {"--levels", {unet_like, int_flag("--levels", &BenchCommand::levels, 1, 8)}},
       {"--trace",
-       {{Mode::kVdsr, Mode::kUnet3d, Mode::kContention}, string_flag(&BenchCommand::trace_dir)}},
+       {{Mode::kVdsr, Mode::kUnet3d, Mode::kContention, Mode::kOnnx},
+        string_flag(&BenchCommand::trace_dir)}},
       {"--budget-fraction", {one_size, set_budget_fraction}},
       {"--preset",
        {{Mode::kRatio},
@@ -349,6 +358,8 @@ const std::map<std::string, FlagSpec>& flags() {
                                                         return absl::OkStatus();
                                                       }}},
       {"--link-ratio", {{Mode::kRatio}, set_link_ratio}},
+      {"--input", {{Mode::kOnnx}, string_flag(&BenchCommand::onnx_input)}},
+      {"--loss", {{Mode::kOnnx}, string_flag(&BenchCommand::onnx_loss)}},
       {"--oversubscription", {{Mode::kRatio}, set_oversubscription}},
   };
   return *table;
@@ -368,6 +379,8 @@ const char* mode_name(Mode m) {
       return "contention";
     case Mode::kRatio:
       return "ratio";
+    case Mode::kOnnx:
+      return "onnx";
     case Mode::kHelp:
       break;
   }
@@ -381,11 +394,11 @@ absl::StatusOr<Mode> parse_mode(const std::string& word) {
   if (word == "scaling") return Mode::kScaling;
   if (word == "contention") return Mode::kContention;
   if (word == "ratio") return Mode::kRatio;
+  if (word == "onnx") return Mode::kOnnx;
   if (word == "help" || word == "--help" || word == "-h") return Mode::kHelp;
   return absl::InvalidArgumentError(
-      fmt::format("unknown command '{}': expected vdsr, unet3d, overhead, contention, scaling, "
-                  "ratio or help (see "
-                  "lms-bench --help)",
+      fmt::format("unknown command '{}': expected vdsr, unet3d, onnx, overhead, contention, "
+                  "scaling, ratio or help (see lms-bench --help)",
                   word));
 }
 
@@ -451,6 +464,7 @@ void apply_defaults(BenchCommand& c) {
   if (c.sizes.empty()) {
     if (c.mode == Mode::kVdsr) c.sizes = {4, 8, 16, 32, 64};
     if (c.mode == Mode::kUnet3d) c.sizes = {32, 48, 64};
+    if (c.mode == Mode::kOnnx) c.sizes = {1, 2, 4, 8};
     if (overhead) c.sizes = {8};
     if (c.mode == Mode::kScaling) c.sizes = {4};
     if (c.mode == Mode::kContention) c.sizes = {c.model == "unet3d" ? int64_t{48} : 16};
@@ -550,6 +564,26 @@ absl::Status check_host_memory(const BenchCommand& c, uint64_t limit) {
   }
   if (c.sizes.empty() || c.mode == Mode::kHelp) return absl::OkStatus();
   const int64_t size = *std::max_element(c.sizes.begin(), c.sizes.end());
+  if (c.mode == Mode::kOnnx) {
+    LMS_ASSIGN_OR_RETURN(const OnnxInput in, parse_onnx_input(c.onnx_input));
+    std::vector<int64_t> dims = in.shape;
+    dims[static_cast<size_t>(in.batch_axis)] = size;
+    dims.push_back(4);
+    auto product = [](const std::vector<int64_t>& v) -> std::optional<uint64_t> {
+      uint64_t p = 1;
+      for (int64_t d : v) {
+        if (__builtin_mul_overflow(p, static_cast<uint64_t>(d), &p)) return std::nullopt;
+      }
+      return p;
+    };
+    const std::optional<uint64_t> per_sample = product(in.shape);
+    return io::check_host_bytes(
+        fmt::format("--batch {}", size), fmt::format("the input batch of '{}'", in.name),
+        fmt::format("{} x 4", fmt::join(dims.begin(), dims.end() - 1, " x ")), product(dims), limit,
+        per_sample && *per_sample * 4 <= limit
+            ? fmt::format("the largest --batch is {}", limit / (*per_sample * 4))
+            : std::string("not even one sample fits"));
+  }
   if (c.mode == Mode::kUnet3d || (c.mode == Mode::kContention && c.model == "unet3d")) {
     const Unet3dBenchModel m;
     const int64_t channels = c.data_dir.empty() ? m.in_channels + m.classes : 1 + kMriClasses;
@@ -599,6 +633,16 @@ absl::StatusOr<BenchCommand> parse_command_line(const std::vector<std::string>& 
     if (c.mode == Mode::kHelp) return c;
   }
   apply_defaults(c);
+  if (c.mode == Mode::kOnnx) {
+    if (c.onnx_path.empty() || c.onnx_input.empty() || c.onnx_loss.empty()) {
+      return absl::InvalidArgumentError(
+          "lms-bench onnx needs --model FILE.onnx, --input NAME:B,DIMS and --loss "
+          "cross-entropy:C|mse (e.g. --model resnet50.onnx --input input:B,3,224,224 --loss "
+          "cross-entropy:1000)");
+    }
+    LMS_RETURN_IF_ERROR(parse_onnx_input(c.onnx_input).status());
+    LMS_RETURN_IF_ERROR(parse_onnx_loss(c.onnx_loss).status());
+  }
   LMS_RETURN_IF_ERROR(apply_ratio_defaults(c));
   LMS_RETURN_IF_ERROR(check_host_memory(c, io::host_memory_limit_bytes()));
   LMS_RETURN_IF_ERROR(check_outputs(c));
@@ -616,6 +660,9 @@ or, with --device cuda, a GPU).
                      [--filters 8] [--levels 3] [--steps 2] [--trace DIR] [--json FILE]
                      [--study-steps 100] [--study-lr 3e-3] [--study-lr-decay poly|constant]
                      [--out DIR] [...]
+  lms-bench onnx     --model FILE.onnx --input NAME:B,DIMS --loss cross-entropy:C|mse
+                     [--batch 1,2,4,8] [--capacity 256MiB] [--steps 2] [--trace DIR]
+                     [--json FILE] [--no-search] [--no-confirm] [...]
   lms-bench overhead [--batch 8] [--capacity 1GiB] [--link 12GB/s] [--budget-fraction 0.6]
                      [--steps 3] [--data DIR] [--json FILE]
   mpirun -np N lms-bench scaling [--batch 4] [--threads 1] [--depth 20] [--channels 64]
@@ -647,6 +694,11 @@ unless --study-lr-decay constant) at the largest size without LMS and at the lar
 LMS, both under --capacity; Dice per class on the evaluation volume (ch2better) on the
 high-resolution grid, the low-resolution prediction resampled up. Checkpoints and three-slice
 PNGs go to --out (out/unet3d_case_study). --study-steps 0 skips it.
+onnx: the vdsr sweep for a model of your own, exported from PyTorch with scripts/export_onnx.py:
+lms::import_onnx with the input NAME's shape DIMS (B: the batch of the row), lms::attach_loss on
+the model's first output (cross-entropy:C against random labels in [0, C), the output logits
+[N, C]; or mse against a random target), SGD with momentum 0.9 and rate 0.01, standard normal
+inputs.
 overhead: one batch that fits both ways; time per step without LMS, with LMS forced to swap
 (budget = --budget-fraction of the no-LMS peak) on an unthrottled link and on a link throttled
 to --link; predicted (simulator) vs measured stall and step time.

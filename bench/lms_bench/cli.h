@@ -24,7 +24,7 @@
 
 namespace lms::bench {
 
-enum class Mode { kHelp, kVdsr, kUnet3d, kOverhead, kContention, kScaling, kRatio };
+enum class Mode { kHelp, kVdsr, kUnet3d, kOverhead, kContention, kScaling, kRatio, kOnnx };
 
 // Note [Sweep time model]: the LMS rows and probes of vdsr / unet3d plan
 // with the Device overload of lms::rewrite, whose LmsConfig::time_model
@@ -92,6 +92,12 @@ struct BenchCommand {
   // --link-ratio; default v100-nvlink2 and h100-pcie5) and the
   // oversubscription factors (--oversubscription, each > 1).
   std::vector<std::string> ratio_models = {"vdsr", "unet3d"};
+  // onnx (onnx_model.h): the model file (--model), the input and its shape
+  // with the batch as B (--input NAME:B,DIMS) and the loss (--loss
+  // cross-entropy:C or mse).
+  std::string onnx_path;
+  std::string onnx_input;
+  std::string onnx_loss;
   int64_t ratio_batch = 8;
   int64_t ratio_size = 32;
   std::vector<LinkPreset> targets;

@@ -31,6 +31,8 @@ struct ModelFactory {
   std::function<absl::StatusOr<Graph>(int64_t size)> build;
   // The graph inputs of training step `step` (0-based) at `size`.
   std::function<absl::StatusOr<Feeds>(int64_t size, int64_t step)> feeds;
+  // Its int64 inputs (class labels), for a model that has them; empty: none.
+  std::function<absl::StatusOr<Int64Feeds>(int64_t size, int64_t step)> int64_feeds;
 };
 
 // Real VDSR training pairs: fills lr and hr (NCHW [batch, 1, crop, crop])

@@ -146,6 +146,7 @@ nlohmann::json to_json(const CaseResult& row) {
           {"bytes_d2h_per_step", row.bytes_d2h_per_step},
           {"bytes_h2d_per_step", row.bytes_h2d_per_step},
           {"swapped_tensors", row.swapped_tensors},
+          {"recomputed_tensors", row.recomputed_tensors},
           {"budget_bytes", row.budget_bytes},
           {"predicted_peak_before_bytes", row.predicted_peak_before_bytes},
           {"predicted_peak_after_bytes", row.predicted_peak_after_bytes},

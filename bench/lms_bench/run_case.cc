@@ -94,9 +94,13 @@ absl::Status run_steps(const ModelFactory& f, const CaseSpec& spec, Session& ses
                        CaseResult& row) {
   for (int step = 0; step < spec.steps; ++step) {
     LMS_ASSIGN_OR_RETURN(Feeds feeds, f.feeds(spec.size, step));
+    Int64Feeds int64_feeds;
+    if (f.int64_feeds) {
+      LMS_ASSIGN_OR_RETURN(int64_feeds, f.int64_feeds(spec.size, step));
+    }
     StepResult r;
     ++row.steps_attempted;
-    absl::Status s = session.run(feeds, &r);
+    absl::Status s = session.run(feeds, int64_feeds, &r);
     if (absl::IsResourceExhausted(s)) {
       mark_oom(row, s);
       return absl::OkStatus();

@@ -1,0 +1,192 @@
+#include "onnx_model.h"
+
+#include <charconv>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "fmt/format.h"
+#include "lms/graph.h"
+#include "lms/status.h"
+#include "lms/training.h"
+
+#if LMS_BENCH_HAVE_ONNX
+#include "lms/loss.h"
+#include "lms/onnx.h"
+#endif
+
+namespace lms::bench {
+namespace {
+
+absl::StatusOr<int64_t> parse_positive_int(const std::string& text) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v < 1) {
+    return absl::InvalidArgumentError("not a positive integer");
+  }
+  return v;
+}
+
+#if LMS_BENCH_HAVE_ONNX
+// One generator per (seed, step, stream): a step's feeds never depend on the
+// steps drawn before it, and inputs and labels are drawn independently.
+std::mt19937_64 step_rng(uint64_t seed, int64_t step, uint64_t stream) {
+  std::seed_seq seq{seed, static_cast<uint64_t>(step), stream, uint64_t{0x6f6e6e78}};
+  return std::mt19937_64(seq);
+}
+
+Shape with_batch(const OnnxInput& in, int64_t batch) {
+  Shape s = in.shape;
+  s[static_cast<size_t>(in.batch_axis)] = batch;
+  return s;
+}
+
+int64_t elements(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+// The imported forward graph at `batch` with the loss attached.
+struct Attached {
+  Graph graph;
+  TensorId loss = kNoTensor;
+  Shape output_shape;
+};
+
+absl::StatusOr<Attached> import_with_loss(const OnnxBenchModel& m, int64_t batch) {
+  LMS_ASSIGN_OR_RETURN(
+      ImportedModel im,
+      import_onnx(m.path, {.input_shapes = {{m.input.name, with_batch(m.input, batch)}}}));
+  bool fed = false;
+  for (const std::string& name : im.inputs) fed = fed || name == m.input.name;
+  if (!fed || im.inputs.size() != 1) {
+    std::string inputs;
+    for (const std::string& name : im.inputs) inputs += (inputs.empty() ? "" : ", ") + name;
+    return absl::InvalidArgumentError(
+        fmt::format("--input {}: the model's graph inputs are [{}]; lms-bench onnx feeds a model "
+                    "with one input, named by --input",
+                    m.input.name, inputs));
+  }
+  if (im.outputs.empty()) {
+    return absl::InvalidArgumentError(fmt::format("{}: the model has no output", m.path));
+  }
+  Attached a{std::move(im.graph), kNoTensor, {}};
+  const TensorId out = a.graph.find_tensor(im.outputs[0]);
+  a.output_shape = a.graph.tensor(out).shape;
+  Loss loss = Mse{.target = "target"};
+  if (m.loss.kind == OnnxLoss::Kind::kCrossEntropy) {
+    if (a.output_shape.size() != 2 || a.output_shape[1] != m.loss.classes) {
+      return absl::InvalidArgumentError(fmt::format(
+          "--loss cross-entropy:{}: the model's output '{}' has shape [{}]; cross-entropy needs "
+          "logits [N, {}]",
+          m.loss.classes, im.outputs[0], fmt::join(a.output_shape, ","), m.loss.classes));
+    }
+    loss = CrossEntropy{.labels = "labels"};
+  }
+  LMS_ASSIGN_OR_RETURN(a.loss, attach_loss(a.graph, out, loss));
+  return a;
+}
+#endif
+
+}  // namespace
+
+absl::StatusOr<OnnxInput> parse_onnx_input(const std::string& text) {
+  auto bad = [&](const std::string& why) {
+    return absl::InvalidArgumentError(
+        fmt::format("--input '{}': {}; expected NAME:DIMS with one dimension B, the batch (e.g. "
+                    "input:B,3,224,224)",
+                    text, why));
+  };
+  const size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) return bad("no NAME:");
+  OnnxInput in;
+  in.name = text.substr(0, colon);
+  int batch_axes = 0;
+  for (size_t begin = colon + 1; begin <= text.size();) {
+    const size_t end = std::min(text.find(',', begin), text.size());
+    const std::string dim = text.substr(begin, end - begin);
+    if (dim == "B") {
+      in.batch_axis = static_cast<int>(in.shape.size());
+      in.shape.push_back(1);
+      ++batch_axes;
+    } else {
+      absl::StatusOr<int64_t> d = parse_positive_int(dim);
+      if (!d.ok())
+        return bad(fmt::format("dimension '{}' is neither B nor a positive integer", dim));
+      in.shape.push_back(*d);
+    }
+    begin = end + 1;
+  }
+  if (batch_axes != 1) return bad(fmt::format("{} dimensions are B", batch_axes));
+  return in;
+}
+
+absl::StatusOr<OnnxLoss> parse_onnx_loss(const std::string& text) {
+  if (text == "mse") return OnnxLoss{.kind = OnnxLoss::Kind::kMse};
+  const std::string prefix = "cross-entropy:";
+  if (text.rfind(prefix, 0) == 0) {
+    absl::StatusOr<int64_t> classes = parse_positive_int(text.substr(prefix.size()));
+    if (classes.ok() && *classes >= 2) {
+      return OnnxLoss{.kind = OnnxLoss::Kind::kCrossEntropy, .classes = *classes};
+    }
+  }
+  return absl::InvalidArgumentError(fmt::format(
+      "--loss '{}': expected cross-entropy:C (C >= 2 classes; the output must be logits [N, C]) "
+      "or mse",
+      text));
+}
+
+absl::StatusOr<ModelFactory> onnx_factory(const OnnxBenchModel& m) {
+#if LMS_BENCH_HAVE_ONNX
+  // Read once at batch 1, so a bad file or flag fails before the sweep.
+  LMS_ASSIGN_OR_RETURN(Attached probe, import_with_loss(m, 1));
+  ModelFactory f;
+  f.model = "onnx";
+  f.size_label = "batch";
+  f.max_search_size = 1 << 16;
+  f.data_note = fmt::format("{}, random inputs{}", m.path,
+                            m.loss.kind == OnnxLoss::Kind::kCrossEntropy ? " and labels" : "");
+  f.build = [m](int64_t batch) -> absl::StatusOr<Graph> {
+    LMS_ASSIGN_OR_RETURN(Attached a, import_with_loss(m, batch));
+    return training_graph(a.graph, a.loss, Sgd{.lr = m.lr, .momentum = m.momentum});
+  };
+  const Shape output_1 = probe.output_shape;
+  f.feeds = [m, output_1](int64_t batch, int64_t step) -> absl::StatusOr<Feeds> {
+    std::mt19937_64 rng = step_rng(m.seed, step, 0);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    Feeds feeds;
+    std::vector<float> x(static_cast<size_t>(elements(with_batch(m.input, batch))));
+    for (float& v : x) v = normal(rng);
+    feeds.emplace(m.input.name, std::move(x));
+    if (m.loss.kind == OnnxLoss::Kind::kMse) {
+      // The output's batch is the input's (dimension 0 scales with it).
+      Shape out = output_1;
+      if (!out.empty()) out[0] *= batch;
+      std::vector<float> target(static_cast<size_t>(elements(out)));
+      for (float& v : target) v = normal(rng);
+      feeds.emplace("target", std::move(target));
+    }
+    return feeds;
+  };
+  if (m.loss.kind == OnnxLoss::Kind::kCrossEntropy) {
+    f.int64_feeds = [m](int64_t batch, int64_t step) -> absl::StatusOr<Int64Feeds> {
+      std::mt19937_64 rng = step_rng(m.seed, step, 1);
+      std::uniform_int_distribution<int64_t> cls(0, m.loss.classes - 1);
+      std::vector<int64_t> labels(static_cast<size_t>(batch));
+      for (int64_t& v : labels) v = cls(rng);
+      Int64Feeds feeds;
+      feeds.emplace("labels", std::move(labels));
+      return feeds;
+    };
+  }
+  return f;
+#else
+  (void)m;
+  return absl::UnimplementedError(
+      "lms-bench onnx: this build has no ONNX importer (install libonnx-dev and libprotobuf-dev, "
+      "scripts/install_deps.sh, and configure again)");
+#endif
+}
+
+}  // namespace lms::bench
