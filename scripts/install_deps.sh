@@ -8,7 +8,7 @@ pkgs=(build-essential cmake pkg-config clang-format
       libniftiio-dev libznz-dev libnifti2-dev
       libopenmpi-dev openmpi-bin
       libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata python3-onnx
-      python3-torch
+      python3-torch python3-torchvision python3-sklearn
       dpkg-dev)
 missing=()
 for p in "${pkgs[@]}"; do
