@@ -133,7 +133,8 @@ std::optional<AttrType> attr_type(std::string_view name) {
       {"size", AttrType::kInt},          {"stride", AttrType::kInts},
       {"trans_b", AttrType::kInt},       {"value", AttrType::kReal},
       {"weight_decay", AttrType::kReal}, {"weight_shape", AttrType::kInts},
-      {kWorkspaceAttr, AttrType::kStr},
+      {kWorkspaceAttr, AttrType::kStr},  {"count", AttrType::kInt},
+      {"training", AttrType::kInt},
   };
   for (const auto& [key, type] : kTypes) {
     if (key == name) return type;
