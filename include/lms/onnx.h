@@ -69,13 +69,21 @@ struct OnnxImportOptions {
   // InstanceNormalization scale and bias, the table of an embedding
   // Gather).
   std::optional<std::vector<std::string>> trainable = std::nullopt;
+  // Import every BatchNormalization in eval mode (PyTorch's model.eval()):
+  // batch_norm with training = 0, normalising with the running statistics,
+  // for evaluating a model with lms::Session on the forward graph. Also
+  // accepts BatchNormalization in inference mode (training_mode = 0). Such
+  // a graph cannot be trained (no gradient passes an eval-mode batch_norm).
+  bool eval_mode = false;
 };
 
 // An initializer that is not trained (BatchNormalization running mean and
 // variance, constant buffers). Those a node reads are also in the graph as
-// optimizer-state tensors (persistent, never updated); the running
-// statistics are not: lms's batch_norm uses batch statistics only and does
-// not update them, so they are handed back here unchanged.
+// optimizer-state tensors (persistent) under their ONNX names, so a
+// checkpoint keeps those names. The running statistics are read by
+// batch_norm and, in a training graph (lms::training_graph), updated at each
+// step's commit as PyTorch updates them (docs/ops.md, bn_stats_update); the
+// values here are the file's, the initial ones.
 struct ImportedState {
   std::string name;
   Shape shape;
@@ -86,9 +94,12 @@ struct ImportedState {
 };
 
 struct ImportedModel {
-  Graph graph;                          // forward graph, no loss
-  std::vector<std::string> inputs;      // graph inputs to feed, in file order (lms tensor names)
-  std::vector<std::string> outputs;     // lms tensor names of the ONNX graph outputs, in file order
+  Graph graph;                      // forward graph, no loss
+  std::vector<std::string> inputs;  // graph inputs to feed, in file order (lms tensor names)
+  // lms tensor names of the ONNX graph outputs, in file order, except the
+  // updated running statistics of BatchNormalization (outputs 1 and 2):
+  // lms updates those persistent tensors in place at the step commit.
+  std::vector<std::string> outputs;
   std::vector<std::string> parameters;  // trainable initializers in the graph (kParameter)
   std::vector<ImportedState> state;     // every other initializer
   int64_t opset = 0;                    // of the default domain

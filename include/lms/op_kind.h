@@ -63,6 +63,7 @@ enum class OpKind : uint8_t {
   kInstanceNormBwd,
   kBatchNorm,
   kBatchNormBwd,
+  kBnStatsUpdate,
   // Losses and reductions
   kMseLoss,
   kMseLossBwd,
@@ -124,6 +125,7 @@ inline constexpr std::array<const char*, kNumOpKinds> kOpNames = {
     "instance_norm_bwd",
     "batch_norm",
     "batch_norm_bwd",
+    "bn_stats_update",
     "mse_loss",
     "mse_loss_bwd",
     "soft_dice_loss",

@@ -167,10 +167,35 @@ TensorId instance_norm(Graph& g, std::string_view name, TensorId x, TensorId gam
 // Layer form: creates "<name>/gamma" [C] ones and "<name>/beta" [C] zeros.
 TensorId instance_norm(Graph& g, std::string_view name, TensorId x, double eps = 1e-5);
 // Batch norm (Ioffe & Szegedy 2015), training mode: batch statistics over N
-// and S. No running averages are kept.
+// and S, biased variance. These forms keep no running averages.
 TensorId batch_norm(Graph& g, std::string_view name, TensorId x, TensorId gamma, TensorId beta,
                     double eps = 1e-5);
 TensorId batch_norm(Graph& g, std::string_view name, TensorId x, double eps = 1e-5);
+
+// Batch norm with running statistics, as PyTorch's nn.BatchNorm2d/3d
+// (track_running_stats = True).
+struct BatchNormOptions {
+  double eps = 1e-5;
+  // PyTorch's convention (ONNX's momentum attribute is 1 - this): after each
+  // training step, running = (1 - momentum) * running + momentum * batch,
+  // with the unbiased batch variance (times n / (n - 1), n = N * |S|).
+  double momentum = 0.1;  // in [0, 1]
+  // true: normalise with the batch statistics; lms::training_graph adds one
+  // "bn_stats/<name>" node that updates the running statistics at the step
+  // commit, with the optimizer (a failed step leaves them unchanged).
+  // false (eval mode, PyTorch's model.eval()): normalise with the running
+  // statistics; no gradient passes through (training_graph refuses it).
+  bool training = true;
+};
+// running_mean[C], running_var[C]: persistent tensors (Graph::optimizer_state).
+// Training mode: the node "name" has outputs y ("name"), the batch mean and
+// the biased batch variance [C]; this returns y.
+TensorId batch_norm(Graph& g, std::string_view name, TensorId x, TensorId gamma, TensorId beta,
+                    TensorId running_mean, TensorId running_var, const BatchNormOptions& options);
+// Layer form: creates "<name>/gamma" [C] ones and "<name>/beta" [C] zeros
+// (parameters), "<name>/running_mean" [C] zeros and "<name>/running_var" [C]
+// ones (optimizer state), PyTorch's initial values.
+TensorId batch_norm(Graph& g, std::string_view name, TensorId x, const BatchNormOptions& options);
 
 // ---- Losses and reductions (scalar outputs, shape []) ----
 

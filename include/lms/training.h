@@ -84,15 +84,20 @@ struct TrainingOptions {
 //  - with clip_norm > 0, "optimizer/global_norm" over all "<p>/grad" feeds
 //    every update's norm input;
 //  - one node "update/<p>" (sgd_update / adam_update) per parameter, after
-//    every other reader of p (control edges), and after the increment.
+//    every other reader of p (control edges), and after the increment;
+//  - one node "bn_stats/<b>" (bn_stats_update) per training-mode batch_norm
+//    node b with running statistics (lms/ops.h BatchNormOptions), after
+//    every update and every other reader of the statistics: the running
+//    mean and variance change at the step commit, as PyTorch updates them.
 // Parameters the loss does not depend on get no gradient and no update.
 // The result's loss() is `loss`.
 // Errors (InvalidArgument): `forward` has a recorded error; `loss` is not a
 // tensor of `forward`, not a scalar, not produced by a node, or depends on no
 // parameter; a gradient must pass through an op without a gradient rule
-// (names the node and op); invalid optimizer hyper-parameters (names the
-// field and the allowed range; decay_steps < 0, decay_power <= 0 or not
-// finite).
+// (names the node and op; an eval-mode batch_norm is one); a training-mode
+// batch_norm with running statistics over 1 element per channel; invalid
+// optimizer hyper-parameters (names the field and the allowed range;
+// decay_steps < 0, decay_power <= 0 or not finite).
 // With options.data_parallel: the all_reduce nodes described at
 // DataParallel; InvalidArgument also for bucket_bytes = 0.
 absl::StatusOr<Graph> training_graph(const Graph& forward, TensorId loss, const Optimizer& opt,

@@ -213,6 +213,57 @@ absl::StatusOr<CrossEntropyDims> cross_entropy_dims(const KernelSpec& spec) {
   return d;
 }
 
+absl::StatusOr<BatchNormDims> batch_norm_dims(const KernelSpec& spec) {
+  const size_t n_in = spec.input_shapes.size();
+  int64_t training = 1;
+  if (spec.attrs.contains("training")) {
+    LMS_ASSIGN_OR_RETURN(training, int_attr(spec, "training"));
+    if (training != 0 && training != 1) {
+      return invalid(spec, absl::StrCat("training must be 0 or 1, got ", training));
+    }
+  }
+  BatchNormDims d;
+  d.mode = training == 0 ? BatchNormMode::kEval
+           : n_in == 5   ? BatchNormMode::kTrainingSavingStats
+                         : BatchNormMode::kTraining;
+  const size_t want_in = d.mode == BatchNormMode::kTraining ? 3 : 5;
+  const size_t want_out = d.mode == BatchNormMode::kTrainingSavingStats ? 3 : 1;
+  LMS_RETURN_IF_ERROR(check_arity(spec, want_in, want_in, want_out));
+  const Shape& x = spec.input_shapes[0];
+  LMS_RETURN_IF_ERROR(check_rank(spec, x, 2, 5, "input x"));
+  const Shape c = {x[1]};
+  const char* kInputs[] = {"input x", "input gamma", "input beta", "input running_mean",
+                           "input running_var"};
+  for (size_t i = 1; i < want_in; ++i) {
+    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.input_shapes[i], c, kInputs[i]));
+  }
+  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], x, "output y"));
+  for (size_t j = 1; j < want_out; ++j) {
+    LMS_RETURN_IF_ERROR(
+        check_same_shape(spec, spec.output_shapes[j], c, j == 1 ? "output mean" : "output var"));
+  }
+  LMS_ASSIGN_OR_RETURN(d.eps, real_attr_in(spec, "eps", 0.0, true, 1e300, false, "eps > 0"));
+  return d;
+}
+
+absl::StatusOr<BnStatsUpdateDims> bn_stats_update_dims(const KernelSpec& spec) {
+  LMS_RETURN_IF_ERROR(check_arity(spec, 4, 4, 0));
+  const Shape& c = spec.input_shapes[0];
+  LMS_RETURN_IF_ERROR(check_rank(spec, c, 1, 1, "input running_mean"));
+  const char* kInputs[] = {"input running_mean", "input running_var", "input mean", "input var"};
+  for (size_t i = 1; i < 4; ++i) {
+    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.input_shapes[i], c, kInputs[i]));
+  }
+  BnStatsUpdateDims d;
+  d.channels = c[0];
+  LMS_ASSIGN_OR_RETURN(d.momentum, real_attr_in(spec, "momentum", 0, false, 1, false, "[0, 1]"));
+  LMS_ASSIGN_OR_RETURN(d.count, int_attr(spec, "count"));
+  if (d.count < 2) {
+    return invalid(spec, absl::StrCat("count (elements per channel) must be >= 2, got ", d.count));
+  }
+  return d;
+}
+
 absl::Status bad_class_label(const KernelSpec& spec, int64_t position, int64_t label,
                              const CrossEntropyDims& dims) {
   return invalid(spec, absl::StrCat("label ", label, " at position ", position,

@@ -85,4 +85,25 @@ struct LinearDims {
 };
 absl::StatusOr<LinearDims> linear_dims(const KernelSpec& spec);
 
+// A batch_norm node (docs/ops.md): x[N,C,S], gamma[C], beta[C] and
+// optionally running_mean[C], running_var[C]; eps > 0. kTraining outputs y;
+// kTrainingSavingStats (training with running statistics) also the batch
+// mean and biased variance [C]; kEval normalises with the running statistics.
+enum class BatchNormMode { kTraining, kTrainingSavingStats, kEval };
+struct BatchNormDims {
+  double eps = 0;
+  BatchNormMode mode = BatchNormMode::kTraining;
+};
+absl::StatusOr<BatchNormDims> batch_norm_dims(const KernelSpec& spec);
+
+// A bn_stats_update node: running_mean, running_var, mean, var, all [C];
+// momentum in [0, 1]; count >= 2 elements per channel. The unbiased
+// variance is var * count / (count - 1).
+struct BnStatsUpdateDims {
+  int64_t channels = 0;
+  double momentum = 0;
+  int64_t count = 0;
+};
+absl::StatusOr<BnStatsUpdateDims> bn_stats_update_dims(const KernelSpec& spec);
+
 }  // namespace lms

@@ -254,8 +254,11 @@ absl::StatusOr<NodeId> add_update(Graph& g, const ParamGrad& pg, const Optimizer
 }
 
 // Optimizer state, optional clipping norm and one update node per parameter,
-// each after every other reader of its parameter.
-absl::Status add_optimizer(Graph& g, const std::vector<ParamGrad>& params, const Optimizer& opt) {
+// each after every other reader of its parameter. Returns the nodes that
+// write persistent tensors (updates and the step increment).
+absl::StatusOr<std::vector<NodeId>> add_optimizer(Graph& g, const std::vector<ParamGrad>& params,
+                                                  const Optimizer& opt) {
+  std::vector<NodeId> writers;
   const double clip = std::visit([](const auto& o) { return o.clip_norm; }, opt);
   TensorId norm = kNoTensor;
   if (clip > 0) {
@@ -272,6 +275,7 @@ absl::Status add_optimizer(Graph& g, const std::vector<ParamGrad>& params, const
     LMS_RETURN_IF_ERROR(g.status());
     LMS_RETURN_IF_ERROR(g.add_node(OpKind::kIncrement, "optimizer/increment", {step}, {}).status());
     increment = g.find_node("optimizer/increment");
+    writers.push_back(increment);
   }
   for (const ParamGrad& pg : params) {
     LMS_ASSIGN_OR_RETURN(NodeId update, add_update(g, pg, opt, step, norm));
@@ -279,6 +283,45 @@ absl::Status add_optimizer(Graph& g, const std::vector<ParamGrad>& params, const
       if (reader != update) g.add_control_edge(reader, update);
     }
     if (increment != kNoNode) g.add_control_edge(increment, update);
+    writers.push_back(update);
+  }
+  return writers;
+}
+
+// One bn_stats_update "bn_stats/<node>" per training-mode batch_norm with
+// running statistics, reading the batch statistics the forward node saved.
+// Like the optimizer's updates it writes persistent tensors, so it must come
+// after every other reader of them and after the updates (control edges):
+// the step commit stays where the optimizer puts it and a failed step leaves
+// the running statistics unchanged (Note [Step commit]).
+constexpr double kDefaultMomentum = 0.1;  // PyTorch's nn.BatchNorm default
+
+absl::Status add_running_stats_updates(Graph& g, int32_t num_forward_nodes,
+                                       const std::vector<NodeId>& writers) {
+  for (NodeId n = 0; n < num_forward_nodes; ++n) {
+    const Node bn = g.node(n);  // a copy: adding nodes may move it
+    if (bn.op != OpKind::kBatchNorm || bn.outputs.size() != 3) continue;
+    const Shape& x = g.tensor(bn.inputs[0]).shape;
+    const int64_t count = static_cast<int64_t>(ops_internal::numel(x) / static_cast<double>(x[1]));
+    if (count < 2) {
+      return error(str_cat("batch_norm '", bn.name, "' has ", count,
+                           " element per channel; the running variance needs at least 2 "
+                           "(PyTorch refuses it too)"));
+    }
+    const auto it = bn.attrs.find("momentum");
+    const AttrValue momentum = it != bn.attrs.end() ? it->second : AttrValue(kDefaultMomentum);
+    const std::string name = str_cat("bn_stats/", bn.name);
+    LMS_RETURN_IF_ERROR(g.add_node(OpKind::kBnStatsUpdate, name,
+                                   {bn.inputs[3], bn.inputs[4], bn.outputs[1], bn.outputs[2]},
+                                   {{"momentum", momentum}, {"count", count}})
+                            .status());
+    const NodeId update = g.find_node(name);
+    for (TensorId t : {bn.inputs[3], bn.inputs[4]}) {
+      for (NodeId reader : g.tensor(t).consumers) {
+        if (reader != update) g.add_control_edge(reader, update);
+      }
+    }
+    for (NodeId w : writers) g.add_control_edge(w, update);
   }
   return absl::OkStatus();
 }
@@ -414,6 +457,7 @@ absl::StatusOr<Graph> training_graph(const Graph& forward, TensorId loss, const 
     return error(str_cat("loss '", g.tensor(loss).name, "' depends on no parameter"));
   }
   const int32_t num_forward_tensors = g.num_tensors();
+  const int32_t num_forward_nodes = g.num_nodes();
   Backprop backprop(g, needs);
   LMS_RETURN_IF_ERROR(backprop.seed(loss));
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
@@ -428,7 +472,8 @@ absl::StatusOr<Graph> training_graph(const Graph& forward, TensorId loss, const 
   if (options.data_parallel) {
     LMS_RETURN_IF_ERROR(add_all_reduce(g, params, *options.data_parallel));
   }
-  LMS_RETURN_IF_ERROR(add_optimizer(g, params, opt));
+  LMS_ASSIGN_OR_RETURN(std::vector<NodeId> writers, add_optimizer(g, params, opt));
+  LMS_RETURN_IF_ERROR(add_running_stats_updates(g, num_forward_nodes, writers));
   if (options.data_parallel) LMS_RETURN_IF_ERROR(schedule_all_reduce(g));
   LMS_RETURN_IF_ERROR(g.status());
   g.set_loss(loss);

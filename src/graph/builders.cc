@@ -346,6 +346,28 @@ TensorId batch_norm(Graph& g, std::string_view name, TensorId x, double eps) {
   return batch_norm(g, name, x, gamma, beta, eps);
 }
 
+TensorId batch_norm(Graph& g, std::string_view name, TensorId x, TensorId gamma, TensorId beta,
+                    TensorId running_mean, TensorId running_var, const BatchNormOptions& options) {
+  for (TensorId t : {x, gamma, beta, running_mean, running_var}) {
+    if (!usable(g, name, t)) return kNoTensor;
+  }
+  std::vector<TensorId> outs =
+      g.add(OpKind::kBatchNorm, name, {x, gamma, beta, running_mean, running_var},
+            {{"eps", options.eps},
+             {"momentum", options.momentum},
+             {"training", int64_t{options.training ? 1 : 0}}});
+  return outs.empty() ? kNoTensor : outs[0];
+}
+
+TensorId batch_norm(Graph& g, std::string_view name, TensorId x, const BatchNormOptions& options) {
+  auto [gamma, beta] = norm_params(g, name, x);
+  if (gamma == kNoTensor) return kNoTensor;
+  const Shape c = g.tensor(gamma).shape;
+  TensorId mean = g.optimizer_state(str_cat(name, "/running_mean"), c, Init::zeros());
+  TensorId var = g.optimizer_state(str_cat(name, "/running_var"), c, Init::constant(1.0));
+  return batch_norm(g, name, x, gamma, beta, mean, var, options);
+}
+
 TensorId mse_loss(Graph& g, std::string_view name, TensorId pred, TensorId target) {
   return add_op(g, OpKind::kMseLoss, name, {pred, target});
 }

@@ -1,4 +1,7 @@
-// Instance and batch normalisation (training mode) of docs/ops.md.
+// Instance and batch normalisation of docs/ops.md: batch_norm in training
+// mode (batch statistics, optionally saving them for the running averages)
+// or eval mode (running statistics), and bn_stats_update, the step-commit
+// update of the running averages.
 #include "absl/strings/str_cat.h"
 #include "graph/ops_internal.h"
 #include "lms/status.h"
@@ -46,13 +49,79 @@ decltype(OpDef::infer) infer_norm_bwd(std::string op, size_t min_rank) {
   };
 }
 
+// batch_norm's training attribute: 1 (absent) or 0 (eval mode).
+absl::StatusOr<bool> training_attr(std::string_view op, const Attrs& a) {
+  if (!a.contains("training")) return true;
+  auto v = attr_int(a, "training");
+  if (!v.ok()) return op_error(op, v.status().message());
+  if (*v != 0 && *v != 1) {
+    return op_error(op, str_cat("training must be 0 (eval) or 1 (training), got ", *v));
+  }
+  return *v == 1;
+}
+
+// x, gamma, beta, running_mean?[C], running_var?[C] (both or neither). With
+// the running statistics, training mode also outputs the batch mean and
+// biased variance [C] that bn_stats_update folds into them; eval mode
+// normalises with them and outputs y only.
+absl::StatusOr<Shapes> infer_batch_norm(const Attrs& a, const Shapes& in) {
+  constexpr std::string_view kOp = "batch_norm";
+  LMS_ASSIGN_OR_RETURN(Shapes y, infer_norm(std::string(kOp), 2)(a, in));
+  LMS_ASSIGN_OR_RETURN(bool training, training_attr(kOp, a));
+  if (in.size() == 4) {
+    return op_error(kOp, "running_mean and running_var come together (5 inputs) or not at all");
+  }
+  const bool running = in.size() == 5;
+  for (size_t i = 3; i < in.size(); ++i) {
+    if (in[i] != in[1]) {
+      return op_error(kOp, str_cat(i == 3 ? "running_mean" : "running_var", " must have shape ",
+                                   shape_str(in[1]), ", got ", shape_str(in[i])));
+    }
+  }
+  if (a.contains("momentum")) {
+    if (!running) return op_error(kOp, "momentum needs running_mean and running_var inputs");
+    LMS_RETURN_IF_ERROR(real_attr_in(kOp, a, "momentum", 0, 1, false, false).status());
+  }
+  if (!training && !running) {
+    return op_error(kOp, "training = 0 (eval mode) needs running_mean and running_var inputs");
+  }
+  if (training && running) return Shapes{in[0], in[1], in[1]};
+  return y;
+}
+
+// running_mean, running_var, mean, var, all [C]; count >= 2 elements per
+// channel (the unbiased variance divides by count - 1).
+absl::StatusOr<Shapes> infer_bn_stats_update(const Attrs& a, const Shapes& in) {
+  constexpr std::string_view kOp = "bn_stats_update";
+  if (in[0].size() != 1) {
+    return op_error(kOp, str_cat("running_mean must be 1-D [C], got ", shape_str(in[0])));
+  }
+  LMS_RETURN_IF_ERROR(check_same_shapes(kOp, in, {"running_mean", "running_var", "mean", "var"}));
+  LMS_RETURN_IF_ERROR(real_attr_in(kOp, a, "momentum", 0, 1, false, false).status());
+  auto count = attr_int(a, "count");
+  if (!count.ok()) return op_error(kOp, count.status().message());
+  if (*count < 2) {
+    return op_error(kOp, str_cat("count (elements per channel) must be >= 2, got ", *count));
+  }
+  return Shapes{};
+}
+
 decltype(OpDef::grad) norm_grad(OpKind bwd_op) {
   return [=](GradContext& ctx) -> absl::Status {
+    const Node& node = ctx.graph.node(ctx.node);
+    if (node.op == OpKind::kBatchNorm) {
+      LMS_ASSIGN_OR_RETURN(bool training, training_attr("batch_norm", node.attrs));
+      if (!training) {
+        return absl::UnimplementedError(
+            "batch_norm in eval mode (training = 0) has no gradient rule; train with training = 1");
+      }
+    }
     const TensorId dy = ctx.output_grads[0];
     if (dy != kNoTensor && (wants(ctx, 0) || wants(ctx, 1) || wants(ctx, 2))) {
       const Node fwd = ctx.graph.node(ctx.node);
-      LMS_ASSIGN_OR_RETURN(auto outs, add_grad_node(ctx, bwd_op, "bwd",
-                                                    {fwd.inputs[0], fwd.inputs[1], dy}, fwd.attrs));
+      Attrs attrs = {{"eps", fwd.attrs.at("eps")}};  // not momentum / training
+      LMS_ASSIGN_OR_RETURN(
+          auto outs, add_grad_node(ctx, bwd_op, "bwd", {fwd.inputs[0], fwd.inputs[1], dy}, attrs));
       for (size_t i = 0; i < 3; ++i) {
         if (wants(ctx, i)) ctx.input_grads[i] = outs[i];
       }
@@ -72,10 +141,16 @@ void register_norm_ops(std::vector<OpSpec>& specs) {
                             flops, norm_grad(OpKind::kInstanceNormBwd)));
   specs.push_back(make_spec(OpKind::kInstanceNormBwd, 3, 3, {"eps"},
                             infer_norm_bwd("instance_norm_bwd", 3), flops));
-  specs.push_back(make_spec(OpKind::kBatchNorm, 3, 3, {"eps"}, infer_norm("batch_norm", 2), flops,
+  specs.push_back(make_spec(OpKind::kBatchNorm, 3, 5, {"eps"}, infer_batch_norm, flops,
                             norm_grad(OpKind::kBatchNormBwd)));
+  specs.back().optional_attrs = {"momentum", "training"};
   specs.push_back(
       make_spec(OpKind::kBatchNormBwd, 3, 3, {"eps"}, infer_norm_bwd("batch_norm_bwd", 2), flops));
+  // Two multiply-adds per running statistic, one scale for the variance.
+  specs.push_back(
+      make_spec(OpKind::kBnStatsUpdate, 4, 4, {"count", "momentum"}, infer_bn_stats_update,
+                [](const Attrs&, const Shapes& in, const Shapes&) { return 5 * numel(in[0]); },
+                nullptr, {0, 1}));
   set_flag(specs, &OpDef::recomputable, {OpKind::kInstanceNorm, OpKind::kBatchNorm});
   set_flag(specs, &OpDef::backward, {OpKind::kInstanceNormBwd, OpKind::kBatchNormBwd});
 }

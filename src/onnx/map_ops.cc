@@ -152,17 +152,29 @@ absl::Status map_max_pool(Importer& im, const NodeProto& n) {
   return im.add(n, OpKind::kMaxPool, n.output(0), {x}, a).status();
 }
 
-// Training-mode BatchNormalization: opset 14+ says so in training_mode; at
-// 13 (BatchNormalization-9) a node in training mode has more than one output.
+// BatchNormalization onto batch_norm with its running statistics (inputs 3
+// and 4, persistent tensors under their ONNX names). Training mode (opset
+// 14+: training_mode; at 13, BatchNormalization-9, a node in training mode
+// has more than one output) normalises with the batch statistics and
+// training_graph adds the update of the running statistics at the step
+// commit; OnnxImportOptions::eval_mode imports every node in eval mode
+// (training = 0, normalising with the running statistics).
+//
+// ONNX's momentum weights the old value (running = running * m + batch *
+// (1 - m), default 0.9) and torch.onnx.export writes 1 - PyTorch's momentum
+// there, so lms's momentum (PyTorch's convention) is 1 - m. The variance
+// follows PyTorch (unbiased), which is what an exported PyTorch model does;
+// ONNX's reference uses the biased one.
 absl::Status map_batch_norm(Importer& im, const NodeProto& n) {
   const bool training = im.opset >= 14 ? attr_int(n, "training_mode", 0) != 0 : n.output_size() > 1;
-  if (!training) {
+  const bool eval = im.options->eval_mode;
+  if (!training && !eval) {
     return Importer::error(
         n,
         "inference mode (training_mode=0, running statistics): this is a default (eval) "
-        "export; lms's batch_norm uses batch statistics; export with "
-        "training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False "
-        "(scripts/export_onnx.py)");
+        "export; to train, export with training=torch.onnx.TrainingMode.TRAINING, "
+        "do_constant_folding=False (scripts/export_onnx.py); to evaluate, import with "
+        "OnnxImportOptions::eval_mode");
   }
   for (int k = 3; k < n.output_size(); ++k) {
     if (!n.output(k).empty()) {
@@ -172,18 +184,35 @@ absl::Status map_batch_norm(Importer& im, const NodeProto& n) {
   LMS_ASSIGN_OR_RETURN(TensorId x, im.tensor_input(n, 0));
   LMS_ASSIGN_OR_RETURN(TensorId gamma, im.tensor_input(n, 1));
   LMS_ASSIGN_OR_RETURN(TensorId beta, im.tensor_input(n, 2));
-  // Outputs 1 and 2 (the updated running statistics) are not computed: lms
-  // keeps no running statistics, so a node or graph output reading them is
-  // refused.
+  LMS_ASSIGN_OR_RETURN(TensorId mean, im.tensor_input(n, 3));
+  LMS_ASSIGN_OR_RETURN(TensorId var, im.tensor_input(n, 4));
+  for (TensorId t : {mean, var}) {
+    if (im.graph.tensor(t).role != TensorRole::kOptimizerState) {
+      return Importer::error(n, absl::StrCat("the running statistic '", im.graph.tensor(t).name,
+                                             "' must be an initializer that is not trained"));
+    }
+  }
+  // Outputs 1 and 2 (the updated running statistics) are not values of the
+  // forward graph: the update happens at the step commit. A node reading
+  // one is refused; a graph output is left out of ImportedModel::outputs.
   for (int k = 1; k < std::min(n.output_size(), 3); ++k) {
     if (n.output(k).empty()) continue;
     im.not_computed[n.output(k)] = absl::StrCat(
-        "the running ", k == 1 ? "mean" : "variance", " of BatchNormalization '", n.output(0),
-        "' is not computed: lms's batch_norm keeps no running statistics");
+        "the updated running ", k == 1 ? "mean" : "variance", " of BatchNormalization '",
+        n.output(0), "' is not a value of the forward graph: lms updates '",
+        im.graph.tensor(k == 1 ? mean : var).name,
+        "' in place at the step commit (read it with Session::read after the step)");
+    im.running_stat_outputs.insert(n.output(k));
+  }
+  const double momentum = 1.0 - attr_float(n, "momentum", 0.9);
+  if (!(momentum >= 0 && momentum <= 1)) {
+    return Importer::error(n, absl::StrCat("momentum ", 1 - momentum, " must be in [0, 1]"));
   }
   return im
-      .add(n, OpKind::kBatchNorm, n.output(0), {x, gamma, beta},
-           {{"eps", attr_float(n, "epsilon", 1e-5)}})
+      .add(n, OpKind::kBatchNorm, n.output(0), {x, gamma, beta, mean, var},
+           {{"eps", attr_float(n, "epsilon", 1e-5)},
+            {"momentum", momentum},
+            {"training", int64_t{eval ? 0 : 1}}})
       .status();
 }
 
@@ -586,7 +615,8 @@ const std::map<std::string, Mapper, std::less<>>& mappers() {
 }  // namespace
 
 std::string_view supported_ops() {
-  return "Add, AveragePool (ceil_mode 0), BatchNormalization (training mode), Cast (float to "
+  return "Add, AveragePool (ceil_mode 0), BatchNormalization (training mode, or eval_mode), Cast "
+         "(float to "
          "float), Clip (constant min / max), Concat, Conv (grouped and depthwise too), "
          "ConvTranspose (group 1), Flatten (a copy), Gather (embedding), Gemm (alpha = beta = 1, "
          "transA 0), GlobalAveragePool, InstanceNormalization, LeakyRelu, MatMul (rank-2 A and B), "

@@ -182,6 +182,43 @@ TEST(Autodiff, UpdatesRunAfterEveryReaderOfTheirParameter) {
   EXPECT_GE(g.tensor(g.find_tensor("conv2/w")).consumers.size(), 3u);
 }
 
+// A batch_norm with running statistics gets one bn_stats_update, fed by the
+// forward node's saved batch statistics and scheduled after every optimizer
+// update, so the step commit stays at the first update.
+TEST(Autodiff, RunningStatisticsUpdateAfterTheOptimizer) {
+  Graph fwd;
+  const TensorId x = fwd.input("x", {2, 3, 4, 4});
+  TensorId h = conv2d(fwd, "conv", x, 4, {3, 3}, {.pad = {1, 1}, .seed = 1});
+  h = batch_norm(fwd, "bn", h, BatchNormOptions{.momentum = 0.25});
+  const TensorId loss = mse_loss(fwd, "loss", h, fwd.input("t", {2, 4, 4, 4}));
+  ASSERT_TRUE(fwd.status().ok()) << fwd.status();
+  auto train = training_graph(fwd, loss, Adam{});
+  ASSERT_TRUE(train.ok()) << train.status();
+  const Graph& g = *train;
+  ASSERT_TRUE(verify(g).ok()) << verify(g);
+  const NodeId bn = g.find_node("bn"), stats = g.find_node("bn_stats/bn");
+  ASSERT_NE(stats, kNoNode);
+  const Node& update = g.node(stats);
+  EXPECT_EQ(update.op, OpKind::kBnStatsUpdate);
+  EXPECT_EQ(update.inputs, (std::vector<TensorId>{g.find_tensor("bn/running_mean"),
+                                                  g.find_tensor("bn/running_var"),
+                                                  g.node(bn).outputs[1], g.node(bn).outputs[2]}));
+  EXPECT_EQ(std::get<double>(update.attrs.at("momentum")), 0.25);
+  EXPECT_EQ(std::get<int64_t>(update.attrs.at("count")), 2 * 4 * 4);
+  EXPECT_EQ(g.tensor(g.find_tensor("bn/running_var")).role, TensorRole::kOptimizerState);
+  auto order = schedule(g);
+  ASSERT_TRUE(order.ok()) << order.status();
+  const std::vector<int> pos = positions(*order, g.num_nodes());
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    const OpKind op = g.node(n).op;
+    if (op == OpKind::kAdamUpdate || op == OpKind::kIncrement || op == OpKind::kBatchNorm) {
+      EXPECT_LT(pos[n], pos[stats]) << g.node(n).name;
+    }
+  }
+  // The backward pass reads x and gamma only, not the running statistics.
+  EXPECT_EQ(g.node(g.find_node("grad/bn/bwd")).inputs.size(), 3u);
+}
+
 TEST(Autodiff, AdamAddsMomentsAndStep) {
   Net net = conv_relu_conv();
   auto train = training_graph(net.g, net.loss, Adam{.lr = 1e-3, .clip_norm = 1.0});

@@ -161,6 +161,68 @@ TEST(ClassifierImport, OneTrainingStepMatchesPyTorch) {
       rel_l2(step.fetched["output"], ref["output"]), worst);
 }
 
+// The running statistics are persistent tensors under their ONNX names,
+// updated at each step as PyTorch updates them: after three SGD steps from
+// the file's values, parameters and running statistics match PyTorch, and
+// the model imported in eval mode, given the trained state, gives PyTorch's
+// model.eval() output.
+TEST(ClassifierImport, RunningStatisticsAndEvalModeMatchPyTorch) {
+  std::printf("fixture seed 4242 (tests/onnx/make_classifier_fixture.py)\n");
+  auto ref = read_reference(data_dir() + "/classifier_small_ref.txt");
+  auto m = import_onnx(fixture());
+  ASSERT_TRUE(m.ok()) << m.status();
+  std::vector<std::string> trained = m->parameters;
+  for (const ImportedState& s : m->state) {
+    EXPECT_TRUE(s.in_graph) << s.name;
+    trained.push_back(s.name);
+  }
+  ASSERT_TRUE(std::count(trained.begin(), trained.end(), "features.4.running_var") == 1);
+  auto g = with_loss(std::move(*m), kShape[0]);
+  ASSERT_TRUE(g.ok()) << g.status();
+  // make_classifier_fixture.py: STEPS, LR, MOMENTUM.
+  auto train = training_graph(*g, g->find_tensor("loss"), Sgd{.lr = 0.05, .momentum = 0.9});
+  ASSERT_TRUE(train.ok()) << train.status();
+  EXPECT_NE(train->find_node("bn_stats//features/features.1/BatchNormalization_output_0"), kNoNode);
+  auto device = make_cpu_device({});
+  ASSERT_TRUE(device.ok()) << device.status();
+  auto session = Session::create(*train, **device);
+  ASSERT_TRUE(session.ok()) << session.status();
+  const Feeds feeds = {{"input", ref["input"]}, {"target", ref["target"]}};
+  for (int step = 0; step < 3; ++step) {
+    StepResult r;
+    ASSERT_TRUE((*session)->run(feeds, &r).ok());
+  }
+  std::map<std::string, std::vector<float>> state;
+  double worst = 0;
+  for (const std::string& name : trained) {
+    auto got = (*session)->read(name);
+    ASSERT_TRUE(got.ok()) << got.status();
+    const std::vector<float>& want = ref["trained/" + name];
+    ASSERT_FALSE(want.empty()) << name << " has no PyTorch value";
+    const double e = rel_l2(*got, want);
+    EXPECT_LE(e, kTolerance) << name;
+    worst = std::max(worst, e);
+    state[name] = *got;
+  }
+  std::printf("after 3 steps, worst relative L2 error of a parameter or running statistic %.3g\n",
+              worst);
+
+  auto eval = import_onnx(fixture(), {.eval_mode = true});
+  ASSERT_TRUE(eval.ok()) << eval.status();
+  auto eval_device = make_cpu_device({});
+  ASSERT_TRUE(eval_device.ok()) << eval_device.status();
+  auto eval_session = Session::create(eval->graph, **eval_device, {.fetches = {"output"}});
+  ASSERT_TRUE(eval_session.ok()) << eval_session.status();
+  for (const auto& [name, values] : state) {
+    ASSERT_TRUE((*eval_session)->write(name, values).ok()) << name;
+  }
+  StepResult r;
+  ASSERT_TRUE((*eval_session)->run({{"input", ref["input"]}}, &r).ok());
+  const double e = rel_l2(r.fetched["output"], ref["eval_output"]);
+  std::printf("eval-mode output relative L2 error %.3g\n", e);
+  EXPECT_LE(e, kTolerance);
+}
+
 // ---- The imported model trained with LMS ----
 
 constexpr uint64_t kSeed = 31337;

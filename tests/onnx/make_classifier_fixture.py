@@ -10,7 +10,11 @@ AvgPool2d, AdaptiveAvgPool2d(1) (GlobalAveragePool), Flatten, nn.Linear
 shape) and x @ w.t() (a Transpose of the initializer w into MatMul input B),
 exported by scripts/export_onnx.py (training mode, opset 14). The
 reference holds the input, the target, the output, the MSE loss and the
-gradient of every parameter after one forward/backward in training mode.
+gradient of every parameter after one forward/backward in training mode;
+then, from the values in the exported file (read back with onnx), the
+parameters and running statistics after STEPS steps of SGD (LR, MOMENTUM)
+on the same batch ("trained/<name>"), and the output of that trained model
+in eval mode ("eval_output").
 
     make_classifier_fixture.py OUT_DIR     (writes both files into OUT_DIR)
 
@@ -28,6 +32,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts"
 import export_onnx  # noqa: E402
 
 SEED = 4242
+STEPS = 3
+LR = 0.05
+MOMENTUM = 0.9
 SHAPE = (4, 3, 8, 8)
 CLASSES = 10
 
@@ -64,6 +71,39 @@ def line(name, t):
     return "%s %d %s\n" % (name, t.numel(), values)
 
 
+def from_file(model, path):
+    """A copy of `model` holding the initializers of the ONNX file at `path`
+    (parameters and running statistics, under their PyTorch names)."""
+    import onnx
+    from onnx import numpy_helper
+    values = {t.name: torch.from_numpy(numpy_helper.to_array(t).copy())
+              for t in onnx.load(path).graph.initializer}
+    copy_ = copy.deepcopy(model)
+    state = copy_.state_dict()
+    with torch.no_grad():
+        for name, t in state.items():
+            if name in values:
+                t.copy_(values[name].reshape(t.shape))
+    return copy_
+
+
+def trained_lines(model, x, target):
+    """STEPS steps of SGD with momentum in training mode, then the model in
+    eval mode: the reference of ClassifierImport.RunningStatisticsMatchPyTorch."""
+    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    model.train()
+    for _ in range(STEPS):
+        opt.zero_grad()
+        nn.functional.mse_loss(model(x), target).backward()
+        opt.step()
+    out = [line("trained/" + name, t) for name, t in model.state_dict().items()
+           if not name.endswith("num_batches_tracked")]
+    model.eval()
+    with torch.no_grad():
+        out.append(line("eval_output", model(x)))
+    return out
+
+
 def main(out_dir):
     print("make_classifier_fixture: seed", SEED)
     torch.manual_seed(SEED)
@@ -72,7 +112,9 @@ def main(out_dir):
     target = torch.randn(SHAPE[0], CLASSES)
     # The export runs the model once in training mode; do it on a copy so the
     # reference below starts from the same running statistics.
-    export_onnx.export(copy.deepcopy(model), x, os.path.join(out_dir, "classifier_small.onnx"))
+    path = os.path.join(out_dir, "classifier_small.onnx")
+    export_onnx.export(copy.deepcopy(model), x, path)
+    trained = trained_lines(from_file(model, path), x, target)
     y = model(x)
     loss = nn.functional.mse_loss(y, target)
     loss.backward()
@@ -84,6 +126,7 @@ def main(out_dir):
         f.write(line("loss", loss))
         for name, p in model.named_parameters():
             f.write(line(name + "/grad", p.grad))
+        f.writelines(trained)
 
 
 if __name__ == "__main__":

@@ -68,6 +68,7 @@ Factory cuda_kernel_factory(OpKind op) {
     case OpKind::kInstanceNormBwd:
     case OpKind::kBatchNorm:
     case OpKind::kBatchNormBwd:
+    case OpKind::kBnStatsUpdate:
       return &create_cuda_spatial_kernel;
     case OpKind::kSwapOut:  // copies and collectives run on their own streams
     case OpKind::kSwapIn:

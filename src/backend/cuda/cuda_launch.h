@@ -161,6 +161,17 @@ cudaError_t norm_bwd_dx(cudaStream_t stream, const float* x, const float* dy, co
 // sum_dyxmu / sqrt(var + eps).
 cudaError_t norm_param_grads(cudaStream_t stream, const double* var, const double* sum_dy,
                              const double* sum_dyxmu, NormView v, float* dgamma, float* dbeta);
+// Batch norm's statistics [c] between the double workspace and float
+// tensors (the saved batch statistics, the running statistics of eval mode).
+cudaError_t stats_to_float(cudaStream_t stream, const double* mean, const double* var, int64_t c,
+                           float* mean_out, float* var_out);
+cudaError_t stats_to_double(cudaStream_t stream, const float* mean, const float* var, int64_t c,
+                            double* mean_out, double* var_out);
+// bn_stats_update: r = (1 - momentum) r + momentum batch, in double, the
+// variance times unbias = count / (count - 1); one thread per channel.
+cudaError_t bn_stats_update(cudaStream_t stream, float* running_mean, float* running_var,
+                            const float* mean, const float* var, int64_t c, double momentum,
+                            double unbias);
 
 // ---- Spatial (cuda_spatial.cu) ----
 

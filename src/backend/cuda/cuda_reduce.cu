@@ -292,6 +292,34 @@ __global__ void norm_param_grads_kernel(const double* var, const double* sum_dy,
   dbeta[c] = static_cast<float>(db);
 }
 
+// One thread per channel: the statistics converted between float and double.
+__global__ void stats_to_float_kernel(const double* mean, const double* var, int64_t c,
+                                      float* mean_out, float* var_out) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x;
+  if (i >= c) return;
+  mean_out[i] = static_cast<float>(mean[i]);
+  var_out[i] = static_cast<float>(var[i]);
+}
+
+__global__ void stats_to_double_kernel(const float* mean, const float* var, int64_t c,
+                                       double* mean_out, double* var_out) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x;
+  if (i >= c) return;
+  mean_out[i] = mean[i];
+  var_out[i] = var[i];
+}
+
+__global__ void bn_stats_update_kernel(float* running_mean, float* running_var, const float* mean,
+                                       const float* var, int64_t c, double momentum,
+                                       double unbias) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x;
+  if (i >= c) return;
+  running_mean[i] = static_cast<float>((1 - momentum) * running_mean[i] +
+                                       momentum * static_cast<double>(mean[i]));
+  running_var[i] = static_cast<float>((1 - momentum) * running_var[i] +
+                                      momentum * unbias * static_cast<double>(var[i]));
+}
+
 }  // namespace
 
 int reduce_blocks(int64_t n) {
@@ -367,6 +395,26 @@ cudaError_t norm_param_grads(cudaStream_t stream, const double* var, const doubl
                              const double* sum_dyxmu, NormView v, float* dgamma, float* dbeta) {
   norm_param_grads_kernel<<<grid_for(v.c), kThreads, 0, stream>>>(var, sum_dy, sum_dyxmu, v, dgamma,
                                                                   dbeta);
+  return cudaGetLastError();
+}
+
+cudaError_t stats_to_float(cudaStream_t stream, const double* mean, const double* var, int64_t c,
+                           float* mean_out, float* var_out) {
+  stats_to_float_kernel<<<grid_for(c), kThreads, 0, stream>>>(mean, var, c, mean_out, var_out);
+  return cudaGetLastError();
+}
+
+cudaError_t stats_to_double(cudaStream_t stream, const float* mean, const float* var, int64_t c,
+                            double* mean_out, double* var_out) {
+  stats_to_double_kernel<<<grid_for(c), kThreads, 0, stream>>>(mean, var, c, mean_out, var_out);
+  return cudaGetLastError();
+}
+
+cudaError_t bn_stats_update(cudaStream_t stream, float* running_mean, float* running_var,
+                            const float* mean, const float* var, int64_t c, double momentum,
+                            double unbias) {
+  bn_stats_update_kernel<<<grid_for(c), kThreads, 0, stream>>>(running_mean, running_var, mean, var,
+                                                               c, momentum, unbias);
   return cudaGetLastError();
 }
 

@@ -1,4 +1,4 @@
-// instance_norm, batch_norm (+ _bwd), max_pool, avg_pool (+ _bwd) and upsample
+// instance_norm, batch_norm (+ _bwd, bn_stats_update), max_pool, avg_pool (+ _bwd) and upsample
 // (+ _bwd) of docs/ops.md for the CUDA device, over the launchers of
 // cuda_launch.h (deterministic gathers and tree sums; no cuDNN, so the
 // semantics — biased variance, first-maximum routing, half-pixel linear
@@ -82,6 +82,54 @@ KernelOr make_norm(const KernelSpec& spec, const CudaKernelContext& ctx, bool in
             what);
       },
       ws);
+}
+
+// batch_norm with running statistics (BatchNormMode): training saves the
+// batch statistics as outputs 1 and 2 after computing them as make_norm
+// does; eval converts the running statistics to the double workspace and
+// normalises with them. Workspace: mean, var (doubles, C each), then the
+// statistics' partials (training only).
+KernelOr make_batch_norm(const KernelSpec& spec, const CudaKernelContext& ctx) {
+  LMS_ASSIGN_OR_RETURN(BatchNormDims d, batch_norm_dims(spec));
+  if (d.mode == BatchNormMode::kTraining) return make_norm(spec, ctx, false, false);
+  const Shape& x = spec.input_shapes[0];
+  const int64_t n = x[0], c = x[1], s = num_elements(x) / (x[0] * x[1]);
+  const launch::NormView v{n, c, s, c, d.eps};
+  const bool eval = d.mode == BatchNormMode::kEval;
+  const int64_t partials = eval ? 0 : partial_count(plan_group_reduce(v.nv, v.cv, v.s), 2);
+  const uint64_t ws = static_cast<uint64_t>(2 * c + partials) * sizeof(double);
+  const std::string what = node_label(spec);
+  cudaStream_t st = ctx.stream;
+  return make_fn_kernel(
+      [=](const KernelArgs& a) {
+        double* mean = static_cast<double*>(a.workspace);
+        double* var = mean + c;
+        if (eval) {
+          LMS_RETURN_IF_ERROR(cuda_status(
+              launch::stats_to_double(st, a.inputs[3], a.inputs[4], c, mean, var), what));
+        } else {
+          LMS_RETURN_IF_ERROR(
+              cuda_status(launch::norm_stats(st, a.inputs[0], v, var + c, mean, var), what));
+          LMS_RETURN_IF_ERROR(cuda_status(
+              launch::stats_to_float(st, mean, var, c, a.outputs[1], a.outputs[2]), what));
+        }
+        return cuda_status(launch::norm_forward(st, a.inputs[0], a.inputs[1], a.inputs[2], mean,
+                                                var, v, a.outputs[0]),
+                           what);
+      },
+      ws);
+}
+
+KernelOr make_bn_stats_update(const KernelSpec& spec, const CudaKernelContext& ctx) {
+  LMS_ASSIGN_OR_RETURN(BnStatsUpdateDims d, bn_stats_update_dims(spec));
+  const double unbias = static_cast<double>(d.count) / static_cast<double>(d.count - 1);
+  const std::string what = node_label(spec);
+  cudaStream_t st = ctx.stream;
+  return make_fn_kernel([=](const KernelArgs& a) {
+    return cuda_status(launch::bn_stats_update(st, a.inputs[0], a.inputs[1], a.inputs[2],
+                                               a.inputs[3], d.channels, d.momentum, unbias),
+                       what);
+  });
 }
 
 // ---- Geometry shared by pooling and upsampling ----
@@ -217,9 +265,9 @@ KernelOr create_cuda_spatial_kernel(const KernelSpec& spec, const CudaKernelCont
   if (op == OpKind::kInstanceNorm || op == OpKind::kInstanceNormBwd) {
     return make_norm(spec, ctx, true, op == OpKind::kInstanceNormBwd);
   }
-  if (op == OpKind::kBatchNorm || op == OpKind::kBatchNormBwd) {
-    return make_norm(spec, ctx, false, op == OpKind::kBatchNormBwd);
-  }
+  if (op == OpKind::kBatchNorm) return make_batch_norm(spec, ctx);
+  if (op == OpKind::kBatchNormBwd) return make_norm(spec, ctx, false, true);
+  if (op == OpKind::kBnStatsUpdate) return make_bn_stats_update(spec, ctx);
   if (op == OpKind::kMaxPool || op == OpKind::kMaxPoolBwd)
     return make_max_pool(spec, ctx, op == OpKind::kMaxPoolBwd);
   if (op == OpKind::kAvgPool || op == OpKind::kAvgPoolBwd)

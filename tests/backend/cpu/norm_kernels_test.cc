@@ -125,6 +125,101 @@ INSTANTIATE_TEST_SUITE_P(
              std::to_string(info.param.shape.size());
     });
 
+// Per-channel batch mean and biased variance of x[N,C,S], in double.
+void channel_stats(const Shape& s, const std::vector<float>& x, std::vector<double>& mean,
+                   std::vector<double>& var) {
+  const int64_t n = s[0], c = s[1], inner = num_elements(s) / (n * c);
+  mean.assign(c, 0.0);
+  var.assign(c, 0.0);
+  const double count = static_cast<double>(n * inner);
+  for (int64_t j = 0; j < c; ++j) {
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t k = 0; k < inner; ++k) mean[j] += x[(i * c + j) * inner + k];
+    mean[j] /= count;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t k = 0; k < inner; ++k) {
+        const double d = x[(i * c + j) * inner + k] - mean[j];
+        var[j] += d * d;
+      }
+    var[j] /= count;
+  }
+}
+
+// Training mode with running statistics: y as without them, and the batch
+// mean and biased variance as outputs 1 and 2.
+TEST(BatchNormRunningStats, TrainingSavesTheBatchStatistics) {
+  CpuKernelContext ctx = testing::make_context();
+  const Shape s = {3, 4, 3, 3};
+  std::mt19937 rng = testing::seeded_rng(77, "bn_save");
+  Buffers in = {testing::random_vector(rng, num_elements(s), -2.f, 3.f),
+                testing::random_vector(rng, 4, 0.5f, 2.f), testing::random_vector(rng, 4),
+                testing::random_vector(rng, 4), testing::random_vector(rng, 4, 0.5f, 2.f)};
+  auto out = run_spec(make_spec(OpKind::kBatchNorm, {s, {4}, {4}, {4}, {4}}, {s, {4}, {4}},
+                                {{"eps", kEps}, {"momentum", 0.1}}),
+                      in, ctx);
+  ASSERT_TRUE(out.ok()) << out.status();
+  const auto want = norm_ref(s, testing::to_double(in[0]), testing::to_double(in[1]),
+                             testing::to_double(in[2]), false);
+  EXPECT_LT(testing::max_rel_error((*out)[0], want), kFwdTol);
+  std::vector<double> mean, var;
+  channel_stats(s, in[0], mean, var);
+  EXPECT_LT(testing::max_rel_error((*out)[1], mean), kFwdTol);
+  EXPECT_LT(testing::max_rel_error((*out)[2], var), kFwdTol);
+}
+
+// Eval mode: normalised with the running statistics given as inputs 3, 4.
+TEST(BatchNormRunningStats, EvalUsesTheRunningStatistics) {
+  CpuKernelContext ctx = testing::make_context();
+  const Shape s = {2, 3, 2, 3, 2};
+  std::mt19937 rng = testing::seeded_rng(78, "bn_eval");
+  Buffers in = {testing::random_vector(rng, num_elements(s), -2.f, 3.f),
+                testing::random_vector(rng, 3, 0.5f, 2.f), testing::random_vector(rng, 3),
+                testing::random_vector(rng, 3), testing::random_vector(rng, 3, 0.5f, 2.f)};
+  auto out = run_spec(make_spec(OpKind::kBatchNorm, {s, {3}, {3}, {3}, {3}}, {s},
+                                {{"eps", kEps}, {"training", int64_t{0}}}),
+                      in, ctx);
+  ASSERT_TRUE(out.ok()) << out.status();
+  const int64_t inner = num_elements(s) / (s[0] * s[1]);
+  std::vector<double> want(in[0].size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    const size_t c = (i / inner) % 3;
+    want[i] = in[1][c] * (in[0][i] - double{in[3][c]}) / std::sqrt(in[4][c] + kEps) + in[2][c];
+  }
+  EXPECT_LT(testing::max_rel_error((*out)[0], want), kFwdTol);
+}
+
+// PyTorch's rule: r = (1 - m) r + m batch, the variance unbiased.
+TEST(BatchNormRunningStats, UpdateFollowsPyTorchsRule) {
+  CpuKernelContext ctx = testing::make_context();
+  const Buffers start = {{1.f, -2.f}, {0.5f, 4.f}};
+  Buffers in = {start[0], start[1], {3.f, 0.f}, {2.f, 8.f}};
+  auto out = run_spec(make_spec(OpKind::kBnStatsUpdate, {{2}, {2}, {2}, {2}}, {},
+                                {{"momentum", 0.25}, {"count", int64_t{5}}}),
+                      in, ctx);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(in[0], (std::vector<float>{0.75f * 1 + 0.25f * 3, 0.75f * -2}));
+  EXPECT_EQ(in[1], (std::vector<float>{0.75f * 0.5f + 0.25f * 2 * 1.25f, 0.75f * 4 + 0.25f * 10}));
+}
+
+TEST(BatchNormRunningStats, BadSpecsAreRefused) {
+  CpuKernelContext ctx = testing::make_context();
+  const Shape s = {2, 3, 4, 4};
+  const Attrs eval = {{"eps", kEps}, {"training", int64_t{0}}};
+  const Attrs stats = {{"momentum", 0.1}, {"count", int64_t{4}}};
+  for (const KernelSpec& spec : {
+           make_spec(OpKind::kBatchNorm, {s, {3}, {3}}, {s}, eval),  // no running stats
+           make_spec(OpKind::kBatchNorm, {s, {3}, {3}, {3}, {3}}, {s}, {{"eps", kEps}}),
+           make_spec(OpKind::kBatchNorm, {s, {3}, {3}, {3}, {2}}, {s}, eval),  // var shape
+           make_spec(OpKind::kBnStatsUpdate, {{3}, {3}, {3}}, {}, stats),      // too few
+           make_spec(OpKind::kBnStatsUpdate, {{3}, {3}, {3}, {3}}, {},
+                     {{"momentum", 0.1}, {"count", int64_t{1}}}),
+       }) {
+    auto k = create_pointwise_kernel(spec, ctx);
+    ASSERT_FALSE(k.ok()) << spec.name;
+    EXPECT_EQ(k.status().code(), absl::StatusCode::kInvalidArgument) << k.status();
+  }
+}
+
 class NormSpecTest : public ::testing::Test {
  protected:
   CpuKernelContext ctx_ = testing::make_context();

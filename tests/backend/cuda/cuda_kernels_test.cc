@@ -137,6 +137,25 @@ TEST_F(CudaKernels, NormalisationMatchCpu) {
   }
 }
 
+// batch_norm with running statistics: training saves the batch mean and
+// biased variance, eval normalises with the running statistics (positive
+// variances), and bn_stats_update mutates the running statistics.
+TEST_F(CudaKernels, BatchNormRunningStatisticsMatchCpu) {
+  const std::vector<std::pair<float, float>> ranges = {
+      {-1.f, 1.f}, {-1.f, 1.f}, {-1.f, 1.f}, {-1.f, 1.f}, {0.5f, 2.f}};
+  for (const Shape& x : {Shape{2, 3, 4, 5, 6}, Shape{2, 16, 24, 24, 24}}) {
+    const Shape c = {x[1]};
+    compare({"batch_norm", {x, c, c, c, c}, {x, c, c}, {{"eps", 1e-5}, {"momentum", 0.1}}, ranges});
+    compare(
+        {"batch_norm", {x, c, c, c, c}, {x}, {{"eps", 1e-5}, {"training", int64_t{0}}}, ranges});
+  }
+  compare({"bn_stats_update",
+           {{7}, {7}, {7}, {7}},
+           {},
+           {{"momentum", 0.1}, {"count", int64_t{120}}},
+           {{-1.f, 1.f}, {0.5f, 2.f}, {-1.f, 1.f}, {0.f, 2.f}}});
+}
+
 // Groups split over several blocks (reduce_plan.h): [2, 16, 24^3] gives 4
 // chunks per channel for batch norm and 2 per instance; [4, 8, 45, 47] has
 // an odd spatial size (scalar loads); x offset to [4, 6] checks the shifted

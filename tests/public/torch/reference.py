@@ -125,8 +125,43 @@ def mlp_cross_entropy_sgd(attrs, t):
     return result
 
 
-OPS = {"conv": conv, "linear": linear, "avg_pool": avg_pool, "clip": clip, "reshape": reshape,
-       "cross_entropy": cross_entropy, "mlp_cross_entropy_sgd": mlp_cross_entropy_sgd}
+def conv_bn_relu(attrs, t):
+    """conv (3x3, pad 1, bias) -> BatchNorm2d -> relu, trained `steps` steps
+    of SGD with momentum on mse_loss against the target (one batch, fed
+    every step); then the model in eval mode on the same input. Returns the
+    losses, the trained parameters and running statistics and the eval
+    output."""
+    w, b = t["w"], t["b"]
+    bn = torch.nn.BatchNorm2d(w.shape[0], eps=attrs["eps"][0], momentum=attrs["bn_momentum"][0])
+    conv = torch.nn.Conv2d(w.shape[1], w.shape[0], w.shape[2], padding=w.shape[2] // 2)
+    with torch.no_grad():
+        conv.weight.copy_(w)
+        conv.bias.copy_(b)
+        bn.weight.copy_(t["gamma"])
+        bn.bias.copy_(t["beta"])
+        bn.running_mean.copy_(t["running_mean"])
+        bn.running_var.copy_(t["running_var"])
+    model = torch.nn.Sequential(conv, bn, torch.nn.ReLU())
+    opt = torch.optim.SGD(model.parameters(), lr=attrs["lr"][0], momentum=attrs["momentum"][0])
+    model.train()
+    losses = []
+    for _ in range(int(attrs["steps"][0])):
+        opt.zero_grad()
+        loss = F.mse_loss(model(t["x"]), t["target"])
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach())
+    model.eval()
+    with torch.no_grad():
+        y_eval = model(t["x"])
+    return {"loss": torch.stack(losses), "w": conv.weight, "b": conv.bias, "gamma": bn.weight,
+            "beta": bn.bias, "running_mean": bn.running_mean, "running_var": bn.running_var,
+            "y_eval": y_eval}
+
+
+OPS = {"conv": conv, "conv_bn_relu": conv_bn_relu, "linear": linear, "avg_pool": avg_pool,
+       "clip": clip, "reshape": reshape, "cross_entropy": cross_entropy,
+       "mlp_cross_entropy_sgd": mlp_cross_entropy_sgd}
 
 
 def main():

@@ -78,6 +78,7 @@ CpuKernelFamily cpu_kernel_family(OpKind op) {
     case OpKind::kInstanceNormBwd:
     case OpKind::kBatchNorm:
     case OpKind::kBatchNormBwd:
+    case OpKind::kBnStatsUpdate:
       return CpuKernelFamily::kNorm;
     case OpKind::kMseLoss:
     case OpKind::kMseLossBwd:

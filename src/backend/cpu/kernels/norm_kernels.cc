@@ -1,6 +1,7 @@
-// instance_norm and batch_norm (+ _bwd) of docs/ops.md. batch_norm runs on
-// oneDNN batch_normalization (training mode, biased variance, use_scale |
-// use_shift); instance_norm runs as loops (Note [Instance norm as loops]).
+// instance_norm, batch_norm (+ _bwd) and bn_stats_update of docs/ops.md.
+// batch_norm runs on oneDNN batch_normalization (training mode: biased
+// variance, use_scale | use_shift; eval mode: use_global_stats);
+// instance_norm runs as loops (Note [Instance norm as loops]).
 // make_norm_fwd / make_norm_bwd can still build instance norm on the
 // [1, N*C, S] view described next (kept for a faster oneDNN, unused now).
 //
@@ -107,6 +108,54 @@ KernelOr make_norm_fwd(const KernelSpec& spec, const CpuKernelContext& ctx, bool
                     {DNNL_ARG_SHIFT, s.shift, channel_desc(channels)},
                     {DNNL_ARG_MEAN, ws(s.mean), pd.mean_desc()},
                     {DNNL_ARG_VARIANCE, ws(s.variance), pd.variance_desc()}});
+  return k;
+}
+
+// batch_norm in its three modes (BatchNormMode): training computes the
+// batch statistics into the workspace, or into outputs 1 and 2 when the
+// node saves them for bn_stats_update; eval reads the running statistics
+// (inputs 3 and 4) through oneDNN's use_global_stats.
+KernelOr make_batch_norm_fwd(const KernelSpec& spec, const CpuKernelContext& ctx) {
+  LMS_ASSIGN_OR_RETURN(BatchNormDims d, batch_norm_dims(spec));
+  if (d.mode == BatchNormMode::kTraining) return make_norm_fwd(spec, ctx, false);
+  const Shape& x = spec.input_shapes[0];
+  const bool eval = d.mode == BatchNormMode::kEval;
+  auto k = std::make_unique<StepKernel>(spec, ctx);
+  const dnnl::memory::desc md = plain_desc(x);
+  const normalization_flags flags =
+      eval ? kScaleShift | normalization_flags::use_global_stats : kScaleShift;
+  dnnl::batch_normalization_forward::desc desc(
+      eval ? prop_kind::forward_inference : prop_kind::forward_training, md,
+      static_cast<float>(d.eps), flags);
+  dnnl::batch_normalization_forward::primitive_desc pd(desc, user_scratchpad_attr(), ctx.engine);
+  k->add_primitive(pd, dnnl::batch_normalization_forward(pd),
+                   {{DNNL_ARG_SRC, in(0), md},
+                    {DNNL_ARG_DST, out(0), md},
+                    {DNNL_ARG_SCALE, in(1), channel_desc(x[1])},
+                    {DNNL_ARG_SHIFT, in(2), channel_desc(x[1])},
+                    {DNNL_ARG_MEAN, eval ? in(3) : out(1), pd.mean_desc()},
+                    {DNNL_ARG_VARIANCE, eval ? in(4) : out(2), pd.variance_desc()}});
+  return k;
+}
+
+// bn_stats_update: PyTorch's running-statistics rule, in double, in channel
+// order (deterministic): r = (1 - m) r + m batch, the variance unbiased.
+KernelOr make_bn_stats_update(const KernelSpec& spec, const CpuKernelContext& ctx) {
+  LMS_ASSIGN_OR_RETURN(BnStatsUpdateDims d, bn_stats_update_dims(spec));
+  auto k = std::make_unique<StepKernel>(spec, ctx);
+  const double unbias = static_cast<double>(d.count) / static_cast<double>(d.count - 1);
+  k->add_loop([=](const KernelArgs& a) {
+    float* running_mean = a.inputs[0];  // mutated in place (docs/ops.md)
+    float* running_var = a.inputs[1];
+    for (int64_t c = 0; c < d.channels; ++c) {
+      running_mean[c] = static_cast<float>((1 - d.momentum) * running_mean[c] +
+                                           d.momentum * static_cast<double>(a.inputs[2][c]));
+      running_var[c] =
+          static_cast<float>((1 - d.momentum) * running_var[c] +
+                             d.momentum * unbias * static_cast<double>(a.inputs[3][c]));
+    }
+    return absl::OkStatus();
+  });
   return k;
 }
 
@@ -257,7 +306,8 @@ KernelOr make_instance_bwd(const KernelSpec& spec, const CpuKernelContext& ctx) 
 KernelOr create_norm_kernel(const KernelSpec& spec, const CpuKernelContext& ctx) {
   if (spec.op == OpKind::kInstanceNorm) return make_instance_fwd(spec, ctx);
   if (spec.op == OpKind::kInstanceNormBwd) return make_instance_bwd(spec, ctx);
-  if (spec.op == OpKind::kBatchNorm) return make_norm_fwd(spec, ctx, false);
+  if (spec.op == OpKind::kBatchNorm) return make_batch_norm_fwd(spec, ctx);
+  if (spec.op == OpKind::kBnStatsUpdate) return make_bn_stats_update(spec, ctx);
   if (spec.op == OpKind::kBatchNormBwd) return make_norm_bwd(spec, ctx, false);
   return std::unique_ptr<Kernel>();
 }
