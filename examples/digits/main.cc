@@ -3,7 +3,7 @@
 // (digits_train.h).
 //
 //   scripts/export_torchvision.py resnet18-digits 1,1,32,32 out/resnet18_digits.onnx --classes 10
-//   build-release/examples/digits/digits --model out/resnet18_digits.onnx \
+//   build-release/examples/digits/digits --model out/resnet18_digits.onnx
 //       --data data/digits/digits.csv.gz --capacity 64MiB --batch 64 --epochs 3
 #include <iostream>
 #include <string>
