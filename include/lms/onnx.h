@@ -94,12 +94,9 @@ struct ImportedState {
 };
 
 struct ImportedModel {
-  Graph graph;                      // forward graph, no loss
-  std::vector<std::string> inputs;  // graph inputs to feed, in file order (lms tensor names)
-  // lms tensor names of the ONNX graph outputs, in file order, except the
-  // updated running statistics of BatchNormalization (outputs 1 and 2):
-  // lms updates those persistent tensors in place at the step commit.
-  std::vector<std::string> outputs;
+  Graph graph;                          // forward graph, no loss
+  std::vector<std::string> inputs;      // graph inputs to feed, in file order (lms tensor names)
+  std::vector<std::string> outputs;     // lms tensor names of the ONNX graph outputs, in file order
   std::vector<std::string> parameters;  // trainable initializers in the graph (kParameter)
   std::vector<ImportedState> state;     // every other initializer
   int64_t opset = 0;                    // of the default domain

@@ -188,8 +188,9 @@ struct BatchNormOptions {
   bool training = true;
 };
 // running_mean[C], running_var[C]: persistent tensors (Graph::optimizer_state).
-// Training mode: the node "name" has outputs y ("name"), the batch mean and
-// the biased batch variance [C]; this returns y.
+// Training mode: the node "name" has three outputs, "name:0" (y, returned),
+// "name:1" and "name:2" (the batch mean and biased variance [C], read by
+// the update); eval mode: one, "name".
 TensorId batch_norm(Graph& g, std::string_view name, TensorId x, TensorId gamma, TensorId beta,
                     TensorId running_mean, TensorId running_var, const BatchNormOptions& options);
 // Layer form: creates "<name>/gamma" [C] ones and "<name>/beta" [C] zeros

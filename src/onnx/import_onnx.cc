@@ -193,7 +193,6 @@ absl::Status visit_node(Importer& im, const ::onnx::NodeProto& n) {
 
 absl::Status collect_outputs(Importer& im, const ::onnx::GraphProto& g, ImportedModel& out) {
   for (const auto& o : g.output()) {
-    if (im.running_stat_outputs.contains(o.name())) continue;
     if (auto nc = im.not_computed.find(o.name()); nc != im.not_computed.end()) {
       return absl::InvalidArgumentError(
           absl::StrCat("ONNX graph output '", o.name(), "': ", nc->second));

@@ -52,9 +52,6 @@ struct Importer {
   // ONNX values lms does not compute (BatchNormalization's updated running
   // statistics), with the reason a reader of one is refused.
   absl::flat_hash_map<std::string, std::string> not_computed;
-  // Of those, the outputs 1 and 2 of BatchNormalization, which a graph
-  // output may name (left out of ImportedModel::outputs).
-  absl::flat_hash_set<std::string> running_stat_outputs;
 
   // InvalidArgument "ONNX node '<name>' (<op>): <what>".
   static absl::Status error(const ::onnx::NodeProto& n, std::string_view what);

@@ -187,14 +187,16 @@ absl::Status map_batch_norm(Importer& im, const NodeProto& n) {
   LMS_ASSIGN_OR_RETURN(TensorId mean, im.tensor_input(n, 3));
   LMS_ASSIGN_OR_RETURN(TensorId var, im.tensor_input(n, 4));
   for (TensorId t : {mean, var}) {
-    if (im.graph.tensor(t).role != TensorRole::kOptimizerState) {
+    // Updated in place in training: persistent. Eval mode only reads them.
+    if (!eval && im.graph.tensor(t).role != TensorRole::kOptimizerState) {
       return Importer::error(n, absl::StrCat("the running statistic '", im.graph.tensor(t).name,
                                              "' must be an initializer that is not trained"));
     }
   }
   // Outputs 1 and 2 (the updated running statistics) are not values of the
-  // forward graph: the update happens at the step commit. A node reading
-  // one is refused; a graph output is left out of ImportedModel::outputs.
+  // forward graph: the update happens at the step commit. They may be
+  // unused (as torch.onnx.export leaves them); a node or graph output
+  // reading one is refused, since nothing in the step computes it.
   for (int k = 1; k < std::min(n.output_size(), 3); ++k) {
     if (n.output(k).empty()) continue;
     im.not_computed[n.output(k)] = absl::StrCat(
@@ -202,7 +204,6 @@ absl::Status map_batch_norm(Importer& im, const NodeProto& n) {
         n.output(0), "' is not a value of the forward graph: lms updates '",
         im.graph.tensor(k == 1 ? mean : var).name,
         "' in place at the step commit (read it with Session::read after the step)");
-    im.running_stat_outputs.insert(n.output(k));
   }
   const double momentum = 1.0 - attr_float(n, "momentum", 0.9);
   if (!(momentum >= 0 && momentum <= 1)) {

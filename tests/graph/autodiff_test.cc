@@ -217,6 +217,10 @@ TEST(Autodiff, RunningStatisticsUpdateAfterTheOptimizer) {
   }
   // The backward pass reads x and gamma only, not the running statistics.
   EXPECT_EQ(g.node(g.find_node("grad/bn/bwd")).inputs.size(), 3u);
+  // The text form carries the new attributes and op.
+  auto parsed = parse_graph(to_text(g));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(to_text(*parsed), to_text(g));
 }
 
 TEST(Autodiff, AdamAddsMomentsAndStep) {

@@ -209,6 +209,16 @@ TEST(ClassifierImport, RunningStatisticsAndEvalModeMatchPyTorch) {
 
   auto eval = import_onnx(fixture(), {.eval_mode = true});
   ASSERT_TRUE(eval.ok()) << eval.status();
+  // ONNX momentum 0.9 (the old value's weight) is PyTorch's and lms's 0.1.
+  for (const Graph* graph : {&*g, &eval->graph}) {
+    const NodeId id = graph->find_node("/features/features.1/BatchNormalization_output_0");
+    ASSERT_NE(id, kNoNode);
+    const Node* bn = &graph->node(id);
+    ASSERT_EQ(bn->inputs.size(), 5u);
+    EXPECT_EQ(graph->tensor(bn->inputs[3]).name, "features.1.running_mean");
+    EXPECT_NEAR(std::get<double>(bn->attrs.at("momentum")), 0.1, 1e-7);
+    EXPECT_EQ(int_attr(*bn, "training"), graph == &*g ? 1 : 0);
+  }
   auto eval_device = make_cpu_device({});
   ASSERT_TRUE(eval_device.ok()) << eval_device.status();
   auto eval_session = Session::create(eval->graph, **eval_device, {.fetches = {"output"}});

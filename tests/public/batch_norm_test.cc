@@ -154,14 +154,17 @@ TEST(BatchNorm, EvalModeHasNoGradient) {
   EXPECT_NE(train.status().message().find("eval mode"), std::string_view::npos) << train.status();
 }
 
-// Two conv + batch_norm + relu blocks, big enough for the planner to swap.
+// Two conv + batch_norm (+ relu) blocks, big enough for the planner to swap.
 absl::StatusOr<Graph> two_blocks(int64_t n, int64_t size, const Optimizer& opt) {
   Graph g;
   TensorId h = g.input("x", {n, 4, size, size});
   for (int i = 1; i <= 2; ++i) {
     const std::string name = "block" + std::to_string(i);
     h = conv2d(g, name + "/conv", h, 16, {3, 3}, {.pad = {1, 1}, .seed = static_cast<uint64_t>(i)});
-    h = relu(g, name + "/relu", batch_norm(g, name + "/bn", h, BatchNormOptions{}));
+    h = batch_norm(g, name + "/bn", h, BatchNormOptions{});
+    // Block 2's output goes straight into the head convolution, whose weight
+    // gradient reads it again: a candidate for swapping or recomputation.
+    if (i == 1) h = relu(g, name + "/relu", h);
   }
   h = conv2d(g, "head", h, 1, {3, 3}, {.pad = {1, 1}, .seed = 3});
   g.set_loss(mse_loss(g, "loss", h, g.input("target", {n, 1, size, size})));
@@ -184,6 +187,71 @@ TEST(BatchNorm, LmsIsBitIdenticalIncludingRunningStatistics) {
   // expect_lms_steps_bit_identical compares every persistent tensor, the
   // running statistics among them.
   user::expect_lms_steps_bit_identical(*train, two_block_feeds(4, 24, kSeed), 3);
+}
+
+// A batch_norm straight on the input (which its gradient keeps live) whose
+// output the first convolution's weight gradient reads at the end of the
+// backward pass: recomputing it costs one batch_norm.
+absl::StatusOr<Graph> input_norm_net(int64_t n, int64_t size, const Optimizer& opt) {
+  Graph g;
+  TensorId h = batch_norm(g, "in/bn", g.input("x", {n, 16, size, size}), BatchNormOptions{});
+  h = conv2d(g, "conv1", h, 16, {3, 3}, {.pad = {1, 1}, .seed = 1});
+  h = relu(g, "relu1", batch_norm(g, "bn1", h, BatchNormOptions{}));
+  h = conv2d(g, "head", h, 1, {3, 3}, {.pad = {1, 1}, .seed = 2});
+  g.set_loss(mse_loss(g, "loss", h, g.input("target", {n, 1, size, size})));
+  LMS_RETURN_IF_ERROR(g.status());
+  return training_graph(g, g.loss(), opt);
+}
+
+// The planner may run a training-mode batch_norm again (a recomputed chain
+// through it): the clone recomputes the batch statistics of the same
+// bytes, so steps stay bit-identical, running statistics included.
+TEST(BatchNorm, RecomputedBatchNormIsBitIdentical) {
+  constexpr uint64_t kSeed = 45;
+  std::printf("seed %" PRIu64 "\n", kSeed);
+  auto train = input_norm_net(4, 24, Sgd{.lr = 0.05, .momentum = 0.9});
+  ASSERT_TRUE(train.ok()) << train.status();
+  std::mt19937_64 gen(kSeed);
+  const Feeds feeds = {{"x", random_values(4 * 16 * 24 * 24, gen)},
+                       {"target", random_values(4 * 24 * 24, gen)}};
+  auto big = make_cpu_device({.capacity_bytes = 256 * kMiB, .host_pool_bytes = 64 * kMiB});
+  ASSERT_TRUE(big.ok()) << big.status();
+  LmsConfig off;
+  off.enabled = false;
+  Graph plain = *train;
+  auto limits = rewrite(plain, off, **big);
+  ASSERT_TRUE(limits.ok()) << limits.status();
+  const user::StepsRun reference = user::run_steps(plain, **big, feeds, {"loss"}, 3);
+  ASSERT_TRUE(reference.status.ok()) << reference.status;
+  const uint64_t low = limits->working_set_limit_bytes, high = limits->peak_bytes_after;
+  bool checked = false;
+  for (int i = 0; i < 32 && !checked; ++i) {
+    const uint64_t budget = low + (high - low) * i / 32;
+    auto device = make_cpu_device({.capacity_bytes = budget, .host_pool_bytes = 64 * kMiB});
+    ASSERT_TRUE(device.ok()) << device.status();
+    Graph g = *train;
+    LmsConfig config;
+    config.auto_actions = AutoActions::kRecompute;
+    config.time_model = TimeModel::kRoofline;  // the same plan on every machine
+    auto lms = rewrite(g, config, **device);
+    if (!lms.ok() || !lms->fits) continue;
+    // A recomputed chain that runs a batch_norm again adds a clone of it.
+    int batch_norms = 0;
+    for (NodeId n = 0; n < g.num_nodes(); ++n) batch_norms += g.node(n).op == OpKind::kBatchNorm;
+    const bool bn_recomputed = batch_norms > 2;
+    if (!bn_recomputed) continue;
+    std::printf("budget %" PRIu64 ": %zu recomputed, %d batch_norm nodes\n", budget,
+                lms->recomputed.size(), batch_norms);
+    const user::StepsRun step = user::run_steps(g, **device, feeds, {"loss"}, 3);
+    ASSERT_TRUE(step.status.ok()) << step.status;
+    ASSERT_EQ(step.fetched.size(), reference.fetched.size());
+    for (size_t k = 0; k < step.fetched.size(); ++k) {
+      EXPECT_TRUE(user::same_bits(step.fetched[k], reference.fetched[k])) << "step " << k;
+    }
+    EXPECT_EQ(user::differing(step.state, reference.state), std::vector<std::string>{});
+    checked = true;
+  }
+  EXPECT_TRUE(checked) << "no budget planned to run a batch_norm again";
 }
 
 // transactional_step_test.cc's technique: the k-th allocation of a swapped
