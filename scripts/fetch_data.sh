@@ -12,6 +12,8 @@
 #                    HarvardOxford cortical, JHU white matter, brodmann, with
 #                    the region names of aal and JHU as .txt), and a macaque
 #                    T1 with NeuroMaps labels (inia19)
+#   DIR/digits/digits.csv.gz  scikit-learn's handwritten digits (1,797 8x8
+#                    images with labels), from python3-sklearn
 # The .deb files are fetched with `apt-get download` and unpacked with
 # `dpkg -x` into CACHE (default DIR/cache, i.e. ./data/cache).
 #
@@ -34,6 +36,7 @@ cache="${CACHE:-$dir/cache}"
 wallpaper_pkg=plasma-workspace-wallpapers
 skimage_pkg=python3-skimage
 mri_pkg=mricron-data
+digits_pkg=python3-sklearn
 
 # Photographs among the package's wallpapers (the others are vector art or
 # renders: Altai, Canopee, Cascade, Cluster, Elarun, Flow, FlyingKonqui,
@@ -117,14 +120,15 @@ all_present() {
   [ "$mri_only" = 1 ] && return 0
   for name in "${train_photos[@]}"; do [ -s "$dir/train/$name.jpg" ] || return 1; done
   for name in "${eval_photos[@]}"; do [ -s "$dir/eval/$name.png" ] || return 1; done
+  [ -s "$dir/digits/digits.csv.gz" ] || return 1
 }
 if all_present; then
   [ "$mri_only" = 1 ] && { log "all ${#mri_files[@]} MRI files already in $dir/mri; nothing to do"; exit 0; }
-  log "all ${#train_photos[@]} train and ${#eval_photos[@]} eval photos and ${#mri_files[@]} MRI files already in $dir; nothing to do"
+  log "all ${#train_photos[@]} train and ${#eval_photos[@]} eval photos, ${#mri_files[@]} MRI files and the digits already in $dir; nothing to do"
   exit 0
 fi
 
-packages=("$wallpaper_pkg" "$skimage_pkg" "$mri_pkg")
+packages=("$wallpaper_pkg" "$skimage_pkg" "$mri_pkg" "$digits_pkg")
 [ "$mri_only" = 1 ] && packages=("$mri_pkg")
 for pkg in "${packages[@]}"; do
   download "$pkg"
@@ -161,4 +165,11 @@ done
 log "eval: ${#eval_photos[@]} photos in $dir/eval ($copied copied, $skipped already there)"
 
 place_mri
-du -sh "$dir/train" "$dir/eval" "$dir/mri" | sed 's/^/fetch_data: /'
+
+copied=0 skipped=0
+mkdir -p "$dir/digits"
+digits=$(compgen -G "$cache/root/usr/lib/python3*/dist-packages/sklearn/datasets/data/digits.csv.gz" | head -n1)
+[ -n "$digits" ] || die "sklearn/datasets/data/digits.csv.gz not found under $cache/root"
+place "$digits" "$dir/digits/digits.csv.gz"
+log "digits: 1,797 labelled 8x8 images in $dir/digits ($copied copied, $skipped already there)"
+du -sh "$dir/train" "$dir/eval" "$dir/mri" "$dir/digits" | sed 's/^/fetch_data: /'

@@ -7,7 +7,11 @@
 #     photos;
 #  2. the 3-D U-Net on MRI: the resolution sweep with LMS off and on, the
 #     largest cube each way, and the case study (the same network trained at
-#     both sizes, Dice per class on the high-resolution grid).
+#     both sizes, Dice per class on the high-resolution grid);
+#  3. a model brought from PyTorch: torchvision's resnet18 (for 32x32
+#     single-channel images) exported to ONNX, imported, and trained with LMS
+#     on scikit-learn's handwritten digits under a device it needs LMS for;
+#     the loss curve and the held-out accuracy.
 # Tables go to the terminal; plots, traces, PNGs and JSON to out/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +22,7 @@ export GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-30000}
 scripts/install_deps.sh
 scripts/fetch_data.sh data
 cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build-release -j "$(nproc)" --target lms-bench vdsr unet3d
+cmake --build build-release -j "$(nproc)" --target lms-bench vdsr unet3d digits
 mkdir -p out
 # The sweeps opt in to least-workspace convolution kernels to reach the
 # working-set limit (kernel_choice; they print it with their figures): their
@@ -36,5 +40,11 @@ echo "   emulated device, then the case study at the largest cube each way"
 build-release/bench/lms-bench unet3d --data data/mri --filters 8 --levels 4 --capacity 96MiB \
   --size 32,48,64,72 --steps 1 --study-steps ${UNET3D_STEPS:-100} --out out/unet3d_case_study \
   --trace out/unet3d_traces --json out/lms-bench-unet3d.json "${lean[@]}"
+echo "== digits: torchvision's resnet18, exported from PyTorch, trained with LMS on scikit-learn's"
+echo "   handwritten digits under a 256 MiB emulated device (it needs 413 MiB without LMS)"
+/usr/bin/python3 scripts/export_torchvision.py resnet18-digits 1,1,32,32 out/resnet18_digits.onnx \
+  --classes 10 2>/dev/null
+build-release/examples/digits/digits --model out/resnet18_digits.onnx \
+  --data data/digits/digits.csv.gz --capacity 256MiB --batch 64 --epochs ${DIGITS_EPOCHS:-3}
 echo "== outputs"
 ls out out/unet3d_case_study

@@ -46,10 +46,10 @@ absl::StatusOr<Digits> read_digits(const std::string& path, int64_t side) {
     bool ok = n == 65 && p == end && values[64] >= 0 && values[64] <= 9;
     for (int i = 0; ok && i < 64; ++i) ok = values[i] >= 0 && values[i] <= 16;
     if (!ok) {
-      return absl::InvalidArgumentError(fmt::format(
-          "digits: {} line {}: expected 64 pixel values in 0..16 and a label in 0..9, "
-          "comma-separated",
-          path, row));
+      return absl::InvalidArgumentError(
+          fmt::format("digits: {} line {}: expected 64 pixel values in 0..16 and a label in 0..9, "
+                      "comma-separated",
+                      path, row));
     }
     const size_t base = d.pixels.size();
     d.pixels.resize(base + static_cast<size_t>(side * side));
@@ -80,7 +80,8 @@ DigitsSplit split_digits(const Digits& all, double test_fraction, uint64_t seed)
   for (int64_t i = n; i > 1; --i) {
     std::swap(order[static_cast<size_t>(i - 1)], order[next() % static_cast<uint64_t>(i)]);
   }
-  const auto test_count = static_cast<int64_t>(std::llround(static_cast<double>(n) * test_fraction));
+  const auto test_count =
+      static_cast<int64_t>(std::llround(static_cast<double>(n) * test_fraction));
   DigitsSplit s;
   s.train.side = s.test.side = all.side;
   const size_t image = static_cast<size_t>(all.side * all.side);

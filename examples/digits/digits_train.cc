@@ -23,8 +23,8 @@ constexpr const char* kInput = "input";
 // The imported classifier at `batch`: the training graph (eval = false) or
 // the forward graph with running batch-norm statistics (eval = true).
 absl::StatusOr<ImportedModel> import_at(const DigitsOptions& o, int64_t batch, bool eval) {
-  return import_onnx(o.model, {.input_shapes = {{kInput, {batch, 1, o.side, o.side}}},
-                               .eval_mode = eval});
+  return import_onnx(o.model,
+                     {.input_shapes = {{kInput, {batch, 1, o.side, o.side}}}, .eval_mode = eval});
 }
 
 absl::StatusOr<Graph> training_graph_at(const DigitsOptions& o) {
@@ -32,8 +32,8 @@ absl::StatusOr<Graph> training_graph_at(const DigitsOptions& o) {
   if (m.outputs.empty()) return absl::InvalidArgumentError(o.model + ": the model has no output");
   LMS_ASSIGN_OR_RETURN(TensorId loss,
                        attach_loss(m.graph, m.outputs[0], CrossEntropy{.labels = "labels"}));
-  return training_graph(
-      m.graph, loss, Sgd{.lr = o.lr, .momentum = o.momentum, .weight_decay = o.weight_decay});
+  return training_graph(m.graph, loss,
+                        Sgd{.lr = o.lr, .momentum = o.momentum, .weight_decay = o.weight_decay});
 }
 
 // The fraction of `test` the trained weights of `trained` classify right,
@@ -41,9 +41,9 @@ absl::StatusOr<Graph> training_graph_at(const DigitsOptions& o) {
 absl::StatusOr<double> evaluate(const DigitsOptions& o, const Digits& test, Session& trained,
                                 const LmsConfig& cfg) {
   LMS_ASSIGN_OR_RETURN(ImportedModel m, import_at(o, o.batch, true));
-  LMS_ASSIGN_OR_RETURN(auto device,
-                       make_device({.capacity_bytes = o.capacity_bytes, .threads = o.threads},
-                                   cfg.link));
+  LMS_ASSIGN_OR_RETURN(
+      auto device,
+      make_device({.capacity_bytes = o.capacity_bytes, .threads = o.threads}, cfg.link));
   LMS_ASSIGN_OR_RETURN(auto session,
                        Session::create(m.graph, *device, {.fetches = {m.outputs[0]}}));
   for (const std::string& name : session->persistent_tensors()) {
@@ -83,14 +83,14 @@ absl::StatusOr<DigitsResult> train_digits(const DigitsOptions& o, std::ostream& 
                      result.train_images, result.test_images, o.side, o.side, o.seed);
   LMS_ASSIGN_OR_RETURN(LmsConfig cfg, load_lms_config(o.lms_file, o.lms_sets));
   LMS_ASSIGN_OR_RETURN(Graph train, training_graph_at(o));
-  LMS_ASSIGN_OR_RETURN(auto device,
-                       make_device({.capacity_bytes = o.capacity_bytes, .threads = o.threads},
-                                   cfg.link));
+  LMS_ASSIGN_OR_RETURN(
+      auto device,
+      make_device({.capacity_bytes = o.capacity_bytes, .threads = o.threads}, cfg.link));
   // What the step needs without LMS, on a device large enough to hold it.
   {
-    LMS_ASSIGN_OR_RETURN(auto big, make_device({.capacity_bytes = uint64_t{64} << 30,
-                                                .threads = o.threads},
-                                               cfg.link));
+    LMS_ASSIGN_OR_RETURN(
+        auto big,
+        make_device({.capacity_bytes = uint64_t{64} << 30, .threads = o.threads}, cfg.link));
     LmsConfig off = cfg;
     off.enabled = false;
     Graph probe = train;
@@ -105,7 +105,7 @@ absl::StatusOr<DigitsResult> train_digits(const DigitsOptions& o, std::ostream& 
       "digits: batch {} needs {} without LMS; the device has {}: {}\n", o.batch,
       format_bytes(result.no_lms_peak_bytes), format_bytes(o.capacity_bytes),
       result.no_lms_peak_bytes > o.capacity_bytes ? "LMS needed" : "fits without LMS");
-  log << rep.summary() << "\n";
+  log << rep.summary() << "\n" << std::flush;
   LMS_ASSIGN_OR_RETURN(auto session, Session::create(train, *device));
   const int64_t per_epoch = (result.train_images + o.batch - 1) / o.batch;
   const int64_t steps = o.max_steps > 0 ? o.max_steps : per_epoch * o.epochs;
@@ -126,7 +126,8 @@ absl::StatusOr<DigitsResult> train_digits(const DigitsOptions& o, std::ostream& 
     if ((step + 1) % o.log_every == 0 || step + 1 == steps) {
       log << fmt::format("step {:4d} (epoch {:.2f})  loss {:.4f}  {:.2f} s/step\n", step + 1,
                          static_cast<double>(step + 1) / static_cast<double>(per_epoch), loss,
-                         r.step_s);
+                         r.step_s)
+          << std::flush;
     }
   }
   result.train_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -136,6 +137,8 @@ absl::StatusOr<DigitsResult> train_digits(const DigitsOptions& o, std::ostream& 
       "(planned), {} swapped, {} recomputed\n",
       100 * result.test_accuracy, result.test_images, steps, result.train_s,
       format_bytes(result.lms_peak_bytes), result.swapped, result.recomputed);
+  log << fmt::format("goal: test accuracy >= 95%: {:.2f}% {}\n", 100 * result.test_accuracy,
+                     result.test_accuracy >= 0.95 ? "PASS" : "FAIL");
   return result;
 }
 
