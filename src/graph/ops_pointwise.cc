@@ -305,8 +305,7 @@ void register_pointwise_ops(std::vector<OpSpec>& specs) {
   specs.push_back(make_spec(OpKind::kDropout, 1, 1, {"ratio", "seed"}, dropout_shape("dropout"),
                             per_element(2), dropout_grad));
   specs.push_back(make_spec(OpKind::kDropoutBwd, 1, 1, {"ratio", "seed"},
-                            dropout_shape("dropout_bwd"), per_element(2),
-                            [](GradContext&) { return absl::OkStatus(); }));
+                            dropout_shape("dropout_bwd"), per_element(2)));
   // Data movement only: no floating-point work.
   specs.push_back(make_spec(OpKind::kConcat, 1, -1, {}, infer_concat, per_element(0), concat_grad));
   specs.push_back(

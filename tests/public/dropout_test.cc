@@ -190,6 +190,33 @@ TEST(Dropout, SmallModelWithLmsIsBitIdenticalAtThePredictedPeak) {
   const Feeds feeds = {{"x", random_values(kN * 3 * kSize * kSize, -2.0f, 2.0f, gen)},
                        {"target", random_values(kN * 8 * kSize * kSize, -1.0f, 1.0f, gen)}};
   user::expect_lms_steps_bit_identical(*train, feeds, 3);
+
+  // The plans of that search that fit move the dropout's input or output.
+  auto big = make_cpu_device({.capacity_bytes = 256 * kMiB, .host_pool_bytes = 64 * kMiB});
+  ASSERT_TRUE(big.ok()) << big.status();
+  Graph plain = *train;
+  LmsConfig off;
+  off.enabled = false;
+  auto limits = rewrite(plain, off, **big);
+  ASSERT_TRUE(limits.ok()) << limits.status();
+  const uint64_t low = limits->working_set_limit_bytes, high = limits->peak_bytes_after;
+  bool moved = false;
+  for (int i = 0; i < 16 && !moved; ++i) {
+    const uint64_t budget = low + (high - low) * i / 16;
+    auto device = make_cpu_device({.capacity_bytes = budget, .host_pool_bytes = 64 * kMiB});
+    ASSERT_TRUE(device.ok()) << device.status();
+    Graph planned = *train;
+    auto lms = rewrite(planned, LmsConfig{}, **device);
+    if (!lms.ok() || !lms->fits) continue;
+    for (const auto* names : {&lms->swapped, &lms->recomputed}) {
+      for (const std::string& t : *names) {
+        std::printf("budget %" PRIu64 ": %s %s\n", budget,
+                    names == &lms->swapped ? "swapped" : "recomputed", t.c_str());
+        moved = moved || t == "relu1" || t == "drop";
+      }
+    }
+  }
+  EXPECT_TRUE(moved) << "no plan swapped or recomputed relu1 or drop";
 }
 
 TEST(Dropout, BadAttributesAreInvalidArgumentNamingTheNode) {
