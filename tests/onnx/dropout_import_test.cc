@@ -29,18 +29,18 @@ namespace {
 
 constexpr uint64_t kMiBytes = uint64_t{1} << 20;
 
-// Runs `script args` into a fresh folder (appended as the last argument
-// unless `out` names a file in it); empty when it cannot run (exit 77 or
-// 127, or an ImportError), with `why` set.
-std::string run_script(const std::string& command_prefix, const std::string& out_name,
+// Runs `command_prefix DIR/suffix` (`suffix` may be empty or name the
+// output file and further arguments) in a fresh folder DIR and returns DIR;
+// empty when it cannot run (exit 77 or 127: torch or onnx missing), with
+// `why` set.
+std::string run_script(const std::string& command_prefix, const std::string& suffix,
                        std::string* why) {
   std::string dir = (std::filesystem::temp_directory_path() / "lms_dropout.XXXXXX").string();
   if (mkdtemp(dir.data()) == nullptr) {
     *why = "mkdtemp failed";
     return "";
   }
-  const std::string command =
-      command_prefix + " " + (out_name.empty() ? dir : dir + "/" + out_name);
+  const std::string command = command_prefix + " " + (suffix.empty() ? dir : dir + "/" + suffix);
   const int status = std::system(command.c_str());
   if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0) return dir;
   *why = "/usr/bin/python3 with torch, onnx (and torchvision) is needed to write the model (" +
