@@ -51,6 +51,8 @@ enum class OpKind : uint8_t {
   kSlice,
   kReshape,
   kFill,
+  kDropout,
+  kDropoutBwd,
   // Embedding
   kEmbedding,
   kEmbeddingBwd,
@@ -115,6 +117,8 @@ inline constexpr std::array<const char*, kNumOpKinds> kOpNames = {
     "slice",
     "reshape",
     "fill",
+    "dropout",
+    "dropout_bwd",
     "embedding",
     "embedding_bwd",
     "max_pool",

@@ -116,6 +116,18 @@ TensorId add(Graph& g, std::string_view name, TensorId a, TensorId b);
 TensorId mul(Graph& g, std::string_view name, TensorId a, TensorId b);
 // factor * x.
 TensorId scale(Graph& g, std::string_view name, TensorId x, double factor);
+// Inverted dropout (PyTorch's nn.Dropout in training mode): x of any shape,
+// f32; y = x * keep / (1 - ratio), keep(i) = u(seed, step, i) >= ratio with
+// i the element's row-major index, `step` the session's count of completed
+// steps (KernelArgs::step; a failed step does not advance it) and u a
+// uniform [0, 1) number: the top 24 bits of a splitmix64 chain over
+// (seed, step, i), divided by 2^24 (backend/dropout_hash.h; the CPU and
+// CUDA devices compute the same masks). The mask is never stored: the
+// gradient, dropout_bwd, regenerates it, and so does a recomputation.
+// ratio 0 is an identity. Errors (when the graph is built): ratio outside
+// [0, 1) or not a real, seed not an int, are InvalidArgument naming the
+// node.
+TensorId dropout(Graph& g, std::string_view name, TensorId x, double ratio, int64_t seed);
 // Concatenation along axis 1 of xi[N,Ci,S] -> y[N,ΣCi,S], or along `axis`
 // (negative from the end); the inputs agree in every other dimension.
 TensorId concat(Graph& g, std::string_view name, const std::vector<TensorId>& xs);

@@ -32,6 +32,9 @@ struct KernelArgs {
   std::vector<float*> inputs;
   std::vector<float*> outputs;
   void* workspace = nullptr;  // workspace_bytes() of device memory, or null if 0
+  // The session's count of completed steps (0 for the first; a failed step
+  // does not advance it): the counter of dropout's mask (backend/dropout_hash.h).
+  int64_t step = 0;
 };
 
 // class Kernel is declared in lms/device.h (a Device decorator passes

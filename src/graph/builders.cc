@@ -267,6 +267,10 @@ TensorId scale(Graph& g, std::string_view name, TensorId x, double factor) {
   return add_op(g, OpKind::kScale, name, {x}, {{"factor", factor}});
 }
 
+TensorId dropout(Graph& g, std::string_view name, TensorId x, double ratio, int64_t seed) {
+  return add_op(g, OpKind::kDropout, name, {x}, {{"ratio", ratio}, {"seed", seed}});
+}
+
 TensorId concat(Graph& g, std::string_view name, const std::vector<TensorId>& xs) {
   return add_op(g, OpKind::kConcat, name, xs);
 }

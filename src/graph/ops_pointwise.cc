@@ -88,6 +88,30 @@ absl::Status mul_grad(GradContext& ctx) {
   return absl::OkStatus();
 }
 
+// dropout / dropout_bwd: ratio in [0, 1), the output has the input's shape.
+decltype(OpDef::infer) dropout_shape(std::string op) {
+  return [op](const Attrs& a, const Shapes& in) -> absl::StatusOr<Shapes> {
+    LMS_ASSIGN_OR_RETURN(double ratio, finite_real(op, a, "ratio"));
+    if (!(ratio >= 0.0 && ratio < 1.0)) {
+      return op_error(op, str_cat("ratio must be in [0, 1), got ", ratio));
+    }
+    if (auto seed = attr_int(a, "seed"); !seed.ok()) return op_error(op, seed.status().message());
+    return Shapes{in[0]};
+  };
+}
+
+// The gradient regenerates the forward node's mask from its seed and the
+// step: dx = dropout_bwd(dy) with the forward attributes, no saved mask.
+absl::Status dropout_grad(GradContext& ctx) {
+  if (ctx.output_grads[0] != kNoTensor && wants(ctx, 0)) {
+    const Node fwd = ctx.graph.node(ctx.node);
+    LMS_ASSIGN_OR_RETURN(ctx.input_grads[0], add_grad_node1(ctx, OpKind::kDropoutBwd, "data",
+                                                            {ctx.output_grads[0]}, fwd.attrs));
+  }
+  decline_rest(ctx);
+  return absl::OkStatus();
+}
+
 absl::Status scale_grad(GradContext& ctx) {
   if (ctx.output_grads[0] != kNoTensor && wants(ctx, 0)) {
     const Node fwd = ctx.graph.node(ctx.node);
@@ -277,6 +301,11 @@ void register_pointwise_ops(std::vector<OpSpec>& specs) {
       mul_grad));
   specs.push_back(make_spec(OpKind::kScale, 1, 1, {"factor"}, same_shape("scale", "factor"),
                             per_element(1), scale_grad));
+  // A hash and a multiply per element.
+  specs.push_back(make_spec(OpKind::kDropout, 1, 1, {"ratio", "seed"}, dropout_shape("dropout"),
+                            per_element(2), dropout_grad));
+  specs.push_back(make_spec(OpKind::kDropoutBwd, 1, 1, {"ratio", "seed"},
+                            dropout_shape("dropout_bwd"), per_element(2)));
   // Data movement only: no floating-point work.
   specs.push_back(make_spec(OpKind::kConcat, 1, -1, {}, infer_concat, per_element(0), concat_grad));
   specs.push_back(
@@ -294,11 +323,11 @@ void register_pointwise_ops(std::vector<OpSpec>& specs) {
                             [](GradContext&) { return absl::OkStatus(); }));
   set_flag(specs, &OpDef::backward,
            {OpKind::kReluBwd, OpKind::kLeakyReluBwd, OpKind::kSigmoidBwd, OpKind::kClipBwd,
-            OpKind::kSoftmaxBwd});
+            OpKind::kSoftmaxBwd, OpKind::kDropoutBwd});
   set_flag(specs, &OpDef::recomputable,
            {OpKind::kRelu, OpKind::kLeakyRelu, OpKind::kSigmoid, OpKind::kSoftmax, OpKind::kAdd,
             OpKind::kMul, OpKind::kScale, OpKind::kConcat, OpKind::kSlice, OpKind::kClip,
-            OpKind::kReshape});
+            OpKind::kReshape, OpKind::kDropout});
 }
 
 }  // namespace lms::ops_internal

@@ -548,6 +548,42 @@ absl::Status map_clip(Importer& im, const NodeProto& n) {
   return map_unary(im, n, OpKind::kClip, {{"min", lo}, {"max", hi}});
 }
 
+// The seed of an imported Dropout: FNV-1a (64-bit) of the node's name (its
+// first output's where it has none), so an import of the same file draws
+// the same masks; PyTorch's generator cannot be reproduced.
+int64_t dropout_seed(const NodeProto& n) {
+  const std::string& name = n.name().empty() && n.output_size() > 0 ? n.output(0) : n.name();
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ULL;
+  return static_cast<int64_t>(h);
+}
+
+// Dropout in training mode with ratio > 0 (opset 12+: ratio and
+// training_mode are constant inputs) onto lms dropout; the identity cases
+// were removed before (fold.cc). Output 1, the mask, may be unused (as
+// torch.onnx.export leaves it); a node or graph output reading it is
+// refused, since lms never stores a mask.
+absl::Status map_dropout(Importer& im, const NodeProto& n) {
+  if (n.output_size() > 1 && !n.output(1).empty()) {
+    im.not_computed[n.output(1)] =
+        absl::StrCat("the mask of Dropout '", n.output(0),
+                     "' is not supported: lms regenerates the dropout mask and never stores it");
+  }
+  double ratio = 0.5;
+  if (im.has_input(n, 1)) {
+    LMS_ASSIGN_OR_RETURN(Const r, im.const_input(n, 1, "ratio"));
+    if (r.numel() != 1) {
+      return Importer::error(n, absl::StrCat("ratio (input 1) holds ", r.numel(),
+                                             " values; supported: one (a scalar)"));
+    }
+    ratio = r.at(0);
+  }
+  if (!(ratio >= 0.0 && ratio < 1.0)) {
+    return Importer::error(n, absl::StrCat("ratio ", ratio, " is outside [0, 1)"));
+  }
+  return map_unary(im, n, OpKind::kDropout, {{"ratio", ratio}, {"seed", dropout_seed(n)}});
+}
+
 // Flatten onto lms reshape, [d0*..*d(axis-1), d(axis)*..*d(r-1)]: a copy
 // (docs/ops.md, reshape).
 absl::Status map_flatten(Importer& im, const NodeProto& n) {
@@ -586,6 +622,7 @@ const std::map<std::string, Mapper, std::less<>>& mappers() {
       {"Clip", map_clip},
       {"Concat", map_concat},
       {"Conv", map_conv},
+      {"Dropout", map_dropout},
       {"ConvTranspose", map_conv_transpose},
       {"Flatten", map_flatten},
       {"Gather", map_gather},
@@ -619,7 +656,8 @@ std::string_view supported_ops() {
   return "Add, AveragePool (ceil_mode 0), BatchNormalization (training mode, or eval_mode), Cast "
          "(float to "
          "float), Clip (constant min / max), Concat, Conv (grouped and depthwise too), "
-         "ConvTranspose (group 1), Flatten (a copy), Gather (embedding), Gemm (alpha = beta = 1, "
+         "ConvTranspose (group 1), Dropout (training mode, ratio in (0, 1); seeded from the node "
+         "name), Flatten (a copy), Gather (embedding), Gemm (alpha = beta = 1, "
          "transA 0), GlobalAveragePool, InstanceNormalization, LeakyRelu, MatMul (rank-2 A and B), "
          "MaxPool, Mul, ReduceMean, Relu, Reshape (constant shape; a copy), Resize (nearest, "
          "integer scales), Sigmoid, Slice (static, step 1), Softmax; folded: Constant, "

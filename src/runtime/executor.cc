@@ -180,6 +180,7 @@ absl::Status Executor::issue_compute(NodeId id) {
   args.workspace = plan_.workspace_offset[id] != swap::kNoOffset
                        ? plan_.arena + plan_.workspace_offset[id]
                        : nullptr;
+  args.step = step_;
   device_.launch(*plan_.kernels[id], args, n.name, op_name(n.op));
   return absl::OkStatus();
 }
@@ -394,7 +395,9 @@ absl::Status Executor::finish_step(StepResult* result) {
   return absl::OkStatus();
 }
 
-absl::Status Executor::run(const Feeds& feeds, const Int64Feeds& int64_feeds, StepResult* result) {
+absl::Status Executor::run(const Feeds& feeds, const Int64Feeds& int64_feeds, int64_t step,
+                           StepResult* result) {
+  step_ = step;
   const Graph& g = *plan_.graph;
   buffers_.assign(g.num_tensors(), nullptr);
   ready_.assign(g.num_tensors(), nullptr);

@@ -53,7 +53,9 @@ class Executor {
   Executor(const ExecutablePlan& plan, Device& device, EventSink* sink);
   // Fills every StepResult figure but step_s, stall_s and the peaks, which
   // the Session takes from the device.
-  absl::Status run(const Feeds& feeds, const Int64Feeds& int64_feeds, StepResult* result);
+  // `step` is the session's count of completed steps (KernelArgs::step).
+  absl::Status run(const Feeds& feeds, const Int64Feeds& int64_feeds, int64_t step,
+                   StepResult* result);
 
  private:
   struct Deferred {  // a pinned host block waiting for its H2D copy
@@ -78,6 +80,7 @@ class Executor {
   void release_host(TensorId t);
   void release_all();
   void poll_deferred();
+  int64_t step_ = 0;  // of the run in progress (KernelArgs::step)
   void wait_oldest_deferred(NodeId id);
   void host_wait(Event& event, NodeId id, std::string_view reason);
   void add_host_wait(std::string_view reason, NodeId id, double start_s, double end_s);

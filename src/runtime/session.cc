@@ -428,12 +428,13 @@ class Session::Impl {
     stall_counter_.reset();
     device_.reset_peak_memory();
     double start = now_s();
-    absl::Status s = executor_->run(feeds, int64_feeds, result);
+    absl::Status s = executor_->run(feeds, int64_feeds, completed_steps_, result);
     double end = now_s();
     device_.set_event_sink(options_.sink);
     if (options_.sink != nullptr) options_.sink->on_step(steps_, start, end);
     ++steps_;
     LMS_RETURN_IF_ERROR(s);
+    ++completed_steps_;  // dropout's counter: a failed step does not advance it
     result->step_s = end - start;
     result->stall_s = stall_counter_.compute_stall_s();  // Note [Stall]
     result->peak_device_bytes = device_.memory_stats().peak_bytes_in_use;
@@ -498,6 +499,7 @@ class Session::Impl {
   absl::flat_hash_map<std::string, uint64_t> planned_by_swap_in_;
   std::unique_ptr<Executor> executor_;
   int64_t steps_ = 0;
+  int64_t completed_steps_ = 0;  // KernelArgs::step
 };
 
 Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

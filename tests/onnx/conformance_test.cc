@@ -6,6 +6,8 @@
 // both again with OnnxImportOptions::eval_mode (inference-mode
 // BatchNormalization, which lms evaluates with its running statistics). An
 // accepted case must match the expected outputs within rtol 1e-3, atol 1e-7;
+// a training-mode Dropout, whose mask comes from lms's generator, must
+// give 0 or x / (1 - ratio) per element;
 // a refused one must be refused with the importer's InvalidArgument (its
 // messages start "ONNX node '<name>' (<op>)", "ONNX opset", "ONNX graph ..."). Prints the table op
 // / cases / passed / refused.
@@ -19,7 +21,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
+#include <variant>
 
 #include "lms/device.h"
 #include "lms/onnx.h"
@@ -174,6 +178,36 @@ OnnxImportOptions options_for(const Case& c, bool bind_rest, bool eval_mode) {
 
 enum class Outcome { kPassed, kRefused, kMismatch };
 
+// 1 / (1 - ratio) of the graph's one training-mode dropout, if it has one:
+// its mask comes from lms's generator, not ONNX's, so its values are not
+// the expected ones.
+std::optional<double> dropout_scale(const Graph& g) {
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    if (g.node(id).op == OpKind::kDropout) {
+      return 1.0 / (1.0 - std::get<double>(g.node(id).attrs.at("ratio")));
+    }
+  }
+  return std::nullopt;
+}
+
+// A dropout case (y = Dropout(x) in training mode): the structure, not the
+// values: every element of y is 0 or x / (1 - ratio).
+std::string check_dropout_structure(const Case& c, const ImportedModel& m, const StepResult& r,
+                                    double scale) {
+  if (m.outputs.size() != 1 || c.inputs.empty()) return "dropout case of another form";
+  const std::vector<float>& got = r.fetched.at(m.outputs[0]);
+  const std::vector<double>& x = c.inputs[0].v;
+  if (got.size() != x.size()) return "output size " + std::to_string(got.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double kept = x[i] * scale;
+    if (got[i] != 0.0f && !(std::fabs(got[i] - kept) <= kAtol + kRtol * std::fabs(kept))) {
+      return "dropout output[" + std::to_string(i) + "] = " + std::to_string(got[i]) +
+             ", neither 0 nor " + std::to_string(kept);
+    }
+  }
+  return "";
+}
+
 // Runs an imported case; a message on mismatch.
 std::string run_case(const Case& c, const ImportedModel& m, const OnnxImportOptions& o) {
   auto device = make_cpu_device({});
@@ -199,6 +233,7 @@ std::string run_case(const Case& c, const ImportedModel& m, const OnnxImportOpti
   StepResult r;
   if (absl::Status st = (*s)->run(feeds, ids, &r); !st.ok()) return "run: " + st.ToString();
   if (m.outputs.size() != c.outputs.size()) return "output count";
+  if (auto scale = dropout_scale(m.graph)) return check_dropout_structure(c, m, r, *scale);
   for (size_t k = 0; k < m.outputs.size(); ++k) {
     const std::vector<float>& got = r.fetched[m.outputs[k]];
     const std::vector<double>& want = c.outputs[k].v;

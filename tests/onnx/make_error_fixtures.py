@@ -89,6 +89,21 @@ def write(out_dir, name, m):
     onnx.save(m, os.path.join(out_dir, name))
 
 
+def write_dropout_cases(out_dir):
+    """Training-mode Dropout lms refuses: ratio 1, and a used mask output."""
+    train = numpy_helper.from_array(np.array(True), "train")
+    ratio = numpy_helper.from_array(np.array(1.0, np.float32), "ratio")
+    write(out_dir, "dropout.onnx",
+          model([helper.make_node("Dropout", ["x", "ratio", "train"], ["y"], name="drop1")],
+                [vi("x", [2, 3])], [vi("y", None)], [ratio, train]))
+    ratio = numpy_helper.from_array(np.array(0.5, np.float32), "ratio")
+    write(out_dir, "dropout_mask.onnx",
+          model([helper.make_node("Dropout", ["x", "ratio", "train"], ["y", "mask"],
+                                  name="drop2")],
+                [vi("x", [2, 3])], [vi("y", None), vi("mask", None, TensorProto.BOOL)],
+                [ratio, train]))
+
+
 def external(out_dir, name, data_file, create):
     w = np.arange(16, dtype=np.float32).reshape(4, 4, 1, 1) / 16
     t = numpy_helper.from_array(w, "w")
@@ -182,11 +197,7 @@ def main(out_dir):
     write(out_dir, "broadcast_add.onnx",
           model([helper.make_node("Add", ["a", "b"], ["y"], name="add1")],
                 [vi("a", [2, 3, 4, 4]), vi("b", [1, 3, 1, 1])], [vi("y", None)]))
-    ratio = numpy_helper.from_array(np.array(0.5, np.float32), "ratio")
-    train = numpy_helper.from_array(np.array(True), "train")
-    write(out_dir, "dropout.onnx",
-          model([helper.make_node("Dropout", ["x", "ratio", "train"], ["y"], name="drop1")],
-                [vi("x", [2, 3])], [vi("y", None)], [ratio, train]))
+    write_dropout_cases(out_dir)
     write(out_dir, "symbolic_batch.onnx",
           model([helper.make_node("Relu", ["x"], ["y"], name="relu1")], [vi("x", ["N", 3])],
                 [vi("y", None)]))

@@ -5,6 +5,7 @@
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_launch.h"
+#include "backend/dropout_hash.h"
 #include "backend/lr_schedule.h"
 
 namespace lms::cuda::launch {
@@ -59,6 +60,11 @@ __global__ void binary_kernel(Binary op, const float* a, const float* b, float* 
         break;
     }
   }
+}
+
+__global__ void dropout_kernel(const float* x, float* y, int64_t n, uint64_t key,
+                               uint32_t threshold, float scale) {
+  LMS_GRID_STRIDE(i, n) y[i] = lms::dropout::bits24(key, i) >= threshold ? x[i] * scale : 0.0f;
 }
 
 __global__ void fill_kernel(float* y, int64_t n, float value) {
@@ -158,6 +164,12 @@ cudaError_t binary(cudaStream_t stream, Binary op, const float* a, const float* 
 
 cudaError_t fill(cudaStream_t stream, float* y, int64_t n, float value) {
   fill_kernel<<<grid_for(n), kThreads, 0, stream>>>(y, n, value);
+  return cudaGetLastError();
+}
+
+cudaError_t dropout(cudaStream_t stream, const float* x, float* y, int64_t n, uint64_t key,
+                    uint32_t threshold, float scale) {
+  dropout_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, y, n, key, threshold, scale);
   return cudaGetLastError();
 }
 

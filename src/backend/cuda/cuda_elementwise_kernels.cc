@@ -14,6 +14,7 @@
 #include "backend/cuda/cuda_launch.h"
 #include "backend/cuda/cuda_status.h"
 #include "backend/cuda/large_tensor_plan.h"
+#include "backend/dropout_hash.h"
 #include "backend/spec_checks.h"
 #include "lms/status.h"
 
@@ -52,6 +53,27 @@ KernelOr make_binary(const KernelSpec& spec, const CudaKernelContext& ctx, launc
   cudaStream_t s = ctx.stream;
   return make_fn_kernel([=](const KernelArgs& a) {
     return cuda_status(launch::binary(s, op, a.inputs[0], a.inputs[1], a.outputs[0], n, alpha),
+                       what);
+  });
+}
+
+// dropout (x) / dropout_bwd (dy): the mask of backend/dropout_hash.h, the
+// same bits as the CPU loop.
+KernelOr make_dropout(const KernelSpec& spec, const CudaKernelContext& ctx) {
+  LMS_RETURN_IF_ERROR(check_unary(spec));
+  LMS_ASSIGN_OR_RETURN(double ratio, real_attr(spec, "ratio"));
+  LMS_ASSIGN_OR_RETURN(int64_t seed, int_attr(spec, "seed"));
+  if (!(ratio >= 0.0 && ratio < 1.0)) {
+    return invalid(spec, absl::StrCat("ratio must be in [0, 1), got ", ratio));
+  }
+  const int64_t n = num_elements(spec.input_shapes[0]);
+  const uint32_t threshold = lms::dropout::threshold(ratio);
+  const float scale = lms::dropout::keep_scale(ratio);
+  const std::string what = node_label(spec);
+  cudaStream_t s = ctx.stream;
+  return make_fn_kernel([=](const KernelArgs& a) {
+    const uint64_t key = lms::dropout::step_key(seed, a.step);
+    return cuda_status(launch::dropout(s, a.inputs[0], a.outputs[0], n, key, threshold, scale),
                        what);
   });
 }
@@ -351,6 +373,7 @@ KernelOr create_cuda_elementwise_kernel(const KernelSpec& spec, const CudaKernel
   if (op == OpKind::kConcat) return make_concat(spec, ctx);
   if (op == OpKind::kSlice) return make_slice(spec, ctx);
   if (op == OpKind::kFill) return make_fill(spec, ctx);
+  if (op == OpKind::kDropout || op == OpKind::kDropoutBwd) return make_dropout(spec, ctx);
   if (op == OpKind::kEmbedding) return make_embedding(spec, ctx, false);
   if (op == OpKind::kEmbeddingBwd) return make_embedding(spec, ctx, true);
   return std::unique_ptr<Kernel>();

@@ -42,6 +42,8 @@ Factory cuda_kernel_factory(OpKind op) {
     case OpKind::kSlice:
     case OpKind::kReshape:
     case OpKind::kFill:
+    case OpKind::kDropout:
+    case OpKind::kDropoutBwd:
     case OpKind::kEmbedding:
     case OpKind::kEmbeddingBwd:
       return &create_cuda_elementwise_kernel;

@@ -39,6 +39,10 @@ cudaError_t clip(cudaStream_t stream, const float* x, float* y, int64_t n, float
 cudaError_t clip_bwd(cudaStream_t stream, const float* x, const float* dy, float* dx, int64_t n,
                      float lo, float hi);
 cudaError_t fill(cudaStream_t stream, float* y, int64_t n, float value);
+// dropout / dropout_bwd: y[i] = bits24(key, i) >= threshold ? x[i] * scale : 0
+// (backend/dropout_hash.h; key = step_key(seed, step)).
+cudaError_t dropout(cudaStream_t stream, const float* x, float* y, int64_t n, uint64_t key,
+                    uint32_t threshold, float scale);
 // y[i] = float(double(*scalar) / divisor) (reduce_mean_bwd).
 cudaError_t fill_from_scalar(cudaStream_t stream, const float* scalar, double divisor, float* y,
                              int64_t n);

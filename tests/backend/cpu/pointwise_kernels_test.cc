@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/dropout_hash.h"
 #include "gtest/gtest.h"
 #include "pointwise_test_util.h"
 
@@ -186,6 +187,31 @@ TEST_F(PointwiseTest, ConcatThenSliceRoundTrips) {
     EXPECT_EQ((*back)[0], parts[p]);
     begin += c;
   }
+}
+
+// dropout and dropout_bwd apply the same mask, the one of
+// backend/dropout_hash.h at the step of KernelArgs (0 here).
+TEST_F(PointwiseTest, DropoutAppliesTheHashMask) {
+  std::mt19937 rng = testing::seeded_rng(31, "dropout");
+  const Shape shape = {5, 7, 301};
+  const int64_t n = num_elements(shape);
+  Buffers in = {testing::random_vector(rng, n, -2, 2)};
+  const Attrs attrs = {{"ratio", 0.25}, {"seed", int64_t{42}}};
+  auto y = run_spec(make_spec(OpKind::kDropout, {shape}, {shape}, attrs), in, ctx_);
+  auto dx = run_spec(make_spec(OpKind::kDropoutBwd, {shape}, {shape}, attrs), in, ctx_);
+  ASSERT_TRUE(y.ok()) << y.status();
+  ASSERT_TRUE(dx.ok()) << dx.status();
+  const uint64_t key = dropout::step_key(42, 0);
+  const uint32_t threshold = dropout::threshold(0.25);
+  EXPECT_EQ(threshold, 1u << 22);
+  int64_t kept = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const bool keep = dropout::bits24(key, i) >= threshold;
+    kept += keep;
+    ASSERT_EQ((*y)[0][i], keep ? in[0][i] * (4.0f / 3.0f) : 0.0f) << i;
+  }
+  EXPECT_EQ((*dx)[0], (*y)[0]);
+  EXPECT_NEAR(static_cast<double>(kept) / static_cast<double>(n), 0.75, 0.02);
 }
 
 TEST_F(PointwiseTest, FillWritesValue) {

@@ -84,6 +84,11 @@ TEST_F(CudaKernels, ElementwiseMatchCpu) {
   compare({"add", {s, s}, {s}, {}});
   compare({"mul", {s, s}, {s}, {}});
   compare({"scale", {s}, {s}, {{"factor", -2.5}}});
+  // The mask hash is shared with the CPU loop: a differing mask would be an
+  // error of order 1, far above the tolerance.
+  compare({"dropout", {s}, {s}, {{"ratio", 0.3}, {"seed", int64_t{7}}}});
+  compare({"dropout_bwd", {s}, {s}, {{"ratio", 0.5}, {"seed", int64_t{-3}}}});
+  compare({"dropout", {{3, 70000}}, {{3, 70000}}, {{"ratio", 0.9}, {"seed", int64_t{1}}}});
   compare({"concat", {{2, 1, 4, 3}, {2, 3, 4, 3}}, {{2, 4, 4, 3}}, {}});
   compare({"slice", {s}, {{2, 2, 7, 5}}, {{"begin", int64_t{1}}, {"size", int64_t{2}}}});
   compare({"fill", {}, {s}, {{"shape", V{2, 3, 7, 5}}, {"value", 0.75}}});

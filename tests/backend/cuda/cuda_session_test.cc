@@ -276,6 +276,56 @@ TEST(CudaSession, EmbeddingMatchesCpuBitForBit) {
   }
 }
 
+// dropout and dropout_bwd over 3 steps (so the step counter reaches the
+// kernels) on the GPU against the CPU device, bit for bit: both compute
+// the mask with the hash of backend/dropout_hash.h and multiply kept
+// elements by the same float.
+TEST(CudaSession, DropoutMasksMatchCpuBitForBitOverSteps) {
+  LMS_SKIP_WITHOUT_CUDA();
+  constexpr uint64_t kSeed = 4405;
+  std::printf("seed %" PRIu64 ", dropout seed 77\n", kSeed);
+  const Shape shape = {3, 5, 1000, 7};  // more elements than one grid pass
+  const int64_t n = 3 * 5 * 1000 * 7;
+  Graph g;
+  const TensorId x = g.input("x", shape);
+  const TensorId dy = g.input("dy", shape);
+  dropout(g, "drop", x, 0.3, 77);
+  g.add1(OpKind::kDropoutBwd, "drop_bwd", {dy}, {{"ratio", 0.3}, {"seed", int64_t{77}}});
+  ASSERT_TRUE(g.status().ok()) << g.status();
+  std::mt19937_64 gen(kSeed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  Feeds feeds = {{"x", std::vector<float>(n)}, {"dy", std::vector<float>(n)}};
+  for (auto& [name, values] : feeds)
+    for (float& v : values) v = u(gen);
+
+  auto gpu = make_cuda_device({.capacity_bytes = 64 * kMiB, .host_pool_bytes = 16 * kMiB});
+  if (absl::IsUnimplemented(gpu.status())) LMS_SKIP_OR_FAIL(std::string(gpu.status().message()));
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  auto cpu = make_cpu_device({.capacity_bytes = 64 * kMiB, .host_pool_bytes = 16 * kMiB});
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  std::vector<std::vector<float>> results[2];
+  Device* devices[2] = {gpu->get(), cpu->get()};
+  for (int d = 0; d < 2; ++d) {
+    auto session = Session::create(g, *devices[d], {.fetches = {"drop", "drop_bwd"}});
+    ASSERT_TRUE(session.ok()) << session.status();
+    for (int step = 0; step < kSteps; ++step) {
+      StepResult r;
+      ASSERT_TRUE((*session)->run(feeds, &r).ok());
+      results[d].push_back(r.fetched.at("drop"));
+      results[d].push_back(r.fetched.at("drop_bwd"));
+    }
+  }
+  ASSERT_EQ(results[0].size(), results[1].size());
+  for (size_t i = 0; i < results[0].size(); ++i) {
+    const auto& a = results[0][i];
+    const auto& b = results[1][i];
+    ASSERT_EQ(a.size(), b.size()) << i;
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0)
+        << "step " << i / 2 << (i % 2 == 0 ? " drop" : " drop_bwd");
+  }
+  EXPECT_NE(results[1][0], results[1][2]);  // the mask changes with the step
+}
+
 // softmax_cross_entropy and its gradient (int64 labels, ignored rows) on
 // the GPU against the CPU device, within float rounding: both sum each
 // row's exponentials in double around the row's maximum, in other orders.

@@ -69,6 +69,8 @@ CpuKernelFamily cpu_kernel_family(OpKind op) {
     case OpKind::kSlice:
     case OpKind::kReshape:
     case OpKind::kFill:
+    case OpKind::kDropout:
+    case OpKind::kDropoutBwd:
     case OpKind::kEmbedding:
     case OpKind::kEmbeddingBwd:
     case OpKind::kLinear:

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/cpu/kernels/pointwise_common.h"
+#include "backend/dropout_hash.h"
 #include "lms/status.h"
 
 namespace lms::cpu::pointwise {
@@ -204,6 +205,35 @@ KernelOr make_reshape(const KernelSpec& spec, const CpuKernelContext& ctx) {
   return k;
 }
 
+// dropout (x) / dropout_bwd (dy): out = in * keep * scale, the mask
+// regenerated from (seed, step, index) (backend/dropout_hash.h). A plain
+// loop: each element depends only on its index, so the result does not
+// depend on threads.
+KernelOr make_dropout(const KernelSpec& spec, const CpuKernelContext& ctx) {
+  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 1));
+  LMS_RETURN_IF_ERROR(
+      check_same_shape(spec, spec.output_shapes[0], spec.input_shapes[0], "output"));
+  LMS_ASSIGN_OR_RETURN(double ratio, real_attr(spec, "ratio"));
+  LMS_ASSIGN_OR_RETURN(int64_t seed, int_attr(spec, "seed"));
+  if (!(ratio >= 0.0 && ratio < 1.0)) {
+    return invalid(spec, absl::StrCat("ratio must be in [0, 1), got ", ratio));
+  }
+  const int64_t n = num_elements(spec.input_shapes[0]);
+  const uint32_t threshold = dropout::threshold(ratio);
+  const float scale = dropout::keep_scale(ratio);
+  auto k = std::make_unique<StepKernel>(spec, ctx);
+  k->add_loop([=](const KernelArgs& a) {
+    const float* in = a.inputs[0];
+    float* out = a.outputs[0];
+    const uint64_t key = dropout::step_key(seed, a.step);
+    for (int64_t i = 0; i < n; ++i) {
+      out[i] = dropout::bits24(key, i) >= threshold ? in[i] * scale : 0.0f;
+    }
+    return absl::OkStatus();
+  });
+  return k;
+}
+
 KernelOr make_fill(const KernelSpec& spec, const CpuKernelContext& ctx) {
   LMS_RETURN_IF_ERROR(check_arity(spec, 0, 0, 1));
   LMS_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ints_attr(spec, "shape"));
@@ -260,6 +290,7 @@ KernelOr create_elementwise_kernel(const KernelSpec& spec, const CpuKernelContex
   }
   if (op == OpKind::kSlice) return make_slice(spec, ctx);
   if (op == OpKind::kFill) return make_fill(spec, ctx);
+  if (op == OpKind::kDropout || op == OpKind::kDropoutBwd) return make_dropout(spec, ctx);
   if (op == OpKind::kEmbedding || op == OpKind::kEmbeddingBwd) {
     return create_embedding_kernel(spec, ctx);
   }

@@ -1,0 +1,36 @@
+#!/usr/bin/env python3
+"""Writes a small MLP with nn.Dropout(0.2), exported to ONNX in training
+mode by scripts/export_onnx.py, for tests/onnx/dropout_import_test.cc,
+which runs it at test time (nothing is committed).
+
+Linear(16, 32) -> ReLU -> Dropout(0.2) -> Linear(32, 4).
+
+    make_dropout_model.py OUT_DIR    (writes dropout_mlp.onnx)
+
+Exit status 77 when torch or onnx cannot be imported. Seed: SEED, printed.
+"""
+import os
+import sys
+
+try:
+    import onnx  # noqa: F401
+    import torch
+    from torch import nn
+except ImportError:
+    sys.exit(77)
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts"))
+import export_onnx  # noqa: E402
+
+SEED = 2024
+
+
+def main(out_dir):
+    print("make_dropout_model: seed", SEED)
+    torch.manual_seed(SEED)
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Dropout(0.2), nn.Linear(32, 4)).train()
+    export_onnx.export(model, torch.randn(8, 16), os.path.join(out_dir, "dropout_mlp.onnx"))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
