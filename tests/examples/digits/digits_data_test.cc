@@ -8,20 +8,11 @@
 #include <set>
 #include <string>
 
+#include "digits_file.h"
 #include "gtest/gtest.h"
 
 namespace lms::examples {
 namespace {
-
-// The fetched copy (scripts/fetch_data.sh), else the package's own.
-std::string digits_file() {
-  for (const std::string& p :
-       {std::string(LMS_SOURCE_DIR) + "/data/digits/digits.csv.gz",
-        std::string("/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz")}) {
-    if (std::filesystem::exists(p)) return p;
-  }
-  return "";
-}
 
 std::string write_gz(const std::string& name, const std::string& text) {
   const std::string path = (std::filesystem::temp_directory_path() / name).string();

@@ -11,21 +11,13 @@
 #include <sstream>
 #include <string>
 
+#include "digits_file.h"
 #include "gtest/gtest.h"
 
 namespace lms::examples {
 namespace {
 
 constexpr uint64_t kSeed = 5;
-
-std::string digits_file() {
-  for (const std::string& p :
-       {std::string(LMS_SOURCE_DIR) + "/data/digits/digits.csv.gz",
-        std::string("/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz")}) {
-    if (std::filesystem::exists(p)) return p;
-  }
-  return "";
-}
 
 TEST(DigitsTrain, LmsTrainsTheImportedCnnToTheSameLossesAsWithoutIt) {
   std::printf("seed %llu\n", static_cast<unsigned long long>(kSeed));
