@@ -25,13 +25,14 @@ build() {  # build <dir> <cmake args...>
 
 echo "== release build and tests"
 build build-release -DCMAKE_BUILD_TYPE=Release
-ctest --test-dir build-release --output-on-failure -j "$jobs" -LE slow_sanitizer
+ctest --test-dir build-release --output-on-failure -j "$jobs"
 
 echo "== AddressSanitizer + UBSan"
 build build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLMS_SANITIZE=address \
   -DLMS_BUILD_BENCH=OFF -DLMS_BUILD_EXAMPLES=OFF
-# The planner-shape tests' scaled-workspace runs (label workspace_scale) ran
-# in the release build; under ASan they would repeat its planning 10x slower.
+# The planner-shape tests' scaled-workspace runs (label workspace_scale) and
+# the whole-model PyTorch parity tests (label slow_sanitizer) ran in the
+# release build; under ASan they would repeat it about 10x slower.
 ctest --test-dir build-asan --output-on-failure -j "$jobs" -LE 'slow_sanitizer|workspace_scale'
 
 echo "== ThreadSanitizer (concurrency tests)"

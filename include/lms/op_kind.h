@@ -75,6 +75,7 @@ enum class OpKind : uint8_t {
   kSoftmaxCrossEntropyBwd,
   kReduceMean,
   kReduceMeanBwd,
+  kSumTo,
   // Optimizer
   kGlobalNorm,
   kIncrement,
@@ -138,6 +139,7 @@ inline constexpr std::array<const char*, kNumOpKinds> kOpNames = {
     "softmax_cross_entropy_bwd",
     "reduce_mean",
     "reduce_mean_bwd",
+    "sum_to",
     "global_norm",
     "increment",
     "sgd_update",
@@ -174,9 +176,10 @@ constexpr bool is_conv_family(OpKind op) {
          op == OpKind::kDeconv || op == OpKind::kDeconvBwdData || op == OpKind::kDeconvBwdWeights;
 }
 
-// Ops whose kernels see every tensor as a flat array of one shape, so any
-// storage layout works when all their tensors share it (Note [Blocked
-// layouts] in src/graph/blocked_layouts.cc; the CPU backend's check_layouts).
+// Ops whose kernels see every tensor as a flat array when all have one shape
+// (add and mul may also broadcast, and then do not), so any storage layout
+// works when all their tensors share it (Note [Blocked layouts] in
+// src/graph/blocked_layouts.cc; the CPU backend's check_layouts).
 constexpr bool is_flat_elementwise(OpKind op) {
   switch (op) {
     case OpKind::kRelu:

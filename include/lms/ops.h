@@ -111,7 +111,14 @@ TensorId clip(Graph& g, std::string_view name, TensorId x, double min, double ma
 // rank >= 1 (negative counts from the end: -1 is the last).
 TensorId softmax(Graph& g, std::string_view name, TensorId x);
 TensorId softmax(Graph& g, std::string_view name, TensorId x, int64_t axis);
-// a + b and a * b of one shape.
+// a + b and a * b, NumPy's broadcasting as in ONNX and PyTorch: the shapes
+// are aligned at their last dimension, a missing leading dimension counts as
+// 1, and each pair of dimensions must be equal or one of them 1. One operand
+// must have the output's shape (the other is broadcast: a squeeze-excitation
+// gate [N,C,1,1] times [N,C,H,W], a per-channel scale [C,1,1]); otherwise
+// the graph records InvalidArgument naming both shapes. The gradient of a
+// broadcast operand is the output's gradient (times the other operand, for
+// mul) summed over the broadcast dimensions (a `sum_to` node, docs/ops.md).
 TensorId add(Graph& g, std::string_view name, TensorId a, TensorId b);
 TensorId mul(Graph& g, std::string_view name, TensorId a, TensorId b);
 // factor * x.

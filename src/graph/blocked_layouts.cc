@@ -26,7 +26,8 @@ namespace {
 //    tensor themselves when the primitive they pick wants plain.
 //  - Element-wise ops (relu, add, ...) see a tensor as a flat array, so they
 //    work on any layout as long as all their inputs and outputs share it:
-//    either all are blocked or none is.
+//    either all are blocked or none is. A broadcasting add or mul is not
+//    flat (it indexes its smaller operand by dimension) and stays plain.
 //  - Swap copies copy bytes, so a swapped tensor keeps its layout:
 //    lms::rewrite lays the graph out before it inserts them, and the nodes
 //    it rewires to a swap-in keep their "layout" attribute. (In a graph that
@@ -47,8 +48,19 @@ bool conv_slot(OpKind op, bool input, size_t i) {
   return false;
 }
 
-bool slot_may_block(const Node& n, bool input, size_t i) {
-  return is_flat_elementwise(n.op) || conv_slot(n.op, input, i);
+// An element-wise node that sees its tensors as flat arrays: every input has
+// the output's shape. A broadcasting add or mul indexes its smaller operand
+// by dimension, so it reads and writes plain.
+bool is_flat(const Graph& g, const Node& n) {
+  if (!is_flat_elementwise(n.op)) return false;
+  for (TensorId t : n.inputs) {
+    if (g.tensor(t).shape != g.tensor(n.outputs[0]).shape) return false;
+  }
+  return true;
+}
+
+bool slot_may_block(const Graph& g, const Node& n, bool input, size_t i) {
+  return is_flat(g, n) || conv_slot(n.op, input, i);
 }
 
 bool shape_may_block(const Tensor& t) {
@@ -67,11 +79,11 @@ std::vector<bool> candidates(const Graph& g, const std::vector<bool>& kept_plain
     }
     const Node& p = g.node(tensor.producer);
     const size_t out = std::find(p.outputs.begin(), p.outputs.end(), t) - p.outputs.begin();
-    bool all = slot_may_block(p, false, out);
+    bool all = slot_may_block(g, p, false, out);
     for (NodeId c : tensor.consumers) {
       const Node& n = g.node(c);
       for (size_t i = 0; i < n.inputs.size(); ++i) {
-        if (n.inputs[i] == t) all = all && slot_may_block(n, true, i);
+        if (n.inputs[i] == t) all = all && slot_may_block(g, n, true, i);
       }
     }
     ok[t] = all;
@@ -86,7 +98,7 @@ void agree_elementwise(const Graph& g, std::vector<bool>& ok) {
     changed = false;
     for (NodeId id = 0; id < g.num_nodes(); ++id) {
       const Node& n = g.node(id);
-      if (!is_flat_elementwise(n.op)) continue;
+      if (!is_flat(g, n)) continue;
       bool all = true;
       for (TensorId t : n.inputs) all = all && ok[t];
       for (TensorId t : n.outputs) all = all && ok[t];

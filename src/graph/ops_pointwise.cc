@@ -1,8 +1,10 @@
 // Element-wise ops, activations, concat/slice along an axis and reshape of
 // docs/ops.md.
 #include <cmath>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "common/broadcast.h"
 #include "graph/ops_internal.h"
 #include "lms/checked.h"
 #include "lms/status.h"
@@ -64,14 +66,39 @@ absl::StatusOr<Shapes> infer_softmax(std::string_view op, const Attrs& a, const 
   return Shapes{in[0]};
 }
 
+// add / mul broadcast (src/common/broadcast.h); at most one operand is
+// broadcast, so the output has the other's shape.
 absl::StatusOr<Shapes> infer_binary(std::string_view op, const Shapes& in) {
-  LMS_RETURN_IF_ERROR(check_same_shapes(op, in, {"a", "b"}));
-  return Shapes{in[0]};
+  const std::optional<Shape> y = broadcast_shape(in[0], in[1]);
+  if (!y) {
+    return op_error(op, str_cat("a ", shape_str(in[0]), " and b ", shape_str(in[1]),
+                                " do not broadcast: aligned at the last dimension, each pair "
+                                "must be equal or one of them 1"));
+  }
+  if (*y != in[0] && *y != in[1]) {
+    return op_error(
+        op, str_cat("a ", shape_str(in[0]), " and b ", shape_str(in[1]), " both broadcast to ",
+                    shape_str(*y), "; one operand must have the output's shape"));
+  }
+  return Shapes{*y};
+}
+
+// The gradient `g` (the output's shape) of operand i, summed over the
+// dimensions operand i was broadcast along.
+absl::StatusOr<TensorId> to_operand_shape(GradContext& ctx, size_t i, TensorId g) {
+  const Shape s = input_shape(ctx, i);
+  if (ctx.graph.tensor(g).shape == s) return g;
+  return add_grad_node1(ctx, OpKind::kSumTo, i == 0 ? "a_sum" : "b_sum", {g}, {{"shape", s}});
 }
 
 absl::Status add_grad(GradContext& ctx) {
   for (size_t i = 0; i < 2; ++i) {
-    if (wants(ctx, i)) ctx.input_grads[i] = ctx.output_grads[0];
+    if (!wants(ctx, i)) continue;
+    if (ctx.output_grads[0] == kNoTensor) {
+      ctx.input_grads[i] = kNoTensor;
+      continue;
+    }
+    LMS_ASSIGN_OR_RETURN(ctx.input_grads[i], to_operand_shape(ctx, i, ctx.output_grads[0]));
   }
   return absl::OkStatus();
 }
@@ -81,11 +108,28 @@ absl::Status mul_grad(GradContext& ctx) {
   const Node fwd = ctx.graph.node(ctx.node);
   for (size_t i = 0; i < 2; ++i) {
     if (!wants(ctx, i) || dy == kNoTensor) continue;
-    LMS_ASSIGN_OR_RETURN(ctx.input_grads[i], add_grad_node1(ctx, OpKind::kMul, i == 0 ? "a" : "b",
-                                                            {dy, fwd.inputs[1 - i]}, {}));
+    LMS_ASSIGN_OR_RETURN(const TensorId g, add_grad_node1(ctx, OpKind::kMul, i == 0 ? "a" : "b",
+                                                          {dy, fwd.inputs[1 - i]}, {}));
+    LMS_ASSIGN_OR_RETURN(ctx.input_grads[i], to_operand_shape(ctx, i, g));
   }
   decline_rest(ctx);
   return absl::OkStatus();
+}
+
+// sum_to(x; shape): `shape` broadcasts to x's shape; the output has it.
+absl::StatusOr<Shapes> infer_sum_to(const Attrs& a, const Shapes& in) {
+  constexpr std::string_view kOp = "sum_to";
+  LMS_ASSIGN_OR_RETURN(Shape y, shape_attr(kOp, a, "shape"));
+  if (in[0].size() > SumToPlan::kMaxRank) {
+    return op_error(kOp, str_cat("x ", shape_str(in[0]), " has rank ", in[0].size(), "; at most ",
+                                 SumToPlan::kMaxRank, " is supported"));
+  }
+  if (!sum_to_plan(in[0], y)) {
+    return op_error(kOp, str_cat("shape ", shape_str(y), " must broadcast to x ", shape_str(in[0]),
+                                 ": of no higher rank, and each dimension (aligned at the "
+                                 "last) equal to x's or 1"));
+  }
+  return Shapes{y};
 }
 
 // dropout / dropout_bwd: ratio in [0, 1), the output has the input's shape.
@@ -301,6 +345,10 @@ void register_pointwise_ops(std::vector<OpSpec>& specs) {
       mul_grad));
   specs.push_back(make_spec(OpKind::kScale, 1, 1, {"factor"}, same_shape("scale", "factor"),
                             per_element(1), scale_grad));
+  // One add per element of x.
+  specs.push_back(
+      make_spec(OpKind::kSumTo, 1, 1, {"shape"}, infer_sum_to,
+                [](const Attrs&, const Shapes& in, const Shapes&) { return numel(in[0]); }));
   // A hash and a multiply per element.
   specs.push_back(make_spec(OpKind::kDropout, 1, 1, {"ratio", "seed"}, dropout_shape("dropout"),
                             per_element(2), dropout_grad));

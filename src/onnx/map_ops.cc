@@ -10,8 +10,10 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "common/broadcast.h"
 #include "lms/status.h"
 #include "lms/strings.h"
 #include "onnx/importer.h"
@@ -237,9 +239,12 @@ absl::Status map_binary(Importer& im, const NodeProto& n, OpKind op) {
   LMS_ASSIGN_OR_RETURN(TensorId b, im.tensor_input(n, 1));
   const Shape& sa = im.graph.tensor(a).shape;
   const Shape& sb = im.graph.tensor(b).shape;
-  if (sa != sb) {
-    return Importer::error(n, absl::StrCat("broadcasting ", list_str(sa), " with ", list_str(sb),
-                                           " not supported; lms add / mul take equal shapes"));
+  const std::optional<Shape> y = broadcast_shape(sa, sb);
+  if (!y || (*y != sa && *y != sb)) {
+    return Importer::error(
+        n, absl::StrCat("broadcasting ", list_str(sa), " with ", list_str(sb),
+                        " not supported; lms add / mul broadcast one operand to the other's "
+                        "shape (NumPy rules: aligned at the last dimension, each equal or 1)"));
   }
   return im.add(n, op, n.output(0), {a, b}, {}).status();
 }
@@ -653,13 +658,15 @@ const std::map<std::string, Mapper, std::less<>>& mappers() {
 }  // namespace
 
 std::string_view supported_ops() {
-  return "Add, AveragePool (ceil_mode 0), BatchNormalization (training mode, or eval_mode), Cast "
+  return "Add (one operand may broadcast to the other's shape), AveragePool (ceil_mode 0), "
+         "BatchNormalization (training mode, or eval_mode), Cast "
          "(float to "
          "float), Clip (constant min / max), Concat, Conv (grouped and depthwise too), "
          "ConvTranspose (group 1), Dropout (training mode, ratio in (0, 1); seeded from the node "
          "name), Flatten (a copy), Gather (embedding), Gemm (alpha = beta = 1, "
          "transA 0), GlobalAveragePool, InstanceNormalization, LeakyRelu, MatMul (rank-2 A and B), "
-         "MaxPool, Mul, ReduceMean, Relu, Reshape (constant shape; a copy), Resize (nearest, "
+         "MaxPool, Mul (broadcast as Add), ReduceMean, Relu, Reshape (constant shape; a copy), "
+         "Resize (nearest, "
          "integer scales), Sigmoid, Slice (static, step 1), Softmax; folded: Constant, "
          "ConstantOfShape, Shape and Gather / Unsqueeze / Squeeze / Reshape / Concat / Slice / "
          "Cast / Add / Sub / Mul / Div / Transpose of constants (a rank-2 constant transposed into "

@@ -98,6 +98,33 @@ TEST(BlockedLayoutsTest, ChannelsThatWouldPadStayPlain) {
   EXPECT_EQ(check_agreement(g), std::set<std::string>{});
 }
 
+// c1 -> r1 -> c2 -> r2, then r2 times a [N,16,1,1] gate (squeeze-excitation)
+// -> c3. The broadcasting mul indexes its gate by dimension, not as a flat
+// array, so its tensors (r2, the gate, the product and their gradients)
+// stay plain while c1 -> r1 -> c2 stays blocked.
+TEST(BlockedLayoutsTest, BroadcastingMulKeepsItsTensorsPlain) {
+  Graph g;
+  TensorId x = g.input("x", {2, 1, 8, 8});
+  TensorId r1 = relu(g, "r1", conv2d(g, "c1", x, 16, {3}, {.pad = {1}, .seed = 1}));
+  TensorId r2 = relu(g, "r2", conv2d(g, "c2", r1, 16, {3}, {.pad = {1}, .seed = 2}));
+  TensorId gate = sigmoid(g, "gate", g.parameter("g", {2, 16, 1, 1}, Init{}));
+  TensorId y = conv2d(g, "c3", mul(g, "excite", r2, gate), 1, {3}, {.pad = {1}, .seed = 3});
+  auto train =
+      training_graph(g, mse_loss(g, "loss", y, g.input("target", {2, 1, 8, 8})), Sgd{.lr = 0.1});
+  ASSERT_TRUE(train.ok()) << train.status();
+  auto report = assign_blocked_layouts(*train, {});
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_TRUE(verify(*train).ok()) << verify(*train);
+  const std::set<std::string> blocked = check_agreement(*train);
+  EXPECT_TRUE(blocked.contains("r1")) << "the chain before the mul is blocked";
+  for (const char* plain : {"r2", "excite", "gate"}) EXPECT_FALSE(blocked.contains(plain)) << plain;
+  for (NodeId id = 0; id < train->num_nodes(); ++id) {
+    const Node& n = train->node(id);
+    if (n.op != OpKind::kMul && n.op != OpKind::kSumTo) continue;
+    EXPECT_FALSE(n.attrs.contains(kLayoutAttr)) << n.name;
+  }
+}
+
 TEST(BlockedLayoutsTest, RunningTwiceGivesTheSameGraph) {
   Graph g = skip_net(32);
   ASSERT_TRUE(assign_blocked_layouts(g, {}).ok());

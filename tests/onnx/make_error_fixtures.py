@@ -196,7 +196,7 @@ def main(out_dir):
                 [vi("y", None)], opset=18))
     write(out_dir, "broadcast_add.onnx",
           model([helper.make_node("Add", ["a", "b"], ["y"], name="add1")],
-                [vi("a", [2, 3, 4, 4]), vi("b", [1, 3, 1, 1])], [vi("y", None)]))
+                [vi("a", [2, 1, 4, 4]), vi("b", [1, 3, 1, 1])], [vi("y", None)]))
     write_dropout_cases(out_dir)
     write(out_dir, "symbolic_batch.onnx",
           model([helper.make_node("Relu", ["x"], ["y"], name="relu1")], [vi("x", ["N", 3])],

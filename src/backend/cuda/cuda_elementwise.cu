@@ -62,6 +62,23 @@ __global__ void binary_kernel(Binary op, const float* a, const float* b, float* 
   }
 }
 
+__global__ void broadcast_binary_kernel(Binary op, const float* full, const float* small, float* y,
+                                        int64_t n, BroadcastIndex b) {
+  LMS_GRID_STRIDE(i, n) {
+    const float u = full[i], w = small[b.index(i)];
+    y[i] = op == Binary::kMul ? u * w : u + w;
+  }
+}
+
+__global__ void sum_to_kernel(const float* x, float* y, SumToPlan p) {
+  LMS_GRID_STRIDE(j, p.outputs) {
+    const float* xj = x + p.base(j);
+    double acc = 0.0;
+    for (int64_t r = 0; r < p.per_output; ++r) acc += xj[p.term(r)];
+    y[j] = static_cast<float>(acc);
+  }
+}
+
 __global__ void dropout_kernel(const float* x, float* y, int64_t n, uint64_t key,
                                uint32_t threshold, float scale) {
   LMS_GRID_STRIDE(i, n) y[i] = lms::dropout::bits24(key, i) >= threshold ? x[i] * scale : 0.0f;
@@ -159,6 +176,18 @@ cudaError_t unary(cudaStream_t stream, Unary op, const float* x, float* y, int64
 cudaError_t binary(cudaStream_t stream, Binary op, const float* a, const float* b, float* y,
                    int64_t n, float alpha) {
   binary_kernel<<<grid_for(n), kThreads, 0, stream>>>(op, a, b, y, n, alpha);
+  return cudaGetLastError();
+}
+
+cudaError_t broadcast_binary(cudaStream_t stream, Binary op, const float* full, const float* small,
+                             float* y, int64_t n, BroadcastIndex b) {
+  broadcast_binary_kernel<<<grid_for(n), kThreads, 0, stream>>>(op, full, small, y, n, b);
+  return cudaGetLastError();
+}
+
+cudaError_t sum_to(cudaStream_t stream, const float* x, float* y, SumToPlan p) {
+  if (p.outputs == 0) return cudaSuccess;
+  sum_to_kernel<<<grid_for(p.outputs), kThreads, 0, stream>>>(x, y, p);
   return cudaGetLastError();
 }
 

@@ -4,6 +4,7 @@
 // backend/spec_checks.h, shared with the CPU device, so both backends accept
 // and reject the same specs with the same messages.
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,8 +46,44 @@ KernelOr make_unary(const KernelSpec& spec, const CudaKernelContext& ctx, launch
   });
 }
 
+// add / mul with one operand broadcast to the other's shape (the output's);
+// the same numbers as the CPU device's oneDNN binary: each element is one
+// rounded add or multiply, commutative bit for bit.
+KernelOr make_broadcast_binary(const KernelSpec& spec, const CudaKernelContext& ctx,
+                               launch::Binary op) {
+  LMS_RETURN_IF_ERROR(check_arity(spec, 2, 2, 1));
+  const Shape &a = spec.input_shapes[0], &b = spec.input_shapes[1], &y = spec.output_shapes[0];
+  if (broadcast_shape(a, b) != y || (a != y && b != y)) {
+    return invalid(spec, absl::StrCat("inputs a ", shape_str(a), " and b ", shape_str(b),
+                                      " must broadcast to the output ", shape_str(y),
+                                      ", which one of them has"));
+  }
+  const size_t full = a == y ? 0 : 1;
+  const std::optional<BroadcastIndex> index = broadcast_index(y, spec.input_shapes[1 - full]);
+  if (!index) {
+    return invalid(spec,
+                   absl::StrCat("the output ", shape_str(y), " has rank ", y.size(),
+                                "; a broadcasting add / mul takes at most ", SumToPlan::kMaxRank));
+  }
+  const int64_t n = num_elements(y);
+  const std::string what = node_label(spec);
+  cudaStream_t s = ctx.stream;
+  const BroadcastIndex bi = *index;
+  return make_fn_kernel([=](const KernelArgs& k) {
+    return cuda_status(
+        launch::broadcast_binary(s, op, k.inputs[full], k.inputs[1 - full], k.outputs[0], n, bi),
+        what);
+  });
+}
+
 KernelOr make_binary(const KernelSpec& spec, const CudaKernelContext& ctx, launch::Binary op,
                      float alpha, const char* b_name) {
+  const bool arithmetic = op == launch::Binary::kAdd || op == launch::Binary::kMul;
+  if (arithmetic && spec.input_shapes.size() == 2 && spec.output_shapes.size() == 1 &&
+      (spec.input_shapes[0] != spec.output_shapes[0] ||
+       spec.input_shapes[1] != spec.output_shapes[0])) {
+    return make_broadcast_binary(spec, ctx, op);
+  }
   LMS_RETURN_IF_ERROR(check_binary(spec, b_name));
   const int64_t n = num_elements(spec.input_shapes[0]);
   const std::string what = node_label(spec);

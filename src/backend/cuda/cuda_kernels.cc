@@ -55,6 +55,7 @@ Factory cuda_kernel_factory(OpKind op) {
     case OpKind::kSoftmaxCrossEntropyBwd:
     case OpKind::kReduceMean:
     case OpKind::kReduceMeanBwd:
+    case OpKind::kSumTo:
     case OpKind::kGlobalNorm:
     case OpKind::kIncrement:
     case OpKind::kSgdUpdate:

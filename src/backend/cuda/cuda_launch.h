@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "backend/cuda/reduce_plan.h"
+#include "common/broadcast.h"
 
 namespace lms::cuda::launch {
 
@@ -33,6 +34,14 @@ enum class Binary : int {
 };
 cudaError_t binary(cudaStream_t stream, Binary op, const float* a, const float* b, float* y,
                    int64_t n, float alpha);
+
+// y[i] = full[i] + small[b.index(i)] (kAdd) or full[i] * small[b.index(i)]
+// (kMul) for the n elements of y (common/broadcast.h).
+cudaError_t broadcast_binary(cudaStream_t stream, Binary op, const float* full, const float* small,
+                             float* y, int64_t n, BroadcastIndex b);
+// sum_to: y[j] = float(sum in double over r of x[p.base(j) + p.term(r)]), r
+// in order (common/broadcast.h), one thread per output element.
+cudaError_t sum_to(cudaStream_t stream, const float* x, float* y, SumToPlan p);
 
 // y = min(max(x, lo), hi); clip_bwd: dx = dy where lo < x < hi, else 0.
 cudaError_t clip(cudaStream_t stream, const float* x, float* y, int64_t n, float lo, float hi);

@@ -7,6 +7,7 @@
 // FailedPrecondition on the CPU device; here the step lives in device memory,
 // so the kernel leaves param, m and v unchanged instead of failing.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -184,6 +185,26 @@ KernelOr make_reduce_mean(const KernelSpec& spec, const CudaKernelContext& ctx, 
   });
 }
 
+// sum_to: one thread per output element, each summing its x elements in
+// double in x's order (SumToPlan), as the CPU loop does.
+KernelOr make_sum_to(const KernelSpec& spec, const CudaKernelContext& ctx) {
+  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 1));
+  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ints_attr(spec, "shape"));
+  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], shape, "output y"));
+  const std::optional<SumToPlan> plan = sum_to_plan(spec.input_shapes[0], shape);
+  if (!plan) {
+    return invalid(spec, absl::StrCat("shape ", shape_str(shape), " does not broadcast to x ",
+                                      shape_str(spec.input_shapes[0]), " (or has rank over ",
+                                      SumToPlan::kMaxRank, ")"));
+  }
+  const SumToPlan p = *plan;
+  const std::string what = node_label(spec);
+  cudaStream_t s = ctx.stream;
+  return make_fn_kernel([=](const KernelArgs& a) {
+    return cuda_status(launch::sum_to(s, a.inputs[0], a.outputs[0], p), what);
+  });
+}
+
 // norm[] = sqrt(sum over every input of g^2): partials of each input in turn,
 // then one sum over all of them in order.
 KernelOr make_global_norm(const KernelSpec& spec, const CudaKernelContext& ctx) {
@@ -313,6 +334,7 @@ KernelOr create_cuda_reduction_kernel(const KernelSpec& spec, const CudaKernelCo
   if (op == OpKind::kReduceMean || op == OpKind::kReduceMeanBwd) {
     return make_reduce_mean(spec, ctx, op == OpKind::kReduceMeanBwd);
   }
+  if (op == OpKind::kSumTo) return make_sum_to(spec, ctx);
   if (op == OpKind::kGlobalNorm) return make_global_norm(spec, ctx);
   if (op == OpKind::kIncrement) return make_increment(spec, ctx);
   if (op == OpKind::kSgdUpdate) return make_sgd(spec, ctx);

@@ -44,6 +44,9 @@ std::vector<KernelSpec> valid_specs() {
       make(OpKind::kSigmoidBwd, {s, s}, {s}),
       make(OpKind::kAdd, {s, s}, {s}),
       make(OpKind::kMul, {s, s}, {s}),
+      make(OpKind::kMul, {{2, 3, 1, 1}, s}, {s}),  // broadcast: a squeeze-excitation gate
+      make(OpKind::kAdd, {s, {3, 1, 5}}, {s}),
+      make(OpKind::kSumTo, {s}, {{2, 3, 1, 1}}, {{"shape", V{2, 3, 1, 1}}}),
       make(OpKind::kScale, {s}, {s}, {{"factor", 2.0}}),
       make(OpKind::kConcat, {{2, 1, 7, 5}, s}, {{2, 4, 7, 5}}),
       make(OpKind::kSlice, {s}, {{2, 1, 7, 5}}, {{"begin", int64_t{2}}, {"size", int64_t{1}}}),
@@ -135,20 +138,29 @@ TEST(CudaKernelSpec, OpWithoutKernelIsUnimplementedNamingIt) {
 // one set per input; norms 2 (forward) or 4 (backward) doubles per group,
 // then two partials per block of their grouped sums (reduce_plan.h; one
 // block per group at these sizes).
+// The first of valid_specs() for `op`.
+KernelSpec spec_of(OpKind op) {
+  for (const KernelSpec& s : valid_specs()) {
+    if (s.op == op) return s;
+  }
+  ADD_FAILURE() << "no valid spec of " << op_name(op);
+  return {};
+}
+
 TEST(CudaKernelSpec, WorkspaceSizesFollowLayouts) {
   const CudaKernelContext ctx;
   const int64_t n = 2 * 3 * 7 * 5;
-  auto mse = create_cuda_kernel(valid_specs()[20], ctx);
+  auto mse = create_cuda_kernel(spec_of(OpKind::kMseLoss), ctx);
   ASSERT_TRUE(mse.ok());
   EXPECT_EQ((*mse)->workspace_bytes(), launch::reduce_blocks(n) * sizeof(double));
-  auto gn = create_cuda_kernel(valid_specs()[26], ctx);
+  auto gn = create_cuda_kernel(spec_of(OpKind::kGlobalNorm), ctx);
   ASSERT_TRUE(gn.ok());
   EXPECT_EQ((*gn)->workspace_bytes(),
             (launch::reduce_blocks(n) + launch::reduce_blocks(64 * 27)) * sizeof(double));
-  auto in_bwd = create_cuda_kernel(valid_specs()[17], ctx);  // instance_norm_bwd: 6 groups
+  auto in_bwd = create_cuda_kernel(spec_of(OpKind::kInstanceNormBwd), ctx);  // 6 groups
   ASSERT_TRUE(in_bwd.ok());
   EXPECT_EQ((*in_bwd)->workspace_bytes(), (4 * 6 + 2 * 6) * sizeof(double));
-  auto bn = create_cuda_kernel(valid_specs()[18], ctx);  // batch_norm: 3 groups
+  auto bn = create_cuda_kernel(spec_of(OpKind::kBatchNorm), ctx);  // 3 groups
   ASSERT_TRUE(bn.ok());
   EXPECT_EQ((*bn)->workspace_bytes(), (2 * 3 + 2 * 3) * sizeof(double));
   // softmax cross-entropy: lse[N], row_loss[N], the count and the bad-label

@@ -83,6 +83,12 @@ TEST_F(CudaKernels, ElementwiseMatchCpu) {
   compare({"softmax_bwd", {s, s}, {s}, {}, {{0.f, 1.f}, {-1.f, 1.f}}});
   compare({"add", {s, s}, {s}, {}});
   compare({"mul", {s, s}, {s}, {}});
+  // Broadcast on either side (the squeeze-excitation gate), at lower rank,
+  // and the gradient's sum over the broadcast dimensions.
+  compare({"mul", {{2, 3, 1, 1}, s}, {s}, {}});
+  compare({"add", {s, {3, 1, 5}}, {s}, {}});
+  compare({"sum_to", {s}, {{2, 3, 1, 1}}, {{"shape", V{2, 3, 1, 1}}}});
+  compare({"sum_to", {s}, {{3, 1, 5}}, {{"shape", V{3, 1, 5}}}});
   compare({"scale", {s}, {s}, {{"factor", -2.5}}});
   // The mask hash is shared with the CPU loop: a differing mask would be an
   // error of order 1, far above the tolerance.

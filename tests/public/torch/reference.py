@@ -79,6 +79,15 @@ def clip(attrs, t):
     return trained(y, t["target"], params)
 
 
+def broadcast(attrs, t):
+    """y = a + b or a * b (attrs["mul"]), one operand broadcast by PyTorch's
+    (NumPy's) rules; autograd sums its gradient over the broadcast axes."""
+    params = {k: t[k].clone().requires_grad_(True) for k in ("a", "b")}
+    a, b = params["a"], params["b"]
+    y = a * b if attrs["mul"] == [1.0] else a + b
+    return trained(y, t["target"], params)
+
+
 def reshape(attrs, t):
     params = {"x": t["x"].clone().requires_grad_(True)}
     y = params["x"].reshape([int(v) for v in attrs["shape"]])
@@ -160,7 +169,7 @@ def conv_bn_relu(attrs, t):
 
 
 OPS = {"conv": conv, "conv_bn_relu": conv_bn_relu, "linear": linear, "avg_pool": avg_pool,
-       "clip": clip, "reshape": reshape, "cross_entropy": cross_entropy,
+       "clip": clip, "reshape": reshape, "broadcast": broadcast, "cross_entropy": cross_entropy,
        "mlp_cross_entropy_sgd": mlp_cross_entropy_sgd}
 
 

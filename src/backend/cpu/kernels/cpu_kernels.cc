@@ -90,6 +90,7 @@ CpuKernelFamily cpu_kernel_family(OpKind op) {
     case OpKind::kSoftmaxCrossEntropyBwd:
     case OpKind::kReduceMean:
     case OpKind::kReduceMeanBwd:
+    case OpKind::kSumTo:
       return CpuKernelFamily::kLoss;
     case OpKind::kGlobalNorm:
     case OpKind::kIncrement:

@@ -1,13 +1,15 @@
-// mse_loss, soft_dice_loss, reduce_mean (+ _bwd) of docs/ops.md as plain
+// mse_loss, soft_dice_loss, reduce_mean (+ _bwd), sum_to of docs/ops.md as plain
 // loops: they reduce a whole tensor to a scalar, which oneDNN has no
 // primitive for in double precision. Every sum accumulates in double in
 // element order on one thread, so the result is deterministic and does not
 // lose the small per-element terms of a large tensor.
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "backend/cpu/kernels/pointwise_common.h"
+#include "common/broadcast.h"
 #include "lms/status.h"
 
 namespace lms::cpu::pointwise {
@@ -199,6 +201,32 @@ KernelOr make_reduce_mean_bwd(const KernelSpec& spec, const CpuKernelContext& ct
 
 }  // namespace
 
+// sum_to: y[j] = sum of the x elements that broadcast from j, in double in
+// x's order (SumToPlan, shared with the CUDA kernel).
+KernelOr make_sum_to(const KernelSpec& spec, const CpuKernelContext& ctx) {
+  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 1));
+  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ints_attr(spec, "shape"));
+  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], shape, "output y"));
+  const std::optional<SumToPlan> plan = sum_to_plan(spec.input_shapes[0], shape);
+  if (!plan) {
+    return invalid(spec, absl::StrCat("shape ", shape_str(shape), " does not broadcast to x ",
+                                      shape_str(spec.input_shapes[0]), " (or has rank over ",
+                                      SumToPlan::kMaxRank, ")"));
+  }
+  const SumToPlan p = *plan;
+  auto k = std::make_unique<StepKernel>(spec, ctx);
+  k->add_loop([p](const KernelArgs& a) {
+    for (int64_t j = 0; j < p.outputs; ++j) {
+      const float* x = a.inputs[0] + p.base(j);
+      double acc = 0.0;
+      for (int64_t r = 0; r < p.per_output; ++r) acc += x[p.term(r)];
+      a.outputs[0][j] = static_cast<float>(acc);
+    }
+    return absl::OkStatus();
+  });
+  return k;
+}
+
 KernelOr create_loss_kernel(const KernelSpec& spec, const CpuKernelContext& ctx) {
   if (spec.op == OpKind::kMseLoss) return make_mse(spec, ctx);
   if (spec.op == OpKind::kMseLossBwd) return make_mse_bwd(spec, ctx);
@@ -209,6 +237,7 @@ KernelOr create_loss_kernel(const KernelSpec& spec, const CpuKernelContext& ctx)
   }
   if (spec.op == OpKind::kReduceMean) return make_reduce_mean(spec, ctx);
   if (spec.op == OpKind::kReduceMeanBwd) return make_reduce_mean_bwd(spec, ctx);
+  if (spec.op == OpKind::kSumTo) return make_sum_to(spec, ctx);
   return std::unique_ptr<Kernel>();
 }
 

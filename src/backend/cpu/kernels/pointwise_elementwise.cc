@@ -1,16 +1,20 @@
 // Element-wise ops, activations, softmax, concat / slice / fill of
 // docs/ops.md. Activations, scale, add and mul are oneDNN eltwise / binary
-// primitives on a flat view of the tensor; softmax is oneDNN softmax over
+// primitives on a flat view of the tensor (a broadcasting add / mul on the
+// plain shapes); softmax is oneDNN softmax over
 // the node's axis (1 unless set: the same primitive and algorithm on every
 // axis, so axis 1 gives the bits it always gave); concat is oneDNN concat
 // along the axis. Slice and fill are plain copies.
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <utility>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "backend/cpu/kernels/pointwise_common.h"
 #include "backend/dropout_hash.h"
+#include "common/broadcast.h"
 #include "lms/status.h"
 
 namespace lms::cpu::pointwise {
@@ -65,7 +69,44 @@ KernelOr make_eltwise_bwd(const KernelSpec& spec, const CpuKernelContext& ctx, a
   return k;
 }
 
+// y = a + b or a * b, a and b broadcast (src/common/broadcast.h) to the
+// output's shape, which one of them has: oneDNN binary broadcasts only its
+// second source, so the operand with the output's shape goes first. a + b
+// and a * b are single rounded operations, commutative bit for bit, so the
+// order gives the same result.
+KernelOr make_broadcast_binary(const KernelSpec& spec, const CpuKernelContext& ctx, algorithm alg) {
+  LMS_RETURN_IF_ERROR(check_arity(spec, 2, 2, 1));
+  const Shape &a = spec.input_shapes[0], &b = spec.input_shapes[1], &y = spec.output_shapes[0];
+  if (broadcast_shape(a, b) != y || (a != y && b != y)) {
+    return invalid(spec, absl::StrCat("inputs a ", shape_str(a), " and b ", shape_str(b),
+                                      " must broadcast to the output ", shape_str(y),
+                                      ", which one of them has"));
+  }
+  if (auto it = spec.attrs.find(kLayoutAttr); it != spec.attrs.end()) {
+    const std::string* s = std::get_if<std::string>(&it->second);
+    if (s != nullptr && s->find(kLayoutBlocked) != std::string::npos) {
+      return invalid(spec, "a broadcasting add / mul reads and writes plain tensors only");
+    }
+  }
+  const size_t full = a == y ? 0 : 1;
+  const dnnl::memory::desc md = plain_desc(y);
+  const dnnl::memory::desc small = plain_desc(with_rank(spec.input_shapes[1 - full], y.size()));
+  dnnl::binary::desc d(alg, md, small, md);
+  dnnl::binary::primitive_desc pd(d, user_scratchpad_attr(), ctx.engine);
+  auto k = std::make_unique<StepKernel>(spec, ctx);
+  k->add_primitive(pd, dnnl::binary(pd),
+                   {{DNNL_ARG_SRC_0, in(full), md},
+                    {DNNL_ARG_SRC_1, in(1 - full), small},
+                    {DNNL_ARG_DST, out(0), md}});
+  return k;
+}
+
 KernelOr make_binary(const KernelSpec& spec, const CpuKernelContext& ctx, algorithm alg) {
+  if (spec.input_shapes.size() == 2 && spec.output_shapes.size() == 1 &&
+      (spec.input_shapes[0] != spec.output_shapes[0] ||
+       spec.input_shapes[1] != spec.output_shapes[0])) {
+    return make_broadcast_binary(spec, ctx, alg);
+  }
   LMS_RETURN_IF_ERROR(check_binary(spec, "input b"));
   const dnnl::memory::desc md = flat_desc(num_elements(spec.input_shapes[0]));
   dnnl::binary::desc d(alg, md, md, md);
