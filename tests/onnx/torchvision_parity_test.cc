@@ -54,11 +54,10 @@ constexpr double kConditioningSlack = 3;
 // training-mode batch norm, which subtracts the batch mean): its relative
 // error means nothing, so lms's value is checked to be as small instead.
 constexpr double kRoundOff = 1e-5;
-// make_torchvision_reference.py: SEED, STEPS, LR, MOMENTUM.
+// make_torchvision_reference.py: SEED, STEPS (the learning rate and the
+// momentum are in the reference).
 constexpr int kSeed = 20241;
 constexpr int kSteps = 3;
-constexpr double kLr = 0.0001;
-constexpr double kMomentum = 0.9;
 constexpr uint64_t kGiBytes = uint64_t{1} << 30;
 // Room for the largest model without LMS (vgg11_bn: 0.5 GB of parameters,
 // as much again of velocity and of gradients, all fetched). Reserved, not
@@ -113,9 +112,9 @@ int make_reference(const std::string& model, std::string* output) {
   return WEXITSTATUS(status) == 127 ? 77 : WEXITSTATUS(status);
 }
 
-// The imported model with its loss, as the training graph of
-// make_torchvision_reference.py's optimizer; the parameter names.
-absl::StatusOr<Graph> imported_training_graph(const ModelCase& c,
+// The imported model with its loss, as the training graph of the
+// reference's optimizer; the parameter names.
+absl::StatusOr<Graph> imported_training_graph(const ModelCase& c, const Sgd& sgd,
                                               std::vector<std::string>* parameters) {
   auto m = import_onnx(std::string(LMS_PARITY_DIR) + "/" + c.name + ".onnx",
                        {.input_shapes = {{"input", c.shape}}});
@@ -125,7 +124,7 @@ absl::StatusOr<Graph> imported_training_graph(const ModelCase& c,
   const Loss loss = c.classifier ? Loss{CrossEntropy{.labels = "labels"}} : Loss{Mse{}};
   auto l = attach_loss(g, m->outputs.at(0), loss);
   if (!l.ok()) return l.status();
-  return training_graph(g, *l, Sgd{.lr = kLr, .momentum = kMomentum});
+  return training_graph(g, *l, sgd);
 }
 
 struct Batch {
@@ -243,7 +242,7 @@ std::vector<std::string> check_first_step(const StepResult& step, const BinaryRe
 // Each step's loss, and every parameter and running statistic after the
 // last step, against PyTorch's.
 void check_trained(const StepsRun& run, const BinaryReference& ref,
-                   const std::vector<std::string>& round_off, double gradient_scale) {
+                   const std::vector<std::string>& round_off, double lr_times_scale) {
   const std::vector<float>& losses = ref.f32.at("step_loss");
   ASSERT_EQ(run.steps.size(), losses.size());
   Tally tally;
@@ -256,7 +255,7 @@ void check_trained(const StepsRun& run, const BinaryReference& ref,
   }
   // A round-off gradient moves its parameter by round-off: at most the sum
   // of kSteps velocities of kSteps round-off gradients each, times lr.
-  const double moved_by_round_off = kSteps * kSteps * kLr * kRoundOff * gradient_scale;
+  const double moved_by_round_off = kSteps * kSteps * kRoundOff * lr_times_scale;
   size_t compared = 0;
   for (const auto& [name, got] : run.state) {
     auto want = ref.f32.find("trained/" + name);
@@ -338,7 +337,9 @@ void check_model(const ModelCase& c) {
 
   start = std::chrono::steady_clock::now();
   std::vector<std::string> parameters;
-  auto train = imported_training_graph(c, &parameters);
+  const Sgd sgd{.lr = ref.f32.at("lr")[0], .momentum = ref.f32.at("momentum")[0]};
+  std::printf("SGD lr %g, momentum %g\n", sgd.lr, sgd.momentum);
+  auto train = imported_training_graph(c, sgd, &parameters);
   ASSERT_TRUE(train.ok()) << train.status();
   for (const std::string& p : parameters) {
     ASSERT_TRUE(ref.f32.count(p + "/grad")) << p << " has no PyTorch gradient";
@@ -365,7 +366,7 @@ void check_model(const ModelCase& c) {
   double gradient_scale = 0;
   const std::vector<std::string> round_off =
       check_first_step(run.steps[0], ref, parameters, &gradient_scale);
-  check_trained(run, ref, round_off, gradient_scale);
+  check_trained(run, ref, round_off, sgd.lr * gradient_scale);
   std::printf("without LMS: %.1f s\n", seconds_since(start));
 
   const uint64_t low = none->working_set_limit_bytes, high = none->peak_bytes_after;
