@@ -5,19 +5,25 @@
 // the U-Net) and trained on the CPU device for 3 steps of SGD with momentum
 // on one batch. Against PyTorch's own training of the same model from the
 // same values (torch 1.13, torchvision 0.14 of Debian's /usr/bin/python3):
-// the first step's output and loss, every parameter's gradient (relative L2
-// error <= 1e-4), and after the last step every parameter and batch-norm
-// running statistic. Then the same steps rewritten with LMS at a tight
-// budget (auto policy with swap, recompute and joint actions; joint only on
-// the large models, whose planning and steps cost the most) give losses and
-// every persistent tensor bit-identical to the run without LMS, at the
-// measured peak the rewrite predicted.
+// the first step's output and loss, every parameter's gradient, each step's
+// loss, and after the last step every parameter and batch-norm running
+// statistic, each to a relative L2 error of 1e-4, or of 3x PyTorch's own
+// float32 error where that is larger (Tally: resnet50, densenet121,
+// mobilenet_v2 and vgg11_bn have gradients that float32 gives to only
+// 1e-4..5e-2, measured against PyTorch in float64). Then the same steps
+// rewritten with LMS at a tight budget (auto policy with swap, recompute
+// and joint actions; joint only on resnet50, vgg11_bn and densenet121,
+// whose planning and steps cost the most) give losses and every persistent
+// tensor bit-identical to the run without LMS, at the measured peak the
+// rewrite predicted.
 //
 // The models and references are written at test time by
 // tests/onnx/make_torchvision_reference.py into this build folder
 // (torchvision_parity/, cached by a hash of the scripts: delete the folder
 // or change the script to regenerate); the test skips, saying why, when
-// torch, torchvision or onnx cannot be imported.
+// torch, torchvision or onnx cannot be imported. efficientnet_b0 fails to
+// import until the importer maps broadcasting Mul (its squeeze-excitation
+// gate, [N,C,1,1] x [N,C,H,W]).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
