@@ -182,7 +182,6 @@ def fp32_errors(tensors32, tensors64):
     of its float32 result from the same training in float64 (per step for
     step_loss). Where it is large the float32 result depends on the order
     of the sums, and no other implementation can be held closer to it."""
-    import torch
     out = []
     for (name, a), (_, b) in zip(tensors32, tensors64):
         a, b = a.detach().double(), b.detach().double()

@@ -51,7 +51,7 @@ namespace {
 using onnx_test::BinaryReference;
 using onnx_test::rel_l2;
 
-constexpr double kTolerance = 1e-4;  // relative L2 error, as the issue asks
+constexpr double kTolerance = 1e-4;  // relative L2 error asked of parity with PyTorch
 // Where PyTorch's own float32 error exceeds kTolerance, lms is held to this
 // multiple of it instead (Tally).
 constexpr double kConditioningSlack = 3;
