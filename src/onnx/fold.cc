@@ -386,7 +386,14 @@ absl::StatusOr<bool> remove_identity(Importer& im, const NodeProto& n) {
   if (op == "Dropout") {
     LMS_ASSIGN_OR_RETURN(identity, is_identity_dropout(im, n));
     if (!identity) return false;
-    LMS_RETURN_IF_ERROR(only_first_output(n, "the dropout mask"));
+    // torch.onnx.export names the mask output even where nothing reads it
+    // (a training-mode export of Dropout(p=0)): refused only where read.
+    if (n.output_size() > 1 && !n.output(1).empty()) {
+      im.not_computed[n.output(1)] =
+          absl::StrCat("the mask of Dropout '", n.output(0),
+                       "' is not supported: lms removes a Dropout of ratio 0 or in inference "
+                       "mode and computes no mask");
+    }
   }
   if (op == "Pad") {
     LMS_ASSIGN_OR_RETURN(identity, is_zero_pad(im, n));

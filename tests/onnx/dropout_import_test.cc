@@ -108,6 +108,22 @@ TEST(DropoutImport, PyTorchMlpWithDropoutImportsAndTrains) {
   EXPECT_LT(losses.back(), losses.front());
 }
 
+// torch.onnx.export writes nn.Dropout(0) in training mode as a Dropout of
+// ratio 0 whose mask output nothing reads: the identity, removed.
+TEST(DropoutImport, PyTorchDropoutOfRatioZeroIsRemoved) {
+  std::string why;
+  const std::string dir = run_script(
+      "/usr/bin/python3 " + std::string(LMS_SOURCE_DIR) + "/tests/onnx/make_dropout_model.py",
+      ". 0", &why);
+  if (dir.empty() && why.rfind("failed", 0) != 0) GTEST_SKIP() << why;
+  ASSERT_FALSE(dir.empty()) << why;
+  auto m = import_onnx(dir + "/dropout_mlp.onnx");
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE(dropout_nodes(m->graph).empty());
+}
+
 TEST(DropoutImport, TorchvisionMobilenetV2Imports) {
   if (!have_torchvision()) {
     GTEST_SKIP() << "/usr/bin/python3 with torch, torchvision and onnx is needed to export "

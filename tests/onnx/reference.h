@@ -1,8 +1,11 @@
 // The PyTorch references of the ONNX tests (tests/onnx/make_*.py): one line
-// per tensor, "name count v1 v2 ...", '#' lines are comments.
+// per tensor, "name count v1 v2 ...", '#' lines are comments; and, for
+// models whose references are too large for text, the binary format of
+// make_torchvision_reference.py (read_binary_reference).
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -26,6 +29,61 @@ inline std::map<std::string, std::vector<float>> read_reference(const std::strin
     std::vector<float>& v = out[name];
     v.resize(n);
     for (float& x : v) s >> x;
+  }
+  return out;
+}
+
+// The binary reference of make_torchvision_reference.py: ASCII header lines
+// ("lms-reference 1", '#' comments, "<name> <f32|i64> <count>" per tensor,
+// "data"), then each tensor's values, little-endian, in header order.
+struct BinaryReference {
+  std::map<std::string, std::vector<float>> f32;
+  std::map<std::string, std::vector<int64_t>> i64;
+  std::string error;  // empty when the file was read whole
+};
+
+inline BinaryReference read_binary_reference(const std::string& path) {
+  BinaryReference out;
+  std::ifstream in(path, std::ios::binary);
+  std::string line;
+  if (!in || !std::getline(in, line) || line != "lms-reference 1") {
+    out.error = path + ": not an lms-reference 1 file";
+    return out;
+  }
+  struct Entry {
+    std::string name, kind;
+    size_t count = 0;
+  };
+  std::vector<Entry> entries;
+  while (std::getline(in, line) && line != "data") {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream s(line);
+    Entry e;
+    s >> e.name >> e.kind >> e.count;
+    entries.push_back(e);
+  }
+  // The data are little-endian, as on every machine lms builds for.
+  for (const Entry& e : entries) {
+    char* data = nullptr;
+    size_t bytes = 0;
+    if (e.kind == "f32") {
+      std::vector<float>& v = out.f32[e.name];
+      v.resize(e.count);
+      data = reinterpret_cast<char*>(v.data());
+      bytes = e.count * sizeof(float);
+    } else if (e.kind == "i64") {
+      std::vector<int64_t>& v = out.i64[e.name];
+      v.resize(e.count);
+      data = reinterpret_cast<char*>(v.data());
+      bytes = e.count * sizeof(int64_t);
+    } else {
+      out.error = path + ": tensor " + e.name + " of unknown kind " + e.kind;
+      return out;
+    }
+    if (!in.read(data, static_cast<std::streamsize>(bytes))) {
+      out.error = path + ": truncated at tensor " + e.name;
+      return out;
+    }
   }
   return out;
 }

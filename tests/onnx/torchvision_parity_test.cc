@@ -1,0 +1,411 @@
+// Parity with PyTorch of imported models: resnet18, resnet50, vgg11_bn,
+// densenet121, mobilenet_v2 and efficientnet_b0 of torchvision and a 2-D
+// U-Net written in PyTorch, exported by scripts/export_onnx.py, imported
+// through lms/onnx.h with a loss from lms/loss.h (cross-entropy, or MSE for
+// the U-Net) and trained on the CPU device for 3 steps of SGD with momentum
+// on one batch. Against PyTorch's own training of the same model from the
+// same values (torch 1.13, torchvision 0.14 of Debian's /usr/bin/python3):
+// the first step's output and loss, every parameter's gradient, each step's
+// loss, and after the last step every parameter and batch-norm running
+// statistic, each to a relative L2 error of 1e-4, or of 3x PyTorch's own
+// float32 error where that is larger (Tally: resnet50, densenet121,
+// mobilenet_v2 and vgg11_bn have gradients that float32 gives to only
+// 1e-4..5e-2, measured against PyTorch in float64). Then the same steps
+// rewritten with LMS at a tight budget (auto policy with swap, recompute
+// and joint actions; joint only on resnet50, vgg11_bn and densenet121,
+// whose planning and steps cost the most) give losses and every persistent
+// tensor bit-identical to the run without LMS, at the measured peak the
+// rewrite predicted.
+//
+// The models and references are written at test time by
+// tests/onnx/make_torchvision_reference.py into this build folder
+// (torchvision_parity/, cached by a hash of the scripts: delete the folder
+// or change the script to regenerate); the test skips, saying why, when
+// torch, torchvision or onnx cannot be imported. efficientnet_b0 fails to
+// import until the importer maps broadcasting Mul (its squeeze-excitation
+// gate, [N,C,1,1] x [N,C,H,W]).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "lms/config.h"
+#include "lms/device.h"
+#include "lms/loss.h"
+#include "lms/onnx.h"
+#include "lms/rewrite.h"
+#include "lms/session.h"
+#include "lms/training.h"
+#include "reference.h"
+
+namespace lms {
+namespace {
+
+using onnx_test::BinaryReference;
+using onnx_test::rel_l2;
+
+constexpr double kTolerance = 1e-4;  // relative L2 error asked of parity with PyTorch
+// Where PyTorch's own float32 error exceeds kTolerance, lms is held to this
+// multiple of it instead (Tally).
+constexpr double kConditioningSlack = 3;
+// A gradient whose L2 norm is below this fraction of the largest gradient's
+// is 0 but for round-off in both frameworks (a conv bias read only by a
+// training-mode batch norm, which subtracts the batch mean): its relative
+// error means nothing, so lms's value is checked to be as small instead.
+constexpr double kRoundOff = 1e-5;
+// make_torchvision_reference.py: SEED, STEPS (the learning rate and the
+// momentum are in the reference).
+constexpr int kSeed = 20241;
+constexpr int kSteps = 3;
+constexpr uint64_t kGiBytes = uint64_t{1} << 30;
+// Room for the largest model without LMS (vgg11_bn: 0.5 GB of parameters,
+// as much again of velocity and of gradients, all fetched). Reserved, not
+// touched, until used.
+constexpr uint64_t kLargeCapacityBytes = 8 * kGiBytes;
+// The budgets tried, in sixteenths from the working-set limit to the
+// no-LMS peak: the first that fits with a tensor swapped or recomputed is
+// the tight budget.
+constexpr int kBudgetSixteenths = 16;
+
+struct ModelCase {
+  std::string name;  // make_torchvision_reference.py MODEL
+  Shape shape;       // its SHAPES entry
+  bool classifier = true;
+  std::vector<AutoActions> actions;  // the LMS plans checked
+};
+
+const std::vector<AutoActions> kAllActions = {AutoActions::kSwap, AutoActions::kRecompute,
+                                              AutoActions::kJoint};
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+double norm(const std::vector<float>& v) {
+  double s = 0;
+  for (float x : v) s += double(x) * x;
+  return std::sqrt(s);
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Runs make_torchvision_reference.py for `model` into the build folder.
+// Returns its exit status (77: torch, torchvision or onnx missing) and sets
+// `output` to what it printed.
+int make_reference(const std::string& model, std::string* output) {
+  const std::string command = "/usr/bin/python3 " + std::string(LMS_SOURCE_DIR) +
+                              "/tests/onnx/make_torchvision_reference.py " + model + " " +
+                              LMS_PARITY_DIR + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) {
+    *output = "cannot run " + command;
+    return -1;
+  }
+  char buf[512];
+  while (std::fgets(buf, sizeof(buf), pipe) != nullptr) *output += buf;
+  const int status = pclose(pipe);
+  if (status == -1 || !WIFEXITED(status)) return -1;
+  // 127: no /usr/bin/python3 at all.
+  return WEXITSTATUS(status) == 127 ? 77 : WEXITSTATUS(status);
+}
+
+// The imported model with its loss, as the training graph of the
+// reference's optimizer; the parameter names.
+absl::StatusOr<Graph> imported_training_graph(const ModelCase& c, const Sgd& sgd,
+                                              std::vector<std::string>* parameters) {
+  auto m = import_onnx(std::string(LMS_PARITY_DIR) + "/" + c.name + ".onnx",
+                       {.input_shapes = {{"input", c.shape}}});
+  if (!m.ok()) return m.status();
+  *parameters = m->parameters;
+  Graph g = std::move(m->graph);
+  const Loss loss = c.classifier ? Loss{CrossEntropy{.labels = "labels"}} : Loss{Mse{}};
+  auto l = attach_loss(g, m->outputs.at(0), loss);
+  if (!l.ok()) return l.status();
+  return training_graph(g, *l, sgd);
+}
+
+struct Batch {
+  Feeds feeds;
+  Int64Feeds labels;
+};
+
+Batch reference_batch(const ModelCase& c, const BinaryReference& ref) {
+  Batch b;
+  b.feeds["input"] = ref.f32.at("input");
+  if (c.classifier) {
+    b.labels["labels"] = ref.i64.at("labels");
+  } else {
+    b.feeds["target"] = ref.f32.at("target");
+  }
+  return b;
+}
+
+// What a run of kSteps steps leaves: each step's fetches, every persistent
+// tensor after the last step, and the device's peak.
+struct StepsRun {
+  std::vector<StepResult> steps;
+  std::vector<std::pair<std::string, std::vector<float>>> state;
+  uint64_t peak = 0;
+};
+
+StepsRun run_steps(const Graph& g, Device& device, const Batch& batch,
+                   const std::vector<std::string>& fetches) {
+  StepsRun out;
+  auto session = Session::create(g, device, {.fetches = fetches});
+  EXPECT_TRUE(session.ok()) << session.status();
+  if (!session.ok()) return out;
+  for (int step = 0; step < kSteps; ++step) {
+    StepResult r;
+    const absl::Status s = (*session)->run(batch.feeds, batch.labels, &r);
+    EXPECT_TRUE(s.ok()) << s;
+    if (!s.ok()) return out;
+    out.peak = std::max(out.peak, r.peak_device_bytes);
+    out.steps.push_back(std::move(r));
+  }
+  for (const std::string& name : (*session)->persistent_tensors()) {
+    auto v = (*session)->read(name);
+    EXPECT_TRUE(v.ok()) << name << ": " << v.status();
+    out.state.emplace_back(name, v.ok() ? *v : std::vector<float>{});
+  }
+  return out;
+}
+
+// PyTorch's own float32 error of a reference tensor (entry k of it):
+// make_torchvision_reference.py's fp32_error/<name>.
+double pytorch_error(const BinaryReference& ref, const std::string& name, size_t k = 0) {
+  auto it = ref.f32.find("fp32_error/" + name);
+  return it == ref.f32.end() || k >= it->second.size() ? 0.0 : double(it->second[k]);
+}
+
+// The relative errors of the tensors compared with PyTorch. Each is held to
+// 1e-4, or to kConditioningSlack times PyTorch's own float32 error where
+// that is larger: there the float32 result depends on the order of the sums
+// (lms's and PyTorch's, both that far from the float64 result, may be
+// twice as far apart), and 1e-4 would test the order, not the model.
+class Tally {
+ public:
+  void check(const std::string& name, double error, double pytorch) {
+    const double tolerance = std::max(kTolerance, kConditioningSlack * pytorch);
+    EXPECT_LE(error, tolerance) << name << " (PyTorch's own float32 error " << pytorch << ")";
+    ++compared_;
+    relaxed_ += error > kTolerance;
+    if (error > worst_) worst_ = error, worst_name_ = name, worst_pytorch_ = pytorch;
+    pytorch_worst_ = std::max(pytorch_worst_, pytorch);
+  }
+  void print(const char* what) const {
+    std::printf(
+        "%s: worst relative L2 error %.3g (%s, where PyTorch's own float32 error is %.3g) over "
+        "%zu tensors; %zu above 1e-4 within %.0fx PyTorch's own error; PyTorch's own worst "
+        "%.3g\n",
+        what, worst_, worst_name_.c_str(), worst_pytorch_, compared_, relaxed_, kConditioningSlack,
+        pytorch_worst_);
+  }
+
+ private:
+  double worst_ = 0, worst_pytorch_ = 0, pytorch_worst_ = 0;
+  std::string worst_name_;
+  size_t compared_ = 0, relaxed_ = 0;
+};
+
+// The first step's output, loss and gradients against PyTorch's; returns the
+// names of the parameters whose PyTorch gradient is round-off.
+std::vector<std::string> check_first_step(const StepResult& step, const BinaryReference& ref,
+                                          const std::vector<std::string>& parameters,
+                                          double* gradient_scale) {
+  Tally tally;
+  for (const char* name : {"output", "loss"}) {
+    tally.check(name, rel_l2(step.fetched.at(name), ref.f32.at(name)), pytorch_error(ref, name));
+  }
+  double scale = 0;
+  for (const std::string& p : parameters) scale = std::max(scale, norm(ref.f32.at(p + "/grad")));
+  std::vector<std::string> round_off;
+  for (const std::string& p : parameters) {
+    const std::vector<float>& got = step.fetched.at(p + "/grad");
+    const std::vector<float>& want = ref.f32.at(p + "/grad");
+    if (norm(want) < kRoundOff * scale) {
+      EXPECT_LT(norm(got), kRoundOff * scale) << p;
+      round_off.push_back(p);
+      continue;
+    }
+    tally.check(p + "/grad", rel_l2(got, want), pytorch_error(ref, p + "/grad"));
+  }
+  std::printf("step 1: loss %.7g (PyTorch %.7g), %zu round-off gradients\n",
+              double(step.fetched.at("loss")[0]), double(ref.f32.at("loss")[0]), round_off.size());
+  tally.print("step 1 output, loss and gradients");
+  *gradient_scale = scale;
+  return round_off;
+}
+
+// Each step's loss, and every parameter and running statistic after the
+// last step, against PyTorch's.
+void check_trained(const StepsRun& run, const BinaryReference& ref,
+                   const std::vector<std::string>& round_off, double lr_times_scale) {
+  const std::vector<float>& losses = ref.f32.at("step_loss");
+  ASSERT_EQ(run.steps.size(), losses.size());
+  Tally tally;
+  for (int step = 0; step < kSteps; ++step) {
+    const float got = run.steps[step].fetched.at("loss")[0];
+    std::printf("step %d loss %.7g (PyTorch %.7g)\n", step + 1, double(got), double(losses[step]));
+    tally.check("loss of step " + std::to_string(step + 1),
+                std::fabs(got - losses[step]) / std::fabs(losses[step]),
+                pytorch_error(ref, "step_loss", step));
+  }
+  // A round-off gradient moves its parameter by round-off: at most the sum
+  // of kSteps velocities of kSteps round-off gradients each, times lr.
+  const double moved_by_round_off = kSteps * kSteps * kRoundOff * lr_times_scale;
+  size_t compared = 0;
+  for (const auto& [name, got] : run.state) {
+    auto want = ref.f32.find("trained/" + name);
+    if (want == ref.f32.end()) continue;  // the velocities, which PyTorch keeps elsewhere
+    ++compared;
+    if (std::count(round_off.begin(), round_off.end(), name) > 0) {
+      std::vector<float> diff(got);
+      for (size_t k = 0; k < diff.size(); ++k) diff[k] -= want->second[k];
+      EXPECT_LE(norm(diff), moved_by_round_off) << name;
+      continue;
+    }
+    tally.check(name, rel_l2(got, want->second), pytorch_error(ref, "trained/" + name));
+  }
+  size_t expected = 0;
+  for (const auto& [name, values] : ref.f32) expected += name.rfind("trained/", 0) == 0;
+  EXPECT_EQ(compared, expected) << "a trained PyTorch tensor is not persistent in lms";
+  tally.print("step losses, and parameters and running statistics after the last step");
+}
+
+// The kSteps steps rewritten with LMS at the tightest budget in sixteenths
+// that fits with a tensor swapped or recomputed: the losses and every
+// persistent tensor are bit-identical to `plain`'s, at the predicted peak.
+void check_lms(const Graph& train, AutoActions actions, const Batch& batch, const StepsRun& plain,
+               uint64_t low, uint64_t high) {
+  SCOPED_TRACE(auto_actions_name(actions));
+  const auto start = std::chrono::steady_clock::now();
+  RewriteOptions fetched;
+  fetched.fetched = {"loss"};
+  for (int i = 0; i < kBudgetSixteenths; ++i) {
+    const uint64_t budget = low + (high - low) * i / kBudgetSixteenths;
+    auto device = make_cpu_device({.capacity_bytes = budget, .host_pool_bytes = 4 * kGiBytes});
+    ASSERT_TRUE(device.ok()) << device.status();
+    LmsConfig cfg;
+    cfg.time_model = TimeModel::kRoofline;
+    cfg.auto_actions = actions;
+    Graph planned = train;
+    auto rep = rewrite(planned, cfg, **device, fetched);
+    if (!rep.ok() || !rep->fits || (rep->swapped.empty() && rep->recomputed.empty())) continue;
+    SCOPED_TRACE(::testing::Message() << "budget " << budget);
+    const double planning_s = seconds_since(start);
+    EXPECT_LE(rep->peak_bytes_after, budget);
+    const StepsRun lms = run_steps(planned, **device, batch, {"loss"});
+    ASSERT_EQ(lms.steps.size(), plain.steps.size());
+    EXPECT_EQ(lms.peak, rep->peak_bytes_after);
+    for (size_t k = 0; k < lms.steps.size(); ++k) {
+      EXPECT_TRUE(same_bits(lms.steps[k].fetched.at("loss"), plain.steps[k].fetched.at("loss")))
+          << "loss of step " << k + 1;
+    }
+    ASSERT_EQ(lms.state.size(), plain.state.size());
+    for (size_t k = 0; k < lms.state.size(); ++k) {
+      EXPECT_EQ(lms.state[k].first, plain.state[k].first);
+      EXPECT_TRUE(same_bits(lms.state[k].second, plain.state[k].second)) << lms.state[k].first;
+    }
+    std::printf("LMS %s: budget %" PRIu64 " (%d/16), predicted peak %" PRIu64 ", measured %" PRIu64
+                ", %zu swapped, %zu recomputed; planning %.1f s, steps %.1f s\n",
+                auto_actions_name(actions), budget, i, rep->peak_bytes_after, lms.peak,
+                rep->swapped.size(), rep->recomputed.size(), planning_s,
+                seconds_since(start) - planning_s);
+    return;
+  }
+  ADD_FAILURE() << "no budget in [" << low << ", " << high
+                << ") planned to fit with a tensor swapped or recomputed";
+}
+
+void check_model(const ModelCase& c) {
+  std::printf("%s: seed %d (tests/onnx/make_torchvision_reference.py), input [%" PRId64 ",%" PRId64
+              ",%" PRId64 ",%" PRId64 "]\n",
+              c.name.c_str(), kSeed, c.shape[0], c.shape[1], c.shape[2], c.shape[3]);
+  auto start = std::chrono::steady_clock::now();
+  std::string output;
+  const int status = make_reference(c.name, &output);
+  std::printf("%s", output.c_str());
+  if (status == 77) GTEST_SKIP() << output;
+  ASSERT_EQ(status, 0) << output;
+  const BinaryReference ref =
+      onnx_test::read_binary_reference(std::string(LMS_PARITY_DIR) + "/" + c.name + ".ref");
+  ASSERT_TRUE(ref.error.empty()) << ref.error;
+  std::printf("reference %.1f s\n", seconds_since(start));
+
+  start = std::chrono::steady_clock::now();
+  std::vector<std::string> parameters;
+  const Sgd sgd{.lr = ref.f32.at("lr")[0], .momentum = ref.f32.at("momentum")[0]};
+  std::printf("SGD lr %g, momentum %g\n", sgd.lr, sgd.momentum);
+  auto train = imported_training_graph(c, sgd, &parameters);
+  ASSERT_TRUE(train.ok()) << train.status();
+  for (const std::string& p : parameters) {
+    ASSERT_TRUE(ref.f32.count(p + "/grad")) << p << " has no PyTorch gradient";
+  }
+  std::vector<std::string> fetches = {"output", "loss"};
+  for (const std::string& p : parameters) fetches.push_back(p + "/grad");
+  auto big = make_cpu_device({.capacity_bytes = kLargeCapacityBytes});
+  ASSERT_TRUE(big.ok()) << big.status();
+  LmsConfig off;
+  off.enabled = false;
+  // Planned without LMS for the fetches of the parity check; its memory
+  // profile with the loss fetched only bounds the LMS budgets.
+  Graph plain = *train;
+  RewriteOptions all_fetched;
+  all_fetched.fetched = fetches;
+  auto plain_rep = rewrite(plain, off, **big, all_fetched);
+  ASSERT_TRUE(plain_rep.ok()) << plain_rep.status();
+  Graph loss_only = *train;
+  auto none = rewrite(loss_only, off, **big, {.fetched = {"loss"}});
+  ASSERT_TRUE(none.ok()) << none.status();
+  const Batch batch = reference_batch(c, ref);
+  const StepsRun run = run_steps(plain, **big, batch, fetches);
+  ASSERT_EQ(run.steps.size(), size_t{kSteps});
+  double gradient_scale = 0;
+  const std::vector<std::string> round_off =
+      check_first_step(run.steps[0], ref, parameters, &gradient_scale);
+  check_trained(run, ref, round_off, sgd.lr * gradient_scale);
+  std::printf("without LMS: %.1f s\n", seconds_since(start));
+
+  const uint64_t low = none->working_set_limit_bytes, high = none->peak_bytes_after;
+  std::printf("working-set limit %" PRIu64 " bytes, no-LMS peak %" PRIu64 " bytes\n", low, high);
+  ASSERT_LT(low, high);
+  for (AutoActions a : c.actions) check_lms(*train, a, batch, run, low, high);
+}
+
+TEST(TorchvisionParity, Resnet18) { check_model({"resnet18", {2, 3, 64, 64}, true, kAllActions}); }
+
+TEST(TorchvisionParity, Resnet50) {
+  check_model({"resnet50", {2, 3, 64, 64}, true, {AutoActions::kJoint}});
+}
+
+TEST(TorchvisionParity, Vgg11Bn) {
+  check_model({"vgg11_bn", {1, 3, 224, 224}, true, {AutoActions::kJoint}});
+}
+
+TEST(TorchvisionParity, Densenet121) {
+  check_model({"densenet121", {2, 3, 64, 64}, true, {AutoActions::kJoint}});
+}
+
+TEST(TorchvisionParity, MobilenetV2) {
+  check_model({"mobilenet_v2", {2, 3, 64, 64}, true, kAllActions});
+}
+
+// Needs broadcasting Mul ([N,C,1,1] x [N,C,H,W], the squeeze-excitation
+// gate) in the importer.
+TEST(TorchvisionParity, EfficientnetB0) {
+  check_model({"efficientnet_b0", {2, 3, 64, 64}, true, kAllActions});
+}
+
+TEST(TorchvisionParity, Unet) { check_model({"unet", {2, 1, 64, 64}, false, kAllActions}); }
+
+}  // namespace
+}  // namespace lms
