@@ -244,12 +244,13 @@ absl::StatusOr<SimResult> simulate_step(const Candidate& candidate) {
 
 absl::StatusOr<std::shared_ptr<const PlannedLayout>> lay_out(const Graph& graph,
                                                              const PassInputs& in,
-                                                             uint64_t budget_bytes) {
+                                                             uint64_t budget_bytes,
+                                                             int64_t search_placed_buffers) {
   auto planned = std::make_shared<PlannedLayout>();
   LMS_ASSIGN_OR_RETURN(
       planned->layout,
       layout_step(graph, {in.config.alignment_bytes, in.options.fetched, workspaces(in.facts)},
-                  budget_bytes));
+                  budget_bytes, search_placed_buffers));
   planned->graph_fingerprint = layout_fingerprint(graph);
   return planned;
 }

@@ -85,10 +85,11 @@ absl::StatusOr<Candidate> insert(const Graph& source, const PassInputs& in,
 absl::StatusOr<SimResult> simulate_step(const Candidate& candidate);
 
 // Lays out `graph`'s step (Note [Step layout] in placement.h) for
-// `budget_bytes`.
-absl::StatusOr<std::shared_ptr<const PlannedLayout>> lay_out(const Graph& graph,
-                                                             const PassInputs& in,
-                                                             uint64_t budget_bytes);
+// `budget_bytes`, with a placement search of at most
+// `search_placed_buffers` placed buffers.
+absl::StatusOr<std::shared_ptr<const PlannedLayout>> lay_out(
+    const Graph& graph, const PassInputs& in, uint64_t budget_bytes,
+    int64_t search_placed_buffers = PlacementOptions{}.search_placed_buffers);
 
 // Fills the arena figures, peak_bytes_after (the device bytes the session
 // will hold), fits and fit_unknown_reason from `planned`, the layout of

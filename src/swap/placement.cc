@@ -723,11 +723,12 @@ absl::StatusOr<StepBuffers> step_buffers(const Graph& graph, const Liveness& liv
 }
 
 absl::StatusOr<StepLayout> layout_step(const Graph& graph, const LivenessOptions& options,
-                                       uint64_t budget_bytes) {
+                                       uint64_t budget_bytes, int64_t search_placed_buffers) {
   StepLayout layout;
   LMS_ASSIGN_OR_RETURN(layout.live, analyze(graph, options));
   LMS_ASSIGN_OR_RETURN(layout.step, step_buffers(graph, layout.live, options.workspace_bytes));
-  PlacementOptions po{.alignment_bytes = options.alignment_bytes};
+  PlacementOptions po{.alignment_bytes = options.alignment_bytes,
+                      .search_placed_buffers = search_placed_buffers};
   if (budget_bytes > layout.step.persistent_bytes) {
     po.arena_target_bytes = budget_bytes - layout.step.persistent_bytes;
   }

@@ -255,10 +255,13 @@ struct StepLayout {
 
 // `budget_bytes` (0: none), the device bytes the step is planned for: the
 // placement aims for an arena of at most budget_bytes less the persistent
-// bytes (PlacementOptions::arena_target_bytes, Note [Random tie orders]).
-// InvalidArgument as analyze() and place_buffers().
-absl::StatusOr<StepLayout> layout_step(const Graph& graph, const LivenessOptions& options,
-                                       uint64_t budget_bytes = 0);
+// bytes (PlacementOptions::arena_target_bytes, Note [Random tie orders]),
+// searching at most `search_placed_buffers` placed buffers for it
+// (PlacementOptions::search_placed_buffers). InvalidArgument as analyze()
+// and place_buffers().
+absl::StatusOr<StepLayout> layout_step(
+    const Graph& graph, const LivenessOptions& options, uint64_t budget_bytes = 0,
+    int64_t search_placed_buffers = PlacementOptions{}.search_placed_buffers);
 
 // A fingerprint of what a step layout depends on in `graph`: every node's
 // name, op, inputs, outputs, control inputs and attributes, and every

@@ -25,6 +25,7 @@
 #include "lms/config.h"
 #include "lms/graph.h"
 #include "lms/rewrite.h"
+#include "swap/placement.h"
 
 namespace lms::swap {
 
@@ -55,6 +56,15 @@ struct SearchOptions {
   // Note [Pruned candidates]: on graphs of at least this many nodes a
   // candidate predicted no faster than the best fitting one is not laid out.
   int32_t prune_nodes = 256;
+  // The placement search of each layout a candidate makes places at most
+  // this many buffers (PlacementOptions::search_placed_buffers).
+  int64_t layout_placed_buffers = PlacementOptions{}.search_placed_buffers;
+  // Note [Last-resort placement]: when the plan for the working-set limit
+  // itself misses only in its layout (its arena's lower bound fits), that
+  // plan is laid out again with a placement search of at most this many
+  // placed buffers (PlacementOptions::search_placed_buffers) before the
+  // candidate is given up.
+  int64_t last_resort_placed_buffers = int64_t{1} << 21;
 };
 
 // Plans `graph` with `config` and `facts` (lms::rewrite's contract,

@@ -21,9 +21,8 @@
 // tests/onnx/make_torchvision_reference.py into this build folder
 // (torchvision_parity/, cached by a hash of the scripts: delete the folder
 // or change the script to regenerate); the test skips, saying why, when
-// torch, torchvision or onnx cannot be imported. efficientnet_b0 fails to
-// import until the importer maps broadcasting Mul (its squeeze-excitation
-// gate, [N,C,1,1] x [N,C,H,W]).
+// torch, torchvision or onnx cannot be imported. efficientnet_b0's
+// squeeze-excitation gate is a broadcasting Mul ([N,C,1,1] x [N,C,H,W]).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
