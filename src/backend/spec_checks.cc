@@ -1,6 +1,7 @@
 #include "backend/spec_checks.h"
 
 #include <cmath>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -41,6 +42,35 @@ absl::Status check_dims(const KernelSpec& spec, const Shape& shape, absl::string
 absl::Status invalid(const KernelSpec& spec, absl::string_view msg) {
   return absl::InvalidArgumentError(
       absl::StrCat("node '", spec.name, "' (op ", op_name(spec.op), "): ", msg));
+}
+
+absl::StatusOr<size_t> check_broadcast_binary(const KernelSpec& spec) {
+  LMS_RETURN_IF_ERROR(check_arity(spec, 2, 2, 1));
+  const Shape &a = spec.input_shapes[0], &b = spec.input_shapes[1], &y = spec.output_shapes[0];
+  if (broadcast_shape(a, b) != y || (a != y && b != y)) {
+    return invalid(spec, absl::StrCat("inputs a ", shape_str(a), " and b ", shape_str(b),
+                                      " must broadcast to the output ", shape_str(y),
+                                      ", which one of them has"));
+  }
+  if (y.size() > SumToPlan::kMaxRank) {
+    return invalid(spec,
+                   absl::StrCat("the output ", shape_str(y), " has rank ", y.size(),
+                                "; a broadcasting add / mul takes at most ", SumToPlan::kMaxRank));
+  }
+  return a == y ? 0 : 1;
+}
+
+absl::StatusOr<SumToPlan> check_sum_to(const KernelSpec& spec) {
+  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 1));
+  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ints_attr(spec, "shape"));
+  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], shape, "output y"));
+  const std::optional<SumToPlan> plan = sum_to_plan(spec.input_shapes[0], shape);
+  if (!plan) {
+    return invalid(spec, absl::StrCat("shape ", shape_str(shape), " does not broadcast to x ",
+                                      shape_str(spec.input_shapes[0]), " (or has rank over ",
+                                      SumToPlan::kMaxRank, ")"));
+  }
+  return *plan;
 }
 
 absl::Status bad_embedding_id(const KernelSpec& spec, int64_t position, int64_t id, int64_t rows) {

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "backend/kernel.h"
+#include "common/broadcast.h"
 
 namespace lms {
 
@@ -50,6 +51,14 @@ absl::StatusOr<size_t> axis_attr(const KernelSpec& spec, const Shape& shape,
                                  absl::string_view what);
 // Whether the node has an "axis" attribute (reduce_mean: absent = all).
 bool has_axis_attr(const KernelSpec& spec);
+
+// add / mul with broadcasting (common/broadcast.h): two inputs that
+// broadcast to the output's shape, which one of them has. Returns the
+// index (0 or 1) of that full-shape input.
+absl::StatusOr<size_t> check_broadcast_binary(const KernelSpec& spec);
+// sum_to: one input x, the "shape" attribute, which broadcasts to x's shape
+// and is the output's. Returns the plan both devices sum by.
+absl::StatusOr<SumToPlan> check_sum_to(const KernelSpec& spec);
 
 // The run-time error of embedding / embedding_bwd for an id outside
 // [0, rows) of the table: names the id, its position among the node's ids

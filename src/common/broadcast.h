@@ -131,14 +131,14 @@ inline std::optional<SumToPlan> sum_to_plan(const std::vector<int64_t>& x,
     stride *= x[d];
   }
   // Collected from the last dimension; offset() wants the first first.
-  for (int lo = 0, hi = p.kept - 1; lo < hi; ++lo, --hi) {
-    std::swap(p.kept_dims[lo], p.kept_dims[hi]);
-    std::swap(p.kept_strides[lo], p.kept_strides[hi]);
-  }
-  for (int lo = 0, hi = p.reduced - 1; lo < hi; ++lo, --hi) {
-    std::swap(p.reduced_dims[lo], p.reduced_dims[hi]);
-    std::swap(p.reduced_strides[lo], p.reduced_strides[hi]);
-  }
+  auto reverse = [](int n, int64_t* dims, int64_t* strides) {
+    for (int lo = 0, hi = n - 1; lo < hi; ++lo, --hi) {
+      std::swap(dims[lo], dims[hi]);
+      std::swap(strides[lo], strides[hi]);
+    }
+  };
+  reverse(p.kept, p.kept_dims, p.kept_strides);
+  reverse(p.reduced, p.reduced_dims, p.reduced_strides);
   // A dimension of 0 is neither kept nor summed over above: y then has
   // numel(y) elements (0 when it keeps that dimension), each a sum of none.
   for (size_t d = 0; d < x.size(); ++d) {

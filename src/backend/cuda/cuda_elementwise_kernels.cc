@@ -51,19 +51,11 @@ KernelOr make_unary(const KernelSpec& spec, const CudaKernelContext& ctx, launch
 // rounded add or multiply, commutative bit for bit.
 KernelOr make_broadcast_binary(const KernelSpec& spec, const CudaKernelContext& ctx,
                                launch::Binary op) {
-  LMS_RETURN_IF_ERROR(check_arity(spec, 2, 2, 1));
-  const Shape &a = spec.input_shapes[0], &b = spec.input_shapes[1], &y = spec.output_shapes[0];
-  if (broadcast_shape(a, b) != y || (a != y && b != y)) {
-    return invalid(spec, absl::StrCat("inputs a ", shape_str(a), " and b ", shape_str(b),
-                                      " must broadcast to the output ", shape_str(y),
-                                      ", which one of them has"));
-  }
-  const size_t full = a == y ? 0 : 1;
+  LMS_ASSIGN_OR_RETURN(const size_t full, check_broadcast_binary(spec));
+  const Shape& y = spec.output_shapes[0];
   const std::optional<BroadcastIndex> index = broadcast_index(y, spec.input_shapes[1 - full]);
-  if (!index) {
-    return invalid(spec,
-                   absl::StrCat("the output ", shape_str(y), " has rank ", y.size(),
-                                "; a broadcasting add / mul takes at most ", SumToPlan::kMaxRank));
+  if (!index) {  // not reached: check_broadcast_binary checked the shapes and the rank
+    return invalid(spec, "the operands do not broadcast to the output");
   }
   const int64_t n = num_elements(y);
   const std::string what = node_label(spec);

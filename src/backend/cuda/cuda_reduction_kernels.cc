@@ -188,16 +188,7 @@ KernelOr make_reduce_mean(const KernelSpec& spec, const CudaKernelContext& ctx, 
 // sum_to: one thread per output element, each summing its x elements in
 // double in x's order (SumToPlan), as the CPU loop does.
 KernelOr make_sum_to(const KernelSpec& spec, const CudaKernelContext& ctx) {
-  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 1));
-  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ints_attr(spec, "shape"));
-  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], shape, "output y"));
-  const std::optional<SumToPlan> plan = sum_to_plan(spec.input_shapes[0], shape);
-  if (!plan) {
-    return invalid(spec, absl::StrCat("shape ", shape_str(shape), " does not broadcast to x ",
-                                      shape_str(spec.input_shapes[0]), " (or has rank over ",
-                                      SumToPlan::kMaxRank, ")"));
-  }
-  const SumToPlan p = *plan;
+  LMS_ASSIGN_OR_RETURN(const SumToPlan p, check_sum_to(spec));
   const std::string what = node_label(spec);
   cudaStream_t s = ctx.stream;
   return make_fn_kernel([=](const KernelArgs& a) {

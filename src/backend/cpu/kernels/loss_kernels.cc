@@ -204,16 +204,7 @@ KernelOr make_reduce_mean_bwd(const KernelSpec& spec, const CpuKernelContext& ct
 // sum_to: y[j] = sum of the x elements that broadcast from j, in double in
 // x's order (SumToPlan, shared with the CUDA kernel).
 KernelOr make_sum_to(const KernelSpec& spec, const CpuKernelContext& ctx) {
-  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 1));
-  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ints_attr(spec, "shape"));
-  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], shape, "output y"));
-  const std::optional<SumToPlan> plan = sum_to_plan(spec.input_shapes[0], shape);
-  if (!plan) {
-    return invalid(spec, absl::StrCat("shape ", shape_str(shape), " does not broadcast to x ",
-                                      shape_str(spec.input_shapes[0]), " (or has rank over ",
-                                      SumToPlan::kMaxRank, ")"));
-  }
-  const SumToPlan p = *plan;
+  LMS_ASSIGN_OR_RETURN(const SumToPlan p, check_sum_to(spec));
   auto k = std::make_unique<StepKernel>(spec, ctx);
   k->add_loop([p](const KernelArgs& a) {
     for (int64_t j = 0; j < p.outputs; ++j) {

@@ -75,20 +75,14 @@ KernelOr make_eltwise_bwd(const KernelSpec& spec, const CpuKernelContext& ctx, a
 // and a * b are single rounded operations, commutative bit for bit, so the
 // order gives the same result.
 KernelOr make_broadcast_binary(const KernelSpec& spec, const CpuKernelContext& ctx, algorithm alg) {
-  LMS_RETURN_IF_ERROR(check_arity(spec, 2, 2, 1));
-  const Shape &a = spec.input_shapes[0], &b = spec.input_shapes[1], &y = spec.output_shapes[0];
-  if (broadcast_shape(a, b) != y || (a != y && b != y)) {
-    return invalid(spec, absl::StrCat("inputs a ", shape_str(a), " and b ", shape_str(b),
-                                      " must broadcast to the output ", shape_str(y),
-                                      ", which one of them has"));
-  }
+  LMS_ASSIGN_OR_RETURN(const size_t full, check_broadcast_binary(spec));
   if (auto it = spec.attrs.find(kLayoutAttr); it != spec.attrs.end()) {
     const std::string* s = std::get_if<std::string>(&it->second);
     if (s != nullptr && s->find(kLayoutBlocked) != std::string::npos) {
       return invalid(spec, "a broadcasting add / mul reads and writes plain tensors only");
     }
   }
-  const size_t full = a == y ? 0 : 1;
+  const Shape& y = spec.output_shapes[0];
   const dnnl::memory::desc md = plain_desc(y);
   const dnnl::memory::desc small = plain_desc(with_rank(spec.input_shapes[1 - full], y.size()));
   dnnl::binary::desc d(alg, md, small, md);
