@@ -16,6 +16,7 @@
 namespace lms {
 namespace {
 
+using torch_ref::random_values;
 using torch_ref::relative_l2;
 using torch_ref::TorchTensors;
 using user::kMiB;
@@ -23,13 +24,6 @@ using user::kMiB;
 // a + b and a * b are exact; the gradient of a broadcast operand is a sum
 // (lms in double, PyTorch in float), so the only error is rounding.
 constexpr double kTolerance = 1e-6;
-
-std::vector<float> random_values(int64_t n, float scale, std::mt19937_64& gen) {
-  std::uniform_real_distribution<float> u(-scale, scale);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = u(gen);
-  return v;
-}
 
 struct BroadcastCase {
   Shape a, b, y;  // y: the broadcast shape
@@ -55,9 +49,9 @@ void check_against_torch(const BroadcastCase& c) {
 
   std::mt19937_64 gen(c.seed);
   TorchTensors in;
-  in["a"] = {c.a, random_values(num_elements(c.a), 2.0f, gen)};
-  in["b"] = {c.b, random_values(num_elements(c.b), 2.0f, gen)};
-  in["target"] = {c.y, random_values(num_elements(c.y), 1.0f, gen)};
+  in["a"] = {c.a, random_values(num_elements(c.a), gen, 2.0f)};
+  in["b"] = {c.b, random_values(num_elements(c.b), gen, 2.0f)};
+  in["target"] = {c.y, random_values(num_elements(c.y), gen, 1.0f)};
   auto ref = torch_ref::torch_reference("broadcast", {{"mul", {c.mul ? 1.0 : 0.0}}}, in);
   if (absl::IsUnavailable(ref.status())) GTEST_SKIP() << ref.status().message();
   ASSERT_TRUE(ref.ok()) << ref.status();
@@ -124,8 +118,8 @@ TEST(Broadcast, SqueezeExcitationWithLmsIsBitIdenticalAtThePredictedPeak) {
   auto train = training_graph(g, g.loss(), Sgd{.lr = 0.05, .momentum = 0.9});
   ASSERT_TRUE(train.ok()) << train.status();
   std::mt19937_64 gen(kSeed);
-  const Feeds feeds = {{"x", random_values(kN * 3 * kSize * kSize, 2.0f, gen)},
-                       {"target", random_values(kN * 8 * kSize * kSize, 1.0f, gen)}};
+  const Feeds feeds = {{"x", random_values(kN * 3 * kSize * kSize, gen, 2.0f)},
+                       {"target", random_values(kN * 8 * kSize * kSize, gen, 1.0f)}};
   user::expect_lms_steps_bit_identical(*train, feeds, 3);
 }
 

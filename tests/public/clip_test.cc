@@ -15,6 +15,7 @@
 namespace lms {
 namespace {
 
+using torch_ref::random_values;
 using torch_ref::relative_l2;
 using torch_ref::TorchTensors;
 using user::kMiB;
@@ -22,13 +23,6 @@ using user::kMiB;
 // Element-wise min / max and a mask: exact, so the only error is the mse
 // gradient's rounding.
 constexpr double kTolerance = 1e-6;
-
-std::vector<float> random_values(int64_t n, float scale, std::mt19937_64& gen) {
-  std::uniform_real_distribution<float> u(-scale, scale);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = u(gen);
-  return v;
-}
 
 struct ClipCase {
   Shape x;
@@ -51,8 +45,8 @@ void check_against_torch(const ClipCase& cc) {
 
   std::mt19937_64 gen(cc.seed);
   TorchTensors in;
-  in["x"] = {cc.x, random_values(num_elements(cc.x), cc.scale, gen)};
-  in["target"] = {cc.x, random_values(num_elements(cc.x), 1.0f, gen)};
+  in["x"] = {cc.x, random_values(num_elements(cc.x), gen, cc.scale)};
+  in["target"] = {cc.x, random_values(num_elements(cc.x), gen, 1.0f)};
   auto ref = torch_ref::torch_reference("clip", {{"min", {cc.min}}, {"max", {cc.max}}}, in);
   if (absl::IsUnavailable(ref.status())) GTEST_SKIP() << ref.status().message();
   ASSERT_TRUE(ref.ok()) << ref.status();
@@ -93,8 +87,8 @@ TEST(Clip, MobileNetBlockWithLmsIsBitIdenticalAtThePredictedPeak) {
   auto train = training_graph(g, g.loss(), Sgd{.lr = 0.05, .momentum = 0.9});
   ASSERT_TRUE(train.ok()) << train.status();
   std::mt19937_64 gen(kSeed);
-  const Feeds feeds = {{"x", random_values(kN * 3 * kSize * kSize, 4.0f, gen)},
-                       {"target", random_values(kN * 8 * kSize * kSize, 3.0f, gen)}};
+  const Feeds feeds = {{"x", random_values(kN * 3 * kSize * kSize, gen, 4.0f)},
+                       {"target", random_values(kN * 8 * kSize * kSize, gen, 3.0f)}};
   user::expect_lms_steps_bit_identical(*train, feeds, 3);
 }
 

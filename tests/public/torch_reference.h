@@ -135,9 +135,10 @@ inline double relative_l2(const std::vector<float>& got, const std::vector<float
   return norm == 0 ? (diff == 0 ? 0 : 1e300) : std::sqrt(diff / norm);
 }
 
-// n values uniform in [-1, 1) from `gen` (seeded and printed by the test).
-inline std::vector<float> random_values(int64_t n, std::mt19937_64& gen) {
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+// n values uniform in [-scale, scale) from `gen` (seeded and printed by the
+// test).
+inline std::vector<float> random_values(int64_t n, std::mt19937_64& gen, float scale = 1.0f) {
+  std::uniform_real_distribution<float> u(-scale, scale);
   std::vector<float> v(static_cast<size_t>(n));
   for (float& x : v) x = u(gen);
   return v;
