@@ -65,6 +65,11 @@ struct SearchOptions {
   // placed buffers (PlacementOptions::search_placed_buffers) before the
   // candidate is given up.
   int64_t last_resort_placed_buffers = int64_t{1} << 21;
+  // Note [Last-resort plan]: when that still misses, the candidate's variant
+  // is planned once more for the working-set limit with every tensor it can
+  // hide swapped (AutoOptions::force_swap) and laid out with the same long
+  // search before the candidate is given up. false only to compare.
+  bool last_resort_plan = true;
 };
 
 // Plans `graph` with `config` and `facts` (lms::rewrite's contract,
