@@ -150,6 +150,13 @@ TensorId reshape(Graph& g, std::string_view name, TensorId x, Shape shape);
 // x[d0..d(r-1)] -> [d0*..*d(axis-1), d(axis)*..*d(r-1)] (ONNX Flatten;
 // axis 1 turns a pooled [N,C,1,1] into [N,C] for linear).
 TensorId flatten(Graph& g, std::string_view name, TensorId x, int64_t axis = 1);
+// x[d0..d(r-1)] -> y[d(perm[0])..d(perm[r-1])], y[i0..] = x at the index whose
+// dimension perm[k] is ik (ONNX Transpose, torch.permute), rank 1 to 8.
+// `perm` is a permutation of 0..r-1 (empty: reversed, ONNX's default). A
+// copy; the gradient is the transpose of dy by the inverse permutation.
+// Errors (when the graph is built): perm of another length than x's rank,
+// an entry out of range or repeated, are InvalidArgument naming the node.
+TensorId transpose(Graph& g, std::string_view name, TensorId x, std::vector<int64_t> perm = {});
 // A tensor of `shape` (empty = scalar) filled with `value`.
 TensorId fill(Graph& g, std::string_view name, Shape shape, double value);
 

@@ -73,6 +73,21 @@ absl::StatusOr<SumToPlan> check_sum_to(const KernelSpec& spec) {
   return *plan;
 }
 
+absl::StatusOr<BroadcastIndex> check_transpose(const KernelSpec& spec) {
+  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 1));
+  const Shape& x = spec.input_shapes[0];
+  LMS_RETURN_IF_ERROR(check_rank(spec, x, 1, SumToPlan::kMaxRank, "input x"));
+  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> perm, ints_attr(spec, "perm"));
+  const std::optional<BroadcastIndex> t = transpose_index(x, perm);
+  if (!t) {
+    return invalid(spec, absl::StrCat("perm ", shape_str(perm), " is not a permutation of the ",
+                                      x.size(), " dimensions of input x ", shape_str(x)));
+  }
+  LMS_RETURN_IF_ERROR(
+      check_same_shape(spec, spec.output_shapes[0], Shape(t->dims, t->dims + t->rank), "output y"));
+  return *t;
+}
+
 absl::Status bad_embedding_id(const KernelSpec& spec, int64_t position, int64_t id, int64_t rows) {
   return invalid(spec, absl::StrCat("id ", id, " at position ", position, " is out of range [0, ",
                                     rows, ") of the table"));

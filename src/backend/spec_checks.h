@@ -59,6 +59,10 @@ absl::StatusOr<size_t> check_broadcast_binary(const KernelSpec& spec);
 // sum_to: one input x, the "shape" attribute, which broadcasts to x's shape
 // and is the output's. Returns the plan both devices sum by.
 absl::StatusOr<SumToPlan> check_sum_to(const KernelSpec& spec);
+// transpose: one input x of rank 1 to SumToPlan::kMaxRank, the "perm"
+// attribute, a permutation of its dimensions; the output is x's dimensions
+// permuted. Returns the index both devices copy by (transpose_index).
+absl::StatusOr<BroadcastIndex> check_transpose(const KernelSpec& spec);
 
 // The run-time error of embedding / embedding_bwd for an id outside
 // [0, rows) of the table: names the id, its position among the node's ids

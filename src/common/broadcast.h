@@ -150,4 +150,27 @@ inline std::optional<SumToPlan> sum_to_plan(const std::vector<int64_t>& x,
   return p;
 }
 
+// transpose: y[i] = x[t.index(i)] for y = transpose(x, perm), i y's
+// row-major index: y's dimensions with x's strides permuted. nullopt when
+// perm is not a permutation of x's dimensions or the rank exceeds
+// SumToPlan::kMaxRank.
+inline std::optional<BroadcastIndex> transpose_index(const std::vector<int64_t>& x,
+                                                     const std::vector<int64_t>& perm) {
+  if (x.size() > SumToPlan::kMaxRank || perm.size() != x.size()) return std::nullopt;
+  std::vector<int64_t> x_stride(x.size(), 1);
+  for (int d = static_cast<int>(x.size()) - 2; d >= 0; --d)
+    x_stride[d] = x_stride[d + 1] * x[d + 1];
+  std::vector<bool> seen(x.size(), false);
+  BroadcastIndex t;
+  t.rank = static_cast<int>(x.size());
+  for (int d = 0; d < t.rank; ++d) {
+    const int64_t p = perm[d];
+    if (p < 0 || p >= t.rank || seen[p]) return std::nullopt;
+    seen[p] = true;
+    t.dims[d] = x[p];
+    t.strides[d] = x_stride[p];
+  }
+  return t;
+}
+
 }  // namespace lms

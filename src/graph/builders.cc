@@ -230,6 +230,15 @@ TensorId flatten(Graph& g, std::string_view name, TensorId x, int64_t axis) {
   return reshape(g, name, x, y);
 }
 
+TensorId transpose(Graph& g, std::string_view name, TensorId x, std::vector<int64_t> perm) {
+  if (!usable(g, name, x)) return kNoTensor;
+  if (perm.empty()) {
+    const auto rank = static_cast<int64_t>(g.tensor(x).shape.size());
+    for (int64_t i = rank - 1; i >= 0; --i) perm.push_back(i);
+  }
+  return add_op(g, OpKind::kTranspose, name, {x}, {{"perm", std::move(perm)}});
+}
+
 TensorId linear(Graph& g, std::string_view name, TensorId x, TensorId w, TensorId b, bool trans_b) {
   return add_op(g, OpKind::kLinear, name, with_bias(x, w, b),
                 {{"trans_b", int64_t{trans_b ? 1 : 0}}});

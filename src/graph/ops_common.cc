@@ -132,10 +132,11 @@ std::optional<AttrType> attr_type(std::string_view name) {
       {"mode", AttrType::kStr},          {"momentum", AttrType::kReal},
       {"pad", AttrType::kInts},          {"release_after", AttrType::kStr},
       {"scale", AttrType::kInts},        {"shape", AttrType::kInts},
-      {"size", AttrType::kInt},          {"stride", AttrType::kInts},
-      {"trans_b", AttrType::kInt},       {"training", AttrType::kInt},
-      {"value", AttrType::kReal},        {"weight_decay", AttrType::kReal},
-      {"weight_shape", AttrType::kInts}, {kWorkspaceAttr, AttrType::kStr},
+      {"perm", AttrType::kInts},         {"size", AttrType::kInt},
+      {"stride", AttrType::kInts},       {"trans_b", AttrType::kInt},
+      {"training", AttrType::kInt},      {"value", AttrType::kReal},
+      {"weight_decay", AttrType::kReal}, {"weight_shape", AttrType::kInts},
+      {kWorkspaceAttr, AttrType::kStr},
   };
   for (const auto& [key, type] : kTypes) {
     if (key == name) return type;

@@ -199,6 +199,44 @@ absl::Status reshape_grad(GradContext& ctx) {
   return absl::OkStatus();
 }
 
+// The attribute "perm", a permutation of x's dimensions: y[i] = x[perm[i]].
+absl::StatusOr<Shapes> infer_transpose(const Attrs& a, const Shapes& in) {
+  auto perm = attr_ints(a, "perm");
+  if (!perm.ok()) return op_error("transpose", perm.status().message());
+  const Shape& x = in[0];
+  if (perm->size() != x.size()) {
+    return op_error("transpose", str_cat("perm has ", perm->size(), " entries but x ", shape_str(x),
+                                         " has rank ", x.size()));
+  }
+  std::vector<bool> seen(x.size(), false);
+  Shape y;
+  for (int64_t p : *perm) {
+    if (p < 0 || p >= static_cast<int64_t>(x.size()) || seen[p]) {
+      return op_error("transpose",
+                      str_cat("perm ", shape_str(*perm), " is not a permutation of 0..",
+                              x.size() - 1, " (x ", shape_str(x), ")"));
+    }
+    seen[p] = true;
+    y.push_back(x[p]);
+  }
+  return Shapes{y};
+}
+
+// dx = transpose(dy) by the inverse permutation.
+absl::Status transpose_grad(GradContext& ctx) {
+  if (ctx.output_grads[0] != kNoTensor && wants(ctx, 0)) {
+    LMS_ASSIGN_OR_RETURN(const std::vector<int64_t> perm,
+                         attr_ints(ctx.graph.node(ctx.node).attrs, "perm"));
+    std::vector<int64_t> inverse(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i) inverse[perm[i]] = static_cast<int64_t>(i);
+    Attrs a = {{"perm", inverse}};
+    LMS_ASSIGN_OR_RETURN(ctx.input_grads[0],
+                         add_grad_node1(ctx, OpKind::kTranspose, "data", {ctx.output_grads[0]}, a));
+  }
+  decline_rest(ctx);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Shapes> infer_concat(const Attrs& a, const Shapes& in) {
   LMS_ASSIGN_OR_RETURN(const size_t axis, axis_attr("concat", a, in[0], "input 0"));
   Shape y = in[0];
@@ -360,6 +398,8 @@ void register_pointwise_ops(std::vector<OpSpec>& specs) {
       make_spec(OpKind::kSlice, 1, 1, {"begin", "size"}, infer_slice, per_element(0), slice_grad));
   specs.push_back(
       make_spec(OpKind::kReshape, 1, 1, {"shape"}, infer_reshape, per_element(0), reshape_grad));
+  specs.push_back(make_spec(OpKind::kTranspose, 1, 1, {"perm"}, infer_transpose, per_element(0),
+                            transpose_grad));
   for (OpSpec& spec : specs) {
     const OpKind k = spec.def.kind;
     if (k == OpKind::kSoftmax || k == OpKind::kSoftmaxBwd || k == OpKind::kConcat ||
@@ -375,7 +415,7 @@ void register_pointwise_ops(std::vector<OpSpec>& specs) {
   set_flag(specs, &OpDef::recomputable,
            {OpKind::kRelu, OpKind::kLeakyRelu, OpKind::kSigmoid, OpKind::kSoftmax, OpKind::kAdd,
             OpKind::kMul, OpKind::kScale, OpKind::kConcat, OpKind::kSlice, OpKind::kClip,
-            OpKind::kReshape, OpKind::kDropout});
+            OpKind::kReshape, OpKind::kTranspose, OpKind::kDropout});
 }
 
 }  // namespace lms::ops_internal

@@ -48,14 +48,17 @@ absl::StatusOr<Const> Importer::const_input(const ::onnx::NodeProto& n, int k,
 absl::StatusOr<TensorId> Importer::tensor_input(const ::onnx::NodeProto& n, int k) {
   LMS_ASSIGN_OR_RETURN(const Value* cv, input(n, k));
   if (cv == nullptr) return error(n, absl::StrCat("input ", k, " is required"));
-  // Note [Weight-side Transpose] in importer.h: only Gemm / MatMul input B
-  // may read the transpose of a trainable initializer (through tensor_of).
+  // Note [Weight-side Transpose] in importer.h: Gemm / MatMul input B reads
+  // the transpose of a trainable initializer through tensor_of; any other
+  // reader gets a transpose node of the parameter, made once.
   if (!cv->transpose_of.empty() && trainable.contains(cv->transpose_of)) {
-    return error(n, absl::StrCat("input ", k, " '", n.input(k), "' is the Transpose of trainable '",
-                                 cv->transpose_of,
-                                 "', which would train a copy; lms has no transpose op; "
-                                 "supported: a transposed rank-2 initializer read as input B of "
-                                 "Gemm or MatMul (it becomes transB)"));
+    if (cv->tensor != kNoTensor) return cv->tensor;
+    LMS_ASSIGN_OR_RETURN(TensorId source, tensor_of(n, k, cv->transpose_of));
+    absl::StatusOr<std::vector<TensorId>> outs = graph.add_node(
+        OpKind::kTranspose, lms_name(n.input(k)), {source}, {{"perm", std::vector<int64_t>{1, 0}}});
+    if (!outs.ok()) return error(n, std::string(outs.status().message()));
+    values.at(n.input(k)).tensor = outs->front();
+    return outs->front();
   }
   return tensor_of(n, k, n.input(k));
 }

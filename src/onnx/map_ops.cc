@@ -617,6 +617,32 @@ absl::Status map_reshape(Importer& im, const NodeProto& n) {
   return im.add(n, OpKind::kReshape, n.output(0), {x}, {{"shape", y}}).status();
 }
 
+// Transpose of a run-time tensor onto lms transpose (a copy); perm absent:
+// the dims reversed. A Transpose of a constant is folded (fold.cc), and
+// one of a rank-2 constant read as Gemm / MatMul input B becomes transB.
+absl::Status map_transpose(Importer& im, const NodeProto& n) {
+  LMS_ASSIGN_OR_RETURN(TensorId x, im.tensor_input(n, 0));
+  const auto rank = static_cast<int64_t>(im.graph.tensor(x).shape.size());
+  std::vector<int64_t> perm = attr_ints(n, "perm");
+  if (perm.empty()) {
+    for (int64_t d = rank - 1; d >= 0; --d) perm.push_back(d);
+  }
+  std::vector<int64_t> sorted = perm;
+  std::sort(sorted.begin(), sorted.end());
+  for (int64_t d = 0; d < rank; ++d) {
+    if (int64_t(sorted.size()) != rank || sorted[d] != d) {
+      return refuse_attr(n, "perm", list_str(perm),
+                         absl::StrCat("a permutation of the ", rank, " dims of input ",
+                                      list_str(im.graph.tensor(x).shape)));
+    }
+  }
+  if (rank > SumToPlan::kMaxRank) {
+    return Importer::error(
+        n, absl::StrCat("input 0 has rank ", rank, "; supported: rank 1 to ", SumToPlan::kMaxRank));
+  }
+  return im.add(n, OpKind::kTranspose, n.output(0), {x}, {{"perm", perm}}).status();
+}
+
 using Mapper = std::function<absl::Status(Importer&, const NodeProto&)>;
 
 const std::map<std::string, Mapper, std::less<>>& mappers() {
@@ -651,6 +677,7 @@ const std::map<std::string, Mapper, std::less<>>& mappers() {
        [](Importer& im, const NodeProto& n) { return map_unary(im, n, OpKind::kSigmoid, {}); }},
       {"Slice", map_slice},
       {"Softmax", map_softmax},
+      {"Transpose", map_transpose},
   };
   return *m;
 }
@@ -667,7 +694,8 @@ std::string_view supported_ops() {
          "transA 0), GlobalAveragePool, InstanceNormalization, LeakyRelu, MatMul (rank-2 A and B), "
          "MaxPool, Mul (broadcast as Add), ReduceMean, Relu, Reshape (constant shape; a copy), "
          "Resize (nearest, "
-         "integer scales), Sigmoid, Slice (static, step 1), Softmax; folded: Constant, "
+         "integer scales), Sigmoid, Slice (static, step 1), Softmax, Transpose (rank 1 to 8; a "
+         "copy); folded: Constant, "
          "ConstantOfShape, Shape and Gather / Unsqueeze / Squeeze / Reshape / Concat / Slice / "
          "Cast / Add / Sub / Mul / Div / Transpose of constants (a rank-2 constant transposed into "
          "Gemm / MatMul input B becomes transB); removed: Identity, Dropout (ratio 0 or not "
@@ -677,14 +705,8 @@ std::string_view supported_ops() {
 absl::Status map_node(Importer& im, const NodeProto& n) {
   auto it = mappers().find(n.op_type());
   if (it != mappers().end()) return it->second(im, n);
-  std::string extra;
-  if (n.op_type() == "Transpose") {
-    extra =
-        " (lms has no transpose op; a Transpose of a rank-2 constant read as input B of Gemm or "
-        "MatMul becomes transB)";
-  }
   return Importer::error(
-      n, absl::StrCat("op not supported by lms", extra, "; supported: ", to_absl(supported_ops())));
+      n, absl::StrCat("op not supported by lms; supported: ", to_absl(supported_ops())));
 }
 
 }  // namespace lms::onnx_import

@@ -76,7 +76,8 @@ TEST(OpRegistry, GradientRulesExactlyForForwardOps) {
                                            OpKind::kSoftDiceLoss, OpKind::kReduceMean,
                                            OpKind::kEmbedding,    OpKind::kLinear,
                                            OpKind::kAvgPool,      OpKind::kClip,
-                                           OpKind::kReshape,      OpKind::kSoftmaxCrossEntropy};
+                                           OpKind::kReshape,      OpKind::kSoftmaxCrossEntropy,
+                                           OpKind::kTranspose};
   for (OpKind op : all_op_kinds()) {
     EXPECT_EQ(static_cast<bool>(op_def(op).grad), differentiable.contains(op)) << op_name(op);
   }

@@ -122,9 +122,6 @@ TEST(ImportErrors, UnsupportedOpsAndAttributesNameNodeOpAndWhatIsSupported) {
        {"'fc1' (Gemm)", "input 2 (C) has shape [2,4]", "supported: [N] or [1,N] with N = 4"}},
       {"matmul_batched.onnx",
        {"'fc1' (MatMul)", "input 0 (A) has shape [2,2,3]", "supported: rank 2"}},
-      {"transpose_add.onnx",
-       {"'reader1' (Add)", "Transpose of trainable 'w'", "no transpose op",
-        "supported: a transposed rank-2 initializer read as input B of Gemm or MatMul"}},
       {"avg_pool_ceil.onnx", {"'pool1' (AveragePool)", "attribute ceil_mode=1", "supported: 0"}},
       {"clip_dynamic.onnx", {"'clip1' (Clip)", "min (input 1) must be a constant"}},
       {"reshape_dynamic.onnx", {"'reshape1' (Reshape)", "shape (input 1) must be a constant"}},
@@ -204,6 +201,32 @@ TEST(ImportErrors, WeightSideTransposeBecomesTransB) {
                                    5 / 12.f, 14 / 12.f, 23 / 12.f, 32 / 12.f};
   ASSERT_EQ(y.size(), want.size());
   for (size_t k = 0; k < want.size(); ++k) EXPECT_FLOAT_EQ(y[k], want[k]) << k;
+}
+
+// x + w.T (w[4,3] = arange(12) / 12, trainable by lms.trainable) reads a
+// transpose node of the parameter w, not a transposed copy:
+// y[i][j] = x[i][j] + w[j][i] = x[i][j] + (3j + i) / 12.
+TEST(ImportErrors, OtherReadersOfATransposedParameterReadATransposeNode) {
+  auto m = import_onnx(errors_dir() + "transpose_add.onnx");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->parameters, std::vector<std::string>{"w"});
+  const Graph& g = m->graph;
+  const Node& add = g.node(g.tensor(g.find_tensor("y")).producer);
+  ASSERT_EQ(add.op, OpKind::kAdd);
+  const Node& t = g.node(g.tensor(add.inputs[1]).producer);
+  EXPECT_EQ(t.op, OpKind::kTranspose);
+  EXPECT_EQ(std::get<std::vector<int64_t>>(t.attrs.at("perm")), (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(g.tensor(t.inputs[0]).name, "w");
+  EXPECT_EQ(g.tensor(t.inputs[0]).role, TensorRole::kParameter);
+  std::vector<float> x(12);
+  for (size_t k = 0; k < x.size(); ++k) x[k] = float(k);
+  const std::vector<float> y = run_first_output(*m, {{"x", x}});
+  ASSERT_EQ(y.size(), 12u);
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 4; ++j) {
+      EXPECT_FLOAT_EQ(y[i * 4 + j], x[i * 4 + j] + float(3 * j + i) / 12) << i << "," << j;
+    }
+  }
 }
 
 // Gemm(x, Transpose(w), c) with transB = 1 is linear on w itself with

@@ -85,6 +85,11 @@ cudaError_t check_ids(cudaStream_t stream, const int64_t* ids, int64_t n, int64_
   return cudaGetLastError();
 }
 
+// y[i] = x[t.index(i)]: one thread per output element, a copy.
+__global__ void gather_strided_kernel(const float* x, float* y, int64_t n, BroadcastIndex t) {
+  LMS_AXIS_GRID_STRIDE(i, n) { y[i] = x[t.index(i)]; }
+}
+
 }  // namespace
 
 cudaError_t axis_mean(cudaStream_t stream, const float* x, int64_t outer, int64_t axis,
@@ -112,6 +117,13 @@ cudaError_t embedding_bwd(cudaStream_t stream, const int64_t* ids, const float* 
   if (cudaError_t e = check_ids(stream, ids, n, rows, bad); e != cudaSuccess) return e;
   embedding_bwd_kernel<<<grid_for(rows * dim), kThreads, 0, stream>>>(ids, dy, n, rows, dim,
                                                                       dtable);
+  return cudaGetLastError();
+}
+
+cudaError_t gather_strided(cudaStream_t stream, const float* x, float* y, int64_t n,
+                           BroadcastIndex t) {
+  if (n == 0) return cudaSuccess;
+  gather_strided_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, y, n, t);
   return cudaGetLastError();
 }
 

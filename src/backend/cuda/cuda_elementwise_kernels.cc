@@ -124,6 +124,17 @@ KernelOr make_clip(const KernelSpec& spec, const CudaKernelContext& ctx, bool ba
   });
 }
 
+// y = transpose(x, perm): one gather (cuda_axis.cu), the CPU device's copy.
+KernelOr make_transpose(const KernelSpec& spec, const CudaKernelContext& ctx) {
+  LMS_ASSIGN_OR_RETURN(const BroadcastIndex t, check_transpose(spec));
+  const int64_t n = num_elements(spec.input_shapes[0]);
+  const std::string what = node_label(spec);
+  cudaStream_t s = ctx.stream;
+  return make_fn_kernel([=](const KernelArgs& a) {
+    return cuda_status(launch::gather_strided(s, a.inputs[0], a.outputs[0], n, t), what);
+  });
+}
+
 // y = x's bytes under another shape: a device-to-device copy.
 KernelOr make_reshape(const KernelSpec& spec, const CudaKernelContext& ctx) {
   LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 1));
@@ -393,6 +404,7 @@ KernelOr create_cuda_elementwise_kernel(const KernelSpec& spec, const CudaKernel
     return make_clip(spec, ctx, op == OpKind::kClipBwd);
   }
   if (op == OpKind::kReshape) return make_reshape(spec, ctx);
+  if (op == OpKind::kTranspose) return make_transpose(spec, ctx);
   if (op == OpKind::kAdd) return make_binary(spec, ctx, Binary::kAdd, 0.f, "input b");
   if (op == OpKind::kMul) return make_binary(spec, ctx, Binary::kMul, 0.f, "input b");
   if (op == OpKind::kScale) {

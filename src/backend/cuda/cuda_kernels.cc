@@ -41,6 +41,7 @@ Factory cuda_kernel_factory(OpKind op) {
     case OpKind::kConcat:
     case OpKind::kSlice:
     case OpKind::kReshape:
+    case OpKind::kTranspose:
     case OpKind::kFill:
     case OpKind::kDropout:
     case OpKind::kDropoutBwd:

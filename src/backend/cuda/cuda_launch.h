@@ -42,6 +42,10 @@ cudaError_t broadcast_binary(cudaStream_t stream, Binary op, const float* full, 
 // sum_to: y[j] = float(sum in double over r of x[p.base(j) + p.term(r)]), r
 // in order (common/broadcast.h), one thread per output element.
 cudaError_t sum_to(cudaStream_t stream, const float* x, float* y, SumToPlan p);
+// transpose: y[i] = x[t.index(i)] for the n elements of y (common/broadcast.h,
+// transpose_index).
+cudaError_t gather_strided(cudaStream_t stream, const float* x, float* y, int64_t n,
+                           BroadcastIndex t);
 
 // y = min(max(x, lo), hi); clip_bwd: dx = dy where lo < x < hi, else 0.
 cudaError_t clip(cudaStream_t stream, const float* x, float* y, int64_t n, float lo, float hi);

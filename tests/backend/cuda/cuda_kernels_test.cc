@@ -283,6 +283,16 @@ TEST_F(CudaKernels, ClipAndReshapeMatchCpu) {
   compare({"reshape", {{2, 3, 4, 5}}, {{6, 20}}, {{"shape", V{6, 20}}}}, 2303, {0.f, 0.f});
 }
 
+// transpose (a copy: bitwise) at ranks 2, 4 and 6.
+TEST_F(CudaKernels, TransposeMatchesCpu) {
+  compare({"transpose", {{7, 5}}, {{5, 7}}, {{"perm", V{1, 0}}}}, 2311, {0.f, 0.f});
+  compare({"transpose", {{2, 3, 4, 5}}, {{2, 4, 3, 5}}, {{"perm", V{0, 2, 1, 3}}}}, 2312,
+          {0.f, 0.f});
+  compare(
+      {"transpose", {{2, 3, 2, 4, 3, 2}}, {{2, 3, 4, 2, 2, 3}}, {{"perm", V{5, 4, 3, 0, 2, 1}}}},
+      2313, {0.f, 0.f});
+}
+
 // avg_pool (+ _bwd), padding counted or not, 2-D and 3-D, and the global
 // pool (the window is all of S).
 TEST_F(CudaKernels, AvgPoolMatchesCpu) {

@@ -94,6 +94,12 @@ def reshape(attrs, t):
     return trained(y, t["target"], params)
 
 
+def transpose(attrs, t):
+    params = {"x": t["x"].clone().requires_grad_(True)}
+    y = params["x"].permute([int(v) for v in attrs["perm"]])
+    return trained(y, t["target"], params)
+
+
 def conv(attrs, t):
     params = {k: t[k].clone().requires_grad_(True) for k in ("x", "w", "b") if k in t}
     ints = {k: [int(v) for v in attrs[k]] for k in ("stride", "pad", "dilation")}
@@ -170,7 +176,7 @@ def conv_bn_relu(attrs, t):
 
 OPS = {"conv": conv, "conv_bn_relu": conv_bn_relu, "linear": linear, "avg_pool": avg_pool,
        "clip": clip, "reshape": reshape, "broadcast": broadcast, "cross_entropy": cross_entropy,
-       "mlp_cross_entropy_sgd": mlp_cross_entropy_sgd}
+       "mlp_cross_entropy_sgd": mlp_cross_entropy_sgd, "transpose": transpose}
 
 
 def main():

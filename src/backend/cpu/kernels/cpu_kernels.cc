@@ -68,6 +68,7 @@ CpuKernelFamily cpu_kernel_family(OpKind op) {
     case OpKind::kConcat:
     case OpKind::kSlice:
     case OpKind::kReshape:
+    case OpKind::kTranspose:
     case OpKind::kFill:
     case OpKind::kDropout:
     case OpKind::kDropoutBwd:

@@ -240,6 +240,22 @@ KernelOr make_reshape(const KernelSpec& spec, const CpuKernelContext& ctx) {
   return k;
 }
 
+// y = transpose(x, perm): a oneDNN reorder from x seen with y's dimensions
+// and x's strides permuted (common/broadcast.h, transpose_index) to y's
+// plain layout. A copy of every element, so the result is exact.
+KernelOr make_transpose(const KernelSpec& spec, const CpuKernelContext& ctx) {
+  LMS_ASSIGN_OR_RETURN(const BroadcastIndex t, check_transpose(spec));
+  const Shape y(t.dims, t.dims + t.rank);
+  const dnnl::memory::desc dst = plain_desc(y);
+  const dnnl::memory::desc src(dnnl::memory::dims(y.begin(), y.end()), dnnl::memory::data_type::f32,
+                               dnnl::memory::dims(t.strides, t.strides + t.rank));
+  dnnl::reorder::primitive_desc pd(ctx.engine, src, ctx.engine, dst, user_scratchpad_attr());
+  auto k = std::make_unique<StepKernel>(spec, ctx);
+  k->add_primitive(pd, dnnl::reorder(pd),
+                   {{DNNL_ARG_FROM, in(0), src}, {DNNL_ARG_TO, out(0), dst}});
+  return k;
+}
+
 // dropout (x) / dropout_bwd (dy): out = in * keep * scale, the mask
 // regenerated from (seed, step, index) (backend/dropout_hash.h). A plain
 // loop: each element depends only on its index, so the result does not
@@ -314,6 +330,7 @@ KernelOr create_elementwise_kernel(const KernelSpec& spec, const CpuKernelContex
   }
   if (op == OpKind::kConcat) return make_concat(spec, ctx);
   if (op == OpKind::kReshape) return make_reshape(spec, ctx);
+  if (op == OpKind::kTranspose) return make_transpose(spec, ctx);
   if (op == OpKind::kClip || op == OpKind::kClipBwd) {
     // clip_v2: the gradient passes where min < x < max (PyTorch's hardtanh).
     LMS_ASSIGN_OR_RETURN(double lo, real_attr(spec, "min"));
