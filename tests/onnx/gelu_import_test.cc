@@ -32,42 +32,42 @@ constexpr uint64_t kMiBytes = uint64_t{1} << 20;
 // their own rounding.
 constexpr double kTolerance = 1e-5;
 
-// The folder make_gelu_models.py wrote into, shared by the tests; empty
-// with `why` set when it could not run.
+// A fresh folder that make_gelu_models.py wrote into, removed with the
+// object; `dir` is empty, with `why` set, when the script could not run.
 struct Models {
   std::string dir;
   std::string why;
   bool missing_torch = false;
-};
 
-const Models& models() {
-  static const Models* m = [] {
-    auto* out = new Models;
-    std::string dir = (std::filesystem::temp_directory_path() / "lms_gelu.XXXXXX").string();
-    if (mkdtemp(dir.data()) == nullptr) {
-      out->why = "mkdtemp failed";
-      return out;
+  Models() {
+    std::string made = (std::filesystem::temp_directory_path() / "lms_gelu.XXXXXX").string();
+    if (mkdtemp(made.data()) == nullptr) {
+      why = "mkdtemp failed";
+      return;
     }
     const std::string command = "/usr/bin/python3 " + std::string(LMS_SOURCE_DIR) +
-                                "/tests/onnx/make_gelu_models.py " + dir;
+                                "/tests/onnx/make_gelu_models.py " + made;
     const int status = std::system(command.c_str());
     if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-      out->dir = dir;
-    } else if (WIFEXITED(status) && (WEXITSTATUS(status) == 77 || WEXITSTATUS(status) == 127)) {
-      out->missing_torch = true;
-      out->why = "/usr/bin/python3 with torch and onnx is needed to write the models";
-    } else {
-      out->why = "failed: " + command;
+      dir = made;
+      return;
     }
-    return out;
-  }();
-  return *m;
-}
+    std::error_code ignored;
+    std::filesystem::remove_all(made, ignored);
+    missing_torch = WIFEXITED(status) && (WEXITSTATUS(status) == 77 || WEXITSTATUS(status) == 127);
+    why = missing_torch ? "/usr/bin/python3 with torch and onnx is needed to write the models"
+                        : "failed: " + command;
+  }
+  ~Models() {
+    std::error_code ignored;
+    if (!dir.empty()) std::filesystem::remove_all(dir, ignored);
+  }
+};
 
-#define LMS_NEED_MODELS()                                     \
-  do {                                                        \
-    if (models().missing_torch) GTEST_SKIP() << models().why; \
-    ASSERT_FALSE(models().dir.empty()) << models().why;       \
+#define LMS_NEED_MODELS(m)                          \
+  do {                                              \
+    if ((m).missing_torch) GTEST_SKIP() << (m).why; \
+    ASSERT_FALSE((m).dir.empty()) << (m).why;       \
   } while (0)
 
 std::map<OpKind, int> op_counts(const Graph& g) {
@@ -88,8 +88,8 @@ double relative_l2(const std::vector<float>& got, const std::vector<float>& want
 // One step of the imported MLP with mse_loss against the reference's
 // target at learning rate 0: the output, the loss and every parameter
 // gradient against PyTorch's.
-void expect_matches_pytorch(ImportedModel m) {
-  const auto ref = onnx_test::read_reference(models().dir + "/gelu_mlp_ref.txt");
+void expect_matches_pytorch(ImportedModel m, const std::string& ref_path) {
+  const auto ref = onnx_test::read_reference(ref_path);
   Graph g = std::move(m.graph);
   ASSERT_TRUE(attach_loss(g, m.outputs[0], Mse{.target = "target"}).ok());
   auto train = training_graph(g, g.loss(), Sgd{.lr = 0.0});
@@ -113,21 +113,23 @@ void expect_matches_pytorch(ImportedModel m) {
 }
 
 TEST(GeluImport, PyTorchExportIsOneGeluNodeAndMatchesPyTorch) {
-  LMS_NEED_MODELS();
+  const Models models;
+  LMS_NEED_MODELS(models);
   for (int opset : {14, 17}) {
     SCOPED_TRACE(opset);
-    auto m = import_onnx(models().dir + "/gelu_mlp_opset" + std::to_string(opset) + ".onnx");
+    auto m = import_onnx(models.dir + "/gelu_mlp_opset" + std::to_string(opset) + ".onnx");
     ASSERT_TRUE(m.ok()) << m.status();
     const std::map<OpKind, int> want = {{OpKind::kLinear, 2}, {OpKind::kGelu, 1}};
     EXPECT_EQ(op_counts(m->graph), want);
-    expect_matches_pytorch(std::move(*m));
+    expect_matches_pytorch(std::move(*m), models.dir + "/gelu_mlp_ref.txt");
   }
 }
 
 // Mul(1/sqrt(2), x), Add(1, e), Mul(a, x), Mul(0.5, m): the other orders.
 TEST(GeluImport, MulFormWithSwappedOperandsIsFused) {
-  LMS_NEED_MODELS();
-  auto m = import_onnx(models().dir + "/gelu_mul_form.onnx");
+  const Models models;
+  LMS_NEED_MODELS(models);
+  auto m = import_onnx(models.dir + "/gelu_mul_form.onnx");
   ASSERT_TRUE(m.ok()) << m.status();
   const Graph& g = m->graph;
   ASSERT_EQ(g.num_nodes(), 1);
@@ -140,8 +142,9 @@ TEST(GeluImport, MulFormWithSwappedOperandsIsFused) {
 // Add(., 2) is no GELU: the chain is visited node by node, and lms has no
 // Erf.
 TEST(GeluImport, ChainWithOtherConstantsIsRefusedAtErf) {
-  LMS_NEED_MODELS();
-  auto m = import_onnx(models().dir + "/gelu_wrong_constant.onnx");
+  const Models models;
+  LMS_NEED_MODELS(models);
+  auto m = import_onnx(models.dir + "/gelu_wrong_constant.onnx");
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(m.status().message()),
