@@ -4,7 +4,8 @@
 // run at test time by Debian's /usr/bin/python3; skipped, saying why,
 // without torch or onnx) gives PyTorch's output, loss and gradients, and the
 // hand-written Mul form with swapped operands is fused too; a chain with
-// other constants is not GELU and is refused at its Erf.
+// other constants, or one whose inner value is read elsewhere, is not fused
+// and is refused at its Erf.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -147,6 +148,17 @@ TEST(GeluImport, ChainWithOtherConstantsIsRefusedAtErf) {
   auto m = import_onnx(models.dir + "/gelu_wrong_constant.onnx");
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(m.status().message()),
+              ::testing::HasSubstr("ONNX node 'erf' (Erf): op not supported by lms"));
+}
+
+// Erf's output is also a graph output: the chain's values are needed on
+// their own, so it is not fused, and lms has no Erf.
+TEST(GeluImport, ChainWhoseInnerValueIsAGraphOutputIsNotFused) {
+  const Models models;
+  LMS_NEED_MODELS(models);
+  auto m = import_onnx(models.dir + "/gelu_erf_is_output.onnx");
+  ASSERT_FALSE(m.ok());
   EXPECT_THAT(std::string(m.status().message()),
               ::testing::HasSubstr("ONNX node 'erf' (Erf): op not supported by lms"));
 }

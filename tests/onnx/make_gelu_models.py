@@ -12,7 +12,9 @@ test time (nothing is committed):
 - gelu_mul_form.onnx: the same chain written by hand with Mul(0.70710677, x)
   in place of the Div, every operand order swapped and the constants as
   initializers;
-- gelu_wrong_constant.onnx: the chain with Add(., 2), which is not GELU.
+- gelu_wrong_constant.onnx: the chain with Add(., 2), which is not GELU;
+- gelu_erf_is_output.onnx: the GELU chain whose Erf output is also a graph
+  output, which one gelu node cannot give.
 
     make_gelu_models.py OUT_DIR
 
@@ -52,8 +54,9 @@ def write_reference(model, path):
             f.write("%s %d %s\n" % (name, len(values), " ".join("%.9g" % v for v in values)))
 
 
-def hand_chain(path, scale_name, scale, add_one):
-    """x [2,3] -> the five-node chain -> y, constants as initializers."""
+def hand_chain(path, scale_name, scale, add_one, erf_is_output=False):
+    """x [2,3] -> the five-node chain -> y, constants as initializers; with
+    erf_is_output, Erf's output is a graph output too."""
     nodes = [
         helper.make_node("Mul", [scale_name, "x"], ["d"], name="scale"),
         helper.make_node("Erf", ["d"], ["e"], name="erf"),
@@ -64,9 +67,12 @@ def hand_chain(path, scale_name, scale, add_one):
     inits = [helper.make_tensor(scale_name, TensorProto.FLOAT, [], [scale]),
              helper.make_tensor("one", TensorProto.FLOAT, [], [add_one]),
              helper.make_tensor("half", TensorProto.FLOAT, [], [0.5])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])]
+    if erf_is_output:
+        outputs.append(helper.make_tensor_value_info("e", TensorProto.FLOAT, [2, 3]))
     graph = helper.make_graph(nodes, "gelu", [
         helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
-    ], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])], inits)
+    ], outputs, inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)],
                               producer_name="make_gelu_models")
     onnx.save(model, path)
@@ -83,6 +89,8 @@ def main(out_dir):
     hand_chain(os.path.join(out_dir, "gelu_mul_form.onnx"), "inv_sqrt2", 1 / math.sqrt(2), 1.0)
     hand_chain(os.path.join(out_dir, "gelu_wrong_constant.onnx"), "inv_sqrt2", 1 / math.sqrt(2),
                2.0)
+    hand_chain(os.path.join(out_dir, "gelu_erf_is_output.onnx"), "inv_sqrt2", 1 / math.sqrt(2),
+               1.0, erf_is_output=True)
 
 
 if __name__ == "__main__":
