@@ -107,6 +107,14 @@ TensorId sigmoid(Graph& g, std::string_view name, TensorId x);
 // min(max(x, min), max) with min <= max; relu6 is clip(x, 0, 6) (MobileNet).
 // The gradient passes where min < x < max (PyTorch's hardtanh).
 TensorId clip(Graph& g, std::string_view name, TensorId x, double min, double max);
+// y = x * 0.5 * (1 + erf(x / sqrt(2))), the exact (erf) GELU of Hendrycks
+// and Gimpel, "Gaussian Error Linear Units" (2016): PyTorch's default
+// nn.GELU (approximate='none') and ONNX Gelu-20 with approximate "none";
+// the ONNX importer also maps the Div / Erf / Add / Mul / Mul decomposition
+// that PyTorch exports at opsets 14 to 17 onto it. x of any shape; y has x's
+// shape. The gradient dx = dy * (Phi(x) + x * phi(x)), Phi and phi the
+// standard normal CDF and density, is gelu_bwd, which keeps x.
+TensorId gelu(Graph& g, std::string_view name, TensorId x);
 // Softmax over axis 1 (channels) of x[N,C,...], or over `axis` of x of any
 // rank >= 1 (negative counts from the end: -1 is the last).
 TensorId softmax(Graph& g, std::string_view name, TensorId x);

@@ -365,6 +365,13 @@ void register_pointwise_ops(std::vector<OpSpec>& specs) {
                             activation_grad(OpKind::kClipBwd, false)));
   specs.push_back(
       make_spec(OpKind::kClipBwd, 2, 2, {"max", "min"}, clip_shape("clip_bwd"), per_element(2)));
+  // GELU: erf counted like sigmoid's exp (4), plus the scale, the add and two
+  // multiplies. Its backward: Phi(x) (7), phi(x) (7), x * phi(x) + Phi(x)
+  // and the product with dy (3).
+  specs.push_back(make_spec(OpKind::kGelu, 1, 1, {}, same_shape("gelu"), per_element(8),
+                            activation_grad(OpKind::kGeluBwd, false)));
+  specs.push_back(
+      make_spec(OpKind::kGeluBwd, 2, 2, {}, bwd_shape("gelu_bwd", "x"), per_element(17)));
   specs.push_back(make_spec(
       OpKind::kSoftmax, 1, 1, {},
       [](const Attrs& a, const Shapes& in) { return infer_softmax("softmax", a, in); },
@@ -411,11 +418,11 @@ void register_pointwise_ops(std::vector<OpSpec>& specs) {
                             [](GradContext&) { return absl::OkStatus(); }));
   set_flag(specs, &OpDef::backward,
            {OpKind::kReluBwd, OpKind::kLeakyReluBwd, OpKind::kSigmoidBwd, OpKind::kClipBwd,
-            OpKind::kSoftmaxBwd, OpKind::kDropoutBwd});
+            OpKind::kGeluBwd, OpKind::kSoftmaxBwd, OpKind::kDropoutBwd});
   set_flag(specs, &OpDef::recomputable,
            {OpKind::kRelu, OpKind::kLeakyRelu, OpKind::kSigmoid, OpKind::kSoftmax, OpKind::kAdd,
             OpKind::kMul, OpKind::kScale, OpKind::kConcat, OpKind::kSlice, OpKind::kClip,
-            OpKind::kReshape, OpKind::kTranspose, OpKind::kDropout});
+            OpKind::kGelu, OpKind::kReshape, OpKind::kTranspose, OpKind::kDropout});
 }
 
 }  // namespace lms::ops_internal

@@ -191,6 +191,28 @@ absl::Status visit_node(Importer& im, const ::onnx::NodeProto& n) {
   return map_node(im, n);
 }
 
+// Every node in file order, but that the first four nodes of a GELU chain
+// wait for its last (Note [GELU chain] in fuse_gelu.cc): the chain becomes
+// one gelu node, or, with other constants, its nodes are visited then.
+absl::Status visit_nodes(Importer& im, const ::onnx::GraphProto& g) {
+  const absl::flat_hash_map<int, GeluChain> chains = find_gelu_chains(g);
+  absl::flat_hash_set<int> deferred;
+  for (const auto& [last, c] : chains) deferred.insert(c.nodes.begin(), c.nodes.end() - 1);
+  for (int i = 0; i < g.node_size(); ++i) {
+    if (deferred.contains(i)) continue;
+    auto chain = chains.find(i);
+    if (chain == chains.end()) {
+      LMS_RETURN_IF_ERROR(visit_node(im, g.node(i)));
+      continue;
+    }
+    LMS_ASSIGN_OR_RETURN(bool fused, map_gelu_chain(im, g, chain->second));
+    for (int k = 0; !fused && k < 5; ++k) {
+      LMS_RETURN_IF_ERROR(visit_node(im, g.node(chain->second.nodes[k])));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status collect_outputs(Importer& im, const ::onnx::GraphProto& g, ImportedModel& out) {
   for (const auto& o : g.output()) {
     if (auto nc = im.not_computed.find(o.name()); nc != im.not_computed.end()) {
@@ -262,7 +284,7 @@ absl::StatusOr<ImportedModel> import_onnx(std::string_view path, const OnnxImpor
   for (const auto& in : g.input()) {
     if (!im.values.contains(in.name())) LMS_RETURN_IF_ERROR(bind_input(im, in, out.inputs));
   }
-  for (const auto& n : g.node()) LMS_RETURN_IF_ERROR(visit_node(im, n));
+  LMS_RETURN_IF_ERROR(visit_nodes(im, g));
   LMS_RETURN_IF_ERROR(collect_outputs(im, g, out));
   collect_initializers(im, g, out);
   out.opset = im.opset;

@@ -7,6 +7,7 @@
 // a tensor, which is when it becomes a persistent tensor of the graph.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -21,6 +22,7 @@
 #include "onnx/onnx_tensor.h"
 
 namespace onnx {
+class GraphProto;
 class NodeProto;
 class AttributeProto;
 }  // namespace onnx
@@ -105,6 +107,20 @@ std::string list_str(const std::vector<int64_t>& v);
 // fold.cc: folds or removes node `n` if it is shape arithmetic on constants
 // or an identity; false if it is neither (then map_node must take it).
 absl::StatusOr<bool> fold_node(Importer& im, const ::onnx::NodeProto& n);
+// fuse_gelu.cc (Note [GELU chain]): the five nodes of an exported exact
+// GELU by index in the graph, in chain order (Div or Mul, Erf, Add, Mul,
+// Mul), the operand index of the constant of the first node, the Add and
+// the last Mul, and x.
+struct GeluChain {
+  std::array<int, 5> nodes = {};
+  std::array<int, 3> constant = {};
+  std::string x;
+};
+// The chains of `g` by structure alone, keyed by the index of their last node.
+absl::flat_hash_map<int, GeluChain> find_gelu_chains(const ::onnx::GraphProto& g);
+// Adds one gelu node for chain `c` if its constants are sqrt(2) (Div) or
+// 1/sqrt(2) (Mul), 1 and 0.5; false, adding nothing, otherwise.
+absl::StatusOr<bool> map_gelu_chain(Importer& im, const ::onnx::GraphProto& g, const GeluChain& c);
 // map_ops.cc: maps `n` onto lms ops, or explains why it cannot.
 absl::Status map_node(Importer& im, const ::onnx::NodeProto& n);
 // The ONNX ops map_node handles, for messages.

@@ -155,6 +155,35 @@ TEST(Autodiff, CrossEntropyGradientReachesTheLogitsOnly) {
   EXPECT_EQ(g.find_tensor("labels/grad"), kNoTensor);
 }
 
+// x -> fc1 -> gelu -> fc2 -> mse: one gelu_bwd reading the forward input
+// (fc1's output, not gelu's) and the gradient of gelu's output, giving
+// fc1's output gradient.
+TEST(Autodiff, GeluGradientKeepsTheForwardInput) {
+  Graph f;
+  const TensorId x = f.input("x", {4, 6});
+  const TensorId w1 = f.parameter("fc1/w", {5, 6}, Init::he_normal(1, 6));
+  const TensorId w2 = f.parameter("fc2/w", {3, 5}, Init::he_normal(2, 5));
+  const TensorId pre = linear(f, "fc1", x, w1);
+  const TensorId act = gelu(f, "gelu", pre);
+  const TensorId loss = mse_loss(f, "loss", linear(f, "fc2", act, w2), f.input("target", {4, 3}));
+  ASSERT_TRUE(f.status().ok()) << f.status();
+  auto train = training_graph(f, loss, Sgd{.lr = 0.1});
+  ASSERT_TRUE(train.ok()) << train.status();
+  const Graph& g = *train;
+  ASSERT_TRUE(verify(g).ok()) << verify(g);
+  EXPECT_EQ(new_op_counts(g, f.num_nodes()).at(OpKind::kGeluBwd), 1);
+  for (NodeId n = f.num_nodes(); n < g.num_nodes(); ++n) {
+    const Node& node = g.node(n);
+    if (node.op != OpKind::kGeluBwd) continue;
+    ASSERT_EQ(node.inputs.size(), 2u);
+    EXPECT_EQ(node.inputs[0], pre);
+    EXPECT_EQ(g.tensor(node.inputs[1]).shape, (Shape{4, 5}));
+    ASSERT_EQ(node.outputs.size(), 1u);
+    EXPECT_EQ(g.tensor(node.outputs[0]).shape, (Shape{4, 5}));
+    EXPECT_TRUE(node.attrs.empty());
+  }
+}
+
 TEST(Autodiff, UpdatesRunAfterEveryReaderOfTheirParameter) {
   Net net = conv_relu_conv();
   auto train = training_graph(net.g, net.loss, Adam{.lr = 1e-3});

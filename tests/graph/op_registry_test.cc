@@ -64,20 +64,17 @@ TEST(OpKind, NamesParseBack) {
 }
 
 TEST(OpRegistry, GradientRulesExactlyForForwardOps) {
-  const std::set<OpKind> differentiable = {OpKind::kConv,         OpKind::kDeconv,
-                                           OpKind::kUpsample,     OpKind::kRelu,
-                                           OpKind::kLeakyRelu,    OpKind::kSigmoid,
-                                           OpKind::kSoftmax,      OpKind::kAdd,
-                                           OpKind::kMul,          OpKind::kScale,
-                                           OpKind::kDropout,      OpKind::kConcat,
-                                           OpKind::kSlice,        OpKind::kFill,
-                                           OpKind::kMaxPool,      OpKind::kInstanceNorm,
-                                           OpKind::kBatchNorm,    OpKind::kMseLoss,
-                                           OpKind::kSoftDiceLoss, OpKind::kReduceMean,
-                                           OpKind::kEmbedding,    OpKind::kLinear,
-                                           OpKind::kAvgPool,      OpKind::kClip,
-                                           OpKind::kReshape,      OpKind::kSoftmaxCrossEntropy,
-                                           OpKind::kTranspose};
+  const std::set<OpKind> differentiable = {
+      OpKind::kConv,         OpKind::kDeconv,     OpKind::kUpsample,
+      OpKind::kRelu,         OpKind::kLeakyRelu,  OpKind::kSigmoid,
+      OpKind::kSoftmax,      OpKind::kAdd,        OpKind::kMul,
+      OpKind::kScale,        OpKind::kDropout,    OpKind::kConcat,
+      OpKind::kSlice,        OpKind::kFill,       OpKind::kMaxPool,
+      OpKind::kInstanceNorm, OpKind::kBatchNorm,  OpKind::kMseLoss,
+      OpKind::kSoftDiceLoss, OpKind::kReduceMean, OpKind::kEmbedding,
+      OpKind::kLinear,       OpKind::kAvgPool,    OpKind::kClip,
+      OpKind::kGelu,         OpKind::kReshape,    OpKind::kSoftmaxCrossEntropy,
+      OpKind::kTranspose};
   for (OpKind op : all_op_kinds()) {
     EXPECT_EQ(static_cast<bool>(op_def(op).grad), differentiable.contains(op)) << op_name(op);
   }

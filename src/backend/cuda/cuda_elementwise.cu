@@ -155,7 +155,40 @@ __global__ void clip_bwd_kernel(const float* x, const float* dy, float* dx, int6
   }
 }
 
+// The erf form of GELU in float, the formula the CPU device's oneDNN
+// eltwise_gelu_erf evaluates (and PyTorch's approximate='none').
+constexpr float kSqrtHalf = 0.70710678118654752f;    // 1 / sqrt(2)
+constexpr float kInvSqrt2Pi = 0.39894228040143268f;  // 1 / sqrt(2 pi)
+
+__global__ void gelu_kernel(const float* x, float* y, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(kThreads) * gridDim.x) {
+    const float v = x[i];
+    y[i] = 0.5f * v * (1.0f + erff(v * kSqrtHalf));
+  }
+}
+
+__global__ void gelu_bwd_kernel(const float* x, const float* dy, float* dx, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(kThreads) * gridDim.x) {
+    const float v = x[i];
+    const float cdf = 0.5f * (1.0f + erff(v * kSqrtHalf));
+    const float pdf = kInvSqrt2Pi * expf(-0.5f * v * v);
+    dx[i] = dy[i] * (cdf + v * pdf);
+  }
+}
+
 }  // namespace
+
+cudaError_t gelu(cudaStream_t stream, const float* x, float* y, int64_t n) {
+  gelu_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, y, n);
+  return cudaGetLastError();
+}
+
+cudaError_t gelu_bwd(cudaStream_t stream, const float* x, const float* dy, float* dx, int64_t n) {
+  gelu_bwd_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, dy, dx, n);
+  return cudaGetLastError();
+}
 
 cudaError_t clip(cudaStream_t stream, const float* x, float* y, int64_t n, float lo, float hi) {
   clip_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, y, n, lo, hi);

@@ -135,6 +135,19 @@ KernelOr make_transpose(const KernelSpec& spec, const CudaKernelContext& ctx) {
   });
 }
 
+// gelu (x) or gelu_bwd (x, dy).
+KernelOr make_gelu(const KernelSpec& spec, const CudaKernelContext& ctx, bool backward) {
+  LMS_RETURN_IF_ERROR(backward ? check_binary(spec, "input dy") : check_unary(spec));
+  const int64_t n = num_elements(spec.input_shapes[0]);
+  const std::string what = node_label(spec);
+  cudaStream_t s = ctx.stream;
+  return make_fn_kernel([=](const KernelArgs& a) {
+    return cuda_status(backward ? launch::gelu_bwd(s, a.inputs[0], a.inputs[1], a.outputs[0], n)
+                                : launch::gelu(s, a.inputs[0], a.outputs[0], n),
+                       what);
+  });
+}
+
 // y = x's bytes under another shape: a device-to-device copy.
 KernelOr make_reshape(const KernelSpec& spec, const CudaKernelContext& ctx) {
   LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 1));
@@ -402,6 +415,9 @@ KernelOr create_cuda_elementwise_kernel(const KernelSpec& spec, const CudaKernel
   if (op == OpKind::kSoftmaxBwd) return make_softmax(spec, ctx, true);
   if (op == OpKind::kClip || op == OpKind::kClipBwd) {
     return make_clip(spec, ctx, op == OpKind::kClipBwd);
+  }
+  if (op == OpKind::kGelu || op == OpKind::kGeluBwd) {
+    return make_gelu(spec, ctx, op == OpKind::kGeluBwd);
   }
   if (op == OpKind::kReshape) return make_reshape(spec, ctx);
   if (op == OpKind::kTranspose) return make_transpose(spec, ctx);

@@ -33,6 +33,8 @@ Factory cuda_kernel_factory(OpKind op) {
     case OpKind::kSigmoidBwd:
     case OpKind::kClip:
     case OpKind::kClipBwd:
+    case OpKind::kGelu:
+    case OpKind::kGeluBwd:
     case OpKind::kSoftmax:
     case OpKind::kSoftmaxBwd:
     case OpKind::kAdd:

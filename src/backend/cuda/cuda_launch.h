@@ -51,6 +51,10 @@ cudaError_t gather_strided(cudaStream_t stream, const float* x, float* y, int64_
 cudaError_t clip(cudaStream_t stream, const float* x, float* y, int64_t n, float lo, float hi);
 cudaError_t clip_bwd(cudaStream_t stream, const float* x, const float* dy, float* dx, int64_t n,
                      float lo, float hi);
+// gelu: y = 0.5 * x * (1 + erf(x / sqrt(2))) = x * Phi(x); gelu_bwd:
+// dx = dy * (Phi(x) + x * phi(x)), phi the standard normal density.
+cudaError_t gelu(cudaStream_t stream, const float* x, float* y, int64_t n);
+cudaError_t gelu_bwd(cudaStream_t stream, const float* x, const float* dy, float* dx, int64_t n);
 cudaError_t fill(cudaStream_t stream, float* y, int64_t n, float value);
 // dropout / dropout_bwd: y[i] = bits24(key, i) >= threshold ? x[i] * scale : 0
 // (backend/dropout_hash.h; key = step_key(seed, step)).

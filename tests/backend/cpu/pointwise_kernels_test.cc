@@ -49,6 +49,11 @@ std::vector<Activation> activations() {
        {},
        [](double x) { return 1.0 / (1.0 + std::exp(-x)); },
        true},
+      {OpKind::kGelu,
+       OpKind::kGeluBwd,
+       {},
+       [](double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); },
+       false},
   };
 }
 

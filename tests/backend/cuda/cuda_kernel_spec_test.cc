@@ -42,6 +42,8 @@ std::vector<KernelSpec> valid_specs() {
       make(OpKind::kLeakyReluBwd, {s, s}, {s}, {{"alpha", 0.01}}),
       make(OpKind::kSigmoid, {s}, {s}),
       make(OpKind::kSigmoidBwd, {s, s}, {s}),
+      make(OpKind::kGelu, {s}, {s}),
+      make(OpKind::kGeluBwd, {s, s}, {s}),
       make(OpKind::kAdd, {s, s}, {s}),
       make(OpKind::kMul, {s, s}, {s}),
       make(OpKind::kMul, {{2, 3, 1, 1}, s}, {s}),  // broadcast: a squeeze-excitation gate

@@ -293,6 +293,15 @@ TEST_F(CudaKernels, TransposeMatchesCpu) {
       2313, {0.f, 0.f});
 }
 
+// gelu and its gradient on x in [-6, 6], past both tails of erf (the CPU
+// device runs oneDNN's eltwise_gelu_erf, these own kernels erff / expf).
+TEST_F(CudaKernels, GeluMatchesCpu) {
+  const Shape s = {2, 3, 9, 8};
+  compare({"gelu", {s}, {s}, {}, {{-6.f, 6.f}}}, 2501);
+  compare({"gelu_bwd", {s, s}, {s}, {}, {{-6.f, 6.f}, {-1.f, 1.f}}}, 2502);
+  compare({"gelu", {{3, 70001}}, {{3, 70001}}, {}, {{-6.f, 6.f}}}, 2503);
+}
+
 // avg_pool (+ _bwd), padding counted or not, 2-D and 3-D, and the global
 // pool (the window is all of S).
 TEST_F(CudaKernels, AvgPoolMatchesCpu) {

@@ -79,6 +79,13 @@ def clip(attrs, t):
     return trained(y, t["target"], params)
 
 
+def gelu(attrs, t):
+    """The exact (erf) GELU, PyTorch's default approximate='none'."""
+    params = {"x": t["x"].clone().requires_grad_(True)}
+    y = F.gelu(params["x"], approximate="none")
+    return trained(y, t["target"], params)
+
+
 def broadcast(attrs, t):
     """y = a + b or a * b (attrs["mul"]), one operand broadcast by PyTorch's
     (NumPy's) rules; autograd sums its gradient over the broadcast axes."""
@@ -175,8 +182,9 @@ def conv_bn_relu(attrs, t):
 
 
 OPS = {"conv": conv, "conv_bn_relu": conv_bn_relu, "linear": linear, "avg_pool": avg_pool,
-       "clip": clip, "reshape": reshape, "broadcast": broadcast, "cross_entropy": cross_entropy,
-       "mlp_cross_entropy_sgd": mlp_cross_entropy_sgd, "transpose": transpose}
+       "clip": clip, "gelu": gelu, "reshape": reshape, "broadcast": broadcast,
+       "cross_entropy": cross_entropy, "mlp_cross_entropy_sgd": mlp_cross_entropy_sgd,
+       "transpose": transpose}
 
 
 def main():

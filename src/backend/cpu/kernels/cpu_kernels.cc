@@ -60,6 +60,8 @@ CpuKernelFamily cpu_kernel_family(OpKind op) {
     case OpKind::kSigmoidBwd:
     case OpKind::kClip:
     case OpKind::kClipBwd:
+    case OpKind::kGelu:
+    case OpKind::kGeluBwd:
     case OpKind::kSoftmax:
     case OpKind::kSoftmaxBwd:
     case OpKind::kAdd:

@@ -340,6 +340,11 @@ KernelOr create_elementwise_kernel(const KernelSpec& spec, const CpuKernelContex
       return make_eltwise_fwd(spec, ctx, algorithm::eltwise_clip_v2, alpha, beta);
     return make_eltwise_bwd(spec, ctx, algorithm::eltwise_clip_v2, alpha, false, beta);
   }
+  if (op == OpKind::kGelu)
+    return make_eltwise_fwd(spec, ctx, algorithm::eltwise_gelu_erf, 0.f, 0.f);
+  if (op == OpKind::kGeluBwd) {
+    return make_eltwise_bwd(spec, ctx, algorithm::eltwise_gelu_erf, 0.f, false);
+  }
   if (op == OpKind::kSlice) return make_slice(spec, ctx);
   if (op == OpKind::kFill) return make_fill(spec, ctx);
   if (op == OpKind::kDropout || op == OpKind::kDropoutBwd) return make_dropout(spec, ctx);
