@@ -196,9 +196,9 @@ cudaError_t layer_norm_fwd(cudaStream_t stream, const float* x, const float* gam
 int64_t layer_norm_bwd_workspace_doubles(int64_t rows, int64_t cols);
 // dx, dgamma = sum over rows of dy*xhat, dbeta = sum over rows of dy; the
 // statistics are recomputed from x.
-cudaError_t layer_norm_bwd(cudaStream_t stream, const float* x, const float* gamma,
-                           const float* dy, int64_t rows, int64_t cols, double eps,
-                           double* workspace, float* dx, float* dgamma, float* dbeta);
+cudaError_t layer_norm_bwd(cudaStream_t stream, const float* x, const float* gamma, const float* dy,
+                           int64_t rows, int64_t cols, double eps, double* workspace, float* dx,
+                           float* dgamma, float* dbeta);
 
 // ---- Spatial (cuda_spatial.cu) ----
 

@@ -131,9 +131,9 @@ cudaError_t layer_norm_fwd(cudaStream_t stream, const float* x, const float* gam
   return cudaGetLastError();
 }
 
-cudaError_t layer_norm_bwd(cudaStream_t stream, const float* x, const float* gamma,
-                           const float* dy, int64_t rows, int64_t cols, double eps,
-                           double* workspace, float* dx, float* dgamma, float* dbeta) {
+cudaError_t layer_norm_bwd(cudaStream_t stream, const float* x, const float* gamma, const float* dy,
+                           int64_t rows, int64_t cols, double eps, double* workspace, float* dx,
+                           float* dgamma, float* dbeta) {
   const int64_t chunks = (rows + kRowsPerChunk - 1) / kRowsPerChunk;
   double* stats = workspace;
   double* pg = stats + 2 * rows;

@@ -36,11 +36,10 @@ absl::StatusOr<std::unique_ptr<Kernel>> create_cuda_layer_norm_kernel(
       sizeof(double);
   return make_fn_kernel(
       [=](const KernelArgs& a) {
-        return cuda_status(
-            launch::layer_norm_bwd(st, a.inputs[0], a.inputs[1], a.inputs[2], d.rows, d.cols,
-                                   d.eps, static_cast<double*>(a.workspace), a.outputs[0],
-                                   a.outputs[1], a.outputs[2]),
-            what);
+        return cuda_status(launch::layer_norm_bwd(st, a.inputs[0], a.inputs[1], a.inputs[2], d.rows,
+                                                  d.cols, d.eps, static_cast<double*>(a.workspace),
+                                                  a.outputs[0], a.outputs[1], a.outputs[2]),
+                           what);
       },
       ws);
 }
