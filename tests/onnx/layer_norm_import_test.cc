@@ -106,7 +106,9 @@ TEST_P(LayerNormImport, OneLayerNormNodeTrainsAsPyTorch) {
 
 INSTANTIATE_TEST_SUITE_P(Opsets, LayerNormImport, ::testing::Values(17, 14),
                          [](const ::testing::TestParamInfo<int>& info) {
-                           return "opset" + std::to_string(info.param);
+                           std::string name = "opset";
+                           name += std::to_string(info.param);  // gcc 12 -Wrestrict otherwise
+                           return name;
                          });
 
 }  // namespace

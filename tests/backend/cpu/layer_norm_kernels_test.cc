@@ -97,7 +97,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, LayerNormTest,
                                            Shape{2, 2, 3, 5}),
                          [](const ::testing::TestParamInfo<Shape>& info) {
                            std::string name = "x";
-                           for (int64_t d : info.param) name += "_" + std::to_string(d);
+                           for (int64_t d : info.param) {
+                             name += '_';  // not "_" + ...: gcc 12's -Wrestrict false positive
+                             name += std::to_string(d);
+                           }
                            return name;
                          });
 
