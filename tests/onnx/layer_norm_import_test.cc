@@ -30,18 +30,17 @@ using onnx_test::rel_l2;
 
 constexpr double kTolerance = 1e-4;  // relative L2 error against PyTorch
 
-// Writes the model for `opset` into a fresh folder and returns it; empty
+// Writes the model of `form` (an opset, or "axis0") into a fresh folder and returns it; empty
 // with `why` set when it cannot (exit 77 or 127: torch or onnx missing, or
 // "failed: ...").
-std::string write_model(int opset, std::string* why) {
+std::string write_model(const std::string& form, std::string* why) {
   std::string dir = (std::filesystem::temp_directory_path() / "lms_layer_norm.XXXXXX").string();
   if (mkdtemp(dir.data()) == nullptr) {
     *why = "failed: mkdtemp";
     return "";
   }
   const std::string command = "/usr/bin/python3 " + std::string(LMS_SOURCE_DIR) +
-                              "/tests/onnx/make_layer_norm_model.py " + dir + " " +
-                              std::to_string(opset);
+                              "/tests/onnx/make_layer_norm_model.py " + dir + " " + form;
   const int status = std::system(command.c_str());
   if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0) return dir;
   *why = "/usr/bin/python3 with torch and onnx is needed to write the model (" + command + ")";
@@ -58,7 +57,7 @@ class LayerNormImport : public ::testing::TestWithParam<int> {};
 TEST_P(LayerNormImport, OneLayerNormNodeTrainsAsPyTorch) {
   const int opset = GetParam();
   std::string why;
-  const std::string dir = write_model(opset, &why);
+  const std::string dir = write_model(std::to_string(opset), &why);
   if (dir.empty() && why.rfind("failed", 0) != 0) GTEST_SKIP() << why;
   ASSERT_FALSE(dir.empty()) << why;
   auto m = import_onnx(dir + "/ln_mlp.onnx");
@@ -110,6 +109,23 @@ INSTANTIATE_TEST_SUITE_P(Opsets, LayerNormImport, ::testing::Values(17, 14),
                            name += std::to_string(info.param);  // gcc 12 -Wrestrict otherwise
                            return name;
                          });
+
+// A LayerNormalization over another axis than the last has no lms op: an
+// InvalidArgument naming the node, the attribute and what is supported.
+TEST(LayerNormImportErrors, AnotherAxisThanTheLastIsRefused) {
+  std::string why;
+  const std::string dir = write_model("axis0", &why);
+  if (dir.empty() && why.rfind("failed", 0) != 0) GTEST_SKIP() << why;
+  ASSERT_FALSE(dir.empty()) << why;
+  auto m = import_onnx(dir + "/ln_axis0.onnx");
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(m.status().message(),
+            "ONNX node 'ln' (LayerNormalization): attribute axis=0 not supported; supported: -1 "
+            "or 1 (the last axis of X)");
+}
 
 }  // namespace
 }  // namespace lms

@@ -7,6 +7,7 @@ is committed).
 Linear(16, 16) -> LayerNorm(16) -> Linear(16, 4), input [8, 16].
 
     make_layer_norm_model.py OUT_DIR OPSET   (writes ln_mlp.onnx, ln_mlp_ref.txt)
+    make_layer_norm_model.py OUT_DIR axis0   (writes ln_axis0.onnx)
 
 At opset 17 the export holds one LayerNormalization node; at opset 14 the
 ReduceMean / Sub / Pow / ReduceMean / Add / Sqrt / Div / Mul / Add
@@ -14,6 +15,9 @@ decomposition. The reference (tests/onnx/reference.h format) holds the
 input, the target, the output, the mse loss and the gradient of every
 parameter under its ONNX initializer name. No lms.trainable metadata, so the
 importer's default rule picks the trainable initializers.
+
+The second form writes, with onnx.helper, one LayerNormalization-17 over
+axis 0 of X[4, 16] (Scale and B [4, 16]), which lms refuses.
 
 Exit status 77 when torch or onnx cannot be imported. Seed: SEED, printed.
 """
@@ -39,6 +43,20 @@ def write_reference(path, tensors):
             f.write("%s %d %s\n" % (name, len(values), " ".join("%.9g" % v for v in values)))
 
 
+def write_axis0(out_dir):
+    from onnx import TensorProto, helper, numpy_helper
+    import numpy as np
+    scale = numpy_helper.from_array(np.ones((4, 16), np.float32), "scale")
+    bias = numpy_helper.from_array(np.zeros((4, 16), np.float32), "bias")
+    node = helper.make_node("LayerNormalization", ["x", "scale", "bias"], ["y"], name="ln", axis=0)
+    graph = helper.make_graph([node], "ln_axis0",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 16])],
+                              [scale, bias])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(model, os.path.join(out_dir, "ln_axis0.onnx"))
+
+
 def main(out_dir, opset):
     print("make_layer_norm_model: seed", SEED, "opset", opset)
     torch.manual_seed(SEED)
@@ -61,4 +79,7 @@ def main(out_dir, opset):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]))
+    if sys.argv[2] == "axis0":
+        write_axis0(sys.argv[1])
+    else:
+        main(sys.argv[1], int(sys.argv[2]))
