@@ -11,9 +11,9 @@
 // Layouts are NCHW (2-D) and NCDHW (3-D); S is the spatial part and r its rank.
 // Low-level builders (conv, deconv, max_pool, instance_norm with gamma/beta,
 // ...) add exactly one node named `name` whose output tensor is also `name`.
-// Layer builders (conv2d, conv3d, conv_transpose, instance_norm / batch_norm
-// / layer_norm without gamma/beta) also create their parameters "<name>/w", "<name>/b",
-// "<name>/gamma", "<name>/beta".
+// Layer builders (conv2d, conv3d, conv_transpose, instance_norm, batch_norm
+// and layer_norm without gamma/beta) also create their parameters
+// "<name>/w", "<name>/b", "<name>/gamma", "<name>/beta".
 //
 // Errors never throw: a bad call records an InvalidArgument naming the node
 // and the attribute or input in g.status() and returns kNoTensor; builders

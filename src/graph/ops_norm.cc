@@ -134,10 +134,10 @@ decltype(OpDef::grad) norm_grad(OpKind bwd_op) {
 
 double norm_flops(const Shapes& in) { return kNormFlopsPerElement * numel(in[0]); }
 
-// layer_norm: x[..., C] of rank 2 to 4, gamma[C], beta[C] (or dy like x for
-// the backward op) and a positive eps; statistics per row over C.
+// layer_norm: x[..., C] of rank 2 to 4, gamma[C], beta[C] (the backward op:
+// dy like x) and a positive eps; statistics per row over C.
 absl::Status check_layer_norm(std::string_view op, const Attrs& a, const Shapes& in,
-                              std::string_view third) {
+                              bool backward) {
   const Shape& x = in[0];
   if (x.size() < 2 || x.size() > 4) {
     return op_error(op, str_cat("input x must have 2 to 4 dims [..., C], got ", shape_str(x)));
@@ -147,16 +147,16 @@ absl::Status check_layer_norm(std::string_view op, const Attrs& a, const Shapes&
     return op_error(op, str_cat("gamma must have shape ", shape_str(c),
                                 " (the last dim of x), got ", shape_str(in[1])));
   }
-  const Shape& want = third == "dy" ? x : c;
+  const Shape& want = backward ? x : c;
   if (in[2] != want) {
-    return op_error(
-        op, str_cat(third, " must have shape ", shape_str(want), ", got ", shape_str(in[2])));
+    return op_error(op, str_cat(backward ? "dy" : "beta", " must have shape ", shape_str(want),
+                                ", got ", shape_str(in[2])));
   }
   return real_attr_in(op, a, "eps", 0, 1, /*open_lo=*/true).status();
 }
 
 absl::StatusOr<Shapes> infer_layer_norm(const Attrs& a, const Shapes& in) {
-  LMS_RETURN_IF_ERROR(check_layer_norm("layer_norm", a, in, "beta"));
+  LMS_RETURN_IF_ERROR(check_layer_norm("layer_norm", a, in, false));
   return Shapes{in[0]};
 }
 
@@ -164,7 +164,7 @@ absl::StatusOr<Shapes> infer_layer_norm(const Attrs& a, const Shapes& in) {
 // from x, as instance_norm_bwd and batch_norm_bwd do, so the forward saves
 // nothing beyond its inputs.
 absl::StatusOr<Shapes> infer_layer_norm_bwd(const Attrs& a, const Shapes& in) {
-  LMS_RETURN_IF_ERROR(check_layer_norm("layer_norm_bwd", a, in, "dy"));
+  LMS_RETURN_IF_ERROR(check_layer_norm("layer_norm_bwd", a, in, true));
   return Shapes{in[0], in[1], in[1]};
 }
 
