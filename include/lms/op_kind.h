@@ -69,6 +69,8 @@ enum class OpKind : uint8_t {
   kBatchNorm,
   kBatchNormBwd,
   kBnStatsUpdate,
+  kLayerNorm,
+  kLayerNormBwd,
   // Losses and reductions
   kMseLoss,
   kMseLossBwd,
@@ -137,6 +139,8 @@ inline constexpr std::array<const char*, kNumOpKinds> kOpNames = {
     "batch_norm",
     "batch_norm_bwd",
     "bn_stats_update",
+    "layer_norm",
+    "layer_norm_bwd",
     "mse_loss",
     "mse_loss_bwd",
     "soft_dice_loss",

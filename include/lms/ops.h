@@ -11,9 +11,9 @@
 // Layouts are NCHW (2-D) and NCDHW (3-D); S is the spatial part and r its rank.
 // Low-level builders (conv, deconv, max_pool, instance_norm with gamma/beta,
 // ...) add exactly one node named `name` whose output tensor is also `name`.
-// Layer builders (conv2d, conv3d, conv_transpose, instance_norm / batch_norm
-// without gamma/beta) also create their parameters "<name>/w", "<name>/b",
-// "<name>/gamma", "<name>/beta".
+// Layer builders (conv2d, conv3d, conv_transpose, instance_norm, batch_norm
+// and layer_norm without gamma/beta) also create their parameters
+// "<name>/w", "<name>/b", "<name>/gamma", "<name>/beta".
 //
 // Errors never throw: a bad call records an InvalidArgument naming the node
 // and the attribute or input in g.status() and returns kNoTensor; builders
@@ -231,6 +231,23 @@ TensorId batch_norm(Graph& g, std::string_view name, TensorId x, TensorId gamma,
 // (parameters), "<name>/running_mean" [C] zeros and "<name>/running_var" [C]
 // ones (optimizer state), PyTorch's initial values.
 TensorId batch_norm(Graph& g, std::string_view name, TensorId x, const BatchNormOptions& options);
+
+// Layer norm (Ba et al. 2016) over the last axis of x[..., C] (rank 2 to 4)
+// with gamma[C], beta[C]: each row of C elements normalised by its own mean
+// and biased variance, y = (x - mean) / sqrt(var + eps) * gamma + beta.
+// PyTorch's F.layer_norm(x, [C], weight, bias, eps) and ONNX
+// LayerNormalization-17 with axis = -1. Errors (recorded in g.status(),
+// naming the node): x of rank < 2 or > 4, gamma or beta not [C], eps not in
+// (0, 1].
+struct LayerNormOptions {
+  double eps = 1e-5;  // added to the variance; PyTorch's default
+};
+TensorId layer_norm(Graph& g, std::string_view name, TensorId x, TensorId gamma, TensorId beta,
+                    const LayerNormOptions& options = {});
+// Layer form (nn.LayerNorm(C)): creates "<name>/gamma" [C] ones and
+// "<name>/beta" [C] zeros, the parameters lms::training_graph trains.
+TensorId layer_norm(Graph& g, std::string_view name, TensorId x,
+                    const LayerNormOptions& options = {});
 
 // ---- Losses and reductions (scalar outputs, shape []) ----
 

@@ -291,6 +291,28 @@ absl::StatusOr<BatchNormDims> batch_norm_dims(const KernelSpec& spec) {
   return d;
 }
 
+absl::StatusOr<LayerNormDims> layer_norm_dims(const KernelSpec& spec, bool backward) {
+  LMS_RETURN_IF_ERROR(check_arity(spec, 3, 3, backward ? 3 : 1));
+  const Shape& x = spec.input_shapes[0];
+  LMS_RETURN_IF_ERROR(check_rank(spec, x, 2, 4, "input x"));
+  const Shape c = {x.back()};
+  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.input_shapes[1], c, "input gamma"));
+  if (backward) {
+    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.input_shapes[2], x, "input dy"));
+    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], x, "output dx"));
+    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[1], c, "output dgamma"));
+    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[2], c, "output dbeta"));
+  } else {
+    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.input_shapes[2], c, "input beta"));
+    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], x, "output y"));
+  }
+  LayerNormDims d;
+  d.cols = x.back();
+  d.rows = num_elements(x) / d.cols;
+  LMS_ASSIGN_OR_RETURN(d.eps, real_attr_in(spec, "eps", 0.0, true, 1e300, false, "eps > 0"));
+  return d;
+}
+
 absl::StatusOr<BnStatsUpdateDims> bn_stats_update_dims(const KernelSpec& spec) {
   LMS_RETURN_IF_ERROR(check_arity(spec, 4, 4, 0));
   const Shape& c = spec.input_shapes[0];

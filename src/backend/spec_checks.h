@@ -109,6 +109,16 @@ struct BatchNormDims {
 };
 absl::StatusOr<BatchNormDims> batch_norm_dims(const KernelSpec& spec);
 
+// A layer_norm (x, gamma, beta -> y) or layer_norm_bwd (x, gamma, dy -> dx,
+// dgamma, dbeta) node (docs/ops.md): x[..., C] of rank 2 to 4 seen as
+// [rows, cols] with cols = C, gamma and beta [C], dy and dx like x; eps > 0.
+struct LayerNormDims {
+  int64_t rows = 0;
+  int64_t cols = 0;
+  double eps = 0;
+};
+absl::StatusOr<LayerNormDims> layer_norm_dims(const KernelSpec& spec, bool backward);
+
 // A bn_stats_update node: running_mean, running_var, mean, var, all [C];
 // momentum in [0, 1]; count >= 2 elements per channel. The unbiased
 // variance is var * count / (count - 1).

@@ -385,6 +385,25 @@ TensorId batch_norm(Graph& g, std::string_view name, TensorId x, const BatchNorm
   return batch_norm(g, name, x, gamma, beta, mean, var, options);
 }
 
+TensorId layer_norm(Graph& g, std::string_view name, TensorId x, TensorId gamma, TensorId beta,
+                    const LayerNormOptions& options) {
+  return add_op(g, OpKind::kLayerNorm, name, {x, gamma, beta}, {{"eps", options.eps}});
+}
+
+TensorId layer_norm(Graph& g, std::string_view name, TensorId x, const LayerNormOptions& options) {
+  if (!usable(g, name, x)) return kNoTensor;
+  const Shape& s = g.tensor(x).shape;
+  if (s.empty()) {
+    g.record_error(absl::InvalidArgumentError(
+        str_cat("layer '", name, "': input must be [..., C], got ", shape_str(s))));
+    return kNoTensor;
+  }
+  const int64_t c = s.back();
+  TensorId gamma = g.parameter(str_cat(name, "/gamma"), {c}, Init::constant(1.0));
+  TensorId beta = g.parameter(str_cat(name, "/beta"), {c}, Init::zeros());
+  return layer_norm(g, name, x, gamma, beta, options);
+}
+
 TensorId mse_loss(Graph& g, std::string_view name, TensorId pred, TensorId target) {
   return add_op(g, OpKind::kMseLoss, name, {pred, target});
 }

@@ -1,7 +1,8 @@
-// Instance and batch normalisation of docs/ops.md: batch_norm in training
-// mode (batch statistics, optionally saving them for the running averages)
-// or eval mode (running statistics), and bn_stats_update, the step-commit
-// update of the running averages.
+// Instance, batch and layer normalisation of docs/ops.md: batch_norm in
+// training mode (batch statistics, optionally saving them for the running
+// averages) or eval mode (running statistics), bn_stats_update, the
+// step-commit update of the running averages, and layer_norm over the last
+// axis.
 #include "absl/strings/str_cat.h"
 #include "graph/ops_internal.h"
 #include "lms/status.h"
@@ -133,6 +134,40 @@ decltype(OpDef::grad) norm_grad(OpKind bwd_op) {
 
 double norm_flops(const Shapes& in) { return kNormFlopsPerElement * numel(in[0]); }
 
+// layer_norm: x[..., C] of rank 2 to 4, gamma[C], beta[C] (the backward op:
+// dy like x) and a positive eps; statistics per row over C.
+absl::Status check_layer_norm(std::string_view op, const Attrs& a, const Shapes& in,
+                              bool backward) {
+  const Shape& x = in[0];
+  if (x.size() < 2 || x.size() > 4) {
+    return op_error(op, str_cat("input x must have 2 to 4 dims [..., C], got ", shape_str(x)));
+  }
+  const Shape c = {x.back()};
+  if (in[1] != c) {
+    return op_error(op, str_cat("gamma must have shape ", shape_str(c),
+                                " (the last dim of x), got ", shape_str(in[1])));
+  }
+  const Shape& want = backward ? x : c;
+  if (in[2] != want) {
+    return op_error(op, str_cat(backward ? "dy" : "beta", " must have shape ", shape_str(want),
+                                ", got ", shape_str(in[2])));
+  }
+  return real_attr_in(op, a, "eps", 0, 1, /*open_lo=*/true).status();
+}
+
+absl::StatusOr<Shapes> infer_layer_norm(const Attrs& a, const Shapes& in) {
+  LMS_RETURN_IF_ERROR(check_layer_norm("layer_norm", a, in, false));
+  return Shapes{in[0]};
+}
+
+// (x, gamma, dy) -> dx, dgamma, dbeta; the row statistics are recomputed
+// from x, as instance_norm_bwd and batch_norm_bwd do, so the forward saves
+// nothing beyond its inputs.
+absl::StatusOr<Shapes> infer_layer_norm_bwd(const Attrs& a, const Shapes& in) {
+  LMS_RETURN_IF_ERROR(check_layer_norm("layer_norm_bwd", a, in, true));
+  return Shapes{in[0], in[1], in[1]};
+}
+
 }  // namespace
 
 void register_norm_ops(std::vector<OpSpec>& specs) {
@@ -151,8 +186,13 @@ void register_norm_ops(std::vector<OpSpec>& specs) {
       make_spec(OpKind::kBnStatsUpdate, 4, 4, {"count", "momentum"}, infer_bn_stats_update,
                 [](const Attrs&, const Shapes& in, const Shapes&) { return 5 * numel(in[0]); },
                 nullptr, {0, 1}));
-  set_flag(specs, &OpDef::recomputable, {OpKind::kInstanceNorm, OpKind::kBatchNorm});
-  set_flag(specs, &OpDef::backward, {OpKind::kInstanceNormBwd, OpKind::kBatchNormBwd});
+  specs.push_back(make_spec(OpKind::kLayerNorm, 3, 3, {"eps"}, infer_layer_norm, flops,
+                            norm_grad(OpKind::kLayerNormBwd)));
+  specs.push_back(make_spec(OpKind::kLayerNormBwd, 3, 3, {"eps"}, infer_layer_norm_bwd, flops));
+  set_flag(specs, &OpDef::recomputable,
+           {OpKind::kInstanceNorm, OpKind::kBatchNorm, OpKind::kLayerNorm});
+  set_flag(specs, &OpDef::backward,
+           {OpKind::kInstanceNormBwd, OpKind::kBatchNormBwd, OpKind::kLayerNormBwd});
 }
 
 }  // namespace lms::ops_internal

@@ -83,7 +83,8 @@ void default_trainable(const ::onnx::GraphProto& g, absl::flat_hash_set<std::str
       through[n.output(0)] = n.input(0);
     }
     const bool weights = op == "Conv" || op == "ConvTranspose" || op == "BatchNormalization" ||
-                         op == "InstanceNormalization" || op == "Gemm";
+                         op == "InstanceNormalization" || op == "LayerNormalization" ||
+                         op == "Gemm";
     for (int k = 1; weights && k < std::min(n.input_size(), 3); ++k) out.insert(n.input(k));
     if ((op == "Gemm" || op == "MatMul") && n.input_size() > 1) out.insert(source(n.input(1)));
     if (op == "Gather" && n.input_size() > 0) out.insert(n.input(0));
@@ -272,10 +273,11 @@ absl::StatusOr<ImportedModel> import_onnx(std::string_view path, const OnnxImpor
   using namespace onnx_import;  // NOLINT(build/namespaces)
   ::onnx::ModelProto model;
   LMS_RETURN_IF_ERROR(load_model(std::string(path), &model));
-  const ::onnx::GraphProto& g = model.graph();
   Importer im;
   im.options = &options;
   im.model_dir = std::filesystem::path(std::string(path)).parent_path().string();
+  fuse_layer_norm(*model.mutable_graph(), im.model_dir);
+  const ::onnx::GraphProto& g = model.graph();
   LMS_ASSIGN_OR_RETURN(im.opset, read_opset(model));
   LMS_RETURN_IF_ERROR(check_old_opset(g, im.opset));
   LMS_RETURN_IF_ERROR(choose_trainable(model, options, im.trainable));

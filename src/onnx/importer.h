@@ -25,6 +25,7 @@ namespace onnx {
 class GraphProto;
 class NodeProto;
 class AttributeProto;
+class GraphProto;
 }  // namespace onnx
 
 namespace lms::onnx_import {
@@ -104,6 +105,11 @@ absl::StatusOr<std::vector<int64_t>> resolve_reshape(const ::onnx::NodeProto& n,
 // A list as "[a,b]" for messages.
 std::string list_str(const std::vector<int64_t>& v);
 
+// fuse_layer_norm.cc: rewrites each layer norm that PyTorch exports below
+// opset 17 as ReduceMean / Sub / Pow / ReduceMean / Add / Sqrt / Div / Mul /
+// Add into one LayerNormalization node, in place; returns how many. Runs
+// before the import reads the graph.
+int fuse_layer_norm(::onnx::GraphProto& g, const std::string& model_dir);
 // fold.cc: folds or removes node `n` if it is shape arithmetic on constants
 // or an identity; false if it is neither (then map_node must take it).
 absl::StatusOr<bool> fold_node(Importer& im, const ::onnx::NodeProto& n);

@@ -229,6 +229,37 @@ absl::Status map_instance_norm(Importer& im, const NodeProto& n) {
       .status();
 }
 
+// LayerNormalization-17 over the last axis with Scale and B (what
+// torch.onnx.export writes for nn.LayerNorm at opset 17; fuse_layer_norm.cc
+// rewrites the opset-14 decomposition into it). The optional Mean and
+// InvStdDev outputs are not computed: layer_norm_bwd recomputes them.
+absl::Status map_layer_norm(Importer& im, const NodeProto& n) {
+  LMS_ASSIGN_OR_RETURN(TensorId x, im.tensor_input(n, 0));
+  const int64_t rank = static_cast<int64_t>(im.graph.tensor(x).shape.size());
+  const int64_t axis = attr_int(n, "axis", -1);
+  if (axis != -1 && axis != rank - 1) {
+    return refuse_attr(n, "axis", absl::StrCat(axis),
+                       absl::StrCat("-1 or ", rank - 1, " (the last axis of X)"));
+  }
+  const int64_t stash = attr_int(n, "stash_type", 1);
+  if (stash != 1) return refuse_attr(n, "stash_type", absl::StrCat(stash), "1 (float)");
+  if (!im.has_input(n, 2)) {
+    return Importer::error(n, "needs its bias B (an initializer [C]); lms has no bias-free form");
+  }
+  LMS_ASSIGN_OR_RETURN(TensorId gamma, im.tensor_input(n, 1));
+  LMS_ASSIGN_OR_RETURN(TensorId beta, im.tensor_input(n, 2));
+  for (int k = 1; k < std::min(n.output_size(), 3); ++k) {
+    if (n.output(k).empty()) continue;
+    im.not_computed[n.output(k)] =
+        absl::StrCat("the ", k == 1 ? "Mean" : "InvStdDev", " output of LayerNormalization '",
+                     n.output(0), "' is not computed by lms (its backward recomputes it)");
+  }
+  return im
+      .add(n, OpKind::kLayerNorm, n.output(0), {x, gamma, beta},
+           {{"eps", attr_float(n, "epsilon", 1e-5)}})
+      .status();
+}
+
 absl::Status map_unary(Importer& im, const NodeProto& n, OpKind op, Attrs a) {
   LMS_ASSIGN_OR_RETURN(TensorId x, im.tensor_input(n, 0));
   return im.add(n, op, n.output(0), {x}, std::move(a)).status();
@@ -660,6 +691,7 @@ const std::map<std::string, Mapper, std::less<>>& mappers() {
       {"Gemm", map_gemm},
       {"GlobalAveragePool", map_global_avg_pool},
       {"InstanceNormalization", map_instance_norm},
+      {"LayerNormalization", map_layer_norm},
       {"LeakyRelu",
        [](Importer& im, const NodeProto& n) {
          return map_unary(im, n, OpKind::kLeakyRelu, {{"alpha", attr_float(n, "alpha", 0.01)}});
@@ -693,7 +725,9 @@ std::string_view supported_ops() {
          "name), Flatten (a copy), Gather (embedding), GELU as exported at opsets 14 to 17 "
          "(Div or Mul by a constant / Erf / Add 1 / Mul by x / Mul 0.5, one gelu node), Gemm "
          "(alpha = beta = 1, "
-         "transA 0), GlobalAveragePool, InstanceNormalization, LeakyRelu, MatMul (rank-2 A and B), "
+         "transA 0), GlobalAveragePool, InstanceNormalization, "
+         "LayerNormalization (last axis, with B; also fused from PyTorch's opset-14 "
+         "decomposition), LeakyRelu, MatMul (rank-2 A and B), "
          "MaxPool, Mul (broadcast as Add), ReduceMean, Relu, Reshape (constant shape; a copy), "
          "Resize (nearest, "
          "integer scales), Sigmoid, Slice (static, step 1), Softmax, Transpose (rank 1 to 8; a "

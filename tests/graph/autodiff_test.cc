@@ -120,6 +120,38 @@ TEST(Autodiff, LinearGradients) {
   }
 }
 
+// layer_norm: one layer_norm_bwd node reading x, gamma and dy with the
+// forward node's eps only; its dgamma and dbeta become the parameters'
+// gradients.
+TEST(Autodiff, LayerNormGradients) {
+  Graph f;
+  const TensorId x = f.input("x", {2, 3, 8});
+  const TensorId h = layer_norm(f, "ln", x, {.eps = 1e-6});
+  const TensorId w = f.parameter("fc/w", {4, 8}, Init::he_normal(1, 8));
+  const TensorId y = linear(f, "fc", reshape(f, "flat", h, {6, 8}), w, kNoTensor, true);
+  const TensorId loss = mse_loss(f, "loss", y, f.input("target", {6, 4}));
+  ASSERT_TRUE(f.status().ok()) << f.status();
+  auto train = training_graph(f, loss, Sgd{.lr = 0.1});
+  ASSERT_TRUE(train.ok()) << train.status();
+  const Graph& g = *train;
+  ASSERT_TRUE(verify(g).ok()) << verify(g);
+  EXPECT_EQ(new_op_counts(g, f.num_nodes()).at(OpKind::kLayerNormBwd), 1);
+  for (NodeId n = f.num_nodes(); n < g.num_nodes(); ++n) {
+    const Node& node = g.node(n);
+    if (node.op != OpKind::kLayerNormBwd) continue;
+    EXPECT_EQ(g.tensor(node.inputs[0]).name, "x");
+    EXPECT_EQ(g.tensor(node.inputs[1]).name, "ln/gamma");
+    EXPECT_EQ(g.tensor(node.inputs[2]).shape, (Shape{2, 3, 8}));
+    EXPECT_EQ(node.attrs, (Attrs{{"eps", 1e-6}}));
+    EXPECT_EQ(node.outputs.size(), 3u);
+  }
+  for (const char* p : {"ln/gamma", "ln/beta"}) {
+    const TensorId grad = g.find_tensor(std::string(p) + "/grad");
+    ASSERT_NE(grad, kNoTensor) << p;
+    EXPECT_EQ(g.tensor(grad).shape, (Shape{8})) << p;
+  }
+}
+
 // softmax_cross_entropy: one backward node reading the logits, the int64
 // labels and dloss, with the forward node's ignore_index; the labels get no
 // gradient.

@@ -74,7 +74,7 @@ TEST(OpRegistry, GradientRulesExactlyForForwardOps) {
       OpKind::kSoftDiceLoss, OpKind::kReduceMean, OpKind::kEmbedding,
       OpKind::kLinear,       OpKind::kAvgPool,    OpKind::kClip,
       OpKind::kGelu,         OpKind::kReshape,    OpKind::kSoftmaxCrossEntropy,
-      OpKind::kTranspose};
+      OpKind::kTranspose,    OpKind::kLayerNorm};
   for (OpKind op : all_op_kinds()) {
     EXPECT_EQ(static_cast<bool>(op_def(op).grad), differentiable.contains(op)) << op_name(op);
   }
@@ -92,6 +92,7 @@ TEST(OpRegistry, BackwardAndRecomputableFlags) {
     }
   }
   EXPECT_TRUE(op_def(OpKind::kConv).recomputable);
+  EXPECT_TRUE(op_def(OpKind::kLayerNorm).recomputable);
   EXPECT_FALSE(op_def(OpKind::kFill).recomputable);
   EXPECT_FALSE(op_def(OpKind::kMseLoss).recomputable);
 }
@@ -234,6 +235,9 @@ TEST(OpRegistry, ElementwiseAndNormFlopsScaleWithElements) {
   EXPECT_DOUBLE_EQ(op_def(OpKind::kRelu).flops({}, {s}, {s}), n);
   EXPECT_DOUBLE_EQ(op_def(OpKind::kAdd).flops({}, {s, s}, {s}), n);
   EXPECT_DOUBLE_EQ(op_def(OpKind::kInstanceNorm).flops({{"eps", 1e-5}}, {s, {4}, {4}}, {s}), 5 * n);
+  EXPECT_DOUBLE_EQ(op_def(OpKind::kLayerNorm).flops({{"eps", 1e-5}}, {s, {6}, {6}}, {s}), 5 * n);
+  EXPECT_DOUBLE_EQ(op_def(OpKind::kLayerNormBwd).flops({{"eps", 1e-5}}, {s, {6}, s}, {s, {6}, {6}}),
+                   5 * n);
   EXPECT_EQ(op_def(OpKind::kSwapOut).flops({}, {s}, {s}), 0.0);
 }
 

@@ -76,6 +76,9 @@ Factory cuda_kernel_factory(OpKind op) {
     case OpKind::kBatchNormBwd:
     case OpKind::kBnStatsUpdate:
       return &create_cuda_spatial_kernel;
+    case OpKind::kLayerNorm:
+    case OpKind::kLayerNormBwd:
+      return &create_cuda_layer_norm_kernel;
     case OpKind::kSwapOut:  // copies and collectives run on their own streams
     case OpKind::kSwapIn:
     case OpKind::kAllReduce:

@@ -59,6 +59,9 @@ absl::StatusOr<std::unique_ptr<Kernel>> create_cuda_elementwise_kernel(
 // global_norm, increment, sgd_update, adam_update.
 absl::StatusOr<std::unique_ptr<Kernel>> create_cuda_reduction_kernel(const KernelSpec& spec,
                                                                      const CudaKernelContext& ctx);
+// layer_norm (+ _bwd) (cuda_layer_norm_kernels.cc).
+absl::StatusOr<std::unique_ptr<Kernel>> create_cuda_layer_norm_kernel(const KernelSpec& spec,
+                                                                      const CudaKernelContext& ctx);
 // instance_norm, batch_norm (+ _bwd), max_pool, avg_pool, upsample (+ _bwd).
 absl::StatusOr<std::unique_ptr<Kernel>> create_cuda_spatial_kernel(const KernelSpec& spec,
                                                                    const CudaKernelContext& ctx);

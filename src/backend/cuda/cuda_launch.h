@@ -194,6 +194,20 @@ cudaError_t bn_stats_update(cudaStream_t stream, float* running_mean, float* run
                             const float* mean, const float* var, int64_t c, double momentum,
                             double unbias);
 
+// ---- Layer norm (cuda_layer_norm.cu) ----
+// x, y, dy, dx: [rows, cols]; gamma, beta, dgamma, dbeta: [cols]. Each row
+// is normalised by its own mean and biased variance, in double.
+cudaError_t layer_norm_fwd(cudaStream_t stream, const float* x, const float* gamma,
+                           const float* beta, int64_t rows, int64_t cols, double eps, float* y);
+// Doubles of device memory layer_norm_bwd needs in `workspace` (8-byte
+// aligned, overwritten): the row statistics and the column sums' partials.
+int64_t layer_norm_bwd_workspace_doubles(int64_t rows, int64_t cols);
+// dx, dgamma = sum over rows of dy*xhat, dbeta = sum over rows of dy; the
+// statistics are recomputed from x.
+cudaError_t layer_norm_bwd(cudaStream_t stream, const float* x, const float* gamma, const float* dy,
+                           int64_t rows, int64_t cols, double eps, double* workspace, float* dx,
+                           float* dgamma, float* dbeta);
+
 // ---- Spatial (cuda_spatial.cu) ----
 
 // A 2-D problem is a 3-D one with depth 1 (kernel 1, stride 1, pad 0).

@@ -148,6 +148,25 @@ TEST_F(CudaKernels, NormalisationMatchCpu) {
   }
 }
 
+// layer_norm over the last axis: rows shorter and longer than a block of
+// threads, more rows than one chunk of the dgamma / dbeta column sums, and
+// ranks 2 to 4; two GPU runs of the backward give the same bits.
+TEST_F(CudaKernels, LayerNormMatchesCpuAndIsDeterministic) {
+  const Attrs eps = {{"eps", 1e-5}};
+  for (const Shape& x :
+       {Shape{4, 16}, Shape{3, 700}, Shape{130, 33}, Shape{2, 5, 64}, Shape{2, 3, 4, 300}}) {
+    const Shape c = {x.back()};
+    compare({"layer_norm", {x, c, c}, {x}, eps});
+    compare({"layer_norm_bwd", {x, c, x}, {x, c, c}, eps});
+  }
+  Case bwd{"layer_norm_bwd", {{1000, 768}, {768}, {1000, 768}}, {{1000, 768}, {768}, {768}}, eps};
+  const std::vector<Floats> in = make_inputs(bwd, 11);
+  auto first = run_on(*gpu_, bwd, in);
+  auto second = run_on(*gpu_, bwd, in);
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_EQ(first->outputs, second->outputs);  // bitwise
+}
+
 // batch_norm with running statistics: training saves the batch mean and
 // biased variance, eval normalises with the running statistics (positive
 // variances), and bn_stats_update mutates the running statistics.

@@ -95,6 +95,14 @@ def broadcast(attrs, t):
     return trained(y, t["target"], params)
 
 
+def layer_norm(attrs, t):
+    """F.layer_norm over the last axis with weight (gamma) and bias (beta)."""
+    params = {k: t[k].clone().requires_grad_(True) for k in ("x", "gamma", "beta")}
+    x = params["x"]
+    y = F.layer_norm(x, [x.shape[-1]], params["gamma"], params["beta"], attrs["eps"][0])
+    return trained(y, t["target"], params)
+
+
 def reshape(attrs, t):
     params = {"x": t["x"].clone().requires_grad_(True)}
     y = params["x"].reshape([int(v) for v in attrs["shape"]])
@@ -184,7 +192,7 @@ def conv_bn_relu(attrs, t):
 OPS = {"conv": conv, "conv_bn_relu": conv_bn_relu, "linear": linear, "avg_pool": avg_pool,
        "clip": clip, "gelu": gelu, "reshape": reshape, "broadcast": broadcast,
        "cross_entropy": cross_entropy, "mlp_cross_entropy_sgd": mlp_cross_entropy_sgd,
-       "transpose": transpose}
+       "transpose": transpose, "layer_norm": layer_norm}
 
 
 def main():

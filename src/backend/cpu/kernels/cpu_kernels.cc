@@ -84,6 +84,8 @@ CpuKernelFamily cpu_kernel_family(OpKind op) {
     case OpKind::kBatchNorm:
     case OpKind::kBatchNormBwd:
     case OpKind::kBnStatsUpdate:
+    case OpKind::kLayerNorm:
+    case OpKind::kLayerNormBwd:
       return CpuKernelFamily::kNorm;
     case OpKind::kMseLoss:
     case OpKind::kMseLossBwd:

@@ -309,6 +309,9 @@ KernelOr create_norm_kernel(const KernelSpec& spec, const CpuKernelContext& ctx)
   if (spec.op == OpKind::kBatchNorm) return make_batch_norm_fwd(spec, ctx);
   if (spec.op == OpKind::kBnStatsUpdate) return make_bn_stats_update(spec, ctx);
   if (spec.op == OpKind::kBatchNormBwd) return make_norm_bwd(spec, ctx, false);
+  if (spec.op == OpKind::kLayerNorm || spec.op == OpKind::kLayerNormBwd) {
+    return create_layer_norm_kernel(spec, ctx);
+  }
   return std::unique_ptr<Kernel>();
 }
 

@@ -136,9 +136,12 @@ absl::StatusOr<std::unique_ptr<Kernel>> create_embedding_kernel(const KernelSpec
 // linear, linear_bwd_weights.
 absl::StatusOr<std::unique_ptr<Kernel>> create_linear_kernel(const KernelSpec& spec,
                                                              const CpuKernelContext& ctx);
-// instance_norm, batch_norm (+ _bwd).
+// instance_norm, batch_norm, layer_norm (+ _bwd), bn_stats_update.
 absl::StatusOr<std::unique_ptr<Kernel>> create_norm_kernel(const KernelSpec& spec,
                                                            const CpuKernelContext& ctx);
+// layer_norm (+ _bwd) (layer_norm_kernels.cc; create_norm_kernel forwards).
+absl::StatusOr<std::unique_ptr<Kernel>> create_layer_norm_kernel(const KernelSpec& spec,
+                                                                 const CpuKernelContext& ctx);
 // mse_loss, soft_dice_loss, softmax_cross_entropy, reduce_mean (+ _bwd).
 absl::StatusOr<std::unique_ptr<Kernel>> create_loss_kernel(const KernelSpec& spec,
                                                            const CpuKernelContext& ctx);
