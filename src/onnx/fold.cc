@@ -227,20 +227,9 @@ absl::StatusOr<Const> fold_slice(const Importer& im, const NodeProto& n, const C
 }
 
 // Transpose of a constant by `perm` (default: the dims reversed).
-absl::StatusOr<Const> fold_transpose(const Importer& im, const NodeProto& n, const Const& c) {
+absl::StatusOr<Const> fold_transpose(const NodeProto& n, const Const& c) {
   const int64_t rank = int64_t(c.dims.size());
-  std::vector<int64_t> perm = attr_ints(n, "perm");
-  if (perm.empty()) {
-    for (int64_t d = rank - 1; d >= 0; --d) perm.push_back(d);
-  }
-  std::vector<int64_t> sorted = perm;
-  std::sort(sorted.begin(), sorted.end());
-  for (int64_t d = 0; d < rank; ++d) {
-    if (int64_t(sorted.size()) != rank || sorted[d] != d) {
-      return im.error(n, absl::StrCat("attribute perm=", list_str(perm),
-                                      " is not a permutation of the ", rank, " dims"));
-    }
-  }
+  LMS_ASSIGN_OR_RETURN(const std::vector<int64_t> perm, transpose_perm(n, rank));
   std::vector<int64_t> out(rank);
   for (int64_t d = 0; d < rank; ++d) out[d] = c.dims[perm[d]];
   const auto is = strides_of(c.dims), os = strides_of(out);
@@ -315,7 +304,7 @@ absl::StatusOr<Const> fold_const_node(const Importer& im, const NodeProto& n) {
   if (op == "ConstantOfShape") return fold_constant_of_shape(im, n, a);
   if (op == "Unsqueeze" || op == "Squeeze" || op == "Reshape") return fold_reshape(im, n, a);
   if (op == "Slice") return fold_slice(im, n, a);
-  if (op == "Transpose") return fold_transpose(im, n, a);
+  if (op == "Transpose") return fold_transpose(n, a);
   LMS_ASSIGN_OR_RETURN(Const b, in(1));
   if (op == "Gather") return fold_gather(im, n, a, b);
   return fold_binary(im, n, a, b);

@@ -2,6 +2,8 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "lms/status.h"
@@ -156,6 +158,22 @@ std::vector<int64_t> attr_ints(const ::onnx::NodeProto& n, std::string_view name
   const auto* a = find_attr(n, name);
   if (a == nullptr) return {};
   return {a->ints().begin(), a->ints().end()};
+}
+
+absl::StatusOr<std::vector<int64_t>> transpose_perm(const ::onnx::NodeProto& n, int64_t rank) {
+  std::vector<int64_t> perm = attr_ints(n, "perm");
+  if (perm.empty()) {
+    for (int64_t d = rank - 1; d >= 0; --d) perm.push_back(d);
+  }
+  std::vector<int64_t> sorted = perm;
+  std::sort(sorted.begin(), sorted.end());
+  for (int64_t d = 0; d < rank; ++d) {
+    if (int64_t(sorted.size()) != rank || sorted[d] != d) {
+      return Importer::error(n, absl::StrCat("attribute perm=", list_str(perm),
+                                             " is not a permutation of the ", rank, " dims"));
+    }
+  }
+  return perm;
 }
 
 std::string list_str(const std::vector<int64_t>& v) {

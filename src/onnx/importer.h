@@ -92,6 +92,9 @@ double attr_float(const ::onnx::NodeProto& n, std::string_view name, double fall
 std::string attr_string(const ::onnx::NodeProto& n, std::string_view name,
                         std::string_view fallback);
 std::vector<int64_t> attr_ints(const ::onnx::NodeProto& n, std::string_view name);
+// Transpose's attribute perm for an input of `rank` dims (absent: the dims
+// reversed); InvalidArgument naming it when it is not a permutation of them.
+absl::StatusOr<std::vector<int64_t>> transpose_perm(const ::onnx::NodeProto& n, int64_t rank);
 // Slice's ends, axes and steps (inputs 2-4, where given) have as many
 // values as its starts; InvalidArgument otherwise.
 absl::Status check_slice_lengths(const Importer& im, const ::onnx::NodeProto& n);

@@ -654,19 +654,7 @@ absl::Status map_reshape(Importer& im, const NodeProto& n) {
 absl::Status map_transpose(Importer& im, const NodeProto& n) {
   LMS_ASSIGN_OR_RETURN(TensorId x, im.tensor_input(n, 0));
   const auto rank = static_cast<int64_t>(im.graph.tensor(x).shape.size());
-  std::vector<int64_t> perm = attr_ints(n, "perm");
-  if (perm.empty()) {
-    for (int64_t d = rank - 1; d >= 0; --d) perm.push_back(d);
-  }
-  std::vector<int64_t> sorted = perm;
-  std::sort(sorted.begin(), sorted.end());
-  for (int64_t d = 0; d < rank; ++d) {
-    if (int64_t(sorted.size()) != rank || sorted[d] != d) {
-      return refuse_attr(n, "perm", list_str(perm),
-                         absl::StrCat("a permutation of the ", rank, " dims of input ",
-                                      list_str(im.graph.tensor(x).shape)));
-    }
-  }
+  LMS_ASSIGN_OR_RETURN(const std::vector<int64_t> perm, transpose_perm(n, rank));
   if (rank > SumToPlan::kMaxRank) {
     return Importer::error(
         n, absl::StrCat("input 0 has rank ", rank, "; supported: rank 1 to ", SumToPlan::kMaxRank));
