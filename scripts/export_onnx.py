@@ -19,14 +19,15 @@ import sys
 TRAINABLE_KEY = "lms.trainable"
 
 
-def export(model, example_input, path, opset_version=14):
+def export(model, example_input, path, opset_version=14, input_names=("input",),
+           output_names=("output",), dynamic_axes=None):
     import onnx
     import torch
 
     torch.onnx.export(model, example_input, path, opset_version=opset_version,
                       training=torch.onnx.TrainingMode.TRAINING,
-                      do_constant_folding=False, input_names=["input"],
-                      output_names=["output"])
+                      do_constant_folding=False, input_names=list(input_names),
+                      output_names=list(output_names), dynamic_axes=dynamic_axes)
     trainable = [n for n, p in model.named_parameters() if p.requires_grad]
     proto = onnx.load(path)
     entry = proto.metadata_props.add()

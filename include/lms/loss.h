@@ -29,12 +29,18 @@ namespace lms {
 // not ignored (PyTorch's F.cross_entropy(logits, labels), reduction mean;
 // the softmax_cross_entropy op of lms/ops.h). The output must be logits
 // [N,C]; adds the int64 input `labels` of shape [N] (fed with Int64Feeds,
-// each label in [0, C) or equal to ignore_index). An [N,C,1,1] output (a
-// global pooling before a 1x1 convolution) is refused: flatten it first with
-// lms::flatten(graph, name, output), then attach the loss to that.
+// each label in [0, C) or equal to ignore_index). With classes_last, an
+// output of rank > 2 holds the classes on its last axis (a language model's
+// [N,T,V] logits) and the labels are [N,T], every other position a row, as
+// F.cross_entropy(logits.view(-1, V), labels.view(-1)). Without it, an
+// output of rank > 2 is refused rather than read another way than PyTorch's
+// class axis 1: an [N,C,1,1] output (a global pooling before a 1x1
+// convolution) is flattened first with lms::flatten(graph, name, output),
+// then the loss attached to that.
 struct CrossEntropy {
   std::string labels = "labels";
   int64_t ignore_index = -100;  // PyTorch's default
+  bool classes_last = false;
 };
 
 // Mean squared error against a float32 input `target` of the output's shape

@@ -262,13 +262,18 @@ TensorId soft_dice_loss(Graph& g, std::string_view name, TensorId probs, TensorI
 // that are not ignored (PyTorch's F.cross_entropy(logits, labels,
 // ignore_index=...) with reduction "mean"):
 //   loss[] = (1/M) Σ_{n: labels[n] != ignore_index} (logsumexp(logits[n,:]) - logits[n, labels[n]])
-// with M the number of such rows. logits[N,C] float32; labels[N] int64
-// (Graph::input with DType::kInt64, fed through Int64Feeds), each in [0, C)
-// or equal to ignore_index. The gradient of the logits is
+// with M the number of such rows. logits[N,C] float32 with labels[N] int64,
+// or logits[..., C] with labels[...] (the classes on the last axis, every
+// other position a row: a language model's [N,T,V] logits with [N,T] next
+// tokens, as F.cross_entropy(logits.view(-1, V), labels.view(-1))). Labels
+// come from Graph::input with DType::kInt64, fed through Int64Feeds, each in
+// [0, C) or equal to ignore_index. The gradient of the logits is
 // (softmax(logits) - onehot(labels)) / M · dloss, zero on ignored rows; the
 // labels get none.
-// Errors (recorded in g.status(), naming the node): logits not 2-D (an
-// [N,C,1,1] output needs lms::flatten first), labels not [N] or not int64.
+// Errors (recorded in g.status(), naming the node): logits of rank < 2, or
+// of rank > 2 with one class on the last axis (an [N,C,1,1] output needs
+// lms::flatten first), labels not logits' shape without its last axis, or
+// not int64.
 // At run time a label outside [0, C) that is not ignore_index fails the
 // step with InvalidArgument naming the node, the label, its position and
 // the allowed range, before anything is written. When every row is ignored

@@ -241,11 +241,12 @@ absl::StatusOr<CrossEntropyDims> cross_entropy_dims(const KernelSpec& spec) {
   const bool bwd = spec.op == OpKind::kSoftmaxCrossEntropyBwd;
   LMS_RETURN_IF_ERROR(check_arity(spec, bwd ? 3 : 2, bwd ? 3 : 2, 1));
   const Shape& logits = spec.input_shapes[0];
-  LMS_RETURN_IF_ERROR(check_rank(spec, logits, 2, 2, "input logits"));
+  LMS_RETURN_IF_ERROR(check_rank(spec, logits, 2, SumToPlan::kMaxRank, "input logits"));
+  const Shape rows(logits.begin(), logits.end() - 1);
   CrossEntropyDims d;
-  d.n = logits[0];
-  d.c = logits[1];
-  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.input_shapes[1], {d.n}, "input labels"));
+  d.n = num_elements(rows);
+  d.c = logits.back();
+  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.input_shapes[1], rows, "input labels"));
   if (bwd) {
     LMS_RETURN_IF_ERROR(check_scalar(spec, spec.input_shapes[2], "input dloss"));
     LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], logits, "output dlogits"));

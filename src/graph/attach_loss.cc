@@ -45,15 +45,21 @@ absl::Status check_output(const Graph& g, TensorId output, const Loss& loss) {
     return loss_error(str_cat("output '", t.name, "' is ", dtype_name(t.dtype),
                               "; a loss needs a float32 output"));
   }
-  if (std::holds_alternative<CrossEntropy>(loss) && t.shape.size() != 2) {
-    std::string hint;
-    if (t.shape.size() > 2) {
-      hint = str_cat("; flatten it first (lms::flatten(graph, \"", t.name, "/flat\", output)",
-                     " gives [", t.shape[0], ",", num_elements(t.shape) / t.shape[0],
-                     "]) and attach the loss to that");
+  if (const auto* xent = std::get_if<CrossEntropy>(&loss)) {
+    const bool last_axis_ok = xent->classes_last && t.shape.size() > 2 && t.shape.back() > 1;
+    if (t.shape.size() != 2 && !last_axis_ok) {
+      std::string hint;
+      if (t.shape.size() > 2) {
+        hint = str_cat("; flatten it first (lms::flatten(graph, \"", t.name, "/flat\", output)",
+                       " gives [", t.shape[0], ",", num_elements(t.shape) / t.shape[0],
+                       "]) and attach the loss to that, or, for logits with the classes on the "
+                       "last axis ([N,T,V]), set CrossEntropy.classes_last");
+      }
+      return loss_error(
+          str_cat("CrossEntropy needs logits [N,C] (or [..., C] with "
+                  "CrossEntropy.classes_last, C > 1), but output '",
+                  t.name, "' is ", shape_str(t.shape), hint));
     }
-    return loss_error(str_cat("CrossEntropy needs logits [N,C], but output '", t.name, "' is ",
-                              shape_str(t.shape), hint));
   }
   if (const auto* dice = std::get_if<SoftDice>(&loss)) {
     if (t.shape.size() < 3) {
@@ -73,7 +79,8 @@ absl::Status check_output(const Graph& g, TensorId output, const Loss& loss) {
 TensorId add_loss(Graph& g, TensorId output, const Loss& loss, std::string_view loss_name) {
   const Shape shape = g.tensor(output).shape;
   if (const auto* xent = std::get_if<CrossEntropy>(&loss)) {
-    const TensorId labels = g.input(xent->labels, {shape[0]}, DType::kInt64);
+    const TensorId labels =
+        g.input(xent->labels, Shape(shape.begin(), shape.end() - 1), DType::kInt64);
     return softmax_cross_entropy(g, loss_name, output, labels, xent->ignore_index);
   }
   if (const auto* mse = std::get_if<Mse>(&loss)) {

@@ -47,13 +47,20 @@ absl::StatusOr<Shapes> infer_xent(const Attrs& a, const Shapes& in, bool bwd) {
     }
   }
   const Shape& logits = in[0];
-  if (logits.size() != 2) {
-    return op_error(op, str_cat("logits must be 2-D [N,C], got ", shape_str(logits),
-                                "; flatten an [N,C,1,...] output first (lms::flatten)"));
+  if (logits.size() < 2) {
+    return op_error(op, str_cat("logits must be [..., C] of rank 2 or more (classes on the last "
+                                "axis), got ",
+                                shape_str(logits)));
   }
-  if (in[1] != Shape{logits[0]}) {
-    return op_error(op, str_cat("labels ", shape_str(in[1]), " must be [N] = [", logits[0],
-                                "], one class index per row of logits ", shape_str(logits)));
+  if (logits.size() > 2 && logits.back() == 1) {
+    return op_error(op, str_cat("logits ", shape_str(logits),
+                                " have one class on the last axis, where the classes go; "
+                                "flatten an [N,C,1,...] output first (lms::flatten)"));
+  }
+  const Shape rows(logits.begin(), logits.end() - 1);
+  if (in[1] != rows) {
+    return op_error(op, str_cat("labels ", shape_str(in[1]), " must be ", shape_str(rows),
+                                ", one class index per row of logits ", shape_str(logits)));
   }
   if (!bwd) return Shapes{Shape{}};
   LMS_RETURN_IF_ERROR(check_scalar(op, "dloss", in[2]));

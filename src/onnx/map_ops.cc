@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/broadcast.h"
 #include "lms/status.h"
 #include "lms/strings.h"
@@ -331,6 +332,56 @@ absl::Status map_slice(Importer& im, const NodeProto& n) {
     const std::string out = c + 1 == cuts.size() ? n.output(0) : absl::StrCat(n.output(0), "/", c);
     Attrs a = {{"begin", cuts[c][1]}, {"size", cuts[c][2]}, {"axis", cuts[c][0]}};
     LMS_ASSIGN_OR_RETURN(x, im.add(n, OpKind::kSlice, out, {x}, a));
+  }
+  return absl::OkStatus();
+}
+
+// Split along `axis` into the sizes of input 1 (opset 13 on), of the
+// attribute `split` (before 13), or into equal parts, one per output (the
+// last one smaller where opset 18's num_outputs does not divide the axis):
+// one lms slice per output, an alias where an output is the whole input.
+absl::Status map_split(Importer& im, const NodeProto& n) {
+  LMS_ASSIGN_OR_RETURN(TensorId x, im.tensor_input(n, 0));
+  const Shape dims = im.graph.tensor(x).shape;
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  int64_t axis = attr_int(n, "axis", 0);
+  if (axis < -rank || axis >= rank) {
+    return refuse_attr(
+        n, "axis", absl::StrCat(axis),
+        absl::StrCat("in [", -rank, ", ", rank - 1, "] for an input of rank ", rank));
+  }
+  if (axis < 0) axis += rank;
+  const int64_t dim = dims[axis];
+  const int64_t parts = n.output_size();
+  std::vector<int64_t> sizes;
+  if (im.has_input(n, 1)) {
+    LMS_ASSIGN_OR_RETURN(Const split, im.const_input(n, 1, "split"));
+    for (int64_t k = 0; k < split.numel(); ++k) sizes.push_back(int64_t(split.at(k)));
+  } else if (find_attr(n, "split") != nullptr) {
+    sizes = attr_ints(n, "split");
+  } else {
+    const int64_t chunk = (dim + parts - 1) / parts;
+    for (int64_t k = 0; k < parts; ++k) sizes.push_back(std::min(chunk, dim - k * chunk));
+  }
+  int64_t total = 0;
+  for (int64_t s : sizes) total += s;
+  if (int64_t(sizes.size()) != parts || total != dim ||
+      std::any_of(sizes.begin(), sizes.end(), [](int64_t s) { return s <= 0; })) {
+    return Importer::error(
+        n, absl::StrCat("split sizes [", absl::StrJoin(sizes, ","), "] for ", parts,
+                        " outputs along axis ", axis, " of [", absl::StrJoin(dims, ","), "]",
+                        "; allowed: one positive size per output, summing to ", dim));
+  }
+  int64_t begin = 0;
+  for (int64_t k = 0; k < parts; ++k) {
+    if (sizes[k] == dim) {
+      im.alias(n.output(k), n.input(0));
+    } else {
+      LMS_RETURN_IF_ERROR(im.add(n, OpKind::kSlice, n.output(k), {x},
+                                 {{"begin", begin}, {"size", sizes[k]}, {"axis", axis}})
+                              .status());
+    }
+    begin += sizes[k];
   }
   return absl::OkStatus();
 }
@@ -697,6 +748,7 @@ const std::map<std::string, Mapper, std::less<>>& mappers() {
        [](Importer& im, const NodeProto& n) { return map_unary(im, n, OpKind::kSigmoid, {}); }},
       {"Slice", map_slice},
       {"Softmax", map_softmax},
+      {"Split", map_split},
       {"Transpose", map_transpose},
   };
   return *m;
@@ -718,7 +770,8 @@ std::string_view supported_ops() {
          "decomposition), LeakyRelu, MatMul (rank-2 A and B), "
          "MaxPool, Mul (broadcast as Add), ReduceMean, Relu, Reshape (constant shape; a copy), "
          "Resize (nearest, "
-         "integer scales), Sigmoid, Slice (static, step 1), Softmax, Transpose (rank 1 to 8; a "
+         "integer scales), Sigmoid, Slice (static, step 1), Softmax, Split (constant sizes or "
+         "equal parts), Transpose (rank 1 to 8; a "
          "copy); folded: Constant, "
          "ConstantOfShape, Shape and Gather / Unsqueeze / Squeeze / Reshape / Concat / Slice / "
          "Cast / Add / Sub / Mul / Div / Transpose of constants (a rank-2 constant transposed into "

@@ -56,6 +56,24 @@ TEST(AttachLoss, CrossEntropyAddsInt64LabelsAndTheLossNode) {
   EXPECT_EQ(std::get<int64_t>(node.attrs.at("ignore_index")), 3);
 }
 
+// A sequence model's logits [N,T,V]: with classes_last the labels are
+// [N,T], one next token per position.
+TEST(AttachLoss, CrossEntropyWithClassesLastTakesLabelsPerPosition) {
+  Graph g;
+  const TensorId x = g.input("x", {2, 7, 16});
+  const TensorId w = g.parameter("w", {16, 11}, Init::he_normal(1, 16));
+  const TensorId logits =
+      reshape(g, "logits", linear(g, "flat", reshape(g, "rows", x, {14, 16}), w, kNoTensor, false),
+              {2, 7, 11});
+  auto loss = attach_loss(g, "logits", CrossEntropy{.labels = "next", .classes_last = true});
+  ASSERT_TRUE(loss.ok()) << loss.status();
+  const TensorId labels = g.find_tensor("next");
+  ASSERT_NE(labels, kNoTensor);
+  EXPECT_EQ(g.tensor(labels).shape, (Shape{2, 7}));
+  EXPECT_EQ(g.tensor(labels).dtype, DType::kInt64);
+  EXPECT_EQ(g.node(g.tensor(*loss).producer).inputs, (std::vector<TensorId>{logits, labels}));
+}
+
 TEST(AttachLoss, MseAndSoftDiceAddAFloatTargetOfTheOutputsShape) {
   Graph g = segmenter();
   auto mse = attach_loss(g, "head", Mse{.target = "mask"}, "mse");
@@ -131,8 +149,13 @@ TEST(AttachLoss, ErrorsNameTheProblemAndLeaveTheGraphUnchanged) {
       "output 99 is not a tensor of the graph");
   expect_error(
       c, [](Graph& g) { return attach_loss(g, "pooled", CrossEntropy{}); },
-      "CrossEntropy needs logits [N,C], but output 'pooled' is [8,5,1,1]; flatten it first "
-      "(lms::flatten(graph, \"pooled/flat\", output) gives [8,5]) and attach the loss to that");
+      "CrossEntropy needs logits [N,C] (or [..., C] with CrossEntropy.classes_last, C > 1), but "
+      "output 'pooled' is [8,5,1,1]; flatten it first (lms::flatten(graph, \"pooled/flat\", "
+      "output) gives [8,5]) and attach the loss to that, or, for logits with the classes on the "
+      "last axis ([N,T,V]), set CrossEntropy.classes_last");
+  expect_error(
+      c, [](Graph& g) { return attach_loss(g, "pooled", CrossEntropy{.classes_last = true}); },
+      "but output 'pooled' is [8,5,1,1]; flatten it first");
   expect_error(
       c, [](Graph& g) { return attach_loss(g, "logits", CrossEntropy{.labels = "x"}); },
       "CrossEntropy.labels 'x' is already the name of a tensor or node of the graph");

@@ -40,12 +40,17 @@ struct XentCase {
   double ignored_fraction;  // rows whose label is ignore_index
   float logit_scale;        // logits uniform in [-scale, scale)
   uint64_t seed;
+  int64_t t = 0;  // > 0: logits [n, t, c] with labels [n, t] (a sequence model's)
+
+  Shape logits_shape() const { return t > 0 ? Shape{n, t, c} : Shape{n, c}; }
+  Shape labels_shape() const { return t > 0 ? Shape{n, t} : Shape{n}; }
+  int64_t rows() const { return t > 0 ? n * t : n; }
 };
 
 std::vector<int64_t> random_labels(const XentCase& xc, std::mt19937_64& gen) {
   std::uniform_int_distribution<int64_t> label(0, xc.c - 1);
   std::uniform_real_distribution<double> u(0.0, 1.0);
-  std::vector<int64_t> labels(static_cast<size_t>(xc.n));
+  std::vector<int64_t> labels(static_cast<size_t>(xc.rows()));
   for (int64_t& l : labels) l = u(gen) < xc.ignored_fraction ? xc.ignore_index : label(gen);
   return labels;
 }
@@ -58,24 +63,25 @@ std::vector<float> as_floats(const std::vector<int64_t>& v) {
 // it gets a gradient; SGD with lr 0 leaves it as written.
 absl::StatusOr<Graph> xent_graph(const XentCase& xc) {
   Graph g;
-  const TensorId logits = g.parameter("logits", {xc.n, xc.c}, Init{});
-  const TensorId labels = g.input("labels", {xc.n}, DType::kInt64);
+  const TensorId logits = g.parameter("logits", xc.logits_shape(), Init{});
+  const TensorId labels = g.input("labels", xc.labels_shape(), DType::kInt64);
   g.set_loss(softmax_cross_entropy(g, "loss", logits, labels, xc.ignore_index));
   LMS_RETURN_IF_ERROR(g.status());
   return training_graph(g, g.loss(), Sgd{.lr = 0.0});
 }
 
 void check_against_torch(const XentCase& xc) {
-  SCOPED_TRACE(testing::Message() << "N " << xc.n << " C " << xc.c << " ignore_index "
-                                  << xc.ignore_index << " seed " << xc.seed);
-  std::printf("cross_entropy [%" PRId64 ",%" PRId64 "], ignore_index %" PRId64 ", seed %" PRIu64
-              "\n",
-              xc.n, xc.c, xc.ignore_index, xc.seed);
+  const std::string shape = torch_ref::shape_string(xc.logits_shape());
+  SCOPED_TRACE(testing::Message() << "logits " << shape << " ignore_index " << xc.ignore_index
+                                  << " seed " << xc.seed);
+  std::printf("cross_entropy %s, ignore_index %" PRId64 ", seed %" PRIu64 "\n", shape.c_str(),
+              xc.ignore_index, xc.seed);
   std::mt19937_64 gen(xc.seed);
-  std::vector<float> logits = random_values(xc.n * xc.c, gen);
+  std::vector<float> logits = random_values(xc.rows() * xc.c, gen);
   for (float& v : logits) v *= xc.logit_scale;
   const std::vector<int64_t> labels = random_labels(xc, gen);
-  TorchTensors in = {{"logits", {{xc.n, xc.c}, logits}}, {"labels", {{xc.n}, as_floats(labels)}}};
+  TorchTensors in = {{"logits", {xc.logits_shape(), logits}},
+                     {"labels", {xc.labels_shape(), as_floats(labels)}}};
   auto ref = torch_ref::torch_reference(
       "cross_entropy", {{"ignore_index", {static_cast<double>(xc.ignore_index)}}}, in);
   if (absl::IsUnavailable(ref.status())) GTEST_SKIP() << ref.status().message();
@@ -112,6 +118,11 @@ TEST(CrossEntropy, MatchesPyTorch) {
   // Logits up to +-80: exp would overflow float without the row maximum.
   check_against_torch({8, 1000, -1, 0.25, 80.0f, 64});
   check_against_torch({1, 1, -100, 0.0, 1.0f, 65});
+  // Classes on the last axis of [N,T,C], a language model's next-token loss
+  // (F.cross_entropy(logits.view(-1, C), labels.view(-1))), with padding
+  // positions ignored.
+  check_against_torch({2, 50, -100, 0.2, 2.0f, 66, 7});
+  check_against_torch({3, 256, 0, 0.1, 1.0f, 67, 5});
 }
 
 // Every row ignored: the loss is NaN and the gradient zero, as PyTorch's.
@@ -221,15 +232,15 @@ TEST(CrossEntropy, ShapeAndDtypeErrorsNameTheNodeAndTheInput) {
                           g.input("labels", {4}, DType::kInt64));
   });
   EXPECT_NE(rank4.find("node 'xent'"), std::string::npos) << rank4;
-  EXPECT_NE(rank4.find("logits must be 2-D [N,C], got [4,10,1,1]; flatten an [N,C,1,...] "
-                       "output first (lms::flatten)"),
+  EXPECT_NE(rank4.find("logits [4,10,1,1] have one class on the last axis, where the classes "
+                       "go; flatten an [N,C,1,...] output first (lms::flatten)"),
             std::string::npos)
       << rank4;
   const std::string rows = recorded_error([](Graph& g) {
     softmax_cross_entropy(g, "xent", g.input("logits", {4, 10}),
                           g.input("labels", {5}, DType::kInt64));
   });
-  EXPECT_NE(rows.find("labels [5] must be [N] = [4], one class index per row of logits [4,10]"),
+  EXPECT_NE(rows.find("labels [5] must be [4], one class index per row of logits [4,10]"),
             std::string::npos)
       << rows;
   const std::string dtype = recorded_error([](Graph& g) {

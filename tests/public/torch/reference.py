@@ -129,7 +129,9 @@ def cross_entropy(attrs, t):
     labels come as floats holding integers."""
     logits = t["logits"].clone().requires_grad_(True)
     labels = t["labels"].to(torch.int64)
-    loss = F.cross_entropy(logits, labels, ignore_index=int(attrs["ignore_index"][0]))
+    # Classes on the last axis: [N,T,C] logits are N*T rows.
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
+                           ignore_index=int(attrs["ignore_index"][0]))
     loss.backward()
     return {"loss": loss, "logits/grad": logits.grad}
 
