@@ -14,6 +14,10 @@
 #                    T1 with NeuroMaps labels (inia19)
 #   DIR/digits/digits.csv.gz  scikit-learn's handwritten digits (1,797 8x8
 #                    images with labels), from python3-sklearn
+#   DIR/text/kjv.txt the King James Bible (public domain), one verse per
+#                    line without its reference, 4.3 MB of ASCII: decoded
+#                    from bible-kjv-text's compressed file by the `bible`
+#                    program of bible-kjv, both run from CACHE
 # The .deb files are fetched with `apt-get download` and unpacked with
 # `dpkg -x` into CACHE (default DIR/cache, i.e. ./data/cache).
 #
@@ -37,6 +41,7 @@ wallpaper_pkg=plasma-workspace-wallpapers
 skimage_pkg=python3-skimage
 mri_pkg=mricron-data
 digits_pkg=python3-sklearn
+text_pkgs=(bible-kjv-text bible-kjv)
 
 # Photographs among the package's wallpapers (the others are vector art or
 # renders: Altai, Canopee, Cascade, Cluster, Elarun, Flow, FlyingKonqui,
@@ -121,14 +126,15 @@ all_present() {
   for name in "${train_photos[@]}"; do [ -s "$dir/train/$name.jpg" ] || return 1; done
   for name in "${eval_photos[@]}"; do [ -s "$dir/eval/$name.png" ] || return 1; done
   [ -s "$dir/digits/digits.csv.gz" ] || return 1
+  [ -s "$dir/text/kjv.txt" ] || return 1
 }
 if all_present; then
   [ "$mri_only" = 1 ] && { log "all ${#mri_files[@]} MRI files already in $dir/mri; nothing to do"; exit 0; }
-  log "all ${#train_photos[@]} train and ${#eval_photos[@]} eval photos, ${#mri_files[@]} MRI files and the digits already in $dir; nothing to do"
+  log "all ${#train_photos[@]} train and ${#eval_photos[@]} eval photos, ${#mri_files[@]} MRI files, the digits and the text already in $dir; nothing to do"
   exit 0
 fi
 
-packages=("$wallpaper_pkg" "$skimage_pkg" "$mri_pkg" "$digits_pkg")
+packages=("$wallpaper_pkg" "$skimage_pkg" "$mri_pkg" "$digits_pkg" "${text_pkgs[@]}")
 [ "$mri_only" = 1 ] && packages=("$mri_pkg")
 for pkg in "${packages[@]}"; do
   download "$pkg"
@@ -172,4 +178,17 @@ digits=$(compgen -G "$cache/root/usr/lib/python3*/dist-packages/sklearn/datasets
 [ -n "$digits" ] || die "sklearn/datasets/data/digits.csv.gz not found under $cache/root"
 place "$digits" "$dir/digits/digits.csv.gz"
 log "digits: 1,797 labelled 8x8 images in $dir/digits ($copied copied, $skipped already there)"
-du -sh "$dir/train" "$dir/eval" "$dir/mri" "$dir/digits" | sed 's/^/fetch_data: /'
+mkdir -p "$dir/text"
+if [ -s "$dir/text/kjv.txt" ]; then
+  log "text: $dir/text/kjv.txt already there"
+else
+  # Every verse from Genesis 1:1 to Revelation 22:21, "Ge1:1 In the
+  # beginning ..." a line; the reference is cut off.
+  "$cache/root/usr/bin/bible" -p "$cache/root/usr/lib" -f 'gen1:1-rev22:21' |
+    sed -E 's/^[0-9]?[A-Za-z]+[0-9]+:[0-9]+ //' >"$dir/text/kjv.txt.tmp" ||
+    die "the bible program of bible-kjv failed"
+  [ "$(wc -c <"$dir/text/kjv.txt.tmp")" -gt 4000000 ] || die "the decoded bible is too short"
+  mv "$dir/text/kjv.txt.tmp" "$dir/text/kjv.txt"
+  log "text: the King James Bible in $dir/text/kjv.txt"
+fi
+du -sh "$dir/train" "$dir/eval" "$dir/mri" "$dir/digits" "$dir/text" | sed 's/^/fetch_data: /'

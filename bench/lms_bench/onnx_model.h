@@ -19,15 +19,20 @@
 namespace lms::bench {
 
 // --input NAME:DIMS: the graph input to feed and its shape, one dimension
-// given as B, the batch the sweep sets (e.g. "input:B,3,224,224").
+// given as B, the batch the sweep sets (e.g. "input:B,3,224,224"), or as T,
+// the tokens of a sequence the sweep sets at a fixed batch (a context-length
+// sweep, e.g. "ids:4,T"). An int64 input is fed with token ids drawn in
+// [0, V) of the embedding that reads it.
 struct OnnxInput {
   std::string name;
-  Shape shape;         // the batch dimension holds 1
-  int batch_axis = 0;  // where B stood
+  Shape shape;           // the swept dimension holds 1
+  int batch_axis = 0;    // where B or T stood
+  bool context = false;  // T: the sweep's sizes are context lengths
 };
 
 // --loss KIND[:CLASSES]: "cross-entropy:C" (softmax cross-entropy against
-// random int64 labels in [0, C); the output must be logits [N, C]) or "mse"
+// random int64 labels in [0, C); the output must be logits [N, C], or
+// [..., C] with the classes on the last axis, a label per position) or "mse"
 // (mean squared error against a random target of the output's shape).
 struct OnnxLoss {
   enum class Kind { kCrossEntropy, kMse };

@@ -27,6 +27,24 @@ bool all_const(const Importer& im, const NodeProto& n) {
   return true;
 }
 
+// Whether `n` reads a trainable initializer (or an identity of one). Such a
+// node is a computation on a parameter, which must stay in the graph so
+// that the parameter gets its gradient (a Slice of a position table, say);
+// only a rank-2 Transpose into Gemm / MatMul is folded (Note [Weight-side
+// Transpose]).
+bool reads_trainable(const Importer& im, const NodeProto& n) {
+  for (int k = 0; k < n.input_size(); ++k) {
+    if (!im.has_input(n, k)) continue;
+    auto it = im.values.find(n.input(k));
+    if (it == im.values.end()) continue;
+    const std::string& source = it->second.alias_of.empty() ? n.input(k) : it->second.alias_of;
+    if (it->second.initializer || !it->second.alias_of.empty()) {
+      if (im.trainable.contains(source)) return true;
+    }
+  }
+  return false;
+}
+
 // Row-major strides of dims.
 std::vector<int64_t> strides_of(const std::vector<int64_t>& dims) {
   std::vector<int64_t> s(dims.size(), 1);
@@ -424,6 +442,7 @@ absl::StatusOr<bool> fold_node(Importer& im, const NodeProto& n) {
   const std::string& op = n.op_type();
   const bool shape_of_tensor = op == "Shape";
   if (!foldable_op(op) || (!shape_of_tensor && !all_const(im, n))) return false;
+  if (op != "Transpose" && !shape_of_tensor && reads_trainable(im, n)) return false;
   LMS_RETURN_IF_ERROR(only_first_output(n, "a second output"));
   LMS_ASSIGN_OR_RETURN(Const c, fold_const_node(im, n));
   if (swaps_rank2(n, c)) return mark_weight_transpose(im, n, std::move(c));

@@ -55,6 +55,10 @@ struct Importer {
   // ONNX values lms does not compute (BatchNormalization's updated running
   // statistics), with the reason a reader of one is refused.
   absl::flat_hash_map<std::string, std::string> not_computed;
+  // Slice outputs whose ends ONNX clamped to the input's size (a sequence
+  // longer than a position table sliced to it), with what was asked: named
+  // when a reader of one fails on its shape.
+  absl::flat_hash_map<std::string, std::string> clamped_slices;
 
   // InvalidArgument "ONNX node '<name>' (<op>): <what>".
   static absl::Status error(const ::onnx::NodeProto& n, std::string_view what);

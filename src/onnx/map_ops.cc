@@ -273,10 +273,18 @@ absl::Status map_binary(Importer& im, const NodeProto& n, OpKind op) {
   const Shape& sb = im.graph.tensor(b).shape;
   const std::optional<Shape> y = broadcast_shape(sa, sb);
   if (!y || (*y != sa && *y != sb)) {
+    std::string clamped;
+    for (int k = 0; k < 2; ++k) {
+      if (auto it = im.clamped_slices.find(n.input(k)); it != im.clamped_slices.end()) {
+        clamped = absl::StrCat("; ", it->second);
+      }
+    }
     return Importer::error(
-        n, absl::StrCat("broadcasting ", list_str(sa), " with ", list_str(sb),
+        n, absl::StrCat("broadcasting '", n.input(0), "' ", list_str(sa), " with '", n.input(1),
+                        "' ", list_str(sb),
                         " not supported; lms add / mul broadcast one operand to the other's "
-                        "shape (NumPy rules: aligned at the last dimension, each equal or 1)"));
+                        "shape (NumPy rules: aligned at the last dimension, each equal or 1)",
+                        clamped));
   }
   return im.add(n, op, n.output(0), {a, b}, {}).status();
 }
@@ -320,6 +328,13 @@ absl::Status map_slice(Importer& im, const NodeProto& n) {
     const double dim = double(dims[axis]);
     auto clampi = [&](double v) { return int64_t(std::clamp(v < 0 ? v + dim : v, 0.0, dim)); };
     const int64_t b = clampi(starts.at(k)), e = clampi(ends.at(k));
+    if (ends.at(k) > dim && ends.at(k) < double(INT64_MAX) / 2) {
+      // An end past the axis but not ONNX's "to the end" sentinel.
+      im.clamped_slices[n.output(0)] =
+          absl::StrCat("'", n.output(0), "' is a Slice of '", n.input(0), "' ", list_str(dims),
+                       " to ", int64_t(ends.at(k)), " along axis ", axis, ", which has only ",
+                       dims[axis], " (a sequence longer than a position table?)");
+    }
     if (e <= b)
       return Importer::error(n, "the slice is empty; lms tensors have no empty dimension");
     if (b != 0 || e != dims[axis]) cuts.push_back({axis, b, e - b});

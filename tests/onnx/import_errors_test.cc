@@ -127,7 +127,7 @@ TEST(ImportErrors, UnsupportedOpsAndAttributesNameNodeOpAndWhatIsSupported) {
       {"reshape_dynamic.onnx", {"'reshape1' (Reshape)", "shape (input 1) must be a constant"}},
       {"asymmetric_pads.onnx", {"'conv1' (Conv)", "attribute pads=[0,0,1,1]", "symmetric"}},
       {"broadcast_add.onnx",
-       {"'add1' (Add)", "broadcasting [2,1,4,4] with [1,3,1,1]",
+       {"'add1' (Add)", "broadcasting 'a' [2,1,4,4] with 'b' [1,3,1,1]",
         "one operand to the other's shape"}},
       {"dropout.onnx", {"'drop1' (Dropout)", "ratio 1 is outside [0, 1)"}},
       {"dropout_mask.onnx", {"graph output 'mask'", "the dropout mask", "not supported"}},

@@ -6,7 +6,9 @@ tests/onnx/torchvision_parity_test.cc.
     make_torchvision_reference.py MODEL OUT_DIR
 
 MODEL: resnet18, resnet50, vgg11_bn, densenet121, mobilenet_v2,
-efficientnet_b0 or unet. Writes OUT_DIR/MODEL.onnx (scripts/export_onnx.py:
+efficientnet_b0, unet, or the GPT-2-style decoder of scripts/gpt_model.py:
+gpt (tied head, opset 14: LayerNorm and GELU as PyTorch decomposes them)
+or gpt_opset17 (untied head, opset 17: LayerNormalization). Writes OUT_DIR/MODEL.onnx (scripts/export_onnx.py:
 opset 14, training mode, parameters as named initializers) and
 OUT_DIR/MODEL.ref (the binary format below). Nothing is committed: the test
 runs this script into its build folder. OUT_DIR/MODEL.stamp holds a hash of
@@ -30,6 +32,11 @@ The model, all in training mode:
    (depthwise) convolution into another batch norm has a weight gradient of
    exactly 0 by scale invariance, which both frameworks return as round-off
    and no relative error can compare.
+The GPTs (2 layers, width 64, 4 heads, a 64-token vocabulary, context 32)
+take int64 ids [2, 32] and train with cross-entropy over every position
+(F.cross_entropy(logits.view(-1, V), labels.view(-1))) against random next
+tokens, with torch.optim.Adam (lr ADAM_LR) rather than SGD; the reference
+then holds beta1, beta2 and eps too.
 Input shapes (SHAPES): batch 2 at 64x64, but vgg11_bn at batch 1, 224x224:
 its AdaptiveAvgPool2d((7, 7)) exports only when the feature map divides 7,
 so 224x224 (a 7x7 map) is the least input, and batch 1 halves the largest
@@ -102,13 +109,19 @@ SHAPES = {
     "mobilenet_v2": (2, 3, 64, 64),
     "efficientnet_b0": (2, 3, 64, 64),
     "unet": (2, 1, 64, 64),
+    "gpt": (2, 32),
+    "gpt_opset17": (2, 32),
 }
+GPTS = {"gpt": dict(tied=True, opset=14), "gpt_opset17": dict(tied=False, opset=17)}
+VOCAB = 64
+ADAM_LR = 0.001
 
 
 def stamp(model):
     """What the files depend on: the scripts' text, the versions, the model."""
     h = hashlib.sha256()
     for path in (__file__, os.path.join(SCRIPTS, "export_onnx.py"),
+                 os.path.join(SCRIPTS, "gpt_model.py"),
                  os.path.join(HERE, "make_unet_fixture.py")):
         with open(path, "rb") as f:
             h.update(f.read())
@@ -122,6 +135,11 @@ def build(name):
     import torch
     import torchvision
     from torch import nn
+    if name in GPTS:
+        sys.path.insert(0, SCRIPTS)
+        import gpt_model
+        return gpt_model.GPT(layers=2, width=64, heads=4, vocab=VOCAB, context=32,
+                             tied=GPTS[name]["tied"]).train()
     if name == "unet":
         sys.path.insert(0, HERE)
         import make_unet_fixture
@@ -155,10 +173,25 @@ def load_file_values(model, path):
                 t.copy_(torch.from_numpy(values[name].copy()).reshape(t.shape))
 
 
-def train(model, x, target, loss_fn, lr):
-    """STEPS steps of SGD on one batch; the tensors of the reference."""
+def trained_state(model):
+    """The parameters and the batch norms' running statistics: what lms
+    keeps as persistent tensors (a constant buffer such as the GPT's causal
+    mask is folded into the graph)."""
+    state = dict(model.named_parameters())
+    for n, t in model.named_buffers():
+        if n.endswith("running_mean") or n.endswith("running_var"):
+            state[n] = t
+    return state.items()
+
+
+def train(model, x, target, loss_fn, lr, adam):
+    """STEPS steps of SGD (Adam for the GPTs) on one batch; the tensors of
+    the reference."""
     import torch
-    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=MOMENTUM)
+    if adam:
+        opt = torch.optim.Adam(model.parameters(), lr=lr)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=MOMENTUM)
     out = []
     losses = []
     for step in range(STEPS):
@@ -172,8 +205,7 @@ def train(model, x, target, loss_fn, lr):
         losses.append(loss.detach().reshape(1))
         opt.step()
     out.append(("step_loss", torch.cat(losses)))
-    out += [("trained/" + n, t) for n, t in model.state_dict().items()
-            if not n.endswith("num_batches_tracked")]
+    out += [("trained/" + n, t) for n, t in trained_state(model)]
     return out
 
 
@@ -238,8 +270,14 @@ def main(model_name, out_dir):
     torch.manual_seed(SEED)
     model = build(model_name)
     shape = SHAPES[model_name]
-    x = torch.randn(shape)
-    if model_name == "unet":
+    gpt = model_name in GPTS
+    x = torch.randint(0, VOCAB, shape) if gpt else torch.randn(shape)
+    if gpt:
+        target, target_name = torch.randint(0, VOCAB, shape), "labels"
+
+        def loss_fn(y, t):
+            return nn.functional.cross_entropy(y.reshape(-1, VOCAB), t.reshape(-1))
+    elif model_name == "unet":
         target, target_name = torch.rand(shape), "target"
         loss_fn = nn.functional.mse_loss
     else:
@@ -250,14 +288,20 @@ def main(model_name, out_dir):
     # keep) would bury the test's output.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        export_onnx.export(copy.deepcopy(model), x, onnx_path)
+        opset = GPTS[model_name]["opset"] if gpt else 14
+        export_onnx.export(copy.deepcopy(model), x, onnx_path, opset_version=opset)
     load_file_values(model, onnx_path)
     model64 = copy.deepcopy(model).double()
-    lr = MODEL_LR.get(model_name, LR)
-    trained = train(model, x, target, loss_fn, lr)
+    lr = ADAM_LR if gpt else MODEL_LR.get(model_name, LR)
+    trained = train(model, x, target, loss_fn, lr, gpt)
     target64 = target if target.dtype == torch.int64 else target.double()
-    errors = fp32_errors(trained, train(model64, x.double(), target64, loss_fn, lr))
-    optimizer = [("lr", torch.tensor([lr])), ("momentum", torch.tensor([MOMENTUM]))]
+    x64 = x if x.dtype == torch.int64 else x.double()
+    errors = fp32_errors(trained, train(model64, x64, target64, loss_fn, lr, gpt))
+    if gpt:  # torch.optim.Adam's defaults
+        optimizer = [("lr", torch.tensor([lr])), ("beta1", torch.tensor([0.9])),
+                     ("beta2", torch.tensor([0.999])), ("eps", torch.tensor([1e-8]))]
+    else:
+        optimizer = [("lr", torch.tensor([lr])), ("momentum", torch.tensor([MOMENTUM]))]
     tensors = [("input", x), (target_name, target)] + optimizer + trained + errors
     comment = "tests/onnx/make_torchvision_reference.py %s, seed %d, torch %s" % (
         model_name, SEED, torch.__version__)

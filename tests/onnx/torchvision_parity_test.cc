@@ -1,9 +1,11 @@
 // Parity with PyTorch of imported models: resnet18, resnet50, vgg11_bn,
-// densenet121, mobilenet_v2 and efficientnet_b0 of torchvision and a 2-D
-// U-Net written in PyTorch, exported by scripts/export_onnx.py, imported
-// through lms/onnx.h with a loss from lms/loss.h (cross-entropy, or MSE for
+// densenet121, mobilenet_v2 and efficientnet_b0 of torchvision, a 2-D
+// U-Net written in PyTorch, and a GPT-2-style decoder (scripts/gpt_model.py;
+// tied head at opset 14, untied at opset 17), exported by
+// scripts/export_onnx.py, imported through lms/onnx.h with a loss from
+// lms/loss.h (cross-entropy, over every position for the GPTs, or MSE for
 // the U-Net) and trained on the CPU device for 3 steps of SGD with momentum
-// on one batch. Against PyTorch's own training of the same model from the
+// (Adam for the GPTs) on one batch. Against PyTorch's own training of the same model from the
 // same values (torch 1.13, torchvision 0.14 of Debian's /usr/bin/python3):
 // the first step's output and loss, every parameter's gradient, each step's
 // loss, and after the last step every parameter and batch-norm running
@@ -78,6 +80,7 @@ struct ModelCase {
   Shape shape;       // its SHAPES entry
   bool classifier = true;
   std::vector<AutoActions> actions;  // the LMS plans checked
+  bool sequence = false;             // int64 token ids in, logits [N,T,V] out (the GPTs)
 };
 
 const std::vector<AutoActions> kAllActions = {AutoActions::kSwap, AutoActions::kRecompute,
@@ -119,17 +122,19 @@ int make_reference(const std::string& model, std::string* output) {
 
 // The imported model with its loss, as the training graph of the
 // reference's optimizer; the parameter names.
-absl::StatusOr<Graph> imported_training_graph(const ModelCase& c, const Sgd& sgd,
+absl::StatusOr<Graph> imported_training_graph(const ModelCase& c, const Optimizer& optimizer,
                                               std::vector<std::string>* parameters) {
   auto m = import_onnx(std::string(LMS_PARITY_DIR) + "/" + c.name + ".onnx",
                        {.input_shapes = {{"input", c.shape}}});
   if (!m.ok()) return m.status();
   *parameters = m->parameters;
   Graph g = std::move(m->graph);
-  const Loss loss = c.classifier ? Loss{CrossEntropy{.labels = "labels"}} : Loss{Mse{}};
+  const Loss loss = c.classifier
+                        ? Loss{CrossEntropy{.labels = "labels", .classes_last = c.sequence}}
+                        : Loss{Mse{}};
   auto l = attach_loss(g, m->outputs.at(0), loss);
   if (!l.ok()) return l.status();
-  return training_graph(g, *l, sgd);
+  return training_graph(g, *l, optimizer);
 }
 
 struct Batch {
@@ -139,7 +144,11 @@ struct Batch {
 
 Batch reference_batch(const ModelCase& c, const BinaryReference& ref) {
   Batch b;
-  b.feeds["input"] = ref.f32.at("input");
+  if (c.sequence) {
+    b.labels["input"] = ref.i64.at("input");
+  } else {
+    b.feeds["input"] = ref.f32.at("input");
+  }
   if (c.classifier) {
     b.labels["labels"] = ref.i64.at("labels");
   } else {
@@ -247,7 +256,7 @@ std::vector<std::string> check_first_step(const StepResult& step, const BinaryRe
 // Each step's loss, and every parameter and running statistic after the
 // last step, against PyTorch's.
 void check_trained(const StepsRun& run, const BinaryReference& ref,
-                   const std::vector<std::string>& round_off, double lr_times_scale) {
+                   const std::vector<std::string>& round_off, double moved_by_round_off) {
   const std::vector<float>& losses = ref.f32.at("step_loss");
   ASSERT_EQ(run.steps.size(), losses.size());
   Tally tally;
@@ -258,9 +267,6 @@ void check_trained(const StepsRun& run, const BinaryReference& ref,
                 std::fabs(got - losses[step]) / std::fabs(losses[step]),
                 pytorch_error(ref, "step_loss", step));
   }
-  // A round-off gradient moves its parameter by round-off: at most the sum
-  // of kSteps velocities of kSteps round-off gradients each, times lr.
-  const double moved_by_round_off = kSteps * kSteps * kRoundOff * lr_times_scale;
   size_t compared = 0;
   for (const auto& [name, got] : run.state) {
     auto want = ref.f32.find("trained/" + name);
@@ -326,9 +332,13 @@ void check_lms(const Graph& train, AutoActions actions, const Batch& batch, cons
 }
 
 void check_model(const ModelCase& c) {
-  std::printf("%s: seed %d (tests/onnx/make_torchvision_reference.py), input [%" PRId64 ",%" PRId64
-              ",%" PRId64 ",%" PRId64 "]\n",
-              c.name.c_str(), kSeed, c.shape[0], c.shape[1], c.shape[2], c.shape[3]);
+  std::string shape;
+  for (int64_t d : c.shape) {
+    if (!shape.empty()) shape += ',';
+    shape += std::to_string(d);
+  }
+  std::printf("%s: seed %d (tests/onnx/make_torchvision_reference.py), input [%s]\n",
+              c.name.c_str(), kSeed, shape.c_str());
   auto start = std::chrono::steady_clock::now();
   std::string output;
   const int status = make_reference(c.name, &output);
@@ -342,9 +352,29 @@ void check_model(const ModelCase& c) {
 
   start = std::chrono::steady_clock::now();
   std::vector<std::string> parameters;
-  const Sgd sgd{.lr = ref.f32.at("lr")[0], .momentum = ref.f32.at("momentum")[0]};
-  std::printf("SGD lr %g, momentum %g\n", sgd.lr, sgd.momentum);
-  auto train = imported_training_graph(c, sgd, &parameters);
+  const double lr = ref.f32.at("lr")[0];
+  Optimizer optimizer = Sgd{};
+  // A round-off gradient moves its parameter by round-off under SGD: at
+  // most the sum of kSteps velocities of kSteps round-off gradients each,
+  // times lr. Adam normalises every gradient, round-off too, to a step of
+  // up to lr, of either sign.
+  double moved_by_round_off_per_scale = 0, moved_by_round_off_fixed = 0;
+  if (ref.f32.count("beta1")) {
+    const Adam adam{.lr = lr,
+                    .beta1 = ref.f32.at("beta1")[0],
+                    .beta2 = ref.f32.at("beta2")[0],
+                    .eps = ref.f32.at("eps")[0]};
+    std::printf("Adam lr %g, beta1 %g, beta2 %g, eps %g\n", adam.lr, adam.beta1, adam.beta2,
+                adam.eps);
+    optimizer = adam;
+    moved_by_round_off_fixed = 2 * kSteps * lr;
+  } else {
+    const Sgd sgd{.lr = lr, .momentum = ref.f32.at("momentum")[0]};
+    std::printf("SGD lr %g, momentum %g\n", sgd.lr, sgd.momentum);
+    optimizer = sgd;
+    moved_by_round_off_per_scale = kSteps * kSteps * kRoundOff * lr;
+  }
+  auto train = imported_training_graph(c, optimizer, &parameters);
   ASSERT_TRUE(train.ok()) << train.status();
   for (const std::string& p : parameters) {
     ASSERT_TRUE(ref.f32.count(p + "/grad")) << p << " has no PyTorch gradient";
@@ -371,7 +401,8 @@ void check_model(const ModelCase& c) {
   double gradient_scale = 0;
   const std::vector<std::string> round_off =
       check_first_step(run.steps[0], ref, parameters, &gradient_scale);
-  check_trained(run, ref, round_off, sgd.lr * gradient_scale);
+  check_trained(run, ref, round_off,
+                moved_by_round_off_fixed + moved_by_round_off_per_scale * gradient_scale);
   std::printf("without LMS: %.1f s\n", seconds_since(start));
 
   const uint64_t low = none->working_set_limit_bytes, high = none->peak_bytes_after;
@@ -405,6 +436,20 @@ TEST(TorchvisionParity, EfficientnetB0) {
 }
 
 TEST(TorchvisionParity, Unet) { check_model({"unet", {2, 1, 64, 64}, false, kAllActions}); }
+
+// 2 layers, width 64, 4 heads, 32 tokens, batch 2: token and position
+// embeddings, causal attention, GELU MLP, LayerNorm as PyTorch decomposes it
+// at opset 14 (fused back into layer_norm by the importer), the head tied to
+// the token embedding.
+TEST(TransformerParity, Gpt) {
+  check_model({"gpt", {2, 32}, true, kAllActions, /*sequence=*/true});
+}
+
+// The same decoder with an untied head, exported at opset 17
+// (LayerNormalization).
+TEST(TransformerParity, GptOpset17) {
+  check_model({"gpt_opset17", {2, 32}, true, kAllActions, /*sequence=*/true});
+}
 
 }  // namespace
 }  // namespace lms
