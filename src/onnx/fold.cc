@@ -87,7 +87,8 @@ absl::StatusOr<Const> fold_binary(const Importer& im, const NodeProto& n, const 
   const auto as = strides_of(ad), bs = strides_of(bd), os = strides_of(out);
   const std::string& op = n.op_type();
   const bool is_int = a.dtype == DType::kInt64 && b.dtype == DType::kInt64;
-  return build(a.dtype, out, [&](int64_t k) {
+  // Equal gives a bool, kept as int64 0 / 1 (read by Where).
+  return build(op == "Equal" ? DType::kInt64 : a.dtype, out, [&](int64_t k) {
     int64_t ia = 0, ib = 0;
     for (size_t d = 0; d < rank; ++d) {
       const int64_t idx = (k / os[d]) % out[d];
@@ -95,11 +96,48 @@ absl::StatusOr<Const> fold_binary(const Importer& im, const NodeProto& n, const 
       ib += (bd[d] == 1 ? 0 : idx) * bs[d];
     }
     const double x = a.at(ia), y = b.at(ib);
+    if (op == "Equal") return x == y ? 1.0 : 0.0;
     if (op == "Add") return x + y;
     if (op == "Sub") return x - y;
     if (op == "Mul") return x * y;
     if (is_int) return y == 0 ? 0.0 : double(int64_t(x) / int64_t(y));  // C truncation
     return x / y;
+  });
+}
+
+// Where(cond, x, y): x where cond is nonzero, else y, the three
+// broadcast NumPy-style (the shape arithmetic of an Expand exported from
+// PyTorch's expand(n, -1, -1)).
+absl::StatusOr<Const> fold_where(const Importer& im, const NodeProto& n, const Const& c,
+                                 const Const& x, const Const& y) {
+  const size_t rank = std::max({c.dims.size(), x.dims.size(), y.dims.size()});
+  auto padded = [&](const Const& t) {
+    std::vector<int64_t> d(rank - t.dims.size(), 1);
+    d.insert(d.end(), t.dims.begin(), t.dims.end());
+    return d;
+  };
+  const std::vector<int64_t> cd = padded(c), xd = padded(x), yd = padded(y);
+  std::vector<int64_t> out(rank);
+  for (size_t k = 0; k < rank; ++k) {
+    out[k] = std::max({cd[k], xd[k], yd[k]});
+    for (int64_t d : {cd[k], xd[k], yd[k]}) {
+      if (d != 1 && d != out[k]) {
+        return im.error(
+            n, absl::StrCat("constant operands of shapes ", list_str(c.dims), ", ",
+                            list_str(x.dims), " and ", list_str(y.dims), " do not broadcast"));
+      }
+    }
+  }
+  const auto cs = strides_of(cd), xs = strides_of(xd), ys = strides_of(yd), os = strides_of(out);
+  return build(x.dtype, out, [&](int64_t k) {
+    int64_t ic = 0, ix = 0, iy = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      const int64_t idx = (k / os[d]) % out[d];
+      ic += (cd[d] == 1 ? 0 : idx) * cs[d];
+      ix += (xd[d] == 1 ? 0 : idx) * xs[d];
+      iy += (yd[d] == 1 ? 0 : idx) * ys[d];
+    }
+    return c.at(ic) != 0 ? x.at(ix) : y.at(iy);
   });
 }
 
@@ -325,13 +363,18 @@ absl::StatusOr<Const> fold_const_node(const Importer& im, const NodeProto& n) {
   if (op == "Transpose") return fold_transpose(n, a);
   LMS_ASSIGN_OR_RETURN(Const b, in(1));
   if (op == "Gather") return fold_gather(im, n, a, b);
+  if (op == "Where") {
+    LMS_ASSIGN_OR_RETURN(Const c, in(2));
+    return fold_where(im, n, a, b, c);
+  }
   return fold_binary(im, n, a, b);
 }
 
 bool foldable_op(const std::string& op) {
   static const char* kOps[] = {"Constant",  "Shape",   "Concat",  "Cast",  "ConstantOfShape",
                                "Unsqueeze", "Squeeze", "Reshape", "Slice", "Gather",
-                               "Add",       "Sub",     "Mul",     "Div",   "Transpose"};
+                               "Add",       "Sub",     "Mul",     "Div",   "Transpose",
+                               "Equal",     "Where"};
   return std::find(std::begin(kOps), std::end(kOps), op) != std::end(kOps);
 }
 

@@ -351,6 +351,30 @@ absl::Status map_slice(Importer& im, const NodeProto& n) {
   return absl::OkStatus();
 }
 
+// Expand (bidirectional broadcast to a constant shape): x added to zeros
+// of the result's shape (a fill node, no persistent bytes), so that x's
+// gradient is summed over the broadcast axes (ViT's class token expanded
+// over the batch).
+absl::Status map_expand(Importer& im, const NodeProto& n) {
+  LMS_ASSIGN_OR_RETURN(TensorId x, im.tensor_input(n, 0));
+  LMS_ASSIGN_OR_RETURN(Const shape, im.const_input(n, 1, "shape"));
+  const Shape dims = im.graph.tensor(x).shape;
+  std::vector<int64_t> to;
+  for (int64_t k = 0; k < shape.numel(); ++k) to.push_back(int64_t(shape.at(k)));
+  const std::optional<Shape> y = broadcast_shape(dims, to);
+  if (!y) {
+    return Importer::error(n, absl::StrCat("input ", list_str(dims), " does not broadcast to ",
+                                           list_str(to), " (NumPy rules)"));
+  }
+  if (*y == dims) {
+    im.alias(n.output(0), n.input(0));
+    return absl::OkStatus();
+  }
+  LMS_ASSIGN_OR_RETURN(TensorId zeros, im.add(n, OpKind::kFill, absl::StrCat(n.output(0), "/zeros"),
+                                              {}, {{"shape", *y}, {"value", 0.0}}));
+  return im.add(n, OpKind::kAdd, n.output(0), {zeros, x}, {}).status();
+}
+
 // Split along `axis` into the sizes of input 1 (opset 13 on), of the
 // attribute `split` (before 13), or into equal parts, one per output (the
 // last one smaller where opset 18's num_outputs does not divide the axis):
@@ -426,10 +450,59 @@ absl::Status map_reduce_mean(Importer& im, const NodeProto& n) {
 }
 
 // Gather of int64 ids (a graph tensor) from a float [V,D] table along axis 0.
+// Gather of constant indices from a float graph tensor: one index (a
+// scalar, which drops the axis, or [1]) or a run of consecutive ones is a
+// slice (ViT's x[:, 0], the class token's output).
+absl::Status map_gather_constant_indices(Importer& im, const NodeProto& n, const Const& idx) {
+  LMS_ASSIGN_OR_RETURN(TensorId x, im.tensor_input(n, 0));
+  const Shape dims = im.graph.tensor(x).shape;
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  int64_t axis = attr_int(n, "axis", 0);
+  if (axis < -rank || axis >= rank) {
+    return refuse_attr(n, "axis", absl::StrCat(axis),
+                       absl::StrCat("in [", -rank, ", ", rank - 1, "] for data of rank ", rank));
+  }
+  if (axis < 0) axis += rank;
+  std::vector<int64_t> at;
+  for (int64_t k = 0; k < idx.numel(); ++k) {
+    int64_t i = int64_t(idx.at(k));
+    if (i < 0) i += dims[axis];
+    if (i < 0 || i >= dims[axis]) {
+      return Importer::error(
+          n, absl::StrCat("index ", int64_t(idx.at(k)), " is out of range [", -dims[axis], ", ",
+                          dims[axis], ") of axis ", axis, " of ", list_str(dims)));
+    }
+    if (!at.empty() && i != at.back() + 1) {
+      return Importer::error(
+          n, "constant indices must be one index or a run of consecutive ones (a slice)");
+    }
+    at.push_back(i);
+  }
+  if (at.empty() || idx.dims.size() > 1) {
+    return Importer::error(n, "constant indices must be a scalar or a non-empty 1-D run");
+  }
+  const bool drop_axis = idx.dims.empty();
+  const std::string sliced = drop_axis ? absl::StrCat(n.output(0), "/slice") : n.output(0);
+  LMS_ASSIGN_OR_RETURN(
+      TensorId y, im.add(n, OpKind::kSlice, sliced, {x},
+                         {{"begin", at.front()}, {"size", int64_t(at.size())}, {"axis", axis}}));
+  if (!drop_axis) return absl::OkStatus();
+  std::vector<int64_t> shape;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d != axis) shape.push_back(dims[d]);
+  }
+  return im.add(n, OpKind::kReshape, n.output(0), {y}, {{"shape", shape}}).status();
+}
+
 absl::Status map_gather(Importer& im, const NodeProto& n) {
   LMS_ASSIGN_OR_RETURN(const Value* data, im.input(n, 0));
   LMS_ASSIGN_OR_RETURN(const Value* ids, im.input(n, 1));
   if (data == nullptr || ids == nullptr) return Importer::error(n, "two inputs are required");
+  if (ids->constant && ids->tensor == kNoTensor && data->tensor != kNoTensor &&
+      im.graph.tensor(data->tensor).dtype == DType::kFloat32) {
+    const Const idx = *ids->constant;
+    return map_gather_constant_indices(im, n, idx);
+  }
   const bool table = data->constant && data->constant->dtype == DType::kFloat32 &&
                      data->constant->dims.size() == 2;
   if (!table || ids->tensor == kNoTensor || attr_int(n, "axis", 0) != 0 ||
@@ -741,6 +814,7 @@ const std::map<std::string, Mapper, std::less<>>& mappers() {
       {"Dropout", map_dropout},
       {"ConvTranspose", map_conv_transpose},
       {"Flatten", map_flatten},
+      {"Expand", map_expand},
       {"Gather", map_gather},
       {"Gemm", map_gemm},
       {"GlobalAveragePool", map_global_avg_pool},
@@ -777,7 +851,8 @@ std::string_view supported_ops() {
          "(float to "
          "float), Clip (constant min / max), Concat, Conv (grouped and depthwise too), "
          "ConvTranspose (group 1), Dropout (training mode, ratio in (0, 1); seeded from the node "
-         "name), Flatten (a copy), Gather (embedding), GELU as exported at opsets 14 to 17 "
+         "name), Expand (to a constant shape), Flatten (a copy), Gather (embedding; or one or "
+         "consecutive constant indices, a slice), GELU as exported at opsets 14 to 17 "
          "(Div or Mul by a constant / Erf / Add 1 / Mul by x / Mul 0.5, one gelu node), Gemm "
          "(alpha = beta = 1, "
          "transA 0), GlobalAveragePool, InstanceNormalization, "
@@ -789,7 +864,8 @@ std::string_view supported_ops() {
          "equal parts), Transpose (rank 1 to 8; a "
          "copy); folded: Constant, "
          "ConstantOfShape, Shape and Gather / Unsqueeze / Squeeze / Reshape / Concat / Slice / "
-         "Cast / Add / Sub / Mul / Div / Transpose of constants (a rank-2 constant transposed into "
+         "Cast / Add / Sub / Mul / Div / Equal / Where / Transpose of constants (a rank-2 constant "
+         "transposed into "
          "Gemm / MatMul input B becomes transB); removed: Identity, Dropout (ratio 0 or not "
          "training), all-zero Pad, AveragePool with kernel 1, one-input Concat";
 }

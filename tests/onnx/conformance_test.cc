@@ -51,6 +51,8 @@ const std::set<std::string>& known_ops() {
                                             "ConvTranspose",
                                             "Div",
                                             "Dropout",
+                                            "Equal",
+                                            "Expand",
                                             "Flatten",
                                             "Gather",
                                             "Gemm",
@@ -75,7 +77,8 @@ const std::set<std::string>& known_ops() {
                                             "Squeeze",
                                             "Sub",
                                             "Transpose",
-                                            "Unsqueeze"};
+                                            "Unsqueeze",
+                                            "Where"};
   return ops;
 }
 

@@ -8,7 +8,10 @@ tests/onnx/torchvision_parity_test.cc.
 MODEL: resnet18, resnet50, vgg11_bn, densenet121, mobilenet_v2,
 efficientnet_b0, unet, or the GPT-2-style decoder of scripts/gpt_model.py:
 gpt (tied head, opset 14: LayerNorm and GELU as PyTorch decomposes them)
-or gpt_opset17 (untied head, opset 17: LayerNormalization). Writes OUT_DIR/MODEL.onnx (scripts/export_onnx.py:
+or gpt_opset17 (untied head, opset 17: LayerNormalization); or vit /
+vit_opset17, torchvision's VisionTransformer (the class of vit_b_16) at a
+small size: 32x32 images in 8x8 patches, 2 layers, 4 heads, width 64, MLP
+128. Writes OUT_DIR/MODEL.onnx (scripts/export_onnx.py:
 opset 14, training mode, parameters as named initializers) and
 OUT_DIR/MODEL.ref (the binary format below). Nothing is committed: the test
 runs this script into its build folder. OUT_DIR/MODEL.stamp holds a hash of
@@ -111,8 +114,11 @@ SHAPES = {
     "unet": (2, 1, 64, 64),
     "gpt": (2, 32),
     "gpt_opset17": (2, 32),
+    "vit": (2, 3, 32, 32),
+    "vit_opset17": (2, 3, 32, 32),
 }
-GPTS = {"gpt": dict(tied=True, opset=14), "gpt_opset17": dict(tied=False, opset=17)}
+OPSETS = {"gpt_opset17": 17, "vit_opset17": 17}
+GPTS = {"gpt": dict(tied=True), "gpt_opset17": dict(tied=False)}
 VOCAB = 64
 ADAM_LR = 0.001
 
@@ -140,6 +146,10 @@ def build(name):
         import gpt_model
         return gpt_model.GPT(layers=2, width=64, heads=4, vocab=VOCAB, context=32,
                              tied=GPTS[name]["tied"]).train()
+    if name.startswith("vit"):
+        from torchvision.models.vision_transformer import VisionTransformer
+        return VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=4,
+                                 hidden_dim=64, mlp_dim=128, num_classes=CLASSES).train()
     if name == "unet":
         sys.path.insert(0, HERE)
         import make_unet_fixture
@@ -288,7 +298,7 @@ def main(model_name, out_dir):
     # keep) would bury the test's output.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        opset = GPTS[model_name]["opset"] if gpt else 14
+        opset = OPSETS.get(model_name, 14)
         export_onnx.export(copy.deepcopy(model), x, onnx_path, opset_version=opset)
     load_file_values(model, onnx_path)
     model64 = copy.deepcopy(model).double()

@@ -1,7 +1,8 @@
 // Parity with PyTorch of imported models: resnet18, resnet50, vgg11_bn,
 // densenet121, mobilenet_v2 and efficientnet_b0 of torchvision, a 2-D
-// U-Net written in PyTorch, and a GPT-2-style decoder (scripts/gpt_model.py;
-// tied head at opset 14, untied at opset 17), exported by
+// U-Net written in PyTorch, a GPT-2-style decoder (scripts/gpt_model.py;
+// tied head at opset 14, untied at opset 17) and a small VisionTransformer
+// of torchvision (opsets 14 and 17), exported by
 // scripts/export_onnx.py, imported through lms/onnx.h with a loss from
 // lms/loss.h (cross-entropy, over every position for the GPTs, or MSE for
 // the U-Net) and trained on the CPU device for 3 steps of SGD with momentum
@@ -449,6 +450,17 @@ TEST(TransformerParity, Gpt) {
 // (LayerNormalization).
 TEST(TransformerParity, GptOpset17) {
   check_model({"gpt_opset17", {2, 32}, true, kAllActions, /*sequence=*/true});
+}
+
+// torchvision's VisionTransformer (vit_b_16's class) at 32x32 in 8x8
+// patches, 2 layers, width 64: a patch convolution, the class token
+// expanded over the batch (Expand), nn.MultiheadAttention as PyTorch
+// exports it (3-D batched MatMuls over batch x heads), and the class
+// token's output picked by a Gather; opset 14 and 17.
+TEST(TransformerParity, Vit) { check_model({"vit", {2, 3, 32, 32}, true, kAllActions}); }
+
+TEST(TransformerParity, VitOpset17) {
+  check_model({"vit_opset17", {2, 3, 32, 32}, true, kAllActions});
 }
 
 }  // namespace
