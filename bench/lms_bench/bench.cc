@@ -193,8 +193,13 @@ absl::Status run_ratio_command(const BenchCommand& cmd, std::ostream& out, std::
     const bool unet = model == "unet3d";
     BenchCommand one = cmd;
     one.sizes = {unet ? cmd.ratio_size : cmd.ratio_batch};
-    LMS_ASSIGN_OR_RETURN(ModelFactory f,
-                         unet ? command_unet_factory(one, err) : command_vdsr_factory(one, err));
+    // An ONNX model at --batch: its batch, or its context for an input
+    // given with T.
+    if (model != "vdsr" && !unet) one.mode = Mode::kOnnx;
+    LMS_ASSIGN_OR_RETURN(ModelFactory f, unet ? command_unet_factory(one, err)
+                                         : one.mode == Mode::kOnnx
+                                             ? command_factory(one, err)
+                                             : command_vdsr_factory(one, err));
     RatioOptions o{.size = one.sizes[0],
                    .steps = cmd.steps,
                    .oversubscription = cmd.oversubscription,

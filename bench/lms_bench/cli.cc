@@ -100,11 +100,18 @@ absl::Status set_ratio_models(BenchCommand& c, const std::string& v) {
   for (size_t begin = 0; begin <= v.size();) {
     const size_t end = std::min(v.find(',', begin), v.size());
     const std::string word = v.substr(begin, end - begin);
-    if (word != "vdsr" && word != "unet3d") {
+    const bool onnx = word.size() > 5 && word.compare(word.size() - 5, 5, ".onnx") == 0;
+    if (word != "vdsr" && word != "unet3d" && !onnx) {
       return absl::InvalidArgumentError(fmt::format(
-          "--model '{}': unknown model '{}'; allowed are vdsr and unet3d, comma-separated", v,
-          word));
+          "--model '{}': unknown model '{}'; allowed are vdsr, unet3d and one FILE.onnx (with "
+          "--input and --loss), comma-separated",
+          v, word));
     }
+    if (onnx && !c.onnx_path.empty()) {
+      return absl::InvalidArgumentError(fmt::format(
+          "--model '{}': one ONNX model per run ('{}' and '{}')", v, c.onnx_path, word));
+    }
+    if (onnx) c.onnx_path = word;
     c.ratio_models.push_back(word);
     begin = end + 1;
   }
@@ -358,8 +365,8 @@ const std::map<std::string, FlagSpec>& flags() {
                                                         return absl::OkStatus();
                                                       }}},
       {"--link-ratio", {{Mode::kRatio}, set_link_ratio}},
-      {"--input", {{Mode::kOnnx}, string_flag(&BenchCommand::onnx_input)}},
-      {"--loss", {{Mode::kOnnx}, string_flag(&BenchCommand::onnx_loss)}},
+      {"--input", {{Mode::kOnnx, Mode::kRatio}, string_flag(&BenchCommand::onnx_input)}},
+      {"--loss", {{Mode::kOnnx, Mode::kRatio}, string_flag(&BenchCommand::onnx_loss)}},
       {"--oversubscription", {{Mode::kRatio}, set_oversubscription}},
   };
   return *table;
@@ -556,7 +563,7 @@ absl::Status check_host_memory(const BenchCommand& c, uint64_t limit) {
   if (c.mode == Mode::kRatio) {  // each model at its one size
     for (const std::string& model : c.ratio_models) {
       BenchCommand one = c;
-      one.mode = model == "unet3d" ? Mode::kUnet3d : Mode::kVdsr;
+      one.mode = model == "unet3d" ? Mode::kUnet3d : model == "vdsr" ? Mode::kVdsr : Mode::kOnnx;
       one.sizes = {model == "unet3d" ? c.ratio_size : c.ratio_batch};
       LMS_RETURN_IF_ERROR(check_host_memory(one, limit));
     }
@@ -633,6 +640,17 @@ absl::StatusOr<BenchCommand> parse_command_line(const std::vector<std::string>& 
     if (c.mode == Mode::kHelp) return c;
   }
   apply_defaults(c);
+  if (c.mode == Mode::kRatio && !c.onnx_path.empty()) {
+    if (c.onnx_input.empty() || c.onnx_loss.empty()) {
+      return absl::InvalidArgumentError(fmt::format(
+          "lms-bench ratio --model {} needs --input NAME:DIMS (B or T the dimension --batch "
+          "sets) and --loss cross-entropy:C|mse (e.g. --input ids:4,T --loss cross-entropy:256 "
+          "--batch 512)",
+          c.onnx_path));
+    }
+    LMS_RETURN_IF_ERROR(parse_onnx_input(c.onnx_input).status());
+    LMS_RETURN_IF_ERROR(parse_onnx_loss(c.onnx_loss).status());
+  }
   if (c.mode == Mode::kOnnx) {
     if (c.onnx_path.empty() || c.onnx_input.empty() || c.onnx_loss.empty()) {
       return absl::InvalidArgumentError(
@@ -660,7 +678,7 @@ or, with --device cuda, a GPU).
                      [--filters 8] [--levels 3] [--steps 2] [--trace DIR] [--json FILE]
                      [--study-steps 100] [--study-lr 3e-3] [--study-lr-decay poly|constant]
                      [--out DIR] [...]
-  lms-bench onnx     --model FILE.onnx --input NAME:B,DIMS --loss cross-entropy:C|mse
+  lms-bench onnx     --model FILE.onnx --input NAME:B,DIMS|NAME:N,T --loss cross-entropy:C|mse
                      [--batch 1,2,4,8] [--capacity 256MiB] [--steps 2] [--trace DIR]
                      [--json FILE] [--no-search] [--no-confirm] [...]
   lms-bench overhead [--batch 8] [--capacity 1GiB] [--link 12GB/s] [--budget-fraction 0.6]
@@ -671,7 +689,8 @@ or, with --device cuda, a GPU).
   lms-bench contention [--model vdsr|unet3d] [--batch 16 | --size 48] [--devices 1,2]
                      [--link 100MB/s] [--budget-fraction 0.6] [--steps 3] [--trace DIR]
                      [--json FILE] [--data DIR] [--filters 8] [--levels 3] [...]
-  lms-bench ratio    [--model vdsr,unet3d] [--preset v100-nvlink2,h100-pcie5 | all]
+  lms-bench ratio    [--model vdsr,unet3d,FILE.onnx] [--input NAME:DIMS --loss ...]
+                     [--preset v100-nvlink2,h100-pcie5 | all]
                      [--gpu-flops 60TFLOP/s --gpu-link 50GB/s | --link-ratio 7.5e-4]
                      [--oversubscription 1.5,2,4] [--batch 8] [--size 32] [--steps 5]
                      [--threads 1] [--json FILE] [--crop 48] [--depth 20] [--filters 8] [...]
@@ -695,10 +714,12 @@ LMS, both under --capacity; Dice per class on the evaluation volume (ch2better) 
 high-resolution grid, the low-resolution prediction resampled up. Checkpoints and three-slice
 PNGs go to --out (out/unet3d_case_study). --study-steps 0 skips it.
 onnx: the vdsr sweep for a model of your own, exported from PyTorch with scripts/export_onnx.py:
-lms::import_onnx with the input NAME's shape DIMS (B: the batch of the row), lms::attach_loss on
-the model's first output (cross-entropy:C against random labels in [0, C), the output logits
-[N, C]; or mse against a random target), SGD with momentum 0.9 and rate 0.01, standard normal
-inputs.
+lms::import_onnx with the input NAME's shape DIMS (B: the batch of the row; or T: the context
+length of the row at a fixed batch, a transformer's context sweep, e.g. --input ids:4,T --batch
+128,256,512), lms::attach_loss on the model's first output (cross-entropy:C against random labels
+in [0, C), the output logits [N, C] or [..., C], a label per position; or mse against a random
+target), SGD with momentum 0.9 and rate 0.01, standard normal inputs (an int64 input: token ids
+drawn in [0, V) of the embedding that reads it).
 overhead: one batch that fits both ways; time per step without LMS, with LMS forced to swap
 (budget = --budget-fraction of the no-LMS peak) on an unthrottled link and on a link throttled
 to --link; predicted (simulator) vs measured stall and step time.
@@ -720,7 +741,9 @@ bytes per FLOP). For each model, target and oversubscription (device capacity = 
 factor): step time under the swap, recompute and joint plans (LmsConfig auto_actions) measured
 and predicted, throughput relative to no LMS at unlimited memory on the same link, and the goals
 (joint >= 80% of ideal at 2x under h100-pcie5, >= 95% under v100-nvlink2, joint never slower
-than the better single plan). The device computes on 1 thread unless --threads N.
+than the better single plan). The device computes on 1 thread unless --threads N. A model given
+as FILE.onnx (one per run) runs as lms-bench onnx builds it, with --input and --loss, at the
+--batch value of its B or T dimension.
 
 Common flags:
   --capacity BYTES    device memory (256MiB; overhead 1GiB)

@@ -28,6 +28,13 @@ TEST(OnnxBench, InputAndLossFlagsParse) {
   auto tokens = parse_onnx_input("ids:16,B");
   ASSERT_TRUE(tokens.ok()) << tokens.status();
   EXPECT_EQ(tokens->batch_axis, 1);
+  EXPECT_FALSE(tokens->context);
+  // T: the context the sweep sets, at a fixed batch.
+  auto context = parse_onnx_input("ids:4,T");
+  ASSERT_TRUE(context.ok()) << context.status();
+  EXPECT_EQ(context->shape, (Shape{4, 1}));
+  EXPECT_EQ(context->batch_axis, 1);
+  EXPECT_TRUE(context->context);
   auto ce = parse_onnx_loss("cross-entropy:1000");
   ASSERT_TRUE(ce.ok()) << ce.status();
   EXPECT_EQ(ce->classes, 1000);
@@ -39,6 +46,7 @@ TEST(OnnxBench, InputAndLossFlagsParse) {
   for (const Bad& b : std::vector<Bad>{{"input", "no NAME:"},
                                        {"input:3,224,224", "0 dimensions are B"},
                                        {"input:B,B,3", "2 dimensions are B"},
+                                       {"ids:B,T", "2 dimensions are B or T"},
                                        {"input:B,0,3", "dimension '0'"},
                                        {"input:B,x", "dimension 'x'"}}) {
     auto s = parse_onnx_input(b.text);
