@@ -93,7 +93,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{{3, 5}, {7, 3}, true, true, {5, 7}},
                       Case{{2, 3, 5, 4}, {2, 3, 4, 6}, false, false, {2, 3, 5, 6}},
                       Case{{2, 3, 4, 5}, {2, 3, 6, 4}, true, true, {2, 3, 5, 6}},
-                      Case{{2, 5, 4}, {2, 4, 6}, true, false, {2, 4, 6}},
+                      Case{{2, 5, 4}, {2, 5, 6}, true, false, {2, 4, 6}},
                       Case{{2, 5, 4}, {4, 6}, false, false, {2, 5, 6}},
                       Case{{2, 5, 4}, {6, 4}, false, true, {2, 5, 6}},
                       Case{{4, 5}, {2, 3, 4, 6}, true, false, {2, 3, 5, 6}},
