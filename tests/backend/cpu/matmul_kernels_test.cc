@@ -2,6 +2,7 @@
 // dimensions) against a naive double-precision triple loop, on random data
 // with printed seeds; repeated runs give the same bits; bad specs rejected
 // naming the node.
+#include <ostream>
 #include <string>
 
 #include "common/matmul_shape.h"
@@ -22,6 +23,20 @@ struct Case {
   bool trans_a = false, trans_b = false;
   Shape y;
 };
+
+void print_dims(const Shape& s, std::ostream* os) {
+  *os << '[';
+  for (size_t i = 0; i < s.size(); ++i) *os << (i ? "," : "") << s[i];
+  *os << ']';
+}
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << "a ";
+  print_dims(c.a, os);
+  *os << (c.trans_a ? " trans_a" : "") << ", b ";
+  print_dims(c.b, os);
+  *os << (c.trans_b ? " trans_b" : "");
+}
 
 // The offset of the matrix of an operand with batch dims `own` (padded to
 // y's) for y's batch index `i`: broadcast dims (1) stay at 0.
