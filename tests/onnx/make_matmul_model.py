@@ -4,12 +4,15 @@ opset 14 in training mode without constant folding, and its PyTorch
 reference, for tests/onnx/matmul_import_test.cc, which runs it at test time
 (nothing is committed).
 
-    y = (a @ b) @ w          a [2,3,5,4] and b [2,3,4,6] fed, w [6,7] a parameter
+    y = lin((a @ b) @ w)     a [2,3,5,4] and b [2,3,4,6] fed, w [6,7] a parameter,
+                             lin = nn.Linear(7, 3) on the rank-4 product
 
-The export holds two MatMul nodes: one of two rank-4 operands (batched) and
-one of a rank-4 A by the rank-2 initializer w (shared by every matrix). The
+The export holds three MatMul nodes: one of two rank-4 operands (batched),
+one of a rank-4 A by the rank-2 initializer w (shared by every matrix), and
+nn.Linear's, a rank-4 A by Transpose(lin.weight), then Add(lin.bias). The
 reference (tests/onnx/reference.h format) holds a, b, the target, the
-output, the mse loss and the gradient of w under its ONNX initializer name.
+output, the mse loss and the gradient of every parameter under its ONNX
+initializer name.
 
     make_matmul_model.py OUT_DIR   (writes matmul.onnx, matmul_ref.txt)
 
@@ -33,9 +36,10 @@ class BatchedProducts(nn.Module):
     def __init__(self):
         super().__init__()
         self.w = nn.Parameter(torch.randn(6, 7) / 6 ** 0.5)
+        self.lin = nn.Linear(7, 3)
 
     def forward(self, a, b):
-        return torch.matmul(torch.matmul(a, b), self.w)
+        return self.lin(torch.matmul(torch.matmul(a, b), self.w))
 
 
 def write_reference(path, tensors):
@@ -52,14 +56,16 @@ def main(out_dir):
     model = BatchedProducts().train()
     a = torch.randn(2, 3, 5, 4)
     b = torch.randn(2, 3, 4, 6)
-    target = torch.randn(2, 3, 5, 7)
+    target = torch.randn(2, 3, 5, 3)
     torch.onnx.export(model, (a, b), os.path.join(out_dir, "matmul.onnx"), opset_version=14,
                       training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
                       input_names=["a", "b"], output_names=["output"])
     y = model(a, b)
     loss = F.mse_loss(y, target)
     loss.backward()
-    ref = {"a": a, "b": b, "target": target, "output": y, "loss": loss, "w/grad": model.w.grad}
+    ref = {"a": a, "b": b, "target": target, "output": y, "loss": loss}
+    for name, p in model.named_parameters():
+        ref[name + "/grad"] = p.grad
     write_reference(os.path.join(out_dir, "matmul_ref.txt"), ref)
 
 

@@ -2,8 +2,10 @@
 // (tests/onnx/make_matmul_model.py, written at test time by Debian's
 // /usr/bin/python3; skipped, saying why, without torch or onnx): a rank-4 by
 // rank-4 MatMul and a rank-4 by a rank-2 initializer each become one matmul
-// node, the initializer "w" is the trainable parameter, and one training
-// step matches PyTorch's output, loss and gradient.
+// node, nn.Linear on the rank-4 product (MatMul by Transpose(lin.weight),
+// Add(lin.bias)) a matmul with trans_b reading lin.weight itself and an add;
+// the MatMul weights are the trainable parameters, and one training step
+// matches PyTorch's output, loss and gradients.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -63,24 +65,38 @@ TEST(MatMulImport, BatchedMatMulsTrainAsPyTorch) {
   EXPECT_EQ(m->opset, 14);
 
   const Graph& g = m->graph;
-  ASSERT_EQ(g.num_nodes(), 2);
+  std::vector<NodeId> products;
   for (NodeId id = 0; id < g.num_nodes(); ++id) {
-    const Node& n = g.node(id);
-    EXPECT_EQ(n.op, OpKind::kMatMul) << n.name;
-    EXPECT_EQ(std::get<int64_t>(n.attrs.at("trans_a")), 0);
-    EXPECT_EQ(std::get<int64_t>(n.attrs.at("trans_b")), 0);
+    if (g.node(id).op == OpKind::kMatMul) products.push_back(id);
   }
-  EXPECT_EQ(g.tensor(g.node(1).inputs[1]).name, "w");
-  EXPECT_EQ(g.tensor(g.node(1).inputs[1]).role, TensorRole::kParameter);
-  EXPECT_EQ(g.tensor(g.node(1).outputs[0]).shape, (Shape{2, 3, 5, 7}));
-  ASSERT_EQ(m->parameters, std::vector<std::string>{"w"});
+  ASSERT_EQ(products.size(), 3u);
+  ASSERT_EQ(g.num_nodes(), 4);  // and the bias add: no transpose node
+  for (size_t i = 0; i < products.size(); ++i) {
+    const Node& n = g.node(products[i]);
+    EXPECT_EQ(std::get<int64_t>(n.attrs.at("trans_a")), 0) << n.name;
+    EXPECT_EQ(std::get<int64_t>(n.attrs.at("trans_b")), i == 2 ? 1 : 0) << n.name;
+  }
+  const Node& shared = g.node(products[1]);
+  EXPECT_EQ(g.tensor(shared.inputs[1]).name, "w");
+  EXPECT_EQ(g.tensor(shared.outputs[0]).shape, (Shape{2, 3, 5, 7}));
+  const Node& lin = g.node(products[2]);
+  EXPECT_EQ(g.tensor(lin.inputs[1]).name, "lin.weight");
+  EXPECT_EQ(g.tensor(lin.inputs[1]).shape, (Shape{3, 7}));
+  for (const Node* n : {&shared, &lin}) {
+    EXPECT_EQ(g.tensor(n->inputs[1]).role, TensorRole::kParameter);
+  }
+  // The default trainable rule (lms/onnx.h) takes MatMul's B, not Add's
+  // operands: lin.bias stays a constant unless the user names it.
+  EXPECT_EQ(m->parameters, (std::vector<std::string>{"w", "lin.weight"}));
+  const std::vector<std::string> parameters = m->parameters;
 
   Graph fwd = std::move(m->graph);
   ASSERT_TRUE(attach_loss(fwd, "output", Mse{.target = "target"}).ok());
   auto train = training_graph(fwd, fwd.loss(), Sgd{.lr = 0});
   ASSERT_TRUE(train.ok()) << train.status();
   SessionOptions options;
-  options.fetches = {"output", "loss", "w/grad"};
+  options.fetches = {"output", "loss"};
+  for (const std::string& p : parameters) options.fetches.push_back(p + "/grad");
   auto device = make_cpu_device({});
   ASSERT_TRUE(device.ok()) << device.status();
   auto session = Session::create(*train, **device, options);
@@ -91,7 +107,7 @@ TEST(MatMulImport, BatchedMatMulsTrainAsPyTorch) {
   for (const std::string& name : options.fetches) {
     ASSERT_FALSE(ref[name].empty()) << name << " has no PyTorch reference";
     const double e = rel_l2(step.fetched[name], ref[name]);
-    std::printf("%-8s relative L2 error %.3g\n", name.c_str(), e);
+    std::printf("%-16s relative L2 error %.3g\n", name.c_str(), e);
     EXPECT_LE(e, kTolerance) << name;
   }
 }
