@@ -55,13 +55,13 @@ inline std::string matmul_shape_str(const std::vector<int64_t>& s) {
 inline absl::StatusOr<MatMulShape> matmul_shape(const std::vector<int64_t>& a,
                                                 const std::vector<int64_t>& b, bool trans_a,
                                                 bool trans_b) {
-  for (const auto* s : {&a, &b}) {
-    if (s->size() < 2 || s->size() > 4) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(s == &a ? "a " : "b ", matmul_shape_str(*s), " must have rank 2 to 4 (",
-                       s == &a ? (trans_a ? "[..., K, M]" : "[..., M, K]")
-                               : (trans_b ? "[..., N, K]" : "[..., K, N]"),
-                       ")"));
+  for (int i = 0; i < 2; ++i) {
+    const std::vector<int64_t>& s = i == 0 ? a : b;
+    if (s.size() < 2 || s.size() > 4) {
+      const char* layout = i == 0 ? (trans_a ? "[..., K, M]" : "[..., M, K]")
+                                  : (trans_b ? "[..., N, K]" : "[..., K, N]");
+      return absl::InvalidArgumentError(absl::StrCat(i == 0 ? "a " : "b ", matmul_shape_str(s),
+                                                     " must have rank 2 to 4 (", layout, ")"));
     }
   }
   MatMulShape d;

@@ -1,7 +1,8 @@
 // linear, linear_bwd_weights and matmul of docs/ops.md for the CUDA device:
-// cuBLAS SGEMM (strided-batched for matmul), the bias through cuda_linear.cu. cuBLAS is
-// column-major, so a row-major [R,C] buffer is read as its transpose [C,R] with leading dimension
-// C, and each product below is written for the transposes.
+// cuBLAS SGEMM (strided-batched for matmul), the bias through cuda_linear.cu.
+// cuBLAS is column-major, so a row-major [R,C] buffer is read as its
+// transpose [C,R] with leading dimension C, and each product below is
+// written for the transposes.
 //
 // Each kernel owns a cuBLAS handle bound to the compute stream, with no
 // workspace (cublasSetWorkspace with 0 bytes), so cuBLAS allocates nothing
