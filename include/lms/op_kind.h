@@ -33,6 +33,7 @@ enum class OpKind : uint8_t {
   // Matrix products
   kLinear,
   kLinearBwdWeights,
+  kMatMul,
   // Element-wise and activations
   kRelu,
   kReluBwd,
@@ -106,6 +107,7 @@ inline constexpr std::array<const char*, kNumOpKinds> kOpNames = {
     "upsample_bwd",
     "linear",
     "linear_bwd_weights",
+    "matmul",
     "relu",
     "relu_bwd",
     "leaky_relu",

@@ -99,6 +99,16 @@ TensorId upsample(Graph& g, std::string_view name, TensorId x, std::vector<int64
 TensorId linear(Graph& g, std::string_view name, TensorId x, TensorId w, TensorId b = kNoTensor,
                 bool trans_b = true);
 
+// Batched matrix product y[batch..., M, N] = op(a) · op(b), numpy.matmul /
+// ONNX MatMul (rank 2 to 4) with optional transposes: a is [..., M, K]
+// ([..., K, M] with trans_a), b is [..., K, N] ([..., N, K] with trans_b).
+// The batch dimensions (all but the last two) broadcast as in numpy, so a
+// rank-2 b is one weight shared by every matrix of a. float32 only. Errors
+// (recorded in g.status(), naming the node): a rank outside 2 to 4, K of a
+// and b disagreeing, batch dimensions that do not broadcast.
+TensorId matmul(Graph& g, std::string_view name, TensorId a, TensorId b, bool trans_a = false,
+                bool trans_b = false);
+
 // ---- Element-wise and activations (any shape unless said) ----
 
 TensorId relu(Graph& g, std::string_view name, TensorId x);

@@ -198,11 +198,13 @@ bool has_axis_attr(const KernelSpec& spec) { return spec.attrs.contains(kAxisAtt
 
 namespace {
 
-absl::StatusOr<bool> trans_b_attr(const KernelSpec& spec) {
-  LMS_ASSIGN_OR_RETURN(int64_t v, int_attr(spec, "trans_b"));
-  if (v != 0 && v != 1) return invalid(spec, absl::StrCat("trans_b must be 0 or 1, got ", v));
+absl::StatusOr<bool> flag_attr(const KernelSpec& spec, absl::string_view key) {
+  LMS_ASSIGN_OR_RETURN(int64_t v, int_attr(spec, key));
+  if (v != 0 && v != 1) return invalid(spec, absl::StrCat(key, " must be 0 or 1, got ", v));
   return v == 1;
 }
+
+absl::StatusOr<bool> trans_b_attr(const KernelSpec& spec) { return flag_attr(spec, "trans_b"); }
 
 Shape linear_weight(const LinearDims& d) { return d.trans_b ? Shape{d.k, d.c} : Shape{d.c, d.k}; }
 
@@ -234,6 +236,17 @@ absl::StatusOr<LinearDims> linear_dims(const KernelSpec& spec) {
     const Shape& b = bwd ? spec.output_shapes[1] : spec.input_shapes[2];
     LMS_RETURN_IF_ERROR(check_same_shape(spec, b, {d.k}, bwd ? "output db" : "input b"));
   }
+  return d;
+}
+
+absl::StatusOr<MatMulShape> matmul_dims(const KernelSpec& spec) {
+  LMS_RETURN_IF_ERROR(check_arity(spec, 2, 2, 1));
+  LMS_ASSIGN_OR_RETURN(bool trans_a, flag_attr(spec, "trans_a"));
+  LMS_ASSIGN_OR_RETURN(bool trans_b, flag_attr(spec, "trans_b"));
+  absl::StatusOr<MatMulShape> d =
+      matmul_shape(spec.input_shapes[0], spec.input_shapes[1], trans_a, trans_b);
+  if (!d.ok()) return invalid(spec, d.status().message());
+  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], d->out_shape(), "output y"));
   return d;
 }
 

@@ -18,6 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "backend/kernel.h"
 #include "common/broadcast.h"
+#include "common/matmul_shape.h"
 
 namespace lms {
 
@@ -97,6 +98,10 @@ struct LinearDims {
   bool bias = false;
 };
 absl::StatusOr<LinearDims> linear_dims(const KernelSpec& spec);
+
+// A matmul node (a, b -> y[batch..., M, N], docs/ops.md): the shape rule of
+// common/matmul_shape.h, trans_a and trans_b 0 or 1, y of the product's shape.
+absl::StatusOr<MatMulShape> matmul_dims(const KernelSpec& spec);
 
 // A batch_norm node (docs/ops.md): x[N,C,S], gamma[C], beta[C] and
 // optionally running_mean[C], running_var[C]; eps > 0. kTraining outputs y;

@@ -248,6 +248,12 @@ TensorId linear(Graph& g, std::string_view name, TensorId x, TensorId w, TensorI
                 {{"trans_b", int64_t{trans_b ? 1 : 0}}});
 }
 
+TensorId matmul(Graph& g, std::string_view name, TensorId a, TensorId b, bool trans_a,
+                bool trans_b) {
+  return add_op(g, OpKind::kMatMul, name, {a, b},
+                {{"trans_a", int64_t{trans_a ? 1 : 0}}, {"trans_b", int64_t{trans_b ? 1 : 0}}});
+}
+
 TensorId relu(Graph& g, std::string_view name, TensorId x) {
   return add_op(g, OpKind::kRelu, name, {x});
 }

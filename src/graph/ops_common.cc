@@ -133,10 +133,10 @@ std::optional<AttrType> attr_type(std::string_view name) {
       {"pad", AttrType::kInts},          {"release_after", AttrType::kStr},
       {"scale", AttrType::kInts},        {"shape", AttrType::kInts},
       {"perm", AttrType::kInts},         {"size", AttrType::kInt},
-      {"stride", AttrType::kInts},       {"trans_b", AttrType::kInt},
-      {"training", AttrType::kInt},      {"value", AttrType::kReal},
-      {"weight_decay", AttrType::kReal}, {"weight_shape", AttrType::kInts},
-      {kWorkspaceAttr, AttrType::kStr},
+      {"stride", AttrType::kInts},       {"trans_a", AttrType::kInt},
+      {"trans_b", AttrType::kInt},       {"training", AttrType::kInt},
+      {"value", AttrType::kReal},        {"weight_decay", AttrType::kReal},
+      {"weight_shape", AttrType::kInts}, {kWorkspaceAttr, AttrType::kStr},
   };
   for (const auto& [key, type] : kTypes) {
     if (key == name) return type;

@@ -1,7 +1,10 @@
 // Matrix products of docs/ops.md: linear (ONNX Gemm with alpha = beta = 1 and
-// transA = 0) and the gradient of its weight and bias. The data gradient
-// needs no op of its own: dx = dy · W is a linear with trans_b flipped.
+// transA = 0) and the gradient of its weight and bias, and matmul (batched,
+// numpy.matmul with transposes). The data gradient of linear needs no op of
+// its own: dx = dy · W is a linear with trans_b flipped; matmul's gradients
+// are matmuls with the transposes folded into their flags.
 #include "absl/strings/str_cat.h"
+#include "common/matmul_shape.h"
 #include "graph/ops_internal.h"
 #include "lms/status.h"
 
@@ -101,6 +104,103 @@ double linear_flops(const Shapes& in, const Shapes& out, bool bias) {
   return 2 * n * c * k + (bias ? n * k : 0.0);
 }
 
+// trans_a / trans_b of matmul: 0 or 1.
+absl::StatusOr<bool> flag_attr(std::string_view op, const Attrs& a, std::string_view key) {
+  LMS_ASSIGN_OR_RETURN(int64_t v, attr_int(a, key));
+  if (v != 0 && v != 1) return op_error(op, str_cat(key, " must be 0 or 1, got ", v));
+  return v == 1;
+}
+
+absl::StatusOr<MatMulShape> matmul_attrs_shape(const Attrs& a, const Shapes& in) {
+  constexpr std::string_view kOp = "matmul";
+  LMS_ASSIGN_OR_RETURN(bool trans_a, flag_attr(kOp, a, "trans_a"));
+  LMS_ASSIGN_OR_RETURN(bool trans_b, flag_attr(kOp, a, "trans_b"));
+  absl::StatusOr<MatMulShape> d = matmul_shape(in[0], in[1], trans_a, trans_b);
+  if (!d.ok()) return op_error(kOp, d.status().message());
+  return d;
+}
+
+// (a, b) -> y[batch..., M, N] (common/matmul_shape.h).
+absl::StatusOr<Shapes> infer_matmul(const Attrs& a, const Shapes& in) {
+  LMS_ASSIGN_OR_RETURN(MatMulShape d, matmul_attrs_shape(a, in));
+  return Shapes{d.out_shape()};
+}
+
+// 2·batch·M·N·K.
+double matmul_flops(const Attrs& a, const Shapes& in, const Shapes& out) {
+  const Shape& x = in[0];
+  const bool trans_a = attr_int_or(a, "trans_a", 0) == 1;
+  const double k = static_cast<double>(x[x.size() - (trans_a ? 2 : 1)]);
+  return 2 * numel(out[0]) * k;
+}
+
+Attrs matmul_flags(bool trans_a, bool trans_b) {
+  return {{"trans_a", int64_t{trans_a ? 1 : 0}}, {"trans_b", int64_t{trans_b ? 1 : 0}}};
+}
+
+// `g` (batched like y) summed to the shape of input i where that input was
+// broadcast over y's batch.
+absl::StatusOr<TensorId> sum_to_input(GradContext& ctx, size_t i, TensorId g) {
+  const Shape s = input_shape(ctx, i);
+  if (ctx.graph.tensor(g).shape == s) return g;
+  return add_grad_node1(ctx, OpKind::kSumTo, i == 0 ? "a_sum" : "b_sum", {g}, {{"shape", s}});
+}
+
+// A rank-2 b shared by a batched, untransposed a: dB = Aᵀ·dY over all rows
+// at once, a[P·M, K]ᵀ · dy[P·M, N] (or dyᵀ · a for a transposed b), one
+// matmul that sums over the batch in its own inner loop.
+absl::StatusOr<TensorId> shared_weight_grad(GradContext& ctx, TensorId dy, bool trans_b) {
+  const Shape a = input_shape(ctx, 0);
+  const Shape y = ctx.graph.tensor(dy).shape;
+  const int64_t rows = num_elements(a) / a.back();
+  LMS_ASSIGN_OR_RETURN(TensorId a2,
+                       add_grad_node1(ctx, OpKind::kReshape, "a_rows", {fwd_input(ctx, 0)},
+                                      {{"shape", Shape{rows, a.back()}}}));
+  LMS_ASSIGN_OR_RETURN(TensorId dy2, add_grad_node1(ctx, OpKind::kReshape, "dy_rows", {dy},
+                                                    {{"shape", Shape{rows, y.back()}}}));
+  if (trans_b)
+    return add_grad_node1(ctx, OpKind::kMatMul, "b", {dy2, a2}, matmul_flags(true, false));
+  return add_grad_node1(ctx, OpKind::kMatMul, "b", {a2, dy2}, matmul_flags(true, false));
+}
+
+// y = op(a) · op(b): d op(a) = dy · op(b)ᵀ and d op(b) = op(a)ᵀ · dy, with
+// each transpose folded into the flags of the matmul that computes it, then
+// summed over the batch dimensions the input was broadcast along.
+absl::Status matmul_grad(GradContext& ctx) {
+  const TensorId dy = ctx.output_grads[0];
+  if (dy == kNoTensor) {
+    decline_rest(ctx);
+    return absl::OkStatus();
+  }
+  const Node fwd = ctx.graph.node(ctx.node);
+  const bool ta = attr_int_or(fwd.attrs, "trans_a", 0) == 1;
+  const bool tb = attr_int_or(fwd.attrs, "trans_b", 0) == 1;
+  const TensorId a = fwd.inputs[0], b = fwd.inputs[1];
+  if (wants(ctx, 0)) {
+    // da = dy · op(b)ᵀ, or its transpose op(b) · dyᵀ for a transposed a.
+    LMS_ASSIGN_OR_RETURN(
+        TensorId g,
+        ta ? add_grad_node1(ctx, OpKind::kMatMul, "a", {b, dy}, matmul_flags(tb, true))
+           : add_grad_node1(ctx, OpKind::kMatMul, "a", {dy, b}, matmul_flags(false, !tb)));
+    LMS_ASSIGN_OR_RETURN(ctx.input_grads[0], sum_to_input(ctx, 0, g));
+  }
+  if (wants(ctx, 1)) {
+    const Shape as = input_shape(ctx, 0), bs = input_shape(ctx, 1);
+    if (bs.size() == 2 && as.size() > 2 && !ta) {
+      LMS_ASSIGN_OR_RETURN(ctx.input_grads[1], shared_weight_grad(ctx, dy, tb));
+    } else {
+      // db = op(a)ᵀ · dy, or its transpose dyᵀ · op(a) for a transposed b.
+      LMS_ASSIGN_OR_RETURN(
+          TensorId g,
+          tb ? add_grad_node1(ctx, OpKind::kMatMul, "b", {dy, a}, matmul_flags(true, ta))
+             : add_grad_node1(ctx, OpKind::kMatMul, "b", {a, dy}, matmul_flags(!ta, false)));
+      LMS_ASSIGN_OR_RETURN(ctx.input_grads[1], sum_to_input(ctx, 1, g));
+    }
+  }
+  decline_rest(ctx);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void register_linear_ops(std::vector<OpSpec>& specs) {
@@ -118,6 +218,9 @@ void register_linear_ops(std::vector<OpSpec>& specs) {
                                      (out.size() > 1 ? numel(in[1]) : 0.0);
                             }));
   specs.back().def.backward = true;
+  specs.push_back(make_spec(OpKind::kMatMul, 2, 2, {"trans_a", "trans_b"}, infer_matmul,
+                            matmul_flops, matmul_grad));
+  specs.back().def.recomputable = true;
 }
 
 }  // namespace lms::ops_internal

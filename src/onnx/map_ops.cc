@@ -640,13 +640,13 @@ absl::StatusOr<LinearWeight> linear_weight(Importer& im, const NodeProto& n, boo
   return out;
 }
 
-// Input 0 (A) of Gemm / MatMul: rank 2, as linear's x[N,C].
+// Input 0 (A) of Gemm: rank 2, as linear's x[N,C].
 absl::StatusOr<TensorId> linear_input(Importer& im, const NodeProto& n) {
   LMS_ASSIGN_OR_RETURN(TensorId a, im.tensor_input(n, 0));
   if (const Shape& s = im.graph.tensor(a).shape; s.size() != 2) {
     return Importer::error(n, absl::StrCat("input 0 (A) has shape ", list_str(s),
                                            "; supported: rank 2 (lms linear multiplies [N,C] "
-                                           "by a matrix; a batched or 1-D MatMul has no lms op)"));
+                                           "by a matrix)"));
   }
   return a;
 }
@@ -691,11 +691,37 @@ absl::Status map_gemm(Importer& im, const NodeProto& n) {
   return im.add(n, OpKind::kLinear, n.output(0), in, {{"trans_b", int64_t{w.trans_b}}}).status();
 }
 
-// MatMul of a rank-2 A by a rank-2 B is linear without a bias.
+// MatMul (numpy.matmul) of operands of rank 2 to 4. A rank-2 A by a rank-2
+// B is linear without a bias, as Gemm; any other is lms matmul, its batch
+// dimensions broadcast. A transposed constant B is read through its source
+// with trans_b (Note [Weight-side Transpose] in importer.h).
 absl::Status map_matmul(Importer& im, const NodeProto& n) {
-  LMS_ASSIGN_OR_RETURN(TensorId a, linear_input(im, n));
-  LMS_ASSIGN_OR_RETURN(LinearWeight w, linear_weight(im, n, false));
-  return im.add(n, OpKind::kLinear, n.output(0), {a, w.w}, {{"trans_b", int64_t{w.trans_b}}})
+  LMS_ASSIGN_OR_RETURN(TensorId a, im.tensor_input(n, 0));
+  LMS_ASSIGN_OR_RETURN(const Value* bv, im.input(n, 1));
+  if (bv == nullptr) return Importer::error(n, "input 1 (B) is required");
+  LinearWeight b;
+  if (const std::string source = bv->transpose_of; !source.empty()) {
+    LMS_ASSIGN_OR_RETURN(b.w, im.tensor_of(n, 1, source));
+    b.trans_b = true;
+  } else {
+    LMS_ASSIGN_OR_RETURN(b.w, im.tensor_input(n, 1));
+  }
+  const Shape as = im.graph.tensor(a).shape, bs = im.graph.tensor(b.w).shape;
+  for (const auto& [k, s] : {std::pair{0, as}, std::pair{1, bs}}) {
+    if (s.size() < 2 || s.size() > 4) {
+      return Importer::error(
+          n, absl::StrCat("input ", k, k == 0 ? " (A)" : " (B)", " has shape ", list_str(s),
+                          "; supported: rank 2 to 4 (lms matmul; a 1-D "
+                          "operand has no lms op)"));
+    }
+  }
+  if (as.size() == 2 && bs.size() == 2) {
+    return im.add(n, OpKind::kLinear, n.output(0), {a, b.w}, {{"trans_b", int64_t{b.trans_b}}})
+        .status();
+  }
+  return im
+      .add(n, OpKind::kMatMul, n.output(0), {a, b.w},
+           {{"trans_a", int64_t{0}}, {"trans_b", int64_t{b.trans_b}}})
       .status();
 }
 
@@ -857,7 +883,7 @@ std::string_view supported_ops() {
          "(alpha = beta = 1, "
          "transA 0), GlobalAveragePool, InstanceNormalization, "
          "LayerNormalization (last axis, with B; also fused from PyTorch's opset-14 "
-         "decomposition), LeakyRelu, MatMul (rank-2 A and B), "
+         "decomposition), LeakyRelu, MatMul (A and B of rank 2 to 4, batch dimensions broadcast), "
          "MaxPool, Mul (broadcast as Add), ReduceMean, Relu, Reshape (constant shape; a copy), "
          "Resize (nearest, "
          "integer scales), Sigmoid, Slice (static, step 1), Softmax, Split (constant sizes or "

@@ -120,6 +120,44 @@ TEST(Autodiff, LinearGradients) {
   }
 }
 
+// matmul: gradients are matmuls with the transposes folded into their flags
+// (no transpose node). A shared rank-2 weight gets one matmul over all rows
+// of the reshaped a and dy (no sum_to); a rank-2 a broadcast over b's batch
+// gets its batched gradient summed back with one sum_to.
+TEST(Autodiff, MatMulGradients) {
+  Graph f;
+  const TensorId x = f.parameter("x", {2, 5, 4}, Init::zeros());
+  const TensorId w = f.parameter("w", {6, 4}, Init::he_normal(1, 4));  // used as wᵀ
+  const TensorId a = f.parameter("a", {5, 3}, Init::he_normal(2, 5));  // used as aᵀ
+  const TensorId h = matmul(f, "h", x, w, false, true);                // [2,5,6]
+  const TensorId y = matmul(f, "y", a, h, true, false);                // [2,3,6]
+  const TensorId loss = mse_loss(f, "loss", y, f.input("target", {2, 3, 6}));
+  ASSERT_TRUE(f.status().ok()) << f.status();
+  auto train = training_graph(f, loss, Sgd{.lr = 0.1});
+  ASSERT_TRUE(train.ok()) << train.status();
+  const Graph& g = *train;
+  ASSERT_TRUE(verify(g).ok()) << verify(g);
+  const std::map<OpKind, int> counts = new_op_counts(g, f.num_nodes());
+  EXPECT_EQ(counts.at(OpKind::kMatMul), 4);   // da, dh; dx, dw
+  EXPECT_EQ(counts.at(OpKind::kSumTo), 1);    // da over y's batch
+  EXPECT_EQ(counts.at(OpKind::kReshape), 2);  // x and dh as rows for dw
+  EXPECT_FALSE(counts.contains(OpKind::kTranspose));
+  for (const char* p : {"x", "w", "a"}) {
+    const TensorId grad = g.find_tensor(std::string(p) + "/grad");
+    ASSERT_NE(grad, kNoTensor) << p;
+    EXPECT_EQ(g.tensor(grad).shape, g.tensor(g.find_tensor(p)).shape) << p;
+  }
+  // dw[6,4] = dh[10,6]ᵀ · x[10,4]: one matmul with trans_a on the rows.
+  const TensorId dw = g.find_tensor("w/grad");
+  NodeId producer = g.tensor(dw).producer;
+  while (g.node(producer).op == OpKind::kScale)
+    producer = g.tensor(g.node(producer).inputs[0]).producer;
+  ASSERT_EQ(g.node(producer).op, OpKind::kMatMul);
+  EXPECT_EQ(g.tensor(g.node(producer).inputs[0]).shape, (Shape{10, 6}));
+  EXPECT_EQ(g.tensor(g.node(producer).inputs[1]).shape, (Shape{10, 4}));
+  EXPECT_EQ(g.node(producer).attrs, (Attrs{{"trans_a", int64_t{1}}, {"trans_b", int64_t{0}}}));
+}
+
 // layer_norm: one layer_norm_bwd node reading x, gamma and dy with the
 // forward node's eps only; its dgamma and dbeta become the parameters'
 // gradients.

@@ -74,7 +74,7 @@ TEST(OpRegistry, GradientRulesExactlyForForwardOps) {
       OpKind::kSoftDiceLoss, OpKind::kReduceMean, OpKind::kEmbedding,
       OpKind::kLinear,       OpKind::kAvgPool,    OpKind::kClip,
       OpKind::kGelu,         OpKind::kReshape,    OpKind::kSoftmaxCrossEntropy,
-      OpKind::kTranspose,    OpKind::kLayerNorm};
+      OpKind::kTranspose,    OpKind::kLayerNorm,  OpKind::kMatMul};
   for (OpKind op : all_op_kinds()) {
     EXPECT_EQ(static_cast<bool>(op_def(op).grad), differentiable.contains(op)) << op_name(op);
   }
@@ -93,6 +93,7 @@ TEST(OpRegistry, BackwardAndRecomputableFlags) {
   }
   EXPECT_TRUE(op_def(OpKind::kConv).recomputable);
   EXPECT_TRUE(op_def(OpKind::kLayerNorm).recomputable);
+  EXPECT_TRUE(op_def(OpKind::kMatMul).recomputable);
   EXPECT_FALSE(op_def(OpKind::kFill).recomputable);
   EXPECT_FALSE(op_def(OpKind::kMseLoss).recomputable);
 }
@@ -201,6 +202,23 @@ TEST(OpRegistry, ConvFlopsByHand) {
   conv(g, "c2", x, w, kNoTensor, {.stride = {2, 2}, .pad = {1, 1}});
   EXPECT_DOUBLE_EQ(node_flops(g, g.find_node("c2")), 21600.0);
   EXPECT_EQ(node_flops(g, 99), 0.0);
+}
+
+// 2·batch·M·N·K: [2,3,5,4] x [2,3,4,6] is 2·6·5·6·4 = 1440; with a
+// transposed a [2,3,4,5] the same; a shared weight [4,6] counts per matrix.
+TEST(OpRegistry, MatMulFlopsByHand) {
+  Graph g;
+  TensorId a = g.input("a", {2, 3, 5, 4});
+  TensorId at = g.input("at", {2, 3, 4, 5});
+  TensorId b = g.input("b", {2, 3, 4, 6});
+  TensorId w = g.input("w", {4, 6});
+  matmul(g, "mm", a, b);
+  matmul(g, "mm_t", at, b, true, false);
+  matmul(g, "mm_w", a, w);
+  ASSERT_TRUE(g.status().ok()) << g.status();
+  EXPECT_DOUBLE_EQ(node_flops(g, g.find_node("mm")), 1440.0);
+  EXPECT_DOUBLE_EQ(node_flops(g, g.find_node("mm_t")), 1440.0);
+  EXPECT_DOUBLE_EQ(node_flops(g, g.find_node("mm_w")), 1440.0);
 }
 
 // The default byte cost: inputs read once, outputs written once.

@@ -32,6 +32,8 @@ Attrs geom2(Ints stride = {1, 1}, Ints pad = {0, 0}, Ints dilation = {1, 1}) {
   return {{"stride", stride}, {"pad", pad}, {"dilation", dilation}};
 }
 
+Attrs mm(int64_t trans_a, int64_t trans_b) { return {{"trans_a", trans_a}, {"trans_b", trans_b}}; }
+
 Attrs with(Attrs a, const std::string& key, AttrValue v) {
   a[key] = std::move(v);
   return a;
@@ -105,6 +107,14 @@ std::vector<Valid> valid_cases() {
        {{5, 3}, {5, 7}},
        {{"trans_b", int64_t{0}}, {"has_bias", int64_t{0}}},
        {{3, 7}}},
+      {OpKind::kMatMul, {{5, 3}, {3, 7}}, mm(0, 0), {{5, 7}}},
+      {OpKind::kMatMul, {{2, 5, 3}, {2, 3, 7}}, mm(0, 0), {{2, 5, 7}}},
+      {OpKind::kMatMul, {{2, 3, 5, 4}, {2, 3, 4, 6}}, mm(0, 0), {{2, 3, 5, 6}}},
+      {OpKind::kMatMul, {{2, 3, 4, 5}, {2, 3, 6, 4}}, mm(1, 1), {{2, 3, 5, 6}}},
+      {OpKind::kMatMul, {{2, 5, 4}, {4, 6}}, mm(0, 0), {{2, 5, 6}}},
+      {OpKind::kMatMul, {{2, 5, 4}, {6, 4}}, mm(0, 1), {{2, 5, 6}}},
+      {OpKind::kMatMul, {{4, 5}, {2, 3, 4, 6}}, mm(1, 0), {{2, 3, 5, 6}}},
+      {OpKind::kMatMul, {{2, 1, 5, 4}, {3, 4, 6}}, mm(0, 0), {{2, 3, 5, 6}}},
       {OpKind::kAvgPool, {x4}, pool, {{2, 3, 4, 4}}},
       {OpKind::kAvgPool,
        {{2, 3, 7, 7}},
@@ -312,6 +322,17 @@ std::vector<Invalid> invalid_cases() {
        {{"trans_b", int64_t{1}}},
        "weight w [7,4] must be [K,C]"},
       {OpKind::kLinear, {{5, 3}, {3, 7}}, {{"trans_b", int64_t{2}}}, "trans_b must be 0 or 1"},
+      {OpKind::kMatMul, {{5, 3}, {4, 7}}, mm(0, 0), "has K = 3, b [4,7] (trans_b 0) has K = 4"},
+      {OpKind::kMatMul, {{2, 5, 3}, {2, 7, 4}}, mm(0, 1), "inner dimensions disagree"},
+      {OpKind::kMatMul, {{3, 5}, {3, 7}}, mm(0, 0), "inner dimensions disagree"},
+      {OpKind::kMatMul, {{5}, {5, 7}}, mm(0, 0), "a [5] must have rank 2 to 4"},
+      {OpKind::kMatMul, {{1, 2, 2, 5, 3}, {3, 7}}, mm(0, 0), "must have rank 2 to 4"},
+      {OpKind::kMatMul, {{5, 3}, {1, 2, 2, 3, 7}}, mm(0, 0), "b [1,2,2,3,7] must have rank 2 to 4"},
+      {OpKind::kMatMul,
+       {{2, 5, 3}, {4, 3, 7}},
+       mm(0, 0),
+       "batch dimensions of a [2,5,3] and b [4,3,7] do not broadcast"},
+      {OpKind::kMatMul, {{5, 3}, {3, 7}}, mm(2, 0), "trans_a must be 0 or 1"},
       {OpKind::kLinear, {{5, 3, 2}, {7, 3}}, {{"trans_b", int64_t{1}}}, "input x must be 2-D"},
       {OpKind::kLinear, {{5, 3}, {7, 3}, {6}}, {{"trans_b", int64_t{1}}}, "bias b [6] must be [7]"},
       {OpKind::kLinearBwdWeights,
@@ -653,6 +674,21 @@ TEST(Builders, PointwiseLossesAndErrors) {
   EXPECT_EQ(max_pool(g, "pool", x, {.kernel = {2}}), kNoTensor);
   EXPECT_NE(g.status().message().find("'pool'"), absl::string_view::npos) << g.status();
   EXPECT_NE(g.status().message().find("kernel must have 2 entries"), absl::string_view::npos);
+}
+
+TEST(Builders, MatMulShapesAndErrorsNameTheNode) {
+  Graph g;
+  TensorId a = g.input("a", {2, 3, 5, 4});
+  TensorId b = g.input("b", {2, 3, 4, 6});
+  TensorId w = g.input("w", {6, 4});
+  EXPECT_EQ(g.tensor(matmul(g, "mm", a, b)).shape, (Shape{2, 3, 5, 6}));
+  EXPECT_EQ(g.tensor(matmul(g, "mm_w", a, w, false, true)).shape, (Shape{2, 3, 5, 6}));
+  EXPECT_EQ(g.tensor(matmul(g, "mm_t", b, a, true, true)).shape, (Shape{2, 3, 6, 5}));
+  ASSERT_TRUE(g.status().ok()) << g.status();
+  EXPECT_EQ(matmul(g, "bad_k", a, w), kNoTensor);
+  EXPECT_NE(g.status().message().find("'bad_k'"), absl::string_view::npos) << g.status();
+  EXPECT_NE(g.status().message().find("inner dimensions disagree"), absl::string_view::npos)
+      << g.status();
 }
 
 TEST(Builders, LayerWithAnAbsurdWeightShapeIsRecorded) {

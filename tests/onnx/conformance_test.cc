@@ -300,5 +300,20 @@ TEST(OnnxConformance, EveryKnownOpCaseMatchesOrIsRefusedClearly) {
   EXPECT_GT(total.passed, 0);
 }
 
+// ONNX's MatMul cases, rank 2 (linear) and batched rank 3 and 4 (matmul),
+// import with both operands fed and match the expected outputs.
+TEST(OnnxConformance, MatMulCasesPass) {
+  if (!fs::exists(kCases)) GTEST_SKIP() << kCases << " missing: install libonnx-testdata";
+  for (const char* name : {"test_matmul_2d", "test_matmul_3d", "test_matmul_4d"}) {
+    const fs::path dir = fs::path(kCases) / name;
+    Case c;
+    ASSERT_TRUE(load_case(dir, c)) << name;
+    const OnnxImportOptions o = options_for(c, false, false);
+    auto m = import_onnx((dir / "model.onnx").string(), o);
+    ASSERT_TRUE(m.ok()) << name << ": " << m.status();
+    EXPECT_EQ(run_case(c, *m, o), "") << name;
+  }
+}
+
 }  // namespace
 }  // namespace lms

@@ -169,7 +169,7 @@ def main(out_dir):
     write(out_dir, "gemm_alpha.onnx", linear_model("Gemm", [2, 3], [3, 4], alpha=0.5))
     write(out_dir, "gemm_trans_a.onnx", linear_model("Gemm", [3, 2], [3, 4], transA=1))
     write(out_dir, "gemm_bias_rows.onnx", linear_model("Gemm", [2, 3], [3, 4], [2, 4]))
-    write(out_dir, "matmul_batched.onnx", linear_model("MatMul", [2, 2, 3], [3, 4]))
+    write(out_dir, "matmul_1d.onnx", linear_model("MatMul", [3], [3, 4]))
     write(out_dir, "transpose_matmul.onnx", transpose_model("MatMul"))
     write(out_dir, "transpose_add.onnx", transpose_model("Add"))
     write(out_dir, "transpose_gemm.onnx", transpose_gemm_model())

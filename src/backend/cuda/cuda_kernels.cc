@@ -24,6 +24,7 @@ Factory cuda_kernel_factory(OpKind op) {
       return &create_cuda_conv_kernel;
     case OpKind::kLinear:
     case OpKind::kLinearBwdWeights:
+    case OpKind::kMatMul:
       return &create_cuda_linear_kernel;
     case OpKind::kRelu:
     case OpKind::kReluBwd:

@@ -49,7 +49,7 @@ absl::StatusOr<std::unique_ptr<Kernel>> create_cuda_kernel(const KernelSpec& spe
 // conv, conv_bwd_data, conv_bwd_weights, deconv, deconv_bwd_data, deconv_bwd_weights.
 absl::StatusOr<std::unique_ptr<Kernel>> create_cuda_conv_kernel(const KernelSpec& spec,
                                                                 const CudaKernelContext& ctx);
-// linear, linear_bwd_weights (cuBLAS).
+// linear, linear_bwd_weights, matmul (cuBLAS).
 absl::StatusOr<std::unique_ptr<Kernel>> create_cuda_linear_kernel(const KernelSpec& spec,
                                                                   const CudaKernelContext& ctx);
 // relu, leaky_relu, sigmoid, softmax (+ _bwd), add, mul, scale, concat, slice, fill.

@@ -373,6 +373,27 @@ TEST_F(CudaKernels, LinearIsDeterministic) {
   }
 }
 
+// matmul: batched, both transposes, a shared rank-2 operand on either side,
+// broadcast over one of two batch dims, and the rank-2 product (cuBLAS
+// strided-batched against oneDNN matmul); two GPU runs give the same bits.
+TEST_F(CudaKernels, MatMulMatchesCpu) {
+  auto mm = [](int64_t ta, int64_t tb) -> Attrs { return {{"trans_a", ta}, {"trans_b", tb}}; };
+  compare({"matmul", {{2, 3, 5, 40}, {2, 3, 40, 6}}, {{2, 3, 5, 6}}, mm(0, 0)}, 2111);
+  compare({"matmul", {{2, 3, 40, 5}, {2, 3, 6, 40}}, {{2, 3, 5, 6}}, mm(1, 1)}, 2112);
+  compare({"matmul", {{4, 17, 33}, {33, 9}}, {{4, 17, 9}}, mm(0, 0)}, 2113);
+  compare({"matmul", {{4, 17, 33}, {9, 33}}, {{4, 17, 9}}, mm(0, 1)}, 2114);
+  compare({"matmul", {{33, 17}, {2, 3, 33, 9}}, {{2, 3, 17, 9}}, mm(1, 0)}, 2115);
+  compare({"matmul", {{2, 1, 5, 12}, {3, 12, 7}}, {{2, 3, 5, 7}}, mm(0, 0)}, 2116);
+  compare({"matmul", {{3, 1, 5, 12}, {1, 4, 12, 7}}, {{3, 4, 5, 7}}, mm(0, 0)}, 2117);
+  compare({"matmul", {{64, 300}, {300, 50}}, {{64, 50}}, mm(0, 0)}, 2118);
+  const Case big{"matmul", {{8, 128, 256}, {8, 256, 128}}, {{8, 128, 128}}, mm(0, 0)};
+  const std::vector<Floats> in = make_inputs(big, 2119);
+  auto first = run_on(*gpu_, big, in);
+  auto second = run_on(*gpu_, big, in);
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_EQ(first->outputs, second->outputs);  // bitwise
+}
+
 TEST_F(CudaKernels, BadSpecRejectedLikeCpu) {
   Case c{"conv", {{2, 3, 9, 8}, {4, 5, 3, 3}}, {{2, 4, 9, 8}}, conv_attrs({1, 1}, {1, 1}, {1, 1})};
   auto got = run_on(*gpu_, c, make_inputs(c, 1));

@@ -64,6 +64,15 @@ def linear(attrs, t):
     return trained(y, t["target"], params)
 
 
+def matmul(attrs, t):
+    """torch.matmul(op(a), op(b)), op transposing the last two dims where
+    attrs["trans_a"] / attrs["trans_b"] say; batch dims broadcast."""
+    params = {k: t[k].clone().requires_grad_(True) for k in ("a", "b")}
+    a = params["a"].transpose(-1, -2) if attrs["trans_a"] == [1.0] else params["a"]
+    b = params["b"].transpose(-1, -2) if attrs["trans_b"] == [1.0] else params["b"]
+    return trained(torch.matmul(a, b), t["target"], params)
+
+
 def avg_pool(attrs, t):
     params = {"x": t["x"].clone().requires_grad_(True)}
     ints = {k: [int(v) for v in attrs[k]] for k in ("kernel", "stride", "pad")}
@@ -194,7 +203,7 @@ def conv_bn_relu(attrs, t):
 OPS = {"conv": conv, "conv_bn_relu": conv_bn_relu, "linear": linear, "avg_pool": avg_pool,
        "clip": clip, "gelu": gelu, "reshape": reshape, "broadcast": broadcast,
        "cross_entropy": cross_entropy, "mlp_cross_entropy_sgd": mlp_cross_entropy_sgd,
-       "transpose": transpose, "layer_norm": layer_norm}
+       "transpose": transpose, "layer_norm": layer_norm, "matmul": matmul}
 
 
 def main():

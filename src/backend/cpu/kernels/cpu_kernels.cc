@@ -78,6 +78,7 @@ CpuKernelFamily cpu_kernel_family(OpKind op) {
     case OpKind::kEmbeddingBwd:
     case OpKind::kLinear:
     case OpKind::kLinearBwdWeights:
+    case OpKind::kMatMul:
       return CpuKernelFamily::kElementwise;
     case OpKind::kInstanceNorm:
     case OpKind::kInstanceNormBwd:

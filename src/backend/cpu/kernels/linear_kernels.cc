@@ -1,6 +1,7 @@
 // linear and linear_bwd_weights of docs/ops.md on oneDNN matmul. A transposed
 // operand is the same bytes read through swapped strides, so neither op copies
-// a matrix; db is oneDNN's sum reduction over the rows of dy.
+// a matrix; db is oneDNN's sum reduction over the rows of dy. matmul is the
+// same primitive with batch dimensions, a broadcast operand holding 1 there.
 #include <cstring>
 
 #include "backend/cpu/kernels/pointwise_common.h"
@@ -72,11 +73,46 @@ KernelOr make_linear_bwd_weights(const KernelSpec& spec, const CpuKernelContext&
   return k;
 }
 
+// An operand of matmul, batch dims (padded to y's) + [rows, cols], stored
+// row-major with its last two dimensions swapped when `transposed`.
+memory::desc batched_desc(const std::vector<int64_t>& batch, int64_t rows, int64_t cols,
+                          bool transposed) {
+  memory::dims dims(batch.begin(), batch.end());
+  dims.push_back(rows);
+  dims.push_back(cols);
+  memory::dims strides(dims.size());
+  strides[dims.size() - 2] = transposed ? 1 : cols;
+  strides[dims.size() - 1] = transposed ? rows : 1;
+  int64_t step = rows * cols;
+  for (size_t i = batch.size(); i-- > 0;) {
+    strides[i] = step;
+    step *= batch[i];
+  }
+  return memory::desc(dims, memory::data_type::f32, strides);
+}
+
+// y[batch..., M, N] = op(a) · op(b); a batch dimension of 1 in a or b is
+// broadcast by oneDNN itself.
+KernelOr make_matmul(const KernelSpec& spec, const CpuKernelContext& ctx) {
+  LMS_ASSIGN_OR_RETURN(MatMulShape d, matmul_dims(spec));
+  const memory::desc a_md = batched_desc(d.a_batch, d.m, d.k, d.trans_a);
+  const memory::desc b_md = batched_desc(d.b_batch, d.k, d.n, d.trans_b);
+  const memory::desc y_md = batched_desc(d.batch, d.m, d.n, false);
+  dnnl::matmul::desc desc(a_md, b_md, y_md);
+  dnnl::matmul::primitive_desc pd(desc, user_scratchpad_attr(), ctx.engine);
+  auto k = std::make_unique<StepKernel>(spec, ctx);
+  k->add_primitive(
+      pd, dnnl::matmul(pd),
+      {{DNNL_ARG_SRC, in(0), a_md}, {DNNL_ARG_WEIGHTS, in(1), b_md}, {DNNL_ARG_DST, out(0), y_md}});
+  return k;
+}
+
 }  // namespace
 
 KernelOr create_linear_kernel(const KernelSpec& spec, const CpuKernelContext& ctx) {
   if (spec.op == OpKind::kLinear) return make_linear(spec, ctx);
   if (spec.op == OpKind::kLinearBwdWeights) return make_linear_bwd_weights(spec, ctx);
+  if (spec.op == OpKind::kMatMul) return make_matmul(spec, ctx);
   return std::unique_ptr<Kernel>();
 }
 

@@ -133,7 +133,7 @@ absl::StatusOr<std::unique_ptr<Kernel>> create_elementwise_kernel(const KernelSp
 // embedding (+ _bwd): int64 ids in input 0.
 absl::StatusOr<std::unique_ptr<Kernel>> create_embedding_kernel(const KernelSpec& spec,
                                                                 const CpuKernelContext& ctx);
-// linear, linear_bwd_weights.
+// linear, linear_bwd_weights, matmul.
 absl::StatusOr<std::unique_ptr<Kernel>> create_linear_kernel(const KernelSpec& spec,
                                                              const CpuKernelContext& ctx);
 // instance_norm, batch_norm, layer_norm (+ _bwd), bn_stats_update.

@@ -351,7 +351,7 @@ KernelOr create_elementwise_kernel(const KernelSpec& spec, const CpuKernelContex
   if (op == OpKind::kEmbedding || op == OpKind::kEmbeddingBwd) {
     return create_embedding_kernel(spec, ctx);
   }
-  if (op == OpKind::kLinear || op == OpKind::kLinearBwdWeights) {
+  if (op == OpKind::kLinear || op == OpKind::kLinearBwdWeights || op == OpKind::kMatMul) {
     return create_linear_kernel(spec, ctx);
   }
   return std::unique_ptr<Kernel>();
