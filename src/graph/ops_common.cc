@@ -136,7 +136,8 @@ std::optional<AttrType> attr_type(std::string_view name) {
       {"stride", AttrType::kInts},       {"trans_b", AttrType::kInt},
       {"training", AttrType::kInt},      {"value", AttrType::kReal},
       {"weight_decay", AttrType::kReal}, {"weight_shape", AttrType::kInts},
-      {kWorkspaceAttr, AttrType::kStr},
+      {kWorkspaceAttr, AttrType::kStr},  {"softmax_scale", AttrType::kReal},
+      {"causal", AttrType::kInt},
   };
   for (const auto& [key, type] : kTypes) {
     if (key == name) return type;
