@@ -120,29 +120,71 @@ TEST(Attention, SavedTensorsAreLinearInTheSequenceLength) {
 }
 
 // q, k, v projections of x[N*T, C] by linear layers, reshaped to [N,H,T,D]
-// heads, causal attention, and an output projection: trained with LMS at a
-// tight budget, bit-identical to the step without LMS.
+// heads, causal attention, and an output projection, trained with SGD.
+absl::StatusOr<Graph> attention_block(int64_t n, int64_t t, int64_t h, int64_t d) {
+  const int64_t c = h * d;
+  Graph g;
+  const TensorId x = g.input("x", {n * t, c});
+  auto heads = [&](const char* name, uint64_t seed) {
+    const TensorId w = g.parameter(std::string(name) + "/w", {c, c}, Init::he_normal(seed, c));
+    const TensorId p = linear(g, name, x, w);
+    const TensorId r = reshape(g, std::string(name) + "/heads", p, {n, t, h, d});
+    return transpose(g, std::string(name) + "/nhtd", r, {0, 2, 1, 3});
+  };
+  const TensorId q = heads("q", 1), k = heads("k", 2), v = heads("v", 3);
+  TensorId a = attention(g, "attn", q, k, v, 1.0 / std::sqrt(static_cast<double>(d)), true);
+  a = transpose(g, "attn/ntd", a, {0, 2, 1, 3});
+  a = reshape(g, "attn/rows", a, {n * t, c});
+  const TensorId wo = g.parameter("out/w", {c, c}, Init::he_normal(4, c));
+  const TensorId y = linear(g, "out", a, wo);
+  g.set_loss(mse_loss(g, "loss", y, g.input("target", {n * t, c})));
+  LMS_RETURN_IF_ERROR(g.status());
+  return training_graph(g, g.loss(), Sgd{.lr = 0.05, .momentum = 0.9});
+}
+
+// The planner's view of the same property: planned at a tight budget, the
+// block at T = 256 swaps or recomputes only tensors far smaller than one
+// [H,T,S] probability tensor (none exists to choose).
+TEST(Attention, PlannerMovesNoQuadraticTensor) {
+  constexpr int64_t kN = 1, kT = 256, kH = 2, kD = 16;
+  const uint64_t probs_bytes = 4 * kH * kT * kT;
+  auto train = attention_block(kN, kT, kH, kD);
+  ASSERT_TRUE(train.ok()) << train.status();
+  auto big = make_cpu_device({.capacity_bytes = 256 * kMiB, .host_pool_bytes = 64 * kMiB});
+  ASSERT_TRUE(big.ok()) << big.status();
+  LmsConfig off;
+  off.enabled = false;
+  Graph plain = *train;
+  auto limits = rewrite(plain, off, **big);
+  ASSERT_TRUE(limits.ok()) << limits.status();
+  const uint64_t low = limits->working_set_limit_bytes, high = limits->peak_bytes_after;
+  std::printf("working-set limit %" PRIu64 " bytes, no-LMS peak %" PRIu64
+              " bytes, one [H,T,S] tensor %" PRIu64 " bytes\n",
+              low, high, probs_bytes);
+  bool planned = false;
+  for (int i = 0; i < 16 && !planned; ++i) {
+    const uint64_t budget = low + (high - low) * i / 16;
+    auto device = make_cpu_device({.capacity_bytes = budget, .host_pool_bytes = 64 * kMiB});
+    ASSERT_TRUE(device.ok()) << device.status();
+    Graph g = *train;
+    auto lms = rewrite(g, LmsConfig{}, **device);
+    if (!lms.ok() || !lms->fits || lms->decisions.empty()) continue;
+    planned = true;
+    std::printf("budget %" PRIu64 ":\n%s", budget, lms->decisions_text().c_str());
+    for (const TensorDecision& d : lms->decisions) {
+      EXPECT_LT(d.bytes, probs_bytes / 8) << d.tensor;
+    }
+  }
+  EXPECT_TRUE(planned) << "no budget in [" << low << ", " << high << ") moved a tensor";
+}
+
+// The block trained with LMS at a tight budget, bit-identical to the step
+// without LMS.
 TEST(Attention, BlockWithLmsIsBitIdenticalAtATightBudget) {
   constexpr uint64_t kSeed = 87;
   constexpr int64_t kN = 2, kT = 32, kH = 4, kD = 16, kC = kH * kD;
   std::printf("seed %" PRIu64 "\n", kSeed);
-  Graph g;
-  const TensorId x = g.input("x", {kN * kT, kC});
-  auto heads = [&](const char* name, uint64_t seed) {
-    const TensorId w = g.parameter(std::string(name) + "/w", {kC, kC}, Init::he_normal(seed, kC));
-    const TensorId p = linear(g, name, x, w);
-    const TensorId r = reshape(g, std::string(name) + "/heads", p, {kN, kT, kH, kD});
-    return transpose(g, std::string(name) + "/nhtd", r, {0, 2, 1, 3});
-  };
-  const TensorId q = heads("q", 1), k = heads("k", 2), v = heads("v", 3);
-  TensorId a = attention(g, "attn", q, k, v, 0.25, true);
-  a = transpose(g, "attn/ntd", a, {0, 2, 1, 3});
-  a = reshape(g, "attn/rows", a, {kN * kT, kC});
-  const TensorId wo = g.parameter("out/w", {kC, kC}, Init::he_normal(4, kC));
-  const TensorId y = linear(g, "out", a, wo);
-  g.set_loss(mse_loss(g, "loss", y, g.input("target", {kN * kT, kC})));
-  ASSERT_TRUE(g.status().ok()) << g.status();
-  auto train = training_graph(g, g.loss(), Sgd{.lr = 0.05, .momentum = 0.9});
+  auto train = attention_block(kN, kT, kH, kD);
   ASSERT_TRUE(train.ok()) << train.status();
   std::mt19937_64 gen(kSeed);
   const Feeds feeds = {{"x", random_values(kN * kT * kC, gen, 2.0f)},
