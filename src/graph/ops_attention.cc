@@ -75,10 +75,10 @@ double nhtsd(const Shapes& in) { return numel(in[0]) * static_cast<double>(in[1]
 
 absl::Status attention_grad(GradContext& ctx) {
   if (ctx.output_grads.size() > 1 && ctx.output_grads[1] != kNoTensor) {
-    return absl::UnimplementedError(
-        str_cat("node '", ctx.graph.node(ctx.node).name,
-                "' (attention): its output lse is saved for the backward only; no gradient may "
-                "reach it"));
+    // The autodiff names the node.
+    return absl::InvalidArgumentError(
+        "its output lse (the row log-sum-exp) is saved for the backward only; no gradient may "
+        "reach it (read the attention output instead)");
   }
   const TensorId dout = ctx.output_grads[0];
   if (dout != kNoTensor && (wants(ctx, 0) || wants(ctx, 1) || wants(ctx, 2))) {
