@@ -10,6 +10,8 @@
 #include <cinttypes>
 #include <cmath>
 #include <random>
+#include <string>
+#include <string_view>
 
 #include "budget_check.h"
 #include "torch_reference.h"
@@ -119,25 +121,44 @@ TEST(Attention, SavedTensorsAreLinearInTheSequenceLength) {
   check_against_torch({1, 2, 256, 256, 16, false, 86, 1e-4});
 }
 
-// q, k, v projections of x[N*T, C] by linear layers, reshaped to [N,H,T,D]
-// heads, causal attention, and an output projection, trained with SGD.
-absl::StatusOr<Graph> attention_block(int64_t n, int64_t t, int64_t h, int64_t d) {
+// prefix + name, appended (not operator+: gcc 12's -Wrestrict false
+// positive on short string concatenations).
+std::string named(std::string prefix, std::string_view name) {
+  prefix.append(name);
+  return prefix;
+}
+
+// `layers` blocks of: q, k, v projections of x[N*T, C] by linear layers,
+// reshaped to [N,H,T,D] heads, causal attention, and an output projection;
+// trained with SGD on the mse against a target.
+absl::StatusOr<Graph> attention_block(int64_t n, int64_t t, int64_t h, int64_t d, int layers = 1) {
   const int64_t c = h * d;
   Graph g;
-  const TensorId x = g.input("x", {n * t, c});
-  auto heads = [&](const char* name, uint64_t seed) {
-    const TensorId w = g.parameter(std::string(name) + "/w", {c, c}, Init::he_normal(seed, c));
-    const TensorId p = linear(g, name, x, w);
-    const TensorId r = reshape(g, std::string(name) + "/heads", p, {n, t, h, d});
-    return transpose(g, std::string(name) + "/nhtd", r, {0, 2, 1, 3});
-  };
-  const TensorId q = heads("q", 1), k = heads("k", 2), v = heads("v", 3);
-  TensorId a = attention(g, "attn", q, k, v, 1.0 / std::sqrt(static_cast<double>(d)), true);
-  a = transpose(g, "attn/ntd", a, {0, 2, 1, 3});
-  a = reshape(g, "attn/rows", a, {n * t, c});
-  const TensorId wo = g.parameter("out/w", {c, c}, Init::he_normal(4, c));
-  const TensorId y = linear(g, "out", a, wo);
-  g.set_loss(mse_loss(g, "loss", y, g.input("target", {n * t, c})));
+  TensorId x = g.input("x", {n * t, c});
+  for (int layer = 0; layer < layers; ++layer) {
+    std::string l;
+    if (layers > 1) {
+      l = "l";
+      l.append(std::to_string(layer));
+      l.push_back('/');
+    }
+    const uint64_t seed = 4 * static_cast<uint64_t>(layer);
+    auto heads = [&](const std::string& name, uint64_t s) {
+      const std::string base = named(l, name);
+      const TensorId w = g.parameter(named(base, "/w"), {c, c}, Init::he_normal(seed + s, c));
+      const TensorId p = linear(g, base, x, w);
+      const TensorId r = reshape(g, named(base, "/heads"), p, {n, t, h, d});
+      return transpose(g, named(base, "/nhtd"), r, {0, 2, 1, 3});
+    };
+    const TensorId q = heads("q", 1), k = heads("k", 2), v = heads("v", 3);
+    const std::string attn = named(l, "attn");
+    TensorId a = attention(g, attn, q, k, v, 1.0 / std::sqrt(static_cast<double>(d)), true);
+    a = transpose(g, named(attn, "/ntd"), a, {0, 2, 1, 3});
+    a = reshape(g, named(attn, "/rows"), a, {n * t, c});
+    const TensorId wo = g.parameter(named(l, "out/w"), {c, c}, Init::he_normal(seed + 4, c));
+    x = linear(g, named(l, "out"), a, wo);
+  }
+  g.set_loss(mse_loss(g, "loss", x, g.input("target", {n * t, c})));
   LMS_RETURN_IF_ERROR(g.status());
   return training_graph(g, g.loss(), Sgd{.lr = 0.05, .momentum = 0.9});
 }
@@ -190,6 +211,57 @@ TEST(Attention, BlockWithLmsIsBitIdenticalAtATightBudget) {
   const Feeds feeds = {{"x", random_values(kN * kT * kC, gen, 2.0f)},
                        {"target", random_values(kN * kT * kC, gen, 1.0f)}};
   user::expect_lms_steps_bit_identical(*train, feeds, 3);
+}
+
+// The planner may run attention again (its outputs depend on q, k and v
+// only): the clone computes the same out and lse bits, so steps stay
+// bit-identical. Two blocks, so that the first one's tensors are idle
+// while the second one's backward sets the peak.
+TEST(Attention, RecomputedAttentionIsBitIdentical) {
+  constexpr uint64_t kSeed = 88;
+  constexpr int64_t kN = 2, kT = 32, kH = 4, kD = 16, kC = kH * kD;
+  std::printf("seed %" PRIu64 "\n", kSeed);
+  auto train = attention_block(kN, kT, kH, kD, 2);
+  ASSERT_TRUE(train.ok()) << train.status();
+  std::mt19937_64 gen(kSeed);
+  const Feeds feeds = {{"x", random_values(kN * kT * kC, gen, 2.0f)},
+                       {"target", random_values(kN * kT * kC, gen, 1.0f)}};
+  auto big = make_cpu_device({.capacity_bytes = 256 * kMiB, .host_pool_bytes = 64 * kMiB});
+  ASSERT_TRUE(big.ok()) << big.status();
+  LmsConfig off;
+  off.enabled = false;
+  Graph plain = *train;
+  auto limits = rewrite(plain, off, **big);
+  ASSERT_TRUE(limits.ok()) << limits.status();
+  const user::StepsRun reference = user::run_steps(plain, **big, feeds, {"loss"}, 3);
+  ASSERT_TRUE(reference.status.ok()) << reference.status;
+  const uint64_t low = limits->working_set_limit_bytes, high = limits->peak_bytes_after;
+  bool checked = false;
+  for (int i = 0; i < 32 && !checked; ++i) {
+    const uint64_t budget = low + (high - low) * i / 32;
+    auto device = make_cpu_device({.capacity_bytes = budget, .host_pool_bytes = 64 * kMiB});
+    ASSERT_TRUE(device.ok()) << device.status();
+    Graph g = *train;
+    LmsConfig config;
+    config.auto_actions = AutoActions::kRecompute;
+    config.time_model = TimeModel::kRoofline;  // the same plan on every machine
+    auto lms = rewrite(g, config, **device);
+    if (!lms.ok() || !lms->fits) continue;
+    int attentions = 0;
+    for (NodeId n = 0; n < g.num_nodes(); ++n) attentions += g.node(n).op == OpKind::kAttention;
+    if (attentions < 2) continue;  // no clone of the attention node
+    std::printf("budget %" PRIu64 ": %zu recomputed, %d attention nodes\n%s", budget,
+                lms->recomputed.size(), attentions, lms->decisions_text().c_str());
+    const user::StepsRun step = user::run_steps(g, **device, feeds, {"loss"}, 3);
+    ASSERT_TRUE(step.status.ok()) << step.status;
+    ASSERT_EQ(step.fetched.size(), reference.fetched.size());
+    for (size_t k = 0; k < step.fetched.size(); ++k) {
+      EXPECT_TRUE(user::same_bits(step.fetched[k], reference.fetched[k])) << "step " << k;
+    }
+    EXPECT_EQ(user::differing(step.state, reference.state), std::vector<std::string>{});
+    checked = true;
+  }
+  EXPECT_TRUE(checked) << "no budget planned to run attention again";
 }
 
 }  // namespace
