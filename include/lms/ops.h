@@ -259,6 +259,27 @@ TensorId layer_norm(Graph& g, std::string_view name, TensorId x, TensorId gamma,
 TensorId layer_norm(Graph& g, std::string_view name, TensorId x,
                     const LayerNormOptions& options = {});
 
+// ---- Attention ----
+
+// Scaled dot-product attention of q[N,H,T,D] (T queries per head) over
+// k[N,H,S,D] and v[N,H,S,D] (S keys), float32:
+//   out[N,H,T,D] = softmax(softmax_scale * q·kᵀ + mask) · v
+// with the softmax over the S keys; `causal` masks key s > query t (-inf
+// above the diagonal, PyTorch's is_causal) and needs T == S. One node
+// `name` with two outputs: "<name>:0" = out (returned) and "<name>:1" =
+// lse[N,H,T], each row's log-sum-exp of the scaled, masked scores.
+// The backward (attention_bwd) recomputes the probabilities
+// P = exp(scale * q·kᵀ - lse) from q, k and lse: FlashAttention's
+// recomputation (Dao et al. 2022, Sections 3.1 and B.2) in untiled form. So
+// the tensors saved for the backward are q, k, v, out and lse, all O(T);
+// the [N,H,T,S] probabilities are never a graph tensor (they live in the
+// kernel's workspace, one [T,S] slice at a time).
+// Errors (recorded in g.status(), naming the node): q, k or v not of rank
+// 4, k not [N,H,S,D] with q's N, H and D, v not of k's shape, softmax_scale
+// not > 0, causal with T != S.
+TensorId attention(Graph& g, std::string_view name, TensorId q, TensorId k, TensorId v,
+                   double softmax_scale, bool causal);
+
 // ---- Losses and reductions (scalar outputs, shape []) ----
 
 // mean((pred - target)^2) over all elements; same shapes.

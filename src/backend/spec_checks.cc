@@ -327,6 +327,44 @@ absl::StatusOr<LayerNormDims> layer_norm_dims(const KernelSpec& spec, bool backw
   return d;
 }
 
+absl::StatusOr<AttentionDims> attention_dims(const KernelSpec& spec, bool backward) {
+  LMS_RETURN_IF_ERROR(check_arity(spec, backward ? 6 : 3, backward ? 6 : 3, backward ? 3 : 2));
+  const Shape& q = spec.input_shapes[0];
+  LMS_RETURN_IF_ERROR(check_rank(spec, q, 4, 4, "input q"));
+  const Shape& k = spec.input_shapes[1];
+  LMS_RETURN_IF_ERROR(check_rank(spec, k, 4, 4, "input k"));
+  LMS_RETURN_IF_ERROR(check_same_shape(spec, k, {q[0], q[1], k[2], q[3]}, "input k"));
+  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.input_shapes[2], k, "input v"));
+  const Shape lse = {q[0], q[1], q[2]};
+  if (backward) {
+    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.input_shapes[3], q, "input out"));
+    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.input_shapes[4], lse, "input lse"));
+    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.input_shapes[5], q, "input dout"));
+    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], q, "output dq"));
+    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[1], k, "output dk"));
+    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[2], k, "output dv"));
+  } else {
+    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], q, "output out"));
+    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[1], lse, "output lse"));
+  }
+  AttentionDims d;
+  d.heads = q[0] * q[1];
+  d.t = q[2];
+  d.s = k[2];
+  d.d = q[3];
+  LMS_ASSIGN_OR_RETURN(d.scale,
+                       real_attr_in(spec, "softmax_scale", 0.0, true, 1e300, false, "> 0"));
+  LMS_ASSIGN_OR_RETURN(int64_t causal, int_attr(spec, "causal"));
+  if (causal != 0 && causal != 1) {
+    return invalid(spec, absl::StrCat("attribute 'causal' is ", causal, "; allowed: 0 or 1"));
+  }
+  if (causal == 1 && d.t != d.s) {
+    return invalid(spec, absl::StrCat("causal = 1 needs T == S, got T = ", d.t, ", S = ", d.s));
+  }
+  d.causal = causal == 1;
+  return d;
+}
+
 absl::StatusOr<BnStatsUpdateDims> bn_stats_update_dims(const KernelSpec& spec) {
   LMS_RETURN_IF_ERROR(check_arity(spec, 4, 4, 0));
   const Shape& c = spec.input_shapes[0];

@@ -124,6 +124,20 @@ struct LayerNormDims {
 };
 absl::StatusOr<LayerNormDims> layer_norm_dims(const KernelSpec& spec, bool backward);
 
+// An attention (q, k, v -> out, lse) or attention_bwd (q, k, v, out, lse,
+// dout -> dq, dk, dv) node (docs/ops.md): q, out, dout, dq [N,H,T,D]; k, v,
+// dk, dv [N,H,S,D]; lse [N,H,T]; softmax_scale > 0; causal 0 or 1, and
+// T == S when 1.
+struct AttentionDims {
+  int64_t heads = 0;  // N*H independent (n, h) problems
+  int64_t t = 0;      // queries
+  int64_t s = 0;      // keys
+  int64_t d = 0;      // head dim
+  double scale = 0;
+  bool causal = false;
+};
+absl::StatusOr<AttentionDims> attention_dims(const KernelSpec& spec, bool backward);
+
 // A bn_stats_update node: running_mean, running_var, mean, var, all [C];
 // momentum in [0, 1]; count >= 2 elements per channel. The unbiased
 // variance is var * count / (count - 1).

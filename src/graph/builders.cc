@@ -410,6 +410,17 @@ TensorId layer_norm(Graph& g, std::string_view name, TensorId x, const LayerNorm
   return layer_norm(g, name, x, gamma, beta, options);
 }
 
+TensorId attention(Graph& g, std::string_view name, TensorId q, TensorId k, TensorId v,
+                   double softmax_scale, bool causal) {
+  for (TensorId t : {q, k, v}) {
+    if (!usable(g, name, t)) return kNoTensor;
+  }
+  std::vector<TensorId> outs =
+      g.add(OpKind::kAttention, name, {q, k, v},
+            {{"softmax_scale", softmax_scale}, {"causal", int64_t{causal ? 1 : 0}}});
+  return outs.empty() ? kNoTensor : outs[0];
+}
+
 TensorId mse_loss(Graph& g, std::string_view name, TensorId pred, TensorId target) {
   return add_op(g, OpKind::kMseLoss, name, {pred, target});
 }

@@ -154,6 +154,7 @@ const OpTable& op_table() {
     ops_internal::register_embedding_ops(specs);
     ops_internal::register_linear_ops(specs);
     ops_internal::register_norm_ops(specs);
+    ops_internal::register_attention_ops(specs);
     ops_internal::register_loss_ops(specs);
     ops_internal::register_optimizer_ops(specs);
     ops_internal::register_swap_ops(specs);

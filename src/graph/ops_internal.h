@@ -62,6 +62,7 @@ void register_pointwise_ops(std::vector<OpSpec>& specs);
 void register_embedding_ops(std::vector<OpSpec>& specs);
 void register_linear_ops(std::vector<OpSpec>& specs);
 void register_norm_ops(std::vector<OpSpec>& specs);
+void register_attention_ops(std::vector<OpSpec>& specs);
 void register_loss_ops(std::vector<OpSpec>& specs);
 void register_optimizer_ops(std::vector<OpSpec>& specs);
 void register_swap_ops(std::vector<OpSpec>& specs);

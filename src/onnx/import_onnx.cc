@@ -4,6 +4,7 @@
 #include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -192,23 +193,41 @@ absl::Status visit_node(Importer& im, const ::onnx::NodeProto& n) {
   return map_node(im, n);
 }
 
-// Every node in file order, but that the first four nodes of a GELU chain
-// wait for its last (Note [GELU chain] in fuse_gelu.cc): the chain becomes
-// one gelu node, or, with other constants, its nodes are visited then.
+// Visits the nodes of a fused chain one by one, in chain order, after the
+// fusion declined.
+absl::Status visit_chain(Importer& im, const ::onnx::GraphProto& g, const std::vector<int>& nodes) {
+  for (int k : nodes) LMS_RETURN_IF_ERROR(visit_node(im, g.node(k)));
+  return absl::OkStatus();
+}
+
+// Every node in file order, but that the nodes of a GELU chain (Note [GELU
+// chain] in fuse_gelu.cc) or an attention chain (Note [Attention chain] in
+// fuse_attention.cc) wait for its last: the chain becomes one gelu or
+// attention node, or, where the fusion declines, its nodes are visited then.
 absl::Status visit_nodes(Importer& im, const ::onnx::GraphProto& g) {
   const absl::flat_hash_map<int, GeluChain> chains = find_gelu_chains(g);
   absl::flat_hash_set<int> deferred;
   for (const auto& [last, c] : chains) deferred.insert(c.nodes.begin(), c.nodes.end() - 1);
+  absl::flat_hash_map<int, AttentionChain> attention;
+  for (auto& [last, c] : find_attention_chains(g)) {
+    if (std::any_of(c.nodes.begin(), c.nodes.end(),
+                    [&](int k) { return deferred.contains(k) || chains.contains(k); })) {
+      continue;  // a node of a GELU chain too: that chain wins
+    }
+    deferred.insert(c.nodes.begin(), c.nodes.end() - 1);
+    attention[last] = c;
+  }
   for (int i = 0; i < g.node_size(); ++i) {
     if (deferred.contains(i)) continue;
-    auto chain = chains.find(i);
-    if (chain == chains.end()) {
+    if (auto chain = chains.find(i); chain != chains.end()) {
+      LMS_ASSIGN_OR_RETURN(bool fused, map_gelu_chain(im, g, chain->second));
+      const std::vector<int> nodes(chain->second.nodes.begin(), chain->second.nodes.end());
+      if (!fused) LMS_RETURN_IF_ERROR(visit_chain(im, g, nodes));
+    } else if (auto a = attention.find(i); a != attention.end()) {
+      LMS_ASSIGN_OR_RETURN(bool fused, map_attention_chain(im, g, a->second));
+      if (!fused) LMS_RETURN_IF_ERROR(visit_chain(im, g, a->second.nodes));
+    } else {
       LMS_RETURN_IF_ERROR(visit_node(im, g.node(i)));
-      continue;
-    }
-    LMS_ASSIGN_OR_RETURN(bool fused, map_gelu_chain(im, g, chain->second));
-    for (int k = 0; !fused && k < 5; ++k) {
-      LMS_RETURN_IF_ERROR(visit_node(im, g.node(chain->second.nodes[k])));
     }
   }
   return absl::OkStatus();

@@ -134,6 +134,23 @@ absl::flat_hash_map<int, GeluChain> find_gelu_chains(const ::onnx::GraphProto& g
 // Adds one gelu node for chain `c` if its constants are sqrt(2) (Div) or
 // 1/sqrt(2) (Mul), 1 and 0.5; false, adding nothing, otherwise.
 absl::StatusOr<bool> map_gelu_chain(Importer& im, const ::onnx::GraphProto& g, const GeluChain& c);
+// fuse_attention.cc (Note [Attention chain]): the nodes of an exported
+// scaled dot-product attention by index in the graph, in chain order
+// (Transpose of k, MatMul, Mul or Div, Add if masked, Softmax, MatMul), and
+// the operand index of the scale and of the mask.
+struct AttentionChain {
+  std::vector<int> nodes;
+  int scale_operand = 1;
+  int mask_operand = 1;
+  bool has_mask = false;
+};
+// The chains of `g` by structure alone, keyed by the index of their last node.
+absl::flat_hash_map<int, AttentionChain> find_attention_chains(const ::onnx::GraphProto& g);
+// Adds one attention node (and a transpose of k where its layout needs one)
+// for chain `c` if its scale is a positive constant and its mask, if any,
+// a causal one; false, adding nothing, otherwise.
+absl::StatusOr<bool> map_attention_chain(Importer& im, const ::onnx::GraphProto& g,
+                                         const AttentionChain& c);
 // map_ops.cc: maps `n` onto lms ops, or explains why it cannot.
 absl::Status map_node(Importer& im, const ::onnx::NodeProto& n);
 // The ONNX ops map_node handles, for messages.

@@ -53,7 +53,7 @@ struct SwapPlan {
 // whose outputs depend only on its inputs and attributes (OpDef::recomputable
 // in graph/op_registry.h: conv, deconv, upsample, relu, leaky_relu, sigmoid,
 // softmax, add, mul, scale, concat, slice, max_pool, instance_norm,
-// batch_norm, layer_norm) with activation outputs.
+// batch_norm, layer_norm, attention) with activation outputs.
 bool recomputable(const Graph& graph, NodeId node);
 
 // True when some restore of the item copies (a swap-out is needed).

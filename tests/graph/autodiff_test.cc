@@ -190,6 +190,59 @@ TEST(Autodiff, LayerNormGradients) {
   }
 }
 
+// attention: one attention_bwd node reading q, k, v, the forward's out and
+// lse, and dout, with the forward node's attributes; q, a graph input, gets
+// no gradient, k and v (parameters) do. A gradient reaching lse is an error.
+TEST(Autodiff, AttentionGradientsReadTheSavedOutputs) {
+  Graph f;
+  const TensorId q = f.input("q", {1, 2, 5, 4});
+  const TensorId k = f.parameter("k", {1, 2, 3, 4}, Init::he_normal(1, 4));
+  const TensorId v = f.parameter("v", {1, 2, 3, 4}, Init::he_normal(2, 4));
+  const TensorId y = attention(f, "attn", q, k, v, 0.5, false);
+  const TensorId loss = mse_loss(f, "loss", y, f.input("target", {1, 2, 5, 4}));
+  ASSERT_TRUE(f.status().ok()) << f.status();
+  EXPECT_EQ(f.tensor(y).name, "attn:0");
+  EXPECT_EQ(f.tensor(f.find_tensor("attn:1")).shape, (Shape{1, 2, 5}));
+  auto train = training_graph(f, loss, Sgd{.lr = 0.1});
+  ASSERT_TRUE(train.ok()) << train.status();
+  const Graph& g = *train;
+  ASSERT_TRUE(verify(g).ok()) << verify(g);
+  EXPECT_EQ(new_op_counts(g, f.num_nodes()).at(OpKind::kAttentionBwd), 1);
+  for (NodeId n = f.num_nodes(); n < g.num_nodes(); ++n) {
+    const Node& node = g.node(n);
+    if (node.op != OpKind::kAttentionBwd) continue;
+    std::vector<std::string> inputs;
+    for (TensorId t : node.inputs) inputs.push_back(g.tensor(t).name);
+    EXPECT_EQ(inputs[0], "q");
+    EXPECT_EQ(inputs[1], "k");
+    EXPECT_EQ(inputs[2], "v");
+    EXPECT_EQ(inputs[3], "attn:0");
+    EXPECT_EQ(inputs[4], "attn:1");
+    EXPECT_EQ(g.tensor(node.inputs[5]).role, TensorRole::kGradient);
+    EXPECT_EQ(node.attrs, (Attrs{{"softmax_scale", 0.5}, {"causal", int64_t{0}}}));
+  }
+  EXPECT_EQ(g.find_tensor("q/grad"), kNoTensor);
+  for (const char* p : {"k", "v"}) {
+    const TensorId grad = g.find_tensor(std::string(p) + "/grad");
+    ASSERT_NE(grad, kNoTensor) << p;
+    EXPECT_EQ(g.tensor(grad).shape, (Shape{1, 2, 3, 4})) << p;
+  }
+
+  Graph bad;
+  const TensorId bq = bad.parameter("q", {1, 2, 5, 4}, Init::he_normal(3, 4));
+  attention(bad, "attn", bq, bq, bq, 0.5, true);
+  const TensorId lse = bad.find_tensor("attn:1");
+  const TensorId bad_loss = mse_loss(bad, "loss", lse, bad.input("target", {1, 2, 5}));
+  ASSERT_TRUE(bad.status().ok()) << bad.status();
+  auto refused = training_graph(bad, bad_loss, Sgd{.lr = 0.1});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.status().message(),
+            "training_graph: gradient of node 'attn' (attention): its output lse (the row "
+            "log-sum-exp) is saved for the backward only; no gradient may reach it (read the "
+            "attention output instead)");
+}
+
 // softmax_cross_entropy: one backward node reading the logits, the int64
 // labels and dloss, with the forward node's ignore_index; the labels get no
 // gradient.

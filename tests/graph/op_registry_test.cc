@@ -74,7 +74,8 @@ TEST(OpRegistry, GradientRulesExactlyForForwardOps) {
       OpKind::kSoftDiceLoss, OpKind::kReduceMean, OpKind::kEmbedding,
       OpKind::kLinear,       OpKind::kAvgPool,    OpKind::kClip,
       OpKind::kGelu,         OpKind::kReshape,    OpKind::kSoftmaxCrossEntropy,
-      OpKind::kTranspose,    OpKind::kLayerNorm,  OpKind::kMatMul};
+      OpKind::kTranspose,    OpKind::kLayerNorm,  OpKind::kMatMul,
+      OpKind::kAttention};
   for (OpKind op : all_op_kinds()) {
     EXPECT_EQ(static_cast<bool>(op_def(op).grad), differentiable.contains(op)) << op_name(op);
   }
@@ -94,6 +95,7 @@ TEST(OpRegistry, BackwardAndRecomputableFlags) {
   EXPECT_TRUE(op_def(OpKind::kConv).recomputable);
   EXPECT_TRUE(op_def(OpKind::kLayerNorm).recomputable);
   EXPECT_TRUE(op_def(OpKind::kMatMul).recomputable);
+  EXPECT_TRUE(op_def(OpKind::kAttention).recomputable);
   EXPECT_FALSE(op_def(OpKind::kFill).recomputable);
   EXPECT_FALSE(op_def(OpKind::kMseLoss).recomputable);
 }
@@ -245,6 +247,17 @@ TEST(OpRegistry, BackwardConvFlopsEqualForward) {
   weights["has_bias"] = int64_t{1};
   EXPECT_DOUBLE_EQ(op_def(OpKind::kConvBwdData).flops(data, {y, w}, {x}), fwd);
   EXPECT_DOUBLE_EQ(op_def(OpKind::kConvBwdWeights).flops(weights, {x, y}, {w, {8}}), fwd);
+}
+
+// The time model's counts: 4·N·H·T·S·D forward (q·kᵀ and P·v), 10·N·H·T·S·D
+// backward (the recomputed scores and four products).
+TEST(OpRegistry, AttentionFlopsScaleWithTimesKeys) {
+  const Shape q = {2, 3, 7, 4}, k = {2, 3, 5, 4}, lse = {2, 3, 7};
+  const Attrs a = {{"softmax_scale", 0.5}, {"causal", int64_t{0}}};
+  const double nhtsd = 2 * 3 * 7 * 5 * 4;
+  EXPECT_DOUBLE_EQ(op_def(OpKind::kAttention).flops(a, {q, k, k}, {q, lse}), 4 * nhtsd);
+  EXPECT_DOUBLE_EQ(op_def(OpKind::kAttentionBwd).flops(a, {q, k, k, q, lse, q}, {q, k, k}),
+                   10 * nhtsd);
 }
 
 TEST(OpRegistry, ElementwiseAndNormFlopsScaleWithElements) {

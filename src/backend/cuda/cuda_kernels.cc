@@ -80,6 +80,9 @@ Factory cuda_kernel_factory(OpKind op) {
     case OpKind::kLayerNorm:
     case OpKind::kLayerNormBwd:
       return &create_cuda_layer_norm_kernel;
+    case OpKind::kAttention:
+    case OpKind::kAttentionBwd:
+      return &create_cuda_attention_kernel;
     case OpKind::kSwapOut:  // copies and collectives run on their own streams
     case OpKind::kSwapIn:
     case OpKind::kAllReduce:

@@ -62,6 +62,9 @@ absl::StatusOr<std::unique_ptr<Kernel>> create_cuda_reduction_kernel(const Kerne
 // layer_norm (+ _bwd) (cuda_layer_norm_kernels.cc).
 absl::StatusOr<std::unique_ptr<Kernel>> create_cuda_layer_norm_kernel(const KernelSpec& spec,
                                                                       const CudaKernelContext& ctx);
+// attention (+ _bwd) (cuda_attention_kernels.cc).
+absl::StatusOr<std::unique_ptr<Kernel>> create_cuda_attention_kernel(const KernelSpec& spec,
+                                                                     const CudaKernelContext& ctx);
 // instance_norm, batch_norm (+ _bwd), max_pool, avg_pool, upsample (+ _bwd).
 absl::StatusOr<std::unique_ptr<Kernel>> create_cuda_spatial_kernel(const KernelSpec& spec,
                                                                    const CudaKernelContext& ctx);

@@ -208,6 +208,30 @@ cudaError_t layer_norm_bwd(cudaStream_t stream, const float* x, const float* gam
                            int64_t rows, int64_t cols, double eps, double* workspace, float* dx,
                            float* dgamma, float* dbeta);
 
+// ---- Attention (cuda_attention.cu) ----
+// heads independent problems (N*H), each q[t,d], k and v [s,d], out [t,d],
+// lse [t]; scores scaled by `scale`, key j > query i masked when `causal`.
+struct AttentionShape {
+  int64_t heads, t, s, d;
+  double scale;
+  bool causal;
+};
+// Doubles of device memory attention_fwd needs in `workspace`: one score
+// row per block.
+int64_t attention_fwd_workspace_doubles(const AttentionShape& a);
+// One block per (head, query) row: out = softmax(scores) v, lse the row's
+// log-sum-exp.
+cudaError_t attention_fwd(cudaStream_t stream, const AttentionShape& a, const float* q,
+                          const float* k, const float* v, double* workspace, float* out,
+                          float* lse);
+// Floats of device memory attention_bwd needs in `workspace`: P and dS of
+// one head, [t,s] each (the heads run one after another).
+int64_t attention_bwd_workspace_floats(const AttentionShape& a);
+// dq, dk, dv with P recomputed from q, k and lse; every sum in index order.
+cudaError_t attention_bwd(cudaStream_t stream, const AttentionShape& a, const float* q,
+                          const float* k, const float* v, const float* out, const float* lse,
+                          const float* dout, float* workspace, float* dq, float* dk, float* dv);
+
 // ---- Spatial (cuda_spatial.cu) ----
 
 // A 2-D problem is a 3-D one with depth 1 (kernel 1, stride 1, pad 0).

@@ -63,6 +63,12 @@ std::vector<KernelSpec> valid_specs() {
       make(OpKind::kInstanceNormBwd, {x3, {3}, x3}, {x3, {3}, {3}}, {{"eps", 1e-5}}),
       make(OpKind::kBatchNorm, {x3, {3}, {3}}, {x3}, {{"eps", 1e-5}}),
       make(OpKind::kBatchNormBwd, {x3, {3}, x3}, {x3, {3}, {3}}, {{"eps", 1e-5}}),
+      make(OpKind::kAttention, {{2, 3, 7, 4}, {2, 3, 5, 4}, {2, 3, 5, 4}},
+           {{2, 3, 7, 4}, {2, 3, 7}}, {{"softmax_scale", 0.5}, {"causal", int64_t{0}}}),
+      make(OpKind::kAttentionBwd,
+           {{2, 3, 7, 4}, {2, 3, 5, 4}, {2, 3, 5, 4}, {2, 3, 7, 4}, {2, 3, 7}, {2, 3, 7, 4}},
+           {{2, 3, 7, 4}, {2, 3, 5, 4}, {2, 3, 5, 4}},
+           {{"softmax_scale", 0.5}, {"causal", int64_t{0}}}),
       make(OpKind::kMseLoss, {s, s}, {{}}),
       make(OpKind::kMseLossBwd, {s, s, {}}, {s}),
       make(OpKind::kSoftDiceLoss, {s, s}, {{}}, {{"eps", 1.0}}),
@@ -165,6 +171,15 @@ TEST(CudaKernelSpec, WorkspaceSizesFollowLayouts) {
   auto bn = create_cuda_kernel(spec_of(OpKind::kBatchNorm), ctx);  // 3 groups
   ASSERT_TRUE(bn.ok());
   EXPECT_EQ((*bn)->workspace_bytes(), (2 * 3 + 2 * 3) * sizeof(double));
+  // attention: one score row of S doubles per (head, query) row (42 rows,
+  // fewer than the forward's block cap); the backward P and dS of one head,
+  // [T,S] floats each.
+  auto attn = create_cuda_kernel(spec_of(OpKind::kAttention), ctx);
+  ASSERT_TRUE(attn.ok()) << attn.status();
+  EXPECT_EQ((*attn)->workspace_bytes(), 2 * 3 * 7 * 5 * sizeof(double));
+  auto attn_bwd = create_cuda_kernel(spec_of(OpKind::kAttentionBwd), ctx);
+  ASSERT_TRUE(attn_bwd.ok()) << attn_bwd.status();
+  EXPECT_EQ((*attn_bwd)->workspace_bytes(), 2 * 7 * 5 * sizeof(float));
   // softmax cross-entropy: lse[N], row_loss[N], the count and the bad-label
   // flag, 8 bytes each.
   for (size_t i = valid_specs().size() - 2; i < valid_specs().size(); ++i) {

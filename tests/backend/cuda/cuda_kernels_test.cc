@@ -167,6 +167,34 @@ TEST_F(CudaKernels, LayerNormMatchesCpuAndIsDeterministic) {
   EXPECT_EQ(first->outputs, second->outputs);  // bitwise
 }
 
+// attention (+ _bwd): causal and not, T != S, rows longer than a block of
+// threads and more rows than forward blocks; the backward reads random
+// out / lse / dout (the same formula on both devices). Two GPU runs of the
+// backward give the same bits.
+TEST_F(CudaKernels, AttentionMatchesCpu) {
+  struct Dims {
+    int64_t n, h, t, s, d;
+    bool causal;
+  };
+  for (const Dims& a : {Dims{2, 3, 7, 7, 4, true}, Dims{2, 3, 7, 5, 4, false},
+                        Dims{1, 2, 300, 300, 16, true}, Dims{1, 8, 160, 40, 8, false}}) {
+    const Shape q = {a.n, a.h, a.t, a.d}, k = {a.n, a.h, a.s, a.d}, lse = {a.n, a.h, a.t};
+    const Attrs attrs = {{"softmax_scale", 0.5}, {"causal", int64_t{a.causal ? 1 : 0}}};
+    compare({"attention", {q, k, k}, {q, lse}, attrs});
+    compare({"attention_bwd", {q, k, k, q, lse, q}, {q, k, k}, attrs});
+  }
+  const Shape q = {2, 4, 64, 32}, lse = {2, 4, 64};
+  Case bwd{"attention_bwd",
+           {q, q, q, q, lse, q},
+           {q, q, q},
+           {{"softmax_scale", 0.25}, {"causal", int64_t{1}}}};
+  const std::vector<Floats> in = make_inputs(bwd, 12);
+  auto first = run_on(*gpu_, bwd, in);
+  auto second = run_on(*gpu_, bwd, in);
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_EQ(first->outputs, second->outputs);  // bitwise
+}
+
 // batch_norm with running statistics: training saves the batch mean and
 // biased variance, eval normalises with the running statistics (positive
 // variances), and bn_stats_update mutates the running statistics.

@@ -112,6 +112,21 @@ def layer_norm(attrs, t):
     return trained(y, t["target"], params)
 
 
+def attention(attrs, t):
+    """softmax(q @ k^T * scale + mask) @ v over the last axis, mask -inf
+    above the diagonal when causal (torch 1.13 has no
+    F.scaled_dot_product_attention), in float64 so that the reference's own
+    rounding is far below the tolerances."""
+    params = {k: t[k].double().requires_grad_(True) for k in ("q", "k", "v")}
+    scores = params["q"] @ params["k"].transpose(-2, -1) * attrs["scale"][0]
+    if attrs["causal"] == [1.0]:
+        tq, sk = scores.shape[-2], scores.shape[-1]
+        upper = torch.ones(tq, sk, dtype=torch.bool).triu(1)
+        scores = scores.masked_fill(upper, float("-inf"))
+    y = torch.softmax(scores, dim=-1) @ params["v"]
+    return trained(y, t["target"].double(), params)
+
+
 def reshape(attrs, t):
     params = {"x": t["x"].clone().requires_grad_(True)}
     y = params["x"].reshape([int(v) for v in attrs["shape"]])
@@ -203,7 +218,8 @@ def conv_bn_relu(attrs, t):
 OPS = {"conv": conv, "conv_bn_relu": conv_bn_relu, "linear": linear, "avg_pool": avg_pool,
        "clip": clip, "gelu": gelu, "reshape": reshape, "broadcast": broadcast,
        "cross_entropy": cross_entropy, "mlp_cross_entropy_sgd": mlp_cross_entropy_sgd,
-       "transpose": transpose, "layer_norm": layer_norm, "matmul": matmul}
+       "transpose": transpose, "layer_norm": layer_norm, "matmul": matmul,
+       "attention": attention}
 
 
 def main():

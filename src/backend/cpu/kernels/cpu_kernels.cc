@@ -64,6 +64,8 @@ CpuKernelFamily cpu_kernel_family(OpKind op) {
     case OpKind::kGeluBwd:
     case OpKind::kSoftmax:
     case OpKind::kSoftmaxBwd:
+    case OpKind::kAttention:
+    case OpKind::kAttentionBwd:
     case OpKind::kAdd:
     case OpKind::kMul:
     case OpKind::kScale:

@@ -142,6 +142,9 @@ absl::StatusOr<std::unique_ptr<Kernel>> create_norm_kernel(const KernelSpec& spe
 // layer_norm (+ _bwd) (layer_norm_kernels.cc; create_norm_kernel forwards).
 absl::StatusOr<std::unique_ptr<Kernel>> create_layer_norm_kernel(const KernelSpec& spec,
                                                                  const CpuKernelContext& ctx);
+// attention (+ _bwd) (attention_kernels.cc; create_elementwise_kernel forwards).
+absl::StatusOr<std::unique_ptr<Kernel>> create_attention_kernel(const KernelSpec& spec,
+                                                                const CpuKernelContext& ctx);
 // mse_loss, soft_dice_loss, softmax_cross_entropy, reduce_mean (+ _bwd).
 absl::StatusOr<std::unique_ptr<Kernel>> create_loss_kernel(const KernelSpec& spec,
                                                            const CpuKernelContext& ctx);

@@ -354,6 +354,9 @@ KernelOr create_elementwise_kernel(const KernelSpec& spec, const CpuKernelContex
   if (op == OpKind::kLinear || op == OpKind::kLinearBwdWeights || op == OpKind::kMatMul) {
     return create_linear_kernel(spec, ctx);
   }
+  if (op == OpKind::kAttention || op == OpKind::kAttentionBwd) {
+    return create_attention_kernel(spec, ctx);
+  }
   return std::unique_ptr<Kernel>();
 }
 

@@ -1,0 +1,152 @@
+// A tiny self-attention block imported from a PyTorch export at opset 14
+// (tests/onnx/make_attention_model.py, written at test time by Debian's
+// /usr/bin/python3; skipped, saying why, without torch or onnx): the
+// MatMul / Transpose / Mul or Div / Add (causal mask) / Softmax / MatMul
+// chain becomes one attention node, and one training step matches
+// PyTorch's output, loss and gradients. A mask that is not causal is not
+// fused.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <variant>
+
+#include "lms/device.h"
+#include "lms/loss.h"
+#include "lms/onnx.h"
+#include "lms/session.h"
+#include "lms/training.h"
+#include "reference.h"
+
+namespace lms {
+namespace {
+
+using onnx_test::read_reference;
+using onnx_test::rel_l2;
+
+constexpr double kTolerance = 1e-4;  // relative L2 error against PyTorch (float32)
+
+// Writes the model of `form` into a fresh folder and returns it; empty with
+// `why` set when it cannot (exit 77 or 127: torch or onnx missing, or
+// "failed: ...").
+std::string write_model(const std::string& form, std::string* why) {
+  std::string dir = (std::filesystem::temp_directory_path() / "lms_attention.XXXXXX").string();
+  if (mkdtemp(dir.data()) == nullptr) {
+    *why = "failed: mkdtemp";
+    return "";
+  }
+  const std::string command = "/usr/bin/python3 " + std::string(LMS_SOURCE_DIR) +
+                              "/tests/onnx/make_attention_model.py " + dir + " " + form;
+  const int status = std::system(command.c_str());
+  if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0) return dir;
+  *why = "/usr/bin/python3 with torch and onnx is needed to write the model (" + command + ")";
+  if (!(WIFEXITED(status) && (WEXITSTATUS(status) == 77 || WEXITSTATUS(status) == 127))) {
+    *why = "failed: " + command;
+  }
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
+  return "";
+}
+
+int count_op(const Graph& g, OpKind op) {
+  int n = 0;
+  for (NodeId id = 0; id < g.num_nodes(); ++id) n += g.node(id).op == op ? 1 : 0;
+  return n;
+}
+
+class AttentionImport : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(AttentionImport, OneAttentionNodeTrainsAsPyTorch) {
+  const std::string form = GetParam();
+  std::string why;
+  const std::string dir = write_model(form, &why);
+  if (dir.empty() && why.rfind("failed", 0) != 0) GTEST_SKIP() << why;
+  ASSERT_FALSE(dir.empty()) << why;
+  auto m = import_onnx(dir + "/attention.onnx");
+  auto ref = read_reference(dir + "/attention_ref.txt");
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->opset, 14);
+
+  const Graph& g = m->graph;
+  ASSERT_EQ(count_op(g, OpKind::kAttention), 1);
+  EXPECT_EQ(count_op(g, OpKind::kSoftmax), 0);
+  EXPECT_EQ(count_op(g, OpKind::kScale), 0);
+  EXPECT_EQ(count_op(g, OpKind::kAdd), 0);
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    const Node& n = g.node(id);
+    if (n.op != OpKind::kAttention) continue;
+    EXPECT_NEAR(std::get<double>(n.attrs.at("softmax_scale")), 0.5, 1e-7);  // 1/sqrt(D), D = 4
+    EXPECT_EQ(std::get<int64_t>(n.attrs.at("causal")), form == "causal" ? 1 : 0);
+    EXPECT_EQ(g.tensor(n.inputs[0]).shape, (Shape{2, 2, 5, 4}));
+    EXPECT_EQ(g.tensor(n.inputs[1]).shape, (Shape{2, 2, 5, 4}));
+  }
+
+  const std::vector<std::string> parameters = m->parameters;
+  EXPECT_EQ(parameters.size(), 8u);
+  Graph fwd = std::move(m->graph);
+  ASSERT_TRUE(attach_loss(fwd, "output", Mse{.target = "target"}).ok());
+  auto train = training_graph(fwd, fwd.loss(), Sgd{.lr = 0});
+  ASSERT_TRUE(train.ok()) << train.status();
+  SessionOptions options;
+  options.fetches = {"output", "loss"};
+  for (const std::string& p : parameters) options.fetches.push_back(p + "/grad");
+  auto device = make_cpu_device({});
+  ASSERT_TRUE(device.ok()) << device.status();
+  auto session = Session::create(*train, **device, options);
+  ASSERT_TRUE(session.ok()) << session.status();
+  StepResult step;
+  ASSERT_TRUE((*session)->run({{"input", ref["input"]}, {"target", ref["target"]}}, &step).ok());
+  for (const std::string& name : options.fetches) {
+    ASSERT_FALSE(ref[name].empty()) << name << " has no PyTorch reference";
+    if (name == "k.bias/grad") {
+      // Adding b to every key adds q·b to every score of a row, which the
+      // softmax cancels: the gradient is 0, and both sides hold rounding
+      // noise (about 1e-9 against q.bias's 1e-2), so compare with the scale
+      // of the other gradients.
+      double got = 0, scale = 0;
+      for (float v : step.fetched[name]) got += double(v) * v;
+      for (float v : ref["q.bias/grad"]) scale += double(v) * v;
+      std::printf("%s %-12s |lms| / |q.bias/grad| %.3g\n", form.c_str(), name.c_str(),
+                  std::sqrt(got / scale));
+      EXPECT_LE(std::sqrt(got / scale), 1e-5) << name;
+      continue;
+    }
+    const double e = rel_l2(step.fetched[name], ref[name]);
+    std::printf("%s %-12s relative L2 error %.3g\n", form.c_str(), name.c_str(), e);
+    EXPECT_LE(e, kTolerance) << name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Forms, AttentionImport, ::testing::Values("causal", "plain"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
+
+// A mask with -inf below the diagonal is not PyTorch's causal one: the
+// chain is not fused, and its batched MatMul is then refused (lms maps
+// MatMul of rank-2 operands only).
+TEST(AttentionImportErrors, AMaskThatIsNotCausalIsNotFused) {
+  std::string why;
+  const std::string dir = write_model("bad_mask", &why);
+  if (dir.empty() && why.rfind("failed", 0) != 0) GTEST_SKIP() << why;
+  ASSERT_FALSE(dir.empty()) << why;
+  auto m = import_onnx(dir + "/attention.onnx");
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
+  std::printf("import: %s\n", m.ok() ? "ok" : std::string(m.status().message()).c_str());
+  if (m.ok()) {
+    EXPECT_EQ(count_op(m->graph, OpKind::kAttention), 0);
+  } else {
+    EXPECT_NE(std::string(m.status().message()).find("MatMul"), std::string::npos) << m.status();
+  }
+}
+
+}  // namespace
+}  // namespace lms
