@@ -4,7 +4,8 @@ it to ONNX the way lms::import_onnx reads it, and the script that exports it.
 
 The model: token and learned position embeddings, pre-LN blocks (causal
 multi-head attention, a GELU MLP of width 4 D), a final LayerNorm and a
-language-model head, tied to the token embedding (GPT-2's) or untied. No
+language-model head, tied to the token embedding (GPT-2's) or untied;
+GPT-2's initialisation (weights N(0, 0.02^2), biases 0). No
 dropout, so that a step is deterministic and comparable with PyTorch's.
 The attention is written out as MatMul -> scale -> add of the causal mask
 -> Softmax -> MatMul, the pattern the importer fuses into one attention op;
@@ -76,6 +77,17 @@ class GPT(nn.Module):
         self.head = nn.Linear(width, vocab, bias=False)
         if tied:
             self.head.weight = self.tok.weight
+        self.apply(self._init)
+
+    @staticmethod
+    def _init(m):
+        """GPT-2's initialisation: weights from N(0, 0.02^2), biases 0 (the
+        default N(0, 1) embedding, tied to the head, would start the logits
+        at a scale of sqrt(width))."""
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, std=0.02)
+        if isinstance(m, nn.Linear) and m.bias is not None:
+            nn.init.zeros_(m.bias)
 
     def forward(self, ids):
         x = self.tok(ids) + self.pos[: ids.shape[1]]

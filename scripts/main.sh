@@ -11,7 +11,12 @@
 #  3. a model brought from PyTorch: torchvision's resnet18 (for 32x32
 #     single-channel images) exported to ONNX, imported, and trained with LMS
 #     on scikit-learn's handwritten digits under a device it needs LMS for;
-#     the loss curve and the held-out accuracy.
+#     the loss curve and the held-out accuracy;
+#  4. a byte-level language model: a GPT-2-style decoder written in PyTorch
+#     (scripts/gpt_model.py), exported, imported and trained with LMS on the
+#     King James Bible under a device it needs LMS for; the held-out loss in
+#     bits per character, and the same steps without LMS compared bit for
+#     bit.
 # Tables go to the terminal; plots, traces, PNGs and JSON to out/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +27,7 @@ export GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-30000}
 scripts/install_deps.sh
 scripts/fetch_data.sh data
 cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build-release -j "$(nproc)" --target lms-bench vdsr unet3d digits
+cmake --build build-release -j "$(nproc)" --target lms-bench vdsr unet3d digits textlm
 mkdir -p out
 # The sweeps opt in to least-workspace convolution kernels to reach the
 # working-set limit (kernel_choice; they print it with their figures): their
@@ -46,5 +51,11 @@ echo "   handwritten digits under a 256 MiB emulated device (it needs 413 MiB wi
   --classes 10 2>/dev/null
 build-release/examples/digits/digits --model out/resnet18_digits.onnx \
   --data data/digits/digits.csv.gz --capacity 256MiB --batch 64 --epochs ${DIGITS_EPOCHS:-3}
+echo "== textlm: a byte-level GPT (2 layers, width 128, 4 heads, 128-byte context), exported from"
+echo "   PyTorch, trained with LMS on the King James Bible under a CAPACITY emulated device"
+/usr/bin/python3 scripts/gpt_model.py out/gpt_kjv.onnx --layers 2 --width 128 --heads 4 \
+  --vocab 256 --context 128 2>/dev/null
+build-release/examples/textlm/textlm --model out/gpt_kjv.onnx --data data/text/kjv.txt \
+  --capacity CAPACITY --batch 16 --context 128 --steps ${TEXTLM_STEPS:-300} --eval-every 100
 echo "== outputs"
 ls out out/unet3d_case_study

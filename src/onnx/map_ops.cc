@@ -289,6 +289,19 @@ absl::Status map_binary(Importer& im, const NodeProto& n, OpKind op) {
   return im.add(n, op, n.output(0), {a, b}, {}).status();
 }
 
+// Div of a tensor by a one-element constant: lms scale by its inverse
+// (ViT's q / sqrt(head_dim) before the scores). Anything else is refused.
+absl::Status map_div(Importer& im, const NodeProto& n) {
+  LMS_ASSIGN_OR_RETURN(const Value* divisor, im.input(n, 1));
+  if (divisor == nullptr || !divisor->constant || divisor->tensor != kNoTensor ||
+      divisor->constant->numel() != 1 || divisor->constant->at(0) == 0) {
+    return Importer::error(n,
+                           "supported: a tensor divided by a nonzero one-element constant "
+                           "(lms scale), or constants only (folded)");
+  }
+  return map_unary(im, n, OpKind::kScale, {{"factor", 1.0 / divisor->constant->at(0)}});
+}
+
 absl::Status map_concat(Importer& im, const NodeProto& n) {
   std::vector<TensorId> in;
   for (int k = 0; k < n.input_size(); ++k) {
@@ -852,6 +865,7 @@ const std::map<std::string, Mapper, std::less<>>& mappers() {
        }},
       {"MatMul", map_matmul},
       {"MaxPool", map_max_pool},
+      {"Div", map_div},
       {"Mul", [](Importer& im, const NodeProto& n) { return map_binary(im, n, OpKind::kMul); }},
       {"Add", [](Importer& im, const NodeProto& n) { return map_binary(im, n, OpKind::kAdd); }},
       {"ReduceMean", map_reduce_mean},
@@ -876,10 +890,14 @@ std::string_view supported_ops() {
          "BatchNormalization (training mode, or eval_mode), Cast "
          "(float to "
          "float), Clip (constant min / max), Concat, Conv (grouped and depthwise too), "
-         "ConvTranspose (group 1), Dropout (training mode, ratio in (0, 1); seeded from the node "
+         "ConvTranspose (group 1), Div (by a one-element constant, a scale), Dropout (training "
+         "mode, ratio in (0, 1); seeded from the node "
          "name), Expand (to a constant shape), Flatten (a copy), Gather (embedding; or one or "
          "consecutive constant indices, a slice), GELU as exported at opsets 14 to 17 "
-         "(Div or Mul by a constant / Erf / Add 1 / Mul by x / Mul 0.5, one gelu node), Gemm "
+         "(Div or Mul by a constant / Erf / Add 1 / Mul by x / Mul 0.5, one gelu node), "
+         "scaled dot-product attention as exported from PyTorch (MatMul(q, Transpose(k)) / Mul "
+         "or Div by a constant / optional Add of a constant causal mask / Softmax / MatMul by v, "
+         "4-D, one attention node), Gemm "
          "(alpha = beta = 1, "
          "transA 0), GlobalAveragePool, InstanceNormalization, "
          "LayerNormalization (last axis, with B; also fused from PyTorch's opset-14 "

@@ -11,7 +11,7 @@ gpt (tied head, opset 14: LayerNorm and GELU as PyTorch decomposes them)
 or gpt_opset17 (untied head, opset 17: LayerNormalization); or vit /
 vit_opset17, torchvision's VisionTransformer (the class of vit_b_16) at a
 small size: 32x32 images in 8x8 patches, 2 layers, 4 heads, width 64, MLP
-128. Writes OUT_DIR/MODEL.onnx (scripts/export_onnx.py:
+128, its zero-initialised head drawn from N(0, 0.02^2) instead. Writes OUT_DIR/MODEL.onnx (scripts/export_onnx.py:
 opset 14, training mode, parameters as named initializers) and
 OUT_DIR/MODEL.ref (the binary format below). Nothing is committed: the test
 runs this script into its build folder. OUT_DIR/MODEL.stamp holds a hash of
@@ -148,8 +148,13 @@ def build(name):
                              tied=GPTS[name]["tied"]).train()
     if name.startswith("vit"):
         from torchvision.models.vision_transformer import VisionTransformer
-        return VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=4,
-                                 hidden_dim=64, mlp_dim=128, num_classes=CLASSES).train()
+        vit = VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=4,
+                                hidden_dim=64, mlp_dim=128, num_classes=CLASSES)
+        # torchvision starts the head at zero, which makes every other
+        # gradient of the first step exactly zero; a small random head
+        # lets the step's gradients be compared.
+        nn.init.normal_(vit.heads.head.weight, std=0.02)
+        return vit.train()
     if name == "unet":
         sys.path.insert(0, HERE)
         import make_unet_fixture

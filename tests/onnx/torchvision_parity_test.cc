@@ -82,6 +82,7 @@ struct ModelCase {
   bool classifier = true;
   std::vector<AutoActions> actions;  // the LMS plans checked
   bool sequence = false;             // int64 token ids in, logits [N,T,V] out (the GPTs)
+  int attention_nodes = 0;           // attention chains the import fuses into one op
 };
 
 const std::vector<AutoActions> kAllActions = {AutoActions::kSwap, AutoActions::kRecompute,
@@ -130,6 +131,9 @@ absl::StatusOr<Graph> imported_training_graph(const ModelCase& c, const Optimize
   if (!m.ok()) return m.status();
   *parameters = m->parameters;
   Graph g = std::move(m->graph);
+  int attention = 0;
+  for (int32_t k = 0; k < g.num_nodes(); ++k) attention += g.node(k).op == OpKind::kAttention;
+  EXPECT_EQ(attention, c.attention_nodes) << "attention chains fused into one op";
   const Loss loss = c.classifier
                         ? Loss{CrossEntropy{.labels = "labels", .classes_last = c.sequence}}
                         : Loss{Mse{}};
@@ -443,13 +447,14 @@ TEST(TorchvisionParity, Unet) { check_model({"unet", {2, 1, 64, 64}, false, kAll
 // at opset 14 (fused back into layer_norm by the importer), the head tied to
 // the token embedding.
 TEST(TransformerParity, Gpt) {
-  check_model({"gpt", {2, 32}, true, kAllActions, /*sequence=*/true});
+  check_model({"gpt", {2, 32}, true, kAllActions, /*sequence=*/true, /*attention_nodes=*/2});
 }
 
 // The same decoder with an untied head, exported at opset 17
 // (LayerNormalization).
 TEST(TransformerParity, GptOpset17) {
-  check_model({"gpt_opset17", {2, 32}, true, kAllActions, /*sequence=*/true});
+  check_model(
+      {"gpt_opset17", {2, 32}, true, kAllActions, /*sequence=*/true, /*attention_nodes=*/2});
 }
 
 // torchvision's VisionTransformer (vit_b_16's class) at 32x32 in 8x8
@@ -457,10 +462,15 @@ TEST(TransformerParity, GptOpset17) {
 // expanded over the batch (Expand), nn.MultiheadAttention as PyTorch
 // exports it (3-D batched MatMuls over batch x heads), and the class
 // token's output picked by a Gather; opset 14 and 17.
-TEST(TransformerParity, Vit) { check_model({"vit", {2, 3, 32, 32}, true, kAllActions}); }
+// Recomputation alone finds no plan below its no-LMS peak: the peak of
+// this small model is where the gradients of the patch embedding meet the
+// saved 17-token activations, which nothing recomputable frees.
+const std::vector<AutoActions> kVitActions = {AutoActions::kSwap, AutoActions::kJoint};
+
+TEST(TransformerParity, Vit) { check_model({"vit", {2, 3, 32, 32}, true, kVitActions}); }
 
 TEST(TransformerParity, VitOpset17) {
-  check_model({"vit_opset17", {2, 3, 32, 32}, true, kAllActions});
+  check_model({"vit_opset17", {2, 3, 32, 32}, true, kVitActions});
 }
 
 }  // namespace
