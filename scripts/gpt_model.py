@@ -9,8 +9,9 @@ GPT-2's initialisation (weights N(0, 0.02^2), biases 0). No
 dropout, so that a step is deterministic and comparable with PyTorch's.
 The attention is written out as MatMul -> scale -> add of the causal mask
 -> Softmax -> MatMul, the pattern the importer fuses into one attention op;
-the mask is a non-trainable [context, context] buffer, 0 on and below the
-diagonal and -inf above, sliced to the sequence length.
+the mask is computed from the positions (0 on and below the diagonal,
+-1e9 above), which the export writes as Range / Greater / Cast / Mul and
+the importer folds to a constant.
 
     gpt_model.py OUT.onnx [--layers 2] [--width 64] [--heads 4] [--vocab 256]
                  [--context 32] [--untied] [--opset 14] [--seed 0]
@@ -37,8 +38,6 @@ class Attention(nn.Module):
         self.scale = 1.0 / math.sqrt(width // heads)
         self.qkv = nn.Linear(width, 3 * width)
         self.proj = nn.Linear(width, width)
-        mask = torch.triu(torch.full((context, context), float("-inf")), diagonal=1)
-        self.register_buffer("mask", mask)
 
     def forward(self, x):
         b, t, d = x.shape
@@ -48,7 +47,12 @@ class Attention(nn.Module):
         k = k.reshape(b, t, h, d // h).transpose(1, 2)
         v = v.reshape(b, t, h, d // h).transpose(1, 2)
         scores = torch.matmul(q, k.transpose(-2, -1)) * self.scale
-        scores = scores + self.mask[:t, :t]
+        # The causal mask from the sequence's positions (the export folds it to
+        # a [t, t] constant): -1e9 above the diagonal, where a key follows its
+        # query, 0 elsewhere. A [context, context] buffer would put
+        # context^2 floats per layer into the file.
+        i = torch.arange(t, device=x.device)
+        scores = scores + (i.unsqueeze(0) > i.unsqueeze(1)).to(scores.dtype) * -1e9
         y = torch.matmul(F.softmax(scores, dim=-1), v)
         return self.proj(y.transpose(1, 2).reshape(b, t, d))
 

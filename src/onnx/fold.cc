@@ -87,8 +87,10 @@ absl::StatusOr<Const> fold_binary(const Importer& im, const NodeProto& n, const 
   const auto as = strides_of(ad), bs = strides_of(bd), os = strides_of(out);
   const std::string& op = n.op_type();
   const bool is_int = a.dtype == DType::kInt64 && b.dtype == DType::kInt64;
-  // Equal gives a bool, kept as int64 0 / 1 (read by Where).
-  return build(op == "Equal" ? DType::kInt64 : a.dtype, out, [&](int64_t k) {
+  // Equal, Less and Greater give a bool, kept as int64 0 / 1 (read by Where
+  // or Cast).
+  const bool compares = op == "Equal" || op == "Less" || op == "Greater";
+  return build(compares ? DType::kInt64 : a.dtype, out, [&](int64_t k) {
     int64_t ia = 0, ib = 0;
     for (size_t d = 0; d < rank; ++d) {
       const int64_t idx = (k / os[d]) % out[d];
@@ -97,12 +99,27 @@ absl::StatusOr<Const> fold_binary(const Importer& im, const NodeProto& n, const 
     }
     const double x = a.at(ia), y = b.at(ib);
     if (op == "Equal") return x == y ? 1.0 : 0.0;
+    if (op == "Less") return x < y ? 1.0 : 0.0;
+    if (op == "Greater") return x > y ? 1.0 : 0.0;
     if (op == "Add") return x + y;
     if (op == "Sub") return x - y;
     if (op == "Mul") return x * y;
     if (is_int) return y == 0 ? 0.0 : double(int64_t(x) / int64_t(y));  // C truncation
     return x / y;
   });
+}
+
+// Range(start, limit, delta): start, start + delta, ... short of limit
+// (torch.arange of a sequence's length, which a causal mask compares).
+absl::StatusOr<Const> fold_range(const Importer& im, const NodeProto& n, const Const& start,
+                                 const Const& limit, const Const& delta) {
+  if (start.numel() != 1 || limit.numel() != 1 || delta.numel() != 1 || delta.at(0) == 0) {
+    return im.error(n, "start, limit and delta must be scalars, delta nonzero");
+  }
+  const double s = start.at(0), d = delta.at(0);
+  const double count = std::max(0.0, std::ceil((limit.at(0) - s) / d));
+  if (count > double(int64_t{1} << 32)) return im.error(n, "the range is too long to fold");
+  return build(start.dtype, {int64_t(count)}, [&](int64_t k) { return s + double(k) * d; });
 }
 
 // Where(cond, x, y): x where cond is nonzero, else y, the three
@@ -363,9 +380,9 @@ absl::StatusOr<Const> fold_const_node(const Importer& im, const NodeProto& n) {
   if (op == "Transpose") return fold_transpose(n, a);
   LMS_ASSIGN_OR_RETURN(Const b, in(1));
   if (op == "Gather") return fold_gather(im, n, a, b);
-  if (op == "Where") {
+  if (op == "Where" || op == "Range") {
     LMS_ASSIGN_OR_RETURN(Const c, in(2));
-    return fold_where(im, n, a, b, c);
+    return op == "Where" ? fold_where(im, n, a, b, c) : fold_range(im, n, a, b, c);
   }
   return fold_binary(im, n, a, b);
 }
@@ -374,7 +391,7 @@ bool foldable_op(const std::string& op) {
   static const char* kOps[] = {"Constant",  "Shape",   "Concat",  "Cast",  "ConstantOfShape",
                                "Unsqueeze", "Squeeze", "Reshape", "Slice", "Gather",
                                "Add",       "Sub",     "Mul",     "Div",   "Transpose",
-                               "Equal",     "Where"};
+                               "Equal",     "Less",    "Greater", "Where", "Range"};
   return std::find(std::begin(kOps), std::end(kOps), op) != std::end(kOps);
 }
 

@@ -104,10 +104,19 @@ std::optional<AttentionChain> chain_to(const ::onnx::GraphProto& g, int last,
   if (add >= 0) {
     const NodeProto& a = g.node(add);
     if (!is(a, "Add", 2)) return std::nullopt;
-    const int mul = std::max(from(a.input(0), "Mul"), from(a.input(0), "Div"));
-    const int mul1 = std::max(from(a.input(1), "Mul"), from(a.input(1), "Div"));
-    if ((mul < 0) == (mul1 < 0)) return std::nullopt;
-    c.mask_operand = mul >= 0 ? 1 : 0;
+    // The scaled scores: the operand that is a Mul or Div of a MatMul's
+    // output (the mask may be a Mul too: a comparison times -1e9).
+    auto scaled_scores = [&](const std::string& value) {
+      const int m = std::max(from(value, "Mul"), from(value, "Div"));
+      if (m < 0) return false;
+      for (const std::string& in : g.node(m).input()) {
+        if (from(in, "MatMul") >= 0) return true;
+      }
+      return false;
+    };
+    const bool first = scaled_scores(a.input(0)), second = scaled_scores(a.input(1));
+    if (first == second) return std::nullopt;
+    c.mask_operand = first ? 1 : 0;
     scaled = a.input(1 - c.mask_operand);
   }
   const int sc = std::max(from(scaled, "Mul"), from(scaled, "Div"));

@@ -908,7 +908,8 @@ std::string_view supported_ops() {
          "equal parts), Transpose (rank 1 to 8; a "
          "copy); folded: Constant, "
          "ConstantOfShape, Shape and Gather / Unsqueeze / Squeeze / Reshape / Concat / Slice / "
-         "Cast / Add / Sub / Mul / Div / Equal / Where / Transpose of constants (a rank-2 constant "
+         "Cast / Add / Sub / Mul / Div / Equal / Less / Greater / Where / Range / Transpose of "
+         "constants (a rank-2 constant "
          "transposed into "
          "Gemm / MatMul input B becomes transB); removed: Identity, Dropout (ratio 0 or not "
          "training), all-zero Pad, AveragePool with kernel 1, one-input Concat";

@@ -1,6 +1,8 @@
-// A user's bad inputs to an imported GPT-2-style decoder
-// (scripts/gpt_model.py, exported at test time by Debian's /usr/bin/python3
-// with a 64-token vocabulary and a 16-position table): a token id out of
+// An imported GPT-2-style decoder (scripts/gpt_model.py, exported at test
+// time by Debian's /usr/bin/python3 with dynamic batch and sequence axes, a
+// 64-token vocabulary and a 16-position table): every causal attention
+// becomes one attention op at any sequence length up to the table, so no
+// [T,T] tensor is in the graph; and a user's bad inputs: a token id out of
 // range, ids fed as floats, and a sequence longer than the position table
 // are each an InvalidArgument naming the tensor; a failed step changes no
 // persistent tensor, and the step after it equals a first step. Skips with
@@ -120,6 +122,26 @@ TEST(GptErrors, BadIdsAndDtypesFailTheStepNamingTheTensorAndChangeNothing) {
   EXPECT_EQ(std::memcmp(r.fetched.at("loss").data(), f.fetched.at("loss").data(), sizeof(float)),
             0);
   EXPECT_TRUE(same_bits(state(**session), state(**fresh)));
+  std::filesystem::remove(model);
+}
+
+TEST(GptImport, EachCausalAttentionIsOneOpAtEverySequenceLength) {
+  const std::string model = export_gpt();
+  if (model.empty()) GTEST_SKIP() << "/usr/bin/python3 with torch and onnx is needed";
+  for (int64_t t : {int64_t{1}, int64_t{5}, kContext}) {
+    auto m = import_onnx(model, {.input_shapes = {{"ids", {kBatch, t}}}});
+    ASSERT_TRUE(m.ok()) << m.status();
+    int attention = 0, softmax = 0;
+    for (int32_t k = 0; k < m->graph.num_nodes(); ++k) {
+      attention += m->graph.node(k).op == OpKind::kAttention;
+      softmax += m->graph.node(k).op == OpKind::kSoftmax;
+      if (m->graph.node(k).op == OpKind::kAttention) {
+        EXPECT_EQ(std::get<int64_t>(m->graph.node(k).attrs.at("causal")), 1);
+      }
+    }
+    EXPECT_EQ(attention, 1) << "T = " << t;
+    EXPECT_EQ(softmax, 0) << "T = " << t;
+  }
   std::filesystem::remove(model);
 }
 
