@@ -175,6 +175,23 @@ absl::StatusOr<ModelFactory> onnx_factory(const OnnxBenchModel& m) {
   f.model = "onnx";
   f.size_label = m.input.context ? "context" : "batch";
   f.max_search_size = 1 << 16;
+  if (m.input.context) {
+    // The longest context the model takes (a position table bounds it): the
+    // search stops there rather than fail on an import it cannot make.
+    auto imports = [&](int64_t t) { return import_with_loss(m, t).ok(); };
+    int64_t good = 2, bad = 0;
+    while (bad == 0 && good < f.max_search_size) {
+      if (!imports(2 * good))
+        bad = 2 * good;
+      else
+        good *= 2;
+    }
+    while (bad > good + 1) {
+      const int64_t mid = good + (bad - good) / 2;
+      (imports(mid) ? good : bad) = mid;
+    }
+    f.max_search_size = good;
+  }
   f.data_note = fmt::format("{}, random inputs{}", m.path,
                             m.loss.kind == OnnxLoss::Kind::kCrossEntropy ? " and labels" : "");
   f.build = [m](int64_t batch) -> absl::StatusOr<Graph> {

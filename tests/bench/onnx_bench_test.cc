@@ -2,6 +2,8 @@
 // small PyTorch classifier of tests/onnx/make_classifier_fixture.py (grouped
 // and depthwise convolutions, batch norm, ReLU6, pooling, linear layers),
 // exported with scripts/export_onnx.py.
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -123,6 +125,53 @@ TEST(OnnxBench, LmsTrainsAnImportedClassifierWhereTheDeviceRunsOutWithoutIt) {
   // without it, confirmed by real steps.
   EXPECT_GT(j["search"]["lms_max"].get<int64_t>(), j["search"]["no_lms_max"].get<int64_t>());
   EXPECT_GE(j["search"]["no_lms_max"].get<int64_t>(), 4);
+  std::filesystem::remove_all(dir);
+}
+
+// A context-length sweep of a GPT-2-style decoder (scripts/gpt_model.py,
+// exported at test time by Debian's /usr/bin/python3, 4 layers, width 32)
+// fed token ids: --input ids:2,T sweeps T at batch 2. At the longest
+// context the LMS row trains where the row without LMS runs out, at the
+// planned peak, and the search finds a longer context with LMS than
+// without. Skips without torch.
+TEST(OnnxBench, ContextSweepOfAnImportedDecoder) {
+  const std::string dir = (std::filesystem::temp_directory_path() / "lms_onnx_ctx").string();
+  std::filesystem::create_directories(dir);
+  const std::string model = dir + "/gpt.onnx";
+  const std::string command = "/usr/bin/python3 " + std::string(LMS_SOURCE_DIR) +
+                              "/scripts/gpt_model.py " + model +
+                              " --layers 4 --width 32 --heads 2 --vocab 64 --context 512 "
+                              "--seed 6 > /dev/null 2>&1";
+  if (std::system(command.c_str()) != 0) {
+    GTEST_SKIP() << "/usr/bin/python3 with torch and onnx is needed to export the model";
+  }
+  const std::string json = dir + "/ctx.json";
+  std::printf("seed 6\n");
+  std::ostringstream out, err;
+  const int rc = run_main({"onnx", "--model", model, "--input", "ids:2,T", "--loss",
+                           "cross-entropy:64", "--batch", "16,512", "--capacity", "6MiB",
+                           "--threads", "1", "--steps", "2", "--seed", "6", "--json", json},
+                          out, err);
+  ASSERT_EQ(rc, 0) << err.str();
+  std::printf("%s", out.str().c_str());
+  EXPECT_NE(out.str().find("largest context with LMS"), std::string::npos);
+  std::ifstream in(json);
+  auto j = nlohmann::json::parse(in, nullptr, false);
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_EQ(j["size_label"], "context");
+  ASSERT_EQ(j["rows"].size(), 4u);
+  const auto& short_off = j["rows"][0];
+  const auto& short_on = j["rows"][1];
+  const auto& long_off = j["rows"][2];
+  const auto& long_on = j["rows"][3];
+  ASSERT_EQ(short_off["ok"], true) << short_off.dump();
+  ASSERT_EQ(short_on["ok"], true) << short_on.dump();
+  EXPECT_EQ(short_off["losses"], short_on["losses"]);
+  EXPECT_EQ(long_off["size"], 512);
+  EXPECT_EQ(long_off["ok"], false) << long_off.dump();
+  ASSERT_EQ(long_on["ok"], true) << long_on.dump();
+  EXPECT_EQ(long_on["peak_device_bytes"], long_on["predicted_peak_after_bytes"]);
+  EXPECT_GT(j["search"]["lms_max"].get<int64_t>(), j["search"]["no_lms_max"].get<int64_t>());
   std::filesystem::remove_all(dir);
 }
 
