@@ -100,8 +100,8 @@ std::string format_limits(const SweepResult& r) {
   } else if (r.size_label == "context") {
     // A transformer's context: the goal of this sweep, 4x the tokens per
     // sequence at the same batch and capacity.
-    out += fmt::format("LMS / no LMS:             {:.2f}x in context (target >= 4x)\n",
-                       lms_ratio(l));
+    out +=
+        fmt::format("LMS / no LMS:             {:.2f}x in context (target >= 4x)\n", lms_ratio(l));
   } else {
     // TFLMS's batch ratios: 4.7x (v1, arXiv 1807.02037) for its own models,
     // 4.9x (v2, ISMM 2019) for ResNet-50, the model the onnx sweep is for.
