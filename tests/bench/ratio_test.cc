@@ -99,7 +99,9 @@ TEST(RatioCli, BadFlagsNameTheFlagTheValueAndWhatIsAllowed) {
                {"--link-ratio", "--gpu-flops"});
   expect_error({"--link-ratio", "0"}, {"--link-ratio", "'0'", "bytes per FLOP"});
   expect_error({"--oversubscription", "1,2"}, {"--oversubscription", "'1,2'", "> 1"});
-  expect_error({"--model", "vdsr,resnet"}, {"--model", "resnet", "vdsr and unet3d"});
+  expect_error({"--model", "vdsr,resnet"}, {"--model", "resnet", "vdsr, unet3d and one FILE.onnx"});
+  expect_error({"--model", "a.onnx,b.onnx"}, {"--model", "one ONNX model per run"});
+  expect_error({"--model", "gpt.onnx"}, {"--input", "--loss", "ids:4,T"});
   expect_error({"--batch", "4,8"}, {"--batch", "one size"});
   expect_error({"--link", "1GB/s"}, {"--link", "not a flag of `lms-bench ratio`"});
   expect_error({"--capacity", "1GiB"}, {"--capacity", "not a flag of `lms-bench ratio`"});
