@@ -52,10 +52,9 @@ absl::StatusOr<Graph> import_with_loss(const TextLmOptions& o, const std::string
 
 // What one training run leaves.
 struct Run {
-  std::vector<double> losses;
+  std::vector<float> losses;  // each step's, as fetched (compared bit for bit)
   std::vector<std::pair<int64_t, double>> held_out_bits;
   std::vector<std::pair<std::string, std::vector<float>>> weights;
-  std::vector<std::vector<float>> raw_losses;  // the fetched bits
   std::vector<std::vector<float>> raw_held_out;
 };
 
@@ -124,7 +123,6 @@ absl::StatusOr<Run> train_run(const TextLmOptions& o, const Graph& train, const 
     }
     const std::vector<float>& loss = r.fetched.at("loss");
     run.losses.push_back(loss.at(0));
-    run.raw_losses.push_back(loss);
     if (verbose && ((step + 1) % o.log_every == 0 || step + 1 == o.steps)) {
       log << fmt::format("step {:4d}  loss {:.4f} bits/char  {:.2f} s/step\n", step + 1,
                          loss.at(0) / std::log(2.0), r.step_s)
@@ -146,12 +144,9 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 bool same_run(const Run& a, const Run& b) {
-  if (a.raw_losses.size() != b.raw_losses.size() ||
-      a.raw_held_out.size() != b.raw_held_out.size() || a.weights.size() != b.weights.size()) {
+  if (!same_bits(a.losses, b.losses) || a.raw_held_out.size() != b.raw_held_out.size() ||
+      a.weights.size() != b.weights.size()) {
     return false;
-  }
-  for (size_t k = 0; k < a.raw_losses.size(); ++k) {
-    if (!same_bits(a.raw_losses[k], b.raw_losses[k])) return false;
   }
   for (size_t k = 0; k < a.raw_held_out.size(); ++k) {
     if (!same_bits(a.raw_held_out[k], b.raw_held_out[k])) return false;
@@ -221,7 +216,7 @@ absl::StatusOr<TextLmResult> train_text_lm(const TextLmOptions& o, std::ostream&
   LMS_ASSIGN_OR_RETURN(Run with_lms, train_run(o, planned, forward, *device, *eval_device,
                                                rep.peak_bytes_after, split, input, true, log));
   result.train_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  result.losses = with_lms.losses;
+  result.losses.assign(with_lms.losses.begin(), with_lms.losses.end());
   result.held_out_bits = with_lms.held_out_bits;
   if (o.compare_without_lms) {
     log << "textlm: the same steps without LMS on a large device\n" << std::flush;
