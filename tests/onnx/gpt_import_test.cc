@@ -29,14 +29,20 @@ constexpr int64_t kVocab = 64;
 constexpr int64_t kContext = 16;
 constexpr int64_t kBatch = 2;
 
+// Exports the model into a fresh folder of its own (tests of this file run
+// side by side, so a shared name would be removed under another test) and
+// returns its path; empty when it cannot.
 std::string export_gpt() {
-  const std::string model =
-      (std::filesystem::temp_directory_path() / "lms_gpt_errors.onnx").string();
+  std::string dir = (std::filesystem::temp_directory_path() / "lms_gpt.XXXXXX").string();
+  if (mkdtemp(dir.data()) == nullptr) return "";
+  const std::string model = dir + "/gpt.onnx";
   const std::string command =
       "/usr/bin/python3 " + std::string(LMS_SOURCE_DIR) + "/scripts/gpt_model.py " + model +
       " --layers 1 --width 32 --heads 2 --vocab " + std::to_string(kVocab) + " --context " +
       std::to_string(kContext) + " --seed 4 > /dev/null 2>&1";
-  return std::system(command.c_str()) == 0 ? model : "";
+  if (std::system(command.c_str()) == 0) return model;
+  std::filesystem::remove_all(dir);
+  return "";
 }
 
 absl::StatusOr<Graph> training_graph_at(const std::string& model, int64_t context) {
@@ -122,7 +128,7 @@ TEST(GptErrors, BadIdsAndDtypesFailTheStepNamingTheTensorAndChangeNothing) {
   EXPECT_EQ(std::memcmp(r.fetched.at("loss").data(), f.fetched.at("loss").data(), sizeof(float)),
             0);
   EXPECT_TRUE(same_bits(state(**session), state(**fresh)));
-  std::filesystem::remove(model);
+  std::filesystem::remove_all(std::filesystem::path(model).parent_path());
 }
 
 TEST(GptImport, EachCausalAttentionIsOneOpAtEverySequenceLength) {
@@ -142,7 +148,7 @@ TEST(GptImport, EachCausalAttentionIsOneOpAtEverySequenceLength) {
     EXPECT_EQ(attention, 1) << "T = " << t;
     EXPECT_EQ(softmax, 0) << "T = " << t;
   }
-  std::filesystem::remove(model);
+  std::filesystem::remove_all(std::filesystem::path(model).parent_path());
 }
 
 TEST(GptErrors, ASequenceLongerThanThePositionTableIsRefusedAtImport) {
@@ -154,7 +160,7 @@ TEST(GptErrors, ASequenceLongerThanThePositionTableIsRefusedAtImport) {
   const std::string message(train.status().message());
   std::printf("context %lld: %s\n", static_cast<long long>(2 * kContext), message.c_str());
   EXPECT_NE(message.find("'pos' [16,32] to 32 along axis 0, which has only 16"), std::string::npos);
-  std::filesystem::remove(model);
+  std::filesystem::remove_all(std::filesystem::path(model).parent_path());
 }
 
 }  // namespace
