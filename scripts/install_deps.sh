@@ -9,6 +9,7 @@ pkgs=(build-essential cmake pkg-config clang-format
       libopenmpi-dev openmpi-bin
       libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata python3-onnx
       python3-torch python3-torchvision python3-sklearn
+      pybind11-dev python3-dev python3-venv python3-pip python3-numpy python3-pytest
       dpkg-dev)
 missing=()
 for p in "${pkgs[@]}"; do
