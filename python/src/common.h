@@ -6,6 +6,7 @@
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -15,6 +16,12 @@
 namespace lms::python {
 
 namespace py = pybind11;
+
+// ResourceExhausted, raised in Python as MemoryError (a C++ exception, so
+// that it may be thrown where the GIL is released).
+struct OutOfMemory : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 // Raises the Python exception of a failed status, with its message:
 // ValueError for InvalidArgument, MemoryError for ResourceExhausted,

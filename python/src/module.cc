@@ -16,8 +16,7 @@ void raise_if_error(const absl::Status& status) {
     case absl::StatusCode::kInvalidArgument:
       throw py::value_error(message);
     case absl::StatusCode::kResourceExhausted:
-      PyErr_SetString(PyExc_MemoryError, message.c_str());
-      throw py::error_already_set();
+      throw OutOfMemory(message);
     default:
       throw std::runtime_error(std::string(absl::StatusCodeToString(status.code())) + ": " +
                                message);
@@ -87,6 +86,14 @@ PYBIND11_MODULE(_lms, m) {
       "parse_bytes", [](const std::string& text) { return value_or_raise(parse_bytes(text)); },
       py::arg("text"), "Bytes of \"256MiB\", \"1GB\" or \"512\" (binary and decimal units).");
   m.def("format_bytes", &format_bytes, py::arg("bytes"), "\"256 MiB\" and the like.");
+  // Translated once the stack is unwound, with the GIL held again.
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const OutOfMemory& e) {
+      PyErr_SetString(PyExc_MemoryError, e.what());
+    }
+  });
   define_graph(m);
   define_config(m);
   define_device(m);

@@ -1,0 +1,161 @@
+"""The lms package through its public API: where it is installed, errors as
+exceptions with the library's messages, configs, checkpoints and the GIL."""
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import lms
+from conftest import small_vdsr
+
+
+def test_imports_the_installed_wheel_not_the_source_tree(source_dir):
+    here = os.path.realpath(lms.__file__)
+    assert not here.startswith(os.path.realpath(source_dir) + os.sep), here
+    assert "site-packages" in here
+
+
+def test_a_step_fetches_numpy_arrays_and_statistics(rng):
+    train, shape = small_vdsr()
+    device = lms.cpu_device(capacity="64MiB")
+    report = lms.rewrite(train, lms.LmsConfig(), device)
+    assert report.fits
+    session = lms.Session(train, device)
+    x = rng.random(shape, dtype=np.float32)
+    step = session.run({"lr": x, "hr": x})
+    assert isinstance(step.loss, float) and np.isfinite(step.loss)
+    assert step.fetched["loss"].dtype == np.float32 and step.fetched["loss"].shape == ()
+    assert step.peak_device_bytes == report.peak_bytes_after
+    assert device.memory_stats()["peak_bytes_in_use"] == report.peak_bytes_after
+    w = session.read("conv1/w")
+    assert w.shape == (8, 1, 3, 3) and w.dtype == np.float32
+
+
+def test_bad_feeds_raise_value_error_naming_them_and_the_session_stays_usable(rng):
+    train, shape = small_vdsr()
+    device = lms.cpu_device(capacity="64MiB")
+    session = lms.Session(train, device)
+    x = rng.random(shape, dtype=np.float32)
+    before = session.state_dict()
+    with pytest.raises(ValueError, match=r"feed 'lr': the input is float32, the array float64"):
+        session.run({"lr": x.astype(np.float64), "hr": x})
+    with pytest.raises(ValueError, match=r"feed 'hr': the input has shape \(2, 1, 16, 16\)"):
+        session.run({"lr": x, "hr": x[:1]})
+    with pytest.raises(ValueError, match=r"feed 'high' names no graph input; the inputs: lr"):
+        session.run({"lr": x, "high": x})
+    with pytest.raises(ValueError, match=r"no feed for graph input 'hr'"):
+        session.run({"lr": x})
+    with pytest.raises(ValueError, match="expected a NumPy array"):
+        session.run({"lr": x.tolist(), "hr": x})
+    after = session.state_dict()
+    assert all(np.array_equal(before[k], after[k]) for k in before)
+    # Usable afterwards: the next step equals a first step of a fresh session.
+    first = session.run({"lr": x, "hr": x}).loss
+    fresh = lms.Session(small_vdsr()[0], lms.cpu_device(capacity="64MiB"))
+    assert first == fresh.run({"lr": x, "hr": x}).loss
+
+
+def test_strided_feeds_are_read_as_their_values(rng):
+    train, shape = small_vdsr()
+    device = lms.cpu_device(capacity="64MiB")
+    a = lms.Session(train, device)
+    b = lms.Session(train, lms.cpu_device(capacity="64MiB"))
+    wide = rng.random(shape[:3] + (2 * shape[3],), dtype=np.float32)
+    strided = wide[..., ::2]
+    assert not strided.flags.c_contiguous
+    assert a.run({"lr": strided, "hr": strided}).loss == \
+        b.run({"lr": np.ascontiguousarray(strided), "hr": np.ascontiguousarray(strided)}).loss
+
+
+def test_errors_map_to_python_exceptions(tmp_path):
+    with pytest.raises(ValueError, match="unknown key 'bogus'"):
+        lms.LmsConfig(bogus=1)
+    with pytest.raises(ValueError, match="policy"):
+        lms.LmsConfig(policy="sometimes")
+    with pytest.raises(ValueError, match="capacity"):
+        lms.cpu_device(capacity="lots")
+    not_onnx = tmp_path / "model.onnx"
+    not_onnx.write_bytes(b"this is not a protobuf" * 10)
+    with pytest.raises(ValueError, match="not a complete ModelProto"):
+        lms.import_onnx(str(not_onnx))
+    with pytest.raises(RuntimeError, match="NOT_FOUND"):
+        lms.import_onnx(str(tmp_path / "missing.onnx"))
+    train, _ = small_vdsr(batch=8, side=32, depth=6, channels=16)
+    with pytest.raises(MemoryError, match="needs [0-9]+ bytes .* the usable device budget"):
+        lms.rewrite(train, lms.LmsConfig(), lms.cpu_device(capacity="200KiB"))
+    with pytest.raises(ValueError, match="has no loss"):
+        lms.training_graph(lms.Graph(), lms.Sgd())
+
+
+def test_config_keywords_file_and_failed_set(source_dir):
+    cfg = lms.LmsConfig(device_memory_limit="200MiB", auto_actions="swap",
+                        link={"h2d_bandwidth": "16GB/s"}, tensors=["a", "b"])
+    assert cfg.device_memory_limit == 200 << 20
+    assert cfg.auto_actions == "swap" and cfg.tensors == ["a", "b"]
+    again = lms.LmsConfig.from_toml(cfg.to_toml())
+    assert again.to_toml() == cfg.to_toml()
+    example = lms.LmsConfig.from_file(os.path.join(source_dir, "configs", "lms.toml"))
+    assert example.policy == "auto"
+    before = cfg.to_toml()
+    with pytest.raises(ValueError):
+        cfg.set(enabled=False, swapin_ahead=0)
+    assert cfg.to_toml() == before
+    cfg.set(enabled=False)
+    assert not cfg.enabled
+
+
+def test_checkpoint_round_trip_and_a_bad_file_changes_nothing(rng, tmp_path):
+    train, shape = small_vdsr()
+    session = lms.Session(train, lms.cpu_device(capacity="64MiB"))
+    x = rng.random(shape, dtype=np.float32)
+    session.run({"lr": x, "hr": x})
+    path = str(tmp_path / "v.ckpt")
+    session.save_checkpoint(path, step=1, meta={"model": "vdsr"})
+    saved = session.state_dict()
+    second = session.run({"lr": x, "hr": x}).loss
+    trained = session.state_dict()
+    junk = tmp_path / "junk.ckpt"
+    junk.write_bytes(b"LMSCKPT\0garbage")
+    with pytest.raises(RuntimeError, match="DATA_LOSS"):
+        session.load_checkpoint(str(junk))
+    assert all(np.array_equal(trained[k], v) for k, v in session.state_dict().items())
+    assert session.load_checkpoint(path) == 1
+    assert all(np.array_equal(saved[k], v) for k, v in session.state_dict().items())
+    assert session.run({"lr": x, "hr": x}).loss == second
+
+
+def test_write_checks_name_dtype_and_shape(rng):
+    train, _ = small_vdsr()
+    session = lms.Session(train, lms.cpu_device(capacity="64MiB"))
+    w = rng.random((8, 1, 3, 3), dtype=np.float32)
+    session.write("conv1/w", w)
+    assert np.array_equal(session.read("conv1/w"), w)
+    with pytest.raises(KeyError):
+        session.write("conv9/w", w)
+    with pytest.raises(ValueError, match="float32"):
+        session.write("conv1/w", w.astype(np.float64))
+    with pytest.raises(ValueError, match=r"has shape \(8, 1, 3, 3\)"):
+        session.load_state_dict({"conv1/b": np.zeros(8, np.float32), "conv1/w": w[:4]})
+    assert np.array_equal(session.read("conv1/w"), w)  # nothing written
+
+
+def test_run_releases_the_gil(rng):
+    train, shape = small_vdsr(batch=8, side=96, depth=8, channels=32)
+    session = lms.Session(train, lms.cpu_device(capacity="1GiB", threads=1))
+    x = rng.random(shape, dtype=np.float32)
+    session.run({"lr": x, "hr": x})
+    steps = []
+    worker = threading.Thread(
+        target=lambda: steps.extend(session.run({"lr": x, "hr": x}).step_s for _ in range(3)))
+    ticks = [time.perf_counter()]
+    worker.start()
+    while worker.is_alive():
+        ticks.append(time.perf_counter())
+    worker.join()
+    step_s = min(steps)
+    gap = max(b - a for a, b in zip(ticks, ticks[1:]))
+    print(f"step {step_s * 1e3:.1f} ms, longest pause of the main thread {gap * 1e3:.1f} ms")
+    assert step_s > 0.02
+    assert gap < 0.5 * step_s

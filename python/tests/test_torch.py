@@ -1,0 +1,94 @@
+"""PyTorch -> lms -> PyTorch: a model exported with lms.torch.export trains
+one step in lms as it does in PyTorch (the reference), and its weights come
+back with lms.torch.load_state_dict so that PyTorch's forward equals lms's."""
+import numpy as np
+import pytest
+
+import lms
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("onnx")
+import lms.torch  # noqa: E402
+
+TOLERANCE = 1e-4  # relative L2 error, float32
+
+
+def rel_l2(a, b):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30)
+
+
+class Net(torch.nn.Module):
+    """Not a model lms was tuned on: conv, batch norm, max-pool, two linears."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.fc1 = torch.nn.Linear(8 * 4 * 4, 32)
+        self.fc2 = torch.nn.Linear(32, 5)
+
+    def forward(self, x):
+        x = torch.nn.functional.max_pool2d(torch.relu(self.bn(self.conv(x))), 2)
+        return self.fc2(torch.relu(self.fc1(torch.flatten(x, 1))))
+
+
+def test_one_step_matches_pytorch_and_weights_round_trip(tmp_path):
+    seed = 11
+    print(f"seed {seed}")
+    torch.manual_seed(seed)
+    model = Net()
+    x = torch.randn(6, 3, 8, 8)
+    labels = torch.randint(0, 5, (6,))
+    path = lms.torch.export(model, torch.zeros(2, 3, 8, 8), str(tmp_path / "net.onnx"))
+
+    m = lms.import_onnx(path, inputs={"input": (6, 3, 8, 8)})
+    assert sorted(m.parameters) == sorted(n for n, _ in model.named_parameters())
+    lms.attach_loss(m.graph, m.outputs[0], lms.CrossEntropy())
+    train = lms.training_graph(m.graph, lms.Sgd(lr=0.1, momentum=0.9))
+    device = lms.cpu_device(capacity="64MiB")
+    session = lms.Session(train, device)
+    step = session.run({"input": x.numpy(), "labels": labels.numpy()})
+
+    reference = Net()
+    reference.load_state_dict(model.state_dict())
+    opt = torch.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9)
+    loss = torch.nn.functional.cross_entropy(reference(x), labels)
+    loss.backward()
+    opt.step()
+    assert abs(step.loss - loss.item()) <= TOLERANCE * abs(loss.item())
+
+    copied = lms.torch.load_state_dict(model, session)
+    assert "conv.weight" in copied and "bn.running_mean" in copied
+    for name, value in reference.state_dict().items():
+        if torch.is_floating_point(value):
+            assert rel_l2(model.state_dict()[name], value) < TOLERANCE, name
+
+    # lms's forward graph with the trained weights, against PyTorch's forward.
+    forward = lms.import_onnx(path, inputs={"input": (6, 3, 8, 8)})
+    evaluation = lms.Session(forward.graph, lms.cpu_device(capacity="64MiB"),
+                             fetches=forward.outputs)
+    lms.torch.load_state_dict(evaluation, model)
+    y = evaluation.run({"input": x.numpy()}).fetched[forward.outputs[0]]
+    with torch.no_grad():
+        expected = model(x).numpy()
+    assert y.shape == expected.shape
+    assert rel_l2(y, expected) < TOLERANCE
+
+    state = lms.torch.state_dict(session)
+    assert isinstance(state["fc2.bias"], torch.Tensor)
+
+
+def test_export_refuses_an_unknown_trainable_name(tmp_path):
+    with pytest.raises(ValueError, match="not parameters of the model"):
+        lms.torch.export(Net(), torch.zeros(1, 3, 8, 8), str(tmp_path / "n.onnx"),
+                         trainable=["conv.weight", "head.weight"])
+
+
+def test_frozen_parameters_are_state_not_trained(tmp_path):
+    model = Net()
+    path = lms.torch.export(model, torch.zeros(2, 3, 8, 8), str(tmp_path / "n.onnx"),
+                            trainable=["fc2.weight", "fc2.bias"])
+    m = lms.import_onnx(path, inputs={"input": (2, 3, 8, 8)})
+    assert sorted(m.parameters) == ["fc2.bias", "fc2.weight"]
+    assert "conv.weight" in m.state
