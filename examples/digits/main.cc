@@ -5,16 +5,20 @@
 //   scripts/export_torchvision.py resnet18-digits 1,1,32,32 out/resnet18_digits.onnx --classes 10
 //   build-release/examples/digits/digits --model out/resnet18_digits.onnx
 //       --data data/digits/digits.csv.gz --capacity 64MiB --batch 64 --epochs 3
+//       [--losses FILE]   every step's loss, one per line
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "digits_train.h"
 #include "flags.h"
+#include "fmt/format.h"
 #include "lms/strings.h"
 
 int main(int argc, char** argv) {
   lms::examples::DigitsOptions o;
+  std::string losses_file;
   std::vector<std::string> args(argv, argv + argc);
   args.insert(args.begin() + 1, "train");
   const std::vector<lms::examples::Flag> flags = {
@@ -33,6 +37,7 @@ int main(int argc, char** argv) {
       {"threads", &o.threads, 0, lms::examples::kMaxThreads},
       {"seed", &o.seed},
       {"log-every", &o.log_every, 1},
+      {"losses", &losses_file},
   };
   std::vector<std::string> rest(args.begin() + 1, args.end());
   if (absl::Status s = lms::examples::parse_flags("digits", "train", flags, rest); !s.ok()) {
@@ -48,6 +53,16 @@ int main(int argc, char** argv) {
   if (!r.ok()) {
     std::cerr << lms::to_std(r.status().message()) << "\n";
     return 1;
+  }
+  if (!losses_file.empty()) {
+    // Every step's loss, one per line, with the digits that give its float
+    // back exactly (examples/python/digits.py writes the same).
+    std::ofstream out(losses_file);
+    for (double loss : r->losses) out << fmt::format("{:.9g}\n", loss);
+    if (!out) {
+      std::cerr << "digits: cannot write " << losses_file << "\n";
+      return 1;
+    }
   }
   return 0;
 }

@@ -1,0 +1,49 @@
+"""The Python examples give the C++ programs' losses, bit for bit, on the same
+model, data and seed, under a capacity that needs LMS."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+DIGITS = [os.path.join(os.environ.get("LMS_SOURCE_DIR", ""), "data/digits/digits.csv.gz"),
+          "/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz"]
+
+
+def program(name):
+    path = os.path.join(os.environ.get("LMS_EXAMPLES_BIN", ""), name, name)
+    if not os.path.exists(path):
+        pytest.skip(f"the C++ program {name} is not built (LMS_EXAMPLES_BIN={path})")
+    return path
+
+
+def read_losses(path):
+    with open(path) as f:
+        return [float(line) for line in f]
+
+
+def test_digits_py_trains_as_the_cpp_program(source_dir, tmp_path):
+    pytest.importorskip("torch")
+    data = next((d for d in DIGITS if os.path.exists(d)), None)
+    if data is None:
+        pytest.skip("digits.csv.gz not found: install python3-sklearn")
+    cpp = program("digits")
+    model = str(tmp_path / "tiny.onnx")
+    subprocess.run([sys.executable, os.path.join(source_dir, "tests/examples/digits/"
+                                                 "make_tiny_classifier.py"), model, "5"],
+                   check=True, capture_output=True)
+    # 2 MiB: the step needs 2.78 MiB without LMS on every CPU this ran on.
+    args = ["--model", model, "--data", data, "--side", "16", "--batch", "32", "--max-steps",
+            "6", "--threads", "1", "--capacity", "2MiB", "--seed", "3"]
+    out = subprocess.run([cpp, *args, "--losses", str(tmp_path / "cpp.txt")],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "LMS needed" in out.stdout, out.stdout
+    py = subprocess.run([sys.executable, os.path.join(source_dir, "examples/python/digits.py"),
+                         *args, "--losses", str(tmp_path / "py.txt")],
+                        capture_output=True, text=True)
+    assert py.returncode == 0, py.stderr
+    print(py.stdout)
+    cpp_losses = read_losses(tmp_path / "cpp.txt")
+    assert len(cpp_losses) == 6
+    assert read_losses(tmp_path / "py.txt") == cpp_losses
