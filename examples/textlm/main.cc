@@ -6,11 +6,13 @@
 //   /usr/bin/python3 scripts/gpt_model.py out/gpt_kjv.onnx --vocab 256 --context 128
 //   build-release/examples/textlm/textlm --model out/gpt_kjv.onnx --data data/text/kjv.txt
 //       --capacity 48MiB --batch 16 --context 128 --steps 200
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "flags.h"
+#include "fmt/format.h"
 #include "lms/strings.h"
 #include "textlm_train.h"
 
@@ -19,6 +21,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv, argv + argc);
   args.insert(args.begin() + 1, "train");
   bool no_compare = false;
+  std::string losses_file;
   const std::vector<lms::examples::Flag> flags = {
       {"model", &o.model},
       {"input", &o.input},
@@ -37,6 +40,7 @@ int main(int argc, char** argv) {
       {"seed", &o.seed},
       {"log-every", &o.log_every, 1},
       {"no-compare", &no_compare},
+      {"losses", &losses_file},
   };
   std::vector<std::string> rest(args.begin() + 1, args.end());
   if (absl::Status s = lms::examples::parse_flags("textlm", "train", flags, rest); !s.ok()) {
@@ -57,6 +61,16 @@ int main(int argc, char** argv) {
   if (!r.ok()) {
     std::cerr << lms::to_std(r.status().message()) << "\n";
     return 1;
+  }
+  if (!losses_file.empty()) {
+    // Every step's loss, one per line, with the digits that give its float
+    // back exactly (examples/python/textlm.py writes the same).
+    std::ofstream out(losses_file);
+    for (double loss : r->losses) out << fmt::format("{:.9g}\n", loss);
+    if (!out) {
+      std::cerr << "textlm: cannot write " << losses_file << "\n";
+      return 1;
+    }
   }
   return 0;
 }

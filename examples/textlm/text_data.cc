@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <fstream>
 #include <iterator>
-#include <random>
 
 #include "fmt/format.h"
 
@@ -39,13 +38,21 @@ void window(const std::string& text, size_t start, int64_t context, int64_t* ids
 
 void text_batch(const std::string& text, int64_t batch, int64_t context, uint64_t seed,
                 int64_t step, std::vector<int64_t>* ids, std::vector<int64_t>* next) {
-  std::seed_seq seq{seed, static_cast<uint64_t>(step), uint64_t{0x74657874}};
-  std::mt19937_64 rng(seq);
-  std::uniform_int_distribution<size_t> start(0, text.size() - static_cast<size_t>(context) - 1);
+  // splitmix64 from (seed, step): the same starts on every platform and in
+  // examples/python/textlm.py.
+  uint64_t state = seed + static_cast<uint64_t>(step) * 0xD1B54A32D192ED03ull;
+  auto draw = [&state] {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  };
+  const uint64_t starts = text.size() - static_cast<size_t>(context);  // 0 .. size - context - 1
   ids->resize(static_cast<size_t>(batch * context));
   next->resize(ids->size());
   for (int64_t b = 0; b < batch; ++b) {
-    window(text, start(rng), context, ids->data() + b * context, next->data() + b * context);
+    window(text, static_cast<size_t>(draw() % starts), context, ids->data() + b * context,
+           next->data() + b * context);
   }
 }
 

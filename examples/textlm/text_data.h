@@ -32,9 +32,10 @@ TextSplit split_text(const std::string& text, double held_out_fraction);
 
 // `batch` windows of `context` + 1 bytes of `text`: ids[b, t] is the byte at
 // start_b + t and next[b, t] the one after it, both [batch, context]
-// row-major. The starts are uniform over the text, drawn from a generator
-// seeded with (seed, step) alone, so a step's batch does not depend on the
-// steps before it. text.size() must exceed `context`.
+// row-major. The starts are uniform over the text (up to a bias below
+// 2^-40), drawn by splitmix64 seeded with seed + step * 0xD1B54A32D192ED03
+// alone, so a step's batch does not depend on the steps before it and is the
+// same on every platform. text.size() must exceed `context`.
 void text_batch(const std::string& text, int64_t batch, int64_t context, uint64_t seed,
                 int64_t step, std::vector<int64_t>* ids, std::vector<int64_t>* next);
 

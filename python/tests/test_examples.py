@@ -47,3 +47,31 @@ def test_digits_py_trains_as_the_cpp_program(source_dir, tmp_path):
     cpp_losses = read_losses(tmp_path / "cpp.txt")
     assert len(cpp_losses) == 6
     assert read_losses(tmp_path / "py.txt") == cpp_losses
+
+
+def test_textlm_py_trains_as_the_cpp_program(source_dir, tmp_path):
+    pytest.importorskip("torch")
+    cpp = program("textlm")
+    model = str(tmp_path / "gpt.onnx")
+    gpt = subprocess.run([sys.executable, os.path.join(source_dir, "scripts/gpt_model.py"), model,
+                          "--layers", "1", "--width", "32", "--heads", "2", "--vocab", "256",
+                          "--context", "16", "--seed", "4"], capture_output=True, text=True)
+    if gpt.returncode != 0:
+        pytest.skip(f"scripts/gpt_model.py needs torch and onnx: {gpt.stderr[-300:]}")
+    text = tmp_path / "text.txt"
+    with open(os.path.join(source_dir, "README.md"), "rb") as f:
+        text.write_bytes(f.read())
+    # 480 KiB: the step needs 552.5 KiB without LMS.
+    args = ["--model", model, "--data", str(text), "--batch", "4", "--context", "16", "--steps",
+            "5", "--threads", "1", "--capacity", "480KiB", "--seed", "3"]
+    out = subprocess.run([cpp, *args, "--no-compare", "--losses", str(tmp_path / "cpp.txt")],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "LMS needed" in out.stdout, out.stdout
+    py = subprocess.run([sys.executable, os.path.join(source_dir, "examples/python/textlm.py"),
+                         *args, "--losses", str(tmp_path / "py.txt")],
+                        capture_output=True, text=True)
+    assert py.returncode == 0, py.stderr
+    cpp_losses = read_losses(tmp_path / "cpp.txt")
+    assert len(cpp_losses) == 5
+    assert read_losses(tmp_path / "py.txt") == cpp_losses
