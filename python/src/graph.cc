@@ -66,6 +66,7 @@ void define_graph(py::module_& m) {
   py::class_<Graph>(m, "Graph",
                     "A dataflow graph of tensors and nodes: a forward model, or a training step "
                     "(lms.training_graph), possibly rewritten by lms.rewrite. Copy with copy().")
+      .def(py::init<>(), "An empty graph.")
       .def_property_readonly("num_nodes", &Graph::num_nodes)
       .def_property_readonly("num_tensors", &Graph::num_tensors)
       .def_property_readonly(

@@ -75,3 +75,16 @@ def test_textlm_py_trains_as_the_cpp_program(source_dir, tmp_path):
     cpp_losses = read_losses(tmp_path / "cpp.txt")
     assert len(cpp_losses) == 5
     assert read_losses(tmp_path / "py.txt") == cpp_losses
+
+
+def test_quickstart_finds_a_larger_batch_with_lms_and_trains(source_dir, tmp_path):
+    pytest.importorskip("torchvision")
+    out = subprocess.run([sys.executable, os.path.join(source_dir, "examples/python/quickstart.py"),
+                          "--capacity", "256MiB", "--side", "64", "--steps", "2", "--out",
+                          str(tmp_path / "resnet18.onnx")], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    print(out.stdout)
+    line = next(l for l in out.stdout.splitlines() if l.startswith("largest batch"))
+    plain, with_lms = (int(w) for w in line.replace(",", "").split() if w.isdigit())
+    assert 0 < plain < with_lms
+    assert out.stdout.count("step ") == 2
