@@ -45,6 +45,17 @@ using Feeds = std::map<std::string, std::vector<float>, std::less<>>;
 //   LMS_RETURN_IF_ERROR(session->run({{"target", target}}, ids, &step));
 using Int64Feeds = std::map<std::string, std::vector<int64_t>, std::less<>>;
 
+// A graph input's values in memory the caller holds, read in place by
+// Session::run_views (no host copy): `elements` values of `dtype`, row-major. The
+// memory must stay valid and unchanged until run_views() returns. The Python
+// package feeds NumPy arrays this way.
+struct FeedView {
+  const void* data = nullptr;
+  size_t elements = 0;
+  DType dtype = DType::kFloat32;
+};
+using FeedViews = std::map<std::string, FeedView, std::less<>>;
+
 struct SessionOptions {
   // Tensors downloaded after every step, by name (default: the graph's loss).
   // They stay in device memory until the end of the step.
@@ -143,6 +154,10 @@ class Session {
   // InvalidArgument naming the tensor and its dtype for a feed in the map of
   // the other dtype.
   absl::Status run(const Feeds& feeds, const Int64Feeds& int64_feeds, StepResult* result);
+  // The same with every input read in place from the caller's memory
+  // (FeedView); also InvalidArgument naming the tensor for a view whose
+  // dtype is not the input's, or whose data is null.
+  absl::Status run_views(const FeedViews& feeds, StepResult* result);
 
   // Reads / overwrites a persistent tensor (parameter or optimizer state) by
   // name; NotFound for an unknown name, InvalidArgument for a wrong size.

@@ -222,8 +222,11 @@ The session keeps its own copy of the graph and holds the device.)")
       .def(
           "run",
           [](PySession& s, const py::dict& feeds) {
-            Feeds floats;
-            Int64Feeds ints;
+            // C-contiguous arrays are read in place (FeedView); others are
+            // copied once into a contiguous array held here until the step
+            // ends.
+            FeedViews views;
+            std::vector<py::array> held;
             for (const auto& [key, value] : feeds) {
               const std::string name = py::str(key);
               const Tensor* t = s.tensor(name);
@@ -248,17 +251,16 @@ The session keeps its own copy of the graph and holds the device.)")
                                       shape_text(t->shape) + ", the array " + shape_text(a));
               }
               if (t->dtype == DType::kInt64) {
-                auto c = py::array_t<int64_t, py::array::c_style>::ensure(a);
-                ints[name].assign(c.data(), c.data() + c.size());
+                held.push_back(py::array_t<int64_t, py::array::c_style>::ensure(a));
               } else {
-                auto c = py::array_t<float, py::array::c_style>::ensure(a);
-                floats[name].assign(c.data(), c.data() + c.size());
+                held.push_back(py::array_t<float, py::array::c_style>::ensure(a));
               }
+              views[name] = {held.back().data(), static_cast<size_t>(held.back().size()), t->dtype};
             }
             Step step;
             {
               py::gil_scoped_release release;
-              raise_if_error(s.session->run(floats, ints, &step.stats));
+              raise_if_error(s.session->run_views(views, &step.stats));
             }
             const std::string loss =
                 s.graph->loss() == kNoTensor ? "" : s.graph->tensor(s.graph->loss()).name;
@@ -275,7 +277,8 @@ The session keeps its own copy of the graph and holds the device.)")
           },
           py::arg("feeds"),
           R"(Runs one step. feeds: every graph input by name, a NumPy array of the
-input's dtype (float32 or int64) and shape. The GIL is released while the step
+input's dtype (float32 or int64) and shape; a C-contiguous array is read in
+place, without a copy. The GIL is released while the step
 runs. ValueError naming the feed for a wrong name, dtype or shape; MemoryError
 when device or pinned memory runs out. A failed step changes no parameter or
 optimizer state, and the session stays usable.)")

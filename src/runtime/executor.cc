@@ -111,25 +111,27 @@ absl::Status Executor::upload_input(TensorId t, const void* data, size_t count) 
   return uploaded;
 }
 
-absl::Status Executor::upload_inputs(const Feeds& feeds, const Int64Feeds& int64_feeds) {
+absl::Status Executor::upload_inputs(const FeedViews& feeds) {
   const Graph& g = *plan_.graph;
   for (TensorId t : plan_.release.inputs) {
     const Tensor& tensor = g.tensor(t);
     const bool int64 = tensor.dtype == DType::kInt64;
     auto f = feeds.find(tensor.name);
-    auto i = int64_feeds.find(tensor.name);
-    if ((int64 && f != feeds.end()) || (!int64 && i != int64_feeds.end())) {
+    if (f == feeds.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("no feed for graph input '", tensor.name,
+                                                     "' (", dtype_name(tensor.dtype), ")"));
+    }
+    if (f->second.dtype != tensor.dtype) {
       return absl::InvalidArgumentError(
           absl::StrCat("graph input '", tensor.name, "' has dtype ", dtype_name(tensor.dtype),
                        " but is fed as ", int64 ? "float32 (Feeds)" : "int64 (Int64Feeds)",
                        "; feed it in ", int64 ? "Int64Feeds" : "Feeds"));
     }
-    if (int64 ? i == int64_feeds.end() : f == feeds.end()) {
-      return absl::InvalidArgumentError(absl::StrCat("no feed for graph input '", tensor.name,
-                                                     "' (", dtype_name(tensor.dtype), ")"));
+    if (f->second.data == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("feed '", tensor.name, "' has no data (a null FeedView::data)"));
     }
-    LMS_RETURN_IF_ERROR(int64 ? upload_input(t, i->second.data(), i->second.size())
-                              : upload_input(t, f->second.data(), f->second.size()));
+    LMS_RETURN_IF_ERROR(upload_input(t, f->second.data, f->second.elements));
   }
   return absl::OkStatus();
 }
@@ -395,8 +397,7 @@ absl::Status Executor::finish_step(StepResult* result) {
   return absl::OkStatus();
 }
 
-absl::Status Executor::run(const Feeds& feeds, const Int64Feeds& int64_feeds, int64_t step,
-                           StepResult* result) {
+absl::Status Executor::run(const FeedViews& feeds, int64_t step, StepResult* result) {
   step_ = step;
   const Graph& g = *plan_.graph;
   buffers_.assign(g.num_tensors(), nullptr);
@@ -408,7 +409,7 @@ absl::Status Executor::run(const Feeds& feeds, const Int64Feeds& int64_feeds, in
   host_wait_by_reason_.clear();
   bytes_d2h_ = bytes_h2d_ = 0;
   *result = StepResult{};
-  absl::Status s = upload_inputs(feeds, int64_feeds);
+  absl::Status s = upload_inputs(feeds);
   for (int32_t pos = 0; s.ok() && pos < static_cast<int32_t>(plan_.order.size()); ++pos) {
     s = issue(pos);
   }

@@ -54,8 +54,7 @@ class Executor {
   // Fills every StepResult figure but step_s, stall_s and the peaks, which
   // the Session takes from the device.
   // `step` is the session's count of completed steps (KernelArgs::step).
-  absl::Status run(const Feeds& feeds, const Int64Feeds& int64_feeds, int64_t step,
-                   StepResult* result);
+  absl::Status run(const FeedViews& feeds, int64_t step, StepResult* result);
 
  private:
   struct Deferred {  // a pinned host block waiting for its H2D copy
@@ -63,7 +62,7 @@ class Executor {
     void* ptr;
   };
 
-  absl::Status upload_inputs(const Feeds& feeds, const Int64Feeds& int64_feeds);
+  absl::Status upload_inputs(const FeedViews& feeds);
   absl::Status upload_input(TensorId t, const void* data, size_t count);
   absl::Status issue(int32_t position);
   void order_commit();

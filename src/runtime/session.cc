@@ -417,18 +417,32 @@ class Session::Impl {
   }
 
   absl::Status run(const Feeds& feeds, const Int64Feeds& int64_feeds, StepResult* result) {
+    FeedViews views;
+    for (const auto& [name, values] : feeds) {
+      views[name] = {values.data(), values.size(), DType::kFloat32};
+    }
+    for (const auto& [name, values] : int64_feeds) {
+      if (views.contains(name)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "Session::run: feed '", name, "' is in both Feeds and Int64Feeds; feed it once"));
+      }
+      views[name] = {values.data(), values.size(), DType::kInt64};
+    }
+    return run(views, result);
+  }
+
+  absl::Status run(const FeedViews& feeds, StepResult* result) {
     if (result == nullptr) {
       return absl::InvalidArgumentError(
           "Session::run: result is null; pass a StepResult to receive the fetched tensors and "
           "the step's figures");
     }
     LMS_RETURN_IF_ERROR(check_feed_names(*plan_.graph, feeds));
-    LMS_RETURN_IF_ERROR(check_feed_names(*plan_.graph, int64_feeds));
     device_.set_event_sink(&stall_counter_);
     stall_counter_.reset();
     device_.reset_peak_memory();
     double start = now_s();
-    absl::Status s = executor_->run(feeds, int64_feeds, completed_steps_, result);
+    absl::Status s = executor_->run(feeds, completed_steps_, result);
     double end = now_s();
     device_.set_event_sink(options_.sink);
     if (options_.sink != nullptr) options_.sink->on_step(steps_, start, end);
@@ -518,6 +532,10 @@ absl::Status Session::run(const Feeds& feeds, StepResult* result) {
 
 absl::Status Session::run(const Feeds& feeds, const Int64Feeds& int64_feeds, StepResult* result) {
   return impl_->run(feeds, int64_feeds, result);
+}
+
+absl::Status Session::run_views(const FeedViews& feeds, StepResult* result) {
+  return impl_->run(feeds, result);
 }
 absl::StatusOr<std::vector<float>> Session::read(std::string_view name) const {
   return impl_->read(name);

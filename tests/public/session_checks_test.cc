@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cinttypes>
+#include <cstring>
 
 #include "faulty_device.h"
 #include "lms/config.h"
@@ -80,6 +81,49 @@ TEST(SessionChecks, NullResultAndUnknownFeedAreInvalidArgument) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_TRUE(user::differing(before, user::persistent_state(**session)).empty());
   EXPECT_TRUE((*session)->run(feeds, &r).ok());
+}
+
+// FeedView reads the caller's memory in place: the same step as Feeds, bit
+// for bit; a view of the wrong dtype, a null one, or a name in both Feeds and
+// Int64Feeds is an InvalidArgument naming the tensor, and changes nothing.
+TEST(SessionChecks, FeedViewsRunTheSameStepAsFeeds) {
+  std::printf("seed %" PRIu64 "\n", kSeed);
+  const Graph train = train_graph();
+  auto a = cpu(256 * kMiB);
+  auto b = cpu(256 * kMiB);
+  auto copied = Session::create(train, *a);
+  auto viewed = Session::create(train, *b);
+  ASSERT_TRUE(copied.ok() && viewed.ok());
+  const Feeds feeds = user::user_unet_feeds(kBatch, kSize, kSeed);
+  FeedViews views;
+  for (const auto& [name, values] : feeds) views[name] = {values.data(), values.size()};
+  for (int step = 0; step < 2; ++step) {
+    StepResult rc, rv;
+    ASSERT_TRUE((*copied)->run(feeds, &rc).ok());
+    ASSERT_TRUE((*viewed)->run_views(views, &rv).ok());
+    EXPECT_EQ(
+        std::memcmp(rc.fetched.at("loss").data(), rv.fetched.at("loss").data(), sizeof(float)), 0);
+  }
+  EXPECT_TRUE(
+      user::differing(user::persistent_state(**copied), user::persistent_state(**viewed)).empty());
+
+  const auto before = user::persistent_state(**viewed);
+  StepResult r;
+  FeedViews wrong = views;
+  wrong["image"].dtype = DType::kInt64;
+  absl::Status s = (*viewed)->run_views(wrong, &r);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("'image' has dtype f32"));
+  FeedViews null = views;
+  null["mask"].data = nullptr;
+  s = (*viewed)->run_views(null, &r);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("'mask'"));
+  const std::vector<int64_t> ids(feeds.at("mask").size(), 0);
+  s = (*viewed)->run(feeds, {{"mask", ids}}, &r);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("'mask' is in both Feeds and Int64Feeds"));
+  EXPECT_TRUE(user::differing(before, user::persistent_state(**viewed)).empty());
 }
 
 TEST(SessionChecks, GraphPlannedForOtherFactsIsRefused) {
