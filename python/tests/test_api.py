@@ -159,3 +159,28 @@ def test_run_releases_the_gil(rng):
     print(f"step {step_s * 1e3:.1f} ms, longest pause of the main thread {gap * 1e3:.1f} ms")
     assert step_s > 0.02
     assert gap < 0.5 * step_s
+
+
+def test_the_type_stubs_name_every_public_function_class_and_member():
+    import ast
+    import lms._lms as native
+    stub = os.path.join(os.path.dirname(lms.__file__), "_lms.pyi")
+    tree = ast.parse(open(stub).read())
+    declared = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            declared[node.name] = None
+        elif isinstance(node, ast.ClassDef):
+            declared[node.name] = {n.name for n in node.body if isinstance(n, ast.FunctionDef)} | {
+                n.target.id for n in node.body if isinstance(n, ast.AnnAssign)}
+    for name in lms.__all__:
+        assert name in declared, f"{name} is not in _lms.pyi"
+        value = getattr(native, name)
+        if isinstance(value, type):
+            members = {m for m in vars(value) if not m.startswith("_")}
+            missing = members - declared[name]
+            assert not missing, f"{name}: {sorted(missing)} are not in _lms.pyi"
+        else:
+            assert callable(value) or name == "models"
+    for name in ("vdsr", "unet"):
+        assert name in declared["models"]
