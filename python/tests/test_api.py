@@ -184,3 +184,30 @@ def test_the_type_stubs_name_every_public_function_class_and_member():
             assert callable(value) or name == "models"
     for name in ("vdsr", "unet"):
         assert name in declared["models"]
+
+
+def test_cuda_device_is_a_device_or_a_runtime_error():
+    try:
+        device = lms.cuda_device(capacity="64MiB")
+    except RuntimeError as e:  # no GPU here, or a library built without CUDA
+        print(f"no CUDA device: {e}")
+        assert str(e)
+        return
+    assert device.kind == "cuda"
+    assert device.memory_stats()["capacity_bytes"] == 64 << 20
+
+
+def test_the_package_works_without_torch(rng):
+    import subprocess
+    import sys
+    code = ("import sys; sys.modules['torch'] = None; sys.modules['onnx'] = None\n"
+            "import numpy as np, lms\n"
+            "g = lms.training_graph(lms.models.vdsr(batch=2, height=8, width=8, depth=3,"
+            " channels=4), lms.Sgd())\n"
+            "s = lms.Session(g, lms.cpu_device(capacity='16MiB'))\n"
+            "x = np.ones((2, 1, 8, 8), np.float32)\n"
+            "print(s.run({'lr': x, 'hr': x}).loss)\n"
+            "try:\n    import lms.torch\nexcept ImportError:\n    print('lms.torch needs torch')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "lms.torch needs torch" in out.stdout
