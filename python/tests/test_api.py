@@ -12,8 +12,11 @@ from conftest import small_vdsr
 
 
 def test_imports_the_installed_wheel_not_the_source_tree(source_dir):
+    import sys
     here = os.path.realpath(lms.__file__)
-    assert not here.startswith(os.path.realpath(source_dir) + os.sep), here
+    assert not here.startswith(os.path.realpath(os.path.join(source_dir, "python")) + os.sep), here
+    assert here.startswith(os.path.realpath(sys.prefix) + os.sep), (here, sys.prefix)
+    assert sys.prefix != sys.base_prefix  # a virtual environment
     assert "site-packages" in here
 
 
