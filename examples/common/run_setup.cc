@@ -60,6 +60,13 @@ absl::StatusOr<LmsConfig> load_lms_config(const std::string& file,
   return cfg;
 }
 
+absl::Status write_losses(const std::string& path, const std::vector<double>& losses) {
+  std::string text;
+  for (double loss : losses) text += fmt::format("{:.9g}\n", loss);
+  return io::write_file_atomically(path, reinterpret_cast<const uint8_t*>(text.data()),
+                                   text.size());
+}
+
 absl::Status save_session(const Session& session, const Graph& graph, const std::string& path,
                           int64_t step, const std::map<std::string, std::string>& meta) {
   std::vector<io::NamedTensor> tensors;

@@ -58,6 +58,12 @@ absl::StatusOr<LmsConfig> load_lms_config(const std::string& file,
 // FailedPrecondition, leaving `path` untouched, when a value is not finite
 // or step < 0 (io::validate_checkpoint_values: such a file could not be
 // resumed or evaluated).
+// Writes `losses` (each a float32 loss widened to double) to `path`, one per
+// line with the 9 significant digits that give the float back exactly, as
+// the Python examples (examples/python) write theirs; atomically. Errors of
+// io::write_file_atomically.
+absl::Status write_losses(const std::string& path, const std::vector<double>& losses);
+
 absl::Status save_session(const Session& session, const Graph& graph, const std::string& path,
                           int64_t step, const std::map<std::string, std::string>& meta);
 

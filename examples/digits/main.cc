@@ -6,15 +6,14 @@
 //   build-release/examples/digits/digits --model out/resnet18_digits.onnx
 //       --data data/digits/digits.csv.gz --capacity 64MiB --batch 64 --epochs 3
 //       [--losses FILE]   every step's loss, one per line
-#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "digits_train.h"
 #include "flags.h"
-#include "fmt/format.h"
 #include "lms/strings.h"
+#include "run_setup.h"
 
 int main(int argc, char** argv) {
   lms::examples::DigitsOptions o;
@@ -55,12 +54,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (!losses_file.empty()) {
-    // Every step's loss, one per line, with the digits that give its float
-    // back exactly (examples/python/digits.py writes the same).
-    std::ofstream out(losses_file);
-    for (double loss : r->losses) out << fmt::format("{:.9g}\n", loss);
-    if (!out) {
-      std::cerr << "digits: cannot write " << losses_file << "\n";
+    if (absl::Status s = lms::examples::write_losses(losses_file, r->losses); !s.ok()) {
+      std::cerr << "digits: " << lms::to_std(s.message()) << "\n";
       return 1;
     }
   }

@@ -6,14 +6,13 @@
 //   /usr/bin/python3 scripts/gpt_model.py out/gpt_kjv.onnx --vocab 256 --context 128
 //   build-release/examples/textlm/textlm --model out/gpt_kjv.onnx --data data/text/kjv.txt
 //       --capacity 48MiB --batch 16 --context 128 --steps 200
-#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "flags.h"
-#include "fmt/format.h"
 #include "lms/strings.h"
+#include "run_setup.h"
 #include "textlm_train.h"
 
 int main(int argc, char** argv) {
@@ -63,12 +62,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (!losses_file.empty()) {
-    // Every step's loss, one per line, with the digits that give its float
-    // back exactly (examples/python/textlm.py writes the same).
-    std::ofstream out(losses_file);
-    for (double loss : r->losses) out << fmt::format("{:.9g}\n", loss);
-    if (!out) {
-      std::cerr << "textlm: cannot write " << losses_file << "\n";
+    if (absl::Status s = lms::examples::write_losses(losses_file, r->losses); !s.ok()) {
+      std::cerr << "textlm: " << lms::to_std(s.message()) << "\n";
       return 1;
     }
   }

@@ -22,12 +22,29 @@ def read_losses(path):
         return [float(line) for line in f]
 
 
+def assert_same_losses(source_dir, tmp_path, name, args, steps, cpp_args=()):
+    """Runs the C++ program `name` and examples/python/<name>.py with `args`
+    under a capacity that needs LMS, and compares their losses bit for bit."""
+    out = subprocess.run([program(name), *args, *cpp_args, "--losses", str(tmp_path / "cpp.txt")],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "LMS needed" in out.stdout, out.stdout
+    py = subprocess.run([sys.executable, os.path.join(source_dir, f"examples/python/{name}.py"),
+                         *args, "--losses", str(tmp_path / "py.txt")],
+                        capture_output=True, text=True)
+    assert py.returncode == 0, py.stderr
+    print(py.stdout)
+    cpp_losses = read_losses(tmp_path / "cpp.txt")
+    assert len(cpp_losses) == steps
+    assert read_losses(tmp_path / "py.txt") == cpp_losses
+
+
 def test_digits_py_trains_as_the_cpp_program(source_dir, tmp_path):
     pytest.importorskip("torch")
     data = next((d for d in DIGITS if os.path.exists(d)), None)
     if data is None:
         pytest.skip("digits.csv.gz not found: install python3-sklearn")
-    cpp = program("digits")
+    program("digits")
     model = str(tmp_path / "tiny.onnx")
     subprocess.run([sys.executable, os.path.join(source_dir, "tests/examples/digits/"
                                                  "make_tiny_classifier.py"), model, "5"],
@@ -35,23 +52,12 @@ def test_digits_py_trains_as_the_cpp_program(source_dir, tmp_path):
     # 2 MiB: the step needs 2.78 MiB without LMS on every CPU this ran on.
     args = ["--model", model, "--data", data, "--side", "16", "--batch", "32", "--max-steps",
             "6", "--threads", "1", "--capacity", "2MiB", "--seed", "3"]
-    out = subprocess.run([cpp, *args, "--losses", str(tmp_path / "cpp.txt")],
-                         capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    assert "LMS needed" in out.stdout, out.stdout
-    py = subprocess.run([sys.executable, os.path.join(source_dir, "examples/python/digits.py"),
-                         *args, "--losses", str(tmp_path / "py.txt")],
-                        capture_output=True, text=True)
-    assert py.returncode == 0, py.stderr
-    print(py.stdout)
-    cpp_losses = read_losses(tmp_path / "cpp.txt")
-    assert len(cpp_losses) == 6
-    assert read_losses(tmp_path / "py.txt") == cpp_losses
+    assert_same_losses(source_dir, tmp_path, "digits", args, 6)
 
 
 def test_textlm_py_trains_as_the_cpp_program(source_dir, tmp_path):
     pytest.importorskip("torch")
-    cpp = program("textlm")
+    program("textlm")
     model = str(tmp_path / "gpt.onnx")
     gpt = subprocess.run([sys.executable, os.path.join(source_dir, "scripts/gpt_model.py"), model,
                           "--layers", "1", "--width", "32", "--heads", "2", "--vocab", "256",
@@ -64,17 +70,7 @@ def test_textlm_py_trains_as_the_cpp_program(source_dir, tmp_path):
     # 480 KiB: the step needs 552.5 KiB without LMS.
     args = ["--model", model, "--data", str(text), "--batch", "4", "--context", "16", "--steps",
             "5", "--threads", "1", "--capacity", "480KiB", "--seed", "3"]
-    out = subprocess.run([cpp, *args, "--no-compare", "--losses", str(tmp_path / "cpp.txt")],
-                         capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    assert "LMS needed" in out.stdout, out.stdout
-    py = subprocess.run([sys.executable, os.path.join(source_dir, "examples/python/textlm.py"),
-                         *args, "--losses", str(tmp_path / "py.txt")],
-                        capture_output=True, text=True)
-    assert py.returncode == 0, py.stderr
-    cpp_losses = read_losses(tmp_path / "cpp.txt")
-    assert len(cpp_losses) == 5
-    assert read_losses(tmp_path / "py.txt") == cpp_losses
+    assert_same_losses(source_dir, tmp_path, "textlm", args, 5, cpp_args=["--no-compare"])
 
 
 def test_quickstart_finds_a_larger_batch_with_lms_and_trains(source_dir, tmp_path):
