@@ -6,6 +6,8 @@ import sys
 
 import pytest
 
+import lms
+
 DIGITS = [os.path.join(os.environ.get("LMS_SOURCE_DIR", ""), "data/digits/digits.csv.gz"),
           "/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz"]
 
@@ -20,6 +22,20 @@ def program(name):
 def read_losses(path):
     with open(path) as f:
         return [float(line) for line in f]
+
+
+def capacity_needing_lms(model, inputs, loss, optimizer):
+    """Device bytes halfway between the training step's working-set limit and
+    its peak without LMS, from this machine's kernels (their workspaces
+    differ between CPUs): the examples need LMS there, and it fits."""
+    m = lms.import_onnx(model, inputs=inputs)
+    lms.attach_loss(m.graph, m.outputs[0], loss)
+    train = lms.training_graph(m.graph, optimizer)
+    report = lms.rewrite(train, lms.LmsConfig(enabled=False),
+                         lms.cpu_device(capacity="1GiB", threads=1))
+    print(f"peak without LMS {report.peak_bytes_after} B, working-set limit "
+          f"{report.working_set_limit_bytes} B")
+    return str((report.peak_bytes_after + report.working_set_limit_bytes) // 2)
 
 
 def assert_same_losses(source_dir, tmp_path, name, args, steps, cpp_args=()):
@@ -49,9 +65,10 @@ def test_digits_py_trains_as_the_cpp_program(source_dir, tmp_path):
     subprocess.run([sys.executable, os.path.join(source_dir, "tests/examples/digits/"
                                                  "make_tiny_classifier.py"), model, "5"],
                    check=True, capture_output=True)
-    # 2 MiB: the step needs 2.78 MiB without LMS on every CPU this ran on.
+    capacity = capacity_needing_lms(model, {"input": (32, 1, 16, 16)}, lms.CrossEntropy(),
+                                    lms.Sgd(lr=0.05, momentum=0.9, weight_decay=5e-4))
     args = ["--model", model, "--data", data, "--side", "16", "--batch", "32", "--max-steps",
-            "6", "--threads", "1", "--capacity", "2MiB", "--seed", "3"]
+            "6", "--threads", "1", "--capacity", capacity, "--seed", "3"]
     assert_same_losses(source_dir, tmp_path, "digits", args, 6)
 
 
@@ -67,9 +84,11 @@ def test_textlm_py_trains_as_the_cpp_program(source_dir, tmp_path):
     text = tmp_path / "text.txt"
     with open(os.path.join(source_dir, "README.md"), "rb") as f:
         text.write_bytes(f.read())
-    # 480 KiB: the step needs 552.5 KiB without LMS.
+    capacity = capacity_needing_lms(model, {"ids": (4, 16)},
+                                    lms.CrossEntropy(labels="next", classes_last=True),
+                                    lms.Adam(lr=3e-3))
     args = ["--model", model, "--data", str(text), "--batch", "4", "--context", "16", "--steps",
-            "5", "--threads", "1", "--capacity", "480KiB", "--seed", "3"]
+            "5", "--threads", "1", "--capacity", capacity, "--seed", "3"]
     assert_same_losses(source_dir, tmp_path, "textlm", args, 5, cpp_args=["--no-compare"])
 
 
