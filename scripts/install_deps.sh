@@ -10,7 +10,7 @@ pkgs=(build-essential cmake pkg-config clang-format
       libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata python3-onnx
       python3-torch python3-torchvision python3-sklearn
       pybind11-dev python3-dev python3-venv python3-pip python3-numpy python3-pytest
-      dpkg-dev)
+      coinor-libcbc-dev dpkg-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

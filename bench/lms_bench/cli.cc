@@ -136,6 +136,17 @@ absl::Status set_link_ratio(BenchCommand& c, const std::string& v) {
   return absl::OkStatus();
 }
 
+absl::Status set_gpu_efficiency(BenchCommand& c, const std::string& v) {
+  static constexpr char kAllowed[] =
+      "the fraction of the GPU's peak a step reaches, a number in (0, 1] (default: 1 for the "
+      "FP32 presets, 0.5 for the tensor-core ones)";
+  LMS_ASSIGN_OR_RETURN(c.gpu_efficiency, parse_positive("--gpu-efficiency", v, kAllowed));
+  if (c.gpu_efficiency > 1) {
+    return absl::InvalidArgumentError(fmt::format("--gpu-efficiency '{}': {}", v, kAllowed));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status set_oversubscription(BenchCommand& c, const std::string& v) {
   c.oversubscription.clear();
   for (size_t begin = 0; begin <= v.size();) {
@@ -365,6 +376,7 @@ const std::map<std::string, FlagSpec>& flags() {
                                                         return absl::OkStatus();
                                                       }}},
       {"--link-ratio", {{Mode::kRatio}, set_link_ratio}},
+      {"--gpu-efficiency", {{Mode::kRatio}, set_gpu_efficiency}},
       {"--input", {{Mode::kOnnx, Mode::kRatio}, string_flag(&BenchCommand::onnx_input)}},
       {"--loss", {{Mode::kOnnx, Mode::kRatio}, string_flag(&BenchCommand::onnx_loss)}},
       {"--oversubscription", {{Mode::kRatio}, set_oversubscription}},
@@ -419,7 +431,8 @@ void apply_contention_defaults(BenchCommand& c) {
 }
 
 // ratio: the custom target joins the presets; without either, the two
-// targets of the goals (v100-nvlink2, h100-pcie5).
+// targets of the goals (v100-nvlink2, h100-pcie5-tc). --gpu-efficiency
+// applies to every target.
 absl::Status apply_ratio_defaults(BenchCommand& c) {
   if (c.mode != Mode::kRatio) return absl::OkStatus();
   if ((c.gpu_flops_per_s > 0) != (c.gpu_link_bytes_per_s > 0)) {
@@ -449,7 +462,10 @@ absl::Status apply_ratio_defaults(BenchCommand& c) {
                          .link_bytes_per_s = c.link_bytes_per_flop * 1e12});
   }
   if (c.targets.empty()) {
-    LMS_ASSIGN_OR_RETURN(c.targets, parse_presets("v100-nvlink2,h100-pcie5"));
+    LMS_ASSIGN_OR_RETURN(c.targets, parse_presets("v100-nvlink2,h100-pcie5-tc"));
+  }
+  if (c.gpu_efficiency > 0) {
+    for (LinkPreset& t : c.targets) t.efficiency = c.gpu_efficiency;
   }
   if (c.arch.empty()) c.arch = c.data_dir.empty() ? "reduced" : "isensee";
   // Note [Ratio threads] (ratio.h): one compute thread unless --threads N.
@@ -690,8 +706,9 @@ or, with --device cuda, a GPU).
                      [--link 100MB/s] [--budget-fraction 0.6] [--steps 3] [--trace DIR]
                      [--json FILE] [--data DIR] [--filters 8] [--levels 3] [...]
   lms-bench ratio    [--model vdsr,unet3d,FILE.onnx] [--input NAME:DIMS --loss ...]
-                     [--preset v100-nvlink2,h100-pcie5 | all]
+                     [--preset v100-nvlink2,h100-pcie5-tc | all]
                      [--gpu-flops 60TFLOP/s --gpu-link 50GB/s | --link-ratio 7.5e-4]
+                     [--gpu-efficiency 0.5]
                      [--oversubscription 1.5,2,4] [--batch 8] [--size 32] [--steps 5]
                      [--threads 1] [--json FILE] [--crop 48] [--depth 20] [--filters 8] [...]
 
@@ -734,13 +751,15 @@ the simulator's predicted step (LmsConfig::link_devices) and its error, and each
 1 device per link. Each device computes on 1 thread, so 2 devices on 2 cores share the link,
 not cores.
 ratio: the link throttled to a target system's compute-to-link ratio, link = measured device
-FLOP/s (best convolution node, calibrate_cost_model) x target link / target GPU FLOP/s (FP32
-peaks); presets v100-pcie3 (15.7 TFLOP/s, 12 GB/s), v100-nvlink2 (15.7, 60), h100-pcie5 (67, 50),
-gh200-c2c (67, 350), or a custom target (--gpu-flops and --gpu-link, or --link-ratio in link
-bytes per FLOP). For each model, target and oversubscription (device capacity = no-LMS peak /
+FLOP/s (best convolution node, calibrate_cost_model) x target link / (target GPU peak FLOP/s x
+--gpu-efficiency); presets with FP32 peaks and efficiency 1: v100-pcie3 (15.7 TFLOP/s, 12 GB/s),
+v100-nvlink2 (15.7, 60), h100-pcie5 (67, 50), gh200-c2c (67, 350); with dense TF32 tensor-core
+peaks and efficiency 0.5: h100-pcie5-tc (495, 50), h200-pcie5-tc (495, 50), gh200-c2c-tc (495,
+350); or a custom target (--gpu-flops and --gpu-link, or --link-ratio in link bytes per FLOP;
+efficiency 1). For each model, target and oversubscription (device capacity = no-LMS peak /
 factor): step time under the swap, recompute and joint plans (LmsConfig auto_actions) measured
 and predicted, throughput relative to no LMS at unlimited memory on the same link, and the goals
-(joint >= 80% of ideal at 2x under h100-pcie5, >= 95% under v100-nvlink2, joint never slower
+(joint >= 80% of ideal at 2x under h100-pcie5-tc, >= 95% under v100-nvlink2, joint never slower
 than the better single plan). The device computes on 1 thread unless --threads N. A model given
 as FILE.onnx (one per run) runs as lms-bench onnx builds it, with --input and --loss, at the
 --batch value of its B or T dimension.

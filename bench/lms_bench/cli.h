@@ -89,7 +89,7 @@ struct BenchCommand {
   // ratio (ratio.h): the models in order (--model vdsr,unet3d), VDSR's batch
   // (--batch) and the U-Net's volume side (--size), one each; the targets
   // (--preset list, then the custom one of --gpu-flops and --gpu-link or of
-  // --link-ratio; default v100-nvlink2 and h100-pcie5) and the
+  // --link-ratio; default v100-nvlink2 and h100-pcie5-tc) and the
   // oversubscription factors (--oversubscription, each > 1).
   std::vector<std::string> ratio_models = {"vdsr", "unet3d"};
   // onnx (onnx_model.h): the model file (--model), the input and its shape
@@ -104,6 +104,7 @@ struct BenchCommand {
   double gpu_flops_per_s = 0;       // --gpu-flops
   double gpu_link_bytes_per_s = 0;  // --gpu-link
   double link_bytes_per_flop = 0;   // --link-ratio
+  double gpu_efficiency = 0;        // --gpu-efficiency; 0: each target's own
   std::vector<double> oversubscription = {1.5, 2, 4};
 };
 

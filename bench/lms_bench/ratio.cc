@@ -33,23 +33,38 @@ constexpr uint64_t kUnlimitedCapacityBytes = uint64_t{8} << 30;
 constexpr double kRunNoise = 0.05;
 
 // Note [Ratio basis]
-// Every preset's GPU rate is its dense FP32 peak without tensor cores, from
-// NVIDIA's datasheets: V100 SXM2 15.7 TFLOP/s, H100 SXM5 67 TFLOP/s, the
-// H100 of a GH200 67 TFLOP/s. FP32 is what the emulated device computes, and
-// the one basis all three share (V100 has no TF32). The device's rate is a
-// peak too (the best convolution node), so the ratio compares peak with
-// peak; a model that reaches a smaller fraction of peak on the GPU than here
-// would see a slower link relative to its compute. With tensor cores (TF32,
-// 495 dense on H100) the compute side grows about 7x and the throttled link
-// shrinks as much. Links, one direction, what a copy achieves rather than
-// the signalling rate: PCIe Gen3 x16 12 GB/s, NVLink 2.0 to a POWER9 host
-// (3 bricks) 60 GB/s, PCIe Gen5 x16 50 GB/s, NVLink-C2C 350 GB/s (of 450).
+// The FP32 presets take the GPU's dense FP32 peak without tensor cores,
+// from NVIDIA's datasheets: V100 SXM2 15.7 TFLOP/s, H100 SXM5 67 TFLOP/s,
+// the H100 of a GH200 67 TFLOP/s. FP32 is what the emulated device
+// computes, and the one basis all three GPUs share (V100 has no TF32). The
+// device's rate is a peak too (the best convolution node), so with
+// efficiency 1 the ratio compares peak with peak.
+// GPUs train on tensor cores, which the -tc presets take: dense TF32 (no
+// structured sparsity) 495 TFLOP/s on H100 SXM5, the same on H200 SXM (the
+// same GH100 compute; only its memory differs) and on the GH200's Hopper
+// (datasheets: 989 "with sparsity", half that dense). BF16 doubles the rate
+// (989 dense) and halves the activation bytes, so bytes per FLOP, the only
+// thing the throttle keeps, is the same as TF32's. The compute side grows
+// about 7x over FP32 and the throttled link shrinks as much.
+// LinkPreset::efficiency is the fraction of that peak a step's convolutions
+// reach on the GPU; the device's own rate is what its best convolution
+// reaches, so the GPU's achieved rate belongs beside it. It is 1 for the
+// FP32 presets (CUDA-core convolutions run near peak, and the earlier
+// figures keep their basis) and 0.5 for the tensor-core ones, an assumption
+// in line with the model-FLOP utilisation that large training runs report
+// on Hopper (about 40-55%), not a measurement: --gpu-efficiency sets it.
+// Links, one direction, what a copy achieves rather than the signalling
+// rate: PCIe Gen3 x16 12 GB/s, NVLink 2.0 to a POWER9 host (3 bricks)
+// 60 GB/s, PCIe Gen5 x16 50 GB/s, NVLink-C2C 350 GB/s (of 450).
 const std::vector<LinkPreset>* make_presets() {
   return new std::vector<LinkPreset>{
-      {"v100-pcie3", "V100 + PCIe Gen3", 15.7e12, 12e9},
-      {"v100-nvlink2", "V100 + NVLink 2.0", 15.7e12, 60e9},
-      {"h100-pcie5", "H100 + PCIe Gen5", 67e12, 50e9},
-      {"gh200-c2c", "GH200 NVLink-C2C", 67e12, 350e9},
+      {"v100-pcie3", "V100 + PCIe Gen3", 15.7e12, 12e9, 1.0},
+      {"v100-nvlink2", "V100 + NVLink 2.0", 15.7e12, 60e9, 1.0},
+      {"h100-pcie5", "H100 + PCIe Gen5", 67e12, 50e9, 1.0},
+      {"gh200-c2c", "GH200 NVLink-C2C", 67e12, 350e9, 1.0},
+      {"h100-pcie5-tc", "H100 TF32 + PCIe Gen5", 495e12, 50e9, 0.5},
+      {"h200-pcie5-tc", "H200 TF32 + PCIe Gen5", 495e12, 50e9, 0.5},
+      {"gh200-c2c-tc", "GH200 TF32 NVLink-C2C", 495e12, 350e9, 0.5},
   };
 }
 
@@ -76,10 +91,12 @@ absl::Status check_options(const RatioOptions& o) {
     }
   }
   for (const LinkPreset& t : o.targets) {
-    if (!(t.gpu_flops_per_s > 0 && t.link_bytes_per_s > 0)) {
+    if (!(t.gpu_flops_per_s > 0 && t.link_bytes_per_s > 0 && t.efficiency > 0 &&
+          t.efficiency <= 1)) {
       return absl::InvalidArgumentError(
-          fmt::format("target {}: GPU rate {} FLOP/s and link {} B/s must be > 0", t.name,
-                      t.gpu_flops_per_s, t.link_bytes_per_s));
+          fmt::format("target {}: GPU rate {} FLOP/s and link {} B/s must be > 0 and its "
+                      "efficiency {} in (0, 1]",
+                      t.name, t.gpu_flops_per_s, t.link_bytes_per_s, t.efficiency));
     }
   }
   return absl::OkStatus();
@@ -357,12 +374,13 @@ std::string run_row(const RatioBudget& b, const RatioRun& r) {
 
 std::string format_target(const RatioModel& m, const RatioTarget& t) {
   std::string out = fmt::format(
-      "{} ({:.1f} TFLOP/s FP32, {:.0f} GB/s): link throttled to {} = {:.1f} GFLOP/s x {:.0f} "
-      "GB/s / {:.1f} TFLOP/s; ideal (no LMS, unlimited memory) {:.3f} s/step (predicted "
-      "{:.3f})\n",
-      t.preset.label, t.preset.gpu_flops_per_s / 1e12, t.preset.link_bytes_per_s / 1e9,
-      rate_text(t.throttle_bytes_per_s), m.device_flops_per_s / 1e9,
-      t.preset.link_bytes_per_s / 1e9, t.preset.gpu_flops_per_s / 1e12, t.ideal_step_s,
+      "{} ({:.1f} TFLOP/s peak x {:g} efficiency, {:.0f} GB/s): link throttled to {} = {:.1f} "
+      "GFLOP/s x {:.0f} GB/s / {:.1f} TFLOP/s; ideal (no LMS, unlimited memory) {:.3f} s/step "
+      "(predicted {:.3f})\n",
+      t.preset.label, t.preset.gpu_flops_per_s / 1e12, t.preset.efficiency,
+      t.preset.link_bytes_per_s / 1e9, rate_text(t.throttle_bytes_per_s),
+      m.device_flops_per_s / 1e9, t.preset.link_bytes_per_s / 1e9,
+      t.preset.gpu_flops_per_s * t.preset.efficiency / 1e12, t.ideal_step_s,
       t.ideal_predicted_step_s);
   out += fmt::format(
       "{:>7} | {:>10} | {:>9} | {:>11} | {:>11} | {:>8} | {:>13} | {:>7} | {:>10} | {:>9} | "
@@ -416,7 +434,8 @@ absl::StatusOr<double> parse_flop_rate(const std::string& text) {
 }
 
 double throttled_link_bytes_per_s(double device_flops_per_s, const LinkPreset& target) {
-  return device_flops_per_s * target.link_bytes_per_s / target.gpu_flops_per_s;
+  return device_flops_per_s * target.link_bytes_per_s /
+         (target.gpu_flops_per_s * target.efficiency);
 }
 
 absl::StatusOr<RatioModel> run_ratio(const ModelFactory& f, const RatioOptions& o,
@@ -438,7 +457,7 @@ absl::StatusOr<RatioModel> run_ratio(const ModelFactory& f, const RatioOptions& 
 }
 
 std::vector<RatioGoal> ratio_goals(const RatioResult& r) {
-  return {throughput_goal(r, "h100-pcie5", 0.80), throughput_goal(r, "v100-nvlink2", 0.95),
+  return {throughput_goal(r, "h100-pcie5-tc", 0.80), throughput_goal(r, "v100-nvlink2", 0.95),
           joint_goal(r)};
 }
 
@@ -500,6 +519,7 @@ nlohmann::json to_json(const RatioResult& r) {
       targets.push_back({{"preset", t.preset.name},
                          {"label", t.preset.label},
                          {"gpu_flops_per_s", t.preset.gpu_flops_per_s},
+                         {"gpu_efficiency", t.preset.efficiency},
                          {"gpu_link_bytes_per_s", t.preset.link_bytes_per_s},
                          {"throttle_bytes_per_s", t.throttle_bytes_per_s},
                          {"ideal_step_s", t.ideal_step_s},

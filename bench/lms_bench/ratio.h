@@ -46,16 +46,22 @@
 
 namespace lms::bench {
 
-// A target system: a GPU's dense FP32 rate and its link to host memory, one
-// direction.
+// A target system: a GPU's dense peak rate (FP32, or tensor-core TF32 for
+// the -tc presets) and its link to host memory, one direction.
 struct LinkPreset {
   std::string name;   // --preset word; "custom" for --gpu-flops / --link-ratio
   std::string label;  // "H100 + PCIe Gen5"
   double gpu_flops_per_s = 0;
   double link_bytes_per_s = 0;
+  // The fraction of gpu_flops_per_s a training step's convolutions reach on
+  // the GPU, in (0, 1] (Note [Ratio basis]): 1 for the FP32 presets, 0.5
+  // for the tensor-core ones; --gpu-efficiency sets it for every target.
+  double efficiency = 1.0;
 };
 
-// v100-pcie3, v100-nvlink2, h100-pcie5, gh200-c2c (ratio.cc: sources).
+// v100-pcie3, v100-nvlink2, h100-pcie5, gh200-c2c (FP32 peaks) and
+// h100-pcie5-tc, h200-pcie5-tc, gh200-c2c-tc (tensor cores; ratio.cc:
+// sources).
 const std::vector<LinkPreset>& link_presets();
 
 // "h100-pcie5,v100-nvlink2" or "all" -> presets, in the order given.
@@ -66,14 +72,15 @@ absl::StatusOr<std::vector<LinkPreset>> parse_presets(const std::string& text);
 // or PFLOP/s (powers of 1000). InvalidArgument naming the unit otherwise.
 absl::StatusOr<double> parse_flop_rate(const std::string& text);
 
-// The emulated device's link for `target`, bytes/s (formula above).
+// The emulated device's link for `target`, bytes/s: the formula above with
+// the GPU's rate gpu_flops_per_s * efficiency.
 double throttled_link_bytes_per_s(double device_flops_per_s, const LinkPreset& target);
 
 struct RatioOptions {
   int64_t size = 8;                                    // batch (VDSR) or volume side (U-Net)
   int steps = 5;                                       // per run; the first is a warm-up, >= 2
   std::vector<double> oversubscription = {1.5, 2, 4};  // each > 1
-  std::vector<LinkPreset> targets = {link_presets()[1], link_presets()[2]};
+  std::vector<LinkPreset> targets = {link_presets()[1], link_presets()[4]};
   std::vector<AutoActions> plans = {AutoActions::kSwap, AutoActions::kRecompute,
                                     AutoActions::kJoint};
   // The policy and the rest of the plan (auto_actions, the link and the cost
@@ -146,7 +153,7 @@ absl::StatusOr<RatioModel> run_ratio(const ModelFactory& factory, const RatioOpt
                                      std::ostream& log);
 
 // The goals, one line each ("PASS ...", "FAIL ...", or "n/a"
-// with what to run): joint >= 80% of ideal at 2x under h100-pcie5, >= 95%
+// with what to run): joint >= 80% of ideal at 2x under h100-pcie5-tc, >= 95%
 // under v100-nvlink2, and joint never slower than the better single plan.
 struct RatioGoal {
   std::string text;

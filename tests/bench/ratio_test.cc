@@ -43,7 +43,9 @@ TEST(RatioCli, DefaultsAreTheTwoGoalTargetsAndThreeFactors) {
   EXPECT_EQ(c->ratio_models, (std::vector<std::string>{"vdsr", "unet3d"}));
   ASSERT_EQ(c->targets.size(), 2u);
   EXPECT_EQ(c->targets[0].name, "v100-nvlink2");
-  EXPECT_EQ(c->targets[1].name, "h100-pcie5");
+  EXPECT_EQ(c->targets[1].name, "h100-pcie5-tc");
+  EXPECT_DOUBLE_EQ(c->targets[1].efficiency, 0.5);
+  EXPECT_DOUBLE_EQ(c->targets[0].efficiency, 1.0);
   EXPECT_EQ(c->oversubscription, (std::vector<double>{1.5, 2, 4}));
   EXPECT_EQ(c->steps, 5);
   EXPECT_EQ(c->ratio_batch, 8);
@@ -84,6 +86,14 @@ TEST(RatioCli, PresetsCustomTargetsAndSizes) {
   EXPECT_EQ(c->ratio_batch, 4);
   EXPECT_EQ(c->oversubscription, (std::vector<double>{1.25, 3}));
 
+  auto tc = parse({"--preset", "h100-pcie5-tc,gh200-c2c,h200-pcie5-tc,gh200-c2c-tc",
+                   "--gpu-efficiency", "0.25"});
+  ASSERT_TRUE(tc.ok()) << tc.status();
+  ASSERT_EQ(tc->targets.size(), 4u);
+  for (const LinkPreset& t : tc->targets) EXPECT_DOUBLE_EQ(t.efficiency, 0.25) << t.name;
+  EXPECT_DOUBLE_EQ(tc->targets[0].gpu_flops_per_s, 495e12);
+  EXPECT_DOUBLE_EQ(tc->targets[3].link_bytes_per_s, 350e9);
+
   auto r = parse({"--link-ratio", "7.5e-4"});
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->targets.size(), 1u);
@@ -98,6 +108,8 @@ TEST(RatioCli, BadFlagsNameTheFlagTheValueAndWhatIsAllowed) {
   expect_error({"--gpu-flops", "1TFLOP/s", "--gpu-link", "1GB/s", "--link-ratio", "1e-3"},
                {"--link-ratio", "--gpu-flops"});
   expect_error({"--link-ratio", "0"}, {"--link-ratio", "'0'", "bytes per FLOP"});
+  expect_error({"--gpu-efficiency", "1.5"}, {"--gpu-efficiency", "'1.5'", "(0, 1]"});
+  expect_error({"--gpu-efficiency", "0"}, {"--gpu-efficiency", "'0'", "(0, 1]"});
   expect_error({"--oversubscription", "1,2"}, {"--oversubscription", "'1,2'", "> 1"});
   expect_error({"--model", "vdsr,resnet"}, {"--model", "resnet", "vdsr, unet3d and one FILE.onnx"});
   expect_error({"--model", "a.onnx,b.onnx"}, {"--model", "one ONNX model per run"});
@@ -117,6 +129,11 @@ TEST(Ratio, FlopRatesAndTheLinkFormula) {
   const LinkPreset h100 = *std::find_if(link_presets().begin(), link_presets().end(),
                                         [](const LinkPreset& p) { return p.name == "h100-pcie5"; });
   EXPECT_NEAR(throttled_link_bytes_per_s(105e9, h100), 105e9 * 50e9 / 67e12, 1);
+  // Tensor cores at half their dense TF32 peak: 247.5 TFLOP/s achieved.
+  const LinkPreset h100_tc =
+      *std::find_if(link_presets().begin(), link_presets().end(),
+                    [](const LinkPreset& p) { return p.name == "h100-pcie5-tc"; });
+  EXPECT_NEAR(throttled_link_bytes_per_s(105e9, h100_tc), 105e9 * 50e9 / (495e12 * 0.5), 1);
 }
 
 TEST(Ratio, TinyRunThrottlesToTheMeasuredRateAndPrintsEveryPlan) {
