@@ -1,0 +1,202 @@
+// How far lms::rewrite's plan is from the optimum (bench/exact/exact_plan.h,
+// Note [Exact plan]) at a target system's compute-to-link ratio:
+//
+//   build-release/bench/exact_plan_bench [--model vdsr|unet3d] [--size 8]
+//       [--preset h100-pcie5-tc] [--gpu-efficiency 0.5] [--oversubscription 2]
+//       [--time-limit 120]
+//
+// As lms-bench ratio does, the model's nodes are profiled alone on the
+// emulated device (one compute thread), the device's rate calibrated, and
+// the link set to the target's bytes per FLOP; the budget is the no-LMS
+// peak / oversubscription. Then, for the same facts:
+//  - lms::rewrite with auto_actions joint (the greedy and its search), its
+//    predicted step (the simulator's);
+//  - the exact program's optimum for the same graph and usable budget,
+//    its plan inserted and simulated by the rewrite's own pass;
+// and the gap between them in both measures: the model of the program
+// (compute + stalls + recomputation, no queueing) and the simulator. No
+// step is run: these are predictions, the measure the planner optimises.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "fmt/format.h"
+#include "from_graph.h"
+#include "lms/device.h"
+#include "lms/profile.h"
+#include "lms/rewrite.h"
+#include "lms/session.h"
+#include "lms/status.h"
+#include "model_factory.h"
+#include "ratio.h"
+#include "swap/pass.h"
+#include "swap/reorder.h"
+
+namespace lms::bench {
+namespace {
+
+struct Args {
+  std::string model = "vdsr";
+  int64_t size = 8;  // VDSR batch or U-Net volume side
+  std::string preset = "h100-pcie5-tc";
+  double efficiency = 0;  // 0: the preset's
+  double oversubscription = 2;
+  double time_limit_s = 120;
+};
+
+absl::StatusOr<Args> parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) return absl::InvalidArgumentError(fmt::format("{} needs a value", flag));
+    const std::string v = argv[++i];
+    if (flag == "--model" && (v == "vdsr" || v == "unet3d")) {
+      a.model = v;
+    } else if (flag == "--size" && std::atoll(v.c_str()) > 0) {
+      a.size = std::atoll(v.c_str());
+    } else if (flag == "--preset") {
+      a.preset = v;
+    } else if (flag == "--gpu-efficiency" && std::atof(v.c_str()) > 0 &&
+               std::atof(v.c_str()) <= 1) {
+      a.efficiency = std::atof(v.c_str());
+    } else if (flag == "--oversubscription" && std::atof(v.c_str()) > 1) {
+      a.oversubscription = std::atof(v.c_str());
+    } else if (flag == "--time-limit" && std::atof(v.c_str()) > 0) {
+      a.time_limit_s = std::atof(v.c_str());
+    } else {
+      return absl::InvalidArgumentError(fmt::format(
+          "{} {}: allowed are --model vdsr|unet3d, --size N > 0, --preset NAME, "
+          "--gpu-efficiency in (0, 1], --oversubscription > 1, --time-limit SECONDS > 0",
+          flag, v));
+    }
+  }
+  return a;
+}
+
+absl::Status run(const Args& a) {
+  LMS_ASSIGN_OR_RETURN(std::vector<LinkPreset> presets, parse_presets(a.preset));
+  LinkPreset target = presets.at(0);
+  if (a.efficiency > 0) target.efficiency = a.efficiency;
+  LMS_ASSIGN_OR_RETURN(ModelFactory factory,
+                       a.model == "vdsr" ? vdsr_factory({}, nullptr) : unet_factory({}));
+  LMS_ASSIGN_OR_RETURN(Graph graph, factory.build(a.size));
+  LMS_ASSIGN_OR_RETURN(std::unique_ptr<Device> device,
+                       make_cpu_device({.capacity_bytes = uint64_t{8} << 30,
+                                        .host_pool_bytes = uint64_t{16} << 30,
+                                        .compute_threads = 1}));
+  // LMS off: the graph fused as the Device overload fuses it, and its peak.
+  LmsConfig off;
+  off.enabled = false;
+  LMS_ASSIGN_OR_RETURN(RewriteReport none, rewrite(graph, off, *device));
+  LMS_ASSIGN_OR_RETURN(StepProfile profile, profile_step(graph, *device, {.link = false}));
+  const CostModelConfig roofline = calibrate_cost_model(profile, graph);
+  const double link = throttled_link_bytes_per_s(roofline.compute_flops_per_s, target);
+  PlanningFacts facts;
+  facts.device_capacity_bytes =
+      static_cast<uint64_t>(static_cast<double>(none.peak_bytes_after) / a.oversubscription) &
+      ~((uint64_t{64} << 10) - 1);
+  facts.host_pool_bytes = uint64_t{16} << 30;
+  LMS_ASSIGN_OR_RETURN(facts.workspace_bytes, kernel_workspace_bytes(graph, *device));
+  facts.node_time_s = profile.node_time_s;
+  facts.link = LinkConfig{.d2h_bytes_per_s = link, .h2d_bytes_per_s = link};
+  facts.roofline = roofline;
+  LmsConfig config;
+  config.auto_actions = AutoActions::kJoint;
+  std::printf(
+      "%s %s %lld: %d nodes, no-LMS peak %.1f MiB, budget %.1f MiB (%gx); device %.1f GFLOP/s, "
+      "%s (%.0f TFLOP/s x %g) -> link %.1f MB/s\n",
+      a.model.c_str(), factory.size_label.c_str(), static_cast<long long>(a.size),
+      graph.num_nodes(), static_cast<double>(none.peak_bytes_after) / (1 << 20),
+      static_cast<double>(facts.device_capacity_bytes) / (1 << 20), a.oversubscription,
+      roofline.compute_flops_per_s / 1e9, target.name.c_str(), target.gpu_flops_per_s / 1e12,
+      target.efficiency, link / 1e6);
+
+  // The heuristic: the rewrite as a user calls it.
+  Graph planned = graph;
+  const auto t0 = std::chrono::steady_clock::now();
+  LMS_ASSIGN_OR_RETURN(RewriteReport rep, rewrite(planned, config, facts));
+  const double plan_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  // The exact program for the same graph, facts and usable budget, in the
+  // schedule the rewrite planned (Note [Weight gradients first]).
+  swap::PassInputs in{swap::effective_config(config, facts), facts, {}};
+  if (!rep.weight_gradients_first.empty()) {
+    LMS_ASSIGN_OR_RETURN(std::vector<NodeId> order, swap::weight_gradients_first_order(graph, {}));
+    LMS_RETURN_IF_ERROR(graph.set_order(order));
+  }
+  LMS_ASSIGN_OR_RETURN(swap::Analysis analysis, swap::analyse(graph, in));
+  const RewriteReport before = swap::report_before(graph, in, analysis);
+  swap::AutoOptions ao;
+  ao.budget_bytes = before.usable_budget_bytes;
+  ao.host_limit_bytes = in.config.host_memory_limit;
+  ao.min_tensor_bytes = in.config.min_tensor_bytes;
+  ao.h2d_bytes_per_s = in.config.link.h2d_bytes_per_s;
+  ao.d2h_bytes_per_s = in.config.link.d2h_bytes_per_s;
+  ao.copy_latency_s = in.config.link.copy_latency_s;
+  LMS_ASSIGN_OR_RETURN(exact::Problem problem,
+                       exact::problem_from(graph, analysis.live, analysis.times, ao));
+  LMS_ASSIGN_OR_RETURN(exact::Solution sol,
+                       exact::solve(problem, {.time_limit_s = a.time_limit_s}));
+  swap::SwapPlan plan = exact::to_swap_plan(problem, analysis.live, sol.choices);
+  LMS_ASSIGN_OR_RETURN(swap::Candidate cand,
+                       swap::insert(graph, in, analysis, std::move(plan), before));
+  LMS_ASSIGN_OR_RETURN(swap::SimResult sim, swap::simulate_step(cand));
+  // The greedy's own plan (the joint variant, before the search's
+  // variants) in the program's model.
+  LMS_ASSIGN_OR_RETURN(swap::SwapPlan greedy_plan,
+                       swap::make_plan(graph, in, analysis, before.usable_budget_bytes, {}));
+  LMS_ASSIGN_OR_RETURN(std::vector<exact::Choice> greedy,
+                       exact::choices_from(problem, analysis.live, greedy_plan));
+  const exact::Evaluation greedy_model = exact::evaluate(problem, greedy);
+  int swaps = 0, recomputes = 0, segments = 0;
+  for (size_t j = 0; j < sol.choices.size(); ++j) {
+    swaps += sol.choices[j].kind == exact::Choice::kSwap;
+    recomputes += sol.choices[j].kind == exact::Choice::kRecompute;
+    segments += sol.choices[j].kind == exact::Choice::kRecompute &&
+                sol.choices[j].trigger < problem.gaps[j].before - 1;
+  }
+  const double ideal = before.step_time_after_s;
+  std::printf(
+      "program: %zu gaps, %d columns, %d rows; %s in %.1f s (bound %.4f s)\n"
+      "  ideal (no LMS, unlimited memory), simulated:    %.4f s\n"
+      "  exact optimum, model:                           %.4f s (%.1f%% of ideal): %d swaps, %d "
+      "recomputes (%d held from an earlier restore)\n"
+      "  exact optimum, simulated:                       %.4f s (%.1f%% of ideal), peak %.1f MiB "
+      "(budget %.1f; the program does not count recompute chains' transients)\n"
+      "  greedy (joint variant), model:                  %s\n"
+      "  lms::rewrite (joint, searched), simulated:      %.4f s (%.1f%% of ideal), %zu "
+      "decisions, planned in %.2f s, fits %s\n"
+      "gap to the optimum: simulated %+.1f%%, greedy in the model %s\n",
+      problem.gaps.size(), sol.columns, sol.rows, sol.optimal ? "optimal" : "time limit",
+      sol.solve_s, sol.bound_s, ideal, sol.objective_s, 100 * ideal / sol.objective_s, swaps,
+      recomputes, segments, sim.step_time_s, 100 * ideal / sim.step_time_s,
+      static_cast<double>(sim.peak_device_bytes) / (1 << 20),
+      static_cast<double>(facts.device_capacity_bytes) / (1 << 20),
+      greedy_model.feasible ? fmt::format("{:.4f} s ({:.1f}% of ideal)", greedy_model.step_s(),
+                                          100 * ideal / greedy_model.step_s())
+                                  .c_str()
+                            : ("not in the model: " + greedy_model.reason).c_str(),
+      rep.step_time_after_s, 100 * ideal / rep.step_time_after_s, rep.decisions.size(), plan_s,
+      rep.fits ? "yes" : "no", 100 * (rep.step_time_after_s / sim.step_time_s - 1),
+      greedy_model.feasible
+          ? fmt::format("{:+.1f}%", 100 * (greedy_model.step_s() / sol.objective_s - 1)).c_str()
+          : "n/a");
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace lms::bench
+
+int main(int argc, char** argv) {
+  absl::StatusOr<lms::bench::Args> args = lms::bench::parse(argc, argv);
+  absl::Status s = args.ok() ? lms::bench::run(*args) : args.status();
+  if (!s.ok()) {
+    std::fprintf(stderr, "exact_plan_bench: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  return 0;
+}
