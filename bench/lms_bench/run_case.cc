@@ -40,8 +40,9 @@ void mark_oom(CaseResult& row, const absl::Status& s) {
 // the LMS plan is made on (plan_figures_without_lms).
 absl::Status fill_planner_before(const Graph& train, const CaseSpec& spec, Device& device,
                                  const std::string& loss, CaseResult& row) {
+  const PlanningFacts known{.node_time_s = spec.node_time_s};
   LMS_ASSIGN_OR_RETURN(RewriteReport rep,
-                       plan_figures_without_lms(train, spec.config, device, loss));
+                       plan_figures_without_lms(train, spec.config, device, loss, known));
   row.budget_bytes = rep.budget_bytes;
   row.predicted_peak_before_bytes = rep.peak_bytes_before;
   // The unchanged graph's layout: persistent tensors plus its arena, what
@@ -169,20 +170,21 @@ absl::StatusOr<std::vector<std::string>> smaller_least_workspace_nodes(const Gra
 }  // namespace
 
 absl::StatusOr<RewriteReport> plan_without_lms(Graph& graph, const LmsConfig& config,
-                                               Device& device, const std::string& loss) {
+                                               Device& device, const std::string& loss,
+                                               const PlanningFacts& known) {
   LmsConfig off = config;
   off.enabled = false;
   off.device_memory_limit = 0;  // a run without LMS has the whole device
   const RewriteOptions o{.fetched = {loss}};
   Graph fast = graph;
-  LMS_ASSIGN_OR_RETURN(RewriteReport rep, rewrite(fast, off, device, o));
+  LMS_ASSIGN_OR_RETURN(RewriteReport rep, rewrite(fast, off, device, o, known));
   if (!rep.fits && config.kernel_choice != KernelChoice::kDefault) {
     LMS_ASSIGN_OR_RETURN(std::vector<std::string> smaller,
                          smaller_least_workspace_nodes(graph, device));
     if (!smaller.empty()) {
       Graph lean = graph;
       LMS_RETURN_IF_ERROR(use_least_workspace_kernels(lean, smaller));
-      LMS_ASSIGN_OR_RETURN(RewriteReport lean_rep, rewrite(lean, off, device, o));
+      LMS_ASSIGN_OR_RETURN(RewriteReport lean_rep, rewrite(lean, off, device, o, known));
       if (lean_rep.fits) {
         lean_rep.least_workspace_nodes = std::move(smaller);
         graph = std::move(lean);
@@ -195,12 +197,13 @@ absl::StatusOr<RewriteReport> plan_without_lms(Graph& graph, const LmsConfig& co
 }
 
 absl::StatusOr<RewriteReport> plan_figures_without_lms(const Graph& graph, const LmsConfig& config,
-                                                       Device& device, const std::string& loss) {
+                                                       Device& device, const std::string& loss,
+                                                       const PlanningFacts& known) {
   LmsConfig off = config;
   off.enabled = false;
   const RewriteOptions o{.fetched = {loss}};
   Graph copy = graph;
-  LMS_ASSIGN_OR_RETURN(RewriteReport rep, rewrite(copy, off, device, o));
+  LMS_ASSIGN_OR_RETURN(RewriteReport rep, rewrite(copy, off, device, o, known));
   if (config.kernel_choice == KernelChoice::kDefault) return rep;
   // The smallest working set any plan may reach when kernel_choice lets it
   // move convolutions: each with the kernel of the smaller workspace (Note
@@ -232,7 +235,10 @@ absl::StatusOr<CaseResult> run_case(const ModelFactory& f, const CaseSpec& spec)
   const std::string loss = train.tensor(train.loss()).name;
   if (!spec.lms) {
     // Note [Fair baseline] (run_case.h).
-    LMS_ASSIGN_OR_RETURN(RewriteReport rep, plan_without_lms(train, spec.config, *device, loss));
+    // The ideal's prediction by the node times the plans get (CaseSpec).
+    const PlanningFacts known{.node_time_s = spec.node_time_s};
+    LMS_ASSIGN_OR_RETURN(RewriteReport rep,
+                         plan_without_lms(train, spec.config, *device, loss, known));
     row.budget_bytes = rep.budget_bytes;
     row.predicted_peak_before_bytes = rep.peak_bytes_before;
     row.predicted_peak_after_bytes = rep.peak_bytes_after;

@@ -118,10 +118,12 @@ absl::StatusOr<CaseResult> run_case(const ModelFactory& factory, const CaseSpec&
 // whole device, the least-workspace convolution kernels where they are
 // smaller (RewriteReport::least_workspace_nodes lists them). So its `fits`
 // and its real step agree, and the LMS / no-LMS ratio is measured against
-// that program. `graph` becomes the planned graph; `device` must hold no
-// allocations. Errors: those of lms::rewrite.
+// that program. `known`: node times for its predicted step, as for
+// plan_figures_without_lms. `graph` becomes the planned graph; `device`
+// must hold no allocations. Errors: those of lms::rewrite.
 absl::StatusOr<RewriteReport> plan_without_lms(Graph& graph, const LmsConfig& config,
-                                               Device& device, const std::string& loss);
+                                               Device& device, const std::string& loss,
+                                               const PlanningFacts& known = {});
 
 // The figures of the LMS budget for `graph` as it is: lms::rewrite on
 // `device` with LMS disabled at config.device_memory_limit (the Device
@@ -129,10 +131,14 @@ absl::StatusOr<RewriteReport> plan_without_lms(Graph& graph, const LmsConfig& co
 // fusion, blocked layouts). With config.kernel_choice other than "default",
 // working_set_limit_bytes and working_set_node are those with each
 // convolution on the kernel of the smaller workspace, the least any plan
-// reaches. `graph` is unchanged; `device` must hold no allocations. Errors:
-// those of lms::rewrite.
+// reaches. `known`: node times the prediction uses (PlanningFacts, as
+// CaseSpec::node_time_s gives them to the LMS plan), so the step without
+// LMS is predicted by the same time model as the plans. `graph` is
+// unchanged; `device` must hold no allocations. Errors: those of
+// lms::rewrite.
 absl::StatusOr<RewriteReport> plan_figures_without_lms(const Graph& graph, const LmsConfig& config,
-                                                       Device& device, const std::string& loss);
+                                                       Device& device, const std::string& loss,
+                                                       const PlanningFacts& known = {});
 
 // "OOM at <node>" (or at a persistent tensor / input) from an out-of-memory
 // message of the runtime; "OOM" when it names none.

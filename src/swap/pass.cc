@@ -31,6 +31,19 @@ CostOptions cost_options(const PassInputs& in) {
   return cost;
 }
 
+// SimOptions::input_upload_s: each fed graph input (not a parameter) over
+// the host link, one copy each.
+double input_upload_s(const Graph& graph, const Liveness& live, const PassInputs& in) {
+  const CostModel cost(graph, cost_options(in));
+  double s = 0;
+  for (TensorId t = 0; t < static_cast<TensorId>(live.tensors.size()); ++t) {
+    const TensorLife& life = live.tensors[t];
+    if (life.input && life.on_device && !life.persistent)
+      s += cost.h2d_time_s(graph.tensor(t).bytes());
+  }
+  return s;
+}
+
 TflmsOptions tflms_options(const LmsConfig& c) {
   return {c.swapout_threshold, c.swapin_ahead, c.swapin_groupby, c.sync_mode, c.min_tensor_bytes};
 }
@@ -239,7 +252,8 @@ absl::StatusOr<Candidate> insert(const Graph& source, const PassInputs& in,
 absl::StatusOr<SimResult> simulate_step(const Candidate& candidate) {
   LMS_ASSIGN_OR_RETURN(Analysis after, analyse(candidate.graph, candidate.inputs));
   return simulate(candidate.graph, after.live, after.times,
-                  {candidate.rep.budget_bytes, /*wait_at_release=*/true});
+                  {candidate.rep.budget_bytes, /*wait_at_release=*/true,
+                   input_upload_s(candidate.graph, after.live, candidate.inputs)});
 }
 
 absl::StatusOr<std::shared_ptr<const PlannedLayout>> lay_out(const Graph& graph,
@@ -292,7 +306,8 @@ RewriteReport report_before(const Graph& graph, const PassInputs& in, const Anal
   rep.usable_budget_bytes = usable_budget(rep.budget_bytes, c.fragmentation_reserve);
   rep.peak_bytes_before = memory_profile(analysis.live).peak;
   rep.peak_bytes_after = rep.peak_bytes_before;
-  const SimResult sim = simulate(graph, analysis.live, analysis.times, {});
+  const SimResult sim = simulate(graph, analysis.live, analysis.times,
+                                 {.input_upload_s = input_upload_s(graph, analysis.live, in)});
   rep.step_time_before_s = sim.step_time_s;
   rep.step_time_after_s = sim.step_time_s;
   fill_working_set(graph, analysis, rep);
@@ -322,7 +337,8 @@ absl::Status complete(const Graph& source, Candidate& candidate) {
   }
   fill_decisions(source, c, candidate.plan, candidate.origins, times_by_node, rep);
   const SimResult sim = simulate(candidate.graph, after.live, after.times,
-                                 {rep.budget_bytes, /*wait_at_release=*/true});
+                                 {rep.budget_bytes, /*wait_at_release=*/true,
+                                  input_upload_s(candidate.graph, after.live, candidate.inputs)});
   rep.step_time_after_s = sim.step_time_s;
   rep.stall_s = sim.stall_s;
   candidate.graph.set_plan_record(plan_record(candidate.graph, candidate.inputs, rep));

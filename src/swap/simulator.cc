@@ -179,6 +179,7 @@ void Simulator::free_after(int32_t p) {
 
 SimResult Simulator::run() {
   index_tensors();
+  host_ = options_.input_upload_s;
   for (int32_t p = 0; p < live_.size(); ++p) {
     if (p == live_.commit) {
       // Note [Step commit]: compute waits for every copy issued so far.

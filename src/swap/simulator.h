@@ -45,6 +45,11 @@ struct SimOptions {
   // blocks. false: a model of deferred frees, the buffer returns when the
   // copy completes and the host waits only when an allocation needs it.
   bool wait_at_release = false;
+  // Seconds the host spends uploading the step's inputs before it issues
+  // the first node: the executor uploads every fed graph input
+  // synchronously at the start of the step (Executor::upload_inputs), so
+  // every stream starts after it and the step includes it.
+  double input_upload_s = 0;
 };
 
 struct SimResult {

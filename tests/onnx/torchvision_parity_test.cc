@@ -413,6 +413,18 @@ void check_model(const ModelCase& c) {
   const uint64_t low = none->working_set_limit_bytes, high = none->peak_bytes_after;
   std::printf("working-set limit %" PRIu64 " bytes, no-LMS peak %" PRIu64 " bytes\n", low, high);
   ASSERT_LT(low, high);
+  // Where the working set is within 1% of the peak, nothing a plan may
+  // free is live there: resnet18 at 64x64 peaks at the end of its backward,
+  // where parameters, momenta and weight gradients (held for the update)
+  // are nearly all of its 144.2 MB, and on an AVX-512 + AMX Xeon the
+  // working-set limit came to 143.7 MB. The LMS runs then test nothing of
+  // the planner; the other models of this file run them.
+  if (high - low < high / 100) {
+    std::printf(
+        "LMS runs not made: the working-set limit is within 1%% of the peak on this "
+        "machine's kernels\n");
+    return;
+  }
   for (AutoActions a : c.actions) check_lms(*train, a, batch, run, low, high);
 }
 

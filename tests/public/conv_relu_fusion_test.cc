@@ -143,9 +143,15 @@ TEST(ConvReluFusion, FusedGraphsTrainToTheSameBits) {
     ASSERT_TRUE(unfused_rep.ok()) << unfused_rep.status();
     EXPECT_TRUE(unfused_rep->fused.empty());
     EXPECT_EQ(unfused.num_nodes(), m.graph.num_nodes());
-    std::printf("%s: %zu pairs fused; planned peak %" PRIu64 " bytes fused, %" PRIu64 " unfused\n",
-                m.name.c_str(), got.size(), rep->peak_bytes_after, unfused_rep->peak_bytes_after);
-    EXPECT_LE(rep->peak_bytes_after, unfused_rep->peak_bytes_after);
+    std::printf("%s: %zu pairs fused; profile peak %" PRIu64 " bytes fused, %" PRIu64
+                " unfused; laid out %" PRIu64 " and %" PRIu64 "\n",
+                m.name.c_str(), got.size(), rep->peak_bytes_before, unfused_rep->peak_bytes_before,
+                rep->peak_bytes_after, unfused_rep->peak_bytes_after);
+    // Fusion drops the conv output, so the profile (the bytes live at each
+    // node) never peaks higher. The laid-out arena may: the placement is a
+    // heuristic, and with some workspaces (LMS_CPU_WORKSPACE_SCALE=0.5 on
+    // an AVX-512 machine) it packed the fused U-Net 64 KiB larger.
+    EXPECT_LE(rep->peak_bytes_before, unfused_rep->peak_bytes_before);
 
     // With LMS halfway between the working-set limit and the fused graph's
     // peak: swaps and recomputation of fused nodes' outputs, the same bits.

@@ -104,8 +104,12 @@ TEST(LmsCapacityTest, AutoReachesTheWorkingSetLimitAndFourTimesTheBatch) {
   EXPECT_GE(with, 4 * without);
   EXPECT_GE(static_cast<double>(with), 0.99 * static_cast<double>(limit));
 
-  // The boundaries hold for real on the emulated device.
-  EXPECT_TRUE(run_one_step(vdsr_training(without), **device, without).ok());
+  // The boundaries hold for real on the emulated device: the graph the
+  // rewrite laid out for `without` runs in its layout.
+  Graph at_limit;
+  ASSERT_TRUE(probe.rewrite_at(without, at_limit, false).ok());
+  absl::Status at = run_one_step(at_limit, **device, without);
+  EXPECT_TRUE(at.ok()) << at;
   absl::Status over = run_one_step(vdsr_training(without + 1), **device, without + 1);
   EXPECT_EQ(over.code(), absl::StatusCode::kResourceExhausted) << over;
   Graph g;

@@ -63,6 +63,20 @@ TEST(Simulator, EarlyTriggerHidesTheCopy) {
   EXPECT_DOUBLE_EQ(r.stall_s, 0.0);
 }
 
+// SimOptions::input_upload_s: the executor uploads the step's inputs
+// before it issues the first node, so every stream starts that much later;
+// the compute stream's stall (its idle time between its first and last
+// node) is the same.
+TEST(Simulator, TheInputUploadComesBeforeEveryStream) {
+  Scenario s = make("e", 0.5, 0.5);
+  SimResult r = simulate(s.graph, s.live, s.times, {.input_upload_s = 0.25});
+  EXPECT_DOUBLE_EQ(r.step_time_s, 6.75);
+  EXPECT_DOUBLE_EQ(r.stall_s, 0.5);
+  EXPECT_DOUBLE_EQ(r.start_s[0], 0.25);
+  const int32_t d = s.live.position[s.graph.find_node("d")];
+  EXPECT_DOUBLE_EQ(r.start_s[d], 4.75);
+}
+
 TEST(Simulator, HostBlocksOnDeferredFreeUnderABudget) {
   // The swap-out follows b, so it is a's last reader; its D2H waits for the
   // compute stream to reach b (Note [Swap-out]) and takes 3 s: [2,5]; a's
