@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <limits>
 #include <memory>
 #include <utility>
@@ -456,9 +457,49 @@ absl::StatusOr<RatioModel> run_ratio(const ModelFactory& f, const RatioOptions& 
   return m;
 }
 
+// Every fitting run's and every ideal's predicted step within kPredicted
+// of the measured one; the worst printed.
+RatioGoal prediction_goal(const RatioResult& r) {
+  constexpr double kPredicted = 0.10;
+  RatioGoal g{.evaluated = false, .pass = true};
+  std::string worst;
+  double worst_error = -1;
+  auto check = [&](double predicted, double measured, const std::string& what) {
+    if (!(measured > 0 && predicted > 0)) return;
+    g.evaluated = true;
+    const double error = std::fabs(predicted / measured - 1);
+    g.pass = g.pass && error <= kPredicted;
+    if (error > worst_error) {
+      worst_error = error;
+      worst = fmt::format("{}: predicted {:.3f} s, measured {:.3f} s ({:+.1f}%)", what, predicted,
+                          measured, 100 * (predicted / measured - 1));
+    }
+  };
+  for (const RatioModel& m : r.models) {
+    for (const RatioTarget& t : m.targets) {
+      check(t.ideal_predicted_step_s, t.ideal_step_s,
+            fmt::format("{} {} ideal", m.model, t.preset.name));
+      for (const RatioBudget& b : t.budgets) {
+        for (const RatioRun& run : b.runs) {
+          if (!run.fits) continue;
+          check(run.predicted_step_s, run.step_s,
+                fmt::format("{} {} {:g}x {}", m.model, t.preset.name, b.oversubscription,
+                            auto_actions_name(run.plan)));
+        }
+      }
+    }
+  }
+  const std::string what = fmt::format(
+      "every plan's and ideal's predicted step within {:.0f}% of the measured (best) step",
+      100 * kPredicted);
+  g.text = g.evaluated ? fmt::format("{} {}; worst: {}", g.pass ? "PASS" : "FAIL", what, worst)
+                       : fmt::format("n/a  {}: no run fits", what);
+  return g;
+}
+
 std::vector<RatioGoal> ratio_goals(const RatioResult& r) {
   return {throughput_goal(r, "h100-pcie5-tc", 0.80), throughput_goal(r, "v100-nvlink2", 0.95),
-          joint_goal(r)};
+          joint_goal(r), prediction_goal(r)};
 }
 
 std::string format_ratio(const RatioResult& r) {

@@ -227,11 +227,13 @@ TEST(Ratio, TinyRunThrottlesToTheMeasuredRateAndPrintsEveryPlan) {
   const std::string text = out.str();
   EXPECT_NE(text.find("does not fit: "), std::string::npos) << text;
   EXPECT_NE(text.find("link throttled to"), std::string::npos) << text;
-  ASSERT_EQ(j["goals"].size(), 3u);
-  // Neither goal target was run; the joint goal was, and is PASS or FAIL.
+  ASSERT_EQ(j["goals"].size(), 4u);
+  // Neither goal target was run; the joint goal and the prediction goal
+  // were, and are PASS or FAIL.
   EXPECT_FALSE(j["goals"][0]["evaluated"].get<bool>());
   EXPECT_FALSE(j["goals"][1]["evaluated"].get<bool>());
   EXPECT_TRUE(j["goals"][2]["evaluated"].get<bool>());
+  EXPECT_TRUE(j["goals"][3]["evaluated"].get<bool>());
   for (const nlohmann::json& g : j["goals"]) {
     EXPECT_NE(text.find(g["text"].get<std::string>()), std::string::npos) << g["text"];
   }
