@@ -147,7 +147,7 @@ Evaluation evaluate(const Problem& pr, const std::vector<Choice>& choices) {
   }
   const std::vector<double> prefix = prefix_of(pr);
   const int32_t n = static_cast<int32_t>(pr.nodes.size());
-  ev.compute_s = prefix[n];
+  ev.compute_s = pr.upload_s + prefix[n];
   std::vector<int64_t> bytes = pr.base_bytes;
   std::vector<double> out_s(pr.tensors.size(), -1);  // < 0: not swapped
   double in_link = 0;
@@ -435,8 +435,8 @@ absl::StatusOr<Solution> solve(const Problem& pr, const SolveOptions& options) {
   }
   // Stopped on the allowed gap counts as optimal: within relative_gap.
   sol.optimal = Cbc_isProvenOptimal(model.get()) || Cbc_secondaryStatus(model.get()) == 2;
-  sol.objective_s = prefix[n] + Cbc_getObjValue(model.get()) / kMs;
-  sol.bound_s = prefix[n] + Cbc_getBestPossibleObjValue(model.get()) / kMs;
+  sol.objective_s = pr.upload_s + prefix[n] + Cbc_getObjValue(model.get()) / kMs;
+  sol.bound_s = pr.upload_s + prefix[n] + Cbc_getBestPossibleObjValue(model.get()) / kMs;
   sol.choices.assign(gaps, Choice{});
   for (int32_t j = 0; j < gaps; ++j) {
     for (size_t k = 0; k < xs[j].size(); ++k) {

@@ -79,7 +79,10 @@ struct Problem {
   std::vector<int64_t> base_bytes;  // device bytes during each position, no plan
   int64_t limit_bytes = 0;          // usable device bytes
   double link_share = 1.0;          // each direction's copies within this x compute
-  uint64_t host_limit_bytes = 0;    // 0: unlimited
+  // Seconds before the first node: the upload of the step's inputs
+  // (swap/simulator.h SimOptions::input_upload_s), part of every plan's step.
+  double upload_s = 0;
+  uint64_t host_limit_bytes = 0;  // 0: unlimited
 };
 
 // What a plan does with each gap.
@@ -92,7 +95,7 @@ struct Evaluation {
   bool feasible = false;
   std::string reason;  // why not, when !feasible
   int64_t peak_bytes = 0;
-  double compute_s = 0;    // the nodes' seconds, once each
+  double compute_s = 0;    // the inputs' upload and the nodes' seconds, once each
   double stall_s = 0;      // swap-ins and swap-out releases
   double recompute_s = 0;  // nodes run again
   double step_s() const { return compute_s + stall_s + recompute_s; }

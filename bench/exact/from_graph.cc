@@ -34,6 +34,10 @@ absl::StatusOr<Problem> problem_from(const Graph& graph, const swap::Liveness& l
     x.always_present = !life.on_device || life.persistent || life.fetched;
     x.in_s = options.copy_latency_s + static_cast<double>(life.bytes) / options.h2d_bytes_per_s;
     x.out_s = options.copy_latency_s + static_cast<double>(life.bytes) / options.d2h_bytes_per_s;
+    if (life.input && life.on_device && !life.persistent) {
+      pr.upload_s += options.copy_latency_s +
+                     static_cast<double>(graph.tensor(t).bytes()) / options.h2d_bytes_per_s;
+    }
   }
   for (const swap::IdleInterval& idle : swap::idle_intervals(live, times)) {
     if (live.tensors[idle.tensor].bytes < options.min_tensor_bytes) continue;

@@ -17,7 +17,8 @@ namespace lms::exact {
 // Positions and tensors are the liveness's (Problem::tensors by TensorId);
 // the gaps are swap::idle_intervals of at least options.min_tensor_bytes,
 // the limit usable_budget(options.budget_bytes, fragmentation_reserve), the
-// copies' seconds latency + bytes / bandwidth. `times` by position.
+// copies' seconds latency + bytes / bandwidth, the upload each fed input's
+// (the simulator's input_upload_s). `times` by position.
 absl::StatusOr<Problem> problem_from(const Graph& graph, const swap::Liveness& live,
                                      const std::vector<double>& times,
                                      const swap::AutoOptions& options);
