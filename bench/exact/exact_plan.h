@@ -29,8 +29,8 @@
 // Note [Memory accounting]; a chain's transient intermediates are not
 // counted, as in the planner), the swap-ins' and swap-outs' seconds each
 // within link_share of the step's compute time, and the swapped tensors'
-// bytes within the host limit. Objective: compute + stalls + recomputation,
-// the planner's predicted step in this model.
+// bytes within the host limit. Objective: the inputs' upload + compute +
+// stalls + recomputation, the planner's predicted step in this model.
 //
 // As in Checkmate (Jain et al., MLSys 2020), whose R/S matrices this
 // specialises to the planner's fixed schedule, the program is exact for its

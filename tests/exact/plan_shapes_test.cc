@@ -161,7 +161,7 @@ TEST(ExactPlanShapes, TheOptimumAtATightLimitIsBitIdentical) {
   std::printf("seed %" PRIu64 "\n", kSeed);
   auto models = user::planner_test_models(kSeed);
   ASSERT_TRUE(models.ok()) << models.status();
-  int held = 0;
+  int held = 0, solved = 0;
   for (const user::NamedModel& model : *models) {
     SCOPED_TRACE(model.name);
     auto s = set_up(model, 100e6);
@@ -188,9 +188,13 @@ TEST(ExactPlanShapes, TheOptimumAtATightLimitIsBitIdentical) {
         model.name.c_str(), sol->objective_s, sol->optimal ? "optimal" : "time limit", swaps,
         recomputes, segments);
     held += segments;
+    ++solved;
     run_and_compare(*s, model, sol->choices);
   }
   std::printf("%d recomputes held from an earlier restore ran\n", held);
+  // VDSR's chain always has a plan at this limit: the runs above are not
+  // all skipped.
+  EXPECT_GE(solved, 1);
 }
 
 }  // namespace
