@@ -111,26 +111,6 @@ struct ModelFacts {
   std::vector<double> least_node_time_s;  // of the least-workspace kernels
 };
 
-// Times by NodeId of `planned` (the graph the rewrite with LMS off left,
-// conv + relu fused) as times by NodeId of `train`, the graph the runs
-// rewrite with these as PlanningFacts: a node keeps its time by name, and a
-// convolution fused away (its relu's node took the fused kernel and the
-// relu's name) gets 0, so the rewrite's sum for the fused node is the fused
-// kernel's own time.
-std::vector<double> by_train_ids(const Graph& train, const Graph& planned,
-                                 const std::vector<double>& planned_times) {
-  std::vector<double> out(train.num_nodes(), -1);
-  for (NodeId id = 0; id < train.num_nodes(); ++id) {
-    const NodeId p = planned.find_node(train.node(id).name);
-    if (p == kNoNode) {
-      out[id] = 0;
-    } else if (p < static_cast<NodeId>(planned_times.size())) {
-      out[id] = planned_times[p];
-    }
-  }
-  return out;
-}
-
 absl::StatusOr<ModelFacts> profile_model(const ModelFactory& f, const RatioOptions& o,
                                          RatioModel& m) {
   LMS_ASSIGN_OR_RETURN(Graph train, f.build(o.size));

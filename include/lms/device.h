@@ -72,6 +72,9 @@ class Device {
   virtual absl::StatusOr<void*> allocate(uint64_t bytes) = 0;
   virtual void deallocate(void* ptr) = 0;
   virtual AllocatorStats memory_stats() const = 0;
+  // Sets the peaks of memory_stats() and host_stats() (the pinned host
+  // pool) to their bytes in use, so each peak is that of what follows: a
+  // Session calls it at the start of every step.
   virtual void reset_peak_memory() = 0;
   virtual void set_memory_observer(AllocationObserver* observer) = 0;
 

@@ -45,7 +45,11 @@ class DeviceMemory {
   absl::StatusOr<void*> allocate(uint64_t bytes) { return device_->allocate(bytes); }
   void deallocate(void* ptr);  // null is a no-op
   AllocatorStats stats() const { return device_->stats(); }
-  void reset_peak() { device_->reset_peak(); }
+  // Both pools' peaks to their bytes in use (Device::reset_peak_memory).
+  void reset_peak() {
+    device_->reset_peak();
+    host_->reset_peak();
+  }
   void set_observer(AllocationObserver* observer) { device_tee_.set_user(observer); }
 
   absl::StatusOr<void*> allocate_host(uint64_t bytes) { return host_->allocate(bytes); }

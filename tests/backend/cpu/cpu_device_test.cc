@@ -220,6 +220,13 @@ TEST(CpuDeviceTest, PinnedPoolLimitIsEnforced) {
   auto c = dev->allocate_host(pool);
   EXPECT_TRUE(c.ok()) << c.status();
   dev->deallocate_host(*c);
+  EXPECT_EQ(dev->host_stats().peak_bytes_in_use, pool);
+  // The pinned pool's peak resets with the device's: a step's peak is its own.
+  auto d = dev->allocate_host(2 * kMiB);
+  ASSERT_TRUE(d.ok()) << d.status();
+  dev->reset_peak_memory();
+  EXPECT_EQ(dev->host_stats().peak_bytes_in_use, 2 * kMiB);
+  dev->deallocate_host(*d);
 }
 
 TEST(CpuDeviceTest, RoundTripThroughAllCopyPathsIsExact) {
