@@ -24,10 +24,18 @@ def export(model, example_input, path, opset_version=14, input_names=("input",),
     import onnx
     import torch
 
+    import inspect
+
+    # PyTorch 2.9 and later export through torch.export ("dynamo") unless
+    # told not to; the TorchScript exporter is the one that keeps the
+    # training-mode graph and parameter names described above.
+    legacy = {}
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        legacy["dynamo"] = False
     torch.onnx.export(model, example_input, path, opset_version=opset_version,
                       training=torch.onnx.TrainingMode.TRAINING,
                       do_constant_folding=False, input_names=list(input_names),
-                      output_names=list(output_names), dynamic_axes=dynamic_axes)
+                      output_names=list(output_names), dynamic_axes=dynamic_axes, **legacy)
     trainable = [n for n, p in model.named_parameters() if p.requires_grad]
     proto = onnx.load(path)
     entry = proto.metadata_props.add()
