@@ -1,9 +1,12 @@
 // How far lms::rewrite's plan is from the optimum (bench/exact/exact_plan.h,
 // Note [Exact plan]) at a target system's compute-to-link ratio:
 //
-//   build-release/bench/exact_plan_bench [--model vdsr|unet3d] [--size 8]
-//       [--preset h100-pcie5-tc] [--gpu-efficiency 0.5] [--oversubscription 2]
-//       [--time-limit 120]
+//   build-release/bench/exact_plan_bench [--model vdsr|unet3d|FILE.onnx] [--size 8]
+//       [--input NAME:DIMS --loss cross-entropy:C|mse] [--preset h100-pcie5-tc]
+//       [--gpu-efficiency 0.5] [--oversubscription 2] [--time-limit 120]
+//
+// FILE.onnx: a model of your own as lms-bench onnx builds it (--input and
+// --loss as there; --size the value of its B or T).
 //
 // As lms-bench ratio does, the model's nodes are profiled alone on the
 // emulated device (one compute thread), the device's rate calibrated, and
@@ -31,6 +34,7 @@
 #include "lms/session.h"
 #include "lms/status.h"
 #include "model_factory.h"
+#include "onnx_model.h"
 #include "ratio.h"
 #include "swap/pass.h"
 #include "swap/reorder.h"
@@ -40,7 +44,9 @@ namespace {
 
 struct Args {
   std::string model = "vdsr";
-  int64_t size = 8;  // VDSR batch or U-Net volume side
+  int64_t size = 8;   // VDSR batch, U-Net volume side, an ONNX model's B or T
+  std::string input;  // ONNX: --input NAME:DIMS
+  std::string loss;   // ONNX: --loss
   std::string preset = "h100-pcie5-tc";
   double efficiency = 0;  // 0: the preset's
   double oversubscription = 2;
@@ -53,8 +59,12 @@ absl::StatusOr<Args> parse(int argc, char** argv) {
     const std::string flag = argv[i];
     if (i + 1 >= argc) return absl::InvalidArgumentError(fmt::format("{} needs a value", flag));
     const std::string v = argv[++i];
-    if (flag == "--model" && (v == "vdsr" || v == "unet3d")) {
+    if (flag == "--model" && (v == "vdsr" || v == "unet3d" || v.ends_with(".onnx"))) {
       a.model = v;
+    } else if (flag == "--input") {
+      a.input = v;
+    } else if (flag == "--loss") {
+      a.loss = v;
     } else if (flag == "--size" && std::atoll(v.c_str()) > 0) {
       a.size = std::atoll(v.c_str());
     } else if (flag == "--preset") {
@@ -68,20 +78,34 @@ absl::StatusOr<Args> parse(int argc, char** argv) {
       a.time_limit_s = std::atof(v.c_str());
     } else {
       return absl::InvalidArgumentError(fmt::format(
-          "{} {}: allowed are --model vdsr|unet3d, --size N > 0, --preset NAME, "
+          "{} {}: allowed are --model vdsr|unet3d|FILE.onnx, --size N > 0, --input NAME:DIMS, "
+          "--loss cross-entropy:C|mse, --preset NAME, "
           "--gpu-efficiency in (0, 1], --oversubscription > 1, --time-limit SECONDS > 0",
           flag, v));
     }
   }
+  if (a.model.ends_with(".onnx") && (a.input.empty() || a.loss.empty())) {
+    return absl::InvalidArgumentError(fmt::format(
+        "--model {} needs --input NAME:DIMS (B or T the dimension --size sets) and --loss "
+        "cross-entropy:C|mse, as lms-bench onnx",
+        a.model));
+  }
   return a;
+}
+
+absl::StatusOr<ModelFactory> factory_of(const Args& a) {
+  if (a.model == "vdsr") return vdsr_factory({}, nullptr);
+  if (a.model == "unet3d") return unet_factory({});
+  LMS_ASSIGN_OR_RETURN(OnnxInput in, parse_onnx_input(a.input));
+  LMS_ASSIGN_OR_RETURN(OnnxLoss loss, parse_onnx_loss(a.loss));
+  return onnx_factory({.path = a.model, .input = in, .loss = loss});
 }
 
 absl::Status run(const Args& a) {
   LMS_ASSIGN_OR_RETURN(std::vector<LinkPreset> presets, parse_presets(a.preset));
   LinkPreset target = presets.at(0);
   if (a.efficiency > 0) target.efficiency = a.efficiency;
-  LMS_ASSIGN_OR_RETURN(ModelFactory factory,
-                       a.model == "vdsr" ? vdsr_factory({}, nullptr) : unet_factory({}));
+  LMS_ASSIGN_OR_RETURN(ModelFactory factory, factory_of(a));
   LMS_ASSIGN_OR_RETURN(Graph graph, factory.build(a.size));
   LMS_ASSIGN_OR_RETURN(std::unique_ptr<Device> device,
                        make_cpu_device({.capacity_bytes = uint64_t{8} << 30,
