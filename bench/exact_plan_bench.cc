@@ -51,6 +51,8 @@ struct Args {
   double efficiency = 0;  // 0: the preset's
   double oversubscription = 2;
   double time_limit_s = 120;
+  int refine_plans = -1;  // -1: LmsConfig's default
+  int search_plans = -1;
 };
 
 absl::StatusOr<Args> parse(int argc, char** argv) {
@@ -74,13 +76,18 @@ absl::StatusOr<Args> parse(int argc, char** argv) {
       a.efficiency = std::atof(v.c_str());
     } else if (flag == "--oversubscription" && std::atof(v.c_str()) > 1) {
       a.oversubscription = std::atof(v.c_str());
-    } else if (flag == "--time-limit" && std::atof(v.c_str()) > 0) {
+    } else if (flag == "--time-limit" && std::atof(v.c_str()) >= 0) {
       a.time_limit_s = std::atof(v.c_str());
+    } else if (flag == "--refine-plans" && std::atoi(v.c_str()) >= 0) {
+      a.refine_plans = std::atoi(v.c_str());
+    } else if (flag == "--search-plans" && std::atoi(v.c_str()) >= 0) {
+      a.search_plans = std::atoi(v.c_str());
     } else {
       return absl::InvalidArgumentError(fmt::format(
           "{} {}: allowed are --model vdsr|unet3d|FILE.onnx, --size N > 0, --input NAME:DIMS, "
           "--loss cross-entropy:C|mse, --preset NAME, "
-          "--gpu-efficiency in (0, 1], --oversubscription > 1, --time-limit SECONDS > 0",
+          "--gpu-efficiency in (0, 1], --oversubscription > 1, --time-limit SECONDS >= 0 (0: the "
+          "rewrite alone), --refine-plans N, --search-plans N",
           flag, v));
     }
   }
@@ -129,6 +136,8 @@ absl::Status run(const Args& a) {
   facts.roofline = roofline;
   LmsConfig config;
   config.auto_actions = AutoActions::kJoint;
+  if (a.refine_plans >= 0) config.auto_refine_plans = a.refine_plans;
+  if (a.search_plans >= 0) config.auto_search_plans = a.search_plans;
   std::printf(
       "%s %s %lld: %d nodes, no-LMS peak %.1f MiB, budget %.1f MiB (%gx); device %.1f GFLOP/s, "
       "%s (%.0f TFLOP/s x %g) -> link %.1f MB/s\n",
@@ -144,6 +153,15 @@ absl::Status run(const Args& a) {
   LMS_ASSIGN_OR_RETURN(RewriteReport rep, rewrite(planned, config, facts));
   const double plan_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (a.time_limit_s == 0) {
+    std::printf(
+        "lms::rewrite (joint, searched), simulated: %.4f s (%.1f%% of ideal %.4f s), %zu "
+        "swapped + %zu recomputed, planned in %.2f s, fits %s\n",
+        rep.step_time_after_s, 100 * rep.step_time_before_s / rep.step_time_after_s,
+        rep.step_time_before_s, rep.swapped.size(), rep.recomputed.size(), plan_s,
+        rep.fits ? "yes" : "no");
+    return absl::OkStatus();
+  }
 
   // The exact program for the same graph, facts and usable budget, in the
   // schedule the rewrite planned (Note [Weight gradients first]).
