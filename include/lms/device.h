@@ -77,6 +77,16 @@ class Device {
   // Session calls it at the start of every step.
   virtual void reset_peak_memory() = 0;
   virtual void set_memory_observer(AllocationObserver* observer) = 0;
+  // Drops `bytes` of device memory at `device_ptr` from the caches the
+  // device's kernels read through, so that the next kernel reads them from
+  // memory, as a kernel of a step does with a tensor written long before
+  // (lms::profile_step, ProfileOptions::cold_input_min_bytes). Call it only
+  // while no stream uses the range. The CPU-emulated device flushes the
+  // host's cache lines of the range (the tensors are host memory); the
+  // default, and the CUDA device, do nothing.
+  virtual void evict_from_caches(const void* device_ptr, uint64_t bytes) {
+    (void)device_ptr, (void)bytes;
+  }
 
   // Pinned (page-locked) host memory from the host pool, with its own limit.
   virtual absl::StatusOr<void*> allocate_host(uint64_t bytes) = 0;

@@ -306,8 +306,18 @@ struct NodeTimer {
     const Node& n = g.node(id);
     NodeBuffers buffers(device, pool);
     LMS_RETURN_IF_ERROR(buffers.allocate(g, n, kernel.workspace_bytes()));
+    // ProfileOptions::cold_input_min_bytes: the large inputs, evicted from
+    // the caches before each run.
+    std::vector<std::pair<const void*, uint64_t>> cold;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const uint64_t bytes = g.tensor(n.inputs[i]).bytes();
+      if (buffers.args.inputs[i] != nullptr && bytes >= options.cold_input_min_bytes) {
+        cold.emplace_back(buffers.args.inputs[i], bytes);
+      }
+    }
     std::vector<double> times;
     for (int r = 0; r < options.warmup_runs + options.runs; ++r) {
+      for (const auto& [ptr, bytes] : cold) device.evict_from_caches(ptr, bytes);
       const double t = time_once(
           device, catcher, done, StreamKind::kCompute,
           [&] { device.launch(kernel, buffers.args, n.name, op_name(n.op)); }, &from_device);

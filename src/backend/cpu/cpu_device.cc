@@ -10,6 +10,10 @@
 #include <thread>
 #include <utility>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <emmintrin.h>
+#endif
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "backend/cpu/cpu_event.h"
@@ -168,6 +172,19 @@ absl::StatusOr<void*> CpuDevice::allocate(uint64_t bytes) { return memory_->allo
 void CpuDevice::deallocate(void* ptr) { memory_->deallocate(ptr); }
 AllocatorStats CpuDevice::memory_stats() const { return memory_->stats(); }
 void CpuDevice::reset_peak_memory() { memory_->reset_peak(); }
+
+void CpuDevice::evict_from_caches(const void* device_ptr, uint64_t bytes) {
+#if defined(__x86_64__) || defined(__i386__)
+  // clflush is SSE2, so on every x86-64 CPU; one per 64-byte line (the
+  // line size of every x86-64 CPU lms runs on), then a fence so that the
+  // flushes complete before the caller's next kernel.
+  const auto* p = static_cast<const char*>(device_ptr);
+  for (uint64_t offset = 0; offset < bytes; offset += 64) _mm_clflush(p + offset);
+  if (bytes > 0) _mm_mfence();
+#else
+  (void)device_ptr, (void)bytes;
+#endif
+}
 void CpuDevice::set_memory_observer(AllocationObserver* observer) {
   memory_->set_observer(observer);
 }

@@ -62,6 +62,7 @@ class CpuDevice : public Device {
   void deallocate(void* ptr) override;
   AllocatorStats memory_stats() const override;
   void reset_peak_memory() override;
+  void evict_from_caches(const void* device_ptr, uint64_t bytes) override;
   void set_memory_observer(AllocationObserver* observer) override;
 
   absl::StatusOr<void*> allocate_host(uint64_t bytes) override;

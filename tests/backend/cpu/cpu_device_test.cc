@@ -258,6 +258,29 @@ TEST(CpuDeviceTest, RoundTripThroughAllCopyPathsIsExact) {
   dev->deallocate_host(*h);
 }
 
+// evict_from_caches only moves lines out of the caches: the bytes stay,
+// for any length and alignment (lms::profile_step calls it on the inputs
+// of the nodes it times).
+TEST(CpuDeviceTest, EvictFromCachesKeepsTheBytes) {
+  const unsigned seed = 11;
+  std::printf("seed %u\n", seed);
+  auto dev = make_device();
+  ASSERT_NE(dev, nullptr);
+  const size_t n = kMiB / sizeof(float) + 5;
+  const uint64_t bytes = n * sizeof(float);
+  const std::vector<float> src = random_floats(n, seed);
+  auto d = dev->allocate(bytes);
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_TRUE(dev->upload(*d, src.data(), bytes).ok());
+  dev->evict_from_caches(*d, bytes);
+  dev->evict_from_caches(static_cast<const char*>(*d) + 3, 61);  // part of one line
+  dev->evict_from_caches(*d, 0);
+  std::vector<float> out(n, 0.f);
+  ASSERT_TRUE(dev->download(out.data(), *d, bytes).ok());
+  EXPECT_EQ(std::memcmp(out.data(), src.data(), bytes), 0);
+  dev->deallocate(*d);
+}
+
 TEST(CpuDeviceTest, CopyWaitingOnASlowKernelSeesItsFinalData) {
   auto dev = make_device();
   ASSERT_NE(dev, nullptr);
