@@ -4,6 +4,7 @@
 // can also claim another device kind, to test plan checks.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -44,6 +45,22 @@ class FaultyDevice : public Device {
   AllocatorStats memory_stats() const override { return inner_->memory_stats(); }
   void reset_peak_memory() override { inner_->reset_peak_memory(); }
   void set_memory_observer(AllocationObserver* o) override { inner_->set_memory_observer(o); }
+  // Forwarded, and counted: the calls and their bytes since construction or
+  // clear_evictions().
+  void evict_from_caches(const void* ptr, uint64_t bytes) override {
+    ++evictions_;
+    evicted_bytes_ += bytes;
+    least_evicted_bytes_ = std::min(least_evicted_bytes_, bytes);
+    inner_->evict_from_caches(ptr, bytes);
+  }
+  void clear_evictions() {
+    evictions_ = 0;
+    evicted_bytes_ = 0;
+    least_evicted_bytes_ = UINT64_MAX;
+  }
+  int64_t evictions() const { return evictions_; }
+  uint64_t evicted_bytes() const { return evicted_bytes_; }
+  uint64_t least_evicted_bytes() const { return least_evicted_bytes_; }  // max when none
 
   absl::StatusOr<void*> allocate_host(uint64_t bytes) override {
     if (absl::Status s = maybe_fail("pinned host", bytes); !s.ok()) return s;
@@ -98,6 +115,9 @@ class FaultyDevice : public Device {
   int64_t fail_at_ = -1;
   int64_t count_ = 0;
   bool failed_ = false;
+  int64_t evictions_ = 0;
+  uint64_t evicted_bytes_ = 0;
+  uint64_t least_evicted_bytes_ = UINT64_MAX;
 };
 
 }  // namespace lms::user
