@@ -237,7 +237,7 @@ class DirectStep {
     return m;
   }
 
-  // Note [Conv layouts] in conv_kernels.cc, ConvLayout::kAuto.
+  // Note [Conv layouts], ConvLayout::kAuto.
   static bool blocked(int pass, const Layer& l) {
     if (pass == DNNL_ARG_DIFF_WEIGHTS) return true;
     if (pass == DNNL_ARG_DIFF_SRC) return l.c >= 16;
@@ -250,7 +250,7 @@ class DirectStep {
     return any ? lms::cpu::any_desc(s) : lms::cpu::plain_desc(s);
   }
 
-  // Note [Conv algorithm]: oneDNN's auto choice kept only when it is Winograd.
+  // Per Note [Conv algorithm], oneDNN's auto choice kept only when it is Winograd.
   template <class MakePd>
   static auto pick(MakePd make) {
     auto pd = make(dnnl::algorithm::convolution_auto);

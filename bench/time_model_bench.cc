@@ -151,7 +151,7 @@ std::string rate(double bytes_per_s) {
 struct Row {
   lms::RewriteReport report;
   double step_s = 0;       // mean of the timed steps
-  double stall_s = 0;      // mean of the timed steps; Note [Stall] (lms/session.h)
+  double stall_s = 0;      // mean of the timed steps; Note [Stall]
   double host_wait_s = 0;  // mean of the timed steps; host waits, not stall
 };
 
@@ -269,7 +269,7 @@ absl::Status run(const Options& o) {
       lms::format_bytes(limits.working_set_limit_bytes).c_str(), o.threads, o.steps,
       kCopyLatencyS * 1e6, spin != nullptr ? spin : "(unset)");
   // Stall: the compute stream waiting on copies; host wait: the issuing
-  // thread blocked in device calls, not stall (Note [Stall], lms/session.h).
+  // thread blocked in device calls, not stall (Note [Stall]).
   std::printf("%-10s | %-8s | %-32s | %8s | %9s | %9s | %9s | %10s | %10s | %10s | %9s\n", "link",
               "model", "link planned with", "swap MiB", "step pred", "step meas", "pred/meas",
               "range", "stall pred", "stall meas", "host wait");

@@ -37,13 +37,13 @@ function(lms_mpi_job_test target)
 endfunction()
 
 # lms_workspace_scaled_tests(<test target>...): each target's tests run
-# twice more, with every CPU kernel reporting 0.5x and 2x its workspace (Note
-# [Workspace scale test hook] in src/backend/cpu/workspace_scale.h), as the
-# tests "<target>.workspace_x0.5" and "<target>.workspace_x2" (label
-# workspace_scale), one per program. For the tests that assert what the
-# planner chose: what they assert must hold whatever workspaces the machine's
-# oneDNN kernels need. (cmake -E env sets the variables: a list in
-# gtest_discover_tests' ENVIRONMENT property reaches CTest split apart.)
+# twice more, with every CPU kernel reporting 0.5x and 2x its workspace
+# (Note [Workspace scale test hook]), as the tests "<target>.workspace_x0.5"
+# and "<target>.workspace_x2" (label workspace_scale), one per program. For
+# the tests that assert what the planner chose: what they assert must hold
+# whatever workspaces the machine's oneDNN kernels need. (cmake -E env sets
+# the variables: a list in gtest_discover_tests' ENVIRONMENT property reaches
+# CTest split apart.)
 function(lms_workspace_scaled_tests)
   foreach(target ${ARGN})
     foreach(scale 0.5 2)

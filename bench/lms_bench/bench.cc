@@ -85,7 +85,7 @@ absl::StatusOr<CaseStudyResult> run_command_case_study(const BenchCommand& cmd,
   return study;
 }
 
-// How the LMS rows and probes are planned (Note [Sweep time model] in cli.h).
+// How the LMS rows and probes are planned (Note [Sweep time model]).
 std::string planning_text(const LmsConfig& cfg) {
   if (cfg.time_model == TimeModel::kMeasured)
     return "LMS planned with times measured on the device";
@@ -138,8 +138,8 @@ absl::Status run_overhead_command(const BenchCommand& cmd, std::ostream& out, st
   return absl::OkStatus();
 }
 
-// Note [Failed ranks] (lms/distributed.h): an error on any rank ends every
-// rank, after printing it with the rank's number.
+// Per Note [Failed ranks], an error on any rank ends every rank, after
+// printing it with the rank's number.
 absl::Status run_scaling_command(const BenchCommand& cmd, std::ostream& out, std::ostream& err) {
   LMS_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> world, make_mpi_communicator());
   LMS_ASSIGN_OR_RETURN(LmsConfig cfg, command_config(cmd));

@@ -468,7 +468,7 @@ absl::Status apply_ratio_defaults(BenchCommand& c) {
     for (LinkPreset& t : c.targets) t.efficiency = c.gpu_efficiency;
   }
   if (c.arch.empty()) c.arch = c.data_dir.empty() ? "reduced" : "isensee";
-  // Note [Ratio threads] (ratio.h): one compute thread unless --threads N.
+  // Per Note [Ratio threads], one compute thread unless --threads N.
   if (c.threads == 0) c.threads = 1;
   return absl::OkStatus();
 }
@@ -482,7 +482,7 @@ void apply_defaults(BenchCommand& c) {
     c.steps = c.mode == Mode::kRatio ? 5 : three ? 3 : c.mode == Mode::kScaling ? 4 : 2;
   }
   if (c.host_pool_bytes == 0) c.host_pool_bytes = (c.cuda ? uint64_t{4} : uint64_t{16}) << 30;
-  // Note [Sweep time model] (cli.h).
+  // Note [Sweep time model].
   if (c.time_model.empty()) c.time_model = c.cuda ? "measured" : "roofline";
   if (c.sizes.empty()) {
     if (c.mode == Mode::kVdsr) c.sizes = {4, 8, 16, 32, 64};

@@ -5,10 +5,9 @@
 // throttled to the config's link. For the LMS runs the simulator's
 // prediction (RewriteReport step_time_after_s / stall_s, fed with the node
 // times measured in the no-LMS run) is printed next to the measurement
-// (StepResult step_s / stall_s; both stalls are Note [Stall] in
-// lms/session.h), with the measured host waits (StepResult::host_wait_s) in
-// a column of their own. Predicted vs measured stall across link speeds:
-// bench/time_model_bench.cc.
+// (StepResult step_s / stall_s; both stalls are Note [Stall]), with the
+// measured host waits (StepResult::host_wait_s) in a column of their own.
+// Predicted vs measured stall across link speeds: bench/time_model_bench.cc.
 //
 //   LMS_ASSIGN_OR_RETURN(lms::bench::OverheadResult r,
 //                        lms::bench::run_overhead(factory, {.size = 8}, std::cerr));

@@ -244,7 +244,7 @@ absl::StatusOr<RewriteReport> plan_figures_without_lms(const Graph& graph, const
   if (config.kernel_choice == KernelChoice::kDefault) return rep;
   // The smallest working set any plan may reach when kernel_choice lets it
   // move convolutions: each with the kernel of the smaller workspace (Note
-  // [Least workspace fallback] in src/swap/rewrite.cc).
+  // [Least workspace fallback]).
   LMS_ASSIGN_OR_RETURN(std::vector<std::string> smaller,
                        smaller_least_workspace_nodes(graph, device));
   if (smaller.empty()) return rep;
@@ -271,7 +271,7 @@ absl::StatusOr<CaseResult> run_case(const ModelFactory& f, const CaseSpec& spec)
   LMS_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, make_device(spec.device));
   const std::string loss = train.tensor(train.loss()).name;
   if (!spec.lms) {
-    // Note [Fair baseline] (run_case.h).
+    // Note [Fair baseline].
     // The ideal's prediction by the node times the plans get (CaseSpec).
     PlanningFacts known{.node_time_s = spec.node_time_s};
     if (known.node_time_s.empty() && spec.config.time_model == TimeModel::kMeasured) {

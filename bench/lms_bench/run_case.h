@@ -98,7 +98,7 @@ struct CaseResult {
   uint64_t working_set_limit_bytes = 0;      // no plan gets below this
   std::string working_set_node;
   double predicted_step_s = 0;   // simulated step with the plan
-  double predicted_stall_s = 0;  // simulated stall (Note [Stall] in lms/session.h)
+  double predicted_stall_s = 0;  // simulated stall (Note [Stall])
   // Device bytes by schedule position: the plan's (RewriteReport) and the
   // executor's count in the last step (StepResult); equal when the memory
   // contract holds.

@@ -47,7 +47,7 @@ class Prober {
   }
 
   // Whether the program without LMS that the table's rows run fits the
-  // device (Note [Fair baseline] in run_case.h; Note [Limit search]).
+  // device (Note [Fair baseline]; Note [Limit search]).
   absl::StatusOr<bool> fits_without_lms(int64_t size) {
     LMS_ASSIGN_OR_RETURN(const Prepared* p, prepare(size));
     Graph copy = p->train;

@@ -30,9 +30,9 @@
 //    section 2.1), without its warm-up.
 //  - Agreement, checked at start. The run settings and the LMS config
 //    (check_same), then by Session::create the graph, the LMS plan and the
-//    initial values (Note [Rank agreement] in src/runtime/session.cc). LMS
-//    plans from rank 0's measured times on every rank (rewrite_on_ranks), so
-//    timing noise cannot make the plans differ.
+//    initial values (Note [Rank agreement]). LMS plans from rank 0's
+//    measured times on every rank (rewrite_on_ranks), so timing noise cannot
+//    make the plans differ.
 //  - Outputs. Rank 0 alone prints progress and writes the checkpoint and
 //    the trace; the other ranks' logs go to a null stream. Every loss or
 //    metric printed is the mean over the ranks, the same bits on each. A
@@ -40,9 +40,9 @@
 //    any rank moves on; `--resume` loads it on every rank (a shared folder,
 //    or a copy at the same path on each node).
 //  - Failure. An error on any rank is printed to stderr as "rank R: error:
-//    ..." and ends the whole job (Communicator::abort, Note [Failed ranks]
-//    in lms/distributed.h): the other ranks' next collective fails naming R,
-//    they print that, and mpirun exits non-zero within the abort grace.
+//    ..." and ends the whole job (Communicator::abort, Note [Failed ranks]):
+//    the other ranks' next collective fails naming R, they print that, and
+//    mpirun exits non-zero within the abort grace.
 #pragma once
 
 #include <cstdint>

@@ -16,12 +16,11 @@
 // uninterrupted run bit for bit.
 //
 // With opts.distributed.enabled the process is one rank of an mpirun job
-// (Note [Data-parallel runs] in examples/common/distributed.h): with at
-// least as many training subjects as ranks, rank r trains on subjects r,
-// r + ranks, ...; with fewer, every rank trains on all of them; either way
-// each rank draws its own crops. Gradients are averaged over the ranks,
-// rank 0 alone logs and writes the checkpoint and trace, and an error on any
-// rank ends the job.
+// (Note [Data-parallel runs]): with at least as many training subjects as
+// ranks, rank r trains on subjects r, r + ranks, ...; with fewer, every rank
+// trains on all of them; either way each rank draws its own crops. Gradients
+// are averaged over the ranks, rank 0 alone logs and writes the checkpoint
+// and trace, and an error on any rank ends the job.
 #pragma once
 
 #include <cstdint>

@@ -28,9 +28,9 @@ struct DatasetOptions {
   int scale = 2;       // super-resolution factor (>= 2)
   int max_images = 0;  // 0 = every image of the share
   int min_side = 0;    // the training crop: an image smaller on a side is unusable
-  // This rank's share of a data-parallel run (Note [Data-parallel runs] in
-  // examples/common/distributed.h): the files i (0-based, in
-  // io::list_images order) with i % ranks == rank. 0 of 1: every file.
+  // This rank's share of a data-parallel run (Note [Data-parallel runs]):
+  // the files i (0-based, in io::list_images order) with i % ranks ==
+  // rank. 0 of 1: every file.
   int rank = 0;
   int ranks = 1;
 };

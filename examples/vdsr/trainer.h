@@ -7,16 +7,16 @@
 //   LMS_ASSIGN_OR_RETURN(vdsr::TrainResult r, vdsr::train(opts, std::cout));
 //
 // Steps are numbered 1..opts.steps; step s trains on Dataset::batch(s - 1)
-// (Note [Batch determinism] in dataset.h). A checkpoint written after step k
+// (Note [Batch determinism]). A checkpoint written after step k
 // holds every persistent tensor (weights, biases, Adam moments and step
 // counter) and k, so `--resume` continues with step k + 1 and reproduces the
 // uninterrupted run bit for bit.
 //
 // With opts.distributed.enabled the process is one rank of an mpirun job
-// (Note [Data-parallel runs] in examples/common/distributed.h): it trains on
-// images rank, rank + ranks, ... with its own batches, gradients are
-// averaged over the ranks, rank 0 alone logs and writes the checkpoint and
-// trace, and an error on any rank ends the job.
+// (Note [Data-parallel runs]): it trains on images rank, rank + ranks, ...
+// with its own batches, gradients are averaged over the ranks, rank 0 alone
+// logs and writes the checkpoint and trace, and an error on any rank ends
+// the job.
 #pragma once
 
 #include <cstdint>

@@ -46,8 +46,8 @@ enum class TimeModel : uint8_t { kMeasured, kRoofline };
 const char* time_model_name(TimeModel model);  // "measured", "roofline"
 
 // What the auto policy may do with an activation saved for the backward pass
-// besides keeping it on the device (TOML key auto_actions; Note [Joint
-// planner] in docs/design.md):
+// besides keeping it on the device (TOML key auto_actions;
+// Note [Joint planner]):
 //   kSwap       swap it out to pinned host memory and prefetch it back
 //               (vDNN, Rhu et al. 2016; TFLMS, Le et al. 2018)
 //   kRecompute  drop it and recompute it from kept inputs right before its
@@ -74,7 +74,7 @@ const char* auto_actions_name(AutoActions actions);  // "swap", "recompute", "jo
 //   kLeastToFit       when no plan fits the budget with the default kernels,
 //                     plan again with the least-workspace kernels of the
 //                     convolutions that need them (Note [Least workspace
-//                     fallback] in src/swap/search.cc).
+//                     fallback]).
 //   kLeastWhenFaster  as kLeastToFit, and also when a plan with them is
 //                     predicted faster (auto with joint actions; the Device
 //                     overload with time_model "measured" then also measures

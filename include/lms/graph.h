@@ -86,9 +86,9 @@ struct Tensor {
 };
 
 // The step layout lms::rewrite computed for a graph (an offset for every
-// buffer of the step; Note [Step layout] in docs/design.md), kept with the
-// graph so that Session::create uses it instead of laying the step out
-// again. Opaque outside the library.
+// buffer of the step; Note [Step layout]), kept with the graph so that
+// Session::create uses it instead of laying the step out again. Opaque
+// outside the library.
 struct PlannedLayout;
 
 // What lms::rewrite planned a graph for (lms/rewrite.h). Session::create

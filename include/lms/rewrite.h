@@ -35,14 +35,14 @@ namespace lms {
 class Device;
 
 // Facts about the device and the run that a plan depends on, as opposed to
-// what the user chooses (LmsConfig, RewriteOptions; Note [Rewrite in four
-// parts] in src/swap/search.h). The Device overload of
-// lms::rewrite gathers them once from the device (its capacity, allocator
-// alignment and pinned host pool, every kernel's workspace, and with
-// time_model "measured" the node times, the link and a calibrated
-// roofline); a caller without a device may state them itself. Vectors by
-// NodeId are of the graph as the pass plans it. Every field has a "not
-// known" value, which the pass treats as documented here.
+// what the user chooses (LmsConfig, RewriteOptions;
+// Note [Rewrite in four parts]). The Device overload of lms::rewrite
+// gathers them once from the device (its capacity, allocator alignment and
+// pinned host pool, every kernel's workspace, and with time_model
+// "measured" the node times, the link and a calibrated roofline); a caller
+// without a device may state them itself. Vectors by NodeId are of the
+// graph as the pass plans it. Every field has a "not known" value, which
+// the pass treats as documented here.
 struct PlanningFacts {
   // Device bytes available when LmsConfig::device_memory_limit is 0. It is
   // rounded down to whole alignment units, as the device's allocator holds
@@ -73,8 +73,7 @@ struct PlanningFacts {
   // < 0 or missing: the node's node_time_s entry). With kernel_choice
   // "least_workspace_when_faster", auto with joint actions also plans with
   // those kernels when the fast ones' plan fits, and keeps whichever plan is
-  // predicted faster (Note [Least workspace fallback] in
-  // src/swap/search.cc).
+  // predicted faster (Note [Least workspace fallback]).
   std::vector<double> least_node_time_s;
   // The host link measured on the device (StepProfile::link). Unset: the
   // config's [link].
@@ -100,10 +99,9 @@ struct RewriteOptions {
   // session that will run the graph); empty = the graph's loss.
   std::vector<std::string> fetched;
   // The Device overload on the CPU device: fuse each relu that is a conv
-  // output's only reader into the conv (lms/types.h kActivationAttr; Note
-  // [Conv + ReLU fusion] in src/graph/fusion.cc). The fused node takes the
-  // relu's name and the conv output tensor disappears; results are
-  // bit-identical.
+  // output's only reader into the conv (lms/types.h kActivationAttr;
+  // Note [Conv + ReLU fusion]). The fused node takes the relu's name and
+  // the conv output tensor disappears; results are bit-identical.
   bool fuse_conv_relu = true;
 };
 
@@ -153,14 +151,14 @@ struct RewriteReport {
   // the device's measured peak during every step (StepResult::
   // peak_device_bytes), to the byte.
   uint64_t peak_bytes_after = 0;
-  // Static placement of the final graph's step (Note [Step layout] in
-  // docs/design.md): every non-persistent device buffer (activations,
-  // gradients, swap-in buffers, graph inputs, one workspace per node) at a
-  // fixed offset in one arena. arena_bytes is the arena the placement
-  // needs; arena_lower_bound_bytes the most bytes live at one position,
-  // which no placement beats; the gap between them is what the placement
-  // loses to fragmentation. Persistent tensors (parameters, optimizer
-  // state) are allocated before the arena and stay outside it.
+  // Static placement of the final graph's step (Note [Step layout]): every
+  // non-persistent device buffer (activations, gradients, swap-in buffers,
+  // graph inputs, one workspace per node) at a fixed offset in one arena.
+  // arena_bytes is the arena the placement needs; arena_lower_bound_bytes
+  // the most bytes live at one position, which no placement beats; the gap
+  // between them is what the placement loses to fragmentation. Persistent
+  // tensors (parameters, optimizer state) are allocated before the arena
+  // and stay outside it.
   uint64_t arena_bytes = 0;
   uint64_t arena_lower_bound_bytes = 0;
   uint64_t arena_persistent_bytes = 0;
@@ -182,7 +180,7 @@ struct RewriteReport {
   std::string fit_unknown_reason;  // empty when `fits` was decided
   double step_time_before_s = 0;   // simulated, no swaps
   double step_time_after_s = 0;    // simulated with the swaps and the budget
-  double stall_s = 0;              // simulated stall, Note [Stall] (session.h)
+  double stall_s = 0;              // simulated stall, Note [Stall]
   // Where the simulated times came from (lms/config.h TimeModel): the node
   // times given or measured, and the roofline and link used for the rest,
   // e.g. "roofline 1000 GFLOP/s, 100 GB/s; link d2h 12 GB/s, h2d 12 GB/s" or
@@ -197,9 +195,9 @@ struct RewriteReport {
   // was predicted slower (PlanningFacts::least_workspace_bytes and
   // least_node_time_s); empty when none. Only the nodes whose fast
   // workspace does not fit where they run in the plan are switched; the
-  // others keep their fast kernels (Note [Selective least workspace] in
-  // src/swap/search.cc). use_least_workspace_kernels applies them to the
-  // graph as it was before the rewrite.
+  // others keep their fast kernels (Note [Selective least workspace]).
+  // use_least_workspace_kernels applies them to the graph as it was before
+  // the rewrite.
   std::vector<std::string> least_workspace_nodes;
   // The fused conv + relu nodes, by name (RewriteOptions::fuse_conv_relu);
   // empty when none.
@@ -220,12 +218,12 @@ struct RewriteReport {
 // the facts given, and inserts the swaps; `graph` is changed only on
 // success. With policy auto the rewritten graph also runs each
 // convolution's weights gradient before its data gradient where that frees
-// the convolution's input sooner (Note [Weight gradients first] in
-// src/swap/reorder.h); the values are the same bits, only the order of two
-// independent nodes changes. Errors: InvalidArgument for an invalid graph
-// or config (manual: unknown tensor name; auto: no budget known);
-// ResourceExhausted when the budget cannot be met (names the node and the
-// bytes it needs) or the host limit is exceeded.
+// the convolution's input sooner (Note [Weight gradients first]); the
+// values are the same bits, only the order of two independent nodes
+// changes. Errors: InvalidArgument for an invalid graph or config (manual:
+// unknown tensor name; auto: no budget known); ResourceExhausted when the
+// budget cannot be met (names the node and the bytes it needs) or the host
+// limit is exceeded.
 absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config,
                                       const PlanningFacts& facts,
                                       const RewriteOptions& options = {});

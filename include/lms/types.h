@@ -119,8 +119,8 @@ inline constexpr std::string_view kWorkspaceLeast = "least";
 // device), so the pre-activation tensor never exists. Its gradient applies
 // relu_bwd to the node's output first, which is exact: relu(v) > 0 exactly
 // where v > 0. lms::rewrite with the CPU device sets it where a relu is a
-// conv output's only reader (Note [Conv + ReLU fusion] in
-// src/graph/fusion.cc); model code may set it too.
+// conv output's only reader (Note [Conv + ReLU fusion]); model code may set
+// it too.
 inline constexpr std::string_view kActivationAttr = "activation";
 inline constexpr std::string_view kActivationRelu = "relu";
 
@@ -131,9 +131,8 @@ inline constexpr std::string_view kActivationRelu = "relu";
 // activation layout (on the CPU device oneDNN's nChw16c / nCdhw16c with
 // AVX-512, nChw8c / nCdhw8c otherwise), same byte size, the channels split
 // into blocks. Absent: every tensor plain. Set by lms::rewrite with the CPU
-// device, LMS on or off (Note [Blocked layouts] in
-// src/graph/blocked_layouts.cc), never by model code; a graph run without
-// that rewrite keeps every tensor plain.
+// device, LMS on or off (Note [Blocked layouts]), never by model code; a
+// graph run without that rewrite keeps every tensor plain.
 inline constexpr std::string_view kLayoutAttr = "layout";
 
 // The optional attribute "axis" of concat, slice, softmax, softmax_bwd,

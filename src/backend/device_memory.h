@@ -78,8 +78,8 @@ class DeviceMemory {
 };
 
 // The on_stall reason of a compute-stream wait on an event recorded on
-// `stream` (Note [Stall] in lms/session.h): "wait for d2h copy", "wait for
-// h2d copy", "wait for all-reduce", otherwise "event wait".
+// `stream` (Note [Stall]): "wait for d2h copy", "wait for h2d copy", "wait
+// for all-reduce", otherwise "event wait".
 const char* stall_reason(StreamKind stream);
 
 }  // namespace lms

@@ -1,9 +1,9 @@
 #pragma once
 
 // The one rounding rule for sizes and offsets in lms: the BFC allocator, the
-// swap planner's liveness and placement (Note [Memory accounting],
-// docs/memory_model.md) and the kernels' workspace slicing all round here, so
-// the planner's predicted bytes and the allocator's are the same numbers.
+// swap planner's liveness and placement (Note [Memory accounting]) and the
+// kernels' workspace slicing all round here, so the planner's predicted bytes
+// and the allocator's are the same numbers.
 //
 //   align_up(300, 256)      == 512   // next multiple
 //   align_down(300, 256)    == 256   // previous multiple

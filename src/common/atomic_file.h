@@ -2,8 +2,8 @@
 
 // The one atomic file writer of lms: checkpoints, images and NIfTI volumes
 // (lms::io) and the profiler's reports all write through it, so every output
-// file gets the same guarantees. The rule is Note [Atomic write] and Note
-// [Stale temporary files] in include/lms/io/file_util.h: a temporary file
+// file gets the same guarantees. The rule is Note [Atomic write]
+// and Note [Stale temporary files]: a temporary file
 // "<path>.tmp.<pid>.XXXXXX" next to `path`, fsync'd, renamed over `path`,
 // then the directory fsync'd; stale temporary files of dead writers removed
 // first.

@@ -29,7 +29,7 @@ int64_t chunk_begin(int64_t n, int size, int r) {
   return n / size * r + std::min<int64_t>(r, n % size);
 }
 
-// Note [Deterministic all-reduce]: acc = c_0; acc += c_1; ...; then times
+// Per Note [Deterministic all-reduce], acc = c_0; acc += c_1; ...; then times
 // scale, every step rounded to T. `out` may be one of the contributions:
 // each element is read before it is written.
 template <typename T>

@@ -1,7 +1,7 @@
 // The MPI engine behind lms/distributed.h: point-to-point messages on
 // duplicated communicators, every wait a polling loop that also watches for
-// abort notices and a deadline (Note [Failed ranks] in lms/distributed.h),
-// and the collectives built on those messages (Note [Deterministic
+// abort notices and a deadline (Note [Failed ranks]), and the collectives
+// built on those messages (Note [Deterministic all-reduce]).
 // all-reduce]). MpiCommunicator (the Communicator) and the NCCL engine's
 // host side are thin layers over it.
 //

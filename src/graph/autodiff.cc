@@ -1,11 +1,11 @@
 // training_graph: reverse-mode autodiff over the op registry's gradient rules,
 // then the optimizer step.
 //
-// Note [Gradient request] (see ops_internal.h) is how the autodiff tells a
-// rule which inputs need a gradient: a tensor needs one iff it depends on a
-// parameter and the loss depends on it. Every other input slot is kNoTensor,
-// so no backward node is emitted for, say, the data gradient of a first
-// convolution whose input is a graph input.
+// Note [Gradient request] is how the autodiff tells a rule which inputs need
+// a gradient: a tensor needs one iff it depends on a parameter and the loss
+// depends on it. Every other input slot is kNoTensor, so no backward node is
+// emitted for, say, the data gradient of a first convolution whose input is
+// a graph input.
 #include <algorithm>
 #include <cmath>
 #include <string>

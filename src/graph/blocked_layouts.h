@@ -5,7 +5,7 @@
 //   LMS_ASSIGN_OR_RETURN(BlockedLayoutReport r, assign_blocked_layouts(g, {"loss"}));
 //   // r.blocked_tensors of g's tensors now pass blocked from producer to consumers.
 //
-// See Note [Blocked layouts] in blocked_layouts.cc for the rule.
+// See Note [Blocked layouts] for the rule.
 #pragma once
 
 #include <cstdint>

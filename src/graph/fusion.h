@@ -6,7 +6,7 @@
 //   // f.graph computes the same tensors as g, bit for bit, less the fused
 //   // convs' outputs; f.node_map[old id] is the node that does its work.
 //
-// See Note [Conv + ReLU fusion] in fusion.cc for the rule.
+// See Note [Conv + ReLU fusion] for the rule.
 #pragma once
 
 #include <string>

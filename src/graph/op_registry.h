@@ -27,11 +27,11 @@ namespace lms {
 // the input gets none, e.g. a graph input or a target). The autodiff requests
 // gradients by pre-filling input_grads[i] with ops_internal::kWantGrad (-2)
 // for the inputs that need one and kNoTensor for the rest; the rule replaces
-// every kWantGrad and emits nothing for unrequested inputs (Note [Gradient
-// request] in ops_internal.h). output_grads[j] is the
-// incoming gradient of output j, or kNoTensor when no gradient reaches it
-// (the rule then treats it as zero). Errors go into graph.status() via the
-// builders; the rule returns them too.
+// every kWantGrad and emits nothing for unrequested inputs
+// (Note [Gradient request]). output_grads[j] is the incoming gradient of
+// output j, or kNoTensor when no gradient reaches it (the rule then treats it
+// as zero). Errors go into graph.status() via the builders; the rule returns
+// them too.
 struct GradContext {
   Graph& graph;
   NodeId node;
@@ -50,9 +50,8 @@ struct AttrSchema {
   bool required = true;
 };
 
-// Where a node runs (Note [Op execution] in op_registry.cc): kernels on the
-// compute stream, the rest on a copy or the communication stream, without a
-// kernel of the backend.
+// Where a node runs: kernels on the compute stream, the rest on a copy or the
+// communication stream, without a kernel of the backend.
 enum class OpExec : uint8_t {
   kKernel,        // a backend kernel on the compute stream
   kCopyToHost,    // swap_out: D2H copy into pinned host memory

@@ -3,7 +3,7 @@
 // all_reduce (training_graph with TrainingOptions::data_parallel): output i
 // is the mean over the ranks of input i, computed on the communication
 // stream. swap_out and all_reduce take the optional string attribute
-// release_after (Note [Swap-out release] in swap/release_plan.h).
+// release_after (Note [Swap-out release]).
 #include "graph/ops_internal.h"
 
 namespace lms::ops_internal {

@@ -505,8 +505,8 @@ absl::Status verify_written(const nifti_image& written, const std::string& tmp,
       absl::StrCat("the file niftilib wrote (", tmp, ") does not read back; is the disk full?"));
 }
 
-// Note [Atomic write] (lms/io/file_util.h), with the NIfTI suffix kept at the
-// end of the temporary name since niftilib picks gzip by the name.
+// Note [Atomic write], with the NIfTI suffix kept at the end of the temporary
+// name since niftilib picks gzip by the name.
 absl::Status write_atomically(nifti_image& nim, const std::string& path,
                               const std::string& suffix) {
   LMS_RETURN_IF_ERROR(check_writable(path));

@@ -1,5 +1,5 @@
 // Folding of shape arithmetic and removal of identities (Note [ONNX
-// import] in importer.h). Each pass handles one pattern and says whether it
+// import]). Each pass handles one pattern and says whether it
 // applied; the constants are small (shapes, indices, scales), so they are
 // computed on the host with plain loops.
 #include <onnx/onnx_pb.h>
@@ -479,7 +479,7 @@ bool swaps_rank2(const NodeProto& n, const Const& out) {
   return n.op_type() == "Transpose" && out.dims.size() == 2 && (perm.empty() || perm[0] == 1);
 }
 
-// Note [Weight-side Transpose] in importer.h: the transpose of a rank-2
+// Per Note [Weight-side Transpose], the transpose of a rank-2
 // constant remembers its source (through identities); transposing that
 // again is the source.
 bool mark_weight_transpose(Importer& im, const NodeProto& n, Const c) {

@@ -1,6 +1,6 @@
 // lms::import_onnx (lms/onnx.h): reads the file, checks the opsets, binds
 // initializers and graph inputs, then visits the nodes in file order (Note
-// [ONNX import] in importer.h).
+// [ONNX import]).
 #include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 
@@ -69,7 +69,7 @@ absl::Status check_old_opset(const ::onnx::GraphProto& g, int64_t opset) {
 
 // Default rule (lms/onnx.h): initializers read as weights or biases, for
 // Gemm / MatMul input B through Transposes and Identities (Note
-// [Weight-side Transpose] in importer.h).
+// [Weight-side Transpose]).
 void default_trainable(const ::onnx::GraphProto& g, absl::flat_hash_set<std::string>& out) {
   absl::flat_hash_map<std::string, std::string> through;  // Transpose / Identity output -> input
   auto source = [&](std::string name) {
@@ -201,9 +201,9 @@ absl::Status visit_chain(Importer& im, const ::onnx::GraphProto& g, const std::v
 }
 
 // Every node in file order, but that the nodes of a GELU chain (Note [GELU
-// chain] in fuse_gelu.cc) or an attention chain (Note [Attention chain] in
-// fuse_attention.cc) wait for its last: the chain becomes one gelu or
-// attention node, or, where the fusion declines, its nodes are visited then.
+// chain]) or an attention chain (Note [Attention chain]) wait for its last:
+// the chain becomes one gelu or attention node, or, where the fusion
+// declines, its nodes are visited then.
 absl::Status visit_nodes(Importer& im, const ::onnx::GraphProto& g) {
   const absl::flat_hash_map<int, GeluChain> chains = find_gelu_chains(g);
   absl::flat_hash_set<int> deferred;

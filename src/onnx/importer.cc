@@ -50,7 +50,7 @@ absl::StatusOr<Const> Importer::const_input(const ::onnx::NodeProto& n, int k,
 absl::StatusOr<TensorId> Importer::tensor_input(const ::onnx::NodeProto& n, int k) {
   LMS_ASSIGN_OR_RETURN(const Value* cv, input(n, k));
   if (cv == nullptr) return error(n, absl::StrCat("input ", k, " is required"));
-  // Note [Weight-side Transpose] in importer.h: Gemm / MatMul input B reads
+  // Per Note [Weight-side Transpose], Gemm / MatMul input B reads
   // the transpose of a trainable initializer through tensor_of; any other
   // reader gets a transpose node of the parameter, made once.
   if (!cv->transpose_of.empty() && trainable.contains(cv->transpose_of)) {

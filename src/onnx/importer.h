@@ -1,10 +1,12 @@
 // The state of one import (lms/onnx.h): the ONNX values seen so far, each a
 // folded constant or a tensor of the graph being built, and the helpers the
-// passes share. Note [ONNX import]: the nodes are visited once, in file
-// order (ONNX requires a topological order); each node is first offered to
-// the folding and identity passes (fold.cc), then mapped onto lms ops
-// (map_ops.cc). Initializers stay constants until a mapped op reads one as
-// a tensor, which is when it becomes a persistent tensor of the graph.
+// passes share.
+//
+// Note [ONNX import]: the nodes are visited once, in file order (ONNX
+// requires a topological order); each node is first offered to the folding
+// and identity passes (fold.cc), then mapped onto lms ops (map_ops.cc).
+// Initializers stay constants until a mapped op reads one as a tensor, which
+// is when it becomes a persistent tensor of the graph.
 #pragma once
 
 #include <array>

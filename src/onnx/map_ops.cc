@@ -1,7 +1,6 @@
-// Mapping of ONNX nodes onto the ops of docs/ops.md (Note [ONNX import] in
-// importer.h). Each mapper checks every attribute whose value lms cannot
-// express exactly and refuses it naming the attribute; nothing is
-// approximated.
+// Mapping of ONNX nodes onto the ops of docs/ops.md (Note [ONNX import]).
+// Each mapper checks every attribute whose value lms cannot express
+// exactly and refuses it naming the attribute; nothing is approximated.
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
@@ -629,7 +628,7 @@ absl::Status map_global_avg_pool(Importer& im, const NodeProto& n) {
 
 // Input B of Gemm / MatMul as linear's w, and whether linear reads it
 // transposed (trans_b); the transpose of a constant is read through its
-// source with trans_b flipped (Note [Weight-side Transpose] in importer.h).
+// source with trans_b flipped (Note [Weight-side Transpose]).
 struct LinearWeight {
   TensorId w = kNoTensor;
   bool trans_b = false;
@@ -707,7 +706,7 @@ absl::Status map_gemm(Importer& im, const NodeProto& n) {
 // MatMul (numpy.matmul) of operands of rank 2 to 4. A rank-2 A by a rank-2
 // B is linear without a bias, as Gemm; any other is lms matmul, its batch
 // dimensions broadcast. A transposed constant B is read through its source
-// with trans_b (Note [Weight-side Transpose] in importer.h).
+// with trans_b (Note [Weight-side Transpose]).
 absl::Status map_matmul(Importer& im, const NodeProto& n) {
   LMS_ASSIGN_OR_RETURN(TensorId a, im.tensor_input(n, 0));
   LMS_ASSIGN_OR_RETURN(const Value* bv, im.input(n, 1));

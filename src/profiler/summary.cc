@@ -140,8 +140,8 @@ ProfileSummary summarize(const Timeline& t) {
       overlap_length_s(copies, spans_of(t.stream(StreamKind::kCompute), IntervalKind::kNode));
   s.copy_overlap_pct = s.copy_busy_s > 0 ? 100.0 * hidden / s.copy_busy_s : 0.0;
 
-  // Note [Stall] (lms/session.h): compute-stream waits on copies only; the
-  // host's waits are their own figure.
+  // Per Note [Stall], compute-stream waits on copies only; the host's
+  // waits are their own figure.
   s.stall_s = union_length_s(spans_of(t.stream(StreamKind::kCompute), IntervalKind::kStall));
   s.host_wait_s = union_length_s(spans_of(t.stream(StreamKind::kHost), IntervalKind::kHostWait));
 

@@ -45,8 +45,8 @@ absl::Status measure_times(const Graph& graph, Device& device, const LmsConfig& 
     facts.node_time_s = std::move(profile.node_time_s);
   }
   // Joint actions may plan with the least-workspace kernels even when the
-  // fast ones fit (Note [Least workspace fallback] in src/swap/search.cc):
-  // time those kernels too, so the comparison counts their speed.
+  // fast ones fit (Note [Least workspace fallback]): time those kernels
+  // too, so the comparison counts their speed.
   const bool joint =
       config.policy == SwapPolicy::kAuto && config.auto_actions == AutoActions::kJoint;
   if (!joint || config.kernel_choice != KernelChoice::kLeastWhenFaster ||
@@ -88,14 +88,13 @@ std::vector<double> fused_times(const FusionResult& f, const std::vector<double>
 }
 
 // The CPU device runs each conv with its relu as one kernel where the relu
-// is the conv output's only reader (Note [Conv + ReLU fusion] in
-// src/graph/fusion.cc), and stores activations blocked between ops where
-// every reader can (Note [Blocked layouts] in src/graph/blocked_layouts.cc).
-// This runs before the kernels are compiled for their workspaces, so the
-// plan counts the kernels the session will run, and before the swap pass,
-// whose swap copies and rewired consumers keep each tensor's layout. Given
-// node times (node_time_s and least_node_time_s) follow the nodes: a fused
-// node's is the sum of its two.
+// is the conv output's only reader (Note [Conv + ReLU fusion]), and stores
+// activations blocked between ops where every reader can
+// (Note [Blocked layouts]). This runs before the kernels are compiled for
+// their workspaces, so the plan counts the kernels the session will run, and
+// before the swap pass, whose swap copies and rewired consumers keep each
+// tensor's layout. Given node times (node_time_s and least_node_time_s)
+// follow the nodes: a fused node's is the sum of its two.
 absl::StatusOr<std::vector<std::string>> prepare_for(Graph& graph, const Device& device,
                                                      const RewriteOptions& options,
                                                      PlanningFacts& facts) {

@@ -30,9 +30,9 @@ constexpr std::string_view kWaitStepEnd = "step end synchronize";
 Executor::Executor(const ExecutablePlan& plan, Device& device, EventSink* sink)
     : plan_(plan), device_(device), sink_(sink) {}
 
-// Note [Stall] (lms/session.h): the host blocked in a device call is a host
-// wait, reported under its reason, never stall. Stall is measured by the
-// device on the compute stream (runtime/stall_counter.h).
+// Per Note [Stall], the host blocked in a device call is a host wait,
+// reported under its reason, never stall. Stall is measured by the device
+// on the compute stream (runtime/stall_counter.h).
 void Executor::add_host_wait(std::string_view reason, NodeId id, double start_s, double end_s) {
   const double seconds = end_s - start_s;
   auto it = host_wait_by_reason_.find(reason);
@@ -88,7 +88,7 @@ absl::StatusOr<void*> Executor::allocate_host(uint64_t bytes, NodeId id) {
   }
 }
 
-// Note [Step layout]: a device buffer's address is fixed by the plan; taking
+// Per Note [Step layout], a device buffer's address is fixed by the plan; taking
 // it needs no allocator and cannot fail. Reusing memory is ordered by
 // streams, never by the host (Note [Swap-out release]).
 void* Executor::place(TensorId t) {
@@ -178,7 +178,7 @@ absl::Status Executor::issue_compute(NodeId id) {
     args.inputs.push_back(static_cast<float*>(buffer(t)));
   }
   for (TensorId t : n.outputs) args.outputs.push_back(static_cast<float*>(buffers_[t]));
-  // Note [Step buffers]: the node's own workspace, live while it runs.
+  // Per Note [Step buffers], the node's own workspace, live while it runs.
   args.workspace = plan_.workspace_offset[id] != swap::kNoOffset
                        ? plan_.arena + plan_.workspace_offset[id]
                        : nullptr;
@@ -261,7 +261,7 @@ absl::Status Executor::issue_all_reduce(NodeId id) {
   return absl::OkStatus();
 }
 
-// Note [Swap-out release]: a device buffer is given up at its fixed point of
+// Per Note [Swap-out release], a device buffer is given up at its fixed point of
 // the schedule, the end of its live range in the plan's layout; a later
 // buffer placed at the same address may be written from the next position
 // on. The host never waits for that: the release is stream-ordered. If a
@@ -318,7 +318,7 @@ void Executor::release_after(int32_t position) {
   for (TensorId t : plan_.host_release_after[position]) release_host(t);
 }
 
-// Note [Step commit]: the first node that writes a persistent tensor is
+// Per Note [Step commit], the first node that writes a persistent tensor is
 // issued only when nothing after it can fail on the host: the plan puts every
 // allocation before it (swap/liveness.h). Device errors are asynchronous, so
 // the compute stream also waits here for every copy and all-reduce issued so

@@ -27,8 +27,8 @@ struct ExecutablePlan {
   std::vector<NodeId> order;                     // schedule
   std::vector<std::unique_ptr<Kernel>> kernels;  // by NodeId; null for swap nodes
   std::vector<uint64_t> workspace_bytes;         // by NodeId
-  // Note [Step layout] (swap/placement.h): every non-persistent device
-  // buffer of the step lives at a fixed offset of one arena.
+  // Per Note [Step layout], every non-persistent device buffer of the
+  // step lives at a fixed offset of one arena.
   std::byte* arena = nullptr;
   std::vector<uint64_t> tensor_offset;     // by TensorId (swap::kNoOffset: not in the arena)
   std::vector<uint64_t> placed_bytes;      // by TensorId
@@ -40,7 +40,7 @@ struct ExecutablePlan {
   std::vector<std::vector<TensorId>> host_release_after;  // by position: pinned blocks freed
   std::vector<std::string> fetch_names;
   std::vector<void*> persistent;  // by TensorId: device buffer of persistent tensors
-  int32_t commit = 0;             // Note [Step commit] (swap/liveness.h)
+  int32_t commit = 0;             // Note [Step commit]
   std::string oom_hint;           // appended to device out-of-memory errors
   // all_reduce nodes (Note [All-reduce]); null when the graph has none.
   Communicator* communicator = nullptr;

@@ -117,8 +117,7 @@ std::string join_sorted(std::vector<std::string> names) {
 }
 
 // Session::create refuses a graph planned for other facts than `device` and
-// `fetches` give (Note [Honest fits] in swap/pass.cc): its plan's "fits"
-// would not hold.
+// `fetches` give (Note [Honest fits]): its plan's "fits" would not hold.
 absl::Status check_plan_record(const Graph& g, Device& device,
                                const std::vector<std::string>& fetches,
                                const std::vector<uint64_t>& workspaces) {
@@ -134,7 +133,7 @@ absl::Status check_plan_record(const Graph& g, Device& device,
   if (!r.device_kind.empty() && r.device_kind != device.kind()) {
     return refuse(absl::StrCat("a ", r.device_kind, " device, not ", device.name()));
   }
-  // Note [Capacity units]: the plan and the device in allocator units.
+  // Per Note [Capacity units], the plan and the device in allocator units.
   const uint64_t capacity = in_allocator_units(mem.capacity_bytes, mem.alignment_bytes);
   if (r.capacity_bytes != 0 &&
       in_allocator_units(r.capacity_bytes, mem.alignment_bytes) != capacity) {
@@ -343,9 +342,9 @@ class Session::Impl {
     return absl::OkStatus();
   }
 
-  // Note [Step layout] (swap/placement.h): the same layout lms::rewrite
-  // computed for `fits`, from the same facts (check_plan_record), the
-  // plan's budget included (Note [Random tie orders]).
+  // Per Note [Step layout], the same layout lms::rewrite computed for
+  // `fits`, from the same facts (check_plan_record), the plan's budget
+  // included (Note [Random tie orders]).
   // The layout is lms::rewrite's own where it was computed from every fact
   // this session has (check_plan_record compared them) for this very graph;
   // otherwise it is computed here, the same way.

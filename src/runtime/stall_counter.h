@@ -1,10 +1,10 @@
 // An EventSink that sums the stall the device reports on the compute stream
-// and forwards every event to the user's sink. Note [Stall] (lms/session.h):
-// stall is the compute stream blocked on an event recorded on a copy stream
-// (a swap-in not yet arrived, a swap-out still reading memory the schedule
-// releases, the commit's wait for the copies); the devices report exactly
-// those waits as on_stall(kCompute, ...), so the sum is StepResult::stall_s.
-// Host waits (on_host_wait, from the executor) are forwarded, not counted.
+// and forwards every event to the user's sink. Note [Stall]: stall is the
+// compute stream blocked on an event recorded on a copy stream (a swap-in
+// not yet arrived, a swap-out still reading memory the schedule releases,
+// the commit's wait for the copies); the devices report exactly those waits
+// as on_stall(kCompute, ...), so the sum is StepResult::stall_s. Host waits
+// (on_host_wait, from the executor) are forwarded, not counted.
 //
 // It also draws device memory over device time: with static placement
 // (Note [Step layout]) the allocator sees no change inside a step, so when

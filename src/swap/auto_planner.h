@@ -1,6 +1,6 @@
-// The auto planner's greedy (Note [Auto planner] and Note [Joint planner]
-// in planner_auto.cc), internal to src/swap, in three files along the
-// seams of the rewrite (Note [Rewrite in four parts] in search.h):
+// The auto planner's greedy (Note [Auto planner] and
+// Note [Joint planner]), internal to src/swap, in three files along the
+// seams of the rewrite (Note [Rewrite in four parts]):
 // - auto_candidates.cc: what the greedy chooses from, the facts of one
 //   plan: the idle intervals (gaps) of every tensor, the triggers that hide
 //   their copies, and the recompute chains with their costs;

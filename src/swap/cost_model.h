@@ -34,12 +34,12 @@ struct CostOptions {
   // Devices sharing the host link (lms/device.h HostLink), each running this
   // step at the same time; >= 1 (check_cost_options). The lockstep model:
   // identical replicas issue the same copies at the same moments, and a link
-  // shared fairly (Note [Shared host link] in backend/cpu/host_link.h) gives
-  // each 1/link_devices of the bandwidth, so a copy takes
-  // latency + bytes * link_devices / bandwidth. Exact for lockstep replicas;
-  // pessimistic when the devices' copies do not overlap in time (different
-  // models, or replicas that drift apart), where a copy gets more than its
-  // share. Compute is not shared: each device has its own.
+  // shared fairly (Note [Shared host link]) gives each 1/link_devices of the
+  // bandwidth, so a copy takes latency + bytes * link_devices / bandwidth.
+  // Exact for lockstep replicas; pessimistic when the devices' copies do not
+  // overlap in time (different models, or replicas that drift apart), where
+  // a copy gets more than its share. Compute is not shared: each device has
+  // its own.
   int link_devices = 1;
   // Measured seconds per NodeId from a profiling run; when an entry exists
   // and is >= 0 it replaces the roofline estimate for that node.

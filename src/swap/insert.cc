@@ -68,7 +68,7 @@ absl::Status insert_item(Graph& graph, const SwapPlan::Item& item,
   return absl::OkStatus();
 }
 
-// Inserts the clones of Note [Recomputation] (insert.h) for every recompute
+// Inserts the clones of Note [Recomputation] for every recompute
 // restore, in order of trigger position. Runs after the swap nodes exist, so
 // a swap-in's copy can be read by a clone.
 class Recomputer {
@@ -94,7 +94,7 @@ class Recomputer {
     }
     // By trigger, and at one trigger in schedule order of the producers, so
     // a restore that reads another restored there finds it done (Note
-    // [Shared recomputation] in auto_phases.cc).
+    // [Shared recomputation]).
     auto key = [&](const std::pair<const SwapPlan::Item*, size_t>& r) {
       return std::make_pair(live_.position[r.first->swap_ins[r.second].trigger],
                             live_.position[original_.tensor(r.first->tensor).producer]);

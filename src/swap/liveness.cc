@@ -1,5 +1,4 @@
-// Note [Memory accounting] lives in docs/memory_model.md; this file is its
-// planner-side implementation.
+// The planner-side implementation of Note [Memory accounting].
 #include "swap/liveness.h"
 
 #include <algorithm>
@@ -88,7 +87,7 @@ absl::StatusOr<Liveness> analyze(const Graph& graph, const LivenessOptions& opti
   LMS_ASSIGN_OR_RETURN(auto fetched, fetched_set(graph, options));
   live.position.assign(graph.num_nodes(), -1);
   live.commit = commit_position(graph, live.order);
-  // Note [Step buffers] (placement.h): each node's workspace is a buffer of
+  // Per Note [Step buffers], each node's workspace is a buffer of
   // the step's arena, live only while that node runs.
   live.workspace.assign(live.order.size(), 0);
   for (int32_t p = 0; p < live.size(); ++p) {

@@ -60,11 +60,11 @@ struct Liveness {
   int32_t size() const { return static_cast<int32_t>(order.size()); }
 };
 
-// Note [Swap-out release] (release_plan.h): the position after which a
-// tensor whose last reader is `reader` is released: the reader's own
-// position, or later for a swap_out or all_reduce naming a later node in its
-// `release_after` attribute (its copy or exchange reads the buffer on
-// another stream until then). `position` is by NodeId.
+// Per Note [Swap-out release], the position after which a tensor whose last
+// reader is `reader` is released: the reader's own position, or later for a
+// swap_out or all_reduce naming a later node in its `release_after`
+// attribute (its copy or exchange reads the buffer on another stream until
+// then). `position` is by NodeId.
 int32_t release_position(const Graph& graph, NodeId reader, const std::vector<int32_t>& position);
 
 // The commit position of Note [Step commit] for `graph` scheduled as `order`.

@@ -84,14 +84,14 @@ std::string time_model_text(const Graph& g, const PassInputs& in) {
 }
 
 // Note [Honest fits]: `fits` is decided only by the step's static layout
-// (Note [Step layout], swap/placement.h) computed with every fact the
-// executor will have: the budget, the allocator alignment, the kernel
-// workspaces and the fetch set (the Device overload supplies all of them,
-// and Session::create checks them against the plan record). Session::create
-// uses the same layout and holds exactly its device_bytes(): the
-// persistent tensors, then the arena, allocated one after the other on an
-// otherwise empty device. A call that lacks the budget or the workspaces
-// cannot decide, so it reports fits = false with the reason, never a guess.
+// (Note [Step layout]) computed with every fact the executor will have: the
+// budget, the allocator alignment, the kernel workspaces and the fetch set
+// (the Device overload supplies all of them, and Session::create checks
+// them against the plan record). Session::create uses the same layout and
+// holds exactly its device_bytes(): the persistent tensors, then the arena,
+// allocated one after the other on an otherwise empty device. A call that
+// lacks the budget or the workspaces cannot decide, so it reports fits =
+// false with the reason, never a guess.
 std::string missing_fact(const RewriteReport& rep, const PlanningFacts& facts) {
   if (rep.budget_bytes == 0) {
     return "no device budget known: use the Device overload, set device_memory_limit or "
@@ -298,8 +298,8 @@ RewriteReport report_before(const Graph& graph, const PassInputs& in, const Anal
   RewriteReport rep;
   rep.policy = c.policy;
   rep.enabled = c.enabled;
-  // Note [Capacity units] (src/runtime/capacity.h): the budget in whole
-  // allocator units, as the device's allocator holds its capacity.
+  // Per Note [Capacity units], the budget in whole allocator units, as
+  // the device's allocator holds its capacity.
   rep.budget_bytes =
       align_down(c.device_memory_limit ? c.device_memory_limit : in.facts.device_capacity_bytes,
                  std::max<uint64_t>(c.alignment_bytes, 1));

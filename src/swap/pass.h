@@ -1,8 +1,8 @@
-// The rewrite pass for one candidate plan (Note [Rewrite in four parts] in
-// src/swap/search.h): verify -> analyse -> plan -> insert -> lay out ->
-// simulate, each step a function of its inputs. The search (search.h)
-// decides which candidates to make and keeps the best; lms::rewrite
-// (rewrite.cc) is the public entry point.
+// The rewrite pass for one candidate plan (Note [Rewrite in four parts]):
+// verify -> analyse -> plan -> insert -> lay out -> simulate, each step a
+// function of its inputs. The search (search.h) decides which candidates
+// to make and keeps the best; lms::rewrite (rewrite.cc) is the public
+// entry point.
 #pragma once
 
 #include <cstdint>
@@ -48,7 +48,7 @@ struct Analysis {
 };
 absl::StatusOr<Analysis> analyse(const Graph& graph, const PassInputs& in);
 
-// One plan of the joint comparison (Note [Joint planner] in search.cc); the
+// One plan of the joint comparison (Note [Joint planner]); the
 // defaults are the plan of LmsConfig::auto_actions alone.
 struct PlanVariant {
   AutoActions actions = AutoActions::kJoint;
@@ -84,7 +84,7 @@ absl::StatusOr<Candidate> insert(const Graph& source, const PassInputs& in,
 // The candidate's step simulated at the budget (Note [Stall]).
 absl::StatusOr<SimResult> simulate_step(const Candidate& candidate);
 
-// Lays out `graph`'s step (Note [Step layout] in placement.h) for
+// Lays out `graph`'s step (Note [Step layout]) for
 // `budget_bytes`, with a placement search of at most
 // `search_placed_buffers` placed buffers.
 absl::StatusOr<std::shared_ptr<const PlannedLayout>> lay_out(
@@ -111,7 +111,7 @@ void fill_working_set(const Graph& graph, const Analysis& analysis, RewriteRepor
 // (Graph::plan_record, checked by Session::create).
 absl::Status complete(const Graph& source, Candidate& candidate);
 
-// The result (Note [Rewrite in four parts] in search.h): adds to the layout
+// The result (Note [Rewrite in four parts]): adds to the layout
 // kept with `graph` (PlanRecord::layout) the release plan of the fetch set
 // it was planned for, so that Session::create takes both as they are.
 // InvalidArgument as release_plan.

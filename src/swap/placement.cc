@@ -1,5 +1,5 @@
 // Static placement of a step's buffers (Note [Static placement] and Note
-// [Step buffers] in placement.h).
+// [Step buffers]).
 #include "swap/placement.h"
 
 #include <algorithm>
@@ -702,7 +702,7 @@ absl::StatusOr<StepBuffers> step_buffers(const Graph& graph, const Liveness& liv
       continue;
     }
     if (!life.on_device || life.first < 0) continue;
-    // Note [Swap-out release]: life.last already holds a swap_out's or
+    // Per Note [Swap-out release], life.last already holds a swap_out's or
     // all_reduce's `release_after` (liveness.h, release_position).
     step.buffers.push_back({life.first, life.last, life.bytes});
     step.tensor.push_back(t);

@@ -95,9 +95,9 @@
 // and after 16 times as many the top of the window. Where the sets of one
 // search hold at most max_scan intervals in all (the common case), they are
 // swept in address order without the merge's heap, with the same answer
-// (Note [Short scans] in placement.cc); one index serves every placement of
-// a place_buffers call, and an order placed before in that call is not
-// placed again (Note [Repeated orders]).
+// (Note [Short scans]); one index serves every placement of a place_buffers
+// call, and an order placed before in that call is not placed again
+// (Note [Repeated orders]).
 // Figures (2-core machine): bench/placement_bench.cc.
 #pragma once
 
@@ -273,9 +273,9 @@ uint64_t layout_fingerprint(const Graph& graph);
 
 namespace lms {
 
-// PlanRecord::layout (lms/graph.h): the result of lms::rewrite (Note
-// [Rewrite in four parts] in swap/search.h) that Session::create takes as it
-// is: the layout, the release plan of the fetch set planned for
+// PlanRecord::layout (lms/graph.h): the result of lms::rewrite
+// (Note [Rewrite in four parts]) that Session::create takes as it is: the
+// layout, the release plan of the fetch set planned for
 // (PlanRecord::fetched; set for the graph the rewrite returns, not for the
 // candidates of its search) and the fingerprint of the graph both were
 // computed for.

@@ -180,7 +180,7 @@ PlanTraffic plan_traffic(const Graph& graph, const SwapPlan& plan, uint64_t host
   return traffic;
 }
 
-// Note [Step commit]: a swap-in triggered at or after the commit would
+// Per Note [Step commit], a swap-in triggered at or after the commit would
 // allocate in the update stretch; trigger it right before the commit instead.
 void clamp_to_commit(const Liveness& live, SwapPlan& plan) {
   if (live.commit <= 0 || live.commit >= live.size()) return;

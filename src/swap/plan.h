@@ -2,7 +2,7 @@
 // node each swap-out is issued, and for each later group of consumers the
 // trigger node after which its swap-in starts, or, for a restore marked
 // `recompute`, after which the tensor is computed again from its producer's
-// inputs (Note [Recomputation] in insert.h). Planners produce it; the
+// inputs (Note [Recomputation]). Planners produce it; the
 // insertion pass (insert.h) applies it.
 //
 //   SwapPlan plan;
@@ -41,9 +41,9 @@ struct SwapPlan {
     // so it waits for the D2H copy. kNoNode: asynchronous.
     NodeId sync_before = kNoNode;
     // The original is not released before this node (the swap_out's
-    // release_after, Note [Swap-out release] in release_plan.h): the one by
-    // which its D2H copy is predicted done, so the release does not wait for
-    // the copy. kNoNode: released after its last reader as usual.
+    // release_after, Note [Swap-out release]): the one by which its D2H copy
+    // is predicted done, so the release does not wait for the copy. kNoNode:
+    // released after its last reader as usual.
     NodeId release_after = kNoNode;
   };
   std::vector<Item> items;
@@ -75,7 +75,7 @@ std::string to_text(const SwapPlan& plan, const Graph& graph);
 absl::Status validate_plan(const Graph& graph, const Liveness& live, const SwapPlan& plan);
 
 // Moves every swap-in triggered at or after live.commit to right before it
-// (Note [Step commit] in liveness.h); the tflms, vdnn and manual rules pick
+// (Note [Step commit]); the tflms, vdnn and manual rules pick
 // triggers by distance and may land past it.
 void clamp_to_commit(const Liveness& live, SwapPlan& plan);
 

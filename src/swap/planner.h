@@ -89,7 +89,7 @@ struct AutoOptions {
   // another way (Note [Jittered greedy]).
   uint64_t jitter_seed = 0;
   // By TensorId (empty: none): tensors the plan must not swap, and tensors
-  // it must not recompute (Note [Plan refinement] in src/swap/search.cc).
+  // it must not recompute (Note [Plan refinement]).
   std::vector<bool> no_swap;
   std::vector<bool> no_recompute;
   // By TensorId (empty: none): tensors whose longest idle interval the plan

@@ -23,7 +23,7 @@
 // Note [Joint planner]
 // With recomputation (AutoOptions::actions recompute or joint) a gap may also
 // be relieved by dropping the tensor after u_a and recomputing it right
-// before u_b (Note [Recomputation] in insert.h): the same freed range as a
+// before u_b (Note [Recomputation]): the same freed range as a
 // swap triggered at u_b - 1, at the cost of running its producer again, plus
 // the producers of any input not live there (a chain, costed with the
 // current choices: an input is live unless its own gap there is recomputed,

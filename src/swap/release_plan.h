@@ -25,16 +25,16 @@ struct ReleasePlan {
 // (below). When the last consumer is a swap_out (or an
 // all_reduce, whose exchange reads on the communication stream), the release
 // is stream-ordered: the host frees at once, and the compute stream waits
-// for that copy before its next node (a stall, Note [Stall] in
-// lms/session.h; src/runtime/executor.cc). So every
-// release happens at a fixed point of the schedule and the allocation
-// sequence — hence the BFC layout and its fragmentation — is the same in
-// every run and in the planner's replay. A swap_out may move its source's
-// release later with the string attribute `release_after` = a node name
-// (a node by which the copy is predicted to be done, so the wait costs
-// nothing), also when it is not the last reader (the joint planner does,
-// Note [Joint planner]); an all_reduce likewise (training_graph names the first reader of
-// its outputs). liveness.h's release_position is this rule.
+// for that copy before its next node (a stall, Note [Stall];
+// src/runtime/executor.cc). So every release happens at a fixed point of the
+// schedule and the allocation sequence — hence the BFC layout and its
+// fragmentation — is the same in every run and in the planner's replay. A
+// swap_out may move its source's release later with the string attribute
+// `release_after` = a node name (a node by which the copy is predicted to be
+// done, so the wait costs nothing), also when it is not the last reader (the
+// joint planner does, Note [Joint planner]); an all_reduce likewise
+// (training_graph names the first reader of its outputs). liveness.h's
+// release_position is this rule.
 // `fetched` names tensors kept until the end of the step (empty: the loss).
 // InvalidArgument for an unknown fetch or a cyclic graph.
 absl::StatusOr<ReleasePlan> release_plan(const Graph& graph,

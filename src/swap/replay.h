@@ -1,7 +1,7 @@
 // Replay of a step's device allocations on a BFC allocator (with a fake
 // sub-allocator that never touches memory), in the order a dynamic
 // allocator would see them. The executor does not allocate inside a step
-// (Note [Step layout], placement.h); this replay is what it would cost if it
+// (Note [Step layout]); this replay is what it would cost if it
 // did, and bench/placement_bench compares the two.
 #pragma once
 

@@ -1,5 +1,5 @@
 // lms::rewrite, the public entry points of the pass (Note [Rewrite in four
-// parts] in swap/search.h), and the report's text.
+// parts]), and the report's text.
 #include "lms/rewrite.h"
 
 #include <algorithm>

@@ -175,7 +175,7 @@ absl::StatusOr<Candidate> fit(const Source& s, const PlanVariant& variant, doubl
     ++plans;
     LMS_ASSIGN_OR_RETURN(fitted, attempt(floor, false));
   }
-  // Note [Last-resort placement]: the plan for the floor is the least any
+  // Per Note [Last-resort placement], the plan for the floor is the least any
   // plan of this variant holds; where only its layout misses, search longer
   // for a layout before giving the candidate up.
   auto only_layout_misses = [&] {
@@ -190,7 +190,7 @@ absl::StatusOr<Candidate> fit(const Source& s, const PlanVariant& variant, doubl
     take_layout(current->graph, longer, current->inputs, current->rep);
     fitted = current->rep.fits;
   }
-  // Note [Last-resort plan]: then the floor's plan that swaps every tensor
+  // Per Note [Last-resort plan], then the floor's plan that swaps every tensor
   // it can hide, which leaves the placement the fewest long-lived buffers.
   if (!fitted && s.options.last_resort_plan && only_layout_misses() &&
       variant.actions != AutoActions::kRecompute) {
@@ -317,11 +317,11 @@ void refine(const Source& s, PlanVariant variant, Candidate& best) {
   }
 }
 
-// Note [Weight gradients first] (swap/reorder.h): policy auto plans the
-// graph with each weights gradient that frees its input run before the
-// data gradient, where the unswapped step's layout is not larger. Returns
-// the reordered graph, or nullopt to keep the order; `before` and `rep` then
-// describe the reordered graph.
+// Per Note [Weight gradients first], policy auto plans the graph with each
+// weights gradient that frees its input run before the data gradient, where
+// the unswapped step's layout is not larger. Returns the reordered graph, or
+// nullopt to keep the order; `before` and `rep` then describe the reordered
+// graph.
 absl::StatusOr<std::optional<Graph>> weights_first(const Graph& graph, const PassInputs& in,
                                                    Analysis& before, RewriteReport& rep) {
   LMS_ASSIGN_OR_RETURN(std::vector<NodeId> order,
@@ -395,7 +395,7 @@ absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const PassInputs& in,
     graph = std::move(c.graph);
     return std::move(c.rep);
   }
-  // Note [Joint planner]: the joint greedy plan with several link shares,
+  // Per Note [Joint planner], the joint greedy plan with several link shares,
   // with and without deferred releases, and the swap-only and
   // recompute-only plans as well, then on graphs up to
   // SearchOptions::jitter_nodes nodes the best of those with jittered greedy
@@ -432,7 +432,7 @@ absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const PassInputs& in,
       best_variant = v;
     }
     // Then the best of the fixed variants again with its greedy's ties
-    // broken at random (Note [Jittered greedy] in auto_phases.cc).
+    // broken at random (Note [Jittered greedy]).
     if (i + 1 == fixed && nodes <= options.jitter_nodes) {
       for (uint64_t seed = 1; seed <= static_cast<uint64_t>(config.auto_search_plans); ++seed) {
         PlanVariant j = best_variant;

@@ -34,7 +34,7 @@ namespace lms::swap {
 // benchmarks' models (bench/plan_speed_bench.cc) and change no plan of the
 // tests' models.
 struct SearchOptions {
-  // Note [Placement-aware planning]: plans made for one candidate until its
+  // Per Note [Placement-aware planning], plans made for one candidate until its
   // layout fits: half stepping the usable budget down by the layout's
   // excess, half bisecting between the working-set limit and the last
   // budget that failed.
@@ -53,19 +53,19 @@ struct SearchOptions {
   // graph's nodes (and LmsConfig::auto_refine_plans): one plan costs about
   // 15 us per node, so about 2 s of planning on any graph.
   int32_t refine_node_plans = 131072;
-  // Note [Pruned candidates]: on graphs of at least this many nodes a
+  // Per Note [Pruned candidates], on graphs of at least this many nodes a
   // candidate predicted no faster than the best fitting one is not laid out.
   int32_t prune_nodes = 256;
   // The placement search of each layout a candidate makes places at most
   // this many buffers (PlacementOptions::search_placed_buffers).
   int64_t layout_placed_buffers = PlacementOptions{}.search_placed_buffers;
-  // Note [Last-resort placement]: when the plan for the working-set limit
+  // Per Note [Last-resort placement], when the plan for the working-set limit
   // itself misses only in its layout (its arena's lower bound fits), that
   // plan is laid out again with a placement search of at most this many
   // placed buffers (PlacementOptions::search_placed_buffers) before the
   // candidate is given up.
   int64_t last_resort_placed_buffers = int64_t{1} << 21;
-  // Note [Last-resort plan]: when that still misses, the candidate's variant
+  // Per Note [Last-resort plan], when that still misses, the candidate's variant
   // is planned once more for the working-set limit with every tensor it can
   // hide swapped (AutoOptions::force_swap) and laid out with the same long
   // search before the candidate is given up. false only to compare.

@@ -137,7 +137,7 @@ void Simulator::launch(int32_t p) {
   for (TensorId t : node.inputs) wait_for(graph_.tensor(t).producer);
   for (NodeId c : node.control_inputs) wait_for(c);
   if (stream == kCompute) {
-    // Note [Stall]: the host issues instantly unless it waits for memory, so
+    // Per Note [Stall], the host issues instantly unless it waits for memory, so
     // any idle time of the compute stream is a wait on a copy.
     if (compute_started_) result_.stall_s += ready - stream_free_[kCompute];
     compute_started_ = true;
@@ -152,11 +152,11 @@ void Simulator::launch(int32_t p) {
 
 void Simulator::free_after(int32_t p) {
   const bool copy_stream = stream_of(graph_.node(live_.order[p])) == kD2H;
-  // Note [Swap-out release]: stream-ordered, the compute stream waits for a
-  // swap-out (with wait_at_release) or an all-reduce (always: Note
-  // [All-reduce] in runtime/executor.cc) still reading a buffer released
-  // here, whether it is the buffer's last reader or a compute node after it
-  // is (the executor waits on the event either way).
+  // Per Note [Swap-out release], stream-ordered, the compute stream waits for a
+  // swap-out (with wait_at_release) or an all-reduce (always:
+  // Note [All-reduce]) still reading a buffer released here, whether it is the
+  // buffer's last reader or a compute node after it is (the executor waits on
+  // the event either way).
   for (TensorId t : frees_at_[p]) {
     const int32_t reader = side_reader_[t];
     if (reader < 0 || reader > p) continue;
@@ -182,7 +182,7 @@ SimResult Simulator::run() {
   host_ = options_.input_upload_s;
   for (int32_t p = 0; p < live_.size(); ++p) {
     if (p == live_.commit) {
-      // Note [Step commit]: compute waits for every copy issued so far.
+      // Per Note [Step commit], compute waits for every copy issued so far.
       compute_fence_ =
           std::max({compute_fence_, stream_free_[kD2H], stream_free_[kH2D], stream_free_[kComm]});
     }

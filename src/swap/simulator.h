@@ -5,23 +5,22 @@
 // on (data and control edges, as event waits) and a copy also for the compute
 // stream to reach the point where it was issued; all_reduce nodes run on a
 // fourth stream (communication) like copies, their inputs released
-// stream-ordered (Note [All-reduce] in runtime/executor.cc); at the commit
-// the compute stream waits for every copy and all-reduce issued so far (Note
-// [Step commit]); outputs are
-// allocated at issue. A tensor last read by a swap-out is released either at
-// its fixed point with the compute stream waiting for the copy, as the
+// stream-ordered (Note [All-reduce]); at the commit the compute stream waits
+// for every copy and all-reduce issued so far (Note [Step commit]); outputs
+// are allocated at issue. A tensor last read by a swap-out is released either
+// at its fixed point with the compute stream waiting for the copy, as the
 // executor does (wait_at_release, Note [Swap-out release]), or when that D2H
 // copy completes, the host waiting for the oldest such deferred free when an
 // allocation would exceed the device budget.
 //
-// Stall (Note [Stall] in lms/session.h) is the compute stream's idle time
-// between its first and last node. The host never holds compute back except
-// while waiting for memory, so in this model that idle time is exactly the
-// compute stream waiting on copies: a swap-in not yet arrived (data edges),
-// a copy named by a control edge (TFLMS sync_mode), a swap-out still reading
-// a released buffer (wait_at_release) or, without wait_at_release, the host's
-// wait for a swap-out to return memory, and the commit's wait for the copies.
-// The same waits are what the executor measures as StepResult::stall_s.
+// Stall (Note [Stall]) is the compute stream's idle time between its first
+// and last node. The host never holds compute back except while waiting for
+// memory, so in this model that idle time is exactly the compute stream
+// waiting on copies: a swap-in not yet arrived (data edges), a copy named by
+// a control edge (TFLMS sync_mode), a swap-out still reading a released
+// buffer (wait_at_release) or, without wait_at_release, the host's wait for a
+// swap-out to return memory, and the commit's wait for the copies. The same
+// waits are what the executor measures as StepResult::stall_s.
 //
 //   swap::CostModel cost(graph, {});
 //   LMS_ASSIGN_OR_RETURN(swap::Liveness live, swap::analyze(graph, {}));

@@ -1,5 +1,5 @@
-// A two-rank MPI job for mpi_failure_test.cc, one failure per mode (Note
-// [Failed ranks] in lms/distributed.h):
+// A two-rank MPI job for mpi_failure_test.cc, one failure per mode
+// (Note [Failed ranks]):
 //   mpirun -np 2 mpi_failure_probe smoke|fail|kill|hang
 //   smoke  all-reduces, gathers and meets at a barrier; exits 0.
 //   fail   rank 1 calls abort("injected failure") after one all-reduce; rank

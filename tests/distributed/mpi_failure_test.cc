@@ -1,4 +1,4 @@
-// Note [Failed ranks] (lms/distributed.h), end to end: each test launches
+// Note [Failed ranks], end to end: each test launches
 // `mpirun -np 2 mpi_failure_probe <mode>` (mpi_failure_probe.cc) under a
 // watchdog and checks how the job ended, how fast, and what it printed.
 // Not itself run under mpirun.

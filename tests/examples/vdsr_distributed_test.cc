@@ -1,9 +1,9 @@
-// `vdsr train --distributed` (Note [Data-parallel runs] in
-// examples/common/distributed.h): the sharded dataset in-process, then the
-// program itself under `mpirun -np 2` (mpi_job.h): two ranks train and only
-// rank 0 writes, a resumed two-rank run equals the uninterrupted one bit for
-// bit, and a failed rank, a killed rank or ranks started with different
-// settings end the job quickly, naming the rank.
+// `vdsr train --distributed` (Note [Data-parallel runs]): the sharded
+// dataset in-process, then the program itself under `mpirun -np 2`
+// (mpi_job.h): two ranks train and only rank 0 writes, a resumed two-rank
+// run equals the uninterrupted one bit for bit, and a failed rank, a killed
+// rank or ranks started with different settings end the job quickly, naming
+// the rank.
 // Data: tests/data/astronaut_crop128.png and its mirror image, one per rank.
 #include <gtest/gtest.h>
 #include <unistd.h>

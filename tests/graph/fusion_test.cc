@@ -1,7 +1,7 @@
-// fuse_conv_relu (Note [Conv + ReLU fusion] in src/graph/fusion.cc): which
-// relus fold into their conv, the names, node map, order and control edges
-// of the fused graph, the cases that must not fuse, and the gradient of a
-// conv with activation = "relu" built by model code.
+// fuse_conv_relu (Note [Conv + ReLU fusion]): which relus fold into their
+// conv, the names, node map, order and control edges of the fused graph,
+// the cases that must not fuse, and the gradient of a conv with activation
+// = "relu" built by model code.
 #include "graph/fusion.h"
 
 #include <algorithm>

@@ -206,7 +206,7 @@ pid_t dead_pid() {
   return pid;
 }
 
-// Note [Stale temporary files]: a killed writer's temporary file is removed
+// Per Note [Stale temporary files], a killed writer's temporary file is removed
 // by the next write of the same path; a live writer's file, other paths'
 // files and other names are left alone.
 TEST_F(CheckpointTest, StaleTempFilesOfKilledWritersAreRemovedOnTheNextWrite) {

@@ -326,7 +326,7 @@ TEST_F(ImageTest, LoadImagesFailsOnMissingOrImagelessFolders) {
   EXPECT_EQ(warnings.size(), 1u);
 }
 
-// Note [Unusable folder]: every file that could not be used is named with its
+// Per Note [Unusable folder], every file that could not be used is named with its
 // reason, not just counted.
 TEST_F(ImageTest, ImagelessFolderErrorListsEveryFileAndItsReason) {
   spit(path("a.png"), {1, 2, 3});

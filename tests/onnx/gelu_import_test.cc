@@ -1,11 +1,10 @@
 // The exact GELU as torch.onnx.export writes it at opsets 14 to 17 (Div /
-// Erf / Add / Mul / Mul, Note [GELU chain] in src/onnx/fuse_gelu.cc)
-// imports as one lms gelu node: a PyTorch MLP (tests/onnx/make_gelu_models.py,
-// run at test time by Debian's /usr/bin/python3; skipped, saying why,
-// without torch or onnx) gives PyTorch's output, loss and gradients, and the
-// hand-written Mul form with swapped operands is fused too; a chain with
-// other constants, or one whose inner value is read elsewhere, is not fused
-// and is refused at its Erf.
+// Erf / Add / Mul / Mul, Note [GELU chain]) imports as one lms gelu node: a
+// PyTorch MLP (tests/onnx/make_gelu_models.py, run at test time by Debian's
+// /usr/bin/python3; skipped, saying why, without torch or onnx) gives
+// PyTorch's output, loss and gradients, and the hand-written Mul form with
+// swapped operands is fused too; a chain with other constants, or one whose
+// inner value is read elsewhere, is not fused and is refused at its Erf.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>

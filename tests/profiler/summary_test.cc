@@ -46,7 +46,7 @@ TEST(SummaryTest, KnownPatternUtilisationAndStall) {
   rec.on_node(StreamKind::kCompute, "a", "conv2d", 1.0, 3.0);
   rec.on_node(StreamKind::kCompute, "b", "relu", 2.0, 4.0);
   rec.on_node(StreamKind::kCompute, "c", "add", 6.0, 7.0);
-  // Note [Stall]: only the compute stream's stalls count, [4.5,6) + [5,5.5)
+  // Per Note [Stall], only the compute stream's stalls count, [4.5,6) + [5,5.5)
   // -> 1.5 s (a stall is not compute busy time); a stall reported on another
   // stream is not counted, and the host's waits [4,5) + [4.5,5.25) -> 1.25 s
   // are their own figure.

@@ -209,7 +209,7 @@ TEST(Fits, KernelChoiceIsExplicitAndBitIdenticalOnTheKernelsItLists) {
   expect_same_bits(step, expected);
 }
 
-// Note [Capacity units]: a capacity that is no multiple of the allocator's
+// Per Note [Capacity units], a capacity that is no multiple of the allocator's
 // 256-byte alignment, given both to the device and to
 // PlanningFacts::device_capacity_bytes, gives a plan whose `fits` agrees
 // with Session::create and the first step, with LMS off and on.

@@ -1,8 +1,8 @@
-// The joint planner's local search (LmsConfig::auto_refine_plans, Note [Plan
-// refinement] in src/swap/search.cc), used as a user would (include/lms and
-// the example model builders only), on VDSR, a 2-D U-Net with concat skips
-// and a tensor read by three far-apart consumers, and Isensee's 3-D U-Net,
-// at links from as fast as the roofline's compute to 10,000x slower:
+// The joint planner's local search (LmsConfig::auto_refine_plans,
+// Note [Plan refinement]), used as a user would (include/lms and the example
+// model builders only), on VDSR, a 2-D U-Net with concat skips and a tensor
+// read by three far-apart consumers, and Isensee's 3-D U-Net, at links from
+// as fast as the roofline's compute to 10,000x slower:
 //  - the refined joint plan is never predicted slower than the plan without
 //    the local search, and is predicted faster on some of these cases;
 //  - a refined plan that differs from the unrefined one fits, runs at its

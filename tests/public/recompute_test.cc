@@ -48,10 +48,9 @@ int count_recompute_nodes(const Graph& g) {
   return n;
 }
 
-// Restores another restore's clone reads (Note [Shared recomputation] in
-// src/swap/planner_auto.cc): a recomputed tensor read both by backward
-// nodes of the graph and by a clone of a later restore, so computed once for
-// both.
+// Restores another restore's clone reads (Note [Shared recomputation]): a
+// recomputed tensor read both by backward nodes of the graph and by a clone
+// of a later restore, so computed once for both.
 int count_shared_restores(const Graph& g) {
   auto is_clone = [&](NodeId id) {
     return g.node(id).op != OpKind::kSwapIn && g.node(id).name.rfind("recompute/", 0) == 0;

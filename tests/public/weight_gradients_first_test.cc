@@ -1,12 +1,12 @@
-// Weight gradients first (Note [Weight gradients first] in
-// src/swap/reorder.h), used as a user would (include/lms and the example
-// model builders only): the auto rewrite runs a convolution's
-// conv_bwd_weights before its conv_bwd_data where the weights node is the
-// last reader of the convolution's input, so that input is freed before the
-// input gradient is written. On a 2-D U-Net with concat skips and Isensee's
-// 3-D U-Net (their activations' backward reads the activation's input, so a
-// convolution's input is last read by its weights gradient) and on VDSR
-// (relu_bwd reads each convolution's input later, so nothing moves):
+// Weight gradients first (Note [Weight gradients first]), used as a user
+// would (include/lms and the example model builders only): the auto rewrite
+// runs a convolution's conv_bwd_weights before its conv_bwd_data where the
+// weights node is the last reader of the convolution's input, so that input
+// is freed before the input gradient is written. On a 2-D U-Net with concat
+// skips and Isensee's 3-D U-Net (their activations' backward reads the
+// activation's input, so a convolution's input is last read by its weights
+// gradient) and on VDSR (relu_bwd reads each convolution's input later, so
+// nothing moves):
 //  - which pairs run weights first, read from the rewritten schedule;
 //  - the reordered steps give the same bits as without LMS;
 //  - the planned peak never rises, and falls on Isensee's U-Net;

@@ -1,8 +1,8 @@
-// Blocked activation layouts end to end on the CPU device (Note [Blocked
-// layouts] in src/graph/blocked_layouts.cc): lms::rewrite with the device,
-// with LMS off or on, stores conv -> relu -> conv chains blocked, and the
-// losses, gradients and weights are bit-identical to those of the graph
-// without a rewrite (every tensor plain) and with swaps of blocked tensors.
+// Blocked activation layouts end to end on the CPU device
+// (Note [Blocked layouts]): lms::rewrite with the device, with LMS off or
+// on, stores conv -> relu -> conv chains blocked, and the losses, gradients
+// and weights are bit-identical to those of the graph without a rewrite
+// (every tensor plain) and with swaps of blocked tensors.
 #include <gtest/gtest.h>
 
 #include <cstdio>

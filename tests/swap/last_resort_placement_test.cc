@@ -1,15 +1,14 @@
-// Note [Last-resort placement] (src/swap/search.cc): where the plan for the
-// working-set limit misses only in its layout, the search lays it out once
-// more with a longer placement search before it gives the candidate up. On a
-// ResNet-like graph (bottleneck blocks with residual adds) whose
-// convolutions have workspaces of 1.5x their output, the workspaces given as
-// planning facts (so no kernel choice of the machine enters), each layout
-// placed by the heuristics alone, at budgets from the working-set limit
-// towards the no-LMS peak:
+// Per Note [Last-resort placement], where the plan for the working-set limit
+// misses only in its layout, the search lays it out once more with a longer
+// placement search before it gives the candidate up. On a ResNet-like graph
+// (bottleneck blocks with residual adds) whose convolutions have workspaces
+// of 1.5x their output, the workspaces given as planning facts (so no kernel
+// choice of the machine enters), each layout placed by the heuristics alone,
+// at budgets from the working-set limit towards the no-LMS peak:
 //  - every budget that plans without the long search plans with it, and
 //    every plan that fits holds its predicted peak within the budget;
 //  - some budget plans only with it.
-// Note [Last-resort plan] (same file): where that still misses, the variant
+// Per Note [Last-resort plan], where that still misses, the variant
 // is planned once more for the working-set limit with every tensor it can
 // hide swapped. With every layout by the heuristics alone and no long
 // search:

@@ -492,7 +492,7 @@ TEST(PlacementProperty, ValidBoundedAndDeterministicOnRandomSets) {
               100 * worst_gap);
 }
 
-// Note [Random tie orders]: with an arena target below the heuristics'
+// Per Note [Random tie orders], with an arena target below the heuristics'
 // arena, the random tie orders never give a larger arena, stay valid and
 // deterministic, stop as soon as one fits the target, and find smaller
 // arenas on sets with many equal sizes.
@@ -534,7 +534,7 @@ TEST(PlacementProperty, RandomTieOrdersOnlyShrinkTheArena) {
   EXPECT_GT(smaller, 0);
 }
 
-// Note [Squeaky wheel]: with an arena target below the heuristics' arena,
+// Per Note [Squeaky wheel], with an arena target below the heuristics' arena,
 // the reorders never give a larger arena, stay valid and deterministic, and
 // find smaller arenas; the winning reorder says which round it was. The
 // last sets have VDSR's shape: activations of one size nested around the

@@ -258,8 +258,8 @@ TEST(Rewrite, RuntimeWorkspaceAndMeasuredTimesAreUsed) {
   facts.workspace_bytes = std::move(workspace);
   facts.node_time_s.assign(g.num_nodes(), 1e-3);
   LmsConfig config;
-  // The workspace is one shared block held all step (Note [Shared
-  // workspace]), so every node's working set holds the 1 MiB.
+  // conv2's workspace is a buffer of its own, live while conv2 runs (Note
+  // [Step buffers]), so conv2's working set holds the 1 MiB.
   config.device_memory_limit = 1 << 20;
   auto rep = rewrite(g, config, facts);
   EXPECT_EQ(rep.status().code(), absl::StatusCode::kResourceExhausted);

@@ -118,7 +118,7 @@ TEST(Simulator, WaitAtReleaseMakesTheComputeStreamWaitAtTheSwapOut) {
 }
 
 TEST(Simulator, CommitWaitsForEveryCopyIssuedSoFar) {
-  // Note [Step commit]: the compute stream waits for every copy issued before
+  // Per Note [Step commit], the compute stream waits for every copy issued before
   // the commit. With e as the commit (set by hand: the skip graph has no
   // persistent writer) and a 5 s D2H [1,6]: e waits until 6 (3 s stall),
   // swap_in [7,7.5], d [7.5,8.5] (0.5 s), loss [8.5,9.5].

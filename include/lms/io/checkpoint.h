@@ -14,10 +14,9 @@
 //           u32 n_tensors | n_tensors x (u32 len, name, u32 rank,
 //           rank x i64 dim, u64 count, count x f32 raw IEEE-754 bits)
 // Floats are stored bit for bit, so a round trip is exact (NaN payloads too).
-// Saving is atomic (see Note [Atomic write] in lms/io/file_util.h): a failed save
-// leaves an existing checkpoint at `path` untouched, and a save removes the
-// temporary files that killed writers left behind (Note [Stale temporary
-// files] there).
+// Saving is atomic (see Note [Atomic write]): a failed save leaves an
+// existing checkpoint at `path` untouched, and a save removes the temporary
+// files that killed writers left behind (Note [Stale temporary files]).
 //
 // The format stores any step and any float (a round trip is exact), but a
 // program that *uses* a checkpoint (resumes training, evaluates) reads it

@@ -53,10 +53,10 @@ absl::Status validate_image(const Image& image);
 absl::StatusOr<Image> read_image(const std::string& path);
 
 // Writes `image` as an 8-bit PNG (gray or RGB): values are clamped to [0, 1]
-// and rounded to the nearest of 256 levels (NaN becomes 0). Atomic (Note
-// [Atomic write] in lms/io/file_util.h): the bytes go to a temporary file in
-// the same directory, which is fsync'd and renamed over `path`, so a reader
-// never sees a half-written file.
+// and rounded to the nearest of 256 levels (NaN becomes 0). Atomic
+// (Note [Atomic write]): the bytes go to a temporary file in the same
+// directory, which is fsync'd and renamed over `path`, so a reader never
+// sees a half-written file.
 // Errors: InvalidArgument for an invalid image; the errno-derived code (e.g.
 // NotFound, PermissionDenied, ResourceExhausted) when writing fails.
 absl::Status write_png(const Image& image, const std::string& path);

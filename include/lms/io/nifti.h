@@ -105,11 +105,11 @@ absl::StatusOr<Volume> read_nifti(const std::string& path, const NiftiReadOption
 // the name ends in ".gz", as `type`, with scl_slope 0 (values stored as is),
 // sform and qform both set from volume.affine (code 1, scanner anatomical).
 // Integer types store each value rounded to the nearest integer.
-// Atomic (Note [Atomic write] in lms/io/file_util.h): niftilib writes a
-// temporary file in the same folder, which is read back, fsync'd and renamed.
-// The temporary name is "<path>.tmp.<pid>.XXXXXX.nii[.gz]" (niftilib picks
-// gzip by the suffix); remove_stale_temp_files does not know that form, so a
-// writer killed mid-write leaves it behind.
+// Atomic (Note [Atomic write]): niftilib writes a temporary file in the same
+// folder, which is read back, fsync'd and renamed. The temporary name is
+// "<path>.tmp.<pid>.XXXXXX.nii[.gz]" (niftilib picks gzip by the suffix);
+// remove_stale_temp_files does not know that form, so a writer killed
+// mid-write leaves it behind.
 // Errors: InvalidArgument when dims / spacing / voxels are inconsistent, or a
 // value is NaN, Inf or outside `type`'s range (names the first voxel and the
 // range), or `path` does not end in .nii or .nii.gz; the errno-derived code

@@ -1,8 +1,8 @@
 // Writes a whole file atomically and durably, through the writer lms::io uses
-// (Note [Atomic write] and Note [Stale temporary files] in
-// lms/io/file_util.h): the contents go to a temporary file next to `path`,
-// which is fsync'd and renamed over `path`, then the directory is fsync'd. On
-// any failure the temporary file is removed and `path` is left as it was.
+// (Note [Atomic write] and Note [Stale temporary files]): the contents go to
+// a temporary file next to `path`, which is fsync'd and renamed over `path`,
+// then the directory is fsync'd. On any failure the temporary file is removed
+// and `path` is left as it was.
 //
 //   LMS_RETURN_IF_ERROR(lms::write_file_atomically("trace.json", text));
 #pragma once

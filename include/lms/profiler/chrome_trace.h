@@ -12,7 +12,7 @@
 //              "copy" (other streams), args {tensor, bytes}
 //   stall:     name = reason,    cat = "stall", args {node, reason}; on the
 //              compute track: the compute stream waiting on a copy (Note
-//              [Stall] in lms/session.h)
+//              [Stall])
 //   host wait: name = reason,    cat = "host_wait", args {node, reason}; on
 //              the host track: the host blocked in a device call, not stall
 // Memory is "C" (counter) events: "device_bytes_in_use",

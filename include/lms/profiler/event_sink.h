@@ -33,10 +33,10 @@ class EventSink {
                        double end_s) = 0;
   // Bytes in use of a memory changed at time t_s.
   virtual void on_memory(MemoryKind memory, uint64_t bytes_in_use, double t_s) = 0;
-  // A stall (Note [Stall] in lms/session.h): `stream` (the compute stream)
-  // was blocked from start_s to end_s on an event recorded on a copy stream;
-  // `reason` names that stream ("wait for h2d copy", "wait for d2h copy").
-  // `node` may be empty: a device does not know which node is next.
+  // A stall (Note [Stall]): `stream` (the compute stream) was blocked from
+  // start_s to end_s on an event recorded on a copy stream; `reason` names
+  // that stream ("wait for h2d copy", "wait for d2h copy"). `node` may be
+  // empty: a device does not know which node is next.
   virtual void on_stall(StreamKind stream, std::string_view reason, std::string_view node,
                         double start_s, double end_s) = 0;
   // A host wait, not a stall (Note [Stall]): the host thread, issuing `node`

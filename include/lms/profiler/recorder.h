@@ -49,10 +49,10 @@ struct StringEq {
 inline constexpr size_t kNumStreams = 5;   // StreamKind values
 inline constexpr size_t kNumMemories = 2;  // MemoryKind values
 
-// kStall: a stream blocked on a copy (on_stall, Note [Stall] in
-// lms/session.h); kHostWait: the host thread blocked in a device call
-// (on_host_wait), always on the host stream; kIssue: the instant the host
-// issued a node (on_issue, start_s == end_s), on the host stream.
+// kStall: a stream blocked on a copy (on_stall, Note [Stall]); kHostWait:
+// the host thread blocked in a device call (on_host_wait), always on the
+// host stream; kIssue: the instant the host issued a node (on_issue,
+// start_s == end_s), on the host stream.
 enum class IntervalKind : uint8_t { kNode = 0, kCopy = 1, kStall = 2, kHostWait = 3, kIssue = 4 };
 
 // One node, copy, stall or host wait on a stream. Strings are ids into

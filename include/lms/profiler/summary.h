@@ -29,8 +29,8 @@ struct ProfileSummary {
   // was hidden behind compute (vDNN's and TFLMS's goal).
   double copy_busy_s = 0;
   double copy_overlap_pct = 0;
-  // Union of the compute stream's stall intervals (Note [Stall] in
-  // lms/session.h); stalls reported on other streams are not counted.
+  // Union of the compute stream's stall intervals (Note [Stall]);
+  // stalls reported on other streams are not counted.
   double stall_s = 0;
   double host_wait_s = 0;  // union of the host's wait intervals (not stall)
   // How far the host runs ahead of the device: for each compute node with

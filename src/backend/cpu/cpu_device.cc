@@ -155,7 +155,7 @@ absl::Status CpuDevice::init(CpuDeviceOptions options) {
 }
 
 CpuDevice::~CpuDevice() {
-  // Note [Stream shutdown]: every worker drains before any is destroyed, so
+  // Per Note [Stream shutdown], every worker drains before any is destroyed, so
   // a wait on another stream's event always finds that stream running.
   for (CpuStream* s : {compute_.get(), d2h_.get(), h2d_.get(), comm_.get()}) {
     if (s != nullptr) s->synchronize();
@@ -247,9 +247,9 @@ void CpuDevice::wait(StreamKind kind, Event& event) {
   std::shared_ptr<EventState> state = ev->state();
   const uint64_t gen = state->latest();
   if (gen == 0) return;  // never recorded: complete
-  // Note [Stall] (lms/session.h): a compute-stream wait that blocks is a
-  // stall. Only an event of a copy stream can block it: the compute worker
-  // reaches a wait after every record enqueued on compute before it.
+  // Per Note [Stall], a compute-stream wait that blocks is a stall. Only
+  // an event of a copy stream can block it: the compute worker reaches a
+  // wait after every record enqueued on compute before it.
   const char* reason = stall_reason(ev->recorded_on());
   stream(kind).enqueue([this, state, gen, kind, reason] {
     const double start_s = now_s();

@@ -72,9 +72,9 @@ class CpuDevice : public Device {
 
   // Events are CpuEvents (cpu_event.h). StreamKind::kHost names no stream of
   // its own: record/wait on it act on the compute stream. A compute-stream
-  // wait that really blocks is a stall (Note [Stall] in lms/session.h),
-  // reported as on_stall(kCompute, "wait for d2h copy" / "wait for h2d
-  // copy"), timed on the compute worker from reaching the wait to passing it.
+  // wait that really blocks is a stall (Note [Stall]), reported as
+  // on_stall(kCompute, "wait for d2h copy" / "wait for h2d copy"), timed on
+  // the compute worker from reaching the wait to passing it.
   std::unique_ptr<Event> create_event() override;
   void record(Event& event, StreamKind stream) override;
   void wait(StreamKind stream, Event& event) override;

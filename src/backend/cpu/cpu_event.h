@@ -63,8 +63,8 @@ class CpuEvent : public Event {
   CpuEvent() : state_(std::make_shared<EventState>()) {}
   const std::shared_ptr<EventState>& state() const { return state_; }
   // The stream of the latest record (kHost before any), set by
-  // CpuDevice::record; a wait names it when it reports a stall (Note [Stall]
-  // in lms/session.h).
+  // CpuDevice::record; a wait names it when it reports a stall
+  // (Note [Stall]).
   StreamKind recorded_on() const { return recorded_on_.load(std::memory_order_relaxed); }
   void set_recorded_on(StreamKind stream) { recorded_on_.store(stream, std::memory_order_relaxed); }
 

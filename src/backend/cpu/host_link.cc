@@ -69,7 +69,7 @@ void HostLink::copy(StreamKind direction, void* dst, const void* src, uint64_t b
     if (bytes > 0) std::memcpy(dst, src, bytes);
     return sleep_until(ready_s);
   }
-  // Note [Shared host link]: one slot per chunk, the next reserved only
+  // Per Note [Shared host link], one slot per chunk, the next reserved only
   // after this one has ended.
   for (uint64_t offset = 0; offset < bytes; offset += options_.chunk_bytes) {
     const uint64_t n = std::min(options_.chunk_bytes, bytes - offset);

@@ -15,7 +15,7 @@
 // cudnnConvolutionBackwardBias.
 //
 // A batch whose tensors exceed cuDNN's 32-bit descriptors runs in pieces
-// along N (Note [Large tensors] in large_tensor_plan.h).
+// along N (Note [Large tensors]).
 //
 // Math is CUDNN_FMA_MATH: no TF32 tensor-core rounding, so results stay within
 // float rounding of the CPU device (Note [CUDA kernel determinism]).
@@ -151,7 +151,7 @@ absl::StatusOr<std::pair<int, uint64_t>> choose_algorithm(const KernelSpec& spec
   return choose_conv_algorithm(what, perf, n, ws, least);
 }
 
-// Note [Large tensors]: the batch runs in pieces within cuDNN's descriptor
+// Per Note [Large tensors], the batch runs in pieces within cuDNN's descriptor
 // limit (conv_split_plan); almost always one piece. Each distinct piece size
 // (the full chunk, a shorter last piece) has its descriptors and algorithm.
 class CudnnConvKernel final : public Kernel {

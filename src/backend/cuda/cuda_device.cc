@@ -36,7 +36,7 @@ class CudaEvent : public Event {
   int ordinal() const { return ordinal_; }
   cudaEvent_t get() const { return event_; }
   // The stream of the latest record (kHost before any): a compute-stream
-  // wait names it when it reports a stall (Note [Stall] in lms/session.h).
+  // wait names it when it reports a stall (Note [Stall]).
   StreamKind recorded_on() const { return recorded_on_.load(std::memory_order_relaxed); }
   void set_recorded_on(StreamKind s) { recorded_on_.store(s, std::memory_order_relaxed); }
 
@@ -407,7 +407,7 @@ void CudaDevice::wait(StreamKind kind, Event& event) {
   if (*ev == nullptr) return;
   bind();
   // A compute-stream wait on an event still pending at issue may stall the
-  // stream (Note [Stall] in lms/session.h): bracket it with host callbacks
+  // stream (Note [Stall]): bracket it with host callbacks
   // (Note [CUDA profiler events]) so on_stall reports how long the stream
   // waited. A wait on an event already complete at issue cannot stall and
   // is not bracketed.

@@ -39,13 +39,13 @@
 //     them and report at once. Host functions block their stream and share
 //     one driver thread: a few microseconds of bubble per node, so step and
 //     stall times are an upper bound.
-// Stall on CUDA (Note [Stall] in lms/session.h): a compute-stream wait on an
-// event pending at issue (cudaEventQuery says cudaErrorNotReady) reports
-// on_stall(kCompute, "wait for d2h copy" / "wait for h2d copy", named after
-// the stream of the event's latest record), from the stream reaching the
-// wait to the stream passing it. A wait on an event already complete at
-// issue cannot block and is not timed. The sink must outlive the work issued
-// while it was set, until the synchronize() that reports it.
+// Stall on CUDA (Note [Stall]): a compute-stream wait on an event pending at
+// issue (cudaEventQuery says cudaErrorNotReady) reports on_stall(kCompute,
+// "wait for d2h copy" / "wait for h2d copy", named after the stream of the
+// event's latest record), from the stream reaching the wait to the stream
+// passing it. A wait on an event already complete at issue cannot block and
+// is not timed. The sink must outlive the work issued while it was set,
+// until the synchronize() that reports it.
 #pragma once
 
 #include <cuda_runtime_api.h>

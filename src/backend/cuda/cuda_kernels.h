@@ -9,12 +9,12 @@
 //
 // Note [CUDA kernel determinism]: every kernel gives bit-identical results
 // for identical inputs: convolutions use fixed deterministic cuDNN algorithms
-// (Note [Convolution algorithm choice] in conv_algo_choice.h), and every reduction is a fixed-shape
-// tree in double precision with no atomics: how many blocks share a sum, which elements each block
-// and thread adds and in what order are functions of the shape alone, never of the GPU model, its
-// SM count, pointer alignment or timing (Note [Grouped reduction plan] in reduce_plan.h for the
-// per-channel and per-group sums). Results differ from the CPU device's within float rounding
-// (different summation order), not bit for bit.
+// (Note [Convolution algorithm choice]), and every reduction is a fixed-shape tree in double
+// precision with no atomics: how many blocks share a sum, which elements each block and thread adds
+// and in what order are functions of the shape alone, never of the GPU model, its SM count, pointer
+// alignment or timing (Note [Grouped reduction plan] for the per-channel and per-group sums).
+// Results differ from the CPU device's within float rounding (different summation order), not bit
+// for bit.
 #pragma once
 
 #include <cuda_runtime_api.h>

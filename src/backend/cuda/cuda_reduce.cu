@@ -3,8 +3,8 @@
 // a fixed set of elements with a fixed per-thread stride and a fixed tree
 // (detail::block_sum), in double; partials are combined in a fixed order. No
 // atomics, so every result is bit-identical run to run. The grouped sums
-// split each group over several blocks as Note [Grouped reduction plan]
-// (reduce_plan.h) lays out.
+// split each group over several blocks as Note [Grouped reduction plan] lays
+// out.
 #include <cmath>
 
 #include "backend/cuda/cuda_common.cuh"

@@ -633,7 +633,7 @@ TEST(CpuDeviceTest, SinkWithoutSpansGetsStallsOnly) {
   EXPECT_GT(sink.stalls[0].end_s - sink.stalls[0].start_s, 0.01);
 }
 
-// Note [Stall]: a compute wait on a D2H event is a stall named after that
+// Per Note [Stall], a compute wait on a D2H event is a stall named after that
 // stream; copy-stream waits on compute and compute waits that do not block
 // are not stalls.
 TEST(CpuDeviceTest, StallNamesTheCopyStreamAndOnlyBlockingComputeWaitsCount) {

@@ -512,7 +512,7 @@ void expect_same_bits(const std::vector<std::vector<float>>& a,
   }
 }
 
-// Note [Blocked layouts]: a kernel whose activations are stored blocked runs
+// Per Note [Blocked layouts], a kernel whose activations are stored blocked runs
 // the primitive it runs on plain ones, so the results are bit-identical.
 TEST(ConvKernelBlockedTensors, SameBitsAsPlainTensors) {
   std::mt19937 rng = seeded_rng(41);

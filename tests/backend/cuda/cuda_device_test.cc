@@ -291,7 +291,7 @@ class RecordingSink : public EventSink {
   int memory_events_ = 0;
 };
 
-// Note [CUDA profiler events]: spans timed by CUDA events arrive at
+// Per Note [CUDA profiler events], spans timed by CUDA events arrive at
 // synchronize(), live ones from host callbacks; either way they lie between
 // the host's issue and the end of synchronize(), in stream order, without
 // overlap on the one compute stream.
@@ -377,7 +377,7 @@ TEST(CudaDevice, SinkGetsCopiesKernelsAndMemoryWithOrderedStamps) {
   EXPECT_EQ(sink.memory_events(), 2);         // one device and one host allocation
 }
 
-// Note [Event query]: a query of a pending event (and a compute-stream wait
+// Per Note [Event query], a query of a pending event (and a compute-stream wait
 // on one with a sink set, which queries it) must not leave NotReady behind
 // for the next kernel launch to report as its own failure.
 TEST(CudaDevice, KernelAfterAPendingEventQuerySucceeds) {

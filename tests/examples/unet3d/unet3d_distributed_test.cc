@@ -1,7 +1,7 @@
-// `unet3d train --distributed` under mpirun (Note [Data-parallel runs] in
-// examples/common/distributed.h) on a synthetic folder of two training
-// pairs: with two ranks each trains on one subject; with three, every rank
-// trains on both, on crops of its own. Rank 0 alone logs and writes.
+// `unet3d train --distributed` under mpirun (Note [Data-parallel runs]) on
+// a synthetic folder of two training pairs: with two ranks each trains on
+// one subject; with three, every rank trains on both, on crops of its own.
+// Rank 0 alone logs and writes.
 #include <gtest/gtest.h>
 #include <unistd.h>
 

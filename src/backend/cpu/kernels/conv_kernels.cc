@@ -60,7 +60,7 @@ bool use_blocked(const ConvProblem& p, ConvLayout layout, OpKind op) {
 }
 
 // Which of x and y (dx, dy) the node's tensors hold in the blocked layout
-// (kLayoutAttr; Note [Blocked layouts] in src/graph/blocked_layouts.cc).
+// (kLayoutAttr; Note [Blocked layouts]).
 struct ConvTensorLayouts {
   bool x_blocked = false;
   bool y_blocked = false;
@@ -187,12 +187,12 @@ bool same_primitive(const dnnl::convolution_forward::primitive_desc& a,
          a.weights_desc() == b.weights_desc() && a.dst_desc() == b.dst_desc();
 }
 
-// Inputs x, w, b?; output y. With activation = "relu" (conv only; Note
-// [Conv + ReLU fusion] in src/graph/fusion.cc) the relu runs as the
-// primitive's eltwise post-op when oneDNN then picks the same
-// implementation and layouts as for the plain conv, so the bits cannot
-// differ from conv followed by relu; otherwise the plain conv runs and the
-// relu after it, in place on its output.
+// Inputs x, w, b?; output y. With activation = "relu" (conv only;
+// Note [Conv + ReLU fusion]) the relu runs as the primitive's eltwise
+// post-op when oneDNN then picks the same implementation and layouts as
+// for the plain conv, so the bits cannot differ from conv followed by
+// relu; otherwise the plain conv runs and the relu after it, in place on
+// its output.
 template <class F>
 std::unique_ptr<Kernel> make_forward(const KernelSpec& spec, const CpuKernelContext& ctx,
                                      const ConvProblem& p, const ConvDescs& d) {

@@ -16,8 +16,7 @@ namespace {
 
 // Blocked tensors reach only kernels that can read them: the convolutions
 // (which check their slots) and flat ops (is_flat_elementwise in
-// lms/op_kind.h, Note [Blocked layouts] in src/graph/blocked_layouts.cc)
-// whose tensors are all blocked.
+// lms/op_kind.h, Note [Blocked layouts]) whose tensors are all blocked.
 absl::Status check_layouts(const KernelSpec& spec) {
   auto it = spec.attrs.find(kLayoutAttr);
   if (it == spec.attrs.end()) return absl::OkStatus();

@@ -28,16 +28,16 @@ namespace lms::cpu {
 enum class ConvLayout {
   kAuto,     // per pass, whichever measured faster: blocked for backward
              // weights and wherever the channels fill 16-wide blocks, plain
-             // otherwise (Note [Conv layouts] in conv_kernels.cc)
+             // otherwise (Note [Conv layouts])
   kBlocked,  // format_tag::any, reorders from/to the plain user buffers in run()
   kPlain,    // primitives on the plain buffers directly, no reorders
 };
 
 // The conv algorithm: the public CpuConvAlgorithm (lms/device.h). kAuto is
-// Winograd F(4x4,3x3) where oneDNN picks it (AVX-512; Note [Conv algorithm]
-// in conv_kernels.cc) or, where oneDNN has none, lms's (winograd.h; Note
-// [lms Winograd]); kDirect always oneDNN's direct convolution; kWinograd
-// lms's wherever it applies.
+// Winograd F(4x4,3x3) where oneDNN picks it (AVX-512;
+// Note [Conv algorithm]) or, where oneDNN has none, lms's (winograd.h;
+// Note [lms Winograd]); kDirect always oneDNN's direct convolution;
+// kWinograd lms's wherever it applies.
 using ConvAlgorithm = CpuConvAlgorithm;
 
 struct SpatialKernelOptions {
