@@ -29,7 +29,7 @@
 #include "fmt/format.h"
 #include "from_graph.h"
 #include "lms/device.h"
-#include "lms/profile.h"
+#include "lms/facts.h"
 #include "lms/rewrite.h"
 #include "lms/session.h"
 #include "lms/status.h"
@@ -122,18 +122,17 @@ absl::Status run(const Args& a) {
   LmsConfig off;
   off.enabled = false;
   LMS_ASSIGN_OR_RETURN(RewriteReport none, rewrite(graph, off, *device));
-  LMS_ASSIGN_OR_RETURN(StepProfile profile, profile_step(graph, *device, {.link = false}));
-  const CostModelConfig roofline = calibrate_cost_model(profile, graph);
+  // The graph is the fused one now; its facts as it is, the link throttled.
+  LmsConfig measured;
+  LMS_ASSIGN_OR_RETURN(PlanningFacts facts, gather_facts(graph, measured, *device, nullptr,
+                                                         {.lower = false, .measure_link = false}));
+  const CostModelConfig roofline = *facts.roofline;
   const double link = throttled_link_bytes_per_s(roofline.compute_flops_per_s, target);
-  PlanningFacts facts;
   facts.device_capacity_bytes =
       static_cast<uint64_t>(static_cast<double>(none.peak_bytes_after) / a.oversubscription) &
       ~((uint64_t{64} << 10) - 1);
   facts.host_pool_bytes = uint64_t{16} << 30;
-  LMS_ASSIGN_OR_RETURN(facts.workspace_bytes, kernel_workspace_bytes(graph, *device));
-  facts.node_time_s = profile.node_time_s;
   facts.link = LinkConfig{.d2h_bytes_per_s = link, .h2d_bytes_per_s = link};
-  facts.roofline = roofline;
   LmsConfig config;
   config.auto_actions = AutoActions::kJoint;
   if (a.refine_plans >= 0) config.auto_refine_plans = a.refine_plans;

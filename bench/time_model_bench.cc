@@ -25,6 +25,7 @@
 // base filters, 3 levels) on a --size^3 volume (default 48); --batch,
 // --depth and --channels are VDSR's.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -39,7 +40,7 @@
 #include "fmt/format.h"
 #include "lms/config.h"
 #include "lms/device.h"
-#include "lms/profile.h"
+#include "lms/facts.h"
 #include "lms/profiler/chrome_trace.h"
 #include "lms/profiler/recorder.h"
 #include "lms/profiler/summary.h"
@@ -273,7 +274,7 @@ absl::Status run(const Options& o) {
   std::printf("%-10s | %-8s | %-32s | %8s | %9s | %9s | %9s | %10s | %10s | %10s | %9s\n", "link",
               "model", "link planned with", "swap MiB", "step pred", "step meas", "pred/meas",
               "range", "stall pred", "stall meas", "host wait");
-  bool profiled = false;
+  std::vector<double> node_time_s;  // measured on the first link's device
   for (const double link : o.links) {
     LMS_ASSIGN_OR_RETURN(auto device, lms::make_cpu_device({.capacity_bytes = budget,
                                                             .host_pool_bytes = uint64_t{8} << 30,
@@ -281,28 +282,32 @@ absl::Status run(const Options& o) {
                                                             .h2d_bytes_per_s = link,
                                                             .copy_latency_s = kCopyLatencyS,
                                                             .compute_threads = o.threads}));
-    // What the measured model will see (printed; the rewrite profiles again).
-    lms::ProfileOptions po;
-    po.nodes = !profiled;
-    LMS_ASSIGN_OR_RETURN(lms::StepProfile p, lms::profile_step(train, *device, po));
-    if (!profiled) {
+    // What the measured model will see (printed; the rewrite gathers again).
+    lms::LmsConfig measured;
+    measured.time_model = lms::TimeModel::kMeasured;
+    const auto start = std::chrono::steady_clock::now();
+    LMS_ASSIGN_OR_RETURN(lms::PlanningFacts p,
+                         lms::gather_facts(train, measured, *device, nullptr,
+                                           {.known = {.node_time_s = node_time_s}}));
+    const double gather_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (node_time_s.empty()) {
+      node_time_s = p.node_time_s;
       double sum = 0;
       int nodes = 0;
       for (double t : p.node_time_s) {
-        if (t < 0) continue;
+        if (t <= 0) continue;
         sum += t;
         ++nodes;
       }
-      const lms::CostModelConfig c = lms::calibrate_cost_model(p, train);
+      const lms::CostModelConfig& c = *p.roofline;
       std::printf(
-          "# profile_step: %d compute nodes timed alone (median of %d runs, %s), sum %.3f s; "
-          "profiling took %.1f s; calibrated roofline %.1f GFLOP/s, %.1f GB/s, launch %.2f us "
-          "(roofline constants: %.0f GFLOP/s, %.0f GB/s, %.0f us)\n",
-          nodes, po.runs, p.from_device_events ? "device kernel spans" : "host time", sum,
-          p.elapsed_s, c.compute_flops_per_s / 1e9, c.memory_bytes_per_s / 1e9,
+          "# gather_facts: %d compute kernels timed alone, sum %.3f s; took %.1f s; calibrated "
+          "roofline %.1f GFLOP/s, %.1f GB/s, launch %.2f us (roofline constants: %.0f GFLOP/s, "
+          "%.0f GB/s, %.0f us)\n",
+          nodes, sum, gather_s, c.compute_flops_per_s / 1e9, c.memory_bytes_per_s / 1e9,
           c.kernel_launch_s * 1e6, defaults.cost_model.compute_flops_per_s / 1e9,
           defaults.cost_model.memory_bytes_per_s / 1e9, defaults.cost_model.kernel_launch_s * 1e6);
-      profiled = true;
     }
     for (const lms::TimeModel model : {lms::TimeModel::kMeasured, lms::TimeModel::kRoofline}) {
       lms::LmsConfig cfg;
@@ -310,8 +315,8 @@ absl::Status run(const Options& o) {
       cfg.link = {link, link, kCopyLatencyS};
       const std::string planned_link =
           model == lms::TimeModel::kMeasured
-              ? fmt::format("{} / {}, {:.0f} us", rate(p.link.d2h_bytes_per_s),
-                            rate(p.link.h2d_bytes_per_s), p.link.copy_latency_s * 1e6)
+              ? fmt::format("{} / {}, {:.0f} us", rate(p.link->d2h_bytes_per_s),
+                            rate(p.link->h2d_bytes_per_s), p.link->copy_latency_s * 1e6)
               : fmt::format("{} (config), {:.0f} us", rate(link), kCopyLatencyS * 1e6);
       const std::string trace =
           o.trace_dir.empty()

@@ -19,7 +19,7 @@ lms_declare_layer(swap DEPS graph allocator common PUBLIC_HEADERS config.h rewri
 # The NCCL engine runs on the CUDA device's streams.
 lms_declare_layer(distributed DEPS backend backend/cuda common PUBLIC_HEADERS distributed.h)
 lms_declare_layer(runtime DEPS graph swap backend distributed allocator profiler common
-                  PUBLIC_HEADERS profile.h session.h)
+                  PUBLIC_HEADERS facts.h profile.h session.h)
 lms_declare_layer(io DEPS common PUBLIC_HEADERS io/)
 # The ONNX importer builds graphs through the public builders; it knows no
 # device, planner or session.

@@ -2,13 +2,14 @@
 
 #include <algorithm>
 #include <barrier>
+#include <chrono>
 #include <cmath>
 #include <memory>
 #include <thread>
 #include <utility>
 
 #include "fmt/format.h"
-#include "lms/profile.h"
+#include "lms/facts.h"
 #include "lms/profiler/chrome_trace.h"
 #include "lms/profiler/recorder.h"
 #include "lms/profiler/summary.h"
@@ -90,23 +91,27 @@ absl::StatusOr<PlanFacts> measure_facts(const Graph& train, const ContentionOpti
   r.no_lms_peak_bytes = before.peak_bytes_before;
   PlanFacts facts;
   facts.budget_bytes = forced_budget(before, o);
-  LMS_ASSIGN_OR_RETURN(StepProfile profile, profile_step(train, *device));
-  r.measured_link = profile.link;
-  r.profile_s = profile.elapsed_s;
+  // The graph is planned and run as it is (the facts overload of rewrite
+  // runs no device pass), so its facts are too.
+  const std::string loss = train.tensor(train.loss()).name;
+  LmsConfig measured = o.config;
+  measured.time_model = TimeModel::kMeasured;
+  measured.device_memory_limit = 0;
+  const auto start = std::chrono::steady_clock::now();
+  LMS_ASSIGN_OR_RETURN(facts.planning,
+                       gather_facts(train, measured, *device, nullptr,
+                                    {.rewrite = {.fetched = {loss}}, .lower = false}));
+  r.profile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.measured_link = *facts.planning.link;
   facts.config = o.config;
   facts.config.time_model = TimeModel::kRoofline;  // with the measured times below
   // The copies are what is measured: plan swaps only (lms-bench ratio
   // compares them with recomputation).
   facts.config.auto_actions = AutoActions::kSwap;
-  facts.config.link = profile.link;
-  facts.config.cost_model = calibrate_cost_model(profile, train);
+  facts.config.link = *facts.planning.link;
+  facts.config.cost_model = *facts.planning.roofline;
   facts.config.device_memory_limit = 0;  // the device capacity is the budget
-  LMS_ASSIGN_OR_RETURN(std::vector<uint64_t> ws, kernel_workspace_bytes(train, *device));
-  LMS_ASSIGN_OR_RETURN(std::vector<uint64_t> least, least_kernel_workspace_bytes(train, *device));
-  facts.planning = {.device_capacity_bytes = facts.budget_bytes,
-                    .workspace_bytes = std::move(ws),
-                    .least_workspace_bytes = std::move(least),
-                    .node_time_s = std::move(profile.node_time_s)};
+  facts.planning.device_capacity_bytes = facts.budget_bytes;
   facts.options = {.fetched = {train.tensor(train.loss()).name}};
   return facts;
 }

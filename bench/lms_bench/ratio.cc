@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -9,6 +10,7 @@
 
 #include "fmt/format.h"
 #include "lms/device.h"
+#include "lms/facts.h"
 #include "lms/profile.h"
 #include "lms/rewrite.h"
 #include "lms/status.h"
@@ -124,23 +126,24 @@ absl::StatusOr<ModelFacts> profile_model(const ModelFactory& f, const RatioOptio
   LMS_ASSIGN_OR_RETURN(RewriteReport before, rewrite(probe, off, *device));
   m.no_lms_peak_bytes = before.peak_bytes_after;
   // The link is throttled per target, so only the nodes are profiled: those
-  // of the graph as the rewrite leaves it (`probe`), whose fused conv + relu
-  // kernels are faster than the two nodes apart (VDSR: the sum predicted
-  // its steps 8-15% slow), their times given back by name (by_train_ids).
-  LMS_ASSIGN_OR_RETURN(StepProfile profile, profile_step(probe, *device, {.link = false}));
-  m.profile_s = profile.elapsed_s;
-  ModelFacts facts{.cost = calibrate_cost_model(profile, probe),
-                   .node_time_s = by_train_ids(train, probe, profile.node_time_s)};
-  // The least-workspace kernels too, so that the joint plan may use them
-  // where the memory they free is worth more than their speed
+  // of the graph as the rewrite leaves it (fused conv + relu kernels are
+  // faster than the two nodes apart: VDSR's sum predicted its steps 8-15%
+  // slow), and the least-workspace kernels too, so that the joint plan may
+  // use them where the memory they free is worth more than their speed
   // (PlanningFacts::least_node_time_s).
-  LMS_ASSIGN_OR_RETURN(std::vector<uint64_t> fast_ws, kernel_workspace_bytes(probe, *device));
-  LMS_ASSIGN_OR_RETURN(std::vector<uint64_t> least_ws,
-                       least_kernel_workspace_bytes(probe, *device));
-  LMS_ASSIGN_OR_RETURN(StepProfile lean_profile,
-                       profile_least_workspace_kernels(probe, *device, fast_ws, least_ws));
-  m.profile_s += lean_profile.elapsed_s;
-  facts.least_node_time_s = by_train_ids(train, probe, lean_profile.node_time_s);
+  LmsConfig measured = o.config;
+  measured.time_model = TimeModel::kMeasured;
+  measured.policy = SwapPolicy::kAuto;
+  measured.auto_actions = AutoActions::kJoint;
+  measured.kernel_choice = KernelChoice::kLeastWhenFaster;
+  measured.device_memory_limit = 0;
+  const auto start = std::chrono::steady_clock::now();
+  LMS_ASSIGN_OR_RETURN(PlanningFacts gathered,
+                       gather_facts(train, measured, *device, nullptr, {.measure_link = false}));
+  m.profile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ModelFacts facts{.cost = *gathered.roofline,
+                   .node_time_s = std::move(gathered.node_time_s),
+                   .least_node_time_s = std::move(gathered.least_node_time_s)};
   m.device_flops_per_s = facts.cost.compute_flops_per_s;
   return facts;
 }

@@ -1,10 +1,12 @@
 #include "run_case.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "fmt/format.h"
 #include "lms/device.h"
+#include "lms/facts.h"
 #include "lms/profile.h"
 #include "lms/session.h"
 #include "lms/status.h"
@@ -13,15 +15,6 @@
 
 namespace lms::bench {
 namespace {
-
-std::string quoted_after(std::string_view message, std::string_view prefix) {
-  size_t at = message.find(prefix);
-  if (at == std::string_view::npos) return "";
-  size_t begin = at + prefix.size();
-  size_t end = message.find('\'', begin);
-  if (end == std::string_view::npos) return "";
-  return std::string(message.substr(begin, end - begin));
-}
 
 double mean_after_first(const std::vector<double>& v) {
   if (v.empty()) return 0;
@@ -34,7 +27,7 @@ double mean_after_first(const std::vector<double>& v) {
 void mark_oom(CaseResult& row, const absl::Status& s) {
   row.ok = false;
   row.error = std::string(to_std(s.message()));
-  row.status = oom_status(row.error);
+  row.status = oom_status(s);
 }
 
 // The planner's figures for the graph as it is (no swaps), on the device
@@ -131,39 +124,15 @@ absl::Status run_steps(const ModelFactory& f, const CaseSpec& spec, Session& ses
 // "measured" (the default on --device cuda): lms::rewrite measures nothing
 // with LMS off, so its roofline would be the config's, not the device's
 // (on an H100 it predicted VDSR batch 292 at 2.85 s for a 0.129 s step).
-// Profiles the graph as the rewrite with LMS off leaves it (fused kernels)
-// and its link on `device`, as the LMS rows' rewrite does.
 absl::StatusOr<PlanningFacts> measured_facts_without_lms(const Graph& train,
                                                          const LmsConfig& config, Device& device,
                                                          const std::string& loss) {
-  LmsConfig off = config;
-  off.enabled = false;
-  off.device_memory_limit = 0;
-  Graph planned = train;
-  LMS_RETURN_IF_ERROR(rewrite(planned, off, device, {.fetched = {loss}}).status());
-  LMS_ASSIGN_OR_RETURN(StepProfile profile,
-                       profile_step(planned, device, {.skip_nodes_that_do_not_fit = true}));
-  PlanningFacts known{.node_time_s = by_train_ids(train, planned, profile.node_time_s)};
-  known.roofline = calibrate_cost_model(profile, planned);
-  if (profile.link_measured) known.link = profile.link;
-  return known;
+  LmsConfig whole = config;
+  whole.device_memory_limit = 0;
+  return gather_facts(train, whole, device, nullptr, {.rewrite = {.fetched = {loss}}});
 }
 
 }  // namespace
-
-std::vector<double> by_train_ids(const Graph& train, const Graph& planned,
-                                 const std::vector<double>& planned_times) {
-  std::vector<double> out(train.num_nodes(), -1);
-  for (NodeId id = 0; id < train.num_nodes(); ++id) {
-    const NodeId p = planned.find_node(train.node(id).name);
-    if (p == kNoNode) {
-      out[id] = 0;
-    } else if (p < static_cast<NodeId>(planned_times.size())) {
-      out[id] = planned_times[p];
-    }
-  }
-  return out;
-}
 
 absl::StatusOr<std::unique_ptr<Device>> make_device(const DeviceSetup& d) {
   if (d.cuda) {
@@ -178,14 +147,12 @@ absl::StatusOr<std::unique_ptr<Device>> make_device(const DeviceSetup& d) {
                           .compute_threads = d.compute_threads});
 }
 
-std::string oom_status(std::string_view message) {
-  if (std::string n = quoted_after(message, "while issuing node '"); !n.empty())
-    return "OOM at " + n;
-  if (std::string n = quoted_after(message, "persistent tensor '"); !n.empty())
-    return "OOM at persistent " + n;
-  if (std::string n = quoted_after(message, "uploading input '"); !n.empty())
-    return "OOM at input " + n;
-  if (message.find("step's arena") != std::string_view::npos) return "OOM at arena";
+std::string oom_status(const absl::Status& status) {
+  const std::optional<FailureSite> site = failure_site(status);
+  if (!site.has_value()) return "OOM";
+  if (site->stage == kStageNode) return "OOM at " + site->name;
+  if (site->stage == kStagePersistent) return "OOM at persistent " + site->name;
+  if (site->stage == kStageArena) return "OOM at arena";
   return "OOM";
 }
 

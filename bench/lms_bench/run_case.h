@@ -140,17 +140,9 @@ absl::StatusOr<RewriteReport> plan_figures_without_lms(const Graph& graph, const
                                                        Device& device, const std::string& loss,
                                                        const PlanningFacts& known = {});
 
-// Times by NodeId of `planned` (the graph the rewrite with LMS off left,
-// conv + relu fused) as times by NodeId of `train`, the graph the runs
-// rewrite with these as PlanningFacts: a node keeps its time by name, and a
-// convolution fused away (its relu's node took the fused kernel and the
-// relu's name) gets 0, so the rewrite's sum for the fused node is the fused
-// kernel's own time.
-std::vector<double> by_train_ids(const Graph& train, const Graph& planned,
-                                 const std::vector<double>& planned_times);
-
-// "OOM at <node>" (or at a persistent tensor / input) from an out-of-memory
-// message of the runtime; "OOM" when it names none.
-std::string oom_status(std::string_view message);
+// "OOM at <node>" (or at a persistent tensor, or the arena) from the
+// failure site an out-of-memory status of the runtime carries
+// (lms::failure_site); "OOM" when it carries none.
+std::string oom_status(const absl::Status& status);
 
 }  // namespace lms::bench

@@ -1,11 +1,10 @@
 #include "scaling.h"
 
 #include <algorithm>
-#include <sstream>
 #include <thread>
 
 #include "fmt/format.h"
-#include "lms/profile.h"
+#include "lms/facts.h"
 #include "lms/rewrite.h"
 #include "lms/session.h"
 #include "lms/status.h"
@@ -22,40 +21,16 @@ double median(std::vector<double> v) {
 }
 
 // rank 0's text on every rank.
-absl::StatusOr<std::string> from_root(Communicator& comm, const std::string& mine) {
-  LMS_ASSIGN_OR_RETURN(std::vector<std::string> all,
-                       comm.all_gather(comm.rank() == 0 ? mine : std::string()));
-  return all[0];
-}
 
-// lms::rewrite on every rank from rank 0's measured time model (lms/
-// profile.h), so the ranks plan alike: node times measured on each rank
-// differ a little, plans made from them may too, and Session::create refuses
-// ranks whose plans differ (Note [Rank agreement]).
-absl::StatusOr<RewriteReport> rewrite_alike(Graph& graph, LmsConfig cfg, Device& device,
+// lms::rewrite on every rank from rank 0's measured facts (lms::gather_facts
+// with the communicator), so the ranks plan alike: node times measured on
+// each rank differ a little, plans made from them may too, and
+// Session::create refuses ranks whose plans differ (Note [Rank agreement]).
+absl::StatusOr<RewriteReport> rewrite_alike(Graph& graph, const LmsConfig& cfg, Device& device,
                                             const RewriteOptions& ro, Communicator& comm) {
-  PlanningFacts known{.ranks = comm.size()};
-  if (!cfg.enabled || cfg.time_model != TimeModel::kMeasured) {
-    return rewrite(graph, cfg, device, ro, known);
-  }
-  std::ostringstream times;
-  times.precision(17);
-  if (comm.rank() == 0) {
-    LMS_ASSIGN_OR_RETURN(StepProfile profile,
-                         profile_step(graph, device, {.skip_nodes_that_do_not_fit = true}));
-    cfg.link = profile.link;
-    cfg.cost_model = calibrate_cost_model(profile, graph);
-    for (double t : profile.node_time_s) times << t << " ";
-  }
-  cfg.time_model = TimeModel::kRoofline;
-  LMS_ASSIGN_OR_RETURN(std::string toml, from_root(comm, cfg.to_toml()));
-  LMS_ASSIGN_OR_RETURN(cfg, LmsConfig::from_toml_string(toml));
-  LMS_ASSIGN_OR_RETURN(std::string text, from_root(comm, times.str()));
-  std::istringstream in(text);
-  for (double t = 0; in >> t;) known.node_time_s.push_back(t);
-  known.link = cfg.link;
-  known.roofline = cfg.cost_model;
-  return rewrite(graph, cfg, device, ro, known);
+  GatherOptions go{.rewrite = ro, .measure_times = cfg.enabled};
+  LMS_ASSIGN_OR_RETURN(PlanningFacts facts, gather_facts(graph, cfg, device, &comm, go));
+  return rewrite(graph, cfg, device, ro, facts);
 }
 
 // One row on the ranks of `comm`: the step times of every timed step (the

@@ -11,7 +11,6 @@
 
 #include "absl/strings/str_split.h"
 #include "fmt/format.h"
-#include "lms/profile.h"
 #include "lms/status.h"
 #include "lms/strings.h"
 #include "run_setup.h"
@@ -56,26 +55,6 @@ std::string first_difference(int rank, const std::string& text, const std::strin
     return i < lines.size() ? fmt::format("'{}'", lines[i]) : std::string("nothing");
   };
   return fmt::format("rank {} has {} where rank 0 has {}", rank, line(mine), line(theirs));
-}
-
-// Doubles as text that reads back bit for bit (hexadecimal floating point).
-std::string doubles_to_text(const std::vector<double>& values) {
-  std::string text;
-  for (double v : values) text += fmt::format("{:a}\n", v);
-  return text;
-}
-
-absl::StatusOr<std::vector<double>> doubles_from_text(const std::string& text) {
-  std::vector<double> values;
-  for (const std::string& s :
-       std::vector<std::string>(absl::StrSplit(text, '\n', absl::SkipEmpty()))) {
-    char* end = nullptr;
-    values.push_back(std::strtod(s.c_str(), &end));
-    if (end != s.c_str() + s.size()) {
-      return absl::InternalError(fmt::format("rank 0 sent a node time '{}'", s));
-    }
-  }
-  return values;
 }
 
 }  // namespace
@@ -147,7 +126,7 @@ void Ranks::warn(std::ostream& log, std::string_view text) const {
 double Ranks::learning_rate(double lr, bool scale) const { return scale ? lr * size() : lr; }
 
 absl::Status Ranks::attach_device(Device& device) {
-  if (mpi_ == nullptr || device.kind() != "cuda") return absl::OkStatus();
+  if (mpi_ == nullptr || device.device_kind() != DeviceKind::kCuda) return absl::OkStatus();
   LMS_ASSIGN_OR_RETURN(nccl_, make_nccl_communicator(device, *mpi_, mpi_options_));
   comm_ = nccl_.get();
   return absl::OkStatus();
@@ -244,36 +223,6 @@ absl::Status save_on_root(Ranks& ranks, const Session& session, const Graph& gra
                           const std::map<std::string, std::string>& meta) {
   if (ranks.is_root()) LMS_RETURN_IF_ERROR(save_session(session, graph, path, step, meta));
   return ranks.barrier();
-}
-
-absl::StatusOr<RewriteReport> rewrite_on_ranks(Graph& graph, const LmsConfig& config,
-                                               Device& device, RewriteOptions options,
-                                               Ranks& ranks) {
-  PlanningFacts known{.ranks = ranks.size()};
-  if (!ranks.distributed() || !config.enabled || config.time_model != TimeModel::kMeasured) {
-    return rewrite(graph, config, device, options, known);
-  }
-  // The recipe of lms/profile.h, with rank 0's measurements on every rank.
-  LmsConfig shared = config;
-  std::string times;
-  if (ranks.is_root()) {
-    LMS_ASSIGN_OR_RETURN(StepProfile profile,
-                         profile_step(graph, device, {.skip_nodes_that_do_not_fit = true}));
-    shared.link = profile.link;
-    shared.cost_model = calibrate_cost_model(profile, graph);
-    times = doubles_to_text(profile.node_time_s);
-  }
-  shared.time_model = TimeModel::kRoofline;
-  LMS_ASSIGN_OR_RETURN(std::string toml, ranks.from_root(shared.to_toml()));
-  LMS_ASSIGN_OR_RETURN(shared, LmsConfig::from_toml_string(toml));
-  LMS_ASSIGN_OR_RETURN(times, ranks.from_root(times));
-  known.link = shared.link;
-  known.roofline = shared.cost_model;
-  LMS_ASSIGN_OR_RETURN(known.node_time_s, doubles_from_text(times));
-  LMS_ASSIGN_OR_RETURN(RewriteReport report, rewrite(graph, shared, device, options, known));
-  report.time_model = fmt::format("measured on rank 0 ({}), planned alike on all {} ranks",
-                                  device.name(), ranks.size());
-  return report;
 }
 
 }  // namespace lms::examples

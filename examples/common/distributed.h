@@ -7,8 +7,8 @@
 //   LMS_RETURN_IF_ERROR(ranks.check_same("settings", settings_text));
 //   ... the training graph with TrainingOptions::data_parallel when ranks.distributed()
 //   LMS_RETURN_IF_ERROR(ranks.attach_device(*device));   // NCCL for a CUDA device
-//   LMS_ASSIGN_OR_RETURN(RewriteReport r, examples::rewrite_on_ranks(train, cfg, *device, {},
-//   ranks));
+//   LMS_ASSIGN_OR_RETURN(PlanningFacts f, gather_facts(train, cfg, *device, ranks.communicator()));
+//   LMS_ASSIGN_OR_RETURN(RewriteReport r, rewrite(train, cfg, *device, {}, f));
 //   ... Session::create(train, *device, {.communicator = ranks.communicator()})
 //   LMS_ASSIGN_OR_RETURN(double loss, ranks.mean(step_loss));
 //   ... on any error: return ranks.fail(status);   // ends the job when there are peers
@@ -31,8 +31,8 @@
 //  - Agreement, checked at start. The run settings and the LMS config
 //    (check_same), then by Session::create the graph, the LMS plan and the
 //    initial values (Note [Rank agreement]). LMS plans from rank 0's
-//    measured times on every rank (rewrite_on_ranks), so timing noise cannot
-//    make the plans differ.
+//    measured times on every rank (lms::gather_facts with the
+//    communicator), so timing noise cannot make the plans differ.
 //  - Outputs. Rank 0 alone prints progress and writes the checkpoint and
 //    the trace; the other ranks' logs go to a null stream. Every loss or
 //    metric printed is the mean over the ranks, the same bits on each. A
@@ -185,15 +185,5 @@ std::string data_parallel_summary(const Ranks& ranks, int64_t batch_per_rank, do
 absl::Status save_on_root(Ranks& ranks, const Session& session, const Graph& graph,
                           const std::string& path, int64_t step,
                           const std::map<std::string, std::string>& meta);
-
-// lms::rewrite(graph, config, device, options) with options.ranks set, made
-// to give every rank the same plan: with time_model "measured", rank 0 alone
-// profiles its device (lms::profile_step) and every rank plans with rank 0's
-// node times, link and calibrated roofline (the recipe of lms/profile.h),
-// as time_model "roofline". The report's time_model says so. Errors of
-// profile_step and rewrite; those of the collectives.
-absl::StatusOr<RewriteReport> rewrite_on_ranks(Graph& graph, const LmsConfig& config,
-                                               Device& device, RewriteOptions options,
-                                               Ranks& ranks);
 
 }  // namespace lms::examples

@@ -11,6 +11,7 @@
 #include "dataset.h"
 #include "distributed.h"
 #include "fmt/format.h"
+#include "lms/facts.h"
 #include "lms/io/checkpoint.h"
 #include "lms/io/host_memory.h"
 #include "lms/profiler/recorder.h"
@@ -177,9 +178,13 @@ class TrainRun {
     // The Device overload: the device's capacity, alignment and kernel
     // workspaces, the time model of cfg_ (measured on the device by
     // default) and the least-workspace fallback for tight budgets.
-    LMS_ASSIGN_OR_RETURN(
-        result_.lms_report,
-        examples::rewrite_on_ranks(train_, cfg_, *device_, {.fetched = {"loss"}}, ranks_));
+    // With ranks, rank 0 measures and every rank plans with its facts, so
+    // all ranks plan the same step (lms::gather_facts).
+    const RewriteOptions options{.fetched = {"loss"}};
+    LMS_ASSIGN_OR_RETURN(PlanningFacts facts,
+                         gather_facts(train_, cfg_, *device_, ranks_.communicator(),
+                                      {.rewrite = options, .measure_times = cfg_.enabled}));
+    LMS_ASSIGN_OR_RETURN(result_.lms_report, rewrite(train_, cfg_, *device_, options, facts));
     log_ << "LMS: " << result_.lms_report.summary();
     if (!result_.lms_report.decisions.empty()) {
       log_ << "  per tensor (action, bytes, restores per step, predicted seconds per step):\n"

@@ -60,10 +60,16 @@ class Event {
   virtual ~Event() = default;
 };
 
+// Which backend a device is. Code that depends on it (the graph passes a
+// device's kernels need before planning) switches on this, never on kind()'s
+// text.
+enum class DeviceKind : uint8_t { kCpu, kCuda };
+
 class Device {
  public:
   virtual ~Device() = default;
   virtual std::string name() const = 0;  // "cpu-emulated", "cuda:0"
+  virtual DeviceKind device_kind() const = 0;
   // Identifies what a plan depends on beyond the capacity: the backend and
   // its kernels (the same kind of device compiles the same workspaces).
   virtual std::string kind() const = 0;  // "cpu", "cuda"

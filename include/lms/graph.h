@@ -138,6 +138,10 @@ class Graph {
   TensorId input(std::string_view name, Shape shape, DType dtype = DType::kFloat32);
   TensorId parameter(std::string_view name, Shape shape, Init init);
   TensorId optimizer_state(std::string_view name, Shape shape, Init init = Init::zeros());
+  // A tensor without producer with `from`'s name, shape, dtype, role and
+  // init: the one way a pass that rebuilds a graph copies an input or a
+  // persistent tensor, so none of them is lost. Errors as input().
+  TensorId leaf_like(const Tensor& from);
 
   // Adds a node: validates attributes and infers output shapes with the op
   // registry. Output tensors are named "<name>" for a

@@ -6,11 +6,12 @@
 //
 //   LMS_ASSIGN_OR_RETURN(auto device, lms::make_cpu_device({.capacity_bytes = 256 << 20}));
 //   LMS_ASSIGN_OR_RETURN(lms::StepProfile p, lms::profile_step(train, *device));
-//   // What time_model "measured" does inside lms::rewrite(train, cfg, *device):
-//   lms::PlanningFacts facts;  // with capacity, alignment and workspaces, and:
-//   facts.link = p.link;                                      // measured link
-//   facts.roofline = lms::calibrate_cost_model(p, train);     // for nodes without a time
-//   facts.node_time_s = p.node_time_s;
+//   // p.node_time_s[id]: seconds of node id alone; p.link: the fitted link.
+//
+// To plan with these measurements, do not assemble PlanningFacts from a
+// profile by hand: lms::gather_facts (lms/facts.h) profiles the graph as the
+// device's passes leave it, calibrates the roofline, and shares rank 0's
+// figures over a communicator; lms::rewrite(graph, config, device) calls it.
 //
 // What is measured, and how:
 // - Nodes. Each compute node is run in isolation: its inputs, outputs and

@@ -91,6 +91,10 @@ struct PlanningFacts {
   // Device::kind() of the device the facts came from ("" : none); the plan
   // record keeps it, and Session::create refuses another kind.
   std::string device_kind;
+  // Where the times were measured (lms::gather_facts): the device's name, or
+  // "rank 0 (<name>), planned alike on all N ranks"; "": not measured. The
+  // report's time_model says so.
+  std::string measured_on;
 };
 
 // What the user chooses for one rewrite, beside LmsConfig.

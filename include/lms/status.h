@@ -14,6 +14,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
+#include <string>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -42,3 +45,33 @@
       std::abort();                                                                     \
     }                                                                                   \
   } while (false)
+
+namespace lms {
+
+// Where a plan, a session or a step failed, carried by the absl::Status as a
+// payload (absl::Status::SetPayload under kFailureSiteUrl), so that a caller
+// tells an out-of-memory at a node from one at the arena without parsing
+// the message, whose wording may change.
+//
+//   absl::Status s = session->run(feeds, &step);
+//   if (std::optional<lms::FailureSite> site = lms::failure_site(s)) {
+//     // site->stage == lms::kStageNode, site->name == "conv7"
+//   }
+struct FailureSite {
+  std::string stage;  // one of the kStage* names below
+  std::string name;   // the node's or tensor's name; empty for kStageArena
+};
+inline constexpr char kFailureSiteUrl[] = "type.googleapis.com/lms.FailureSite";
+inline constexpr char kStageNode[] = "node";              // issuing a node of the step
+inline constexpr char kStagePersistent[] = "persistent";  // allocating a persistent tensor
+inline constexpr char kStageArena[] = "arena";            // allocating the step's arena
+
+// `status` with `site` attached (an OK status is returned as it is).
+absl::Status with_failure_site(absl::Status status, const FailureSite& site);
+// `status` with its message replaced, its code and payloads kept: the way
+// to add context to an error without losing its site.
+absl::Status with_message(const absl::Status& status, std::string_view message);
+// The site attached to `status`; nullopt when none is.
+std::optional<FailureSite> failure_site(const absl::Status& status);
+
+}  // namespace lms

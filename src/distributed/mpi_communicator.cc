@@ -109,7 +109,7 @@ absl::Status MpiCommunicator::enqueue_all_reduce(Device& device, std::span<const
                                                  std::span<const int64_t> counts, float scale,
                                                  std::string_view name) {
   LMS_ASSIGN_OR_RETURN(const int64_t elements, check_all_reduce_args(in, out, counts, scale, name));
-  if (device.kind() != "cpu") {
+  if (device.device_kind() != DeviceKind::kCpu) {
     return absl::UnimplementedError(absl::StrCat(
         "all-reduce '", to_absl(name),
         "': the MPI engine reads tensors as host memory, which device '", device.name(), "' (kind ",

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
@@ -150,6 +151,22 @@ absl::StatusOr<BlockedLayoutReport> assign_blocked_layouts(
     if (s.find(kLayoutBlocked) != std::string::npos) n.attrs[std::string(kLayoutAttr)] = s;
   }
   return report;
+}
+
+absl::StatusOr<bool> BlockedLayoutPass::run(Graph& graph) {
+  auto layouts = [&] {
+    std::vector<std::optional<AttrValue>> out(graph.num_nodes());
+    for (NodeId id = 0; id < graph.num_nodes(); ++id) {
+      const Attrs& a = graph.node(id).attrs;
+      if (auto it = a.find(std::string(kLayoutAttr)); it != a.end()) {
+        out[id] = it->second;
+      }
+    }
+    return out;
+  };
+  const std::vector<std::optional<AttrValue>> before = layouts();
+  LMS_RETURN_IF_ERROR(assign_blocked_layouts(graph, fetched_).status());
+  return layouts() != before;
 }
 
 }  // namespace lms

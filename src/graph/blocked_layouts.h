@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "graph/pass.h"
 #include "lms/graph.h"
 
 namespace lms {
@@ -29,5 +30,17 @@ struct BlockedLayoutReport {
 // not a tensor of `g`.
 absl::StatusOr<BlockedLayoutReport> assign_blocked_layouts(Graph& g,
                                                            const std::vector<std::string>& fetched);
+
+// assign_blocked_layouts as a GraphPass (Note [Graph passes]); changed when
+// any node's layout attribute was added or removed.
+class BlockedLayoutPass : public GraphPass {
+ public:
+  explicit BlockedLayoutPass(std::vector<std::string> fetched) : fetched_(std::move(fetched)) {}
+  std::string_view name() const override { return "blocked_layouts"; }
+  absl::StatusOr<bool> run(Graph& graph) override;
+
+ private:
+  std::vector<std::string> fetched_;
+};
 
 }  // namespace lms

@@ -49,20 +49,11 @@ bool fusable(const Graph& g, NodeId relu, const std::vector<bool>& kept) {
 
 absl::Status add_leaf(const Graph& g, TensorId t, Graph& out, std::vector<TensorId>& tensor_map) {
   const Tensor& x = g.tensor(t);
-  switch (x.role) {
-    case TensorRole::kInput:
-      tensor_map[t] = out.input(x.name, x.shape);
-      break;
-    case TensorRole::kParameter:
-      tensor_map[t] = out.parameter(x.name, x.shape, x.init);
-      break;
-    case TensorRole::kOptimizerState:
-      tensor_map[t] = out.optimizer_state(x.name, x.shape, x.init);
-      break;
-    default:
-      return absl::InvalidArgumentError(absl::StrCat("fuse_conv_relu: tensor '", x.name, "' (",
-                                                     role_name(x.role), ") has no producer"));
+  if (x.role != TensorRole::kInput && !is_persistent(x.role)) {
+    return absl::InvalidArgumentError(absl::StrCat("fuse_conv_relu: tensor '", x.name, "' (",
+                                                   role_name(x.role), ") has no producer"));
   }
+  tensor_map[t] = out.leaf_like(x);
   return out.status();
 }
 
@@ -155,6 +146,18 @@ absl::StatusOr<FusionResult> fuse_conv_relu(const Graph& g,
   out.set_plan_record(g.plan_record());
   LMS_RETURN_IF_ERROR(verify(out));
   return result;
+}
+
+absl::StatusOr<bool> FuseConvReluPass::run(Graph& graph) {
+  LMS_ASSIGN_OR_RETURN(FusionResult f, fuse_conv_relu(graph, fetched_));
+  fused_ = std::move(f.fused);
+  if (fused_.empty()) {
+    node_map_.clear();
+    return false;
+  }
+  node_map_ = std::move(f.node_map);
+  graph = std::move(f.graph);
+  return true;
 }
 
 }  // namespace lms

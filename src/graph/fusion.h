@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "graph/pass.h"
 #include "lms/graph.h"
 
 namespace lms {
@@ -34,5 +35,21 @@ struct FusionResult {
 // of `g` or `g` does not pass verify().
 absl::StatusOr<FusionResult> fuse_conv_relu(const Graph& g,
                                             const std::vector<std::string>& fetched);
+
+// fuse_conv_relu as a GraphPass (Note [Graph passes]): after run, node_map()
+// and fused() are those of the FusionResult.
+class FuseConvReluPass : public GraphPass {
+ public:
+  explicit FuseConvReluPass(std::vector<std::string> fetched) : fetched_(std::move(fetched)) {}
+  std::string_view name() const override { return "fuse_conv_relu"; }
+  absl::StatusOr<bool> run(Graph& graph) override;
+  std::vector<NodeId> node_map() const override { return node_map_; }
+  const std::vector<std::string>& fused() const { return fused_; }
+
+ private:
+  std::vector<std::string> fetched_;
+  std::vector<NodeId> node_map_;
+  std::vector<std::string> fused_;
+};
 
 }  // namespace lms

@@ -135,6 +135,15 @@ TensorId Graph::optimizer_state(std::string_view name, Shape shape, Init init) {
   return add_leaf(name, std::move(shape), TensorRole::kOptimizerState, init);
 }
 
+TensorId Graph::leaf_like(const Tensor& from) {
+  if (from.role != TensorRole::kInput && !is_persistent(from.role)) {
+    record_error(absl::InvalidArgumentError(absl::StrCat(
+        "tensor '", from.name, "' (", role_name(from.role), ") is not an input or persistent")));
+    return kNoTensor;
+  }
+  return add_leaf(from.name, from.shape, from.role, from.init, from.dtype);
+}
+
 void Graph::record_error(absl::Status error) {
   if (status_.ok() && !error.ok()) status_ = std::move(error);
 }

@@ -15,8 +15,9 @@ namespace {
 bool on_host(const Tensor& t) { return t.role == TensorRole::kHost; }
 
 absl::Status with_node(const absl::Status& s, const Node& n) {
-  return absl::Status(
-      s.code(), absl::StrCat("while issuing node '", n.name, "' (", n.op, "): ", s.message()));
+  return with_failure_site(with_message(s, absl::StrCat("while issuing node '", n.name, "' (", n.op,
+                                                        "): ", s.message())),
+                           {kStageNode, n.name});
 }
 
 // Host-wait reasons (StepResult::host_wait_by_reason keys).

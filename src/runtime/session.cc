@@ -107,7 +107,7 @@ std::string oom_hint(const PlanRecord& r) {
 
 absl::Status with_hint(const absl::Status& s, const std::string& hint) {
   if (!absl::IsResourceExhausted(s) || hint.empty()) return s;
-  return absl::Status(s.code(), absl::StrCat(s.message(), " ", hint));
+  return with_message(s, absl::StrCat(s.message(), " ", hint));
 }
 
 std::string join_sorted(std::vector<std::string> names) {
@@ -327,9 +327,11 @@ class Session::Impl {
       if (!is_persistent(tensor.role)) continue;
       absl::StatusOr<void*> p = device_.allocate(tensor.bytes());
       if (!p.ok()) {
-        return absl::Status(p.status().code(),
-                            absl::StrCat("allocating persistent tensor '", tensor.name, "' (",
-                                         role_name(tensor.role), "): ", p.status().message()));
+        return with_failure_site(
+            absl::Status(p.status().code(),
+                         absl::StrCat("allocating persistent tensor '", tensor.name, "' (",
+                                      role_name(tensor.role), "): ", p.status().message())),
+            {kStagePersistent, tensor.name});
       }
       plan_.persistent[t] = *p;
       std::vector<float> v = initial_values(tensor);
@@ -404,11 +406,13 @@ class Session::Impl {
     absl::StatusOr<void*> p = device_.allocate(arena_bytes_);
     if (!p.ok()) {
       return with_hint(
-          absl::Status(
-              p.status().code(),
-              absl::StrCat("allocating the step's arena of ", format_bytes(arena_bytes_), " (",
-                           arena_bytes_, " bytes) after ", format_bytes(plan_.persistent_bytes),
-                           " of persistent tensors: ", p.status().message())),
+          with_failure_site(
+              absl::Status(
+                  p.status().code(),
+                  absl::StrCat("allocating the step's arena of ", format_bytes(arena_bytes_), " (",
+                               arena_bytes_, " bytes) after ", format_bytes(plan_.persistent_bytes),
+                               " of persistent tensors: ", p.status().message())),
+              {kStageArena, ""}),
           plan_.oom_hint);
     }
     plan_.arena = static_cast<std::byte*>(*p);

@@ -235,7 +235,7 @@ TEST_F(VdsrDistributed, ResumedTwoRankRunEqualsTheUninterruptedOne) {
   expect_same_tensors(*resumed, *full);
 }
 
-// Under LMS each rank would profile its own device; rewrite_on_ranks plans
+// Under LMS each rank would profile its own device; lms::gather_facts plans
 // from rank 0's times on both, so the plans agree (Session::create checks)
 // and swapping changes no bit (contract 1 of docs/design.md).
 TEST_F(VdsrDistributed, LmsPlansAgreeAcrossRanksAndChangeNoBit) {

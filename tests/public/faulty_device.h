@@ -36,6 +36,7 @@ class FaultyDevice : public Device {
 
   std::string name() const override { return "faulty(" + inner_->name() + ")"; }
   std::string kind() const override { return kind_.empty() ? inner_->kind() : kind_; }
+  DeviceKind device_kind() const override { return inner_->device_kind(); }
 
   absl::StatusOr<void*> allocate(uint64_t bytes) override {
     if (absl::Status s = maybe_fail("device", bytes); !s.ok()) return s;

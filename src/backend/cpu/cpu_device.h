@@ -57,6 +57,7 @@ class CpuDevice : public Device {
 
   std::string name() const override { return "cpu-emulated"; }
   std::string kind() const override { return "cpu"; }
+  DeviceKind device_kind() const override { return DeviceKind::kCpu; }
 
   absl::StatusOr<void*> allocate(uint64_t bytes) override;
   void deallocate(void* ptr) override;

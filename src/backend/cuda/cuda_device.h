@@ -100,6 +100,7 @@ class CudaDevice : public Device {
 
   std::string name() const override;  // "cuda:<ordinal>"
   std::string kind() const override { return "cuda"; }
+  DeviceKind device_kind() const override { return DeviceKind::kCuda; }
 
   absl::StatusOr<void*> allocate(uint64_t bytes) override;
   void deallocate(void* ptr) override;

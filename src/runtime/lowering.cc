@@ -1,0 +1,49 @@
+#include "runtime/lowering.h"
+
+#include <memory>
+#include <utility>
+
+#include "graph/blocked_layouts.h"
+#include "graph/fusion.h"
+#include "lms/status.h"
+
+namespace lms {
+
+// Note [Device lowering]
+// A device kind may need its graph changed before planning, so that the plan
+// counts the kernels its session will run: the CPU device runs each conv
+// with its relu as one oneDNN kernel where the relu is the conv output's only
+// reader (Note [Conv + ReLU fusion]), and stores activations in oneDNN's
+// blocked layout between ops where every reader can (Note [Blocked
+// layouts]). These run before the kernels are compiled for their
+// workspaces and before the swap pass, whose swap copies and rewired
+// consumers keep each tensor's layout. The CUDA device needs none: cuDNN
+// takes NCHW as it is. A new device kind, or a new pass for one, is a case
+// below and nothing else.
+PassPipeline lowering_pipeline(DeviceKind kind, const RewriteOptions& options) {
+  PassPipeline pipeline;
+  switch (kind) {
+    case DeviceKind::kCpu:
+      if (options.fuse_conv_relu) {
+        pipeline.add(std::make_unique<FuseConvReluPass>(options.fetched));
+      }
+      pipeline.add(std::make_unique<BlockedLayoutPass>(options.fetched));
+      break;
+    case DeviceKind::kCuda:
+      break;
+  }
+  return pipeline;
+}
+
+absl::StatusOr<Lowering> lower_for(DeviceKind kind, Graph& graph, const RewriteOptions& options) {
+  LMS_ASSIGN_OR_RETURN(PipelineResult r, lowering_pipeline(kind, options).run(graph));
+  Lowering low{.changed = r.changed, .node_map = std::move(r.node_map)};
+  std::vector<int> doing(graph.num_nodes(), 0);
+  for (NodeId m : low.node_map) ++doing[m];
+  for (NodeId id = 0; id < graph.num_nodes(); ++id) {
+    if (doing[id] > 1) low.fused.push_back(graph.node(id).name);
+  }
+  return low;
+}
+
+}  // namespace lms
