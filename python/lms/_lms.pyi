@@ -163,8 +163,27 @@ def cpu_device(capacity: Bytes = "256MiB", host_pool: Bytes = "4GiB",
 def cuda_device(ordinal: int = 0, capacity: Bytes = 0, reserve: Bytes = "256MiB",
                 host_pool: Bytes = "1GiB") -> Device: ...
 
+class PlanningFacts:
+    device_capacity_bytes: int
+    alignment_bytes: int
+    host_pool_bytes: int
+    workspace_bytes: Optional[List[int]]
+    least_workspace_bytes: Optional[List[int]]
+    node_time_s: List[float]
+    least_node_time_s: List[float]
+    ranks: int
+    device_kind: str
+    measured_on: str
+    @property
+    def link(self) -> Optional[Dict[str, float]]: ...
+    @property
+    def roofline(self) -> Optional[Dict[str, float]]: ...
+
+def gather_facts(graph: Graph, config: LmsConfig, device: Device,
+                 fetched: List[str] = ..., fuse_conv_relu: bool = True) -> PlanningFacts: ...
 def rewrite(graph: Graph, config: LmsConfig, device: Optional[Device] = None,
-            fetched: List[str] = ..., fuse_conv_relu: bool = True) -> RewriteReport: ...
+            fetched: List[str] = ..., fuse_conv_relu: bool = True,
+            facts: Optional[PlanningFacts] = None) -> RewriteReport: ...
 
 class StepResult:
     @property

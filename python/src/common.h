@@ -47,5 +47,6 @@ void define_graph(py::module_& m);
 void define_config(py::module_& m);
 void define_device(py::module_& m);
 void define_session(py::module_& m);
+void define_facts(py::module_& m);
 
 }  // namespace lms::python

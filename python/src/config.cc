@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -159,20 +160,26 @@ a bad value and what is allowed.)")
   m.def(
       "rewrite",
       [](Graph& graph, const LmsConfig& config, const std::shared_ptr<Device>& device,
-         const std::vector<std::string>& fetched, bool fuse_conv_relu) {
+         const std::vector<std::string>& fetched, bool fuse_conv_relu,
+         const std::optional<PlanningFacts>& facts) {
         const RewriteOptions options{.fetched = fetched, .fuse_conv_relu = fuse_conv_relu};
         py::gil_scoped_release release;
-        if (device) return value_or_raise(rewrite(graph, config, *device, options));
-        return value_or_raise(rewrite(graph, config, PlanningFacts{}, options));
+        if (device)
+          return value_or_raise(
+              rewrite(graph, config, *device, options, facts.value_or(PlanningFacts{})));
+        return value_or_raise(rewrite(graph, config, facts.value_or(PlanningFacts{}), options));
       },
       py::arg("graph"), py::arg("config"), py::arg("device") = nullptr,
       py::arg("fetched") = std::vector<std::string>{}, py::arg("fuse_conv_relu") = true,
+      py::arg("facts") = std::nullopt,
       R"(Plans `graph` (a training graph, changed in place) for `device`: which
 activations to keep, swap out to pinned host memory and prefetch back, or
 recompute, so that the step's peak fits the device (or config's
 device_memory_limit). Returns the RewriteReport.
 
 fetched: tensors the session will fetch (Session(fetches=...)); default the loss.
+facts: PlanningFacts from lms.gather_facts for this graph, device and fetched
+tensors; what they hold is not measured again.
 Raises MemoryError when even LMS cannot fit the budget (the message names the
 node and the bytes it needs) and ValueError for a bad graph or config; the
 graph is then unchanged. Without a device, only device_memory_limit is known

@@ -98,6 +98,7 @@ PYBIND11_MODULE(_lms, m) {
   define_config(m);
   define_device(m);
   define_session(m);
+  define_facts(m);
 }
 
 }  // namespace lms::python

@@ -214,3 +214,32 @@ def test_the_package_works_without_torch(rng):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "lms.torch needs torch" in out.stdout
+
+
+def test_facts_gathered_once_plan_as_the_rewrite_gathers_them(rng):
+    train, shape = small_vdsr()
+    device = lms.cpu_device(capacity="64MiB")
+    config = lms.LmsConfig(time_model="roofline")
+    facts = lms.gather_facts(train, config, device)
+    assert facts.device_capacity_bytes == device.memory_stats()["capacity_bytes"]
+    assert facts.device_kind == device.kind
+    assert len(facts.workspace_bytes) == train.num_nodes
+    assert facts.node_time_s == [] and facts.measured_on == ""
+    # Half the unplanned peak: the plan must swap or recompute.
+    probe = train.copy()
+    off = lms.LmsConfig(enabled=False)
+    peak = lms.rewrite(probe, off, device).peak_bytes_before
+    config.set(device_memory_limit=peak // 2)
+    a, b = train.copy(), train.copy()
+    itself = lms.rewrite(a, config, device)
+    given = lms.rewrite(b, config, device, facts=facts)
+    assert given.plan_text == itself.plan_text
+    assert given.peak_bytes_after == itself.peak_bytes_after
+    session = lms.Session(b, device)
+    x = rng.random(shape, dtype=np.float32)
+    assert np.isfinite(session.run({"lr": x, "hr": x}).loss)
+    del session
+    held = lms.Session(train.copy(), device)
+    with pytest.raises(RuntimeError, match="FAILED_PRECONDITION"):
+        lms.gather_facts(train, config, device)
+    del held

@@ -85,11 +85,11 @@ absl::StatusOr<PipelineResult> PassPipeline::run(Graph& graph) const {
       for (NodeId& m : result.node_map) m = map[m];
     }
     if (!options_.check_between_passes) continue;
+    LMS_RETURN_IF_ERROR(check_tensors_kept(before, work, pass->name()));
     if (absl::Status s = verify(work); !s.ok()) {
       return absl::InternalError(absl::StrCat(
           "pass '", to_absl(pass->name()), "' left a graph that does not verify: ", s.message()));
     }
-    LMS_RETURN_IF_ERROR(check_tensors_kept(before, work, pass->name()));
   }
   if (result.changed) graph = std::move(work);
   return result;
