@@ -26,11 +26,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "lms/types.h"
 
 namespace lms {
 
-enum class SwapPolicy : uint8_t { kAuto, kTflms, kVdnn, kManual };
-const char* policy_name(SwapPolicy policy);  // "auto", "tflms", "vdnn", "manual"
+// SwapPolicy and policy_name are in lms/types.h (a plan record keeps one).
 
 // Where the Device overload of lms::rewrite takes node and copy times from
 // (TOML key time_model; lms/profile.h).

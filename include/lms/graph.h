@@ -95,15 +95,15 @@ struct PlannedLayout;
 // refuses a planned graph on a device, capacity, fetch set or kernel
 // workspaces other than these, because the plan's "fits" holds only for them.
 struct PlanRecord {
-  bool planned = false;              // set by lms::rewrite
-  bool lms_enabled = false;          // LmsConfig::enabled
-  std::string policy;                // "auto", "tflms", "vdnn", "manual"
-  std::string device_kind;           // Device::kind() ("cpu", "cuda"); empty: no device given
-  uint64_t capacity_bytes = 0;       // device capacity planned for; 0: not known
-  uint64_t budget_bytes = 0;         // bytes planned for (the capacity or device_memory_limit)
-  bool budget_from_limit = false;    // budget_bytes came from device_memory_limit
-  uint64_t alignment_bytes = 0;      // allocator alignment planned for
-  std::vector<std::string> fetched;  // tensors kept to the end of the step, sorted
+  bool planned = false;                   // set by lms::rewrite
+  bool lms_enabled = false;               // LmsConfig::enabled
+  SwapPolicy policy = SwapPolicy::kAuto;  // LmsConfig::policy
+  std::string device_kind;                // Device::kind() ("cpu", "cuda"); empty: no device given
+  uint64_t capacity_bytes = 0;            // device capacity planned for; 0: not known
+  uint64_t budget_bytes = 0;              // bytes planned for (the capacity or device_memory_limit)
+  bool budget_from_limit = false;         // budget_bytes came from device_memory_limit
+  uint64_t alignment_bytes = 0;           // allocator alignment planned for
+  std::vector<std::string> fetched;       // tensors kept to the end of the step, sorted
   bool workspaces_known = false;
   std::vector<uint64_t> workspace_bytes;  // by NodeId of the planned graph
   // The layout `fits` was decided on, for the graph as lms::rewrite left it
@@ -112,6 +112,18 @@ struct PlanRecord {
   std::shared_ptr<const PlannedLayout> layout;
 };
 
+// Why a node exists. Passes and the planner tell generated nodes apart by
+// this, never by a name prefix. A graph read from its text form has every
+// node kOriginal but swap_out / swap_in (kSwap).
+enum class NodeOrigin : uint8_t {
+  kOriginal,   // built by the user, the importer, autodiff or the optimizer
+  kSwap,       // swap_out / swap_in inserted by lms::rewrite
+  kRecompute,  // a clone lms::rewrite runs again (recompute/<tensor>/<k>)
+  kFused,      // the work of several nodes in one kernel (a device pass)
+  kCast,       // a dtype conversion inserted by a pass
+};
+const char* node_origin_name(NodeOrigin origin);  // "original", "swap", ...
+
 struct Node {
   std::string name;
   OpKind op = OpKind::kConv;  // op_name(op) in the text form
@@ -119,6 +131,7 @@ struct Node {
   std::vector<TensorId> inputs;
   std::vector<TensorId> outputs;
   std::vector<NodeId> control_inputs;  // must run before this node
+  NodeOrigin origin = NodeOrigin::kOriginal;
 };
 
 // OK if every dim of `shape` is positive and the tensor's size in bytes fits

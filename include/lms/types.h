@@ -29,6 +29,24 @@ inline uint64_t dtype_bytes(DType dtype) { return dtype == DType::kInt64 ? 8 : 4
 // "f32", "i64": the spelling of the graph's text form and of messages.
 inline const char* dtype_name(DType dtype) { return dtype == DType::kInt64 ? "i64" : "f32"; }
 
+// Which rule lms::rewrite plans with (LmsConfig::policy, lms/config.h).
+enum class SwapPolicy : uint8_t { kAuto, kTflms, kVdnn, kManual };
+
+// "auto", "tflms", "vdnn", "manual": the config's and the reports' spelling.
+inline const char* policy_name(SwapPolicy policy) {
+  switch (policy) {
+    case SwapPolicy::kTflms:
+      return "tflms";
+    case SwapPolicy::kVdnn:
+      return "vdnn";
+    case SwapPolicy::kManual:
+      return "manual";
+    case SwapPolicy::kAuto:
+      break;
+  }
+  return "auto";
+}
+
 // The dimension `axis` names in a shape of `rank` dims: 0..rank-1, or
 // negative counting from the end (-1 = the last); nullopt out of range.
 inline std::optional<size_t> normalize_axis(int64_t axis, size_t rank) {

@@ -125,7 +125,12 @@ absl::StatusOr<FusionResult> fuse_conv_relu(const Graph& g,
                          out.add_node(node.op, name, std::move(inputs), std::move(attrs), role));
     for (size_t i = 0; i < made.size() && i < outputs.size(); ++i) tensor_map[outputs[i]] = made[i];
     result.node_map[id] = out.num_nodes() - 1;
-    if (relu_of[id] != kNoNode) result.node_map[relu_of[id]] = out.num_nodes() - 1;
+    if (relu_of[id] != kNoNode) {
+      result.node_map[relu_of[id]] = out.num_nodes() - 1;
+      out.mutable_node(out.num_nodes() - 1).origin = NodeOrigin::kFused;
+    } else {
+      out.mutable_node(out.num_nodes() - 1).origin = node.origin;
+    }
   }
   for (NodeId id = 0; id < n; ++id) {
     for (NodeId before : g.node(id).control_inputs) {

@@ -12,6 +12,22 @@
 
 namespace lms {
 
+const char* node_origin_name(NodeOrigin origin) {
+  switch (origin) {
+    case NodeOrigin::kOriginal:
+      return "original";
+    case NodeOrigin::kSwap:
+      return "swap";
+    case NodeOrigin::kRecompute:
+      return "recompute";
+    case NodeOrigin::kFused:
+      return "fused";
+    case NodeOrigin::kCast:
+      return "cast";
+  }
+  return "original";
+}
+
 const char* role_name(TensorRole role) {
   switch (role) {
     case TensorRole::kInput:
@@ -216,6 +232,9 @@ absl::StatusOr<std::vector<TensorId>> Graph::add_node(OpKind op, std::string_vie
     tensors_[t].dtype = out_dtype;
     node.outputs.push_back(t);
   }
+  // A copy between memories is the swap pass's; every other node is the
+  // caller's until a pass says otherwise (Node::origin).
+  if (op == OpKind::kSwapOut || op == OpKind::kSwapIn) node.origin = NodeOrigin::kSwap;
   nodes_.push_back(std::move(node));
   order_.push_back(id);
   return nodes_[id].outputs;

@@ -90,8 +90,8 @@ std::string oom_hint(const PlanRecord& r) {
     return "The step does not fit without LMS: plan it with lms::rewrite(graph, config, device) "
            "(LMS swaps activations to pinned host memory), or reduce the batch size.";
   }
-  if (r.policy != "auto") {
-    return absl::StrCat("LMS policy ", r.policy,
+  if (r.policy != SwapPolicy::kAuto) {
+    return absl::StrCat("LMS policy ", policy_name(r.policy),
                         " swaps by rule and does not aim at a budget: use policy auto, which "
                         "plans to the device capacity, or reduce the batch size.");
   }
@@ -222,8 +222,8 @@ std::string digest(std::string_view bytes) {
 }
 
 std::string plan_record_text(const PlanRecord& r) {
-  return absl::StrCat(r.planned, ";", r.lms_enabled, ";", r.policy, ";", r.device_kind, ";",
-                      r.capacity_bytes, ";", r.budget_bytes, ";", r.budget_from_limit, ";",
+  return absl::StrCat(r.planned, ";", r.lms_enabled, ";", policy_name(r.policy), ";", r.device_kind,
+                      ";", r.capacity_bytes, ";", r.budget_bytes, ";", r.budget_from_limit, ";",
                       r.alignment_bytes, ";", absl::StrJoin(r.fetched, ","), ";",
                       absl::StrJoin(r.workspace_bytes, ","));
 }

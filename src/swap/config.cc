@@ -446,20 +446,6 @@ absl::StatusOr<toml::table> parse_toml(std::string_view text) {
 
 }  // namespace
 
-const char* policy_name(SwapPolicy policy) {
-  switch (policy) {
-    case SwapPolicy::kAuto:
-      return "auto";
-    case SwapPolicy::kTflms:
-      return "tflms";
-    case SwapPolicy::kVdnn:
-      return "vdnn";
-    case SwapPolicy::kManual:
-      return "manual";
-  }
-  return "auto";
-}
-
 const char* time_model_name(TimeModel model) {
   switch (model) {
     case TimeModel::kMeasured:

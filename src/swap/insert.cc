@@ -85,7 +85,7 @@ class Recomputer {
     }
   }
 
-  absl::Status run(std::vector<NodeOrigin>* origins) {
+  absl::Status run(std::vector<CloneOrigin>* origins) {
     std::vector<std::pair<const SwapPlan::Item*, size_t>> restores;
     for (const SwapPlan::Item& item : plan_.items) {
       for (size_t k = 0; k < item.swap_ins.size(); ++k) {
@@ -111,7 +111,7 @@ class Recomputer {
       for (NodeId c : in.consumers) rewire(graph_, c, item->tensor, out);
     }
     if (origins != nullptr) {
-      origins->assign(graph_.num_nodes(), NodeOrigin{});
+      origins->assign(graph_.num_nodes(), CloneOrigin{});
       for (const auto& [clone, origin] : clones_) (*origins)[clone] = origin;
     }
     return absl::OkStatus();
@@ -176,6 +176,7 @@ class Recomputer {
       }
     }
     after_[live_.order[pos]].push_back(clone);
+    graph_.mutable_node(clone).origin = NodeOrigin::kRecompute;
     clones_.push_back({clone, {producer, restore_.first, restore_.second}});
     TensorId result = kNoTensor;
     for (size_t i = 0; i < outs.size(); ++i) {
@@ -194,7 +195,7 @@ class Recomputer {
       served_;
   absl::flat_hash_map<std::pair<const SwapPlan::Item*, size_t>, TensorId> done_;
   absl::flat_hash_map<TensorId, TensorId> memo_;
-  std::vector<std::pair<NodeId, NodeOrigin>> clones_;
+  std::vector<std::pair<NodeId, CloneOrigin>> clones_;
   std::pair<int32_t, int32_t> restore_{-1, -1};  // (item, restore) being inserted
   std::string base_;
 };
@@ -202,7 +203,7 @@ class Recomputer {
 }  // namespace
 
 absl::StatusOr<Graph> with_swaps(const Graph& original, const Liveness& live, const SwapPlan& plan,
-                                 std::vector<NodeOrigin>* origins) {
+                                 std::vector<CloneOrigin>* origins) {
   LMS_RETURN_IF_ERROR(validate_plan(original, live, plan));
   LMS_RETURN_IF_ERROR(check_names_free(original, plan));
   const int32_t old_nodes = original.num_nodes();
@@ -228,7 +229,7 @@ absl::StatusOr<Graph> with_swaps(const Graph& original, const Liveness& live, co
 }
 
 absl::Status insert_swaps(Graph& graph, const Liveness& live, const SwapPlan& plan,
-                          std::vector<NodeOrigin>* origins) {
+                          std::vector<CloneOrigin>* origins) {
   LMS_ASSIGN_OR_RETURN(Graph result, with_swaps(graph, live, plan, origins));
   graph = std::move(result);
   return absl::OkStatus();

@@ -43,7 +43,7 @@ namespace lms::swap {
 // node it copies and the restore it was inserted for (every clone serves one
 // restore: a restore that shares another's chain reads that restore's
 // output); the defaults for every other node.
-struct NodeOrigin {
+struct CloneOrigin {
   NodeId clone_of = kNoNode;
   int32_t item = -1;     // index into SwapPlan::items
   int32_t restore = -1;  // index into that item's swap_ins
@@ -56,11 +56,11 @@ struct NodeOrigin {
 // unchanged then. Verifies the result (verify()). `origins`, when given, is
 // set to one entry per node of the result.
 absl::Status insert_swaps(Graph& graph, const Liveness& live, const SwapPlan& plan,
-                          std::vector<NodeOrigin>* origins = nullptr);
+                          std::vector<CloneOrigin>* origins = nullptr);
 
 // insert_swaps() on a copy of `graph`, returned: the one copy a candidate
 // plan needs (the search makes hundreds).
 absl::StatusOr<Graph> with_swaps(const Graph& graph, const Liveness& live, const SwapPlan& plan,
-                                 std::vector<NodeOrigin>* origins = nullptr);
+                                 std::vector<CloneOrigin>* origins = nullptr);
 
 }  // namespace lms::swap

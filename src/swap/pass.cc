@@ -111,7 +111,7 @@ PlanRecord plan_record(const Graph& g, const PassInputs& in, const RewriteReport
   PlanRecord r;
   r.planned = true;
   r.lms_enabled = c.enabled;
-  r.policy = policy_name(c.policy);
+  r.policy = c.policy;
   r.device_kind = in.facts.device_kind;
   r.capacity_bytes =
       align_down(in.facts.device_capacity_bytes, std::max<uint64_t>(c.alignment_bytes, 1));
@@ -128,9 +128,9 @@ PlanRecord plan_record(const Graph& g, const PassInputs& in, const RewriteReport
   return r;
 }
 
-// The inputs of a rewritten graph, whose recompute clones (NodeOrigin,
+// The inputs of a rewritten graph, whose recompute clones (CloneOrigin,
 // insert.h) get the workspace and the measured time of the node they copy.
-PassInputs inputs_after(const PassInputs& in, const std::vector<NodeOrigin>& origins) {
+PassInputs inputs_after(const PassInputs& in, const std::vector<CloneOrigin>& origins) {
   PassInputs after = in;
   auto extend = [&](auto& by_node, auto missing) {
     for (NodeId n = 0; n < static_cast<NodeId>(origins.size()); ++n) {
@@ -147,7 +147,7 @@ PassInputs inputs_after(const PassInputs& in, const std::vector<NodeOrigin>& ori
 
 // The tensors a plan swaps or recomputes, with their predicted costs.
 void fill_decisions(const Graph& graph, const LmsConfig& c, const SwapPlan& plan,
-                    const std::vector<NodeOrigin>& origins,
+                    const std::vector<CloneOrigin>& origins,
                     const std::vector<double>& times_by_node, RewriteReport& rep) {
   const size_t first = rep.decisions.size();  // the decision of plan item i is first + i
   for (const SwapPlan::Item& item : plan.items) {

@@ -73,7 +73,7 @@ struct Candidate {
   Graph graph;
   SwapPlan plan;
   PassInputs inputs;
-  std::vector<NodeOrigin> origins;
+  std::vector<CloneOrigin> origins;
   RewriteReport rep;
 };
 

@@ -355,11 +355,11 @@ absl::StatusOr<std::optional<Graph>> weights_first(const Graph& graph, const Pas
   return candidate;
 }
 
-// Whether `graph` has swap or recompute nodes (insert.cc's names).
+// Whether `graph` has swap or recompute nodes.
 bool holds_lms_nodes(const Graph& graph) {
   for (NodeId id = 0; id < static_cast<NodeId>(graph.num_nodes()); ++id) {
     const Node& n = graph.node(id);
-    if (n.op == OpKind::kSwapOut || n.op == OpKind::kSwapIn || n.name.starts_with("recompute/")) {
+    if (n.origin == NodeOrigin::kSwap || n.origin == NodeOrigin::kRecompute) {
       return true;
     }
   }

@@ -117,6 +117,12 @@ TEST(PassPipelineTest, TheCpuPassesKeepEveryTensorAndComposeTheirNodeMaps) {
     EXPECT_EQ(g.node(fused).name, relu);
   }
   EXPECT_EQ(r->node_map[original.find_node("c1")], r->node_map[original.find_node("r1")]);
+  // The fused nodes say so by their origin, every other node is the user's.
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    const bool fused = g.node(id).name == "r1" || g.node(id).name == "r2";
+    EXPECT_EQ(g.node(id).origin, fused ? NodeOrigin::kFused : NodeOrigin::kOriginal)
+        << g.node(id).name;
+  }
   EXPECT_EQ(g.find_node("c1"), kNoNode);
   // Every other node keeps its name through the map.
   for (NodeId id = 0; id < original.num_nodes(); ++id) {

@@ -153,6 +153,19 @@ TEST(GatherFacts, GatheredOnceGiveTheSamePlanAsTheRewriteGathersItself) {
   EXPECT_EQ(with_facts->plan_text, by_itself->plan_text);
   EXPECT_EQ(with_facts->peak_bytes_after, by_itself->peak_bytes_after);
   EXPECT_EQ(to_text(b), to_text(a));
+  // Generated nodes are typed by their origin (insert's names only for the
+  // reader): swap copies, recompute clones, the fused conv + relu.
+  int generated = 0;
+  for (NodeId id = 0; id < a.num_nodes(); ++id) {
+    const Node& n = a.node(id);
+    NodeOrigin expected = NodeOrigin::kOriginal;
+    if (n.op == OpKind::kSwapOut || n.op == OpKind::kSwapIn) expected = NodeOrigin::kSwap;
+    if (n.name.starts_with("recompute/")) expected = NodeOrigin::kRecompute;
+    if (n.name == "relu1" || n.name == "relu2") expected = NodeOrigin::kFused;
+    EXPECT_EQ(n.origin, expected) << n.name << " is " << node_origin_name(n.origin);
+    generated += expected != NodeOrigin::kOriginal;
+  }
+  EXPECT_GT(generated, 2);
 }
 
 TEST(GatherFacts, MeasuredTimesComeFromRankZeroAndNameWhereTheyWereMeasured) {

@@ -137,7 +137,7 @@ TEST(Insert, RecomputeChainsThroughDeadInputsToLiveOnes) {
                         kNoNode});
   const MemoryProfile planned = plan_profile(*live, plan);
   EXPECT_EQ(to_text(plan, g), "recompute r in=[recompute@{v}]\n");
-  std::vector<NodeOrigin> origins;
+  std::vector<CloneOrigin> origins;
   ASSERT_TRUE(insert_swaps(g, *live, plan, &origins).ok());
   ASSERT_TRUE(verify(g).ok());
   EXPECT_EQ(schedule_names(g), (std::vector<std::string>{"p", "q", "r", "s", "u", "recompute/r/0/q",
@@ -245,7 +245,7 @@ TEST(Insert, RecomputePlansOnRandomGraphs) {
     const MemoryProfile planned = plan_profile(*live, *plan);
     EXPECT_LE(planned.peak, options.budget_bytes);
     const Graph original = g;
-    std::vector<NodeOrigin> origins;
+    std::vector<CloneOrigin> origins;
     ASSERT_TRUE(insert_swaps(g, *live, *plan, &origins).ok()) << to_text(*plan, original);
     ASSERT_TRUE(verify(g).ok());
     for (const SwapPlan::Item& item : plan->items) {
@@ -327,10 +327,10 @@ TEST(Insert, SharedRecomputationClonesNoMoreThanSeparateChains) {
       }
       EXPECT_LE(plan_profile(*live, *plan).peak, options.budget_bytes);
       Graph rewritten = g;
-      std::vector<NodeOrigin> origins;
+      std::vector<CloneOrigin> origins;
       ASSERT_TRUE(insert_swaps(rewritten, *live, *plan, &origins).ok()) << to_text(*plan, g);
       ASSERT_TRUE(verify(rewritten).ok());
-      for (const NodeOrigin& o : origins) clones[share] += o.clone_of != kNoNode;
+      for (const CloneOrigin& o : origins) clones[share] += o.clone_of != kNoNode;
     }
     if (!planned || clones[0] == 0) continue;
     ++plans;
