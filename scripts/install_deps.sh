@@ -4,7 +4,8 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config clang-format
       libabsl-dev libfmt-dev libdnnl-dev libtomlplusplus-dev nlohmann-json3-dev
-      libgtest-dev libgmock-dev libbenchmark-dev libpng-dev libjpeg-dev libstb-dev zlib1g-dev
+      libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
+      libpng-dev libjpeg-dev libstb-dev zlib1g-dev
       libniftiio-dev libznz-dev libnifti2-dev
       libopenmpi-dev openmpi-bin
       libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata python3-onnx

@@ -36,6 +36,21 @@ function(lms_mpi_job_test target)
   endif()
 endfunction()
 
+# lms_program_test(<test target> <program>...): the test runs the programs
+# (tests/examples/program_cli.h): each one built is a dependency and its
+# path the macro <PROGRAM>_BINARY ("lms-bench": LMS_BENCH_BINARY).
+function(lms_program_test target)
+  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/tests/examples)
+  foreach(program ${ARGN})
+    if(TARGET ${program})
+      string(MAKE_C_IDENTIFIER ${program} macro)
+      string(TOUPPER ${macro} macro)
+      add_dependencies(${target} ${program})
+      target_compile_definitions(${target} PRIVATE ${macro}_BINARY="$<TARGET_FILE:${program}>")
+    endif()
+  endforeach()
+endfunction()
+
 # lms_workspace_scaled_tests(<test target>...): each target's tests run
 # twice more, with every CPU kernel reporting 0.5x and 2x its workspace
 # (Note [Workspace scale test hook]), as the tests "<target>.workspace_x0.5"

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_split.h"
+#include "flags.h"
 #include "fmt/format.h"
 #include "lms/status.h"
 #include "lms/strings.h"
@@ -59,20 +60,18 @@ std::string first_difference(int rank, const std::string& text, const std::strin
 
 }  // namespace
 
-std::vector<Flag> distributed_flags(DistributedOptions& options) {
-  return {{"distributed", &options.enabled},
-          {"scale-lr", &options.scale_lr},
-          {"comm-timeout", &options.comm_timeout_s}};
-}
-
-std::string distributed_usage() {
-  return R"(data-parallel flags (run under mpirun, one process per device; see README.md):
-  --distributed         train as one rank of `mpirun -np N ...`: rank r trains on the images
-                        (subjects) r, r+N, ...; gradients averaged over the ranks; rank 0 logs and
-                        writes the checkpoint; with --device cuda, NCCL on GPU <local rank>
-  --scale-lr            learning rate x N (linear scaling rule, Goyal et al. 2017)
-  --comm-timeout S      a rank waiting longer than S seconds for another fails (default 300)
-)";
+void add_distributed_flags(CLI::App& app, DistributedOptions& options) {
+  CLI::App* group = app.add_option_group("data-parallel",
+                                         "run under mpirun, one process per device; see README.md");
+  flags::add_switch(*group, "--distributed", &options.enabled,
+                    "train as one rank of `mpirun -np N ...`: rank r trains on the images\n"
+                    "(subjects) r, r+N, ...; gradients averaged over the ranks; rank 0 logs\n"
+                    "and writes the checkpoint; with --device cuda, NCCL on GPU <local rank>");
+  flags::add_switch(*group, "--scale-lr", &options.scale_lr,
+                    "learning rate x N (linear scaling rule, Goyal et al. 2017)");
+  flags::add_real(*group, "--comm-timeout S", &options.comm_timeout_s,
+                  "a rank waiting longer than S seconds for another fails",
+                  {.min = 0, .min_open = true});
 }
 
 absl::Status check_distributed(const DistributedOptions& options) {
@@ -80,7 +79,8 @@ absl::Status check_distributed(const DistributedOptions& options) {
     return absl::InvalidArgumentError("--scale-lr needs --distributed (it scales by the ranks)");
   }
   if (!(options.comm_timeout_s > 0)) {
-    return bad_value("comm-timeout", fmt::format("{}", options.comm_timeout_s), "seconds > 0");
+    return flags::bad_flag("--comm-timeout", fmt::format("{}", options.comm_timeout_s),
+                           "seconds > 0");
   }
   return absl::OkStatus();
 }

@@ -55,13 +55,16 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "flags.h"
 #include "lms/config.h"
 #include "lms/device.h"
 #include "lms/distributed.h"
 #include "lms/graph.h"
 #include "lms/rewrite.h"
 #include "lms/session.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
 
 namespace lms::examples {
 
@@ -71,10 +74,9 @@ struct DistributedOptions {
   double comm_timeout_s = 300;  // --comm-timeout: a collective waiting longer fails, seconds
 };
 
-// --distributed, --scale-lr and --comm-timeout.
-std::vector<Flag> distributed_flags(DistributedOptions& options);
-// Their help lines, for usage().
-std::string distributed_usage();
+// Adds --distributed, --scale-lr and --comm-timeout to `app` (a command of
+// an example program), under the heading "data-parallel".
+void add_distributed_flags(CLI::App& app, DistributedOptions& options);
 // InvalidArgument for --scale-lr without --distributed and for a
 // --comm-timeout of 0.
 absl::Status check_distributed(const DistributedOptions& options);

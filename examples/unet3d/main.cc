@@ -1,5 +1,5 @@
 // unet3d: train, evaluate and apply Isensee et al.'s 3-D U-Net to MRI on the
-// lms runtime. See `unet3d help`.
+// lms runtime. See `unet3d --help`.
 #include <unistd.h>
 
 #include <iostream>
@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
   if (!cmd.ok()) return fail(cmd.status());
   switch (cmd->kind) {
     case CommandKind::kHelp:
-      std::cout << usage();
+      std::cout << cmd->help;
       return 0;
     case CommandKind::kTrain: {
       cmd->train.live_progress = isatty(STDOUT_FILENO) != 0;

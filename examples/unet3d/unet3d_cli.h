@@ -1,12 +1,13 @@
-// Command line of the `unet3d` example: `unet3d train | eval | predict`.
-// Flags are `--name value` or `--name=value`; booleans take no value
-// (examples/common/flags.h).
+// Command line of the `unet3d` example: `unet3d train | eval | predict`, on
+// CLI11 (examples/common/flags.h). Flags are `--name value` or
+// `--name=value`; switches take no value.
 //
 //   LMS_ASSIGN_OR_RETURN(unet3d::Command cmd, unet3d::parse_command_line(args));
+//   if (cmd.kind == unet3d::CommandKind::kHelp) std::cout << cmd.help;
 //   if (cmd.kind == unet3d::CommandKind::kTrain) train(cmd.train, std::cout);
 //
 // Every error is InvalidArgument naming the flag, the value and what is
-// allowed; usage() gives the full help text.
+// allowed.
 #pragma once
 
 #include <cstdint>
@@ -84,19 +85,21 @@ enum class CommandKind { kHelp, kTrain, kEval, kPredict };
 
 struct Command {
   CommandKind kind = CommandKind::kHelp;
+  std::string help;  // kHelp: the help text asked for (`unet3d`, `unet3d help`, `unet3d train -h`)
   TrainOptions train;
   EvalOptions eval;
   PredictOptions predict;
 };
 
 // args excludes the program name: {"train", "--steps", "10", ...}.
-// Checks, beyond each flag's range: --size a multiple of 2^(levels-1);
-// --grid >= --size and a multiple of 2^(levels-1) when given; --lr > 0;
-// --resume and --checkpoint-every need --checkpoint; --scale-lr needs
-// --distributed and --comm-timeout is > 0; --max-rotation at most
-// 180 and --max-scaling at most 0.5; the input batch
-// (batch x (1 + classes) x size^3 x 4 bytes, classes counted as 13 when 0)
-// within io::host_memory_limit_bytes().
+// Checks, beyond each flag's range (--lr > 0, --levels 1..8, --max-rotation
+// at most 180, --max-scaling at most 0.5, ...): --size a multiple of
+// 2^(levels-1); --grid >= --size and a multiple of 2^(levels-1) when given;
+// --seg-levels, when given, at most levels - 1; --resume and
+// --checkpoint-every need --checkpoint; --scale-lr needs --distributed; the
+// input batch (batch x (1 + classes) x size^3 x 4 bytes, classes counted as
+// 13 when 0) within io::host_memory_limit_bytes(); eval and predict need
+// --checkpoint; --reference needs --image; --out is no folder.
 absl::StatusOr<Command> parse_command_line(const std::vector<std::string>& args);
 
 // Whether this machine's host memory holds the image and one-hot batches of
@@ -107,8 +110,5 @@ absl::Status check_batch_memory(const TrainOptions& t, int64_t classes);
 
 // The grid a run resamples its volumes to: `grid`, or grid_side(size, levels).
 int64_t resolved_grid(int64_t size, int64_t grid, int64_t levels);
-
-// The help text listing every flag with its default.
-std::string usage();
 
 }  // namespace lms::unet3d

@@ -1,12 +1,13 @@
-// Command line of the `vdsr` example: `vdsr train ...` and `vdsr eval ...`.
-// A small hand parser (no global flag registry, so tests parse in-process):
-// flags are `--name value` or `--name=value`; booleans take no value.
+// Command line of the `vdsr` example: `vdsr train ...` and `vdsr eval ...`,
+// on CLI11 (examples/common/flags.h; tests parse in-process): flags are
+// `--name value` or `--name=value`; switches take no value.
 //
 //   LMS_ASSIGN_OR_RETURN(vdsr::Command cmd, vdsr::parse_command_line(args));
+//   if (cmd.kind == vdsr::CommandKind::kHelp) std::cout << cmd.help;
 //   if (cmd.kind == vdsr::CommandKind::kTrain) train(cmd.train, std::cout);
 //
 // Every error is InvalidArgument naming the flag, the value and what is
-// allowed; usage() gives the full help text.
+// allowed.
 #pragma once
 
 #include <cstdint>
@@ -63,6 +64,7 @@ enum class CommandKind { kHelp, kTrain, kEval };
 
 struct Command {
   CommandKind kind = CommandKind::kHelp;
+  std::string help;  // kHelp: the help text asked for (`vdsr`, `vdsr help`, `vdsr train --help`)
   TrainOptions train;
   EvalOptions eval;
 };
@@ -81,8 +83,5 @@ absl::StatusOr<Command> parse_command_line(const std::vector<std::string>& args)
 // overflow checks; InvalidArgument naming the flags, the bytes needed, the
 // limit and the largest value that fits otherwise.
 absl::Status check_host_memory(const TrainOptions& t, uint64_t limit_bytes);
-
-// The help text listing every flag with its default.
-std::string usage();
 
 }  // namespace lms::vdsr

@@ -1,5 +1,5 @@
 // vdsr: train and evaluate VDSR x2 super-resolution on the lms runtime.
-// See README.md in this folder and `vdsr help`.
+// See README.md in this folder and `vdsr --help`.
 #include <iostream>
 #include <string>
 #include <vector>
@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   if (!cmd.ok()) return fail(cmd.status());
   switch (cmd->kind) {
     case CommandKind::kHelp:
-      std::cout << usage();
+      std::cout << cmd->help;
       return 0;
     case CommandKind::kTrain: {
       absl::StatusOr<TrainResult> r = train(cmd->train, std::cout);

@@ -3,7 +3,6 @@
 // Data: tests/data/astronaut_crop128.png (a real photo) plus one synthetic
 // image written by the test, so nothing needs the network.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,6 +25,7 @@
 #include "lms/device.h"
 #include "lms/io/checkpoint.h"
 #include "lms/io/image.h"
+#include "program_cli.h"
 #include "trainer.h"
 
 namespace lms::vdsr {
@@ -248,30 +248,60 @@ TEST(VdsrCliTest, ParsesEveryTrainFlag) {
 TEST(VdsrCliTest, BadFlagsNameTheFlagAndWhatIsAllowed) {
   struct Case {
     std::vector<std::string> args;
-    std::string expect;  // in the message
+    std::vector<std::string> expect;  // each in the message
   };
   std::vector<Case> cases = {
-      {{"train", "--bogus", "1"}, "unknown flag '--bogus'"},
-      {{"train", "--batch"}, "--batch: missing value"},
-      {{"train", "--batch", "0"}, "integer >= 1"},
-      {{"train", "--batch", "4x"}, "--batch: bad value '4x'"},
-      {{"train", "--capacity", "12XB"}, "--capacity: bad value '12XB'"},
-      {{"train", "--lr", "-1"}, "--lr"},
-      {{"train", "--lr", "0"}, "learning rate > 0"},
-      {{"train", "--resume"}, "--resume needs --checkpoint"},
-      {{"train", "--checkpoint-every", "5"}, "--checkpoint-every needs --checkpoint"},
-      {{"train", "--resume=yes", "--checkpoint", "x"}, "takes no value"},
-      {{"train", "steps"}, "unexpected argument 'steps'"},
-      {{"eval"}, "--checkpoint PATH is required"},
-      {{"fly"}, "unknown command 'fly'"},
+      {{"train", "--bogus", "1"}, {"not expected", "--bogus"}},
+      {{"train", "--batch"}, {"--batch", "missing"}},
+      {{"train", "--batch", "0"}, {"--batch: bad value '0' (an integer >= 1)"}},
+      {{"train", "--batch", "4x"}, {"--batch: bad value '4x'"}},
+      {{"train", "--capacity", "12XB"}, {"--capacity: bad value '12XB'", "256MiB"}},
+      {{"train", "--lr", "-1"}, {"--lr: bad value '-1'"}},
+      {{"train", "--lr", "0"}, {"--lr: bad value '0' (a number > 0)"}},
+      {{"train", "--device", "gpu"}, {"--device: bad value 'gpu'", "cpu", "cuda"}},
+      {{"train", "--resume"}, {"--resume needs --checkpoint"}},
+      {{"train", "--checkpoint-every", "5"}, {"--checkpoint-every needs --checkpoint"}},
+      {{"train", "--resume=yes", "--checkpoint", "x"}, {"--resume: bad value 'yes'", "no value"}},
+      {{"train", "steps"}, {"not expected", "steps"}},
+      {{"eval"}, {"--checkpoint is required"}},
+      // A typo is named before the missing --checkpoint it hides.
+      {{"eval", "--chekpoint", "x"}, {"not expected", "--chekpoint"}},
+      {{"fly"}, {"not expected", "fly"}},
+      {{"train", "eval"}, {"not expected", "eval"}},  // one command per run
   };
   for (const Case& c : cases) {
     auto cmd = parse_command_line(c.args);
     ASSERT_FALSE(cmd.ok()) << c.args[0] << " " << (c.args.size() > 1 ? c.args[1] : "");
     EXPECT_EQ(cmd.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(std::string(cmd.status().message()).find(c.expect), std::string::npos)
-        << cmd.status().message() << " lacks " << c.expect;
+    for (const std::string& part : c.expect) {
+      EXPECT_NE(std::string(cmd.status().message()).find(part), std::string::npos)
+          << cmd.status().message() << " lacks " << part;
+    }
   }
+}
+
+// `vdsr`, `vdsr help`, `vdsr --help` and `vdsr train --help` are the help
+// (each command's lists its flags with their defaults), not a run.
+TEST(VdsrCliTest, HelpListsTheCommandsAndTheirFlags) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{}, {"help"}, {"--help"}, {"-h"}}) {
+    auto cmd = parse_command_line(args);
+    ASSERT_TRUE(cmd.ok()) << cmd.status();
+    EXPECT_EQ(cmd->kind, CommandKind::kHelp);
+    EXPECT_NE(cmd->help.find("train"), std::string::npos) << cmd->help;
+    EXPECT_NE(cmd->help.find("eval"), std::string::npos) << cmd->help;
+  }
+  auto train = parse_command_line({"train", "--help"});
+  ASSERT_TRUE(train.ok()) << train.status();
+  EXPECT_EQ(train->kind, CommandKind::kHelp);
+  for (const char* part : {"--batch N=16", "--capacity BYTES=1GiB", "--lms-set", "--resume",
+                           "--distributed", "--comm-timeout"}) {
+    EXPECT_NE(train->help.find(part), std::string::npos) << part << " not in:\n" << train->help;
+  }
+  auto eval = parse_command_line({"eval", "-h"});
+  ASSERT_TRUE(eval.ok()) << eval.status();
+  EXPECT_NE(eval->help.find("--eval-crop"), std::string::npos) << eval->help;
+  EXPECT_EQ(eval->help.find("--batch"), std::string::npos) << eval->help;
 }
 
 // The same run with LMS (manual policy swapping three activations) and
@@ -474,24 +504,22 @@ TEST(VdsrErrorsTest, BadPathsAndSettingsAreClearErrors) {
 }
 
 #ifdef VDSR_BINARY
-// The program's exit status: 0 for help, 1 with the message on stderr for errors.
+// The program's exit status: 0 for help (on stdout), 1 with the message on
+// stderr for errors.
 TEST(VdsrProgramTest, ExitStatusAndMessage) {
-  std::string out = temp_path("vdsr_program_stderr.txt");
-  auto run = [&](const std::string& args) {
-    std::string cmd = std::string(VDSR_BINARY) + " " + args + " > /dev/null 2> " + out;
-    int status = std::system(cmd.c_str());
-    std::ifstream in(out);
-    std::stringstream text;
-    text << in.rdbuf();
-    return std::pair(WEXITSTATUS(status), text.str());
-  };
-  EXPECT_EQ(run("help").first, 0);
-  auto [code, err] = run("train --batch 0");
-  EXPECT_EQ(code, 1);
-  EXPECT_NE(err.find("vdsr: error: --batch: bad value '0'"), std::string::npos) << err;
-  std::tie(code, err) = run("train --data " + temp_path("no_such_vdsr_data") + " --steps 1");
-  EXPECT_EQ(code, 1);
-  EXPECT_NE(err.find("no_such_vdsr_data"), std::string::npos) << err;
+  using lms::cli_test::run_program;
+  const lms::cli_test::CliProgram vdsr{
+      "vdsr", VDSR_BINARY, {"help", "--help", "train --help", "train -h"}, "train", "train", 1};
+  lms::cli_test::expect_help_lists_the_flag(vdsr);
+  lms::cli_test::expect_help_lists_the_flag(
+      {"vdsr", VDSR_BINARY, {"train --help", "eval --help"}, "--threads", "", 0});
+  lms::cli_test::expect_unknown_flag_named(vdsr);
+  lms::cli_test::ProgramRun r = run_program(VDSR_BINARY, "train --batch 0");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("vdsr: error: --batch: bad value '0'"), std::string::npos) << r.err;
+  r = run_program(VDSR_BINARY, "train --data " + temp_path("no_such_vdsr_data") + " --steps 1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("no_such_vdsr_data"), std::string::npos) << r.err;
 }
 #endif
 

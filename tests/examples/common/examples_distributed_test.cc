@@ -18,14 +18,27 @@ namespace {
 
 TEST(DistributedFlags, ParseIntoTheOptionsAndAreChecked) {
   DistributedOptions o;
-  ASSERT_TRUE(parse_flags("prog", "train", distributed_flags(o),
-                          {"train", "--distributed", "--scale-lr", "--comm-timeout=12.5"})
-                  .ok());
+  CLI::App app("prog", "prog");
+  add_distributed_flags(app, o);
+  absl::StatusOr<std::string> help =
+      flags::parse(app, {"--distributed", "--scale-lr", "--comm-timeout=12.5"});
+  ASSERT_TRUE(help.ok()) << help.status();
+  EXPECT_TRUE(help->empty());
   EXPECT_TRUE(o.enabled);
   EXPECT_TRUE(o.scale_lr);
   EXPECT_EQ(o.comm_timeout_s, 12.5);
   EXPECT_TRUE(check_distributed(o).ok());
-  EXPECT_NE(distributed_usage().find("--comm-timeout S"), std::string::npos);
+  EXPECT_NE(app.help().find("--comm-timeout S=300"), std::string::npos) << app.help();
+  EXPECT_NE(app.help().find("data-parallel"), std::string::npos) << app.help();
+
+  // A timeout of 0 is refused while parsing, naming the flag and the value.
+  CLI::App zero("prog", "prog");
+  add_distributed_flags(zero, o);
+  help = flags::parse(zero, {"--comm-timeout", "0"});
+  EXPECT_EQ(help.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(help.status().message()).find("--comm-timeout: bad value '0'"),
+            std::string::npos)
+      << help.status();
 
   o.enabled = false;
   absl::Status s = check_distributed(o);

@@ -104,17 +104,22 @@ TEST_F(Unet3dProgram, CommandLineChecksSizesAgainstTheLevels) {
            {{"train", "--size", "20", "--levels", "4"}, "a multiple of 8"},
            {{"train", "--size", "16", "--grid", "8", "--levels", "2"}, "at least --size 16"},
            {{"train", "--resume"}, "--resume needs --checkpoint"},
-           {{"train", "--max-scaling", "0.7"}, "0..0.5"},
-           {{"eval"}, "--checkpoint PATH is required"},
+           {{"train", "--max-scaling", "0.7"},
+            "--max-scaling: bad value '0.7' (a number in [0, 0.5])"},
+           {{"train", "--max-rotation", "181"}, "--max-rotation: bad value '181'"},
+           {{"train", "--levels", "9"}, "--levels: bad value '9' (an integer from 1 to 8)"},
+           {{"eval"}, "--checkpoint is required"},
+           {{"predict"}, "--checkpoint is required"},
            {{"predict", "--checkpoint", "x", "--reference", "r.nii"}, "--reference needs --image"},
-           {{"segment"}, "unknown command 'segment'"},
-           {{"train", "--bogus", "1"}, "unknown flag '--bogus'"},
+           {{"segment"}, "not expected: segment"},
+           {{"train", "--bogus"}, "not expected: --bogus"},
+           {{"eval", "--checkpoint", "c", "--size", "16"}, "--size"},  // a flag of train only
            // Deep supervision over more decoder levels than the U-Net has.
            {{"train", "--seg-levels", "5", "--levels", "2", "--size", "16"},
             "1..1 (the decoder levels below the top at --levels 2)"},
            {{"train", "--seg-levels=4", "--levels", "4", "--size", "16"}, "1..3"},
            // A jitter that scales intensities by up to 1e38 gave a NaN loss.
-           {{"train", "--jitter", "1e38"}, "a number from 0 to 1"},
+           {{"train", "--jitter", "1e38"}, "--jitter: bad value '1e38' (a number in [0, 1])"},
            {{"train", "--threads", "10000"}, "an integer from 0 to 1024"},
            {{"eval", "--checkpoint", "c", "--threads", "1025"}, "an integer from 0 to 1024"}}) {
     auto cmd = parse_command_line(c.args);
@@ -123,6 +128,30 @@ TEST_F(Unet3dProgram, CommandLineChecksSizesAgainstTheLevels) {
     EXPECT_NE(std::string(cmd.status().message()).find(c.expect), std::string::npos)
         << cmd.status().message() << " lacks " << c.expect;
   }
+}
+
+// `unet3d`, `unet3d --help` and each command's --help are the help, listing
+// the commands and each command's flags.
+TEST_F(Unet3dProgram, HelpListsTheCommandsAndTheirFlags) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{}, {"help"}, {"--help"}}) {
+    auto cmd = parse_command_line(args);
+    ASSERT_TRUE(cmd.ok()) << cmd.status();
+    EXPECT_EQ(cmd->kind, CommandKind::kHelp);
+    for (const char* part : {"train", "eval", "predict", "--data"}) {
+      EXPECT_NE(cmd->help.find(part), std::string::npos) << part << " not in:\n" << cmd->help;
+    }
+  }
+  auto train = parse_command_line({"train", "--help"});
+  ASSERT_TRUE(train.ok()) << train.status();
+  EXPECT_EQ(train->kind, CommandKind::kHelp);
+  for (const char* part :
+       {"--size N=48", "--seg-levels", "--no-flips", "--lms-set", "--scale-lr"}) {
+    EXPECT_NE(train->help.find(part), std::string::npos) << part << " not in:\n" << train->help;
+  }
+  auto predict = parse_command_line({"predict", "-h"});
+  ASSERT_TRUE(predict.ok()) << predict.status();
+  EXPECT_NE(predict->help.find("--reference"), std::string::npos) << predict->help;
 }
 
 // A symbolic link that loops (or points nowhere) among the images was an
