@@ -11,7 +11,7 @@ if(TARGET lms::lms AND TARGET lms_models)
   target_include_directories(lms_bench_lib PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/lms_bench)
   target_link_libraries(lms_bench_lib
     PUBLIC lms::lms lms_models absl::status absl::statusor nlohmann_json::nlohmann_json
-    PRIVATE fmt::fmt)
+    PRIVATE lms_flags fmt::fmt)
   if(TARGET lms_onnx)  # lms::import_onnx is in liblms
     target_compile_definitions(lms_bench_lib PRIVATE LMS_BENCH_HAVE_ONNX=1)
   endif()

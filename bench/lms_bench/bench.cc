@@ -338,7 +338,7 @@ int run_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
   absl::StatusOr<BenchCommand> cmd = parse_command_line(args);
   if (!cmd.ok()) return fail(cmd.status(), err);
   if (cmd->mode == Mode::kHelp) {
-    out << usage();
+    out << cmd->help;
     return kExitOk;
   }
   absl::Status s = run_command(*cmd, out, err);

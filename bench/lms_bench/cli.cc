@@ -1,14 +1,14 @@
 #include "cli.h"
 
 #include <algorithm>
-#include <charconv>
+#include <array>
 #include <cmath>
-#include <functional>
-#include <map>
 #include <optional>
-#include <set>
+#include <string_view>
+#include <vector>
 
 #include "contention.h"
+#include "flags.h"
 #include "fmt/format.h"
 #include "lms/io/file_util.h"
 #include "lms/io/host_memory.h"
@@ -21,404 +21,383 @@
 namespace lms::bench {
 namespace {
 
-using Setter = std::function<absl::Status(BenchCommand&, const std::string&)>;
+// A batch or a volume side.
+constexpr flags::IntRange kSizeRange = {.min = 1, .max = 1 << 20};
+// contention's default batch (VDSR) and volume side (U-Net).
+constexpr int64_t kContentionVdsrBatch = 16;
+constexpr int64_t kContentionUnetSize = 48;
 
-struct FlagSpec {
-  std::set<Mode> modes;  // where the flag is allowed
-  Setter set;
-};
+constexpr char kExitStatus[] = "exit status: 0 on success, 2 for bad flags, 1 when a run fails.";
 
-absl::StatusOr<int64_t> parse_int(const std::string& flag, const std::string& text, int64_t min,
-                                  int64_t max) {
-  int64_t v = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size() || v < min || v > max) {
-    return absl::InvalidArgumentError(
-        fmt::format("{} '{}': expected an integer in [{}, {}]", flag, text, min, max));
-  }
-  return v;
+// The command of a mode: `summary` in lms-bench --help, `details` after the
+// flags in lms-bench MODE --help.
+CLI::App* add_mode(CLI::App& app, const char* name, const char* summary, const char* details) {
+  CLI::App* m = app.add_subcommand(name, summary);
+  m->footer(fmt::format("{}\n\n{}", details, kExitStatus));
+  return m;
 }
 
-absl::Status with_flag(const std::string& flag, const std::string& text, absl::Status s) {
-  if (s.ok()) return s;
-  return absl::InvalidArgumentError(fmt::format("{} '{}': {}", flag, text, to_std(s.message())));
+// A mode's command before its flags: the defaults --help shows.
+BenchCommand mode_defaults(Mode m) {
+  BenchCommand c;
+  c.mode = m;
+  c.capacity_bytes = (m == Mode::kOverhead ? uint64_t{1024} : uint64_t{256}) << 20;
+  // ratio: 4 timed steps per run, for its best step (Note [Best timed step]).
+  c.steps = m == Mode::kRatio                                ? 5
+            : m == Mode::kOverhead || m == Mode::kContention ? 3
+            : m == Mode::kScaling                            ? 4
+                                                             : 2;
+  if (m == Mode::kVdsr) c.sizes = {4, 8, 16, 32, 64};
+  if (m == Mode::kUnet3d) c.sizes = {32, 48, 64};
+  if (m == Mode::kOnnx) c.sizes = {1, 2, 4, 8};
+  if (m == Mode::kOverhead) c.sizes = {8};
+  if (m == Mode::kScaling) c.sizes = {4};
+  c.out_dir = "out/unet3d_case_study";
+  return c;
 }
 
-Setter int_flag(const std::string& flag, int64_t BenchCommand::*field, int64_t min, int64_t max) {
-  return [=](BenchCommand& c, const std::string& v) -> absl::Status {
-    LMS_ASSIGN_OR_RETURN(c.*field, parse_int(flag, v, min, max));
+// One size into `sizes` (overhead, scaling and contention run one).
+CLI::Option* add_one_size(CLI::App& app, std::string_view names, std::vector<int64_t>* sizes,
+                          std::string help) {
+  CLI::Option* o =
+      flags::add_value(app, names, std::move(help), [=](const std::string& v) -> absl::Status {
+        LMS_ASSIGN_OR_RETURN(int64_t n, flags::parse_int(v, kSizeRange));
+        *sizes = {n};
+        return absl::OkStatus();
+      });
+  return sizes->empty() ? o : o->default_str(fmt::format("{}", sizes->front()));
+}
+
+// One of two words into a bool: `yes` sets *target, `no` clears it.
+CLI::Option* add_word_switch(CLI::App& app, std::string_view names, std::string help, bool* target,
+                             std::string yes, std::string no) {
+  const std::string allowed = fmt::format("one of {}, {}", no, yes);
+  return flags::add_value(app, names, std::move(help),
+                          [=](const std::string& v) -> absl::Status {
+                            if (v != yes && v != no) {
+                              return absl::InvalidArgumentError(flags::bad_value(v, allowed));
+                            }
+                            *target = v == yes;
+                            return absl::OkStatus();
+                          })
+      ->default_str(*target ? yes : no);
+}
+
+// A number; `allowed` says what when it is not one within `range`.
+CLI::Option* add_real(CLI::App& app, std::string_view names, double* target, std::string help,
+                      flags::RealRange range, std::string allowed) {
+  return flags::add_value(app, names, std::move(help), [=](const std::string& v) -> absl::Status {
+    absl::StatusOr<double> x = flags::parse_real(v, range);
+    if (!x.ok()) return absl::InvalidArgumentError(flags::bad_value(v, allowed));
+    *target = *x;
     return absl::OkStatus();
-  };
+  });
 }
 
-Setter bytes_flag(const std::string& flag, uint64_t BenchCommand::*field) {
-  return [=](BenchCommand& c, const std::string& v) -> absl::Status {
-    absl::StatusOr<uint64_t> b = parse_bytes(v);
-    if (!b.ok()) return with_flag(flag, v, b.status());
-    if (*b == 0) return absl::InvalidArgumentError(fmt::format("{} '{}': must be > 0", flag, v));
-    c.*field = *b;
-    return absl::OkStatus();
-  };
+// Flags of every mode.
+void add_common_flags(CLI::App& app, BenchCommand& c, std::string data_help) {
+  flags::add_int(app, "--steps", &c.steps, "training steps per run", {.min = 1, .max = 100000});
+  flags::add_int(app, "--seed", &c.seed, "weights and batches", {.max = int64_t{1} << 62});
+  flags::add_string(app, "--lms FILE", &c.lms_file, "LMS config (TOML, configs/lms.toml)");
+  flags::add_value(app, "--lms-set KEY=VALUE", "override a key of the config (repeatable)",
+                   [&c](const std::string& v) -> absl::Status {
+                     if (v.find('=') == std::string::npos) {
+                       return absl::InvalidArgumentError(flags::bad_value(v, "key=value"));
+                     }
+                     c.lms_sets.push_back(v);
+                     return absl::OkStatus();
+                   })
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  flags::add_bytes(app, "--host-pool", &c.host_pool_bytes,
+                   "pinned host pool limit (cpu 16GiB, reserved lazily; cuda 4GiB, pinned)");
+  flags::add_string(app, "--json FILE", &c.json_path,
+                    "every row and the limits as JSON, written atomically");
+  flags::add_string(app, "--data DIR", &c.data_dir, std::move(data_help));
 }
 
-// overhead and contention run one size.
-absl::Status check_one_size(const BenchCommand& c, const char* flag, const std::string& v) {
-  if (c.mode != Mode::kContention || c.sizes.size() == 1) return absl::OkStatus();
-  return absl::InvalidArgumentError(fmt::format("{} '{}': contention takes one size", flag, v));
+void add_capacity(CLI::App& app, BenchCommand& c) {
+  flags::add_bytes(app, "--capacity", &c.capacity_bytes, "device memory");
 }
 
-absl::Status set_budget_fraction(BenchCommand& c, const std::string& v) {
-  char* end = nullptr;
-  double f = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end != '\0' || !(f > 0 && f < 1)) {
-    return absl::InvalidArgumentError(
-        fmt::format("--budget-fraction '{}': expected a number in (0, 1)", v));
-  }
-  c.budget_fraction = f;
-  return absl::OkStatus();
+void add_threads(CLI::App& app, BenchCommand& c, std::string help) {
+  flags::add_int(app, "--threads", &c.threads, std::move(help), {.max = flags::kMaxThreads});
 }
 
-Setter string_flag(std::string BenchCommand::*field) {
-  return [=](BenchCommand& c, const std::string& v) {
-    c.*field = v;
-    return absl::OkStatus();
-  };
+void add_link(CLI::App& app, BenchCommand& c, std::string help) {
+  flags::add_bandwidth(app, "--link", &c.link_bytes_per_s, std::move(help));
 }
 
-// ratio: one positive size per model.
-absl::Status set_ratio_size(const char* flag, const std::string& v, int64_t& field) {
-  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, parse_size_list(flag, v));
-  if (sizes.size() != 1) {
-    return absl::InvalidArgumentError(fmt::format("{} '{}': ratio takes one size", flag, v));
-  }
-  field = sizes[0];
-  return absl::OkStatus();
+void add_trace(CLI::App& app, BenchCommand& c) {
+  flags::add_string(app, "--trace DIR", &c.trace_dir,
+                    "per run a Chrome trace, per size a memory SVG (LMS off and on)");
 }
 
-absl::Status set_ratio_models(BenchCommand& c, const std::string& v) {
-  c.ratio_models.clear();
-  for (size_t begin = 0; begin <= v.size();) {
-    const size_t end = std::min(v.find(',', begin), v.size());
-    const std::string word = v.substr(begin, end - begin);
-    const bool onnx = word.size() > 5 && word.compare(word.size() - 5, 5, ".onnx") == 0;
-    if (word != "vdsr" && word != "unet3d" && !onnx) {
-      return absl::InvalidArgumentError(fmt::format(
-          "--model '{}': unknown model '{}'; allowed are vdsr, unet3d and one FILE.onnx (with "
-          "--input and --loss), comma-separated",
-          v, word));
-    }
-    if (onnx && !c.onnx_path.empty()) {
-      return absl::InvalidArgumentError(fmt::format(
-          "--model '{}': one ONNX model per run ('{}' and '{}')", v, c.onnx_path, word));
-    }
-    if (onnx) c.onnx_path = word;
-    c.ratio_models.push_back(word);
-    begin = end + 1;
-  }
-  return absl::OkStatus();
+void add_budget_fraction(CLI::App& app, BenchCommand& c) {
+  flags::add_real(app, "--budget-fraction", &c.budget_fraction,
+                  "the LMS budget as a fraction of the no-LMS peak",
+                  {.min = 0, .max = 1, .min_open = true, .max_open = true});
 }
 
-// A positive finite number; InvalidArgument naming the flag and `what`.
-absl::StatusOr<double> parse_positive(const char* flag, const std::string& v, const char* what) {
-  char* end = nullptr;
-  const double f = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end != '\0' || !(f > 0) || !std::isfinite(f)) {
-    return absl::InvalidArgumentError(fmt::format("{} '{}': expected {}", flag, v, what));
-  }
-  return f;
+// vdsr, unet3d and onnx: the sweeps.
+void add_sweep_flags(CLI::App& app, BenchCommand& c) {
+  add_capacity(app, c);
+  add_word_switch(app, "--device cpu|cuda",
+                  "the emulated device (cpu) or CUDA GPU 0; on cuda copies run at the\n"
+                  "real link's speed",
+                  &c.cuda, "cuda", "cpu");
+  flags::add_choice(app, "--time-model", &c.time_model,
+                    "how the LMS rows and probes are planned (lms::rewrite on the device;\n"
+                    "replaces the config's time_model). measured: each node and the link\n"
+                    "profiled on the device first (default on cuda); roofline: the config's\n"
+                    "[cost_model] and [link] (default on cpu, whose link is that throttle;\n"
+                    "measured makes the CPU sweep several times slower). The table says which",
+                    {"measured", "roofline"});
+  add_threads(app, c, "compute threads (0 = all cores)");
+  add_link(app, c,
+           "link bandwidth both ways: the CPU device's copy throttle and the\n"
+           "roofline's link (default: the config's [link])");
+  add_trace(app, c);
+  flags::add_switch(app, "--search", &c.search, "search the limits (the default)");
+  flags::add_switch(app, "--no-search", &c.search, "skip the search of the limits", false);
+  flags::add_switch(app, "--no-confirm", &c.confirm, "skip the real steps at the limits", false);
 }
 
-absl::Status set_link_ratio(BenchCommand& c, const std::string& v) {
-  LMS_ASSIGN_OR_RETURN(c.link_bytes_per_flop,
-                       parse_positive("--link-ratio", v,
-                                      "link bytes per FLOP of compute, a number > 0 (H100 + PCIe "
-                                      "Gen5: 50e9 / 67e12 = 7.5e-4)"));
-  return absl::OkStatus();
+// VDSR's shape (vdsr, overhead, contention, scaling, ratio).
+void add_vdsr_shape(CLI::App& app, BenchCommand& c) {
+  flags::add_int(app, "--crop", &c.crop, "patch side in pixels", {.min = 1, .max = 4096});
+  flags::add_int(app, "--depth", &c.depth, "conv layers", {.min = 2, .max = 1000});
+  flags::add_int(app, "--channels", &c.channels, "filters per layer", {.min = 1, .max = 4096});
 }
 
-absl::Status set_gpu_efficiency(BenchCommand& c, const std::string& v) {
-  static constexpr char kAllowed[] =
-      "the fraction of the GPU's peak a step reaches, a number in (0, 1] (default: 1 for the "
-      "FP32 presets, 0.5 for the tensor-core ones)";
-  LMS_ASSIGN_OR_RETURN(c.gpu_efficiency, parse_positive("--gpu-efficiency", v, kAllowed));
-  if (c.gpu_efficiency > 1) {
-    return absl::InvalidArgumentError(fmt::format("--gpu-efficiency '{}': {}", v, kAllowed));
-  }
-  return absl::OkStatus();
+// The U-Net's shape (unet3d, contention, ratio).
+void add_unet_shape(CLI::App& app, BenchCommand& c) {
+  flags::add_int(app, "--filters", &c.base_filters, "base filters", {.min = 1, .max = 1024});
+  flags::add_int(app, "--levels", &c.levels, "resolution levels", {.min = 1, .max = 8});
 }
 
-absl::Status set_oversubscription(BenchCommand& c, const std::string& v) {
-  c.oversubscription.clear();
-  for (size_t begin = 0; begin <= v.size();) {
-    const size_t end = std::min(v.find(',', begin), v.size());
-    absl::StatusOr<double> k =
-        parse_positive("--oversubscription", v.substr(begin, end - begin), "");
-    if (!k.ok() || *k <= 1) {
-      return absl::InvalidArgumentError(fmt::format(
-          "--oversubscription '{}': expected a comma-separated list of factors > 1 (device "
-          "capacity = no-LMS peak / factor)",
-          v));
-    }
-    c.oversubscription.push_back(*k);
-    begin = end + 1;
-  }
-  return absl::OkStatus();
+// --input and --loss of an ONNX model (onnx, ratio), checked after parsing.
+void add_onnx_flags(CLI::App& app, BenchCommand& c, const std::string& size_letters) {
+  flags::add_string(
+      app, "--input NAME:DIMS", &c.onnx_input,
+      fmt::format("the model's input and its shape, {} the swept dimension", size_letters));
+  flags::add_string(app, "--loss cross-entropy:C|mse", &c.onnx_loss,
+                    "cross-entropy against random labels in [0, C) on the logits [N, C] or\n"
+                    "[..., C] (a label per position), or mse against a random target");
 }
 
-const char* mode_name(Mode m);
+CLI::App* add_vdsr(CLI::App& app, BenchCommand& c) {
+  CLI::App* m = add_mode(
+      app, "vdsr",
+      "VDSR (Adam): a batch sweep with LMS off and on, then the largest batch each way",
+      "VDSR: trains every --batch (Adam) for --steps steps with LMS off and on (lms::rewrite on\n"
+      "the device, auto policy, budget = the capacity unless the config sets\n"
+      "device_memory_limit, within the device's pinned host pool, times from --time-model),\n"
+      "prints the table (time/step is the mean after the first step) and the time model of\n"
+      "the plans, then searches the largest batch each way and the planner's working-set\n"
+      "limit.");
+  flags::add_int_list(*m, "--batch", &c.sizes, "the batches, comma-separated", kSizeRange);
+  add_vdsr_shape(*m, c);
+  add_sweep_flags(*m, c);
+  add_common_flags(*m, c, "photo patches from DIR/train (else random data)");
+  return m;
+}
 
-const std::map<std::string, FlagSpec>& flags() {
-  const std::set<Mode> all = {Mode::kVdsr,    Mode::kUnet3d, Mode::kOverhead, Mode::kContention,
-                              Mode::kScaling, Mode::kRatio,  Mode::kOnnx};
-  // ratio throttles the link itself (--preset, --gpu-link, --link-ratio).
-  const std::set<Mode> linked = {Mode::kVdsr,       Mode::kUnet3d,  Mode::kOverhead,
-                                 Mode::kContention, Mode::kScaling, Mode::kOnnx};
-  const std::set<Mode> threaded = {Mode::kVdsr,    Mode::kUnet3d, Mode::kOverhead,
-                                   Mode::kScaling, Mode::kRatio,  Mode::kOnnx};
-  // contention sets each device's capacity and compute threads itself.
-  const std::set<Mode> sized = {Mode::kVdsr, Mode::kUnet3d, Mode::kOverhead, Mode::kScaling,
-                                Mode::kOnnx};
-  const std::set<Mode> sweeps = {Mode::kVdsr, Mode::kUnet3d, Mode::kOnnx};
-  const std::set<Mode> vdsr_like = {Mode::kVdsr, Mode::kOverhead, Mode::kContention, Mode::kScaling,
-                                    Mode::kRatio};
-  const std::set<Mode> batched = {Mode::kVdsr,    Mode::kOverhead, Mode::kContention,
-                                  Mode::kScaling, Mode::kRatio,    Mode::kOnnx};
-  const std::set<Mode> unet_like = {Mode::kUnet3d, Mode::kContention, Mode::kRatio};
-  const std::set<Mode> one_size = {Mode::kOverhead, Mode::kContention, Mode::kScaling};
-  static const auto* table = new std::map<std::string, FlagSpec>{
-      {"--batch",
-       {batched,
-        [](BenchCommand& c, const std::string& v) -> absl::Status {
-          if (c.mode == Mode::kRatio) return set_ratio_size("--batch", v, c.ratio_batch);
-          LMS_ASSIGN_OR_RETURN(c.sizes, parse_size_list("--batch", v));
-          if ((c.mode == Mode::kOverhead || c.mode == Mode::kScaling) && c.sizes.size() != 1) {
+CLI::App* add_unet3d(CLI::App& app, BenchCommand& c) {
+  CLI::App* m = add_mode(
+      app, "unet3d", "3-D U-Net: a volume-side sweep with LMS off and on; with --data a case study",
+      "3-D U-Net: the vdsr sweep over volume sides (batch 1), then with --data the case study\n"
+      "(TFLMS, arXiv 1807.02037 Sec. 5): the same U-Net trained --study-steps steps (Adam,\n"
+      "--study-lr, decayed to 0 over the steps as nnU-Net's poly schedule unless\n"
+      "--study-lr-decay constant) at the largest size without LMS and at the largest with LMS,\n"
+      "both under --capacity; Dice per class on the evaluation volume (ch2better) on the\n"
+      "high-resolution grid, the low-resolution prediction resampled up. Checkpoints and\n"
+      "three-slice PNGs go to --out. --study-steps 0 skips it.");
+  flags::add_int_list(*m, "--size", &c.sizes, "the volume sides, comma-separated", kSizeRange);
+  add_unet_shape(*m, c);
+  flags::add_choice(*m, "--arch", &c.arch,
+                    "isensee (Isensee et al.'s U-Net with deep supervision; default with --data)\n"
+                    "or reduced (default without)",
+                    {"isensee", "reduced"});
+  flags::add_int(*m, "--study-steps", &c.study_steps,
+                 "steps of each case-study run (default 100 with --data, 0 without)",
+                 {.max = 1000000})
+      ->default_str("");
+  add_real(*m, "--study-lr", &c.study_lr, "Adam's rate in the case study",
+           {.min = 0, .max = 1, .min_open = true, .max_open = true}, "a learning rate in (0, 1)")
+      ->default_str(fmt::format("{}", c.study_lr));
+  add_word_switch(*m, "--study-lr-decay poly|constant",
+                  "poly: decay over --study-steps; constant: a constant rate", &c.study_lr_decay,
+                  "poly", "constant");
+  flags::add_string(*m, "--out DIR", &c.out_dir, "the case study's checkpoints and PNGs");
+  add_sweep_flags(*m, c);
+  add_common_flags(
+      *m, c,
+      "data/mri of scripts/fetch_data.sh: ch2bet T1 + AAL atlas in 13 classes, crops of\n"
+      "side S (flips, jitter, rotations, scalings) from the pair resampled to a cube of side\n"
+      "S + S/4 (rounded up to a multiple of 2^(levels-1)); 1 input channel. Without --data:\n"
+      "random volumes, 4 channels, 4 classes");
+  return m;
+}
+
+CLI::App* add_onnx(CLI::App& app, BenchCommand& c) {
+  CLI::App* m = add_mode(
+      app, "onnx", "the vdsr sweep for an ONNX model of your own (--model, --input, --loss)",
+      "the vdsr sweep for a model of your own, exported from PyTorch with\n"
+      "scripts/export_onnx.py: lms::import_onnx with the input NAME's shape DIMS (B: the batch\n"
+      "of the row; or T: the context length of the row at a fixed batch, a transformer's\n"
+      "context sweep, e.g. --input ids:4,T --batch 128,256,512), lms::attach_loss on the\n"
+      "model's first output, SGD with momentum 0.9 and rate 0.01, standard normal inputs (an\n"
+      "int64 input: token ids drawn in [0, V) of the embedding that reads it).\n"
+      "Needs --model, --input and --loss.");
+  flags::add_string(*m, "--model FILE.onnx", &c.onnx_path, "the model");
+  add_onnx_flags(*m, c, "B (the batch) or T (the tokens at a fixed batch)");
+  flags::add_int_list(*m, "--batch", &c.sizes, "the values of B or T, comma-separated", kSizeRange);
+  add_sweep_flags(*m, c);
+  add_common_flags(*m, c, "unused: the inputs are random");
+  return m;
+}
+
+// overhead and scaling: one VDSR batch, LMS at a fraction of its peak.
+CLI::App* add_budget_mode(CLI::App& app, BenchCommand& c, const char* name, const char* summary,
+                          const char* details, const char* batch_help, const char* threads_help) {
+  CLI::App* m = add_mode(app, name, summary, details);
+  add_one_size(*m, "--batch N", &c.sizes, batch_help);
+  add_vdsr_shape(*m, c);
+  add_capacity(*m, c);
+  add_budget_fraction(*m, c);
+  add_threads(*m, c, threads_help);
+  add_link(*m, c,
+           "link bandwidth both ways, the CPU device's copy throttle (default: the\n"
+           "config's [link])");
+  add_common_flags(*m, c, "photo patches from DIR/train (else random data)");
+  return m;
+}
+
+CLI::App* add_contention(CLI::App& app, BenchCommand& c) {
+  CLI::App* m = add_mode(
+      app, "contention", "one model per emulated device, devices sharing one host link",
+      "one model per emulated device, with LMS (capacity = --budget-fraction of the no-LMS\n"
+      "peak), for each count of --devices sharing one host link of --link each way: per device\n"
+      "the copy throughput each way, compute utilisation and step time, the simulator's\n"
+      "predicted step (LmsConfig::link_devices) and its error, and each count against 1\n"
+      "device per link. Each device computes on 1 thread, so 2 devices on 2 cores share the\n"
+      "link, not cores.");
+  flags::add_choice(*m, "--model", &c.model, "the model of every device", {"vdsr", "unet3d"});
+  add_one_size(*m, "--batch N", &c.sizes, "VDSR's batch")
+      ->default_str(fmt::format("{}", kContentionVdsrBatch));
+  add_one_size(*m, "--size N", &c.sizes, "the U-Net's volume side")
+      ->default_str(fmt::format("{}", kContentionUnetSize));
+  flags::add_int_list(*m, "--devices", &c.devices,
+                      "the counts of devices sharing the link, one configuration each",
+                      {.min = 1, .max = 16});
+  add_vdsr_shape(*m, c);
+  add_unet_shape(*m, c);
+  add_budget_fraction(*m, c);
+  add_link(*m, c,
+           fmt::format("the shared link, each way (default {}MB/s, so copies matter)",
+                       kContentionLinkBytesPerS / 1e6));
+  add_trace(*m, c);
+  add_common_flags(*m, c, "vdsr: photo patches from DIR/train; unet3d: the MRI (else random)");
+  return m;
+}
+
+void add_ratio_model(CLI::App& app, BenchCommand& c) {
+  flags::add_value(
+      app, "--model vdsr,unet3d,FILE.onnx",
+      "the models, in order; one FILE.onnx at most, as lms-bench onnx builds it\n"
+      "(with --input and --loss), at the --batch value of its B or T dimension",
+      [&c](const std::string& v) -> absl::Status {
+        static constexpr char kAllowed[] =
+            "vdsr, unet3d and one FILE.onnx (with --input and --loss), comma-separated";
+        std::vector<std::string> models;
+        std::string onnx;
+        for (size_t begin = 0; begin <= v.size();) {
+          const size_t end = std::min(v.find(',', begin), v.size());
+          const std::string word = v.substr(begin, end - begin);
+          const bool is_onnx = word.size() > 5 && word.ends_with(".onnx");
+          if (word != "vdsr" && word != "unet3d" && !is_onnx) {
             return absl::InvalidArgumentError(
-                fmt::format("--batch '{}': {} takes one batch", v, mode_name(c.mode)));
+                flags::bad_value(v, fmt::format("'{}' is none of {}", word, kAllowed)));
           }
-          return check_one_size(c, "--batch", v);
-        }}},
-      {"--size",
-       {unet_like,
-        [](BenchCommand& c, const std::string& v) -> absl::Status {
-          if (c.mode == Mode::kRatio) return set_ratio_size("--size", v, c.ratio_size);
-          LMS_ASSIGN_OR_RETURN(c.sizes, parse_size_list("--size", v));
-          return check_one_size(c, "--size", v);
-        }}},
-      {"--model",
-       {{Mode::kContention, Mode::kRatio, Mode::kOnnx},
-        [](BenchCommand& c, const std::string& v) -> absl::Status {
-          if (c.mode == Mode::kRatio) return set_ratio_models(c, v);
-          if (c.mode == Mode::kOnnx) {
-            c.onnx_path = v;
-            return absl::OkStatus();
+          if (is_onnx && !onnx.empty()) {
+            return absl::InvalidArgumentError(flags::bad_value(
+                v, fmt::format("one ONNX model per run, not '{}' and '{}'", onnx, word)));
           }
-          if (v != "vdsr" && v != "unet3d") {
-            return absl::InvalidArgumentError(
-                fmt::format("--model '{}': allowed are vdsr and unet3d", v));
-          }
-          c.model = v;
-          return absl::OkStatus();
-        }}},
-      {"--devices",
-       {{Mode::kContention},
-        [](BenchCommand& c, const std::string& v) -> absl::Status {
-          LMS_ASSIGN_OR_RETURN(c.devices, parse_size_list("--devices", v));
-          for (int64_t k : c.devices) {
-            if (k > 16) {
-              return absl::InvalidArgumentError(fmt::format(
-                  "--devices '{}': each count of devices per link must be in [1, 16]", v));
-            }
-          }
-          return absl::OkStatus();
-        }}},
-      {"--capacity", {sized, bytes_flag("--capacity", &BenchCommand::capacity_bytes)}},
-      {"--device",
-       {sweeps,
-        [](BenchCommand& c, const std::string& v) -> absl::Status {
-          if (v != "cpu" && v != "cuda") {
-            return absl::InvalidArgumentError(
-                fmt::format("--device '{}': allowed are cpu (the emulated device) and cuda", v));
-          }
-          c.cuda = v == "cuda";
-          return absl::OkStatus();
-        }}},
-      {"--host-pool", {all, bytes_flag("--host-pool", &BenchCommand::host_pool_bytes)}},
-      {"--time-model",
-       {sweeps,
-        [](BenchCommand& c, const std::string& v) -> absl::Status {
-          if (v != "measured" && v != "roofline") {
-            return absl::InvalidArgumentError(fmt::format(
-                "--time-model '{}': allowed are measured (profile the graph and the link on the "
-                "device) and roofline (the config's [cost_model] and [link])",
-                v));
-          }
-          c.time_model = v;
-          return absl::OkStatus();
-        }}},
-      {"--steps",
-       {all,
-        [](BenchCommand& c, const std::string& v) -> absl::Status {
-          LMS_ASSIGN_OR_RETURN(int64_t n, parse_int("--steps", v, 1, 100000));
-          c.steps = static_cast<int>(n);
-          return absl::OkStatus();
-        }}},
-      {"--threads",
-       {threaded,
-        [](BenchCommand& c, const std::string& v) -> absl::Status {
-          LMS_ASSIGN_OR_RETURN(int64_t n, parse_int("--threads", v, 0, 1024));
-          c.threads = static_cast<int>(n);
-          return absl::OkStatus();
-        }}},
-      {"--seed",
-       {all,
-        [](BenchCommand& c, const std::string& v) -> absl::Status {
-          LMS_ASSIGN_OR_RETURN(int64_t n, parse_int("--seed", v, 0, int64_t{1} << 62));
-          c.seed = static_cast<uint64_t>(n);
-          return absl::OkStatus();
-        }}},
-      {"--lms", {all, string_flag(&BenchCommand::lms_file)}},
-      {"--lms-set",
-       {all,
-        [](BenchCommand& c, const std::string& v) -> absl::Status {
-          if (v.find('=') == std::string::npos) {
-            return absl::InvalidArgumentError(fmt::format("--lms-set '{}': expected key=value", v));
-          }
-          c.lms_sets.push_back(v);
-          return absl::OkStatus();
-        }}},
-      {"--link",
-       {linked,
-        [](BenchCommand& c, const std::string& v) -> absl::Status {
-          absl::StatusOr<double> bw = parse_bandwidth(v);
-          if (!bw.ok()) return with_flag("--link", v, bw.status());
-          c.link_bytes_per_s = *bw;
-          return absl::OkStatus();
-        }}},
-      {"--json", {all, string_flag(&BenchCommand::json_path)}},
-      {"--data", {all, string_flag(&BenchCommand::data_dir)}},
-      {"--arch",
-       {{Mode::kUnet3d},
-        [](BenchCommand& c, const std::string& v) -> absl::Status {
-          if (v != "isensee" && v != "reduced") {
-            return absl::InvalidArgumentError(fmt::format(
-                "--arch '{}': allowed are isensee (models::build_isensee_unet) and reduced "
-                "(models::build_unet)",
-                v));
-          }
-          c.arch = v;
-          return absl::OkStatus();
-        }}},
-      {"--study-steps",
-       {{Mode::kUnet3d}, int_flag("--study-steps", &BenchCommand::study_steps, 0, 1000000)}},
-      {"--study-lr",
-       {{Mode::kUnet3d},
-        [](BenchCommand& c, const std::string& v) -> absl::Status {
-          char* end = nullptr;
-          double f = std::strtod(v.c_str(), &end);
-          if (v.empty() || *end != '\0' || !(f > 0 && f < 1)) {
-            return absl::InvalidArgumentError(
-                fmt::format("--study-lr '{}': expected a learning rate in (0, 1)", v));
-          }
-          c.study_lr = f;
-          return absl::OkStatus();
-        }}},
-      {"--study-lr-decay",
-       {{Mode::kUnet3d},
-        [](BenchCommand& c, const std::string& v) -> absl::Status {
-          if (v != "poly" && v != "constant") {
-            return absl::InvalidArgumentError(fmt::format(
-                "--study-lr-decay '{}': allowed are poly (decay over --study-steps) and constant",
-                v));
-          }
-          c.study_lr_decay = v == "poly";
-          return absl::OkStatus();
-        }}},
-      {"--out", {{Mode::kUnet3d}, string_flag(&BenchCommand::out_dir)}},
-      {"--crop", {vdsr_like, int_flag("--crop", &BenchCommand::crop, 1, 4096)}},
-      {"--depth", {vdsr_like, int_flag("--depth", &BenchCommand::depth, 2, 1000)}},
-      {"--channels", {vdsr_like, int_flag("--channels", &BenchCommand::channels, 1, 4096)}},
-      {"--filters", {unet_like, int_flag("--filters", &BenchCommand::base_filters, 1, 1024)}},
-      {"--levels", {unet_like, int_flag("--levels", &BenchCommand::levels, 1, 8)}},
-      {"--trace",
-       {{Mode::kVdsr, Mode::kUnet3d, Mode::kContention, Mode::kOnnx},
-        string_flag(&BenchCommand::trace_dir)}},
-      {"--budget-fraction", {one_size, set_budget_fraction}},
-      {"--preset",
-       {{Mode::kRatio},
-        [](BenchCommand& c, const std::string& v) -> absl::
-                                                      Status {
-                                                        LMS_ASSIGN_OR_RETURN(c.targets,
-                                                                             parse_presets(v));
-                                                        return absl::OkStatus();
-                                                      }}},
-      {"--gpu-flops",
-       {{Mode::kRatio},
-        [](BenchCommand& c,
-           const std::string& v) -> absl::
-                                     Status {
-                                       absl::StatusOr<double> f = parse_flop_rate(v);
-                                       if (!f.ok())
-                                         return absl::InvalidArgumentError(fmt::format(
-                                             "--gpu-flops {}", to_std(f.status().message())));
-                                       c.gpu_flops_per_s = *f;
-                                       return absl::OkStatus();
-                                     }}},
-      {"--gpu-link",
-       {{Mode::kRatio},
-        [](BenchCommand& c, const std::string& v) -> absl::
-                                                      Status {
-                                                        absl::StatusOr<double> bw =
-                                                            parse_bandwidth(v);
-                                                        if (!bw.ok())
-                                                          return with_flag("--gpu-link", v,
-                                                                           bw.status());
-                                                        c.gpu_link_bytes_per_s = *bw;
-                                                        return absl::OkStatus();
-                                                      }}},
-      {"--link-ratio", {{Mode::kRatio}, set_link_ratio}},
-      {"--gpu-efficiency", {{Mode::kRatio}, set_gpu_efficiency}},
-      {"--input", {{Mode::kOnnx, Mode::kRatio}, string_flag(&BenchCommand::onnx_input)}},
-      {"--loss", {{Mode::kOnnx, Mode::kRatio}, string_flag(&BenchCommand::onnx_loss)}},
-      {"--oversubscription", {{Mode::kRatio}, set_oversubscription}},
-  };
-  return *table;
+          if (is_onnx) onnx = word;
+          models.push_back(word);
+          begin = end + 1;
+        }
+        c.ratio_models = std::move(models);
+        c.onnx_path = onnx;
+        return absl::OkStatus();
+      })
+      ->default_str(fmt::format("{}", fmt::join(c.ratio_models, ",")));
 }
 
-const char* mode_name(Mode m) {
-  switch (m) {
-    case Mode::kVdsr:
-      return "vdsr";
-    case Mode::kUnet3d:
-      return "unet3d";
-    case Mode::kOverhead:
-      return "overhead";
-    case Mode::kScaling:
-      return "scaling";
-    case Mode::kContention:
-      return "contention";
-    case Mode::kRatio:
-      return "ratio";
-    case Mode::kOnnx:
-      return "onnx";
-    case Mode::kHelp:
-      break;
-  }
-  return "help";
-}
-
-absl::StatusOr<Mode> parse_mode(const std::string& word) {
-  if (word == "vdsr") return Mode::kVdsr;
-  if (word == "unet3d") return Mode::kUnet3d;
-  if (word == "overhead") return Mode::kOverhead;
-  if (word == "scaling") return Mode::kScaling;
-  if (word == "contention") return Mode::kContention;
-  if (word == "ratio") return Mode::kRatio;
-  if (word == "onnx") return Mode::kOnnx;
-  if (word == "help" || word == "--help" || word == "-h") return Mode::kHelp;
-  return absl::InvalidArgumentError(
-      fmt::format("unknown command '{}': expected vdsr, unet3d, onnx, overhead, contention, "
-                  "scaling, ratio or help (see lms-bench --help)",
-                  word));
+CLI::App* add_ratio(CLI::App& app, BenchCommand& c) {
+  CLI::App* m = add_mode(
+      app, "ratio", "the link throttled to a target system's compute-to-link ratio",
+      "the link throttled to a target system's compute-to-link ratio, link = measured device\n"
+      "FLOP/s (best convolution node, calibrate_cost_model) x target link / (target GPU peak\n"
+      "FLOP/s x --gpu-efficiency); presets with FP32 peaks and efficiency 1: v100-pcie3\n"
+      "(15.7 TFLOP/s, 12 GB/s), v100-nvlink2 (15.7, 60), h100-pcie5 (67, 50), gh200-c2c (67,\n"
+      "350); with dense TF32 tensor-core peaks and efficiency 0.5: h100-pcie5-tc (495, 50),\n"
+      "h200-pcie5-tc (495, 50), gh200-c2c-tc (495, 350); or a custom target (--gpu-flops and\n"
+      "--gpu-link, or --link-ratio in link bytes per FLOP; efficiency 1). For each model,\n"
+      "target and oversubscription (device capacity = no-LMS peak / factor): step time under\n"
+      "the swap, recompute and joint plans (LmsConfig auto_actions) measured and predicted,\n"
+      "throughput relative to no LMS at unlimited memory on the same link, and the goals\n"
+      "(joint >= 80% of ideal at 2x under h100-pcie5-tc, >= 95% under v100-nvlink2, joint\n"
+      "never slower than the better single plan).");
+  add_ratio_model(*m, c);
+  add_onnx_flags(*m, c, "B or T the dimension --batch sets");
+  flags::add_value(*m, "--preset NAMES",
+                   "targets, comma-separated, or all (default v100-nvlink2,h100-pcie5-tc\n"
+                   "unless a custom target is given)",
+                   [&c](const std::string& v) -> absl::Status {
+                     absl::StatusOr<std::vector<LinkPreset>> presets = parse_presets(v);
+                     if (!presets.ok()) {
+                       return absl::InvalidArgumentError(
+                           flags::bad_value(v, to_std(presets.status().message())));
+                     }
+                     c.targets = *std::move(presets);
+                     return absl::OkStatus();
+                   });
+  flags::add_value(*m, "--gpu-flops RATE",
+                   "a custom target's peak, e.g. 60TFLOP/s (with --gpu-link)",
+                   [&c](const std::string& v) -> absl::Status {
+                     absl::StatusOr<double> f = parse_flop_rate(v);
+                     if (!f.ok()) {
+                       return absl::InvalidArgumentError(flags::bad_value(
+                           v,
+                           "a FLOP rate > 0 such as 60TFLOP/s, in FLOP/s, GFLOP/s, TFLOP/s or "
+                           "PFLOP/s"));
+                     }
+                     c.gpu_flops_per_s = *f;
+                     return absl::OkStatus();
+                   });
+  flags::add_bandwidth(*m, "--gpu-link", &c.gpu_link_bytes_per_s,
+                       "a custom target's link, e.g. 50GB/s (with --gpu-flops)");
+  add_real(*m, "--link-ratio", &c.link_bytes_per_flop,
+           "a custom target as link bytes per FLOP of compute", {.min = 0, .min_open = true},
+           "link bytes per FLOP of compute, a number > 0 (H100 + PCIe Gen5: 50e9 / 67e12 = "
+           "7.5e-4)");
+  add_real(*m, "--gpu-efficiency", &c.gpu_efficiency,
+           "the fraction of the GPU's peak a step reaches, for every target",
+           {.min = 0, .max = 1, .min_open = true},
+           "the fraction of the GPU's peak a step reaches, a number in (0, 1] (default: 1 for "
+           "the FP32 presets, 0.5 for the tensor-core ones)");
+  flags::add_real_list(*m, "--oversubscription", &c.oversubscription,
+                       "factors: device capacity = no-LMS peak / factor",
+                       {.min = 1, .min_open = true});
+  flags::add_int(*m, "--batch", &c.ratio_batch, "VDSR's batch (and an ONNX model's B or T)",
+                 kSizeRange);
+  flags::add_int(*m, "--size", &c.ratio_size, "the U-Net's volume side", kSizeRange);
+  add_vdsr_shape(*m, c);
+  add_unet_shape(*m, c);
+  add_threads(*m, c, "compute threads (Note [Ratio threads]: 1 unless given)");
+  add_common_flags(*m, c, "vdsr: photo patches from DIR/train; unet3d: the MRI (else random)");
+  return m;
 }
 
 // contention: the link is slow enough that copies take a good part of a
@@ -473,76 +452,21 @@ absl::Status apply_ratio_defaults(BenchCommand& c) {
   return absl::OkStatus();
 }
 
+// What depends on other flags: the host pool and the time model on
+// --device, contention's size on --model, the U-Net's architecture and the
+// case study on --data.
 void apply_defaults(BenchCommand& c) {
-  const bool overhead = c.mode == Mode::kOverhead;
-  if (c.capacity_bytes == 0) c.capacity_bytes = (overhead ? uint64_t{1024} : uint64_t{256}) << 20;
-  if (c.steps == 0) {
-    const bool three = overhead || c.mode == Mode::kContention;
-    // ratio: 4 timed steps per run, for its best step (Note [Best timed step]).
-    c.steps = c.mode == Mode::kRatio ? 5 : three ? 3 : c.mode == Mode::kScaling ? 4 : 2;
-  }
   if (c.host_pool_bytes == 0) c.host_pool_bytes = (c.cuda ? uint64_t{4} : uint64_t{16}) << 30;
   // Note [Sweep time model].
   if (c.time_model.empty()) c.time_model = c.cuda ? "measured" : "roofline";
-  if (c.sizes.empty()) {
-    if (c.mode == Mode::kVdsr) c.sizes = {4, 8, 16, 32, 64};
-    if (c.mode == Mode::kUnet3d) c.sizes = {32, 48, 64};
-    if (c.mode == Mode::kOnnx) c.sizes = {1, 2, 4, 8};
-    if (overhead) c.sizes = {8};
-    if (c.mode == Mode::kScaling) c.sizes = {4};
-    if (c.mode == Mode::kContention) c.sizes = {c.model == "unet3d" ? int64_t{48} : 16};
+  if (c.mode == Mode::kContention && c.sizes.empty()) {
+    c.sizes = {c.model == "unet3d" ? kContentionUnetSize : kContentionVdsrBatch};
   }
   if (c.mode == Mode::kContention) apply_contention_defaults(c);
   if (c.mode == Mode::kUnet3d && c.arch.empty())
     c.arch = c.data_dir.empty() ? "reduced" : "isensee";
   if (c.study_steps < 0) c.study_steps = c.mode == Mode::kUnet3d && !c.data_dir.empty() ? 100 : 0;
-  if (c.out_dir.empty()) c.out_dir = "out/unet3d_case_study";
 }
-
-// One flag at args[*i] (and its value); advances *i past what it used.
-absl::Status parse_flag(const std::vector<std::string>& args, size_t* i, BenchCommand& c) {
-  std::string arg = args[*i];
-  if (arg == "--help" || arg == "-h") {
-    c.mode = Mode::kHelp;
-    return absl::OkStatus();
-  }
-  if (arg == "--search" || arg == "--no-search" || arg == "--no-confirm") {
-    if (c.mode == Mode::kOverhead || c.mode == Mode::kContention || c.mode == Mode::kScaling ||
-        c.mode == Mode::kRatio) {
-      return absl::InvalidArgumentError(
-          fmt::format("{}: not a flag of `lms-bench {}`", arg, mode_name(c.mode)));
-    }
-    if (arg == "--no-confirm")
-      c.confirm = false;
-    else
-      c.search = arg == "--search";
-    return absl::OkStatus();
-  }
-  std::string value;
-  bool has_value = false;
-  if (size_t eq = arg.find('='); eq != std::string::npos) {
-    value = arg.substr(eq + 1);
-    arg = arg.substr(0, eq);
-    has_value = true;
-  }
-  auto it = flags().find(arg);
-  if (it == flags().end()) {
-    return absl::InvalidArgumentError(
-        fmt::format("unknown flag '{}' (see lms-bench --help)", args[*i]));
-  }
-  if (!it->second.modes.count(c.mode)) {
-    return absl::InvalidArgumentError(
-        fmt::format("{}: not a flag of `lms-bench {}`", arg, mode_name(c.mode)));
-  }
-  if (!has_value) {
-    if (*i + 1 >= args.size()) {
-      return absl::InvalidArgumentError(fmt::format("{}: missing value", arg));
-    }
-    value = args[++*i];
-  }
-  return it->second.set(c, value);
-}
-
 // The largest side s with s^3 * per_unit <= limit.
 int64_t largest_cube_side(uint64_t limit, uint64_t per_unit) {
   const uint64_t cubes = limit / per_unit;
@@ -556,24 +480,6 @@ int64_t largest_cube_side(uint64_t limit, uint64_t per_unit) {
 }
 
 }  // namespace
-
-absl::StatusOr<std::vector<int64_t>> parse_size_list(const std::string& flag,
-                                                     const std::string& text) {
-  std::vector<int64_t> out;
-  size_t begin = 0;
-  while (begin <= text.size()) {
-    size_t end = text.find(',', begin);
-    if (end == std::string::npos) end = text.size();
-    absl::StatusOr<int64_t> v = parse_int(flag, text.substr(begin, end - begin), 1, 1 << 20);
-    if (!v.ok()) {
-      return absl::InvalidArgumentError(
-          fmt::format("{} '{}': expected a comma-separated list of positive integers", flag, text));
-    }
-    out.push_back(*v);
-    begin = end + 1;
-  }
-  return out;
-}
 
 absl::Status check_host_memory(const BenchCommand& c, uint64_t limit) {
   if (c.mode == Mode::kRatio) {  // each model at its one size
@@ -647,14 +553,53 @@ absl::Status check_outputs(const BenchCommand& c) {
 }
 
 absl::StatusOr<BenchCommand> parse_command_line(const std::vector<std::string>& args) {
-  BenchCommand c;
-  if (args.empty()) return c;  // help
-  LMS_ASSIGN_OR_RETURN(c.mode, parse_mode(args[0]));
-  if (c.mode == Mode::kHelp) return c;
-  for (size_t i = 1; i < args.size(); ++i) {
-    LMS_RETURN_IF_ERROR(parse_flag(args, &i, c));
-    if (c.mode == Mode::kHelp) return c;
-  }
+  // One command per mode, each with the mode's defaults; the one parsed is
+  // the result.
+  constexpr std::array<Mode, 7> modes = {Mode::kVdsr,     Mode::kUnet3d,  Mode::kOnnx,
+                                         Mode::kOverhead, Mode::kScaling, Mode::kContention,
+                                         Mode::kRatio};
+  std::array<BenchCommand, modes.size()> commands;  // the flags point into them
+  for (size_t i = 0; i < modes.size(); ++i) commands[i] = mode_defaults(modes[i]);
+  CLI::App app(
+      "lms-bench: what Large Model Support buys under one device capacity (CPU-emulated device\n"
+      "or, with --device cuda, a GPU).",
+      "lms-bench");
+  app.require_subcommand(0, 1);
+  const std::array<CLI::App*, modes.size()> mode_commands = {
+      add_vdsr(app, commands[0]),
+      add_unet3d(app, commands[1]),
+      add_onnx(app, commands[2]),
+      add_budget_mode(
+          app, commands[3], "overhead", "LMS overhead on one VDSR batch that fits both ways",
+          "one VDSR batch that fits both ways; time per step without LMS, with LMS forced to swap\n"
+          "(budget = --budget-fraction of the no-LMS peak) on an unthrottled link and on a link\n"
+          "throttled to --link; predicted (simulator) vs measured stall and step time.",
+          "the batch", "compute threads (0 = all cores)"),
+      add_budget_mode(
+          app, commands[4], "scaling", "data-parallel VDSR with LMS under mpirun (weak scaling)",
+          "under mpirun -np N: data-parallel VDSR with LMS (gradient all-reduce over MPI)\n"
+          "on 1, 2, 4 ... ranks of the launch, --batch per rank (weak scaling), LMS budget\n"
+          "--budget-fraction of the no-LMS peak; ranks, step time, speedup and efficiency.",
+          "the batch per rank",
+          "compute threads per rank (0: the cores divided by the ranks, at least 1)"),
+      add_contention(app, commands[5]),
+      add_ratio(app, commands[6])};
+  app.footer(
+      std::string("lms-bench MODE --help lists the flags of a mode, e.g. lms-bench vdsr --help.\n"
+                  "  lms-bench vdsr --batch 4,8,16,32,64 --capacity 256MiB [--data DIR]\n"
+                  "  lms-bench unet3d --size 32,48,64 --capacity 256MiB [--data data/mri]\n"
+                  "  lms-bench onnx --model FILE.onnx --input input:B,3,224,224 --loss "
+                  "cross-entropy:1000\n"
+                  "  lms-bench overhead --batch 8 --capacity 1GiB --link 12GB/s\n"
+                  "  mpirun -np 4 lms-bench scaling --batch 4 --threads 1\n"
+                  "  lms-bench contention --model vdsr --devices 1,2 --link 100MB/s\n"
+                  "  lms-bench ratio --model vdsr,unet3d --preset v100-nvlink2,h100-pcie5-tc\n") +
+      kExitStatus);
+  LMS_ASSIGN_OR_RETURN(std::string help, flags::parse(app, args));
+  if (!help.empty()) return BenchCommand{.help = std::move(help)};
+  size_t parsed = 0;
+  while (!mode_commands[parsed]->parsed()) ++parsed;
+  BenchCommand c = std::move(commands[parsed]);
   apply_defaults(c);
   if (c.mode == Mode::kRatio && !c.onnx_path.empty()) {
     if (c.onnx_input.empty() || c.onnx_loss.empty()) {
@@ -681,107 +626,6 @@ absl::StatusOr<BenchCommand> parse_command_line(const std::vector<std::string>& 
   LMS_RETURN_IF_ERROR(check_host_memory(c, io::host_memory_limit_bytes()));
   LMS_RETURN_IF_ERROR(check_outputs(c));
   return c;
-}
-
-std::string usage() {
-  return R"(lms-bench: what Large Model Support buys under one device capacity (CPU-emulated device
-or, with --device cuda, a GPU).
-
-  lms-bench vdsr     [--batch 4,8,16,32,64] [--capacity 256MiB] [--data DIR] [--crop 48]
-                     [--depth 20] [--channels 64] [--steps 2] [--trace DIR] [--json FILE]
-                     [--no-search] [--no-confirm]
-  lms-bench unet3d   [--size 32,48,64] [--capacity 256MiB] [--data DIR] [--arch isensee|reduced]
-                     [--filters 8] [--levels 3] [--steps 2] [--trace DIR] [--json FILE]
-                     [--study-steps 100] [--study-lr 3e-3] [--study-lr-decay poly|constant]
-                     [--out DIR] [...]
-  lms-bench onnx     --model FILE.onnx --input NAME:B,DIMS|NAME:N,T --loss cross-entropy:C|mse
-                     [--batch 1,2,4,8] [--capacity 256MiB] [--steps 2] [--trace DIR]
-                     [--json FILE] [--no-search] [--no-confirm] [...]
-  lms-bench overhead [--batch 8] [--capacity 1GiB] [--link 12GB/s] [--budget-fraction 0.6]
-                     [--steps 3] [--data DIR] [--json FILE]
-  mpirun -np N lms-bench scaling [--batch 4] [--threads 1] [--depth 20] [--channels 64]
-                     [--crop 48] [--capacity 256MiB] [--budget-fraction 0.6] [--steps 4]
-                     [--json FILE]
-  lms-bench contention [--model vdsr|unet3d] [--batch 16 | --size 48] [--devices 1,2]
-                     [--link 100MB/s] [--budget-fraction 0.6] [--steps 3] [--trace DIR]
-                     [--json FILE] [--data DIR] [--filters 8] [--levels 3] [...]
-  lms-bench ratio    [--model vdsr,unet3d,FILE.onnx] [--input NAME:DIMS --loss ...]
-                     [--preset v100-nvlink2,h100-pcie5-tc | all]
-                     [--gpu-flops 60TFLOP/s --gpu-link 50GB/s | --link-ratio 7.5e-4]
-                     [--gpu-efficiency 0.5]
-                     [--oversubscription 1.5,2,4] [--batch 8] [--size 32] [--steps 5]
-                     [--threads 1] [--json FILE] [--crop 48] [--depth 20] [--filters 8] [...]
-
-vdsr / unet3d: trains every batch (VDSR, Adam) or volume side (3-D U-Net, batch 1) for --steps
-steps with LMS off and on (lms::rewrite on the device, auto policy, budget = the capacity unless
-the config sets device_memory_limit, within the device's pinned host pool, times from
---time-model), prints the table (time/step is the mean after the first step) and the time model
-of the plans, then searches the largest batch / size each way and the planner's working-set
-limit.
-vdsr --data DIR: photo patches from DIR/train (else random data). unet3d --data DIR (data/mri
-of scripts/fetch_data.sh): ch2bet T1 + AAL atlas in 13 classes, crops of side S (flips, jitter,
-rotations, scalings) from the pair resampled to a cube of side S + S/4 (rounded up to a multiple
-of 2^(levels-1)); 1 input channel. Without --data: random volumes, 4 channels, 4 classes.
---arch isensee (Isensee et al.'s U-Net with deep supervision; default with --data) or reduced
-(default without).
-unet3d --data, then the case study (TFLMS, arXiv 1807.02037 Sec. 5): the same U-Net trained
---study-steps steps (Adam, --study-lr, decayed to 0 over the steps as nnU-Net's poly schedule
-unless --study-lr-decay constant) at the largest size without LMS and at the largest with
-LMS, both under --capacity; Dice per class on the evaluation volume (ch2better) on the
-high-resolution grid, the low-resolution prediction resampled up. Checkpoints and three-slice
-PNGs go to --out (out/unet3d_case_study). --study-steps 0 skips it.
-onnx: the vdsr sweep for a model of your own, exported from PyTorch with scripts/export_onnx.py:
-lms::import_onnx with the input NAME's shape DIMS (B: the batch of the row; or T: the context
-length of the row at a fixed batch, a transformer's context sweep, e.g. --input ids:4,T --batch
-128,256,512), lms::attach_loss on the model's first output (cross-entropy:C against random labels
-in [0, C), the output logits [N, C] or [..., C], a label per position; or mse against a random
-target), SGD with momentum 0.9 and rate 0.01, standard normal inputs (an int64 input: token ids
-drawn in [0, V) of the embedding that reads it).
-overhead: one batch that fits both ways; time per step without LMS, with LMS forced to swap
-(budget = --budget-fraction of the no-LMS peak) on an unthrottled link and on a link throttled
-to --link; predicted (simulator) vs measured stall and step time.
-scaling (under mpirun): data-parallel VDSR with LMS (gradient all-reduce over MPI) on 1, 2, 4 ...
-ranks of the launch, --batch per rank (weak scaling), LMS budget --budget-fraction of the no-LMS
-peak; ranks, step time, speedup and efficiency.
---threads per rank defaults to the cores divided by the ranks (at least 1).
-contention: one model per emulated device, with LMS (capacity = --budget-fraction of the no-LMS
-peak), for each count of --devices sharing one host link of --link each way (default 100MB/s,
-so copies matter): per device the copy throughput each way, compute utilisation and step time,
-the simulator's predicted step (LmsConfig::link_devices) and its error, and each count against
-1 device per link. Each device computes on 1 thread, so 2 devices on 2 cores share the link,
-not cores.
-ratio: the link throttled to a target system's compute-to-link ratio, link = measured device
-FLOP/s (best convolution node, calibrate_cost_model) x target link / (target GPU peak FLOP/s x
---gpu-efficiency); presets with FP32 peaks and efficiency 1: v100-pcie3 (15.7 TFLOP/s, 12 GB/s),
-v100-nvlink2 (15.7, 60), h100-pcie5 (67, 50), gh200-c2c (67, 350); with dense TF32 tensor-core
-peaks and efficiency 0.5: h100-pcie5-tc (495, 50), h200-pcie5-tc (495, 50), gh200-c2c-tc (495,
-350); or a custom target (--gpu-flops and --gpu-link, or --link-ratio in link bytes per FLOP;
-efficiency 1). For each model, target and oversubscription (device capacity = no-LMS peak /
-factor): step time under the swap, recompute and joint plans (LmsConfig auto_actions) measured
-and predicted, throughput relative to no LMS at unlimited memory on the same link, and the goals
-(joint >= 80% of ideal at 2x under h100-pcie5-tc, >= 95% under v100-nvlink2, joint never slower
-than the better single plan). The device computes on 1 thread unless --threads N. A model given
-as FILE.onnx (one per run) runs as lms-bench onnx builds it, with --input and --loss, at the
---batch value of its B or T dimension.
-
-Common flags:
-  --capacity BYTES    device memory (256MiB; overhead 1GiB)
-  --device cpu|cuda   vdsr, unet3d: the emulated device (cpu) or CUDA GPU 0; on cuda copies run at
-                      the real link's speed
-  --time-model measured|roofline
-                      vdsr, unet3d: how the LMS rows and probes are planned (lms::rewrite on the
-                      device; replaces the config's time_model). measured: each node and the link
-                      profiled on the device first (default on cuda); roofline: the config's
-                      [cost_model] and [link] (default on cpu, whose link is that throttle;
-                      measured makes the CPU sweep several times slower). The table says which
-  --lms FILE          LMS config (TOML, configs/lms.toml); --lms-set key=value overrides a key
-  --link BW           link bandwidth both ways ("12GB/s"): the CPU device's copy throttle and the
-                      roofline's link (default: the config's [link])
-  --host-pool BYTES   pinned host pool limit (cpu 16GiB, reserved lazily; cuda 4GiB, pinned)
-  --threads N         compute threads (0 = all cores)    --seed N   weights and batches (1)
-  --trace DIR         per run a Chrome trace, per size a memory SVG (LMS off and on)
-  --json FILE         every row and the limits as JSON, written atomically
-)";
 }
 
 }  // namespace lms::bench

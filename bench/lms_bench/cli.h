@@ -1,5 +1,6 @@
-// Command line of lms-bench (a small hand parser: no global flag registry, so
-// tests parse in-process). Flags are `--name value` or `--name=value`.
+// Command line of lms-bench: one CLI11 command per mode
+// (examples/common/flags.h; tests parse in-process). Flags are `--name
+// value` or `--name=value`; `lms-bench MODE --help` lists a mode's flags.
 //
 //   lms-bench vdsr     --batch 4,8,16,32,64 --capacity 256MiB [--data DIR] [--crop 48]
 //   lms-bench unet3d   --size 32,48,64 --capacity 256MiB [--data DIR] [--arch isensee|reduced]
@@ -12,7 +13,7 @@
 //   LMS_ASSIGN_OR_RETURN(lms::bench::BenchCommand cmd, lms::bench::parse_command_line(args));
 //
 // Every error is InvalidArgument naming the flag, the value and what is
-// allowed; usage() is the full help text.
+// allowed; a flag of another mode is an unexpected argument.
 #pragma once
 
 #include <cstdint>
@@ -40,11 +41,13 @@ enum class Mode { kHelp, kVdsr, kUnet3d, kOverhead, kContention, kScaling, kRati
 
 struct BenchCommand {
   Mode mode = Mode::kHelp;
-  // --batch (vdsr; overhead and contention: one value) or --size (unet3d;
-  // contention --model unet3d: one value).
+  std::string help;  // kHelp: the help text asked for (`lms-bench`, `lms-bench ratio --help`)
+  // --batch (vdsr, onnx; overhead, scaling and contention: one value) or
+  // --size (unet3d; contention --model unet3d: one value); the mode's
+  // default when empty.
   std::vector<int64_t> sizes;
-  uint64_t capacity_bytes = 0;        // --capacity; mode default when 0
-  int steps = 0;                      // --steps; mode default when 0
+  uint64_t capacity_bytes = 0;        // --capacity; the mode's default when 0
+  int steps = 0;                      // --steps; the mode's default when 0
   std::string lms_file;               // --lms FILE (TOML)
   std::vector<std::string> lms_sets;  // --lms-set key=value, repeatable
   double link_bytes_per_s = 0;        // --link; 0 = the config's [link]
@@ -108,11 +111,12 @@ struct BenchCommand {
   std::vector<double> oversubscription = {1.5, 2, 4};
 };
 
-// Also checks the command's host buffers (check_host_memory) against
+// args excludes the program name: {"vdsr", "--batch", "4,8"}; no mode,
+// `help` or --help is Mode::kHelp with its help text. Also checks the
+// command's host buffers (check_host_memory) against
 // io::host_memory_limit_bytes(), so sizes this machine cannot hold are
 // refused before anything runs.
 absl::StatusOr<BenchCommand> parse_command_line(const std::vector<std::string>& args);
-std::string usage();
 
 // The input buffers of the largest size must fit `limit_bytes`: VDSR's lr
 // and hr batches (2 x batch x crop x crop x 4 bytes), the U-Net's image and
@@ -121,10 +125,5 @@ std::string usage();
 // InvalidArgument naming the flags, the bytes, the limit and the largest
 // size that fits otherwise.
 absl::Status check_host_memory(const BenchCommand& cmd, uint64_t limit_bytes);
-
-// "4,8,16" -> {4, 8, 16}; InvalidArgument naming `flag` for an empty list,
-// a non-integer or a value < 1.
-absl::StatusOr<std::vector<int64_t>> parse_size_list(const std::string& flag,
-                                                     const std::string& text);
 
 }  // namespace lms::bench

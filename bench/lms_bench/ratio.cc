@@ -418,7 +418,7 @@ absl::StatusOr<std::vector<LinkPreset>> parse_presets(const std::string& text) {
                            [&](const LinkPreset& p) { return p.name == word; });
     if (it == link_presets().end()) {
       return absl::InvalidArgumentError(fmt::format(
-          "--preset '{}': unknown preset '{}'; allowed are {}", text, word, preset_names()));
+          "unknown preset '{}'; allowed are {}, comma-separated", word, preset_names()));
     }
     out.push_back(*it);
     begin = end + 1;

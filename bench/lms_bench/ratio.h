@@ -65,7 +65,7 @@ struct LinkPreset {
 const std::vector<LinkPreset>& link_presets();
 
 // "h100-pcie5,v100-nvlink2" or "all" -> presets, in the order given.
-// InvalidArgument naming --preset, the word and the allowed names.
+// InvalidArgument naming the unknown word and the allowed names.
 absl::StatusOr<std::vector<LinkPreset>> parse_presets(const std::string& text);
 
 // "60TFLOP/s" -> 6e13: a positive number with unit FLOP/s, GFLOP/s, TFLOP/s

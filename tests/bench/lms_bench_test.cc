@@ -390,9 +390,10 @@ TEST(Cli, Unet3dDataAndArch) {
 
   std::ostringstream out, err;
   EXPECT_EQ(run_main({"unet3d", "--arch", "full"}, out, err), 2);
-  EXPECT_NE(err.str().find("--arch 'full': allowed are isensee"), std::string::npos) << err.str();
+  EXPECT_NE(err.str().find("--arch: bad value 'full' (one of isensee, reduced)"), std::string::npos)
+      << err.str();
   EXPECT_EQ(run_main({"vdsr", "--arch", "isensee"}, out, err), 2);
-  EXPECT_NE(err.str().find("--arch: not a flag of `lms-bench vdsr`"), std::string::npos);
+  EXPECT_NE(err.str().find("not expected: isensee --arch"), std::string::npos) << err.str();
   // With --data the host buffers are 1 + 13 channels, not 4 + 4.
   absl::Status host = check_host_memory(*mri, uint64_t{14} * 48 * 48 * 48 * 4 - 1);
   EXPECT_EQ(host.code(), absl::StatusCode::kInvalidArgument);
@@ -543,47 +544,97 @@ TEST(Cli, TimeModelDefaultsByDevice) {
 TEST(Cli, BadFlagsAreClearErrors) {
   struct Case {
     std::vector<std::string> args;
-    std::string expect;
+    std::vector<std::string> expect;  // each in the message
   };
   const std::vector<Case> cases = {
-      {{"frobnicate"}, "unknown command 'frobnicate'"},
-      {{"vdsr", "--batch", "4,x"}, "--batch '4,x'"},
-      {{"vdsr", "--batch", "0"}, "--batch '0'"},
-      {{"vdsr", "--capacity", "lots"}, "--capacity 'lots'"},
-      {{"vdsr", "--time-model", "fast"}, "--time-model 'fast': allowed are measured"},
-      {{"vdsr", "--capacity", "0"}, "--capacity '0': must be > 0"},
-      {{"vdsr", "--steps", "0"}, "--steps '0'"},
-      {{"vdsr", "--crop"}, "--crop: missing value"},
-      {{"vdsr", "--size", "32"}, "--size: not a flag of `lms-bench vdsr`"},
-      {{"unet3d", "--batch", "4"}, "--batch: not a flag of `lms-bench unet3d`"},
-      {{"overhead", "--batch", "4,8"}, "overhead takes one batch"},
-      {{"vdsr", "--frob", "1"}, "unknown flag '--frob'"},
-      {{"vdsr", "--link", "fast"}, "--link 'fast'"},
-      {{"vdsr", "--lms-set", "policy"}, "expected key=value"},
+      {{"frobnicate"}, {"not expected", "frobnicate"}},
+      {{"vdsr", "--batch", "4,x"},
+       {"--batch: bad value '4,x' (a comma-separated list of integers from 1 to 1048576)"}},
+      {{"vdsr", "--batch", "0"}, {"--batch: bad value '0'"}},
+      {{"vdsr", "--capacity", "lots"}, {"--capacity: bad value 'lots' (a positive size"}},
+      {{"vdsr", "--time-model", "fast"},
+       {"--time-model: bad value 'fast' (one of measured, roofline)"}},
+      {{"vdsr", "--capacity", "0"}, {"--capacity: bad value '0' (a positive size"}},
+      {{"vdsr", "--steps", "0"}, {"--steps: bad value '0' (an integer from 1 to 100000)"}},
+      {{"vdsr", "--crop"}, {"--crop", "missing"}},
+      // A flag of another mode is not one of this mode's.
+      {{"vdsr", "--size", "32"}, {"not expected", "--size"}},
+      {{"unet3d", "--batch", "4"}, {"not expected", "--batch"}},
+      {{"overhead", "--batch", "4,8"}, {"--batch: bad value '4,8' (an integer from 1 to"}},
+      {{"vdsr", "--frob", "1"}, {"not expected", "--frob"}},
+      {{"vdsr", "--link", "fast"}, {"--link: bad value 'fast' (a bandwidth"}},
+      {{"vdsr", "--lms-set", "policy"}, {"--lms-set: bad value 'policy' (key=value)"}},
       {{"vdsr", "--depth", "4", "--lms-set", "policy=bogus", "--batch", "1"},
-       "--lms-set policy=bogus"},
-      {{"vdsr", "--lms", "/nonexistent/lms.toml", "--batch", "1"}, "--lms /nonexistent/lms.toml"},
-      {{"unet3d", "--size", "30"}, "multiple of 4"},
-      {{"unet3d", "--study-lr-decay", "cosine"}, "--study-lr-decay 'cosine': allowed are poly"},
-      {{"overhead", "--budget-fraction", "1.5"}, "--budget-fraction '1.5'"},
-      {{"vdsr", "--device", "gpu"}, "--device 'gpu': allowed are cpu"},
-      {{"overhead", "--device", "cuda"}, "--device: not a flag of `lms-bench overhead`"},
+       {"--lms-set policy=bogus"}},
+      {{"vdsr", "--lms", "/nonexistent/lms.toml", "--batch", "1"}, {"--lms /nonexistent/lms.toml"}},
+      {{"unet3d", "--size", "30"}, {"multiple of 4"}},
+      {{"unet3d", "--study-lr-decay", "cosine"},
+       {"--study-lr-decay: bad value 'cosine' (one of constant, poly)"}},
+      {{"unet3d", "--study-lr", "1"}, {"--study-lr: bad value '1' (a learning rate in (0, 1))"}},
+      {{"overhead", "--budget-fraction", "1.5"},
+       {"--budget-fraction: bad value '1.5' (a number in (0, 1))"}},
+      {{"vdsr", "--device", "gpu"}, {"--device: bad value 'gpu' (one of cpu, cuda)"}},
+      {{"overhead", "--device", "cuda"}, {"not expected", "--device"}},
+      {{"vdsr", "--no-search=yes"}, {"--no-search: bad value 'yes' (a switch takes no value)"}},
+      {{"vdsr", "ratio"}, {"not expected", "ratio"}},  // one mode per run
       // Outputs are probed before anything runs (/dev/null is no folder).
       {{"vdsr", "--batch", "1", "--json", "/dev/null/rows.json"},
-       "--json /dev/null/rows.json: cannot be written"},
+       {"--json /dev/null/rows.json: cannot be written"}},
       {{"vdsr", "--batch", "1", "--trace", "/dev/null/traces"},
-       "--trace /dev/null/traces: cannot be written"},
+       {"--trace /dev/null/traces: cannot be written"}},
   };
   for (const Case& c : cases) {
     std::ostringstream out, err;
     int rc = run_main(c.args, out, err);
     EXPECT_EQ(rc, 2) << c.args[0] << " ... " << err.str();
-    EXPECT_NE(err.str().find(c.expect), std::string::npos)
-        << "want '" << c.expect << "' in: " << err.str();
+    for (const std::string& part : c.expect) {
+      EXPECT_NE(err.str().find(part), std::string::npos)
+          << "want '" << part << "' in: " << err.str();
+    }
   }
-  std::ostringstream out, err;
-  EXPECT_EQ(run_main({"--help"}, out, err), 0);
-  EXPECT_NE(out.str().find("lms-bench vdsr"), std::string::npos);
+}
+
+// `lms-bench`, `lms-bench help` and --help list the modes; a mode's --help
+// lists its flags (and not another mode's) with their defaults.
+TEST(Cli, HelpListsTheModesAndEachModesFlags) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{}, {"help"}, {"--help"}, {"-h"}}) {
+    std::ostringstream out, err;
+    EXPECT_EQ(run_main(args, out, err), 0) << err.str();
+    for (const char* part :
+         {"lms-bench vdsr", "unet3d", "onnx", "overhead", "scaling", "contention", "ratio"}) {
+      EXPECT_NE(out.str().find(part), std::string::npos) << part << " not in:\n" << out.str();
+    }
+    EXPECT_TRUE(err.str().empty()) << err.str();
+  }
+  struct Case {
+    std::string mode;
+    std::vector<std::string> listed;
+    std::string absent;  // a flag of other modes
+  };
+  for (const Case& c : std::vector<Case>{
+           {"vdsr",
+            {"--batch N[,N...]=4,8,16,32,64", "--capacity BYTES=256MiB", "--no-search"},
+            "--size"},
+           {"unet3d", {"--size N[,N...]=32,48,64", "--study-lr-decay", "--arch"}, "--crop"},
+           {"onnx", {"--model", "--input", "--loss", "--batch N[,N...]=1,2,4,8"}, "--crop"},
+           {"overhead", {"--batch N=8", "--capacity BYTES=1GiB", "--budget-fraction"}, "--trace"},
+           {"scaling", {"--batch N=4", "--steps N=4"}, "--device"},
+           {"contention", {"--devices N[,N...]=1,2", "--model", "--size N=48"}, "--capacity"},
+           {"ratio",
+            {"--preset", "--oversubscription X[,X...]=1.5,2,4", "--steps N=5"},
+            "--link "}}) {
+    std::ostringstream out, err;
+    EXPECT_EQ(run_main({c.mode, "--help"}, out, err), 0) << err.str();
+    for (const std::string& part : c.listed) {
+      EXPECT_NE(out.str().find(part), std::string::npos)
+          << part << " not in lms-bench " << c.mode << " --help:\n"
+          << out.str();
+    }
+    EXPECT_EQ(out.str().find(c.absent), std::string::npos)
+        << c.absent << " in lms-bench " << c.mode << " --help:\n"
+        << out.str();
+  }
 }
 
 // --device cuda picks the GPU and a pinned pool it can afford to pin up

@@ -101,22 +101,27 @@ TEST(RatioCli, PresetsCustomTargetsAndSizes) {
 }
 
 TEST(RatioCli, BadFlagsNameTheFlagTheValueAndWhatIsAllowed) {
-  expect_error({"--preset", "h100-pcie5,a100"}, {"--preset", "a100", "h100-pcie5", "gh200-c2c"});
-  expect_error({"--gpu-flops", "60"}, {"--gpu-flops", "'60'", "TFLOP/s"});
+  expect_error({"--preset", "h100-pcie5,a100"},
+               {"--preset: bad value 'h100-pcie5,a100'", "unknown preset 'a100'", "gh200-c2c"});
+  expect_error({"--gpu-flops", "60"}, {"--gpu-flops: bad value '60'", "TFLOP/s"});
   expect_error({"--gpu-flops", "60TFLOP/s"}, {"--gpu-flops", "--gpu-link"});
   expect_error({"--gpu-link", "fast"}, {"--gpu-link", "fast"});
   expect_error({"--gpu-flops", "1TFLOP/s", "--gpu-link", "1GB/s", "--link-ratio", "1e-3"},
                {"--link-ratio", "--gpu-flops"});
-  expect_error({"--link-ratio", "0"}, {"--link-ratio", "'0'", "bytes per FLOP"});
-  expect_error({"--gpu-efficiency", "1.5"}, {"--gpu-efficiency", "'1.5'", "(0, 1]"});
-  expect_error({"--gpu-efficiency", "0"}, {"--gpu-efficiency", "'0'", "(0, 1]"});
-  expect_error({"--oversubscription", "1,2"}, {"--oversubscription", "'1,2'", "> 1"});
-  expect_error({"--model", "vdsr,resnet"}, {"--model", "resnet", "vdsr, unet3d and one FILE.onnx"});
-  expect_error({"--model", "a.onnx,b.onnx"}, {"--model", "one ONNX model per run"});
+  expect_error({"--link-ratio", "0"}, {"--link-ratio: bad value '0'", "bytes per FLOP"});
+  expect_error({"--gpu-efficiency", "1.5"}, {"--gpu-efficiency: bad value '1.5'", "(0, 1]"});
+  expect_error({"--gpu-efficiency", "0"}, {"--gpu-efficiency: bad value '0'", "(0, 1]"});
+  expect_error({"--oversubscription", "1,2"},
+               {"--oversubscription: bad value '1,2'", "numbers > 1"});
+  expect_error({"--model", "vdsr,resnet"},
+               {"--model: bad value 'vdsr,resnet'", "'resnet'", "vdsr, unet3d and one FILE.onnx"});
+  expect_error({"--model", "a.onnx,b.onnx"},
+               {"--model: bad value 'a.onnx,b.onnx'", "one ONNX model per run"});
   expect_error({"--model", "gpt.onnx"}, {"--input", "--loss", "ids:4,T"});
-  expect_error({"--batch", "4,8"}, {"--batch", "one size"});
-  expect_error({"--link", "1GB/s"}, {"--link", "not a flag of `lms-bench ratio`"});
-  expect_error({"--capacity", "1GiB"}, {"--capacity", "not a flag of `lms-bench ratio`"});
+  expect_error({"--batch", "4,8"}, {"--batch: bad value '4,8'", "an integer from 1 to"});
+  // The link and the capacity are ratio's own (--preset, --oversubscription).
+  expect_error({"--link", "1GB/s"}, {"not expected", "--link"});
+  expect_error({"--capacity", "1GiB"}, {"not expected", "--capacity"});
 }
 
 TEST(Ratio, FlopRatesAndTheLinkFormula) {
