@@ -15,7 +15,7 @@ if(TARGET PkgConfig::CBC AND TARGET lms::lms AND TARGET lms_models)
   # lms_bench_lib (bench/lms_bench.cmake, same conditions): the model
   # factories and link presets of lms-bench ratio.
   add_executable(exact_plan_bench ${CMAKE_CURRENT_SOURCE_DIR}/exact_plan_bench.cc)
-  target_link_libraries(exact_plan_bench PRIVATE lms_exact lms_bench_lib fmt::fmt)
+  target_link_libraries(exact_plan_bench PRIVATE lms_exact lms_bench_lib lms_flags fmt::fmt)
 elseif(NOT TARGET PkgConfig::CBC)
   message(STATUS "lms: COIN-OR CBC not found (coinor-libcbc-dev): no exact plan reference")
 endif()

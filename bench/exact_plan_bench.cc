@@ -21,11 +21,12 @@
 // step is run: these are predictions, the measure the planner optimises.
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
+#include "flags.h"
 #include "fmt/format.h"
 #include "from_graph.h"
 #include "lms/device.h"
@@ -33,6 +34,7 @@
 #include "lms/rewrite.h"
 #include "lms/session.h"
 #include "lms/status.h"
+#include "lms/strings.h"
 #include "model_factory.h"
 #include "onnx_model.h"
 #include "ratio.h"
@@ -55,49 +57,58 @@ struct Args {
   int search_plans = -1;
 };
 
-absl::StatusOr<Args> parse(int argc, char** argv) {
-  Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) return absl::InvalidArgumentError(fmt::format("{} needs a value", flag));
-    const std::string v = argv[++i];
-    if (flag == "--model" && (v == "vdsr" || v == "unet3d" || v.ends_with(".onnx"))) {
-      a.model = v;
-    } else if (flag == "--input") {
-      a.input = v;
-    } else if (flag == "--loss") {
-      a.loss = v;
-    } else if (flag == "--size" && std::atoll(v.c_str()) > 0) {
-      a.size = std::atoll(v.c_str());
-    } else if (flag == "--preset") {
-      a.preset = v;
-    } else if (flag == "--gpu-efficiency" && std::atof(v.c_str()) > 0 &&
-               std::atof(v.c_str()) <= 1) {
-      a.efficiency = std::atof(v.c_str());
-    } else if (flag == "--oversubscription" && std::atof(v.c_str()) > 1) {
-      a.oversubscription = std::atof(v.c_str());
-    } else if (flag == "--time-limit" && std::atof(v.c_str()) >= 0) {
-      a.time_limit_s = std::atof(v.c_str());
-    } else if (flag == "--refine-plans" && std::atoi(v.c_str()) >= 0) {
-      a.refine_plans = std::atoi(v.c_str());
-    } else if (flag == "--search-plans" && std::atoi(v.c_str()) >= 0) {
-      a.search_plans = std::atoi(v.c_str());
-    } else {
-      return absl::InvalidArgumentError(fmt::format(
-          "{} {}: allowed are --model vdsr|unet3d|FILE.onnx, --size N > 0, --input NAME:DIMS, "
-          "--loss cross-entropy:C|mse, --preset NAME, "
-          "--gpu-efficiency in (0, 1], --oversubscription > 1, --time-limit SECONDS >= 0 (0: the "
-          "rewrite alone), --refine-plans N, --search-plans N",
-          flag, v));
-    }
-  }
+void add_flags(CLI::App& app, Args& a) {
+  flags::add_value(
+      app, "--model vdsr|unet3d|FILE.onnx",
+      "the model; FILE.onnx as lms-bench onnx builds it (with --input and --loss)",
+      [&a](const std::string& v) -> absl::Status {
+        if (v != "vdsr" && v != "unet3d" && !v.ends_with(".onnx")) {
+          return absl::InvalidArgumentError(flags::bad_value(v, "vdsr, unet3d or a FILE.onnx"));
+        }
+        a.model = v;
+        return absl::OkStatus();
+      })
+      ->default_str(a.model);
+  flags::add_int(app, "--size", &a.size, "VDSR's batch, the U-Net's volume side, or B or T",
+                 {.min = 1});
+  flags::add_string(app, "--input NAME:DIMS", &a.input,
+                    "an ONNX model's input and its shape, B or T the dimension --size sets");
+  flags::add_string(app, "--loss cross-entropy:C|mse", &a.loss, "an ONNX model's loss");
+  flags::add_value(
+      app, "--preset NAME", "the target system (lms-bench ratio's presets)",
+      [&a](const std::string& v) -> absl::Status {
+        absl::StatusOr<std::vector<LinkPreset>> p = parse_presets(v);
+        if (!p.ok()) {
+          return absl::InvalidArgumentError(flags::bad_value(v, to_std(p.status().message())));
+        }
+        a.preset = v;
+        return absl::OkStatus();
+      })
+      ->default_str(a.preset);
+  flags::add_real(app, "--gpu-efficiency", &a.efficiency,
+                  "the fraction of the GPU's peak a step reaches (default: the preset's)",
+                  {.min = 0, .max = 1, .min_open = true})
+      ->default_str("");
+  flags::add_real(app, "--oversubscription", &a.oversubscription,
+                  "the budget is the no-LMS peak / this", {.min = 1, .min_open = true});
+  flags::add_real(app, "--time-limit SECONDS", &a.time_limit_s,
+                  "the solver's time limit (0: the rewrite alone)");
+  flags::add_int(app, "--refine-plans", &a.refine_plans,
+                 "LmsConfig's refine_plans (default: the config's)")
+      ->default_str("");
+  flags::add_int(app, "--search-plans", &a.search_plans,
+                 "LmsConfig's search_plans (default: the config's)")
+      ->default_str("");
+}
+
+absl::Status check(const Args& a) {
   if (a.model.ends_with(".onnx") && (a.input.empty() || a.loss.empty())) {
     return absl::InvalidArgumentError(fmt::format(
         "--model {} needs --input NAME:DIMS (B or T the dimension --size sets) and --loss "
         "cross-entropy:C|mse, as lms-bench onnx",
         a.model));
   }
-  return a;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<ModelFactory> factory_of(const Args& a) {
@@ -233,8 +244,15 @@ absl::Status run(const Args& a) {
 }  // namespace lms::bench
 
 int main(int argc, char** argv) {
-  absl::StatusOr<lms::bench::Args> args = lms::bench::parse(argc, argv);
-  absl::Status s = args.ok() ? lms::bench::run(*args) : args.status();
+  lms::bench::Args args;
+  CLI::App app(
+      "exact_plan_bench: how far lms::rewrite's plan is from the optimum of the exact program\n"
+      "(COIN-OR CBC) at a target system's compute-to-link ratio.",
+      "exact_plan_bench");
+  lms::bench::add_flags(app, args);
+  if (std::optional<int> exit = lms::flags::parse_main(app, argc, argv, 1)) return *exit;
+  absl::Status s = lms::bench::check(args);
+  if (s.ok()) s = lms::bench::run(args);
   if (!s.ok()) {
     std::fprintf(stderr, "exact_plan_bench: %s\n", std::string(s.message()).c_str());
     return 1;

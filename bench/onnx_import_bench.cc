@@ -10,35 +10,31 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "flags.h"
 #include "lms/graph.h"
 #include "lms/onnx.h"
 
 int main(int argc, char** argv) {
-  if (argc < 4) {
-    std::fprintf(stderr, "usage: %s MODEL.onnx INPUT N,C,H,W [--repeat N]\n", argv[0]);
-    return 2;
-  }
-  int repeat = 3;
-  for (int i = 4; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], "--repeat") == 0) repeat = std::max(1, std::atoi(argv[i + 1]));
-  }
+  std::string model, input;
   lms::Shape shape;
-  for (const char* p = argv[3]; *p != '\0';) {
-    char* end = nullptr;
-    shape.push_back(std::strtoll(p, &end, 10));
-    p = *end == ',' ? end + 1 : end;
-    if (end == p && *p != '\0') break;
-  }
+  int repeat = 3;
+  CLI::App app("onnx_import_bench: how long lms::import_onnx takes on a model file.",
+               "onnx_import_bench");
+  lms::flags::add_string(app, "model MODEL.onnx", &model, "the model file")->required();
+  lms::flags::add_string(app, "input INPUT", &input, "the name of its input")->required();
+  lms::flags::add_int_list(app, "shape N,C,H,W", &shape, "the input's shape", {.min = 1})
+      ->required();
+  lms::flags::add_int(app, "--repeat", &repeat, "imports; the fastest is printed", {.min = 1});
+  if (std::optional<int> exit = lms::flags::parse_main(app, argc, argv, 2)) return *exit;
   double best = 1e30;
   lms::ImportedModel kept;
   for (int r = 0; r < repeat; ++r) {
     const auto start = std::chrono::steady_clock::now();
-    auto m = lms::import_onnx(argv[1], {.input_shapes = {{argv[2], shape}}});
+    auto m = lms::import_onnx(model, {.input_shapes = {{input, shape}}});
     best = std::min(
         best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     if (!m.ok()) {
@@ -53,7 +49,7 @@ int main(int argc, char** argv) {
   }
   std::printf("%s: import %.3f s (fastest of %d); %d nodes, %d tensors, %zu parameters (%" PRIu64
               " bytes), %zu other initializers, opset %" PRId64 "\n",
-              argv[1], best, repeat, kept.graph.num_nodes(), kept.graph.num_tensors(),
+              model.c_str(), best, repeat, kept.graph.num_nodes(), kept.graph.num_tensors(),
               kept.parameters.size(), parameter_bytes, kept.state.size(), kept.opset);
   return 0;
 }

@@ -3,5 +3,5 @@
 # models only.
 if(TARGET lms::lms AND TARGET lms_models)
   add_executable(plan_speed_bench ${CMAKE_CURRENT_SOURCE_DIR}/plan_speed_bench.cc)
-  target_link_libraries(plan_speed_bench PRIVATE lms::lms lms_models)
+  target_link_libraries(plan_speed_bench PRIVATE lms::lms lms_models lms_flags)
 endif()

@@ -23,12 +23,12 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "flags.h"
 #include "lms/config.h"
 #include "lms/device.h"
 #include "lms/graph.h"
@@ -153,23 +153,23 @@ int run_case(const Case& c, int repeat) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int repeat = 3;
-  std::string only;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--repeat") == 0 && i + 1 < argc) {
-      repeat = std::max(1, std::atoi(argv[++i]));
-    } else if (std::strcmp(argv[i], "--case") == 0 && i + 1 < argc) {
-      only = argv[++i];
-    } else {
-      std::fprintf(stderr, "usage: %s [--repeat N] [--case NAME]\n", argv[0]);
-      return 2;
-    }
-  }
   const std::vector<Case> cases = {
       {"unet3d-72", unet3d_72, uint64_t{96} << 20, 0, lms::KernelChoice::kLeastToFit},
       {"vdsr-20", [] { return vdsr(32, 48, 20, 64); }, uint64_t{256} << 20, 0},
       {"vdsr-100k", [] { return vdsr(1, 16, 11111, 16); }, 0, 0.8},
   };
+  int repeat = 3;
+  std::string only;
+  std::vector<std::string> names;
+  for (const Case& c : cases) names.push_back(c.name);
+  CLI::App app(
+      "plan_speed_bench: planning speed and plan quality of lms::rewrite on the benchmarks'\n"
+      "models.",
+      "plan_speed_bench");
+  lms::flags::add_int(app, "--repeat", &repeat, "runs of each rewrite; the least is printed",
+                      {.min = 1});
+  lms::flags::add_choice(app, "--case", &only, "only this case (default: all)", names);
+  if (std::optional<int> exit = lms::flags::parse_main(app, argc, argv, 2)) return *exit;
   int failed = 0;
   for (const Case& c : cases) {
     if (only.empty() || c.name == only) failed += run_case(c, repeat);

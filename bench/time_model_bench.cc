@@ -29,6 +29,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -36,7 +37,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/str_split.h"
+#include "flags.h"
 #include "fmt/format.h"
 #include "lms/config.h"
 #include "lms/device.h"
@@ -70,78 +71,26 @@ struct Options {
 
 constexpr double kCopyLatencyS = 5e-6;  // the emulated link's per-copy latency
 
-absl::Status parse_int(std::string_view flag, const char* value, int64_t min, int64_t* out) {
-  char* end = nullptr;
-  const long long v = value == nullptr ? 0 : std::strtoll(value, &end, 10);
-  if (value == nullptr || *end != '\0' || v < min) {
-    return absl::InvalidArgumentError(fmt::format("{} needs an integer >= {}", flag, min));
-  }
-  *out = v;
-  return absl::OkStatus();
-}
-
-absl::StatusOr<Options> parse(int argc, char** argv) {
-  Options o;
-  bool size_given = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
-    int64_t n = 0;
-    if (a == "--model") {
-      if (v == nullptr || (std::string_view(v) != "vdsr" && std::string_view(v) != "unet3d")) {
-        return absl::InvalidArgumentError("--model needs vdsr or unet3d");
-      }
-      o.model = v;
-    } else if (a == "--batch") {
-      LMS_RETURN_IF_ERROR(parse_int(a, v, 1, &o.batch));
-    } else if (a == "--size") {
-      LMS_RETURN_IF_ERROR(parse_int(a, v, 4, &o.size));
-      size_given = true;
-    } else if (a == "--depth") {
-      LMS_RETURN_IF_ERROR(parse_int(a, v, 2, &o.depth));
-    } else if (a == "--channels") {
-      LMS_RETURN_IF_ERROR(parse_int(a, v, 1, &o.channels));
-    } else if (a == "--threads") {
-      LMS_RETURN_IF_ERROR(parse_int(a, v, 0, &n));
-      o.threads = static_cast<int>(n);
-    } else if (a == "--steps") {
-      LMS_RETURN_IF_ERROR(parse_int(a, v, 1, &n));
-      o.steps = static_cast<int>(n);
-    } else if (a == "--repeat") {
-      LMS_RETURN_IF_ERROR(parse_int(a, v, 1, &n));
-      o.repeat = static_cast<int>(n);
-    } else if (a == "--budget-fraction") {
-      char* end = nullptr;
-      o.budget_fraction = v == nullptr ? 0 : std::strtod(v, &end);
-      if (v == nullptr || *end != '\0' || !(o.budget_fraction > 0 && o.budget_fraction < 1)) {
-        return absl::InvalidArgumentError("--budget-fraction needs a number in (0, 1)");
-      }
-    } else if (a == "--trace") {
-      if (v == nullptr) return absl::InvalidArgumentError("--trace needs a folder");
-      o.trace_dir = v;
-    } else if (a == "--links") {
-      if (v == nullptr) return absl::InvalidArgumentError("--links needs bandwidths, e.g. 1GB/s");
-      o.links.clear();
-      for (absl::string_view part : absl::StrSplit(v, ',', absl::SkipWhitespace())) {
-        absl::StatusOr<double> bw = lms::parse_bandwidth(lms::to_std(part));
-        if (!bw.ok()) {
-          return absl::InvalidArgumentError(fmt::format("--links '{}': {}", lms::to_std(part),
-                                                        lms::to_std(bw.status().message())));
-        }
-        o.links.push_back(*bw);
-      }
-      if (o.links.empty()) return absl::InvalidArgumentError("--links needs at least one");
-    } else {
-      return absl::InvalidArgumentError(fmt::format(
-          "unknown argument '{}' (allowed: --model vdsr|unet3d, --batch N, --size N, --depth N, "
-          "--channels N, --threads N, --steps N, --repeat N, --budget-fraction F, --links "
-          "BW[,BW...], --trace DIR)",
-          a));
-    }
-    ++i;
-  }
-  if (o.model == "unet3d" && !size_given) o.size = 48;
-  return o;
+// The flags of the program into `o`; --size defaults to 48 for unet3d.
+void add_flags(CLI::App& app, Options& o) {
+  lms::flags::add_choice(app, "--model", &o.model, "the model", {"vdsr", "unet3d"});
+  lms::flags::add_int(app, "--batch", &o.batch, "VDSR's batch", {.min = 1});
+  lms::flags::add_int(app, "--size", &o.size, "VDSR's crop side; the U-Net's volume side (48)",
+                      {.min = 4});
+  lms::flags::add_int(app, "--depth", &o.depth, "VDSR's conv layers", {.min = 2});
+  lms::flags::add_int(app, "--channels", &o.channels, "VDSR's filters per layer", {.min = 1});
+  lms::flags::add_int(app, "--threads", &o.threads, "compute threads, 0 = all cores");
+  lms::flags::add_int(app, "--steps", &o.steps, "timed steps after one warm-up step", {.min = 1});
+  lms::flags::add_int(app, "--repeat", &o.repeat,
+                      "plan-and-run cycles per row (each profiles anew); the median is printed",
+                      {.min = 1});
+  lms::flags::add_real(app, "--budget-fraction", &o.budget_fraction,
+                       "the device's capacity as a fraction of the no-LMS peak",
+                       {.min = 0, .max = 1, .min_open = true, .max_open = true});
+  lms::flags::add_bandwidth_list(app, "--links", &o.links, "the emulated links, one row each")
+      ->default_str("12GB/s,1GB/s,50MB/s");
+  lms::flags::add_string(app, "--trace DIR", &o.trace_dir,
+                         "the Chrome trace of each row's steps and the profile summary");
 }
 
 std::string rate(double bytes_per_s) {
@@ -360,8 +309,15 @@ absl::Status run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::StatusOr<Options> o = parse(argc, argv);
-  absl::Status st = o.ok() ? run(*o) : o.status();
+  Options o;
+  CLI::App app(
+      "time_model_bench: predicted vs measured step time and stall of a swapped VDSR or 3-D\n"
+      "U-Net step on the emulated CPU device, with the measured and the roofline time model.",
+      "time_model_bench");
+  add_flags(app, o);
+  if (std::optional<int> exit = lms::flags::parse_main(app, argc, argv, 1)) return *exit;
+  if (o.model == "unet3d" && app.get_option("--size")->count() == 0) o.size = 48;
+  absl::Status st = run(o);
   if (!st.ok()) {
     std::fprintf(stderr, "time_model_bench: %s\n", std::string(lms::to_std(st.message())).c_str());
     return 1;

@@ -22,11 +22,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "flags.h"
 #include "fmt/format.h"
 #include "lms/device.h"
 #include "lms/profiler/event_sink.h"
@@ -123,48 +125,17 @@ class OpTimes final : public lms::EventSink {
   double step_s_ = 0;
 };
 
-absl::Status parse_int(std::string_view flag, const char* value, int64_t min, int64_t* out) {
-  char* end = nullptr;
-  long long v = value == nullptr ? 0 : std::strtoll(value, &end, 10);
-  if (value == nullptr || *end != '\0' || v < min) {
-    return absl::InvalidArgumentError(fmt::format("{} needs an integer >= {}", flag, min));
-  }
-  *out = v;
-  return absl::OkStatus();
-}
-
-absl::StatusOr<Options> parse(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string_view a = argv[i];
-    const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
-    int64_t n = 0;
-    if (a == "--profile" || a == "--plain" || a == "--no-fuse") {
-      (a == "--profile" ? o.profile : a == "--plain" ? o.plain : o.no_fuse) = true;
-      continue;
-    }
-    if (a == "--threads") {
-      LMS_RETURN_IF_ERROR(parse_int(a, v, 0, &n));
-      o.threads = static_cast<int>(n);
-    } else if (a == "--warmup") {
-      LMS_RETURN_IF_ERROR(parse_int(a, v, 0, &n));
-      o.warmup = static_cast<int>(n);
-    } else if (a == "--steps") {
-      LMS_RETURN_IF_ERROR(parse_int(a, v, 1, &n));
-      o.steps = static_cast<int>(n);
-    } else if (a == "--batch") {
-      LMS_RETURN_IF_ERROR(parse_int(a, v, 1, &o.batch));
-    } else if (a == "--size") {
-      LMS_RETURN_IF_ERROR(parse_int(a, v, 8, &o.size));
-    } else {
-      return absl::InvalidArgumentError(
-          fmt::format("unknown argument '{}' (allowed: --threads N, --warmup N, --steps N, "
-                      "--batch N, --size N, --profile, --plain, --no-fuse)",
-                      a));
-    }
-    ++i;
-  }
-  return o;
+void add_flags(CLI::App& app, Options& o) {
+  lms::flags::add_int(app, "--threads", &o.threads, "compute threads, 0 = all cores");
+  lms::flags::add_int(app, "--warmup", &o.warmup, "untimed steps first");
+  lms::flags::add_int(app, "--steps", &o.steps, "timed steps", {.min = 1});
+  lms::flags::add_int(app, "--batch", &o.batch, "images per step", {.min = 1});
+  lms::flags::add_int(app, "--size", &o.size, "image side in pixels", {.min = 8});
+  lms::flags::add_switch(app, "--profile", &o.profile,
+                         "compute-stream time per op (and per conv pass shape)");
+  lms::flags::add_switch(app, "--plain", &o.plain,
+                         "skip lms::rewrite: every tensor NCHW, every relu its own node");
+  lms::flags::add_switch(app, "--no-fuse", &o.no_fuse, "keep the relus apart from the convs");
 }
 
 // Conv FLOPs of one training step (2*MACs): forward and backward weights of
@@ -240,8 +211,12 @@ absl::Status run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::StatusOr<Options> o = parse(argc, argv);
-  absl::Status st = o.ok() ? run(*o) : o.status();
+  Options o;
+  CLI::App app("vdsr_step_bench: wall time of one VDSR training step on the emulated CPU device.",
+               "vdsr_step_bench");
+  add_flags(app, o);
+  if (std::optional<int> exit = lms::flags::parse_main(app, argc, argv, 1)) return *exit;
+  absl::Status st = run(o);
   if (!st.ok()) {
     std::fprintf(stderr, "vdsr_step_bench: %s\n", std::string(lms::to_std(st.message())).c_str());
     return 1;
