@@ -2,8 +2,18 @@
 # Builds and runs the whole test suite three ways: a warning-free release build
 # (-Werror), an AddressSanitizer+UBSan build, and a ThreadSanitizer build of the
 # concurrency tests (streams, events, device, executor).
+#   scripts/test.sh            what CI runs
+#   scripts/test.sh --nightly  also the long parity cases (LMS_NIGHTLY=1:
+#                              the torchvision models that train for a minute
+#                              or more each; every feature keeps a case in CI)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = "--nightly" ]; then
+  export LMS_NIGHTLY=1
+elif [ $# -gt 0 ]; then
+  echo "usage: scripts/test.sh [--nightly]" >&2
+  exit 2
+fi
 scripts/install_deps.sh
 # The real MRI (a 16 MB Debian package) for the tests that train on it; they
 # skip with the reason when it cannot be fetched.
