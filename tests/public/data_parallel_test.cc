@@ -12,6 +12,7 @@
 #include "lms/config.h"
 #include "lms/distributed.h"
 #include "lms/rewrite.h"
+#include "one_rank.h"
 #include "user_models.h"
 
 namespace lms {
@@ -22,44 +23,6 @@ using user::kMiB;
 constexpr int64_t kBatch = 2;
 constexpr int64_t kSize = 32;
 constexpr uint64_t kSeed = 4242;
-
-// A job of one rank: the all-reduce is out = scale * in, run as a host task
-// on the communication stream like the MPI engine's.
-class OneRank : public Communicator {
- public:
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
-  std::string engine() const override { return "one-rank test double"; }
-  absl::Status all_reduce_sum(std::span<double>) override { return absl::OkStatus(); }
-  absl::StatusOr<std::vector<std::string>> all_gather(std::string_view mine) override {
-    ++gathers;
-    return std::vector<std::string>{std::string(mine)};
-  }
-  absl::Status barrier() override { return absl::OkStatus(); }
-  absl::Status enqueue_all_reduce(Device& device, std::span<const float* const> in,
-                                  std::span<float* const> out, std::span<const int64_t> counts,
-                                  float scale, std::string_view name) override {
-    ++reductions;
-    std::vector<const float*> i(in.begin(), in.end());
-    std::vector<float*> o(out.begin(), out.end());
-    std::vector<int64_t> c(counts.begin(), counts.end());
-    return device.enqueue_host_task(
-        StreamKind::kComm,
-        [i, o, c, scale] {
-          for (size_t k = 0; k < i.size(); ++k) {
-            for (int64_t e = 0; e < c[k]; ++e) o[k][e] = scale * i[k][e];
-          }
-          return absl::OkStatus();
-        },
-        name);
-  }
-  [[noreturn]] void abort(const absl::Status& why) override {
-    std::fprintf(stderr, "abort: %s\n", std::string(why.message()).c_str());
-    std::abort();
-  }
-  int reductions = 0;
-  int gathers = 0;
-};
 
 std::vector<NodeId> all_reduce_nodes(const Graph& g) {
   std::vector<NodeId> out;
@@ -179,7 +142,7 @@ TEST(DataParallel, OneRankIsBitIdenticalToSingleProcessWithAndWithoutSwapping) {
   const TrainedRun reference = train_steps(*plain, 0, nullptr);
   ASSERT_EQ(reference.losses.size(), 3u);
 
-  OneRank comm;
+  user::OneRank comm;
   const TrainedRun parallel = train_steps(*dp, 0, &comm);
   EXPECT_EQ(parallel.losses, reference.losses);
   EXPECT_TRUE(user::differing(parallel.state, reference.state).empty());
@@ -196,7 +159,7 @@ TEST(DataParallel, OneRankIsBitIdenticalToSingleProcessWithAndWithoutSwapping) {
   ASSERT_TRUE(limits.ok()) << limits.status();
   const uint64_t budget = limits->working_set_limit_bytes +
                           (limits->peak_bytes_after - limits->working_set_limit_bytes) / 3;
-  OneRank comm2;
+  user::OneRank comm2;
   const TrainedRun swapped = train_steps(*dp, budget, &comm2);
   EXPECT_GT(swapped.swapped_bytes, 0u) << "the budget " << budget << " should force swaps";
   EXPECT_EQ(swapped.losses, reference.losses);
@@ -232,7 +195,7 @@ TEST(DataParallel, AGradientWaitingForItsBucketCanBeSwapped) {
   EXPECT_TRUE(reads_swap_in);
 
   const TrainedRun reference = train_steps(*user::user_unet(kBatch, kSize, adam), 0, nullptr);
-  OneRank comm;
+  user::OneRank comm;
   auto session_device =
       make_cpu_device({.capacity_bytes = 64 * kMiB, .host_pool_bytes = 64 * kMiB});
   ASSERT_TRUE(session_device.ok());

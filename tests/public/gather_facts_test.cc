@@ -29,6 +29,7 @@
 #include "lms/session.h"
 #include "lms/status.h"
 #include "lms/training.h"
+#include "one_rank.h"
 
 namespace lms {
 namespace {
@@ -64,25 +65,6 @@ Feeds image_feeds(uint64_t seed) {
 }
 
 Int64Feeds label_feeds() { return {{"labels", {3, 1, 4, 1}}}; }
-
-class OneRank : public Communicator {
- public:
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
-  std::string engine() const override { return "one-rank test double"; }
-  absl::Status all_reduce_sum(std::span<double>) override { return absl::OkStatus(); }
-  absl::StatusOr<std::vector<std::string>> all_gather(std::string_view mine) override {
-    ++gathers;
-    return std::vector<std::string>{std::string(mine)};
-  }
-  absl::Status barrier() override { return absl::OkStatus(); }
-  absl::Status enqueue_all_reduce(Device&, std::span<const float* const>, std::span<float* const>,
-                                  std::span<const int64_t>, float, std::string_view) override {
-    return absl::OkStatus();
-  }
-  [[noreturn]] void abort(const absl::Status&) override { std::abort(); }
-  int gathers = 0;
-};
 
 TEST(ConvReluClassifier, PlansAndTrainsWithTheDefaultFusionAndKeepsTheLabelsInt64) {
   std::printf("seed %" PRIu64 "\n", kSeed);
@@ -183,7 +165,7 @@ TEST(GatherFacts, MeasuredTimesComeFromRankZeroAndNameWhereTheyWereMeasured) {
   EXPECT_TRUE(alone->roofline.has_value());
   EXPECT_EQ(alone->measured_on, (*device)->name());
   // One rank: no collective is needed, and the facts say one rank.
-  OneRank one;
+  user::OneRank one;
   absl::StatusOr<PlanningFacts> ranked = gather_facts(*train, config, **device, &one);
   ASSERT_TRUE(ranked.ok()) << ranked.status();
   EXPECT_EQ(ranked->ranks, 1);
