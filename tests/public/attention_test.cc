@@ -171,32 +171,17 @@ TEST(Attention, PlannerMovesNoQuadraticTensor) {
   const uint64_t probs_bytes = 4 * kH * kT * kT;
   auto train = attention_block(kN, kT, kH, kD);
   ASSERT_TRUE(train.ok()) << train.status();
-  auto big = make_cpu_device({.capacity_bytes = 256 * kMiB, .host_pool_bytes = 64 * kMiB});
-  ASSERT_TRUE(big.ok()) << big.status();
-  LmsConfig off;
-  off.enabled = false;
-  Graph plain = *train;
-  auto limits = rewrite(plain, off, **big);
-  ASSERT_TRUE(limits.ok()) << limits.status();
-  const uint64_t low = limits->working_set_limit_bytes, high = limits->peak_bytes_after;
-  std::printf("working-set limit %" PRIu64 " bytes, no-LMS peak %" PRIu64
-              " bytes, one [H,T,S] tensor %" PRIu64 " bytes\n",
-              low, high, probs_bytes);
-  bool planned = false;
-  for (int i = 0; i < 16 && !planned; ++i) {
-    const uint64_t budget = low + (high - low) * i / 16;
-    auto device = make_cpu_device({.capacity_bytes = budget, .host_pool_bytes = 64 * kMiB});
-    ASSERT_TRUE(device.ok()) << device.status();
-    Graph g = *train;
-    auto lms = rewrite(g, LmsConfig{}, **device);
-    if (!lms.ok() || !lms->fits || lms->decisions.empty()) continue;
-    planned = true;
-    std::printf("budget %" PRIu64 ":\n%s", budget, lms->decisions_text().c_str());
-    for (const TensorDecision& d : lms->decisions) {
-      EXPECT_LT(d.bytes, probs_bytes / 8) << d.tensor;
-    }
+  std::printf("one [H,T,S] tensor %" PRIu64 " bytes\n", probs_bytes);
+  const user::NoLmsReference ref = user::no_lms_reference(*train, {}, 0);
+  ASSERT_TRUE(ref.ok);
+  const std::optional<user::BudgetPlan> plan = user::first_plan_in_sweep(
+      *train, ref, LmsConfig{}, 16,
+      [](const Graph&, const RewriteReport& r) { return !r.decisions.empty(); });
+  ASSERT_TRUE(plan.has_value()) << "no budget in [" << ref.working_set_limit_bytes << ", "
+                                << ref.peak_bytes << ") moved a tensor";
+  for (const TensorDecision& d : plan->report.decisions) {
+    EXPECT_LT(d.bytes, probs_bytes / 8) << d.tensor;
   }
-  EXPECT_TRUE(planned) << "no budget in [" << low << ", " << high << ") moved a tensor";
 }
 
 // The block trained with LMS at a tight budget, bit-identical to the step
@@ -226,42 +211,20 @@ TEST(Attention, RecomputedAttentionIsBitIdentical) {
   std::mt19937_64 gen(kSeed);
   const Feeds feeds = {{"x", random_values(kN * kT * kC, gen, 2.0f)},
                        {"target", random_values(kN * kT * kC, gen, 1.0f)}};
-  auto big = make_cpu_device({.capacity_bytes = 256 * kMiB, .host_pool_bytes = 64 * kMiB});
-  ASSERT_TRUE(big.ok()) << big.status();
-  LmsConfig off;
-  off.enabled = false;
-  Graph plain = *train;
-  auto limits = rewrite(plain, off, **big);
-  ASSERT_TRUE(limits.ok()) << limits.status();
-  const user::StepsRun reference = user::run_steps(plain, **big, feeds, {"loss"}, 3);
-  ASSERT_TRUE(reference.status.ok()) << reference.status;
-  const uint64_t low = limits->working_set_limit_bytes, high = limits->peak_bytes_after;
-  bool checked = false;
-  for (int i = 0; i < 32 && !checked; ++i) {
-    const uint64_t budget = low + (high - low) * i / 32;
-    auto device = make_cpu_device({.capacity_bytes = budget, .host_pool_bytes = 64 * kMiB});
-    ASSERT_TRUE(device.ok()) << device.status();
-    Graph g = *train;
-    LmsConfig config;
-    config.auto_actions = AutoActions::kRecompute;
-    config.time_model = TimeModel::kRoofline;  // the same plan on every machine
-    auto lms = rewrite(g, config, **device);
-    if (!lms.ok() || !lms->fits) continue;
-    int attentions = 0;
-    for (NodeId n = 0; n < g.num_nodes(); ++n) attentions += g.node(n).op == OpKind::kAttention;
-    if (attentions < 2) continue;  // no clone of the attention node
-    std::printf("budget %" PRIu64 ": %zu recomputed, %d attention nodes\n%s", budget,
-                lms->recomputed.size(), attentions, lms->decisions_text().c_str());
-    const user::StepsRun step = user::run_steps(g, **device, feeds, {"loss"}, 3);
-    ASSERT_TRUE(step.status.ok()) << step.status;
-    ASSERT_EQ(step.fetched.size(), reference.fetched.size());
-    for (size_t k = 0; k < step.fetched.size(); ++k) {
-      EXPECT_TRUE(user::same_bits(step.fetched[k], reference.fetched[k])) << "step " << k;
-    }
-    EXPECT_EQ(user::differing(step.state, reference.state), std::vector<std::string>{});
-    checked = true;
-  }
-  EXPECT_TRUE(checked) << "no budget planned to run attention again";
+  const user::NoLmsReference ref = user::no_lms_reference(*train, feeds, 3);
+  ASSERT_TRUE(ref.ok);
+  LmsConfig config;
+  config.auto_actions = AutoActions::kRecompute;
+  config.time_model = TimeModel::kRoofline;  // the same plan on every machine
+  // A plan that runs attention again holds a clone of the attention node.
+  const std::optional<user::BudgetPlan> plan =
+      user::first_plan_in_sweep(*train, ref, config, 32, [](const Graph& g, const RewriteReport&) {
+        int attentions = 0;
+        for (NodeId n = 0; n < g.num_nodes(); ++n) attentions += g.node(n).op == OpKind::kAttention;
+        return attentions >= 2;
+      });
+  ASSERT_TRUE(plan.has_value()) << "no budget planned to run attention again";
+  user::expect_steps_bit_identical(*plan, feeds, ref);
 }
 
 }  // namespace

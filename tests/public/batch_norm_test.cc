@@ -214,44 +214,21 @@ TEST(BatchNorm, RecomputedBatchNormIsBitIdentical) {
   std::mt19937_64 gen(kSeed);
   const Feeds feeds = {{"x", random_values(4 * 16 * 24 * 24, gen)},
                        {"target", random_values(4 * 24 * 24, gen)}};
-  auto big = make_cpu_device({.capacity_bytes = 256 * kMiB, .host_pool_bytes = 64 * kMiB});
-  ASSERT_TRUE(big.ok()) << big.status();
-  LmsConfig off;
-  off.enabled = false;
-  Graph plain = *train;
-  auto limits = rewrite(plain, off, **big);
-  ASSERT_TRUE(limits.ok()) << limits.status();
-  const user::StepsRun reference = user::run_steps(plain, **big, feeds, {"loss"}, 3);
-  ASSERT_TRUE(reference.status.ok()) << reference.status;
-  const uint64_t low = limits->working_set_limit_bytes, high = limits->peak_bytes_after;
-  bool checked = false;
-  for (int i = 0; i < 32 && !checked; ++i) {
-    const uint64_t budget = low + (high - low) * i / 32;
-    auto device = make_cpu_device({.capacity_bytes = budget, .host_pool_bytes = 64 * kMiB});
-    ASSERT_TRUE(device.ok()) << device.status();
-    Graph g = *train;
-    LmsConfig config;
-    config.auto_actions = AutoActions::kRecompute;
-    config.time_model = TimeModel::kRoofline;  // the same plan on every machine
-    auto lms = rewrite(g, config, **device);
-    if (!lms.ok() || !lms->fits) continue;
-    // A recomputed chain that runs a batch_norm again adds a clone of it.
-    int batch_norms = 0;
-    for (NodeId n = 0; n < g.num_nodes(); ++n) batch_norms += g.node(n).op == OpKind::kBatchNorm;
-    const bool bn_recomputed = batch_norms > 2;
-    if (!bn_recomputed) continue;
-    std::printf("budget %" PRIu64 ": %zu recomputed, %d batch_norm nodes\n", budget,
-                lms->recomputed.size(), batch_norms);
-    const user::StepsRun step = user::run_steps(g, **device, feeds, {"loss"}, 3);
-    ASSERT_TRUE(step.status.ok()) << step.status;
-    ASSERT_EQ(step.fetched.size(), reference.fetched.size());
-    for (size_t k = 0; k < step.fetched.size(); ++k) {
-      EXPECT_TRUE(user::same_bits(step.fetched[k], reference.fetched[k])) << "step " << k;
-    }
-    EXPECT_EQ(user::differing(step.state, reference.state), std::vector<std::string>{});
-    checked = true;
-  }
-  EXPECT_TRUE(checked) << "no budget planned to run a batch_norm again";
+  const user::NoLmsReference ref = user::no_lms_reference(*train, feeds, 3);
+  ASSERT_TRUE(ref.ok);
+  LmsConfig config;
+  config.auto_actions = AutoActions::kRecompute;
+  config.time_model = TimeModel::kRoofline;  // the same plan on every machine
+  // A recomputed chain that runs a batch_norm again adds a clone of it.
+  const std::optional<user::BudgetPlan> plan =
+      user::first_plan_in_sweep(*train, ref, config, 32, [](const Graph& g, const RewriteReport&) {
+        int batch_norms = 0;
+        for (NodeId n = 0; n < g.num_nodes(); ++n)
+          batch_norms += g.node(n).op == OpKind::kBatchNorm;
+        return batch_norms > 2;
+      });
+  ASSERT_TRUE(plan.has_value()) << "no budget planned to run a batch_norm again";
+  user::expect_steps_bit_identical(*plan, feeds, ref);
 }
 
 // transactional_step_test.cc's technique: the k-th allocation of a swapped
