@@ -213,16 +213,8 @@ TEST(Attention, RecomputedAttentionIsBitIdentical) {
                        {"target", random_values(kN * kT * kC, gen, 1.0f)}};
   const user::NoLmsReference ref = user::no_lms_reference(*train, feeds, 3);
   ASSERT_TRUE(ref.ok);
-  LmsConfig config;
-  config.auto_actions = AutoActions::kRecompute;
-  config.time_model = TimeModel::kRoofline;  // the same plan on every machine
-  // A plan that runs attention again holds a clone of the attention node.
   const std::optional<user::BudgetPlan> plan =
-      user::first_plan_in_sweep(*train, ref, config, 32, [](const Graph& g, const RewriteReport&) {
-        int attentions = 0;
-        for (NodeId n = 0; n < g.num_nodes(); ++n) attentions += g.node(n).op == OpKind::kAttention;
-        return attentions >= 2;
-      });
+      user::first_plan_recomputing(*train, ref, OpKind::kAttention, 2);
   ASSERT_TRUE(plan.has_value()) << "no budget planned to run attention again";
   user::expect_steps_bit_identical(*plan, feeds, ref);
 }

@@ -216,17 +216,8 @@ TEST(BatchNorm, RecomputedBatchNormIsBitIdentical) {
                        {"target", random_values(4 * 24 * 24, gen)}};
   const user::NoLmsReference ref = user::no_lms_reference(*train, feeds, 3);
   ASSERT_TRUE(ref.ok);
-  LmsConfig config;
-  config.auto_actions = AutoActions::kRecompute;
-  config.time_model = TimeModel::kRoofline;  // the same plan on every machine
-  // A recomputed chain that runs a batch_norm again adds a clone of it.
   const std::optional<user::BudgetPlan> plan =
-      user::first_plan_in_sweep(*train, ref, config, 32, [](const Graph& g, const RewriteReport&) {
-        int batch_norms = 0;
-        for (NodeId n = 0; n < g.num_nodes(); ++n)
-          batch_norms += g.node(n).op == OpKind::kBatchNorm;
-        return batch_norms > 2;
-      });
+      user::first_plan_recomputing(*train, ref, OpKind::kBatchNorm, 2);
   ASSERT_TRUE(plan.has_value()) << "no budget planned to run a batch_norm again";
   user::expect_steps_bit_identical(*plan, feeds, ref);
 }

@@ -110,6 +110,22 @@ inline std::optional<BudgetPlan> first_plan_in_sweep(
   return std::nullopt;
 }
 
+// The first plan of a recompute-only sweep (roofline times, so the same
+// plan on every machine) in which `op` has more than `original_nodes` nodes:
+// one of them recomputed.
+inline std::optional<BudgetPlan> first_plan_recomputing(const Graph& train,
+                                                        const NoLmsReference& ref, OpKind op,
+                                                        int original_nodes) {
+  LmsConfig config;
+  config.auto_actions = AutoActions::kRecompute;
+  config.time_model = TimeModel::kRoofline;
+  return first_plan_in_sweep(train, ref, config, 32, [&](const Graph& g, const RewriteReport&) {
+    int nodes = 0;
+    for (NodeId n = 0; n < g.num_nodes(); ++n) nodes += g.node(n).op == op;
+    return nodes > original_nodes;
+  });
+}
+
 // `plan` trained for as many steps as `ref` gives the same losses and
 // persistent state, bit for bit.
 inline void expect_steps_bit_identical(const BudgetPlan& plan, const Feeds& feeds,
