@@ -9,11 +9,13 @@
 
 #include <cinttypes>
 #include <cmath>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
 
 #include "budget_check.h"
+#include "torch_compare.h"
 #include "torch_reference.h"
 
 namespace lms {
@@ -64,20 +66,13 @@ void check_against_torch(const AttentionCase& c) {
   if (absl::IsUnavailable(ref.status())) GTEST_SKIP() << ref.status().message();
   ASSERT_TRUE(ref.ok()) << ref.status();
 
-  auto device = make_cpu_device({.capacity_bytes = 64 * kMiB, .host_pool_bytes = kMiB});
-  ASSERT_TRUE(device.ok()) << device.status();
   // The node "y" has two outputs: y:0 the attention, y:1 the row log-sum-exp.
   const std::vector<std::string> fetches = {"y:0", "loss", "q/grad", "k/grad", "v/grad"};
-  auto session = Session::create(*train, **device, {.fetches = fetches});
-  ASSERT_TRUE(session.ok()) << session.status();
-  for (const char* p : {"q", "k", "v"}) {
-    ASSERT_TRUE((*session)->write(p, in.at(p).values).ok()) << p;
-  }
-  StepResult r;
-  ASSERT_TRUE((*session)->run({{"target", in.at("target").values}}, &r).ok());
+  const std::optional<StepResult> r = torch_ref::one_step(*train, in, fetches);
+  ASSERT_TRUE(r.has_value());
   for (const std::string& name : fetches) {
     const std::string ref_name = name == "y:0" ? "y" : name;
-    const double err = relative_l2(r.fetched.at(name), ref->at(ref_name).values);
+    const double err = relative_l2(r->fetched.at(name), ref->at(ref_name).values);
     std::printf("  %-7s relative L2 error %.3g\n", name.c_str(), err);
     EXPECT_LE(err, c.tolerance) << name;
   }

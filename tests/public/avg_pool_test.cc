@@ -8,9 +8,11 @@
 #include <gtest/gtest.h>
 
 #include <cinttypes>
+#include <optional>
 #include <random>
 
 #include "budget_check.h"
+#include "torch_compare.h"
 #include "torch_reference.h"
 #include "user_models.h"
 
@@ -72,19 +74,10 @@ void check_against_torch(const PoolCase& pc) {
   if (absl::IsUnavailable(ref.status())) GTEST_SKIP() << ref.status().message();
   ASSERT_TRUE(ref.ok()) << ref.status();
 
-  auto device = make_cpu_device({.capacity_bytes = 64 * kMiB, .host_pool_bytes = kMiB});
-  ASSERT_TRUE(device.ok()) << device.status();
   const std::vector<std::string> fetches = {"y", "loss", "x/grad"};
-  auto session = Session::create(*train, **device, {.fetches = fetches});
-  ASSERT_TRUE(session.ok()) << session.status();
-  ASSERT_TRUE((*session)->write("x", in.at("x").values).ok());
-  StepResult result;
-  ASSERT_TRUE((*session)->run({{"target", in.at("target").values}}, &result).ok());
-  for (const std::string& name : fetches) {
-    const double err = relative_l2(result.fetched.at(name), ref->at(name).values);
-    std::printf("  %-7s relative L2 error %.3g\n", name.c_str(), err);
-    EXPECT_LE(err, kTolerance) << name;
-  }
+  const std::optional<StepResult> result = torch_ref::one_step(*train, in, fetches);
+  ASSERT_TRUE(result.has_value());
+  torch_ref::expect_close_to_torch(*result, *ref, fetches, kTolerance);
 }
 
 TEST(AvgPool, MatchesPyTorch) {

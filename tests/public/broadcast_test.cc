@@ -8,9 +8,11 @@
 #include <gtest/gtest.h>
 
 #include <cinttypes>
+#include <optional>
 #include <random>
 
 #include "budget_check.h"
+#include "torch_compare.h"
 #include "torch_reference.h"
 
 namespace lms {
@@ -56,18 +58,12 @@ void check_against_torch(const BroadcastCase& c) {
   if (absl::IsUnavailable(ref.status())) GTEST_SKIP() << ref.status().message();
   ASSERT_TRUE(ref.ok()) << ref.status();
 
-  auto device = make_cpu_device({.capacity_bytes = 64 * kMiB, .host_pool_bytes = kMiB});
-  ASSERT_TRUE(device.ok()) << device.status();
   const std::vector<std::string> fetches = {"y", "loss", "a/grad", "b/grad"};
-  auto session = Session::create(*train, **device, {.fetches = fetches});
-  ASSERT_TRUE(session.ok()) << session.status();
-  ASSERT_TRUE((*session)->write("a", in.at("a").values).ok());
-  ASSERT_TRUE((*session)->write("b", in.at("b").values).ok());
-  StepResult r;
-  ASSERT_TRUE((*session)->run({{"target", in.at("target").values}}, &r).ok());
+  const std::optional<StepResult> r = torch_ref::one_step(*train, in, fetches);
+  ASSERT_TRUE(r.has_value());
   for (const std::string& name : fetches) {
-    ASSERT_EQ(r.fetched.at(name).size(), ref->at(name).values.size()) << name;
-    const double err = relative_l2(r.fetched.at(name), ref->at(name).values);
+    ASSERT_EQ(r->fetched.at(name).size(), ref->at(name).values.size()) << name;
+    const double err = relative_l2(r->fetched.at(name), ref->at(name).values);
     std::printf("  %-7s relative L2 error %.3g\n", name.c_str(), err);
     EXPECT_LE(err, kTolerance) << name;
   }

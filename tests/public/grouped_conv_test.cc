@@ -7,9 +7,11 @@
 #include <gtest/gtest.h>
 
 #include <cinttypes>
+#include <optional>
 #include <random>
 
 #include "budget_check.h"
+#include "torch_compare.h"
 #include "torch_reference.h"
 
 namespace lms {
@@ -68,24 +70,11 @@ void check_against_torch(const GroupCase& gc) {
   ASSERT_TRUE(ref.ok()) << ref.status();
   ASSERT_EQ(ref->at("y").shape, y_shape);
 
-  auto device = make_cpu_device({.capacity_bytes = 64 * kMiB, .host_pool_bytes = kMiB});
-  ASSERT_TRUE(device.ok()) << device.status();
   std::vector<std::string> fetches = {"y", "loss", "x/grad", "w/grad"};
   if (gc.bias) fetches.push_back("b/grad");
-  auto session = Session::create(*train, **device, {.fetches = fetches});
-  ASSERT_TRUE(session.ok()) << session.status();
-  for (const char* p : {"x", "w", "b"}) {
-    if (in.contains(p)) {
-      ASSERT_TRUE((*session)->write(p, in.at(p).values).ok()) << p;
-    }
-  }
-  StepResult r;
-  ASSERT_TRUE((*session)->run({{"target", in.at("target").values}}, &r).ok());
-  for (const std::string& name : fetches) {
-    const double err = relative_l2(r.fetched.at(name), ref->at(name).values);
-    std::printf("  %-7s relative L2 error %.3g\n", name.c_str(), err);
-    EXPECT_LE(err, kTolerance) << name;
-  }
+  const std::optional<StepResult> r = torch_ref::one_step(*train, in, fetches);
+  ASSERT_TRUE(r.has_value());
+  torch_ref::expect_close_to_torch(*r, *ref, fetches, kTolerance);
 }
 
 TEST(GroupedConv, MatchesPyTorch) {

@@ -7,9 +7,11 @@
 #include <gtest/gtest.h>
 
 #include <cinttypes>
+#include <optional>
 #include <random>
 
 #include "budget_check.h"
+#include "torch_compare.h"
 #include "torch_reference.h"
 
 namespace lms {
@@ -49,21 +51,12 @@ void check_against_torch(const ReshapeCase& rc) {
   ASSERT_TRUE(ref.ok()) << ref.status();
   EXPECT_EQ(ref->at("y").shape, y_shape);
 
-  auto device = make_cpu_device({.capacity_bytes = 64 * kMiB, .host_pool_bytes = kMiB});
-  ASSERT_TRUE(device.ok()) << device.status();
   const std::vector<std::string> fetches = {"y", "loss", "x/grad"};
-  auto session = Session::create(*train, **device, {.fetches = fetches});
-  ASSERT_TRUE(session.ok()) << session.status();
-  ASSERT_TRUE((*session)->write("x", in.at("x").values).ok());
-  StepResult r;
-  ASSERT_TRUE((*session)->run({{"target", in.at("target").values}}, &r).ok());
+  const std::optional<StepResult> r = torch_ref::one_step(*train, in, fetches);
+  ASSERT_TRUE(r.has_value());
   // A reshape keeps every byte of x.
-  EXPECT_EQ(r.fetched.at("y"), in.at("x").values);
-  for (const std::string& name : fetches) {
-    const double err = relative_l2(r.fetched.at(name), ref->at(name).values);
-    std::printf("  %-7s relative L2 error %.3g\n", name.c_str(), err);
-    EXPECT_LE(err, 1e-6) << name;
-  }
+  EXPECT_EQ(r->fetched.at("y"), in.at("x").values);
+  torch_ref::expect_close_to_torch(*r, *ref, fetches, 1e-6);
 }
 
 TEST(Reshape, MatchesPyTorch) {

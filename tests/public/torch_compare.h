@@ -30,6 +30,13 @@ struct StepSetup {
   Int64Feeds int64_feeds;  // int64 inputs (class labels, token ids)
 };
 
+// One step of `train` on a fresh 64 MiB emulated device: every tensor of
+// `in` that is a persistent tensor of the graph is written, every one that
+// is an input is fed, the rest (PyTorch's outputs) are ignored.
+inline std::optional<StepResult> one_step(const Graph& train, const TorchTensors& in,
+                                          const std::vector<std::string>& fetches,
+                                          const Int64Feeds& int64_feeds = {});
+
 // One step of `train` on a fresh 64 MiB emulated device as `setup` says.
 // Fails the calling test and returns nullopt on any error.
 inline std::optional<StepResult> one_step(const Graph& train, const TorchTensors& in,
@@ -58,6 +65,19 @@ inline std::optional<StepResult> one_step(const Graph& train, const TorchTensors
     return std::nullopt;
   }
   return r;
+}
+
+inline std::optional<StepResult> one_step(const Graph& train, const TorchTensors& in,
+                                          const std::vector<std::string>& fetches,
+                                          const Int64Feeds& int64_feeds) {
+  StepSetup setup{.fetches = fetches, .int64_feeds = int64_feeds};
+  for (const auto& [name, tensor] : in) {
+    const TensorId t = train.find_tensor(name);
+    if (t == kNoTensor) continue;
+    if (is_persistent(train.tensor(t).role)) setup.written.push_back(name);
+    if (train.tensor(t).role == TensorRole::kInput) setup.fed.push_back(name);
+  }
+  return one_step(train, in, setup);
 }
 
 // Each of `names` fetched in `r` within `tolerance` relative L2 error of
