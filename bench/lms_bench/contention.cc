@@ -112,7 +112,7 @@ absl::StatusOr<PlanFacts> measure_facts(const Graph& train, const ContentionOpti
   facts.config.cost_model = *facts.planning.roofline;
   facts.config.device_memory_limit = 0;  // the device capacity is the budget
   facts.planning.device_capacity_bytes = facts.budget_bytes;
-  facts.options = {.fetched = {train.tensor(train.loss()).name}};
+  facts.options = {.fetched = {loss}};
   return facts;
 }
 

@@ -37,7 +37,7 @@ PassPipeline lowering_pipeline(DeviceKind kind, const RewriteOptions& options) {
 
 absl::StatusOr<Lowering> lower_for(DeviceKind kind, Graph& graph, const RewriteOptions& options) {
   LMS_ASSIGN_OR_RETURN(PipelineResult r, lowering_pipeline(kind, options).run(graph));
-  Lowering low{.changed = r.changed, .node_map = std::move(r.node_map)};
+  Lowering low{.node_map = std::move(r.node_map)};
   std::vector<int> doing(graph.num_nodes(), 0);
   for (NodeId m : low.node_map) ++doing[m];
   for (NodeId id = 0; id < graph.num_nodes(); ++id) {

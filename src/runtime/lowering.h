@@ -18,7 +18,6 @@
 namespace lms {
 
 struct Lowering {
-  bool changed = false;
   std::vector<NodeId> node_map;    // by NodeId of the graph before
   std::vector<std::string> fused;  // nodes doing the work of several, in node order
 };
