@@ -15,11 +15,11 @@ lms_declare_layer(backend DEPS allocator profiler common PUBLIC_HEADERS device.h
 lms_declare_layer(backend/cpu DEPS backend)
 lms_declare_layer(backend/cuda DEPS backend)
 # swap replays placements on a BfcAllocator (the one sideways dependency).
-lms_declare_layer(swap DEPS graph allocator common PUBLIC_HEADERS config.h rewrite.h)
+lms_declare_layer(swap DEPS graph allocator common PUBLIC_HEADERS config.h plan.h)
 # The NCCL engine runs on the CUDA device's streams.
 lms_declare_layer(distributed DEPS backend backend/cuda common PUBLIC_HEADERS distributed.h)
 lms_declare_layer(runtime DEPS graph swap backend distributed allocator profiler common
-                  PUBLIC_HEADERS facts.h profile.h session.h)
+                  PUBLIC_HEADERS facts.h profile.h rewrite.h session.h)
 lms_declare_layer(io DEPS common PUBLIC_HEADERS io/)
 # The ONNX importer builds graphs through the public builders; it knows no
 # device, planner or session.

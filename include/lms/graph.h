@@ -85,12 +85,6 @@ struct Tensor {
   uint64_t bytes() const { return shape_bytes(shape, dtype); }
 };
 
-// The step layout lms::rewrite computed for a graph (an offset for every
-// buffer of the step; Note [Step layout]), kept with the graph so that
-// Session::create uses it instead of laying the step out again. Opaque
-// outside the library.
-struct PlannedLayout;
-
 // What lms::rewrite planned a graph for (lms/rewrite.h). Session::create
 // refuses a planned graph on a device, capacity, fetch set or kernel
 // workspaces other than these, because the plan's "fits" holds only for them.
@@ -106,10 +100,12 @@ struct PlanRecord {
   std::vector<std::string> fetched;       // tensors kept to the end of the step, sorted
   bool workspaces_known = false;
   std::vector<uint64_t> workspace_bytes;  // by NodeId of the planned graph
-  // The layout `fits` was decided on, for the graph as lms::rewrite left it
-  // (it records a fingerprint of that graph: a graph changed afterwards is
-  // laid out again by Session::create). Null: none kept.
-  std::shared_ptr<const PlannedLayout> layout;
+  // The bound of the placement search that found the layout `fits` was
+  // decided on (placed buffers; Note [Last-resort placement]).
+  // Session::create lays a planned graph out with this bound and the facts
+  // above, which gives that very layout; a StepPlan (lms/plan.h) carries
+  // the layout itself, so its session searches nothing.
+  int64_t placement_search_buffers = 0;
 };
 
 // Why a node exists. Passes and the planner tell generated nodes apart by

@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "lms/graph.h"
+#include "lms/plan.h"
 
 namespace lms {
 
@@ -136,6 +137,14 @@ class Session {
   // set or kernel workspaces (Graph::plan_record).
   static absl::StatusOr<std::unique_ptr<Session>> create(const Graph& graph, Device& device,
                                                          SessionOptions options = {});
+  // The same for a plan (lms::plan_step, lms/plan.h): the session shares the
+  // plan's graph (the StepPlan need not outlive it) and runs the step on the
+  // plan's own layout, with no layout search, when the plan was made with
+  // every kernel's workspace for this device and fetch set; otherwise it
+  // lays the step out itself, as for a graph. Errors: those above, the
+  // FailedPrecondition of a plan made for another device included.
+  static absl::StatusOr<std::unique_ptr<Session>> create(const StepPlan& plan, Device& device,
+                                                         SessionOptions options = {});
   ~Session();
 
   // Runs one step. InvalidArgument for a null `result`, a missing or
@@ -169,12 +178,12 @@ class Session {
   // Workspace bytes of each node's kernel (indexed by NodeId), for the planner.
   const std::vector<uint64_t>& workspace_bytes() const;
 
-  // True when create used the step layout lms::rewrite computed for this
-  // graph (PlanRecord::layout) as it is, with no layout search of its own:
-  // the graph is the one planned (its fingerprint), and the kernels'
-  // workspaces, the alignment, the fetch set and the budget are those
-  // planned for. False for a graph lms::rewrite did not plan, planned without
-  // the kernel workspaces, or changed since.
+  // True when create took the step layout of a StepPlan as it is, with no
+  // layout search of its own (the plan was made with the kernels'
+  // workspaces, the alignment, the fetch set and the budget of this
+  // session). False for a session of a graph: it lays the step out from the
+  // graph's plan record, which gives the planned layout for a graph
+  // lms::rewrite planned with every fact.
   bool reused_planned_layout() const;
 
  private:

@@ -33,6 +33,7 @@ from ._lms import (
     Session,
     Sgd,
     SoftDice,
+    StepPlan,
     StepResult,
     attach_loss,
     cpu_device,
@@ -42,6 +43,7 @@ from ._lms import (
     import_onnx,
     models,
     parse_bytes,
+    plan_step,
     rewrite,
     training_graph,
 )
@@ -61,6 +63,7 @@ __all__ = [
     "Session",
     "Sgd",
     "SoftDice",
+    "StepPlan",
     "StepResult",
     "attach_loss",
     "cpu_device",
@@ -70,6 +73,7 @@ __all__ = [
     "import_onnx",
     "models",
     "parse_bytes",
+    "plan_step",
     "rewrite",
     "training_graph",
 ]

@@ -157,6 +157,38 @@ a bad value and what is allowed.)")
       .def("decisions_text", &RewriteReport::decisions_text)
       .def("__repr__", &RewriteReport::summary);
 
+  py::class_<StepPlan>(m, "StepPlan",
+                       R"(A planned training step (lms.plan_step): the planned graph, its
+report and the static layout of its step, immutable. lms.Session(plan,
+device) runs it on that layout, with no layout search of its own.)")
+      .def_property_readonly(
+          "graph", [](const StepPlan& p) { return Graph(p.graph()); },
+          "A copy of the planned graph (with the plan's swap, recompute and fused nodes).")
+      .def_property_readonly(
+          "report", [](const StepPlan& p) { return p.report(); }, "The plan's RewriteReport.")
+      .def("__repr__", [](const StepPlan& p) { return p.report().summary(); });
+
+  m.def(
+      "plan_step",
+      [](const Graph& graph, const LmsConfig& config, const std::shared_ptr<Device>& device,
+         const std::vector<std::string>& fetched, bool fuse_conv_relu,
+         const std::optional<PlanningFacts>& facts) {
+        const RewriteOptions options{.fetched = fetched, .fuse_conv_relu = fuse_conv_relu};
+        py::gil_scoped_release release;
+        if (device) {
+          return value_or_raise(
+              plan_step(graph, config, *device, options, facts.value_or(PlanningFacts{})));
+        }
+        return value_or_raise(plan_step(graph, config, facts.value_or(PlanningFacts{}), options));
+      },
+      py::arg("graph"), py::arg("config"), py::arg("device") = nullptr,
+      py::arg("fetched") = std::vector<std::string>{}, py::arg("fuse_conv_relu") = true,
+      py::arg("facts") = std::nullopt,
+      R"(Plans `graph` as lms.rewrite does, leaving `graph` unchanged, and returns a
+StepPlan: the planned graph, its RewriteReport and the step's layout.
+lms.Session(plan, device) then runs the step on that very layout. Arguments
+and errors as lms.rewrite.)");
+
   m.def(
       "rewrite",
       [](Graph& graph, const LmsConfig& config, const std::shared_ptr<Device>& device,

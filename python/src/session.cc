@@ -65,7 +65,7 @@ py::array owning_array(std::vector<T>&& values, const Shape& shape) {
 // caller may rewrite or drop its own) and the device.
 struct PySession {
   std::shared_ptr<Device> device;
-  std::unique_ptr<Graph> graph;
+  std::shared_ptr<const Graph> graph;  // the session's own copy, or a StepPlan's
   std::unique_ptr<Session> session;
 
   const Tensor* tensor(const std::string& name) const {
@@ -208,7 +208,7 @@ The session keeps its own copy of the graph and holds the device.)")
              if (!device) throw py::value_error("Session: device is None");
              auto s = std::make_unique<PySession>();
              s->device = device;
-             s->graph = std::make_unique<Graph>(graph);
+             s->graph = std::make_shared<const Graph>(graph);
              py::gil_scoped_release release;
              s->session = value_or_raise(
                  Session::create(*s->graph, *device, {.fetches = std::move(fetches)}));
@@ -219,6 +219,21 @@ The session keeps its own copy of the graph and holds the device.)")
            "fetches: tensors returned by run() (default: the loss). MemoryError when the "
            "persistent tensors do not fit; RuntimeError (FAILED_PRECONDITION) when the graph "
            "was planned for another device.")
+      .def(py::init([](const StepPlan& plan, const std::shared_ptr<Device>& device,
+                       std::vector<std::string> fetches) {
+             if (!device) throw py::value_error("Session: device is None");
+             auto s = std::make_unique<PySession>();
+             s->device = device;
+             s->graph = plan.shared_graph();
+             py::gil_scoped_release release;
+             s->session =
+                 value_or_raise(Session::create(plan, *device, {.fetches = std::move(fetches)}));
+             return s;
+           }),
+           py::arg("plan"), py::arg("device"), py::arg("fetches") = std::vector<std::string>{},
+           "The same for a StepPlan (lms.plan_step): the step runs on the plan's own layout, "
+           "with no layout search (reused_planned_layout). RuntimeError (FAILED_PRECONDITION) "
+           "when the plan was made for another device or fetch set.")
       .def(
           "run",
           [](PySession& s, const py::dict& feeds) {

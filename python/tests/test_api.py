@@ -245,3 +245,33 @@ def test_facts_gathered_once_plan_as_the_rewrite_gathers_them(rng):
     with pytest.raises(RuntimeError, match="FAILED_PRECONDITION"):
         lms.gather_facts(train, config, device)
     del held
+
+
+def test_step_plan_runs_on_its_own_layout_and_leaves_the_graph(rng):
+    train, shape = small_vdsr()
+    device = lms.cpu_device(capacity="64MiB")
+    off = lms.LmsConfig(enabled=False)
+    none = lms.rewrite(train.copy(), off, device)
+    config = lms.LmsConfig(time_model="roofline")
+    config.set(device_memory_limit=(none.working_set_limit_bytes + none.peak_bytes_before) // 2)
+    before = train.copy()
+    plan = lms.plan_step(train, config, device)
+    assert train.num_nodes == before.num_nodes  # the user's graph is unchanged
+    assert plan.report.fits and (plan.report.swapped or plan.report.recomputed)
+    assert plan.graph.num_nodes > train.num_nodes  # the plan's swap / recompute nodes
+    session = lms.Session(plan, device)
+    assert session.reused_planned_layout
+    x = rng.random(shape, dtype=np.float32)
+    step = session.run({"lr": x, "hr": x})
+    assert step.peak_device_bytes == plan.report.peak_bytes_after
+    del session
+    # The same plan through lms.rewrite: a session of the graph lays the step
+    # out itself, at the same peak.
+    rewritten = train.copy()
+    lms.rewrite(rewritten, config, device)
+    session = lms.Session(rewritten, device)
+    assert not session.reused_planned_layout
+    assert session.run({"lr": x, "hr": x}).peak_device_bytes == plan.report.peak_bytes_after
+    del session
+    with pytest.raises(ValueError, match="no_such_tensor"):
+        lms.plan_step(train, lms.LmsConfig(policy="manual", tensors=["no_such_tensor"]), device)

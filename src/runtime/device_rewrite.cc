@@ -1,7 +1,10 @@
-// lms::rewrite with the runtime facts taken from a Device (lms/rewrite.h):
-// the device's lowering passes (Note [Device lowering]), lms::gather_facts
-// (lms/facts.h) and the pass, which itself (src/swap) knows no device.
+// lms::plan_step and lms::rewrite with the runtime facts taken from a
+// Device (lms/rewrite.h): the device's lowering passes (Note [Device
+// lowering]), lms::gather_facts (lms/facts.h) and the planner, which itself
+// (src/swap) knows no device; and the Device overload of lms::rewrite,
+// which keeps the plan's graph.
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -18,6 +21,7 @@
 #include "runtime/capacity.h"
 #include "runtime/gather.h"
 #include "runtime/lowering.h"
+#include "swap/search.h"
 
 namespace lms {
 
@@ -34,38 +38,18 @@ absl::StatusOr<std::vector<uint64_t>> least_kernel_workspace_bytes(const Graph& 
   return kernel_workspace_bytes(lean, device);
 }
 
-absl::Status use_least_workspace_kernels(Graph& graph, const std::vector<std::string>& nodes) {
-  std::vector<NodeId> convs;
-  for (const std::string& name : nodes) {
-    NodeId id = graph.find_node(name);
-    if (id != kNoNode && graph.node(id).op == OpKind::kRelu) {
-      const NodeId producer = graph.tensor(graph.node(id).inputs[0]).producer;
-      if (producer != kNoNode && graph.node(producer).op == OpKind::kConv) id = producer;
-    }
-    if (id == kNoNode || !is_conv_family(graph.node(id).op)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "use_least_workspace_kernels: '", name,
-          "' is neither a convolution node of the graph nor a relu reading a conv output"));
-    }
-    convs.push_back(id);
-  }
-  for (NodeId id : convs) {
-    graph.mutable_node(id).attrs[std::string(kWorkspaceAttr)] = std::string(kWorkspaceLeast);
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config, Device& device,
-                                      const RewriteOptions& options, const PlanningFacts& known) {
+absl::StatusOr<StepPlan> plan_step(const Graph& graph, const LmsConfig& config, Device& device,
+                                   const RewriteOptions& options, const PlanningFacts& known) {
   LMS_RETURN_IF_ERROR(check_device_empty(device, "lms rewrite"));
-  // Note [Capacity units].
+  // Per Note [Capacity units], a limit in whole allocator units of the device.
   if (absl::Status s = check_within_capacity("device_memory_limit", config.device_memory_limit,
                                              device.memory_stats(), device.name());
       !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("lms rewrite: ", s.message()));
   }
   LMS_RETURN_IF_ERROR(verify(graph));
-  // The graph changes only when the whole rewrite succeeds.
+  // Note [Device lowering]: the device's passes, then the facts of the
+  // lowered graph, then the planner.
   Graph lowered = graph;
   LMS_ASSIGN_OR_RETURN(Lowering low, lower_for(device.device_kind(), lowered, options));
   const GatherOptions gather{
@@ -76,14 +60,21 @@ absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config, Dev
   };
   LMS_ASSIGN_OR_RETURN(PlanningFacts facts,
                        gather_lowered_facts(lowered, config, device, nullptr, gather));
-  LMS_ASSIGN_OR_RETURN(RewriteReport report, rewrite(lowered, config, facts, options));
-  report.fused = std::move(low.fused);
-  graph = std::move(lowered);
+  LMS_ASSIGN_OR_RETURN(swap::PlannedStep step, swap::plan(lowered, config, facts, options));
+  step.rep.fused = std::move(low.fused);
   if (config.enabled && config.time_model == TimeModel::kMeasured && !facts.measured_on.empty()) {
-    report.time_model = absl::StrCat("measured on ", facts.measured_on, ": ", report.time_model,
-                                     " (calibrated on the device, for nodes without a time)");
+    step.rep.time_model = absl::StrCat("measured on ", facts.measured_on, ": ", step.rep.time_model,
+                                       " (calibrated on the device, for nodes without a time)");
   }
-  return report;
+  return StepPlan(std::make_shared<const Graph>(std::move(step.graph)), std::move(step.rep),
+                  std::move(step.layout));
+}
+
+absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config, Device& device,
+                                      const RewriteOptions& options, const PlanningFacts& known) {
+  LMS_ASSIGN_OR_RETURN(StepPlan plan, plan_step(graph, config, device, options, known));
+  graph = plan.graph();
+  return plan.report();
 }
 
 }  // namespace lms

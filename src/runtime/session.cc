@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <random>
 #include <tuple>
 #include <utility>
@@ -236,6 +237,11 @@ class Session::Impl {
       : device_(d), options_(std::move(o)), stall_counter_(options_.sink) {
     plan_.graph = &g;
   }
+  // A StepPlan's session shares its graph and takes its layout.
+  Impl(const StepPlan& step, Device& d, SessionOptions o) : Impl(step.graph(), d, std::move(o)) {
+    owned_graph_ = step.shared_graph();
+    planned_ = step.layout();
+  }
   ~Impl() {
     (void)device_.synchronize();
     // The device's memory counter in the trace is the session's view of its
@@ -344,22 +350,19 @@ class Session::Impl {
     return absl::OkStatus();
   }
 
-  // Per Note [Step layout], the same layout lms::rewrite computed for
+  // Per Note [Step layout], the same layout the planner computed for
   // `fits`, from the same facts (check_plan_record), the plan's budget
-  // included (Note [Random tie orders]).
-  // The layout is lms::rewrite's own where it was computed from every fact
-  // this session has (check_plan_record compared them) for this very graph;
-  // otherwise it is computed here, the same way.
-  // lms::rewrite's result (PlanRecord::layout) where it was computed from
-  // every fact this session has (check_plan_record compared them) for this
-  // very graph; null otherwise.
+  // (Note [Random tie orders]) and placement search bound included.
+  // The layout is the StepPlan's own where it was computed from every fact
+  // this session has (check_plan_record compared them); otherwise it is
+  // computed here, the same way, from the graph's plan record.
+  // The StepPlan's layout where it was computed from every fact this
+  // session has; null otherwise.
   const PlannedLayout* planned_layout() const {
-    const Graph& g = *plan_.graph;
-    const PlanRecord& r = g.plan_record();
-    if (r.planned && r.workspaces_known && r.layout != nullptr &&
-        r.alignment_bytes == device_.memory_stats().alignment_bytes &&
-        r.layout->graph_fingerprint == swap::layout_fingerprint(g)) {
-      return r.layout.get();
+    const PlanRecord& r = plan_.graph->plan_record();
+    if (planned_ != nullptr && r.planned && r.workspaces_known &&
+        r.alignment_bytes == device_.memory_stats().alignment_bytes) {
+      return planned_.get();
     }
     return nullptr;
   }
@@ -374,10 +377,12 @@ class Session::Impl {
       planned = &result->layout;
       reused_planned_layout_ = true;
     } else {
+      const int64_t search_bound =
+          r.planned ? r.placement_search_buffers : swap::PlacementOptions{}.search_placed_buffers;
       LMS_ASSIGN_OR_RETURN(computed, swap::layout_step(g,
                                                        {std::max<uint64_t>(mem.alignment_bytes, 1),
                                                         plan_.fetch_names, plan_.workspace_bytes},
-                                                       r.budget_bytes));
+                                                       r.budget_bytes, search_bound));
     }
     const swap::StepLayout& layout = planned != nullptr ? *planned : computed;
     plan_.tensor_offset = layout.tensor_offset;
@@ -507,8 +512,12 @@ class Session::Impl {
   StallCounter stall_counter_;
   ExecutablePlan plan_;
   uint64_t arena_bytes_ = 0;
-  bool reused_planned_layout_ = false;  // lay_out() took lms::rewrite's layout
-  std::string initial_digest_source_;   // Note [Rank agreement]
+  bool reused_planned_layout_ = false;  // lay_out() took the StepPlan's layout
+  // A StepPlan's graph (plan_.graph points into it) and layout; null for a
+  // session of a graph the caller owns.
+  std::shared_ptr<const Graph> owned_graph_;
+  std::shared_ptr<const PlannedLayout> planned_;
+  std::string initial_digest_source_;  // Note [Rank agreement]
   // Planned device bytes while a node runs (by node name) and while a
   // swap-in's copy runs (by its output's name): the memory counter over
   // device time (StallCounter).
@@ -525,6 +534,13 @@ Session::~Session() = default;
 absl::StatusOr<std::unique_ptr<Session>> Session::create(const Graph& graph, Device& device,
                                                          SessionOptions options) {
   auto impl = std::make_unique<Impl>(graph, device, std::move(options));
+  LMS_RETURN_IF_ERROR(impl->init());
+  return std::unique_ptr<Session>(new Session(std::move(impl)));
+}
+
+absl::StatusOr<std::unique_ptr<Session>> Session::create(const StepPlan& plan, Device& device,
+                                                         SessionOptions options) {
+  auto impl = std::make_unique<Impl>(plan, device, std::move(options));
   LMS_RETURN_IF_ERROR(impl->init());
   return std::unique_ptr<Session>(new Session(std::move(impl)));
 }

@@ -106,7 +106,8 @@ std::string missing_fact(const RewriteReport& rep, const PlanningFacts& facts) {
 
 // What the graph was planned for (Graph::plan_record), checked by
 // Session::create.
-PlanRecord plan_record(const Graph& g, const PassInputs& in, const RewriteReport& rep) {
+PlanRecord plan_record(const Graph& g, const PassInputs& in, const RewriteReport& rep,
+                       const PlannedLayout& layout) {
   const LmsConfig& c = in.config;
   PlanRecord r;
   r.planned = true;
@@ -124,7 +125,7 @@ PlanRecord plan_record(const Graph& g, const PassInputs& in, const RewriteReport
   r.fetched.erase(std::unique(r.fetched.begin(), r.fetched.end()), r.fetched.end());
   r.workspaces_known = in.facts.workspace_bytes.has_value();
   r.workspace_bytes = workspaces(in.facts);
-  r.layout = g.plan_record().layout;  // take_layout's, for `g` as it is now
+  r.placement_search_buffers = layout.search_placed_buffers;
   return r;
 }
 
@@ -265,13 +266,13 @@ absl::StatusOr<std::shared_ptr<const PlannedLayout>> lay_out(const Graph& graph,
       planned->layout,
       layout_step(graph, {in.config.alignment_bytes, in.options.fetched, workspaces(in.facts)},
                   budget_bytes, search_placed_buffers));
+  planned->search_placed_buffers = search_placed_buffers;
   planned->graph_fingerprint = layout_fingerprint(graph);
   return planned;
 }
 
-void take_layout(Graph& graph, std::shared_ptr<const PlannedLayout> planned, const PassInputs& in,
-                 RewriteReport& rep) {
-  const StepLayout& layout = planned->layout;
+void fill_layout_figures(const PlannedLayout& planned, const PassInputs& in, RewriteReport& rep) {
+  const StepLayout& layout = planned.layout;
   rep.arena_bytes = layout.placement.arena_bytes;
   rep.arena_lower_bound_bytes = layout.placement.lower_bound_bytes;
   rep.arena_persistent_bytes = layout.step.persistent_bytes;
@@ -282,9 +283,11 @@ void take_layout(Graph& graph, std::shared_ptr<const PlannedLayout> planned, con
   }
   rep.fit_unknown_reason = missing_fact(rep, in.facts);
   rep.fits = rep.fit_unknown_reason.empty() && rep.peak_bytes_after <= rep.budget_bytes;
-  PlanRecord record = graph.plan_record();
-  record.layout = std::move(planned);
-  graph.set_plan_record(std::move(record));
+}
+
+void take_layout(Candidate& candidate, std::shared_ptr<const PlannedLayout> planned) {
+  fill_layout_figures(*planned, candidate.inputs, candidate.rep);
+  candidate.layout = std::move(planned);
 }
 
 void fill_working_set(const Graph& graph, const Analysis& analysis, RewriteReport& rep) {
@@ -341,27 +344,26 @@ absl::Status complete(const Graph& source, Candidate& candidate) {
                                   input_upload_s(candidate.graph, after.live, candidate.inputs)});
   rep.step_time_after_s = sim.step_time_s;
   rep.stall_s = sim.stall_s;
-  candidate.graph.set_plan_record(plan_record(candidate.graph, candidate.inputs, rep));
+  candidate.graph.set_plan_record(
+      plan_record(candidate.graph, candidate.inputs, rep, *candidate.layout));
   return absl::OkStatus();
 }
 
-absl::Status keep_result(Graph& graph) {
-  PlanRecord record = graph.plan_record();
-  if (record.layout == nullptr) return absl::OkStatus();
-  auto result = std::make_shared<PlannedLayout>(*record.layout);
-  LMS_ASSIGN_OR_RETURN(result->release, release_plan(graph, record.fetched));
-  record.layout = std::move(result);
-  graph.set_plan_record(std::move(record));
+absl::Status keep_result(PlannedStep& step) {
+  if (step.layout == nullptr) return absl::OkStatus();
+  auto result = std::make_shared<PlannedLayout>(*step.layout);
+  LMS_ASSIGN_OR_RETURN(result->release, release_plan(step.graph, step.graph.plan_record().fetched));
+  step.layout = std::move(result);
   return absl::OkStatus();
 }
 
-absl::StatusOr<RewriteReport> complete_unchanged(Graph& graph, const PassInputs& in,
-                                                 RewriteReport rep) {
-  LMS_ASSIGN_OR_RETURN(std::shared_ptr<const PlannedLayout> planned,
-                       lay_out(graph, in, rep.budget_bytes));
-  take_layout(graph, std::move(planned), in, rep);
-  graph.set_plan_record(plan_record(graph, in, rep));
-  return rep;
+absl::StatusOr<PlannedStep> complete_unchanged(const Graph& graph, const PassInputs& in,
+                                               RewriteReport rep) {
+  PlannedStep step{graph, std::move(rep), nullptr};
+  LMS_ASSIGN_OR_RETURN(step.layout, lay_out(graph, in, step.rep.budget_bytes));
+  fill_layout_figures(*step.layout, in, step.rep);
+  step.graph.set_plan_record(plan_record(graph, in, step.rep, *step.layout));
+  return step;
 }
 
 }  // namespace lms::swap

@@ -14,7 +14,7 @@
 #include "absl/status/statusor.h"
 #include "lms/config.h"
 #include "lms/graph.h"
-#include "lms/rewrite.h"
+#include "lms/plan.h"
 #include "swap/insert.h"
 #include "swap/liveness.h"
 #include "swap/placement.h"
@@ -75,6 +75,16 @@ struct Candidate {
   PassInputs inputs;
   std::vector<CloneOrigin> origins;
   RewriteReport rep;
+  std::shared_ptr<const PlannedLayout> layout;  // take_layout's; null before
+};
+
+// A plan ready to run (Note [Rewrite in four parts]): the planned graph
+// (with its plan record), its report and its step layout with the release
+// plan (keep_result). The layout is null only where none was made.
+struct PlannedStep {
+  Graph graph;
+  RewriteReport rep;
+  std::shared_ptr<const PlannedLayout> layout;
 };
 
 // Inserts `plan` into a copy of `source` (analysed as `analysis`).
@@ -92,11 +102,12 @@ absl::StatusOr<std::shared_ptr<const PlannedLayout>> lay_out(
     int64_t search_placed_buffers = PlacementOptions{}.search_placed_buffers);
 
 // Fills the arena figures, peak_bytes_after (the device bytes the session
-// will hold), fits and fit_unknown_reason from `planned`, the layout of
-// `graph`'s step, and keeps it in the graph's plan record
-// (PlanRecord::layout), so the session uses this very layout.
-void take_layout(Graph& graph, std::shared_ptr<const PlannedLayout> planned, const PassInputs& in,
-                 RewriteReport& rep);
+// will hold), fits and fit_unknown_reason of `rep` from `planned`.
+void fill_layout_figures(const PlannedLayout& planned, const PassInputs& in, RewriteReport& rep);
+
+// fill_layout_figures for the candidate's report from `planned`, the layout
+// of its graph's step, which the candidate keeps (Candidate::layout).
+void take_layout(Candidate& candidate, std::shared_ptr<const PlannedLayout> planned);
 
 // The report before any plan: budget, working-set limit, the unchanged
 // graph's peak and simulated step, and the time model text.
@@ -111,14 +122,13 @@ void fill_working_set(const Graph& graph, const Analysis& analysis, RewriteRepor
 // (Graph::plan_record, checked by Session::create).
 absl::Status complete(const Graph& source, Candidate& candidate);
 
-// The result (Note [Rewrite in four parts]): adds to the layout
-// kept with `graph` (PlanRecord::layout) the release plan of the fetch set
-// it was planned for, so that Session::create takes both as they are.
-// InvalidArgument as release_plan.
-absl::Status keep_result(Graph& graph);
+// The result (Note [Rewrite in four parts]): adds to the step's layout the
+// release plan of the fetch set it was planned for, so that Session::create
+// takes both as they are. InvalidArgument as release_plan.
+absl::Status keep_result(PlannedStep& step);
 
 // The graph unchanged (LMS disabled): laid out, recorded, reported.
-absl::StatusOr<RewriteReport> complete_unchanged(Graph& graph, const PassInputs& in,
-                                                 RewriteReport rep);
+absl::StatusOr<PlannedStep> complete_unchanged(const Graph& graph, const PassInputs& in,
+                                               RewriteReport rep);
 
 }  // namespace lms::swap

@@ -273,14 +273,16 @@ uint64_t layout_fingerprint(const Graph& graph);
 
 namespace lms {
 
-// PlanRecord::layout (lms/graph.h): the result of lms::rewrite
-// (Note [Rewrite in four parts]) that Session::create takes as it is: the
-// layout, the release plan of the fetch set planned for
-// (PlanRecord::fetched; set for the graph the rewrite returns, not for the
-// candidates of its search) and the fingerprint of the graph both were
-// computed for.
+// The step layout of a plan (Note [Rewrite in four parts]) that
+// Session::create takes as it is from a StepPlan (lms/plan.h): the layout,
+// the placement search bound it was found with
+// (PlanRecord::placement_search_buffers), the release plan of the fetch set
+// planned for (PlanRecord::fetched; set for the plan the search keeps, not
+// for its candidates) and the fingerprint of the graph it was computed for
+// (the search's memo compares it).
 struct PlannedLayout {
   swap::StepLayout layout;
+  int64_t search_placed_buffers = 0;
   std::optional<swap::ReleasePlan> release;
   uint64_t graph_fingerprint = 0;
 };

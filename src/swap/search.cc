@@ -145,7 +145,7 @@ absl::StatusOr<Candidate> fit(const Source& s, const PlanVariant& variant, doubl
       LMS_ASSIGN_OR_RETURN(
           kept, lay_out(current->graph, current->inputs, rep.budget_bytes, placed_buffers));
     }
-    take_layout(current->graph, kept, current->inputs, current->rep);
+    take_layout(*current, kept);
     return current->rep.fits;
   };
   auto attempt = [&](uint64_t usable, bool prune) {
@@ -187,7 +187,7 @@ absl::StatusOr<Candidate> fit(const Source& s, const PlanVariant& variant, doubl
     LMS_ASSIGN_OR_RETURN(std::shared_ptr<const PlannedLayout> longer,
                          lay_out(current->graph, current->inputs, current->rep.budget_bytes,
                                  s.options.last_resort_placed_buffers));
-    take_layout(current->graph, longer, current->inputs, current->rep);
+    take_layout(*current, std::move(longer));
     fitted = current->rep.fits;
   }
   // Per Note [Last-resort plan], then the floor's plan that swaps every tensor
@@ -369,8 +369,8 @@ bool holds_lms_nodes(const Graph& graph) {
 // One planning of `graph` with the kernels its inputs describe: the
 // weights-first order, then the plan of the policy, or for auto with joint
 // actions the best of the joint comparison, jitter and refinement.
-absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const PassInputs& in,
-                                           const SearchOptions& options) {
+absl::StatusOr<PlannedStep> rewrite_once(const Graph& graph, const PassInputs& in,
+                                         const SearchOptions& options) {
   const LmsConfig& config = in.config;
   LMS_RETURN_IF_ERROR(verify(graph));
   LMS_ASSIGN_OR_RETURN(Analysis before, analyse(graph, in));
@@ -392,8 +392,7 @@ absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const PassInputs& in,
     const AutoActions actions =
         config.policy == SwapPolicy::kAuto ? config.auto_actions : AutoActions::kSwap;
     LMS_ASSIGN_OR_RETURN(Candidate c, plan_with(s, PlanVariant{actions}));
-    graph = std::move(c.graph);
-    return std::move(c.rep);
+    return PlannedStep{std::move(c.graph), std::move(c.rep), std::move(c.layout)};
   }
   // Per Note [Joint planner], the joint greedy plan with several link shares,
   // with and without deferred releases, and the swap-only and
@@ -443,8 +442,7 @@ absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const PassInputs& in,
   }
   if (!best.ok()) return best.status();
   if (!nothing_to_do && nodes <= options.jitter_nodes) refine(s, best_variant, *best);
-  graph = std::move(best->graph);
-  return std::move(best->rep);
+  return PlannedStep{std::move(best->graph), std::move(best->rep), std::move(best->layout)};
 }
 
 // Note [Least workspace fallback]: only with LmsConfig::kernel_choice other
@@ -467,9 +465,9 @@ absl::StatusOr<RewriteReport> rewrite_once(Graph& graph, const PassInputs& in,
 // never slower than a recompute-only or swap-only rewrite that had to fall
 // back. Without those times (the roofline knows no kernel choice) the
 // lean kernels are used only to fit.
-bool tight(const absl::StatusOr<RewriteReport>& r) {
+bool tight(const absl::StatusOr<PlannedStep>& r) {
   if (!r.ok()) return absl::IsResourceExhausted(r.status());
-  return r->enabled && !r->fits && r->fit_unknown_reason.empty();
+  return r->rep.enabled && !r->rep.fits && r->rep.fit_unknown_reason.empty();
 }
 
 bool joint(const LmsConfig& config) {
@@ -536,24 +534,21 @@ std::vector<NodeId> least_workspace_needed(const Graph& planned, const RewriteRe
   return needed;
 }
 
-}  // namespace
-
-absl::StatusOr<RewriteReport> search(Graph& graph, const LmsConfig& config,
-                                     const PlanningFacts& facts, const RewriteOptions& options,
-                                     const SearchOptions& search_options) {
+// The search of Note [Rewrite in four parts], before keep_result.
+absl::StatusOr<PlannedStep> search(const Graph& graph, const LmsConfig& config,
+                                   const PlanningFacts& facts, const RewriteOptions& options,
+                                   const SearchOptions& search_options) {
   const PassInputs in{effective_config(config, facts), facts, options};
-  Graph fast = graph;
-  absl::StatusOr<RewriteReport> first = rewrite_once(fast, in, search_options);
+  absl::StatusOr<PlannedStep> first = rewrite_once(graph, in, search_options);
   // Whether to plan with the least-workspace kernels too, and keep the
   // faster of the two plans (joint) or the one that fits (otherwise).
   const bool compare = joint(config) && config.kernel_choice == KernelChoice::kLeastWhenFaster &&
-                       !facts.least_node_time_s.empty() && first.ok() && first->fits &&
-                       !first->decisions.empty() &&
+                       !facts.least_node_time_s.empty() && first.ok() && first->rep.fits &&
+                       !first->rep.decisions.empty() &&
                        graph.num_nodes() <= search_options.joint_compare_nodes;
   if (!config.enabled || config.kernel_choice == KernelChoice::kDefault ||
       !(tight(first) || compare) || !facts.least_workspace_bytes.has_value() ||
       !facts.workspace_bytes.has_value()) {
-    if (first.ok()) graph = std::move(fast);
     return first;
   }
   const std::vector<uint64_t>& ws = *facts.workspace_bytes;
@@ -564,12 +559,9 @@ absl::StatusOr<RewriteReport> search(Graph& graph, const LmsConfig& config,
     const uint64_t current = id < static_cast<NodeId>(ws.size()) ? ws[id] : 0;
     if (least[id] < current) candidates.push_back(id);
   }
-  if (candidates.empty()) {
-    if (first.ok()) graph = std::move(fast);
-    return first;
-  }
+  if (candidates.empty()) return first;
   LeanGraph lean = with_least_workspace(graph, in, candidates);
-  absl::StatusOr<RewriteReport> second = rewrite_once(lean.graph, lean.in, search_options);
+  absl::StatusOr<PlannedStep> second = rewrite_once(lean.graph, lean.in, search_options);
   if (!first.ok() && !second.ok()) {
     // Neither plans: the second attempt came closer (smaller working sets),
     // so its reason is the one to act on.
@@ -579,29 +571,34 @@ absl::StatusOr<RewriteReport> search(Graph& graph, const LmsConfig& config,
                      candidates.size(), " nodes; with the fast kernels: ", first.status().message(),
                      ")"));
   }
-  const bool lean_wins =
-      second.ok() && !tight(second) &&
-      (!compare || (second->fits && second->step_time_after_s < first->step_time_after_s));
-  if (!lean_wins) {
-    if (first.ok()) graph = std::move(fast);
-    return first;
-  }
-  second->least_workspace_nodes = lean.names;
+  const bool lean_wins = second.ok() && !tight(second) &&
+                         (!compare || (second->rep.fits && second->rep.step_time_after_s <
+                                                               first->rep.step_time_after_s));
+  if (!lean_wins) return first;
+  second->rep.least_workspace_nodes = lean.names;
   // Note [Selective least workspace].
-  const std::vector<NodeId> needed = least_workspace_needed(lean.graph, *second, facts, candidates);
+  const std::vector<NodeId> needed =
+      least_workspace_needed(second->graph, second->rep, facts, candidates);
   if (!needed.empty() && needed.size() < candidates.size()) {
     LeanGraph selective = with_least_workspace(graph, in, needed);
-    absl::StatusOr<RewriteReport> third =
-        rewrite_once(selective.graph, selective.in, search_options);
-    if (third.ok() && !tight(third) && third->fits &&
-        third->step_time_after_s <= second->step_time_after_s) {
-      third->least_workspace_nodes = std::move(selective.names);
-      graph = std::move(selective.graph);
+    absl::StatusOr<PlannedStep> third = rewrite_once(selective.graph, selective.in, search_options);
+    if (third.ok() && !tight(third) && third->rep.fits &&
+        third->rep.step_time_after_s <= second->rep.step_time_after_s) {
+      third->rep.least_workspace_nodes = std::move(selective.names);
       return third;
     }
   }
-  graph = std::move(lean.graph);
   return second;
+}
+
+}  // namespace
+
+absl::StatusOr<PlannedStep> plan(const Graph& graph, const LmsConfig& config,
+                                 const PlanningFacts& facts, const RewriteOptions& options,
+                                 const SearchOptions& search_options) {
+  LMS_ASSIGN_OR_RETURN(PlannedStep step, search(graph, config, facts, options, search_options));
+  LMS_RETURN_IF_ERROR(keep_result(step));
+  return step;
 }
 
 }  // namespace lms::swap

@@ -13,10 +13,14 @@
 //   bisection of the usable budget until the layout fits, and the
 //   least-workspace fallback. It works on Candidate values (pass.h); its
 //   limits are the named options of SearchOptions.
-// - Result: the candidate kept. Its graph carries the plan record with the
-//   step layout (Graph::plan_record, PlannedLayout), which Session::create
-//   uses instead of laying the step out again, after checking the graph is
-//   the one laid out (its fingerprint).
+// - Result: the candidate kept, as a PlannedStep: the graph with its plan
+//   record (Graph::plan_record: what it was planned for), the report, and
+//   the step layout with the release plan (PlannedLayout). The public
+//   lms::StepPlan (lms/plan.h) holds these three, immutable, and
+//   Session::create runs it on that layout with no search of its own. A
+//   graph alone keeps no layout: Session::create lays it out again from its
+//   plan record, with the same facts and placement search bound, which gives
+//   the same layout.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +28,8 @@
 #include "absl/status/statusor.h"
 #include "lms/config.h"
 #include "lms/graph.h"
-#include "lms/rewrite.h"
+#include "lms/plan.h"
+#include "swap/pass.h"
 #include "swap/placement.h"
 
 namespace lms::swap {
@@ -76,8 +81,11 @@ struct SearchOptions {
 // lms/rewrite.h) and replaces it by the graph of the candidate kept.
 // `config` is the user's; the facts override parts of it (effective_config
 // in pass.h).
-absl::StatusOr<RewriteReport> search(Graph& graph, const LmsConfig& config,
-                                     const PlanningFacts& facts, const RewriteOptions& options,
-                                     const SearchOptions& search_options = {});
+// The planned step of `graph` (Note [Rewrite in four parts]): the search's
+// best candidate, its layout with the release plan of the fetch set.
+// Errors: those of lms::rewrite (lms/rewrite.h).
+absl::StatusOr<PlannedStep> plan(const Graph& graph, const LmsConfig& config,
+                                 const PlanningFacts& facts, const RewriteOptions& options,
+                                 const SearchOptions& search_options = {});
 
 }  // namespace lms::swap

@@ -82,9 +82,8 @@ void run_and_compare(Setup& s, const user::NamedModel& model, const std::vector<
   ASSERT_TRUE(cand.ok()) << cand.status();
   auto layout = swap::lay_out(cand->graph, cand->inputs, cand->rep.budget_bytes);
   ASSERT_TRUE(layout.ok()) << layout.status();
-  swap::take_layout(cand->graph, *layout, cand->inputs, cand->rep);
+  swap::take_layout(*cand, *layout);
   ASSERT_TRUE(swap::complete(s.plain, *cand).ok());
-  ASSERT_TRUE(swap::keep_result(cand->graph).ok());
   ASSERT_TRUE(cand->rep.fits) << cand->rep.fit_unknown_reason;
   std::printf("  plan:\n%s", cand->rep.plan_text.c_str());
   const user::StepsRun lms = user::run_steps(cand->graph, *s.device, model.feeds, s.names, kSteps);

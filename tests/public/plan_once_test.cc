@@ -1,18 +1,22 @@
-// The plan is computed once: Session::create runs a graph lms::rewrite
-// planned on the step layout the rewrite decided `fits` on
-// (PlanRecord::layout), with no layout search of its own, and lays out
-// itself only a graph the rewrite did not plan with every fact, or one
-// changed since. Used as a user would (include/lms and the example models),
-// on VDSR and the 2-D U-Net with concat skips.
+// The plan is computed once: lms::plan_step returns a StepPlan (graph,
+// report, step layout), and Session::create(plan, device) runs it on the
+// layout the planner decided `fits` on, with no layout search of its own.
+// A graph lms::rewrite planned keeps no layout: its session lays the step
+// out again from the graph's plan record and gets the same peak. Used as a
+// user would (include/lms and the example models), on VDSR and the 2-D
+// U-Net with concat skips.
 #include <gtest/gtest.h>
 
 #include <cinttypes>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "lms/config.h"
+#include "lms/plan.h"
 #include "lms/rewrite.h"
+#include "lms/session.h"
 #include "user_models.h"
 
 namespace lms::user {
@@ -37,7 +41,7 @@ std::vector<Model> models() {
   return out;
 }
 
-TEST(PlanOnce, SessionUsesTheRewritesLayoutAndLaysOutOnlyWhatItDidNotPlan) {
+TEST(PlanOnce, SessionRunsTheStepPlansLayoutAndLaysOutAGraphAlike) {
   std::printf("seed %" PRIu64 "\n", kSeed);
   for (Model& m : models()) {
     SCOPED_TRACE(m.name);
@@ -45,9 +49,8 @@ TEST(PlanOnce, SessionUsesTheRewritesLayoutAndLaysOutOnlyWhatItDidNotPlan) {
     ASSERT_TRUE(big.ok()) << big.status();
     LmsConfig off;
     off.enabled = false;
-    Graph plain = m.graph;
-    auto none = rewrite(plain, off, **big);
-    ASSERT_TRUE(none.ok()) << none.status();
+    auto plain = plan_step(m.graph, off, **big);
+    ASSERT_TRUE(plain.ok()) << plain.status();
 
     // Not planned: the session lays the step out itself.
     {
@@ -55,38 +58,64 @@ TEST(PlanOnce, SessionUsesTheRewritesLayoutAndLaysOutOnlyWhatItDidNotPlan) {
       ASSERT_TRUE(s.ok()) << s.status();
       EXPECT_FALSE((*s)->reused_planned_layout());
     }
-    // Planned without LMS through the Device overload: the rewrite's layout.
+    // Planned without LMS through the Device overload: the plan's layout.
     {
-      auto s = Session::create(plain, **big);
+      auto s = Session::create(*plain, **big);
       ASSERT_TRUE(s.ok()) << s.status();
       EXPECT_TRUE((*s)->reused_planned_layout());
     }
-    // Planned with LMS at 70% of the peak: the rewrite's layout, and the
-    // step runs at the planned peak.
-    const uint64_t budget =
-        std::max(none->working_set_limit_bytes, none->peak_bytes_after * 7 / 10);
+    // Planned with LMS at 70% of the peak: the plan's layout, and the step
+    // runs at the planned peak, also after the StepPlan itself is gone (the
+    // session shares its graph).
+    const uint64_t budget = std::max(plain->report().working_set_limit_bytes,
+                                     plain->report().peak_bytes_after * 7 / 10);
     auto device = make_cpu_device({.capacity_bytes = budget, .host_pool_bytes = 256 * kMiB});
     ASSERT_TRUE(device.ok()) << device.status();
     LmsConfig cfg;
     cfg.time_model = TimeModel::kRoofline;
-    Graph planned = m.graph;
-    auto rep = rewrite(planned, cfg, **device);
-    ASSERT_TRUE(rep.ok()) << rep.status();
-    ASSERT_TRUE(rep->fits) << rep->summary();
-    std::printf("%s at %" PRIu64 " bytes: %zu swapped, %zu recomputed\n", m.name.c_str(), budget,
-                rep->swapped.size(), rep->recomputed.size());
+    RewriteReport planned_report;
+    Graph planned_graph;
     {
-      auto s = Session::create(planned, **device);
+      std::unique_ptr<Session> s;
+      {
+        auto plan = plan_step(m.graph, cfg, **device);
+        ASSERT_TRUE(plan.ok()) << plan.status();
+        ASSERT_TRUE(plan->report().fits) << plan->report().summary();
+        EXPECT_TRUE(plan->record().planned);
+        EXPECT_EQ(plan->record().budget_bytes, plan->report().budget_bytes);
+        std::printf("%s at %" PRIu64 " bytes: %zu swapped, %zu recomputed\n", m.name.c_str(),
+                    budget, plan->report().swapped.size(), plan->report().recomputed.size());
+        planned_report = plan->report();
+        planned_graph = plan->graph();
+        auto created = Session::create(*plan, **device);
+        ASSERT_TRUE(created.ok()) << created.status();
+        s = *std::move(created);
+      }
+      EXPECT_TRUE(s->reused_planned_layout());
+      StepResult r;
+      ASSERT_TRUE(s->run(m.feeds, &r).ok());
+      EXPECT_EQ(r.peak_device_bytes, planned_report.peak_bytes_after);
+    }
+    // lms::rewrite gives the same graph and report; a session of that graph
+    // lays the step out from its plan record and peaks where the plan said.
+    {
+      Graph rewritten = m.graph;
+      auto rep = rewrite(rewritten, cfg, **device);
+      ASSERT_TRUE(rep.ok()) << rep.status();
+      EXPECT_EQ(to_text(rewritten), to_text(planned_graph));
+      EXPECT_EQ(rep->peak_bytes_after, planned_report.peak_bytes_after);
+      EXPECT_EQ(rep->arena_bytes, planned_report.arena_bytes);
+      auto s = Session::create(rewritten, **device);
       ASSERT_TRUE(s.ok()) << s.status();
-      EXPECT_TRUE((*s)->reused_planned_layout());
+      EXPECT_FALSE((*s)->reused_planned_layout());
       StepResult r;
       ASSERT_TRUE((*s)->run(m.feeds, &r).ok());
-      EXPECT_EQ(r.peak_device_bytes, rep->peak_bytes_after);
+      EXPECT_EQ(r.peak_device_bytes, planned_report.peak_bytes_after);
     }
-    // Changed after planning (a node renamed): no longer the graph planned,
-    // so the session lays it out again, and the step still runs.
+    // Changed after planning (a node renamed): the session lays it out from
+    // the plan record, and the step still runs at the planned peak.
     {
-      Graph renamed = planned;
+      Graph renamed = planned_graph;
       NodeId id = 0;
       while (id < renamed.num_nodes() && renamed.node(id).outputs.empty()) ++id;
       ASSERT_LT(id, renamed.num_nodes());
@@ -96,17 +125,27 @@ TEST(PlanOnce, SessionUsesTheRewritesLayoutAndLaysOutOnlyWhatItDidNotPlan) {
       EXPECT_FALSE((*s)->reused_planned_layout());
       StepResult r;
       ASSERT_TRUE((*s)->run(m.feeds, &r).ok());
-      EXPECT_EQ(r.peak_device_bytes, rep->peak_bytes_after);
+      EXPECT_EQ(r.peak_device_bytes, planned_report.peak_bytes_after);
     }
-    // Planned without the kernel workspaces: its layout cannot be the
-    // session's, so the session lays out.
+    // Planned without the kernel workspaces: no layout was decided, so the
+    // session lays out.
     {
-      Graph g = m.graph;
-      auto r = rewrite(g, off, PlanningFacts{.device_capacity_bytes = 256 * kMiB});
-      ASSERT_TRUE(r.ok()) << r.status();
-      auto s = Session::create(g, **big);
+      auto p = plan_step(m.graph, off, PlanningFacts{.device_capacity_bytes = 256 * kMiB});
+      ASSERT_TRUE(p.ok()) << p.status();
+      EXPECT_FALSE(p->report().fit_unknown_reason.empty());
+      auto s = Session::create(*p, **big);
       ASSERT_TRUE(s.ok()) << s.status();
       EXPECT_FALSE((*s)->reused_planned_layout());
+    }
+    // A plan for the small device on the large one: refused, naming the
+    // capacity, as for a planned graph.
+    {
+      auto plan = plan_step(m.graph, cfg, **device);
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      auto s = Session::create(*plan, **big);
+      ASSERT_FALSE(s.ok());
+      EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition) << s.status();
+      EXPECT_NE(s.status().message().find("capacity"), std::string::npos) << s.status();
     }
   }
 }

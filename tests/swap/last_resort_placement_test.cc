@@ -21,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "lms/config.h"
 #include "lms/ops.h"
+#include "lms/status.h"
 #include "lms/training.h"
 #include "swap/placement.h"
 #include "swap/search.h"
@@ -76,10 +77,11 @@ absl::StatusOr<RewriteReport> plan(const Graph& train, uint64_t budget, bool ena
   PlanningFacts facts{.device_capacity_bytes = budget,
                       .host_pool_bytes = uint64_t{1} << 32,
                       .workspace_bytes = workspaces(train)};
-  return search(g, config, facts, {.fetched = {"loss"}},
-                {.layout_placed_buffers = 0,
-                 .last_resort_placed_buffers = last_resort,
-                 .last_resort_plan = last_resort_plan});
+  LMS_ASSIGN_OR_RETURN(PlannedStep step, swap::plan(g, config, facts, {.fetched = {"loss"}},
+                                                    {.layout_placed_buffers = 0,
+                                                     .last_resort_placed_buffers = last_resort,
+                                                     .last_resort_plan = last_resort_plan}));
+  return step.rep;
 }
 
 TEST(LastResortPlacement, PlansWhereTheBoundedSearchGivesUp) {

@@ -278,7 +278,7 @@ void expect_report_figures(const Graph& g, const RewriteReport& rep, const std::
   const PlanRecord& record = g.plan_record();
   ASSERT_TRUE(record.planned);
   auto l = layout_step(g, {record.alignment_bytes, record.fetched, record.workspace_bytes},
-                       record.budget_bytes);
+                       record.budget_bytes, record.placement_search_buffers);
   ASSERT_TRUE(l.ok()) << l.status();
   EXPECT_EQ(l->placement.arena_bytes, rep.arena_bytes);
   EXPECT_EQ(l->placement.lower_bound_bytes, rep.arena_lower_bound_bytes);

@@ -39,9 +39,10 @@ void expect_golden(const std::string& name, const std::string& text) {
 // The device bytes a session of `g` holds: persistent tensors + the arena of
 // its static layout (Note [Step layout]), no workspaces.
 uint64_t layout_bytes(const Graph& g) {
-  // A planned graph is laid out for its budget, as Session::create does
-  // (Note [Random tie orders]).
-  auto layout = swap::layout_step(g, {}, g.plan_record().budget_bytes);
+  // A planned graph is laid out for its budget and with its placement
+  // search bound, as Session::create does (Note [Random tie orders]).
+  auto layout = swap::layout_step(g, {}, g.plan_record().budget_bytes,
+                                  g.plan_record().placement_search_buffers);
   EXPECT_TRUE(layout.ok()) << layout.status();
   return layout.ok() ? layout->device_bytes() : 0;
 }

@@ -1,14 +1,18 @@
-// lms::rewrite, the public entry points of the pass (Note [Rewrite in four
-// parts]), and the report's text.
-#include "lms/rewrite.h"
-
+// lms::plan_step and lms::rewrite from given facts, the public entry points
+// of the planner (Note [Rewrite in four parts]), the report's text, and
+// use_least_workspace_kernels.
 #include <algorithm>
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "lms/plan.h"
 #include "lms/status.h"
+#include "lms/types.h"
 #include "lms/units.h"
 #include "swap/pass.h"
 #include "swap/search.h"
@@ -89,17 +93,43 @@ std::string RewriteReport::decisions_text() const {
   return out;
 }
 
+absl::StatusOr<StepPlan> plan_step(const Graph& graph, const LmsConfig& config,
+                                   const PlanningFacts& facts, const RewriteOptions& options) {
+  LMS_ASSIGN_OR_RETURN(swap::PlannedStep step, swap::plan(graph, config, facts, options));
+  return StepPlan(std::make_shared<const Graph>(std::move(step.graph)), std::move(step.rep),
+                  std::move(step.layout));
+}
+
 absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config,
                                       const PlanningFacts& facts, const RewriteOptions& options) {
-  Graph planned = graph;  // `graph` changes only on success
-  LMS_ASSIGN_OR_RETURN(RewriteReport report, swap::search(planned, config, facts, options));
-  LMS_RETURN_IF_ERROR(swap::keep_result(planned));
-  graph = std::move(planned);
-  return report;
+  LMS_ASSIGN_OR_RETURN(StepPlan plan, plan_step(graph, config, facts, options));
+  graph = plan.graph();
+  return plan.report();
 }
 
 absl::StatusOr<RewriteReport> rewrite(Graph& graph, const LmsConfig& config) {
   return rewrite(graph, config, PlanningFacts{}, RewriteOptions{});
+}
+
+absl::Status use_least_workspace_kernels(Graph& graph, const std::vector<std::string>& nodes) {
+  std::vector<NodeId> convs;
+  for (const std::string& name : nodes) {
+    NodeId id = graph.find_node(name);
+    if (id != kNoNode && graph.node(id).op == OpKind::kRelu) {
+      const NodeId producer = graph.tensor(graph.node(id).inputs[0]).producer;
+      if (producer != kNoNode && graph.node(producer).op == OpKind::kConv) id = producer;
+    }
+    if (id == kNoNode || !is_conv_family(graph.node(id).op)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "use_least_workspace_kernels: '", name,
+          "' is neither a convolution node of the graph nor a relu reading a conv output"));
+    }
+    convs.push_back(id);
+  }
+  for (NodeId id : convs) {
+    graph.mutable_node(id).attrs[std::string(kWorkspaceAttr)] = std::string(kWorkspaceLeast);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace lms
