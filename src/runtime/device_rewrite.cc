@@ -48,7 +48,7 @@ absl::StatusOr<StepPlan> plan_step(const Graph& graph, const LmsConfig& config, 
     return absl::InvalidArgumentError(absl::StrCat("lms rewrite: ", s.message()));
   }
   LMS_RETURN_IF_ERROR(verify(graph));
-  // Note [Device lowering]: the device's passes, then the facts of the
+  // Per Note [Device lowering], the device's passes, then the facts of the
   // lowered graph, then the planner.
   Graph lowered = graph;
   LMS_ASSIGN_OR_RETURN(Lowering low, lower_for(device.device_kind(), lowered, options));

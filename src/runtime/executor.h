@@ -24,9 +24,11 @@ namespace lms {
 // What the executor needs from a session: immutable after Session::create.
 struct ExecutablePlan {
   const Graph* graph = nullptr;
-  std::vector<NodeId> order;                     // schedule
-  std::vector<std::unique_ptr<Kernel>> kernels;  // by NodeId; null for swap nodes
-  std::vector<uint64_t> workspace_bytes;         // by NodeId
+  std::vector<NodeId> order;  // schedule
+  // By NodeId; null for swap nodes. Nodes of one spec share their kernel
+  // (Note [One kernel per spec]).
+  std::vector<std::shared_ptr<Kernel>> kernels;
+  std::vector<uint64_t> workspace_bytes;  // by NodeId
   // Per Note [Step layout], every non-persistent device buffer of the
   // step lives at a fixed offset of one arena.
   std::byte* arena = nullptr;

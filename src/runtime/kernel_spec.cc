@@ -17,4 +17,31 @@ absl::StatusOr<std::unique_ptr<Kernel>> compile_node(const Graph& g, NodeId id, 
   return device.compile(kernel_spec(g, g.node(id)));
 }
 
+// Every field of KernelSpec but the name is in the key: a field added to
+// KernelSpec changes its size and stops the build here until the key has it.
+struct KernelSpecFields {
+  std::string name;
+  OpKind op;
+  Attrs attrs;
+  std::vector<Shape> input_shapes;
+  std::vector<Shape> output_shapes;
+};
+static_assert(sizeof(KernelSpec) == sizeof(KernelSpecFields),
+              "kernel_spec_key must hold every field of KernelSpec but the name");
+
+KernelSpecKey kernel_spec_key(const KernelSpec& spec) {
+  return {spec.op, spec.attrs, spec.input_shapes, spec.output_shapes};
+}
+
+absl::StatusOr<std::shared_ptr<Kernel>> KernelCache::kernel(const Graph& g, NodeId id,
+                                                            Device& device) {
+  KernelSpec spec = kernel_spec(g, g.node(id));
+  KernelSpecKey key = kernel_spec_key(spec);
+  if (auto it = kernels_.find(key); it != kernels_.end()) return it->second;
+  LMS_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> compiled, device.compile(spec));
+  std::shared_ptr<Kernel> shared = std::move(compiled);
+  kernels_.emplace(std::move(key), shared);
+  return shared;
+}
+
 }  // namespace lms

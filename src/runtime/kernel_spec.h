@@ -6,7 +6,10 @@
 // the same way and sees the same workspace.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <tuple>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "backend/kernel.h"
@@ -26,5 +29,31 @@ KernelSpec kernel_spec(const Graph& g, const Node& n);
 // Unimplemented for an op it lacks, InvalidArgument for shapes or attributes
 // it cannot handle).
 absl::StatusOr<std::unique_ptr<Kernel>> compile_node(const Graph& g, NodeId id, Device& device);
+
+// What a kernel depends on: its spec less the node's name (op, attributes,
+// shapes). Nodes with equal keys compile to the same kernel, so one kernel
+// serves them all (Note [One kernel per spec]).
+using KernelSpecKey = std::tuple<OpKind, Attrs, std::vector<Shape>, std::vector<Shape>>;
+KernelSpecKey kernel_spec_key(const KernelSpec& spec);
+
+// Note [One kernel per spec]: the layers of a deep model repeat a few specs
+// (VDSR's 11,111 layers, three), and compiling a kernel (oneDNN primitive
+// descriptors, cuDNN plans) is what made Session::create of a 100k-node
+// graph take seconds. So the session compiles each distinct spec once and
+// its nodes share that kernel, and kernel_workspace_bytes compiles each
+// once too. Sharing is safe because a kernel keeps nothing of a run: run()
+// binds the buffers of the invocation it is given, and every compute
+// kernel runs in order on the one compute stream. Errors from a shared
+// kernel's run() name the node it was compiled for; the device's launch
+// prefixes the node that ran (Device::launch).
+class KernelCache {
+ public:
+  // The kernel of node `id` of `g`: compiled on `device` on the first node
+  // of its spec, shared after. Errors: compile_node's.
+  absl::StatusOr<std::shared_ptr<Kernel>> kernel(const Graph& g, NodeId id, Device& device);
+
+ private:
+  std::map<KernelSpecKey, std::shared_ptr<Kernel>> kernels_;
+};
 
 }  // namespace lms

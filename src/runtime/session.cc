@@ -55,13 +55,15 @@ std::vector<float> initial_values(const Tensor& t) {
   return v;
 }
 
-absl::StatusOr<std::vector<std::unique_ptr<Kernel>>> compile_kernels(const Graph& g,
+// Per Note [One kernel per spec], each distinct spec is compiled once.
+absl::StatusOr<std::vector<std::shared_ptr<Kernel>>> compile_kernels(const Graph& g,
                                                                      Device& device) {
-  std::vector<std::unique_ptr<Kernel>> kernels(g.num_nodes());
+  std::vector<std::shared_ptr<Kernel>> kernels(g.num_nodes());
+  KernelCache cache;
   for (NodeId id = 0; id < g.num_nodes(); ++id) {
     const Node& n = g.node(id);
     if (has_no_kernel(n)) continue;
-    LMS_ASSIGN_OR_RETURN(kernels[id], compile_node(g, id, device));
+    LMS_ASSIGN_OR_RETURN(kernels[id], cache.kernel(g, id, device));
   }
   return kernels;
 }
@@ -567,24 +569,13 @@ const std::vector<uint64_t>& Session::workspace_bytes() const { return impl_->wo
 bool Session::reused_planned_layout() const { return impl_->reused_planned_layout(); }
 
 absl::StatusOr<std::vector<uint64_t>> kernel_workspace_bytes(const Graph& graph, Device& device) {
-  // A kernel's workspace follows from its spec less the node's name (op,
-  // attributes, shapes), so nodes of one spec compile once: the layers of a
-  // deep model repeat a few specs (VDSR's 11,111 layers, three).
-  using SpecKey = std::tuple<OpKind, Attrs, std::vector<Shape>, std::vector<Shape>>;
-  std::map<SpecKey, uint64_t> known;
+  // Per Note [One kernel per spec], nodes of one spec compile once.
+  KernelCache cache;
   std::vector<uint64_t> bytes(graph.num_nodes(), 0);
   for (NodeId id = 0; id < graph.num_nodes(); ++id) {
-    const Node& n = graph.node(id);
-    if (has_no_kernel(n)) continue;
-    KernelSpec spec = kernel_spec(graph, n);
-    SpecKey key{spec.op, spec.attrs, spec.input_shapes, spec.output_shapes};
-    if (auto it = known.find(key); it != known.end()) {
-      bytes[id] = it->second;
-      continue;
-    }
-    LMS_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> kernel, device.compile(spec));
+    if (has_no_kernel(graph.node(id))) continue;
+    LMS_ASSIGN_OR_RETURN(std::shared_ptr<Kernel> kernel, cache.kernel(graph, id, device));
     bytes[id] = kernel->workspace_bytes();
-    known.emplace(std::move(key), bytes[id]);
   }
   return bytes;
 }
