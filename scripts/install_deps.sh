@@ -2,7 +2,7 @@
 # Installs the Debian packages lms needs, only those missing. Uses sudo when
 # not root. Safe to run repeatedly.
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config clang-format
+pkgs=(build-essential cmake ninja-build pkg-config clang-format
       libabsl-dev libfmt-dev libdnnl-dev libtomlplusplus-dev nlohmann-json3-dev
       libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
       libpng-dev libjpeg-dev libstb-dev zlib1g-dev

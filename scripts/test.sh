@@ -24,9 +24,15 @@ export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_erro
 export LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp
 
+# Ninja: it schedules the jobs of all targets together (no recursive make per
+# target), which keeps both cores busy to the last link.
+# A build folder an earlier version configured for Make is started afresh.
 configure() {  # configure <dir> <cmake args...>
   local dir=$1; shift
-  cmake -S . -B "$dir" -DLMS_WERROR=ON "$@" >/dev/null
+  if grep -qs '^CMAKE_GENERATOR:INTERNAL=Unix Makefiles' "$dir/CMakeCache.txt"; then
+    rm -rf "$dir"
+  fi
+  cmake -S . -B "$dir" -G Ninja -DLMS_WERROR=ON "$@" >/dev/null
 }
 build() {  # build <dir> <cmake args...>
   configure "$@"

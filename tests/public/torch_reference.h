@@ -34,8 +34,10 @@ struct TorchTensor {
 };
 using TorchTensors = std::map<std::string, TorchTensor>;
 
+// From the source tree's root (LMS_SOURCE_DIR, set by tests/public's CMake),
+// not from __FILE__, which a compiler cache may have made relative.
 inline std::filesystem::path script_path() {
-  return std::filesystem::path(__FILE__).parent_path() / "torch" / "reference.py";
+  return std::filesystem::path(LMS_SOURCE_DIR) / "tests" / "public" / "torch" / "reference.py";
 }
 
 inline void write_tensors(std::ostream& out, const TorchTensors& tensors) {
