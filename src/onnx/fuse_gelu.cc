@@ -40,6 +40,8 @@ namespace {
 using NodeProto = ::onnx::NodeProto;
 
 constexpr double kSqrt2 = 1.4142135623730951;
+// A float constant written by the export is within an ulp of its double.
+constexpr double kConstantTolerance = 1e-6;
 constexpr int kChainLength = 5;
 
 // The five nodes of a chain by index in the graph, in chain order (Div or
@@ -50,9 +52,6 @@ struct GeluChain {
   std::array<int, 3> constant = {};
   std::string x;
 };
-
-// A float constant written by the export is within an ulp of its double.
-constexpr double kConstantTolerance = 1e-6;
 
 // How many node inputs and graph outputs read each value.
 absl::flat_hash_map<std::string, int> reader_counts(const ::onnx::GraphProto& g) {

@@ -80,13 +80,14 @@ absl::StatusOr<bool> ImportPipeline::run(GraphProto& g) const {
 // The order: the layer norm rewrite, then GELU, then attention. As
 // exported, no two of the patterns share a node (each inner value of a
 // chain has one reader, and at each step the patterns need readers of
-// different ops), so the order decides nothing today. It is the order the
-// importer has always applied them in (the layer norm rewritten before
-// anything else read the graph, a GELU chain preferred over an attention
-// chain), and it gives a pattern added later that can overlap its
-// precedence: an earlier pass takes the node. Folding is no pass: it
-// computes on the values the walk has bound for the given input shapes (a
-// Shape of a mapped tensor), so it stays a step of the walk.
+// different ops), so the order changes no result; it is the precedence the
+// importer gave them when they were matched ahead of the walk (the layer
+// norm rewritten before anything else read the graph, a GELU chain
+// preferred over an attention chain), and a pattern added later that can
+// overlap takes its precedence from its line: an earlier pass takes the
+// node. Folding is no pass: it computes on the values the walk has bound
+// for the given input shapes (a Shape of a mapped tensor), so it stays a
+// step of the walk.
 ImportPipeline import_pipeline(const std::string& model_dir) {
   ImportPipeline p;
   p.add(std::make_unique<FuseLayerNormPass>(model_dir));
