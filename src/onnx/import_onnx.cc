@@ -260,7 +260,9 @@ absl::Status visit_node(Importer& im, const ::onnx::NodeProto& n) {
 
 absl::Status visit_body(Importer& im, const ::onnx::NodeProto& fused) {
   const ::onnx::GraphProto* body = fused_body(fused);
-  if (body == nullptr) return Importer::error(fused, "is a fused node without a body");
+  if (body == nullptr) {
+    return absl::InternalError(absl::StrCat("lms.fused node '", fused.name(), "' has no body"));
+  }
   for (const ::onnx::NodeProto& n : body->node()) LMS_RETURN_IF_ERROR(visit_node(im, n));
   return absl::OkStatus();
 }
