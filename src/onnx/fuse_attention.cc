@@ -10,16 +10,19 @@
 //   p  = Softmax(m, axis = -1)
 //   y  = MatMul(p, v)
 //
-// find_attention_chains matches the structure alone: each intermediate read
-// by the next node only and by no graph output, the Transpose a
-// permutation of rank 4 that keeps N first. map_attention_chain,
-// called when the import reaches y, checks the constants: scale a positive
+// FuseAttentionPass matches the structure alone: each intermediate read by
+// the next node only and by no graph output, the Transpose a permutation of
+// rank 4 that keeps N first. It replaces the chain by one lms.fused
+// Attention node at y's place, the chain's nodes as its body and the
+// operand index of the scale and of the mask as its attributes
+// scale_operand and mask_operand. map_fused_attention, called when the walk
+// reaches that node, checks the constants: scale a positive
 // one-element constant, the mask (if any) a [T,S] constant (leading 1s
 // allowed) with 0 on and below the diagonal and -inf or at most
 // kMaskLimit above it, T == S. It then adds one attention node (causal
 // when there is a mask), preceded by a transpose of x to [N,H,S,D] unless x
-// is in that layout already. Anything else declines, and the nodes are
-// visited one by one.
+// is in that layout already. Anything else declines, and the body's nodes
+// are visited one by one.
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
@@ -30,8 +33,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 #include "lms/ops.h"
 #include "lms/status.h"
+#include "onnx/import_pass.h"
 #include "onnx/importer.h"
 
 namespace lms::onnx_import {
@@ -42,6 +47,16 @@ using NodeProto = ::onnx::NodeProto;
 // A mask entry at or below this is a masked score: exp(score - max) is 0
 // in double and float for every score below 9e3 in magnitude, as for -inf.
 constexpr double kMaskLimit = -1e4;
+
+// The nodes of a chain by index in the graph, in chain order (Transpose of
+// k, MatMul, Mul or Div, Add if masked, Softmax, MatMul), and the operand
+// index of the scale and of the mask.
+struct AttentionChain {
+  std::vector<int> nodes;
+  int scale_operand = 1;
+  int mask_operand = 1;
+  bool has_mask = false;
+};
 
 // The single node reading `value` (and no graph output reads it); -1 else.
 struct Readers {
@@ -179,16 +194,16 @@ std::vector<int64_t> k_perm(std::vector<int64_t> perm) {
   return perm;
 }
 
-}  // namespace
-
-absl::flat_hash_map<int, AttentionChain> find_attention_chains(const ::onnx::GraphProto& g) {
+// The chains of `g` by structure alone, in the order of their last nodes;
+// a node belongs to one chain at most.
+std::vector<AttentionChain> find_chains(const ::onnx::GraphProto& g) {
   const Readers readers(g);
   absl::flat_hash_map<std::string, int> producer;
   for (int i = 0; i < g.node_size(); ++i) {
     for (const std::string& out : g.node(i).output()) producer[out] = i;
   }
-  absl::flat_hash_map<int, AttentionChain> chains;
-  absl::flat_hash_set<int> taken;  // a node belongs to one chain at most
+  std::vector<AttentionChain> chains;
+  absl::flat_hash_set<int> taken;
   for (int i = 0; i < g.node_size(); ++i) {
     std::optional<AttentionChain> c = chain_to(g, i, producer, readers);
     if (!c ||
@@ -196,13 +211,15 @@ absl::flat_hash_map<int, AttentionChain> find_attention_chains(const ::onnx::Gra
       continue;
     }
     taken.insert(c->nodes.begin(), c->nodes.end());
-    chains[i] = *c;
+    chains.push_back(*c);
   }
   return chains;
 }
 
-absl::StatusOr<bool> map_attention_chain(Importer& im, const ::onnx::GraphProto& g,
-                                         const AttentionChain& c) {
+// Adds one attention node (and a transpose of k where its layout needs one)
+// for chain `c` of `g` if its scale is a positive constant and its mask, if
+// any, a causal one; false, adding nothing, otherwise.
+absl::StatusOr<bool> map_chain(Importer& im, const ::onnx::GraphProto& g, const AttentionChain& c) {
   const NodeProto& kt = g.node(c.nodes[0]);
   const NodeProto& qk = g.node(c.nodes[1]);
   const NodeProto& sc = g.node(c.nodes[2]);
@@ -227,6 +244,34 @@ absl::StatusOr<bool> map_attention_chain(Importer& im, const ::onnx::GraphProto&
                              {{"softmax_scale", scale}, {"causal", int64_t{c.has_mask ? 1 : 0}}})
                           .status());
   return true;
+}
+
+}  // namespace
+
+absl::StatusOr<bool> FuseAttentionPass::run(::onnx::GraphProto& g) {
+  std::vector<ChainFusion> fusions;
+  for (const AttentionChain& c : find_chains(g)) {
+    ::onnx::NodeProto fused = fused_node(g, c.nodes, "Attention");
+    add_attr(fused, "scale_operand", int64_t{c.scale_operand});
+    add_attr(fused, "mask_operand", int64_t{c.mask_operand});
+    fusions.push_back({c.nodes, std::move(fused)});
+  }
+  return replace_chains(g, std::move(fusions));
+}
+
+absl::Status map_fused_attention(Importer& im, const NodeProto& fused) {
+  const ::onnx::GraphProto* body = fused_body(fused);
+  if (body == nullptr || body->node_size() < 5 || body->node_size() > 6) {
+    return absl::InternalError(absl::StrCat("lms.fused Attention node '", fused.name(),
+                                            "' lacks its body of five or six nodes"));
+  }
+  AttentionChain c;
+  for (int k = 0; k < body->node_size(); ++k) c.nodes.push_back(k);
+  c.scale_operand = static_cast<int>(attr_int(fused, "scale_operand", 1));
+  c.mask_operand = static_cast<int>(attr_int(fused, "mask_operand", 1));
+  c.has_mask = body->node_size() == 6;
+  LMS_ASSIGN_OR_RETURN(bool mapped, map_chain(im, *body, c));
+  return mapped ? absl::OkStatus() : visit_body(im, fused);
 }
 
 }  // namespace lms::onnx_import

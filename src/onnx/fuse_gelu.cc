@@ -8,24 +8,30 @@
 //   y = Mul(m, 0.5)         either order
 //
 // lms has no erf op, so the chain becomes one gelu node (docs/ops.md), whose
-// output is y. find_gelu_chains matches the structure alone: the four inner
+// output is y. FuseGeluPass matches the structure alone: the four inner
 // values each read by the next node only and by no graph output, the same x
-// in the first node and the first Mul. map_gelu_chain, called when the
-// import reaches the last node (every constant, wherever in the file, is
-// known by then), checks the three constants and adds the node; with other
-// constants it declines and the five nodes are visited one by one, which
-// refuses Erf as it always did.
+// in the first node and the first Mul. It replaces the chain by one
+// lms.fused Gelu node at y's place, its five nodes as its body and the
+// operand index of each constant as its attribute constant_operands.
+// map_fused_gelu, called when the walk reaches that node (every constant,
+// wherever in the file, is known by then), checks the three constants and
+// adds the gelu node; with other constants it declines and the body's five
+// nodes are visited one by one, which refuses Erf as it always did.
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <optional>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 #include "lms/status.h"
+#include "onnx/import_pass.h"
 #include "onnx/importer.h"
 
 namespace lms::onnx_import {
@@ -36,6 +42,16 @@ using NodeProto = ::onnx::NodeProto;
 constexpr double kSqrt2 = 1.4142135623730951;
 // A float constant written by the export is within an ulp of its double.
 constexpr double kConstantTolerance = 1e-6;
+constexpr int kChainLength = 5;
+
+// The five nodes of a chain by index in the graph, in chain order (Div or
+// Mul, Erf, Add, Mul, Mul), the operand index of the constant of the first
+// node, the Add and the last Mul, and x.
+struct GeluChain {
+  std::array<int, kChainLength> nodes = {};
+  std::array<int, 3> constant = {};
+  std::string x;
+};
 
 // How many node inputs and graph outputs read each value.
 absl::flat_hash_map<std::string, int> reader_counts(const ::onnx::GraphProto& g) {
@@ -104,16 +120,16 @@ absl::StatusOr<bool> constant_is(Importer& im, const NodeProto& n, int k, double
   return std::fabs(v->constant->at(0) - want) <= kConstantTolerance * std::fabs(want);
 }
 
-}  // namespace
-
-absl::flat_hash_map<int, GeluChain> find_gelu_chains(const ::onnx::GraphProto& g) {
+// The chains of `g` by structure alone, in the order of their first nodes;
+// a node belongs to one chain at most.
+std::vector<GeluChain> find_chains(const ::onnx::GraphProto& g) {
   const absl::flat_hash_map<std::string, int> readers = reader_counts(g);
   absl::flat_hash_map<std::string, int> reader_node;  // value -> its (last) reading node
   for (int i = 0; i < g.node_size(); ++i) {
     for (const std::string& in : g.node(i).input()) reader_node[in] = i;
   }
-  absl::flat_hash_map<int, GeluChain> chains;
-  absl::flat_hash_set<int> taken;  // a node belongs to one chain at most
+  std::vector<GeluChain> chains;
+  absl::flat_hash_set<int> taken;
   for (int i = 0; i < g.node_size(); ++i) {
     std::optional<GeluChain> c = chain_from(g, i, readers, reader_node);
     if (!c ||
@@ -121,12 +137,14 @@ absl::flat_hash_map<int, GeluChain> find_gelu_chains(const ::onnx::GraphProto& g
       continue;
     }
     taken.insert(c->nodes.begin(), c->nodes.end());
-    chains[c->nodes[4]] = *c;
+    chains.push_back(*c);
   }
   return chains;
 }
 
-absl::StatusOr<bool> map_gelu_chain(Importer& im, const ::onnx::GraphProto& g, const GeluChain& c) {
+// Adds one gelu node for chain `c` of `g` if its constants are sqrt(2)
+// (Div) or 1/sqrt(2) (Mul), 1 and 0.5; false, adding nothing, otherwise.
+absl::StatusOr<bool> map_chain(Importer& im, const ::onnx::GraphProto& g, const GeluChain& c) {
   const NodeProto& d = g.node(c.nodes[0]);
   const double scale = d.op_type() == "Div" ? kSqrt2 : 1.0 / kSqrt2;
   for (auto [node, k, want] :
@@ -139,6 +157,34 @@ absl::StatusOr<bool> map_gelu_chain(Importer& im, const ::onnx::GraphProto& g, c
   LMS_ASSIGN_OR_RETURN(TensorId x, im.tensor_input(d, 1 - c.constant[0]));
   LMS_RETURN_IF_ERROR(im.add(last, OpKind::kGelu, last.output(0), {x}, {}).status());
   return true;
+}
+
+}  // namespace
+
+absl::StatusOr<bool> FuseGeluPass::run(::onnx::GraphProto& g) {
+  std::vector<ChainFusion> fusions;
+  for (const GeluChain& c : find_chains(g)) {
+    const std::vector<int> nodes(c.nodes.begin(), c.nodes.end());
+    ::onnx::NodeProto fused = fused_node(g, nodes, "Gelu");
+    add_attr(fused, "constant_operands",
+             std::vector<int64_t>(c.constant.begin(), c.constant.end()));
+    fusions.push_back({nodes, std::move(fused)});
+  }
+  return replace_chains(g, std::move(fusions));
+}
+
+absl::Status map_fused_gelu(Importer& im, const NodeProto& fused) {
+  const ::onnx::GraphProto* body = fused_body(fused);
+  const std::vector<int64_t> constant = attr_ints(fused, "constant_operands");
+  if (body == nullptr || body->node_size() != kChainLength || constant.size() != 3) {
+    return absl::InternalError(absl::StrCat("lms.fused Gelu node '", fused.name(),
+                                            "' lacks its five-node body or constant_operands"));
+  }
+  GeluChain c;
+  c.nodes = {0, 1, 2, 3, 4};
+  std::copy(constant.begin(), constant.end(), c.constant.begin());
+  LMS_ASSIGN_OR_RETURN(bool mapped, map_chain(im, *body, c));
+  return mapped ? absl::OkStatus() : visit_body(im, fused);
 }
 
 }  // namespace lms::onnx_import

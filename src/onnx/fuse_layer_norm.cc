@@ -1,6 +1,6 @@
-// fuse_layer_norm (importer.h): the layer norm that torch.onnx.export writes
-// below opset 17, where ONNX has no LayerNormalization, rewritten into one
-// LayerNormalization node before the import visits the nodes:
+// FuseLayerNormPass (import_pass.h): the layer norm that torch.onnx.export
+// writes below opset 17, where ONNX has no LayerNormalization, rewritten
+// into one LayerNormalization node before the import visits the nodes:
 //
 //   m = ReduceMean(x, axes=[-1])      d = Sub(x, m)
 //   v = ReduceMean(Pow(d, 2), axes=[-1])
@@ -8,10 +8,11 @@
 //
 // with 2 and eps scalar constants (Constant nodes or initializers), weight
 // and bias initializers, and every intermediate value read only inside the
-// pattern (not a graph output). The fused node takes the place of the last
-// Add, where x, weight and bias are all defined, so the file order stays
-// topological. It runs before the trainable initializers are chosen, so
-// weight and bias default to trainable as LayerNormalization's Scale and B.
+// pattern (not a graph output). The match decides alone, so the fused node
+// is the standard op, not an lms.fused one: it takes the place of the last
+// Add, where x, weight and bias are all defined. The passes run before the
+// trainable initializers are chosen, so weight and bias default to
+// trainable as LayerNormalization's Scale and B.
 #include <onnx/onnx_pb.h>
 
 #include <optional>
@@ -20,6 +21,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "onnx/import_pass.h"
 #include "onnx/importer.h"
 
 namespace lms::onnx_import {
@@ -158,28 +160,18 @@ std::optional<Match> match_at(const GraphProto& g, const ValueIndex& ix, int r1,
 
 }  // namespace
 
-int fuse_layer_norm(GraphProto& g, const std::string& model_dir) {
+absl::StatusOr<bool> FuseLayerNormPass::run(GraphProto& g) {
   const ValueIndex ix = index_values(g);
-  absl::flat_hash_set<int> removed;
-  absl::flat_hash_map<int, NodeProto> fused_at;  // index of the last Add -> fused node
+  absl::flat_hash_set<int> taken;
+  std::vector<ChainFusion> fusions;
   for (int i = 0; i < g.node_size(); ++i) {
-    if (removed.contains(i)) continue;
-    std::optional<Match> m = match_at(g, ix, i, model_dir);
+    if (taken.contains(i)) continue;
+    std::optional<Match> m = match_at(g, ix, i, model_dir_);
     if (!m) continue;
-    removed.insert(m->nodes.begin(), m->nodes.end());
-    fused_at[m->nodes.back()] = std::move(m->fused);
+    taken.insert(m->nodes.begin(), m->nodes.end());
+    fusions.push_back({std::move(m->nodes), std::move(m->fused)});
   }
-  if (fused_at.empty()) return 0;
-  google::protobuf::RepeatedPtrField<NodeProto> nodes;
-  for (int i = 0; i < g.node_size(); ++i) {
-    if (auto it = fused_at.find(i); it != fused_at.end()) {
-      *nodes.Add() = std::move(it->second);
-    } else if (!removed.contains(i)) {
-      *nodes.Add() = g.node(i);
-    }
-  }
-  g.mutable_node()->Swap(&nodes);
-  return static_cast<int>(fused_at.size());
+  return replace_chains(g, std::move(fusions));
 }
 
 }  // namespace lms::onnx_import

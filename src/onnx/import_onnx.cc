@@ -1,6 +1,6 @@
-// lms::import_onnx (lms/onnx.h): reads the file, checks the opsets, binds
-// initializers and graph inputs, then visits the nodes in file order (Note
-// [ONNX import]).
+// lms::import_onnx (lms/onnx.h): reads the file, runs the fusion passes,
+// checks the opsets, binds initializers and graph inputs, then visits the
+// nodes in file order (Note [ONNX import]).
 #include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 
@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "lms/onnx.h"
 #include "lms/status.h"
+#include "onnx/import_pass.h"
 #include "onnx/importer.h"
 
 namespace lms {
@@ -50,26 +51,28 @@ bool mapped_at_old_opset(const std::string& op, int64_t opset) {
 
 // Below opset 13 a model is read only if every op in it is defined exactly
 // as at opset 13 (the same schema version), so the mappers' opset-13
-// semantics hold, or is one whose mapper knows its older versions.
+// semantics hold, or is one whose mapper knows its older versions. The ops
+// are those of the file: a fused node's body as exported.
 absl::Status check_old_opset(const ::onnx::GraphProto& g, int64_t opset) {
   if (opset >= kMinOpset) return absl::OkStatus();
-  for (const auto& n : g.node()) {
-    if (mapped_at_old_opset(n.op_type(), opset)) continue;
+  absl::Status status;
+  for_each_exported_node(g, [&](const ::onnx::NodeProto& n) {
+    if (!status.ok() || mapped_at_old_opset(n.op_type(), opset)) return;
     const auto* old = ::onnx::OpSchemaRegistry::Schema(n.op_type(), int(opset), "");
     const auto* now = ::onnx::OpSchemaRegistry::Schema(n.op_type(), int(kMinOpset), "");
     if (old == nullptr || now == nullptr || old->since_version() != now->since_version()) {
-      return absl::InvalidArgumentError(absl::StrCat(
+      status = absl::InvalidArgumentError(absl::StrCat(
           "ONNX opset ", opset, " not supported: op ", n.op_type(), " of node '", n.name(),
           "' is defined differently there than at opset ", kMinOpset, "; supported: opsets ",
           kMinOpset, " to ", kMaxOpset, " (older ones where every op is unchanged since)"));
     }
-  }
-  return absl::OkStatus();
+  });
+  return status;
 }
 
 // Default rule (lms/onnx.h): initializers read as weights or biases, for
 // Gemm / MatMul input B through Transposes and Identities (Note
-// [Weight-side Transpose]).
+// [Weight-side Transpose]), by the nodes as exported (a fused node's body).
 void default_trainable(const ::onnx::GraphProto& g, absl::flat_hash_set<std::string>& out) {
   absl::flat_hash_map<std::string, std::string> through;  // Transpose / Identity output -> input
   auto source = [&](std::string name) {
@@ -78,7 +81,7 @@ void default_trainable(const ::onnx::GraphProto& g, absl::flat_hash_set<std::str
     }
     return name;
   };
-  for (const auto& n : g.node()) {
+  for_each_exported_node(g, [&](const ::onnx::NodeProto& n) {
     const std::string& op = n.op_type();
     if ((op == "Transpose" || op == "Identity") && n.input_size() > 0 && n.output_size() > 0) {
       through[n.output(0)] = n.input(0);
@@ -89,7 +92,7 @@ void default_trainable(const ::onnx::GraphProto& g, absl::flat_hash_set<std::str
     for (int k = 1; weights && k < std::min(n.input_size(), 3); ++k) out.insert(n.input(k));
     if ((op == "Gemm" || op == "MatMul") && n.input_size() > 1) out.insert(source(n.input(1)));
     if (op == "Gather" && n.input_size() > 0) out.insert(n.input(0));
-  }
+  });
 }
 
 absl::Status choose_trainable(const ::onnx::ModelProto& m, const OnnxImportOptions& o,
@@ -181,55 +184,10 @@ absl::Status bind_input(Importer& im, const ::onnx::ValueInfoProto& in,
   return absl::OkStatus();
 }
 
-absl::Status visit_node(Importer& im, const ::onnx::NodeProto& n) {
-  if (!default_domain(n.domain())) {
-    return Importer::error(n, absl::StrCat("domain '", n.domain(),
-                                           "' is unknown to lms; "
-                                           "supported: the default domain (ai.onnx)"));
-  }
-  if (n.output_size() == 0) return Importer::error(n, "has no output");
-  LMS_ASSIGN_OR_RETURN(bool folded, fold_node(im, n));
-  if (folded) return absl::OkStatus();
-  return map_node(im, n);
-}
-
-// Visits the nodes of a fused chain one by one, in chain order, after the
-// fusion declined.
-absl::Status visit_chain(Importer& im, const ::onnx::GraphProto& g, const std::vector<int>& nodes) {
-  for (int k : nodes) LMS_RETURN_IF_ERROR(visit_node(im, g.node(k)));
-  return absl::OkStatus();
-}
-
-// Every node in file order, but that the nodes of a GELU chain (Note [GELU
-// chain]) or an attention chain (Note [Attention chain]) wait for its last:
-// the chain becomes one gelu or attention node, or, where the fusion
-// declines, its nodes are visited then.
+// Every node in file order; a fused node maps to one lms node or visits its
+// body in its place (import_pass.h), so the walk knows no chains.
 absl::Status visit_nodes(Importer& im, const ::onnx::GraphProto& g) {
-  const absl::flat_hash_map<int, GeluChain> chains = find_gelu_chains(g);
-  absl::flat_hash_set<int> deferred;
-  for (const auto& [last, c] : chains) deferred.insert(c.nodes.begin(), c.nodes.end() - 1);
-  absl::flat_hash_map<int, AttentionChain> attention;
-  for (auto& [last, c] : find_attention_chains(g)) {
-    if (std::any_of(c.nodes.begin(), c.nodes.end(),
-                    [&](int k) { return deferred.contains(k) || chains.contains(k); })) {
-      continue;  // a node of a GELU chain too: that chain wins
-    }
-    deferred.insert(c.nodes.begin(), c.nodes.end() - 1);
-    attention[last] = c;
-  }
-  for (int i = 0; i < g.node_size(); ++i) {
-    if (deferred.contains(i)) continue;
-    if (auto chain = chains.find(i); chain != chains.end()) {
-      LMS_ASSIGN_OR_RETURN(bool fused, map_gelu_chain(im, g, chain->second));
-      const std::vector<int> nodes(chain->second.nodes.begin(), chain->second.nodes.end());
-      if (!fused) LMS_RETURN_IF_ERROR(visit_chain(im, g, nodes));
-    } else if (auto a = attention.find(i); a != attention.end()) {
-      LMS_ASSIGN_OR_RETURN(bool fused, map_attention_chain(im, g, a->second));
-      if (!fused) LMS_RETURN_IF_ERROR(visit_chain(im, g, a->second.nodes));
-    } else {
-      LMS_RETURN_IF_ERROR(visit_node(im, g.node(i)));
-    }
-  }
+  for (const ::onnx::NodeProto& n : g.node()) LMS_RETURN_IF_ERROR(visit_node(im, n));
   return absl::OkStatus();
 }
 
@@ -286,16 +244,41 @@ void collect_initializers(Importer& im, const ::onnx::GraphProto& g, ImportedMod
 }
 
 }  // namespace
-}  // namespace onnx_import
 
-absl::StatusOr<ImportedModel> import_onnx(std::string_view path, const OnnxImportOptions& options) {
-  using namespace onnx_import;  // NOLINT(build/namespaces)
+absl::Status visit_node(Importer& im, const ::onnx::NodeProto& n) {
+  if (n.domain() == kFusedDomain) return map_node(im, n);
+  if (!default_domain(n.domain())) {
+    return Importer::error(n, absl::StrCat("domain '", n.domain(),
+                                           "' is unknown to lms; "
+                                           "supported: the default domain (ai.onnx)"));
+  }
+  if (n.output_size() == 0) return Importer::error(n, "has no output");
+  LMS_ASSIGN_OR_RETURN(bool folded, fold_node(im, n));
+  if (folded) return absl::OkStatus();
+  return map_node(im, n);
+}
+
+absl::Status visit_body(Importer& im, const ::onnx::NodeProto& fused) {
+  const ::onnx::GraphProto* body = fused_body(fused);
+  if (body == nullptr) {
+    return absl::InternalError(absl::StrCat("lms.fused node '", fused.name(), "' has no body"));
+  }
+  for (const ::onnx::NodeProto& n : body->node()) LMS_RETURN_IF_ERROR(visit_node(im, n));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ImportedModel> import_onnx_with(std::string_view path,
+                                               const OnnxImportOptions& options,
+                                               const ImportPipeline& fusions) {
   ::onnx::ModelProto model;
   LMS_RETURN_IF_ERROR(load_model(std::string(path), &model));
   Importer im;
   im.options = &options;
   im.model_dir = std::filesystem::path(std::string(path)).parent_path().string();
-  fuse_layer_norm(*model.mutable_graph(), im.model_dir);
+  LMS_RETURN_IF_ERROR(refuse_fused_domain(model.graph()));
+  // Whether anything was fused does not matter here: the walk maps whatever
+  // nodes the passes left.
+  LMS_RETURN_IF_ERROR(fusions.run(*model.mutable_graph()).status());
   const ::onnx::GraphProto& g = model.graph();
   LMS_ASSIGN_OR_RETURN(im.opset, read_opset(model));
   LMS_RETURN_IF_ERROR(check_old_opset(g, im.opset));
@@ -311,6 +294,13 @@ absl::StatusOr<ImportedModel> import_onnx(std::string_view path, const OnnxImpor
   out.opset = im.opset;
   out.graph = std::move(im.graph);
   return out;
+}
+
+}  // namespace onnx_import
+
+absl::StatusOr<ImportedModel> import_onnx(std::string_view path, const OnnxImportOptions& options) {
+  const std::string model_dir = std::filesystem::path(std::string(path)).parent_path().string();
+  return onnx_import::import_onnx_with(path, options, onnx_import::import_pipeline(model_dir));
 }
 
 }  // namespace lms

@@ -2,14 +2,16 @@
 // folded constant or a tensor of the graph being built, and the helpers the
 // passes share.
 //
-// Note [ONNX import]: the nodes are visited once, in file order (ONNX
-// requires a topological order); each node is first offered to the folding
-// and identity passes (fold.cc), then mapped onto lms ops (map_ops.cc).
-// Initializers stay constants until a mapped op reads one as a tensor, which
-// is when it becomes a persistent tensor of the graph.
+// Note [ONNX import]: first the fusion passes (import_pass.h), in the order
+// import_pipeline declares, rewrite exported op chains (layer norm, GELU,
+// attention) into one node each. Then the nodes are visited once, in file
+// order (ONNX requires a topological order); each node is first offered to
+// the folding and identity steps (fold.cc), then mapped onto lms ops
+// (map_ops.cc), a fused node by its own mapper. Initializers stay constants
+// until a mapped op reads one as a tensor, which is when it becomes a
+// persistent tensor of the graph.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -27,7 +29,6 @@ namespace onnx {
 class GraphProto;
 class NodeProto;
 class AttributeProto;
-class GraphProto;
 }  // namespace onnx
 
 namespace lms::onnx_import {
@@ -114,46 +115,28 @@ absl::StatusOr<std::vector<int64_t>> resolve_reshape(const ::onnx::NodeProto& n,
 // A list as "[a,b]" for messages.
 std::string list_str(const std::vector<int64_t>& v);
 
-// fuse_layer_norm.cc: rewrites each layer norm that PyTorch exports below
-// opset 17 as ReduceMean / Sub / Pow / ReduceMean / Add / Sqrt / Div / Mul /
-// Add into one LayerNormalization node, in place; returns how many. Runs
-// before the import reads the graph.
-int fuse_layer_norm(::onnx::GraphProto& g, const std::string& model_dir);
 // fold.cc: folds or removes node `n` if it is shape arithmetic on constants
 // or an identity; false if it is neither (then map_node must take it).
 absl::StatusOr<bool> fold_node(Importer& im, const ::onnx::NodeProto& n);
-// fuse_gelu.cc (Note [GELU chain]): the five nodes of an exported exact
-// GELU by index in the graph, in chain order (Div or Mul, Erf, Add, Mul,
-// Mul), the operand index of the constant of the first node, the Add and
-// the last Mul, and x.
-struct GeluChain {
-  std::array<int, 5> nodes = {};
-  std::array<int, 3> constant = {};
-  std::string x;
-};
-// The chains of `g` by structure alone, keyed by the index of their last node.
-absl::flat_hash_map<int, GeluChain> find_gelu_chains(const ::onnx::GraphProto& g);
-// Adds one gelu node for chain `c` if its constants are sqrt(2) (Div) or
-// 1/sqrt(2) (Mul), 1 and 0.5; false, adding nothing, otherwise.
-absl::StatusOr<bool> map_gelu_chain(Importer& im, const ::onnx::GraphProto& g, const GeluChain& c);
-// fuse_attention.cc (Note [Attention chain]): the nodes of an exported
-// scaled dot-product attention by index in the graph, in chain order
-// (Transpose of k, MatMul, Mul or Div, Add if masked, Softmax, MatMul), and
-// the operand index of the scale and of the mask.
-struct AttentionChain {
-  std::vector<int> nodes;
-  int scale_operand = 1;
-  int mask_operand = 1;
-  bool has_mask = false;
-};
-// The chains of `g` by structure alone, keyed by the index of their last node.
-absl::flat_hash_map<int, AttentionChain> find_attention_chains(const ::onnx::GraphProto& g);
-// Adds one attention node (and a transpose of k where its layout needs one)
-// for chain `c` if its scale is a positive constant and its mask, if any,
-// a causal one; false, adding nothing, otherwise.
-absl::StatusOr<bool> map_attention_chain(Importer& im, const ::onnx::GraphProto& g,
-                                         const AttentionChain& c);
-// map_ops.cc: maps `n` onto lms ops, or explains why it cannot.
+// import_onnx.cc: offers node `n` to folding, then to mapping; a fused node
+// (import_pass.h) goes to its mapper.
+absl::Status visit_node(Importer& im, const ::onnx::NodeProto& n);
+// Visits the nodes of fused node `fused`'s body in order, in its place: what
+// its mapper does when the constants do not allow the fusion.
+absl::Status visit_body(Importer& im, const ::onnx::NodeProto& fused);
+// The mappers of the lms.fused nodes the fusions write: one gelu node
+// (fuse_gelu.cc, Note [GELU chain]) or one attention node (fuse_attention.cc,
+// Note [Attention chain]) where the constants allow it, else visit_body.
+absl::Status map_fused_gelu(Importer& im, const ::onnx::NodeProto& fused);
+absl::Status map_fused_attention(Importer& im, const ::onnx::NodeProto& fused);
+class ImportPipeline;
+// import_onnx.cc: lms::import_onnx with `fusions` instead of
+// import_pipeline's (for tests of the pass list).
+absl::StatusOr<ImportedModel> import_onnx_with(std::string_view path,
+                                               const OnnxImportOptions& options,
+                                               const ImportPipeline& fusions);
+// map_ops.cc: maps `n` (of the default domain or lms.fused) onto lms ops,
+// or explains why it cannot.
 absl::Status map_node(Importer& im, const ::onnx::NodeProto& n);
 // The ONNX ops map_node handles, for messages.
 std::string_view supported_ops();

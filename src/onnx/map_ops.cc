@@ -16,6 +16,7 @@
 #include "common/broadcast.h"
 #include "lms/status.h"
 #include "lms/strings.h"
+#include "onnx/import_pass.h"
 #include "onnx/importer.h"
 #include "onnx/map_ops_internal.h"
 
@@ -565,6 +566,15 @@ const std::map<std::string, Mapper, std::less<>>& mappers() {
   return *m;
 }
 
+// The ops of the nodes the fusions write (import_pass.h).
+const std::map<std::string, Mapper, std::less<>>& fused_mappers() {
+  static const auto* m = new std::map<std::string, Mapper, std::less<>>{
+      {"Attention", map_fused_attention},
+      {"Gelu", map_fused_gelu},
+  };
+  return *m;
+}
+
 }  // namespace
 
 std::string_view supported_ops() {
@@ -598,8 +608,9 @@ std::string_view supported_ops() {
 }
 
 absl::Status map_node(Importer& im, const NodeProto& n) {
-  auto it = mappers().find(n.op_type());
-  if (it != mappers().end()) return it->second(im, n);
+  const auto& table = n.domain() == kFusedDomain ? fused_mappers() : mappers();
+  auto it = table.find(n.op_type());
+  if (it != table.end()) return it->second(im, n);
   return Importer::error(
       n, absl::StrCat("op not supported by lms; supported: ", to_absl(supported_ops())));
 }
