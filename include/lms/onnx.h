@@ -16,7 +16,10 @@
 // (scripts/export_onnx.py). Such an export keeps every parameter as an
 // initializer under its PyTorch name and BatchNormalization in training mode.
 //
-// How (docs/design.md, "ONNX import"): the nodes are visited in file order;
+// How (docs/design.md, "ONNX import"): the importer's fusion passes run
+// first, in one declared order (layer norm, GELU, attention: each exported
+// chain becomes one node, or stays as its nodes where its constants do not
+// fit); then the nodes are visited in file order;
 // shape arithmetic (Shape, Gather / Unsqueeze / Squeeze / Concat / Slice /
 // Cast / Transpose / arithmetic on constants, Constant, ConstantOfShape) is
 // folded for the given input shapes; identities (Identity, Dropout with
