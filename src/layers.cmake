@@ -6,12 +6,15 @@
 # layer sees include/lms, so PUBLIC_HEADERS says which layer each public
 # header belongs to, and the check holds includes of them to the same DEPS.
 lms_declare_layer(common PUBLIC_HEADERS checked.h op_kind.h status.h strings.h types.h units.h)
-lms_declare_layer(graph DEPS common PUBLIC_HEADERS graph.h loss.h ops.h training.h)
+# The op schema: one check per op of an op instance (attributes, arity,
+# dtypes, shapes), which the graph's shape inference and both backends call.
+lms_declare_layer(op_schema DEPS common)
+lms_declare_layer(graph DEPS op_schema common PUBLIC_HEADERS graph.h loss.h ops.h training.h)
 lms_declare_layer(allocator DEPS common PUBLIC_HEADERS memory_stats.h)
 lms_declare_layer(profiler DEPS common PUBLIC_HEADERS profiler.h profiler/)
 # The device interface and the code both backends share; each backend sees
 # it and not the other backend.
-lms_declare_layer(backend DEPS allocator profiler common PUBLIC_HEADERS device.h)
+lms_declare_layer(backend DEPS op_schema allocator profiler common PUBLIC_HEADERS device.h)
 lms_declare_layer(backend/cpu DEPS backend)
 lms_declare_layer(backend/cuda DEPS backend)
 # swap replays placements on a BfcAllocator (the one sideways dependency).

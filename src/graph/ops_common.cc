@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "graph/ops_internal.h"
 #include "lms/status.h"
+#include "op_schema/op_schema.h"
 
 namespace lms::ops_internal {
 
@@ -99,19 +100,26 @@ absl::Status check_same_shapes(std::string_view op, const std::vector<Shape>& sh
 }
 
 OpSpec make_spec(OpKind kind, int min_inputs, int max_inputs, std::vector<std::string> attrs,
-                 decltype(OpDef::infer) infer, decltype(OpDef::flops) flops,
-                 decltype(OpDef::grad) grad, std::vector<int> mutated_inputs) {
+                 InferFn infer, decltype(OpDef::flops) flops, decltype(OpDef::grad) grad,
+                 std::vector<int> mutated_inputs) {
   OpSpec s;
   s.def.kind = kind;
   s.def.name = std::string(op_name(kind));
   s.def.min_inputs = min_inputs;
   s.def.max_inputs = max_inputs;
-  s.def.infer = std::move(infer);
+  s.infer = std::move(infer);
   s.def.flops = std::move(flops);
   s.def.grad = std::move(grad);
   s.def.mutated_inputs = std::move(mutated_inputs);
   s.attrs = std::move(attrs);
   return s;
+}
+
+OpSpec make_schema_spec(OpKind kind, std::vector<std::string> attrs, decltype(OpDef::flops) flops,
+                        decltype(OpDef::grad) grad, std::vector<int> mutated_inputs) {
+  const OpArity arity = op_arity(kind);
+  return make_spec(kind, arity.min_inputs, arity.max_inputs, std::move(attrs), nullptr,
+                   std::move(flops), std::move(grad), std::move(mutated_inputs));
 }
 
 std::optional<AttrType> attr_type(std::string_view name) {

@@ -64,14 +64,12 @@ void register_embedding_ops(std::vector<OpSpec>& specs) {
   specs.push_back(make_spec(
       OpKind::kEmbedding, 2, 2, {}, infer_embedding,
       [](const Attrs&, const Shapes&, const Shapes&) { return 0.0; }, embedding_grad));
-  specs.back().def.int64_inputs = {0};
   specs.back().def.bytes = embedding_bytes;
   specs.back().def.recomputable = true;
   // One add per element of dy.
   specs.push_back(
       make_spec(OpKind::kEmbeddingBwd, 2, 2, {"weight_shape"}, infer_embedding_bwd,
                 [](const Attrs&, const Shapes& in, const Shapes&) { return numel(in[1]); }));
-  specs.back().def.int64_inputs = {0};
   specs.back().def.backward = true;
   specs.back().def.bytes = [](const Attrs& a, const Shapes& in, const Shapes& out) {
     return embedding_bytes(a, in, {in[1]}) + numel(out[0]) * 4.0;

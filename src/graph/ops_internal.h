@@ -2,8 +2,11 @@
 // (op_registry.cc). Not part of the public API.
 //
 // Each family file defines one `register_*_ops` function that appends an
-// OpSpec per op; op_registry.cc wraps every `infer` with the arity and
-// attribute-name checks, so the family code may index inputs freely.
+// OpSpec per op. An op a backend compiles takes its arity and shape rule
+// from the op schema (make_schema_spec, op_schema/op_schema.h); the others
+// (swap_out, swap_in, all_reduce) bring their own `infer`, which
+// op_registry.cc wraps with the arity and attribute-name checks, so the
+// family code may index inputs freely.
 #pragma once
 
 #include <initializer_list>
@@ -32,8 +35,14 @@ namespace lms::ops_internal {
 // conv_bwd_data for a first layer whose input is a graph input).
 inline constexpr TensorId kWantGrad = -2;
 
+// A family's own shape rule (ops without a schema rule): InvalidArgument
+// "<op>: <msg>" without the node name, which the registry adds.
+using InferFn =
+    std::function<absl::StatusOr<std::vector<Shape>>(const Attrs&, const std::vector<Shape>&)>;
+
 struct OpSpec {
   OpDef def;
+  InferFn infer;  // empty: the op schema's rule
   // The attribute names the op accepts (all required); their types come from
   // attr_type (one meaning per attribute name across all ops).
   std::vector<std::string> attrs;
@@ -43,8 +52,12 @@ struct OpSpec {
 };
 
 OpSpec make_spec(OpKind kind, int min_inputs, int max_inputs, std::vector<std::string> attrs,
-                 decltype(OpDef::infer) infer, decltype(OpDef::flops) flops,
-                 decltype(OpDef::grad) grad = nullptr, std::vector<int> mutated_inputs = {});
+                 InferFn infer, decltype(OpDef::flops) flops, decltype(OpDef::grad) grad = nullptr,
+                 std::vector<int> mutated_inputs = {});
+// The entry of an op whose arity and shape rule are the op schema's.
+OpSpec make_schema_spec(OpKind kind, std::vector<std::string> attrs, decltype(OpDef::flops) flops,
+                        decltype(OpDef::grad) grad = nullptr,
+                        std::vector<int> mutated_inputs = {});
 
 // The type of the attribute `name` on every op that takes it (docs/ops.md);
 // nullopt for a name no op takes.

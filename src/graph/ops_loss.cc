@@ -199,7 +199,6 @@ void register_loss_ops(std::vector<OpSpec>& specs) {
       per_input_element(6)));
   for (size_t i = specs.size() - 2; i < specs.size(); ++i) {
     specs[i].optional_attrs = {"ignore_index"};
-    specs[i].def.int64_inputs = {1};
     specs[i].def.bytes = xent_bytes;
   }
   specs.push_back(make_spec(OpKind::kReduceMean, 1, 1, {}, infer_reduce_mean, per_input_element(1),

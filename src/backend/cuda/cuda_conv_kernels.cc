@@ -33,7 +33,7 @@
 #include "backend/cuda/cuda_launch.h"
 #include "backend/cuda/cuda_status.h"
 #include "backend/cuda/large_tensor_plan.h"
-#include "backend/spatial_spec.h"
+#include "op_schema/spatial_spec.h"
 #include "common/align.h"
 #include "lms/status.h"
 #include "lms/types.h"

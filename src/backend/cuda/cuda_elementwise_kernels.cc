@@ -1,7 +1,7 @@
 // Element-wise ops, activations, softmax (cuDNN, channel mode, over any
 // axis), concat / slice along any axis (channel_copy_plan on the
 // [outer, axis, inner] view), embedding and fill for the CUDA device. Validation is
-// backend/spec_checks.h, shared with the CPU device, so both backends accept
+// op_schema/spec_checks.h, shared with the CPU device, so both backends accept
 // and reject the same specs with the same messages.
 #include <memory>
 #include <optional>
@@ -16,7 +16,7 @@
 #include "backend/cuda/cuda_status.h"
 #include "backend/cuda/large_tensor_plan.h"
 #include "backend/dropout_hash.h"
-#include "backend/spec_checks.h"
+#include "op_schema/spec_checks.h"
 #include "lms/status.h"
 
 namespace lms::cuda {

@@ -16,7 +16,7 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_launch.h"
 #include "backend/cuda/cuda_status.h"
-#include "backend/spec_checks.h"
+#include "op_schema/spec_checks.h"
 #include "lms/status.h"
 
 namespace lms::cuda {

@@ -12,7 +12,7 @@
 #include "backend/cpu/kernels/spatial_kernels.h"
 #include "backend/cpu/kernels/spatial_plan.h"
 #include "backend/cpu/kernels/winograd.h"
-#include "backend/spatial_spec.h"
+#include "op_schema/spatial_spec.h"
 #include "lms/status.h"
 #include "lms/types.h"
 

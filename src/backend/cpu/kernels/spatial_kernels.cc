@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/cpu/kernels/spatial_plan.h"
-#include "backend/spatial_spec.h"
+#include "op_schema/spatial_spec.h"
 #include "lms/status.h"
 
 namespace lms::cpu {

@@ -1,4 +1,4 @@
-#include "backend/spatial_spec.h"
+#include "op_schema/spatial_spec.h"
 
 #include <string>
 
@@ -11,12 +11,12 @@ namespace {
 
 std::string shape_str(const Shape& s) { return absl::StrCat("[", absl::StrJoin(s, ","), "]"); }
 
-const AttrValue* find_attr(const KernelSpec& spec, const std::string& key) {
+const AttrValue* find_attr(const OpInstance& spec, const std::string& key) {
   auto it = spec.attrs.find(key);
   return it == spec.attrs.end() ? nullptr : &it->second;
 }
 
-absl::StatusOr<std::vector<int64_t>> checked_ints(const KernelSpec& spec, const std::string& key,
+absl::StatusOr<std::vector<int64_t>> checked_ints(const OpInstance& spec, const std::string& key,
                                                   const AttrValue& value, int rank,
                                                   int64_t min_value) {
   const auto* list = std::get_if<std::vector<int64_t>>(&value);
@@ -37,7 +37,7 @@ absl::StatusOr<std::vector<int64_t>> checked_ints(const KernelSpec& spec, const 
 }
 
 // Fills x, w, bias and returns the y shape the node carries (y or dy).
-absl::StatusOr<Shape> read_conv_roles(const KernelSpec& spec, ConvPass pass, ConvProblem* p) {
+absl::StatusOr<Shape> read_conv_roles(const OpInstance& spec, ConvPass pass, ConvProblem* p) {
   switch (pass) {
     case ConvPass::kForward:
       LMS_RETURN_IF_ERROR(check_arity(spec, 2, 3, 1, 1));
@@ -66,7 +66,7 @@ absl::StatusOr<Shape> read_conv_roles(const KernelSpec& spec, ConvPass pass, Con
 
 // conv's optional group (1 when absent): >= 1, dividing the K outputs of w
 // ([K,C/group,k..]); deconv ops take none.
-absl::StatusOr<int64_t> group_attr(const KernelSpec& spec, const ConvProblem& p) {
+absl::StatusOr<int64_t> group_attr(const OpInstance& spec, const ConvProblem& p) {
   const AttrValue* value = find_attr(spec, "group");
   if (value == nullptr) return 1;
   const auto* group = std::get_if<int64_t>(value);
@@ -80,7 +80,7 @@ absl::StatusOr<int64_t> group_attr(const KernelSpec& spec, const ConvProblem& p)
   return *group;
 }
 
-absl::Status read_conv_attrs(const KernelSpec& spec, ConvProblem* p) {
+absl::Status read_conv_attrs(const OpInstance& spec, ConvProblem* p) {
   LMS_ASSIGN_OR_RETURN(p->stride, optional_ints(spec, "stride", p->rank, 1, 1));
   LMS_ASSIGN_OR_RETURN(p->pad, optional_ints(spec, "pad", p->rank, 0, 0));
   LMS_ASSIGN_OR_RETURN(p->dilation, optional_ints(spec, "dilation", p->rank, 1, 1));
@@ -93,7 +93,7 @@ absl::Status read_conv_attrs(const KernelSpec& spec, ConvProblem* p) {
 }
 
 // y shape of the forward problem; errors when a spatial extent would be < 1.
-absl::StatusOr<Shape> conv_output_shape(const KernelSpec& spec, const ConvProblem& p) {
+absl::StatusOr<Shape> conv_output_shape(const OpInstance& spec, const ConvProblem& p) {
   int64_t k_out = p.transposed ? p.w[1] : p.w[0];
   Shape y = {p.x[0], k_out};
   for (int i = 0; i < p.rank; ++i) {
@@ -114,12 +114,12 @@ absl::StatusOr<Shape> conv_output_shape(const KernelSpec& spec, const ConvProble
 
 }  // namespace
 
-absl::Status spec_error(const KernelSpec& spec, const std::string& message) {
+absl::Status spec_error(const OpInstance& spec, const std::string& message) {
   return absl::InvalidArgumentError(
       absl::StrCat("node '", spec.name, "' (op ", op_name(spec.op), "): ", message));
 }
 
-absl::Status check_arity(const KernelSpec& spec, size_t min_inputs, size_t max_inputs,
+absl::Status check_arity(const OpInstance& spec, size_t min_inputs, size_t max_inputs,
                          size_t min_outputs, size_t max_outputs) {
   size_t in = spec.input_shapes.size(), out = spec.output_shapes.size();
   if (in < min_inputs || in > max_inputs || out < min_outputs || out > max_outputs) {
@@ -130,7 +130,7 @@ absl::Status check_arity(const KernelSpec& spec, size_t min_inputs, size_t max_i
   return absl::OkStatus();
 }
 
-absl::StatusOr<int> spatial_rank(const KernelSpec& spec, const Shape& shape,
+absl::StatusOr<int> spatial_rank(const OpInstance& spec, const Shape& shape,
                                  const std::string& what) {
   if (shape.size() != 4 && shape.size() != 5) {
     return spec_error(spec, absl::StrCat(what, " has shape ", shape_str(shape),
@@ -145,7 +145,7 @@ absl::StatusOr<int> spatial_rank(const KernelSpec& spec, const Shape& shape,
   return static_cast<int>(shape.size()) - 2;
 }
 
-absl::StatusOr<std::vector<int64_t>> optional_ints(const KernelSpec& spec, const std::string& key,
+absl::StatusOr<std::vector<int64_t>> optional_ints(const OpInstance& spec, const std::string& key,
                                                    int rank, int64_t default_value,
                                                    int64_t min_value) {
   const AttrValue* value = find_attr(spec, key);
@@ -153,7 +153,7 @@ absl::StatusOr<std::vector<int64_t>> optional_ints(const KernelSpec& spec, const
   return checked_ints(spec, key, *value, rank, min_value);
 }
 
-absl::StatusOr<std::vector<int64_t>> required_ints(const KernelSpec& spec, const std::string& key,
+absl::StatusOr<std::vector<int64_t>> required_ints(const OpInstance& spec, const std::string& key,
                                                    int rank, int64_t min_value) {
   const AttrValue* value = find_attr(spec, key);
   if (value == nullptr) {
@@ -162,7 +162,7 @@ absl::StatusOr<std::vector<int64_t>> required_ints(const KernelSpec& spec, const
   return checked_ints(spec, key, *value, rank, min_value);
 }
 
-absl::StatusOr<Shape> required_shape(const KernelSpec& spec, const std::string& key) {
+absl::StatusOr<Shape> required_shape(const OpInstance& spec, const std::string& key) {
   const AttrValue* value = find_attr(spec, key);
   const auto* list = value ? std::get_if<std::vector<int64_t>>(value) : nullptr;
   if (list == nullptr) {
@@ -172,7 +172,7 @@ absl::StatusOr<Shape> required_shape(const KernelSpec& spec, const std::string& 
   return *list;
 }
 
-absl::StatusOr<std::string> required_str(const KernelSpec& spec, const std::string& key) {
+absl::StatusOr<std::string> required_str(const OpInstance& spec, const std::string& key) {
   const AttrValue* value = find_attr(spec, key);
   const auto* str = value ? std::get_if<std::string>(value) : nullptr;
   if (str == nullptr) {
@@ -182,7 +182,7 @@ absl::StatusOr<std::string> required_str(const KernelSpec& spec, const std::stri
   return *str;
 }
 
-absl::StatusOr<bool> count_include_pad_attr(const KernelSpec& spec) {
+absl::StatusOr<bool> count_include_pad_attr(const OpInstance& spec) {
   const AttrValue* value = find_attr(spec, "count_include_pad");
   if (value == nullptr) return true;
   const auto* flag = std::get_if<int64_t>(value);
@@ -192,7 +192,7 @@ absl::StatusOr<bool> count_include_pad_attr(const KernelSpec& spec) {
   return *flag == 1;
 }
 
-absl::StatusOr<bool> has_bias_attr(const KernelSpec& spec) {
+absl::StatusOr<bool> has_bias_attr(const OpInstance& spec) {
   bool two_outputs = spec.output_shapes.size() == 2;
   const AttrValue* value = find_attr(spec, "has_bias");
   if (value == nullptr) return two_outputs;
@@ -208,7 +208,7 @@ absl::StatusOr<bool> has_bias_attr(const KernelSpec& spec) {
   return *flag == 1;
 }
 
-absl::Status check_shape(const KernelSpec& spec, const std::string& what, const Shape& actual,
+absl::Status check_shape(const OpInstance& spec, const std::string& what, const Shape& actual,
                          const Shape& expected) {
   if (actual == expected) return absl::OkStatus();
   return spec_error(spec, absl::StrCat(what, " has shape ", shape_str(actual), "; expected ",
@@ -223,7 +223,7 @@ ConvPass conv_pass(OpKind op) {
   return ConvPass::kForward;
 }
 
-absl::StatusOr<ConvProblem> conv_problem(const KernelSpec& spec) {
+absl::StatusOr<ConvProblem> conv_problem(const OpInstance& spec) {
   ConvProblem p;
   p.transposed = spec.op == OpKind::kDeconv || spec.op == OpKind::kDeconvBwdData ||
                  spec.op == OpKind::kDeconvBwdWeights;

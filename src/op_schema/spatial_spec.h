@@ -1,4 +1,4 @@
-// Reading and validating the KernelSpec of a spatial op (docs/ops.md), shared
+// Reading and validating the OpInstance of a spatial op (docs/ops.md), shared
 // by both backends so they reject a bad spec with the same status: attribute
 // lookup with type/length checks, arity checks, and the geometry of the
 // convolution family. Every error is InvalidArgument naming the node, what
@@ -11,37 +11,37 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "backend/kernel.h"
+#include "op_schema/op_instance.h"
 
 namespace lms {
 
-absl::Status spec_error(const KernelSpec& spec, const std::string& message);
+absl::Status spec_error(const OpInstance& spec, const std::string& message);
 
 // Checks the number of inputs and outputs against the allowed ranges.
-absl::Status check_arity(const KernelSpec& spec, size_t min_inputs, size_t max_inputs,
+absl::Status check_arity(const OpInstance& spec, size_t min_inputs, size_t max_inputs,
                          size_t min_outputs, size_t max_outputs);
 
 // Spatial rank (2 or 3) of an NCHW / NCDHW shape with every dimension >= 1.
-absl::StatusOr<int> spatial_rank(const KernelSpec& spec, const Shape& shape,
+absl::StatusOr<int> spatial_rank(const OpInstance& spec, const Shape& shape,
                                  const std::string& what);
 
 // An `ints` attribute of length `rank` whose entries are >= min_value. When
 // absent, optional_ints gives `default_value` repeated and required_ints fails.
-absl::StatusOr<std::vector<int64_t>> optional_ints(const KernelSpec& spec, const std::string& key,
+absl::StatusOr<std::vector<int64_t>> optional_ints(const OpInstance& spec, const std::string& key,
                                                    int rank, int64_t default_value,
                                                    int64_t min_value);
-absl::StatusOr<std::vector<int64_t>> required_ints(const KernelSpec& spec, const std::string& key,
+absl::StatusOr<std::vector<int64_t>> required_ints(const OpInstance& spec, const std::string& key,
                                                    int rank, int64_t min_value);
 // A full-shape `ints` attribute (input_shape, weight_shape).
-absl::StatusOr<Shape> required_shape(const KernelSpec& spec, const std::string& key);
-absl::StatusOr<std::string> required_str(const KernelSpec& spec, const std::string& key);
+absl::StatusOr<Shape> required_shape(const OpInstance& spec, const std::string& key);
+absl::StatusOr<std::string> required_str(const OpInstance& spec, const std::string& key);
 // has_bias: when absent it is inferred from the number of outputs.
-absl::StatusOr<bool> has_bias_attr(const KernelSpec& spec);
+absl::StatusOr<bool> has_bias_attr(const OpInstance& spec);
 
 // avg_pool's count_include_pad: when absent 1 (PyTorch's default).
-absl::StatusOr<bool> count_include_pad_attr(const KernelSpec& spec);
+absl::StatusOr<bool> count_include_pad_attr(const OpInstance& spec);
 // Checks that `actual` equals `expected`, naming `what` in the error.
-absl::Status check_shape(const KernelSpec& spec, const std::string& what, const Shape& actual,
+absl::Status check_shape(const OpInstance& spec, const std::string& what, const Shape& actual,
                          const Shape& expected);
 
 // Which pass of the convolution family an op is (conv and deconv alike).
@@ -62,6 +62,6 @@ struct ConvProblem {
 
 // Derives and validates the problem of conv, conv_bwd_data, conv_bwd_weights,
 // deconv, deconv_bwd_data, deconv_bwd_weights.
-absl::StatusOr<ConvProblem> conv_problem(const KernelSpec& spec);
+absl::StatusOr<ConvProblem> conv_problem(const OpInstance& spec);
 
 }  // namespace lms

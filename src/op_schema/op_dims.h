@@ -1,0 +1,108 @@
+// What a kernel reads from an op instance its op's rule has accepted
+// (op_schema.h): each function below is the core of that rule, so it
+// validates what it reads and a backend that has called check_spec gets
+// no error from it. Errors as in spec_checks.h.
+//
+//   LMS_RETURN_IF_ERROR(check_spec(spec));            // at the backend's dispatch
+//   LMS_ASSIGN_OR_RETURN(SliceDims d, slice_dims(spec));
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "common/broadcast.h"
+#include "op_schema/op_instance.h"
+
+namespace lms {
+
+// ---- Element-wise, concat / slice (rules_pointwise.cc) ----
+
+// add / mul with broadcasting (common/broadcast.h): a and b broadcast to a
+// shape one of them has, of rank at most SumToPlan::kMaxRank when they
+// differ. Returns the index (0 or 1) of the operand with the output's shape.
+absl::StatusOr<size_t> check_broadcast_binary(const OpInstance& spec);
+// sum_to: the "shape" attribute broadcasts to x's shape (rank at most
+// SumToPlan::kMaxRank) and is the output's. Returns the plan both devices
+// sum by.
+absl::StatusOr<SumToPlan> check_sum_to(const OpInstance& spec);
+// transpose: the "perm" attribute, a permutation of the dimensions of x
+// (rank 1 to SumToPlan::kMaxRank). Returns the index both devices copy by.
+absl::StatusOr<BroadcastIndex> check_transpose(const OpInstance& spec);
+// concat: the axis along which every input matches input 0 elsewhere.
+absl::StatusOr<size_t> concat_axis(const OpInstance& spec);
+
+// slice: y = x[..., begin:begin+size, ...] along `axis`.
+struct SliceDims {
+  size_t axis = 0;
+  int64_t begin = 0;
+  int64_t size = 0;
+};
+absl::StatusOr<SliceDims> slice_dims(const OpInstance& spec);
+
+// dropout / dropout_bwd: ratio in [0, 1) and the mask's seed.
+struct DropoutDims {
+  double ratio = 0;
+  int64_t seed = 0;
+};
+absl::StatusOr<DropoutDims> dropout_dims(const OpInstance& spec);
+
+// ---- Normalisation (rules_norm.cc) ----
+
+// instance_norm (+ _bwd) and batch_norm_bwd: x[N,C,...], gamma[C] and the
+// third input (beta[C], or dy like x); returns eps, in (0, 1].
+absl::StatusOr<double> norm_eps(const OpInstance& spec);
+
+// A batch_norm node (docs/ops.md): x[N,C,S], gamma[C], beta[C] and
+// optionally running_mean[C], running_var[C]; eps in (0, 1]. kTraining
+// outputs y; kTrainingSavingStats (training with running statistics) also
+// the batch mean and biased variance [C]; kEval normalises with the running
+// statistics.
+enum class BatchNormMode { kTraining, kTrainingSavingStats, kEval };
+struct BatchNormDims {
+  double eps = 0;
+  BatchNormMode mode = BatchNormMode::kTraining;
+};
+absl::StatusOr<BatchNormDims> batch_norm_dims(const OpInstance& spec);
+
+// A layer_norm (x, gamma, beta -> y) or layer_norm_bwd (x, gamma, dy -> dx,
+// dgamma, dbeta) node (docs/ops.md): x[..., C] of rank 2 to 4 seen as
+// [rows, cols] with cols = C, gamma and beta [C], dy like x; eps in (0, 1].
+struct LayerNormDims {
+  int64_t rows = 0;
+  int64_t cols = 0;
+  double eps = 0;
+};
+absl::StatusOr<LayerNormDims> layer_norm_dims(const OpInstance& spec);
+
+// A bn_stats_update node: running_mean, running_var, mean, var, all [C];
+// momentum in [0, 1]; count >= 2 elements per channel. The unbiased
+// variance is var * count / (count - 1).
+struct BnStatsUpdateDims {
+  int64_t channels = 0;
+  double momentum = 0;
+  int64_t count = 0;
+};
+absl::StatusOr<BnStatsUpdateDims> bn_stats_update_dims(const OpInstance& spec);
+
+// ---- Optimizer updates (rules_optimizer.cc) ----
+
+// The hyper-parameters of sgd_update (param, grad, velocity, norm?[]) and
+// adam_update (param, grad, m, v, step[], norm?[]) (docs/ops.md): lr,
+// weight_decay, clip_norm >= 0; sgd's momentum and adam's beta1, beta2 in
+// [0, 1); adam's eps > 0 and its optional poly schedule (decay_steps >= 1
+// and decay_power > 0, both or neither). Fields of the other update are 0.
+struct UpdateAttrs {
+  double lr = 0;
+  double weight_decay = 0;
+  double clip_norm = 0;  // 0: no clipping
+  double momentum = 0;
+  double beta1 = 0;
+  double beta2 = 0;
+  double eps = 0;
+  int64_t decay_steps = 0;  // 0: no poly schedule
+  double decay_power = 0;
+};
+absl::StatusOr<UpdateAttrs> update_attrs(const OpInstance& spec);
+
+}  // namespace lms
