@@ -20,8 +20,9 @@ namespace lms {
 // What a backend needs to know to compile a kernel (no graph types: the
 // backend layer does not depend on the graph): the op instance the op schema
 // checks, so a backend validates a spec with the same check_spec as the
-// graph (op_schema/op_schema.h) before its kernel reads it.
-using KernelSpec = OpInstance;
+// graph (op_schema/op_schema.h) before its kernel reads it. A struct of its
+// own only because lms/device.h declares it.
+struct KernelSpec : OpInstance {};
 
 // Device pointers of one invocation. Inputs listed as mutated in docs/ops.md
 // are written in place.

@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/broadcast.h"
+#include "common/matmul_shape.h"
 #include "op_schema/op_instance.h"
 
 namespace lms {
@@ -49,8 +50,9 @@ absl::StatusOr<DropoutDims> dropout_dims(const OpInstance& spec);
 
 // ---- Normalisation (rules_norm.cc) ----
 
-// instance_norm (+ _bwd) and batch_norm_bwd: x[N,C,...], gamma[C] and the
-// third input (beta[C], or dy like x); returns eps, in (0, 1].
+// instance_norm (+ _bwd), batch_norm_bwd and the first three inputs of
+// batch_norm: x[N,C,...] (N,C,S for instance norm), gamma[C] and the third
+// input (beta[C], or dy like x); returns eps, in (0, 1].
 absl::StatusOr<double> norm_eps(const OpInstance& spec);
 
 // A batch_norm node (docs/ops.md): x[N,C,S], gamma[C], beta[C] and
@@ -104,5 +106,56 @@ struct UpdateAttrs {
   double decay_power = 0;
 };
 absl::StatusOr<UpdateAttrs> update_attrs(const OpInstance& spec);
+
+// ---- Matrix products, attention, embedding (rules_linear.cc) ----
+
+// A linear (x[N,C], w, b?[K] -> y[N,K]) or a linear_bwd_weights (x[N,C],
+// dy[N,K] -> dw, db?[K]) node (docs/ops.md): w is [K,C] when trans_b, else
+// [C,K]; `bias` is whether b (db, has_bias = 1) is there.
+struct LinearDims {
+  int64_t n = 0;
+  int64_t c = 0;
+  int64_t k = 0;
+  bool trans_b = true;
+  bool bias = false;
+};
+absl::StatusOr<LinearDims> linear_dims(const OpInstance& spec);
+
+// A matmul node (a, b -> y[batch..., M, N], docs/ops.md): the shape rule of
+// common/matmul_shape.h, trans_a and trans_b 0 or 1.
+absl::StatusOr<MatMulShape> matmul_dims(const OpInstance& spec);
+
+// An attention (q, k, v -> out, lse) or attention_bwd (q, k, v, out, lse,
+// dout -> dq, dk, dv) node (docs/ops.md): q, out, dout [N,H,T,D]; k, v
+// [N,H,S,D]; lse [N,H,T]; softmax_scale > 0; causal 0 or 1, and T == S
+// when 1.
+struct AttentionDims {
+  int64_t heads = 0;  // N*H independent (n, h) problems
+  int64_t t = 0;      // queries
+  int64_t s = 0;      // keys
+  int64_t d = 0;      // head dim
+  double scale = 0;
+  bool causal = false;
+};
+absl::StatusOr<AttentionDims> attention_dims(const OpInstance& spec);
+
+// ---- Losses (rules_loss.cc) ----
+
+// The problem of a softmax_cross_entropy (logits[..., C], labels[...] int64
+// -> loss[]) or softmax_cross_entropy_bwd (logits, labels, dloss[] ->
+// dlogits) node (docs/ops.md): n rows of c classes and ignore_index
+// (absent: kDefaultIgnoreIndex).
+inline constexpr int64_t kDefaultIgnoreIndex = -100;  // PyTorch's
+struct CrossEntropyDims {
+  int64_t n = 0;
+  int64_t c = 0;
+  int64_t ignore_index = kDefaultIgnoreIndex;
+};
+absl::StatusOr<CrossEntropyDims> cross_entropy_dims(const OpInstance& spec);
+// The run-time error of both cross-entropy ops for a label outside [0, C)
+// that is not ignore_index: names the label, its position and what is
+// allowed, the same on both backends.
+absl::Status bad_class_label(const OpInstance& spec, int64_t position, int64_t label,
+                             const CrossEntropyDims& dims);
 
 }  // namespace lms

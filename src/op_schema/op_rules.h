@@ -24,5 +24,7 @@ struct RuleEntry {
 std::optional<RuleEntry> pointwise_rule(OpKind op);
 std::optional<RuleEntry> norm_rule(OpKind op);
 std::optional<RuleEntry> optimizer_rule(OpKind op);
+std::optional<RuleEntry> linear_rule(OpKind op);
+std::optional<RuleEntry> loss_rule(OpKind op);
 
 }  // namespace lms::op_rules

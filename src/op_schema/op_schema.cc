@@ -9,8 +9,8 @@ namespace lms {
 namespace {
 
 std::optional<op_rules::RuleEntry> rule_entry(OpKind op) {
-  for (auto family : {&op_rules::pointwise_rule, &op_rules::norm_rule,
-                      &op_rules::optimizer_rule}) {
+  for (auto family : {&op_rules::pointwise_rule, &op_rules::norm_rule, &op_rules::optimizer_rule,
+                      &op_rules::linear_rule, &op_rules::loss_rule}) {
     if (std::optional<op_rules::RuleEntry> e = family(op)) return e;
   }
   return std::nullopt;

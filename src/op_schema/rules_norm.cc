@@ -73,7 +73,8 @@ absl::StatusOr<bool> training_attr(const OpInstance& spec) {
 }  // namespace
 
 absl::StatusOr<double> norm_eps(const OpInstance& spec) {
-  const size_t min_rank = spec.op == OpKind::kBatchNormBwd ? 2 : 3;
+  const bool batch = spec.op == OpKind::kBatchNorm || spec.op == OpKind::kBatchNormBwd;
+  const size_t min_rank = batch ? 2 : 3;
   LMS_ASSIGN_OR_RETURN(double eps, check_norm(spec, min_rank));
   const Shape &x = spec.input_shapes[0], &c = spec.input_shapes[1];
   if (is_backward(spec.op)) {

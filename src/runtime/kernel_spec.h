@@ -1,5 +1,6 @@
 // How the runtime turns a graph node into a kernel: the KernelSpec a backend
-// compiles (op, attributes, input and output shapes) and which nodes have no
+// compiles (op, attributes, input shapes, dtypes and names, output shapes)
+// and which nodes have no
 // kernel (swap_out / swap_in run on the copy streams, all_reduce on the
 // communication stream). Shared by Session,
 // kernel_workspace_bytes and profile_step, so every caller compiles a node

@@ -10,6 +10,7 @@
 #include "lms/status.h"
 #include "lms/strings.h"
 #include "lms/types.h"
+#include "op_schema/op_schema.h"
 
 namespace lms::cpu {
 namespace {
@@ -114,6 +115,9 @@ CpuKernelFamily cpu_kernel_family(OpKind op) {
 
 absl::StatusOr<std::unique_ptr<Kernel>> create_cpu_kernel(const KernelSpec& spec,
                                                           const CpuKernelContext& ctx) {
+  // The op's one rule, which the graph ran too (op schema); what follows is
+  // only what this backend cannot run.
+  LMS_RETURN_IF_ERROR(check_spec(spec));
   LMS_RETURN_IF_ERROR(check_layouts(spec));
   std::unique_ptr<Kernel> kernel;
   try {

@@ -28,6 +28,7 @@
 #include "absl/strings/string_view.h"
 #include "backend/cpu/kernels/cpu_kernels.h"
 #include "backend/kernel.h"
+#include "op_schema/op_dims.h"
 #include "op_schema/spec_checks.h"
 #include "dnnl.hpp"
 
