@@ -9,6 +9,7 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_launch.h"
 #include "backend/cuda/cuda_status.h"
+#include "op_schema/op_dims.h"
 #include "op_schema/spec_checks.h"
 #include "lms/status.h"
 
@@ -20,7 +21,7 @@ absl::StatusOr<std::unique_ptr<Kernel>> create_cuda_attention_kernel(const Kerne
     return std::unique_ptr<Kernel>();
   }
   const bool backward = spec.op == OpKind::kAttentionBwd;
-  LMS_ASSIGN_OR_RETURN(AttentionDims d, attention_dims(spec, backward));
+  LMS_ASSIGN_OR_RETURN(AttentionDims d, attention_dims(spec));
   const launch::AttentionShape shape = {d.heads, d.t, d.s, d.d, d.scale, d.causal};
   const std::string what = node_label(spec);
   cudaStream_t st = ctx.stream;

@@ -10,6 +10,7 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_launch.h"
 #include "backend/cuda/cuda_status.h"
+#include "op_schema/op_dims.h"
 #include "op_schema/spec_checks.h"
 #include "lms/status.h"
 
@@ -21,7 +22,7 @@ absl::StatusOr<std::unique_ptr<Kernel>> create_cuda_layer_norm_kernel(
     return std::unique_ptr<Kernel>();
   }
   const bool backward = spec.op == OpKind::kLayerNormBwd;
-  LMS_ASSIGN_OR_RETURN(LayerNormDims d, layer_norm_dims(spec, backward));
+  LMS_ASSIGN_OR_RETURN(LayerNormDims d, layer_norm_dims(spec));
   const std::string what = node_label(spec);
   cudaStream_t st = ctx.stream;
   if (!backward) {

@@ -14,6 +14,7 @@
 #include "backend/cuda/cuda_launch.h"
 #include "backend/cuda/cuda_status.h"
 #include "op_schema/spatial_spec.h"
+#include "op_schema/op_dims.h"
 #include "op_schema/spec_checks.h"
 #include "lms/status.h"
 
@@ -24,30 +25,12 @@ using KernelOr = absl::StatusOr<std::unique_ptr<Kernel>>;
 
 // ---- Normalisation ----
 
-absl::StatusOr<double> check_norm(const KernelSpec& spec, bool backward, size_t min_rank) {
-  LMS_RETURN_IF_ERROR(check_arity(spec, 3, 3, backward ? 3 : 1));
-  const Shape& x = spec.input_shapes[0];
-  LMS_RETURN_IF_ERROR(check_rank(spec, x, min_rank, 5, "input x"));
-  const Shape c = {x[1]};
-  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.input_shapes[1], c, "input gamma"));
-  if (backward) {
-    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.input_shapes[2], x, "input dy"));
-    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], x, "output dx"));
-    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[1], c, "output dgamma"));
-    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[2], c, "output dbeta"));
-  } else {
-    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.input_shapes[2], c, "input beta"));
-    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], x, "output y"));
-  }
-  return real_attr_in(spec, "eps", 0.0, true, 1e300, false, "eps > 0");
-}
-
 // Workspace, in doubles: mean, var (and, backward, sum_dy, sum_dyxmu), cv
 // each, then the grouped sums' partials (two values per block; the stats
 // and the backward sums use them in turn).
 KernelOr make_norm(const KernelSpec& spec, const CudaKernelContext& ctx, bool instance,
                    bool backward) {
-  LMS_ASSIGN_OR_RETURN(double eps, check_norm(spec, backward, instance ? 3 : 2));
+  LMS_ASSIGN_OR_RETURN(double eps, norm_eps(spec));
   const Shape& x = spec.input_shapes[0];
   const int64_t n = x[0], c = x[1], s = num_elements(x) / (x[0] * x[1]);
   const launch::NormView v{instance ? 1 : n, instance ? n * c : c, s, c, eps};
