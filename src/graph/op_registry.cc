@@ -32,55 +32,6 @@ double bytes_of_inputs_and_outputs(const Attrs&, const Shapes& in, const Shapes&
   return bytes;
 }
 
-absl::Status check_attr_names(const OpInstance& inst, const std::vector<std::string>& allowed,
-                              const std::vector<std::string>& optional) {
-  const Attrs& attrs = inst.attrs;
-  std::vector<std::string> accepted = allowed;
-  accepted.insert(accepted.end(), optional.begin(), optional.end());
-  const std::string list = accepted.empty() ? "none" : absl::StrJoin(accepted, ", ");
-  for (const auto& [key, value] : attrs) {
-    if (key == kWorkspaceAttr &&
-        std::find(optional.begin(), optional.end(), key) != optional.end()) {
-      const std::string* v = std::get_if<std::string>(&value);
-      if (v == nullptr || (*v != kWorkspaceFast && *v != kWorkspaceLeast)) {
-        return invalid(inst, ops_internal::str_cat("attribute '", kWorkspaceAttr,
-                                                   "' must be the string \"", kWorkspaceFast,
-                                                   "\" or \"", kWorkspaceLeast, "\""));
-      }
-    }
-    if (key == kLayoutAttr) continue;  // every op's; check_layout_attr
-    if (std::find(accepted.begin(), accepted.end(), key) == accepted.end()) {
-      return invalid(inst,
-                     ops_internal::str_cat("unknown attribute '", key, "' (allowed: ", list, ")"));
-    }
-  }
-  for (const std::string& key : allowed) {
-    if (!attrs.contains(key)) {
-      return invalid(inst, ops_internal::str_cat("missing attribute '", key, "' (required: ",
-                                                 absl::StrJoin(allowed, ", "), ")"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-// The optional "layout" attribute (kLayoutAttr in lms/types.h): one 'p' or
-// 'b' per input, ':', one per output.
-absl::Status check_layout_attr(const OpInstance& inst, size_t num_outputs) {
-  const size_t num_inputs = inst.input_shapes.size();
-  auto it = inst.attrs.find(kLayoutAttr);
-  if (it == inst.attrs.end()) return absl::OkStatus();
-  const std::string* v = std::get_if<std::string>(&it->second);
-  bool ok = v != nullptr && v->size() == num_inputs + 1 + num_outputs && (*v)[num_inputs] == ':';
-  for (size_t i = 0; ok && i < v->size(); ++i) {
-    ok = i == num_inputs || (*v)[i] == kLayoutPlain || (*v)[i] == kLayoutBlocked;
-  }
-  if (ok) return absl::OkStatus();
-  return invalid(inst, ops_internal::str_cat("attribute '", kLayoutAttr, "' must be a string of ",
-                                             num_inputs,
-                                             " characters 'p' or 'b' (one per input), ':', and ",
-                                             num_outputs, " more (one per output)"));
-}
-
 // The schema's attribute list: required and optional names, typed by
 // attr_type, sorted by name.
 std::vector<AttrSchema> attr_schema(const OpSpec& spec) {
@@ -97,40 +48,32 @@ std::vector<AttrSchema> attr_schema(const OpSpec& spec) {
   return attrs;
 }
 
-// The family's shape rule: the op schema's (infer_outputs) or, for the ops
-// no backend compiles, the family's own, whose message gains the node name.
-absl::StatusOr<Shapes> run_rule(const ops_internal::InferFn& own, const OpInstance& inst) {
-  if (!own) return infer_outputs(inst);
-  absl::StatusOr<Shapes> outputs = own(inst.attrs, inst.input_shapes);
-  if (!outputs.ok()) return invalid(inst, outputs.status().message());
-  return outputs;
-}
-
-// Wraps the op's rule with the checks all ops share.
+// The registry entry's infer: the op schema's infer_outputs, or for the ops
+// no backend compiles (the schema has no rule for them) the same shared
+// checks around the family's own rule, whose message gains the node name.
 OpDef finish(OpSpec spec) {
   OpDef def = std::move(spec.def);
   def.attrs = attr_schema(spec);
-  LMS_CHECK(static_cast<bool>(spec.infer) != has_schema_rule(def.kind));  // one rule per op
-  const auto max_in = def.max_inputs < 0 ? static_cast<size_t>(-1)
-                                         : static_cast<size_t>(def.max_inputs);
-  def.infer = [own = std::move(spec.infer), attrs_allowed = std::move(spec.attrs),
-               attrs_optional = std::move(spec.optional_attrs),
-               min_in = static_cast<size_t>(def.min_inputs),
-               max_in](const OpInstance& inst) -> absl::StatusOr<Shapes> {
-    LMS_RETURN_IF_ERROR(check_arity(inst, min_in, max_in));
-    LMS_RETURN_IF_ERROR(check_inputs(inst));
-    LMS_RETURN_IF_ERROR(check_attr_names(inst, attrs_allowed, attrs_optional));
-    LMS_ASSIGN_OR_RETURN(Shapes outputs, run_rule(own, inst));
-    // The rules check their own arithmetic; this catches outputs that are
-    // well-formed dim by dim but too large as a whole (a product of dims).
-    for (size_t j = 0; j < outputs.size(); ++j) {
-      absl::Status s =
-          check_tensor_shape(ops_internal::str_cat("output ", j), outputs[j], DType::kFloat32);
-      if (!s.ok()) return invalid(inst, s.message());
-    }
-    LMS_RETURN_IF_ERROR(check_layout_attr(inst, outputs.size()));
-    return outputs;
-  };
+  if (!spec.infer) {
+    LMS_CHECK(has_schema_rule(def.kind));  // an op without a rule of its own
+    def.infer = [](const OpInstance& inst) { return infer_outputs(inst); };
+  } else {
+    LMS_CHECK(!has_schema_rule(def.kind));  // one rule per op
+    const auto max_in =
+        def.max_inputs < 0 ? static_cast<size_t>(-1) : static_cast<size_t>(def.max_inputs);
+    def.infer = [own = std::move(spec.infer),
+                 names = OpAttrNames{std::move(spec.attrs), std::move(spec.optional_attrs)},
+                 min_in = static_cast<size_t>(def.min_inputs),
+                 max_in](const OpInstance& inst) -> absl::StatusOr<Shapes> {
+      LMS_RETURN_IF_ERROR(check_arity(inst, min_in, max_in));
+      LMS_RETURN_IF_ERROR(check_inputs(inst));
+      LMS_RETURN_IF_ERROR(check_attr_names(inst, names));
+      absl::StatusOr<Shapes> outputs = own(inst.attrs, inst.input_shapes);
+      if (!outputs.ok()) return invalid(inst, outputs.status().message());
+      LMS_RETURN_IF_ERROR(check_outputs(inst, *outputs));
+      return outputs;
+    };
+  }
   if (!def.flops) {
     def.flops = [](const Attrs&, const Shapes&, const Shapes&) { return 0.0; };
   }

@@ -48,11 +48,11 @@ absl::Status attention_grad(GradContext& ctx) {
 
 void register_attention_ops(std::vector<OpSpec>& specs) {
   specs.push_back(make_schema_spec(
-      OpKind::kAttention, {"causal", "softmax_scale"},
+      OpKind::kAttention,
       [](const Attrs&, const Shapes& in, const Shapes&) { return kFwdFlopsPerTsd * nhtsd(in); },
       attention_grad));
   specs.push_back(make_schema_spec(
-      OpKind::kAttentionBwd, {"causal", "softmax_scale"},
+      OpKind::kAttentionBwd,
       [](const Attrs&, const Shapes& in, const Shapes&) { return kBwdFlopsPerTsd * nhtsd(in); }));
   set_flag(specs, &OpDef::recomputable, {OpKind::kAttention});
   set_flag(specs, &OpDef::backward, {OpKind::kAttentionBwd});

@@ -34,13 +34,13 @@ double embedding_bytes(const Attrs&, const Shapes& in, const Shapes& out) {
 
 void register_embedding_ops(std::vector<OpSpec>& specs) {
   specs.push_back(make_schema_spec(
-      OpKind::kEmbedding, {}, [](const Attrs&, const Shapes&, const Shapes&) { return 0.0; },
+      OpKind::kEmbedding, [](const Attrs&, const Shapes&, const Shapes&) { return 0.0; },
       embedding_grad));
   specs.back().def.bytes = embedding_bytes;
   specs.back().def.recomputable = true;
   // One add per element of dy.
   specs.push_back(
-      make_schema_spec(OpKind::kEmbeddingBwd, {"weight_shape"},
+      make_schema_spec(OpKind::kEmbeddingBwd,
                        [](const Attrs&, const Shapes& in, const Shapes&) { return numel(in[1]); }));
   specs.back().def.backward = true;
   specs.back().def.bytes = [](const Attrs& a, const Shapes& in, const Shapes& out) {

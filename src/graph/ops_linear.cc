@@ -48,7 +48,6 @@ double linear_flops(const Shapes& in, const Shapes& out, bool bias) {
   return 2 * n * c * k + (bias ? n * k : 0.0);
 }
 
-
 // 2·batch·M·N·K.
 double matmul_flops(const Attrs& a, const Shapes& in, const Shapes& out) {
   const Shape& x = in[0];
@@ -128,20 +127,18 @@ absl::Status matmul_grad(GradContext& ctx) {
 
 void register_linear_ops(std::vector<OpSpec>& specs) {
   specs.push_back(make_schema_spec(
-      OpKind::kLinear, {"trans_b"},
+      OpKind::kLinear,
       [](const Attrs&, const Shapes& in, const Shapes& out) {
         return linear_flops(in, out, in.size() > 2);
       },
       linear_grad));
   specs.back().def.recomputable = true;
-  specs.push_back(make_schema_spec(OpKind::kLinearBwdWeights, {"has_bias", "trans_b"},
-                                   [](const Attrs&, const Shapes& in, const Shapes& out) {
-                                     return 2 * numel(in[0]) * static_cast<double>(in[1][1]) +
-                                            (out.size() > 1 ? numel(in[1]) : 0.0);
-                                   }));
+  specs.push_back(make_schema_spec(OpKind::kLinearBwdWeights, [](const Attrs&, const Shapes& in,
+                                                                 const Shapes& out) {
+    return 2 * numel(in[0]) * static_cast<double>(in[1][1]) + (out.size() > 1 ? numel(in[1]) : 0.0);
+  }));
   specs.back().def.backward = true;
-  specs.push_back(
-      make_schema_spec(OpKind::kMatMul, {"trans_a", "trans_b"}, matmul_flops, matmul_grad));
+  specs.push_back(make_schema_spec(OpKind::kMatMul, matmul_flops, matmul_grad));
   specs.back().def.recomputable = true;
 }
 

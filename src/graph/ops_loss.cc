@@ -90,27 +90,21 @@ decltype(OpDef::flops) per_input_element(double factor) {
 }  // namespace
 
 void register_loss_ops(std::vector<OpSpec>& specs) {
-  specs.push_back(make_schema_spec(OpKind::kMseLoss, {}, per_input_element(3), mse_grad));
-  specs.push_back(make_schema_spec(OpKind::kMseLossBwd, {}, per_input_element(3)));
-  specs.push_back(
-      make_schema_spec(OpKind::kSoftDiceLoss, {"eps"}, per_input_element(4), dice_grad));
-  specs.push_back(make_schema_spec(OpKind::kSoftDiceLossBwd, {"eps"}, per_input_element(4)));
+  specs.push_back(make_schema_spec(OpKind::kMseLoss, per_input_element(3), mse_grad));
+  specs.push_back(make_schema_spec(OpKind::kMseLossBwd, per_input_element(3)));
+  specs.push_back(make_schema_spec(OpKind::kSoftDiceLoss, per_input_element(4), dice_grad));
+  specs.push_back(make_schema_spec(OpKind::kSoftDiceLossBwd, per_input_element(4)));
   // Per logit: a max, an exp, a sum (forward); the exp again, a subtract
   // and a multiply (backward).
-  specs.push_back(
-      make_schema_spec(OpKind::kSoftmaxCrossEntropy, {}, per_input_element(4), xent_grad));
-  specs.push_back(make_schema_spec(OpKind::kSoftmaxCrossEntropyBwd, {}, per_input_element(6)));
+  specs.push_back(make_schema_spec(OpKind::kSoftmaxCrossEntropy, per_input_element(4), xent_grad));
+  specs.push_back(make_schema_spec(OpKind::kSoftmaxCrossEntropyBwd, per_input_element(6)));
   for (size_t i = specs.size() - 2; i < specs.size(); ++i) {
-    specs[i].optional_attrs = {"ignore_index"};
     specs[i].def.bytes = xent_bytes;
   }
-  specs.push_back(
-      make_schema_spec(OpKind::kReduceMean, {}, per_input_element(1), reduce_mean_grad));
-  specs.back().optional_attrs = {std::string(kAxisAttr)};
-  specs.push_back(
-      make_schema_spec(OpKind::kReduceMeanBwd, {"input_shape"},
-                       [](const Attrs&, const Shapes&, const Shapes& out) { return numel(out[0]); }));
-  specs.back().optional_attrs = {std::string(kAxisAttr)};
+  specs.push_back(make_schema_spec(OpKind::kReduceMean, per_input_element(1), reduce_mean_grad));
+  specs.push_back(make_schema_spec(
+      OpKind::kReduceMeanBwd,
+      [](const Attrs&, const Shapes&, const Shapes& out) { return numel(out[0]); }));
   set_flag(specs, &OpDef::backward,
            {OpKind::kMseLossBwd, OpKind::kSoftDiceLossBwd, OpKind::kSoftmaxCrossEntropyBwd,
             OpKind::kReduceMeanBwd});

@@ -46,21 +46,18 @@ double norm_flops(const Shapes& in) { return kNormFlopsPerElement * numel(in[0])
 
 void register_norm_ops(std::vector<OpSpec>& specs) {
   auto flops = [](const Attrs&, const Shapes& in, const Shapes&) { return norm_flops(in); };
-  specs.push_back(make_schema_spec(OpKind::kInstanceNorm, {"eps"}, flops,
-                                   norm_grad(OpKind::kInstanceNormBwd)));
-  specs.push_back(make_schema_spec(OpKind::kInstanceNormBwd, {"eps"}, flops));
   specs.push_back(
-      make_schema_spec(OpKind::kBatchNorm, {"eps"}, flops, norm_grad(OpKind::kBatchNormBwd)));
-  specs.back().optional_attrs = {"momentum", "training"};
-  specs.push_back(make_schema_spec(OpKind::kBatchNormBwd, {"eps"}, flops));
+      make_schema_spec(OpKind::kInstanceNorm, flops, norm_grad(OpKind::kInstanceNormBwd)));
+  specs.push_back(make_schema_spec(OpKind::kInstanceNormBwd, flops));
+  specs.push_back(make_schema_spec(OpKind::kBatchNorm, flops, norm_grad(OpKind::kBatchNormBwd)));
+  specs.push_back(make_schema_spec(OpKind::kBatchNormBwd, flops));
   // Two multiply-adds per running statistic, one scale for the variance.
   specs.push_back(make_schema_spec(
-      OpKind::kBnStatsUpdate, {"count", "momentum"},
+      OpKind::kBnStatsUpdate,
       [](const Attrs&, const Shapes& in, const Shapes&) { return 5 * numel(in[0]); }, nullptr,
       {0, 1}));
-  specs.push_back(
-      make_schema_spec(OpKind::kLayerNorm, {"eps"}, flops, norm_grad(OpKind::kLayerNormBwd)));
-  specs.push_back(make_schema_spec(OpKind::kLayerNormBwd, {"eps"}, flops));
+  specs.push_back(make_schema_spec(OpKind::kLayerNorm, flops, norm_grad(OpKind::kLayerNormBwd)));
+  specs.push_back(make_schema_spec(OpKind::kLayerNormBwd, flops));
   set_flag(specs, &OpDef::recomputable,
            {OpKind::kInstanceNorm, OpKind::kBatchNorm, OpKind::kLayerNorm});
   set_flag(specs, &OpDef::backward,

@@ -19,23 +19,18 @@ decltype(OpDef::flops) per_param_element(double factor) {
 
 void register_optimizer_ops(std::vector<OpSpec>& specs) {
   specs.push_back(
-      make_schema_spec(OpKind::kGlobalNorm, {}, [](const Attrs&, const Shapes& in, const Shapes&) {
+      make_schema_spec(OpKind::kGlobalNorm, [](const Attrs&, const Shapes& in, const Shapes&) {
         double n = 0;
         for (const Shape& s : in) n += 2 * numel(s);
         return n;
       }));
-  specs.push_back(make_schema_spec(
-      OpKind::kIncrement, {}, [](const Attrs&, const Shapes&, const Shapes&) { return 1.0; },
-      nullptr, {0}));
+  specs.push_back(make_schema_spec(OpKind::kIncrement,
+                                   [](const Attrs&, const Shapes&, const Shapes&) { return 1.0; },
+                                   nullptr, {0}));
   // SGD: weight decay, momentum, update (+ clipping scale) per element.
-  specs.push_back(make_schema_spec(OpKind::kSgdUpdate,
-                                   {"clip_norm", "lr", "momentum", "weight_decay"},
-                                   per_param_element(6), nullptr, {0, 2}));
+  specs.push_back(make_schema_spec(OpKind::kSgdUpdate, per_param_element(6), nullptr, {0, 2}));
   // Adam: two moment updates, bias corrections, sqrt and divide per element.
-  specs.push_back(make_schema_spec(OpKind::kAdamUpdate,
-                                   {"beta1", "beta2", "clip_norm", "eps", "lr", "weight_decay"},
-                                   per_param_element(14), nullptr, {0, 2, 3}));
-  specs.back().optional_attrs = {"decay_power", "decay_steps"};  // the poly schedule
+  specs.push_back(make_schema_spec(OpKind::kAdamUpdate, per_param_element(14), nullptr, {0, 2, 3}));
 }
 
 }  // namespace lms::ops_internal

@@ -184,51 +184,42 @@ absl::Status slice_grad(GradContext& ctx) {
 }  // namespace
 
 void register_pointwise_ops(std::vector<OpSpec>& specs) {
-  specs.push_back(make_schema_spec(OpKind::kRelu, {}, per_element(1),
-                                   activation_grad(OpKind::kReluBwd, true)));
-  specs.push_back(make_schema_spec(OpKind::kReluBwd, {}, per_element(1)));
-  specs.push_back(make_schema_spec(OpKind::kLeakyRelu, {"alpha"}, per_element(2),
+  specs.push_back(
+      make_schema_spec(OpKind::kRelu, per_element(1), activation_grad(OpKind::kReluBwd, true)));
+  specs.push_back(make_schema_spec(OpKind::kReluBwd, per_element(1)));
+  specs.push_back(make_schema_spec(OpKind::kLeakyRelu, per_element(2),
                                    activation_grad(OpKind::kLeakyReluBwd, false)));
-  specs.push_back(make_schema_spec(OpKind::kLeakyReluBwd, {"alpha"}, per_element(2)));
-  specs.push_back(make_schema_spec(OpKind::kSigmoid, {}, per_element(4),
+  specs.push_back(make_schema_spec(OpKind::kLeakyReluBwd, per_element(2)));
+  specs.push_back(make_schema_spec(OpKind::kSigmoid, per_element(4),
                                    activation_grad(OpKind::kSigmoidBwd, true)));
-  specs.push_back(make_schema_spec(OpKind::kSigmoidBwd, {}, per_element(3)));
-  specs.push_back(make_schema_spec(OpKind::kClip, {"max", "min"}, per_element(2),
-                                   activation_grad(OpKind::kClipBwd, false)));
-  specs.push_back(make_schema_spec(OpKind::kClipBwd, {"max", "min"}, per_element(2)));
+  specs.push_back(make_schema_spec(OpKind::kSigmoidBwd, per_element(3)));
+  specs.push_back(
+      make_schema_spec(OpKind::kClip, per_element(2), activation_grad(OpKind::kClipBwd, false)));
+  specs.push_back(make_schema_spec(OpKind::kClipBwd, per_element(2)));
   // GELU: erf counted like sigmoid's exp (4), plus the scale, the add and two
   // multiplies. Its backward: Phi(x) (7), phi(x) (7), x * phi(x) + Phi(x)
   // and the product with dy (3).
-  specs.push_back(make_schema_spec(OpKind::kGelu, {}, per_element(8),
-                                   activation_grad(OpKind::kGeluBwd, false)));
-  specs.push_back(make_schema_spec(OpKind::kGeluBwd, {}, per_element(17)));
-  specs.push_back(make_schema_spec(OpKind::kSoftmax, {}, per_element(5),
+  specs.push_back(
+      make_schema_spec(OpKind::kGelu, per_element(8), activation_grad(OpKind::kGeluBwd, false)));
+  specs.push_back(make_schema_spec(OpKind::kGeluBwd, per_element(17)));
+  specs.push_back(make_schema_spec(OpKind::kSoftmax, per_element(5),
                                    activation_grad(OpKind::kSoftmaxBwd, true)));
-  specs.push_back(make_schema_spec(OpKind::kSoftmaxBwd, {}, per_element(4)));
-  specs.push_back(make_schema_spec(OpKind::kAdd, {}, per_element(1), add_grad));
-  specs.push_back(make_schema_spec(OpKind::kMul, {}, per_element(1), mul_grad));
-  specs.push_back(make_schema_spec(OpKind::kScale, {"factor"}, per_element(1), scale_grad));
+  specs.push_back(make_schema_spec(OpKind::kSoftmaxBwd, per_element(4)));
+  specs.push_back(make_schema_spec(OpKind::kAdd, per_element(1), add_grad));
+  specs.push_back(make_schema_spec(OpKind::kMul, per_element(1), mul_grad));
+  specs.push_back(make_schema_spec(OpKind::kScale, per_element(1), scale_grad));
   // One add per element of x.
-  specs.push_back(
-      make_schema_spec(OpKind::kSumTo, {"shape"},
-                       [](const Attrs&, const Shapes& in, const Shapes&) { return numel(in[0]); }));
+  specs.push_back(make_schema_spec(
+      OpKind::kSumTo, [](const Attrs&, const Shapes& in, const Shapes&) { return numel(in[0]); }));
   // A hash and a multiply per element.
-  specs.push_back(
-      make_schema_spec(OpKind::kDropout, {"ratio", "seed"}, per_element(2), dropout_grad));
-  specs.push_back(make_schema_spec(OpKind::kDropoutBwd, {"ratio", "seed"}, per_element(2)));
+  specs.push_back(make_schema_spec(OpKind::kDropout, per_element(2), dropout_grad));
+  specs.push_back(make_schema_spec(OpKind::kDropoutBwd, per_element(2)));
   // Data movement only: no floating-point work.
-  specs.push_back(make_schema_spec(OpKind::kConcat, {}, per_element(0), concat_grad));
-  specs.push_back(make_schema_spec(OpKind::kSlice, {"begin", "size"}, per_element(0), slice_grad));
-  specs.push_back(make_schema_spec(OpKind::kReshape, {"shape"}, per_element(0), reshape_grad));
-  specs.push_back(make_schema_spec(OpKind::kTranspose, {"perm"}, per_element(0), transpose_grad));
-  for (OpSpec& spec : specs) {
-    const OpKind k = spec.def.kind;
-    if (k == OpKind::kSoftmax || k == OpKind::kSoftmaxBwd || k == OpKind::kConcat ||
-        k == OpKind::kSlice) {
-      spec.optional_attrs.push_back(std::string(kAxisAttr));
-    }
-  }
-  specs.push_back(make_schema_spec(OpKind::kFill, {"shape", "value"}, per_element(0),
+  specs.push_back(make_schema_spec(OpKind::kConcat, per_element(0), concat_grad));
+  specs.push_back(make_schema_spec(OpKind::kSlice, per_element(0), slice_grad));
+  specs.push_back(make_schema_spec(OpKind::kReshape, per_element(0), reshape_grad));
+  specs.push_back(make_schema_spec(OpKind::kTranspose, per_element(0), transpose_grad));
+  specs.push_back(make_schema_spec(OpKind::kFill, per_element(0),
                                    [](GradContext&) { return absl::OkStatus(); }));
   set_flag(specs, &OpDef::backward,
            {OpKind::kReluBwd, OpKind::kLeakyReluBwd, OpKind::kSigmoidBwd, OpKind::kClipBwd,

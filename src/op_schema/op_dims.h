@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/broadcast.h"
@@ -16,6 +17,45 @@
 #include "op_schema/op_instance.h"
 
 namespace lms {
+
+// ---- Spatial ops (rules_spatial.cc) ----
+
+// Which pass of the convolution family an op is (conv and deconv alike).
+enum class ConvPass { kForward, kBackwardData, kBackwardWeights };
+ConvPass conv_pass(OpKind op);
+
+// The convolution problem behind conv, conv_bwd_data, conv_bwd_weights,
+// deconv, deconv_bwd_data and deconv_bwd_weights, in forward terms:
+// x[N,C,S] -> y[N,K,S']. `w` is the op's weight shape: [K,C/groups,k..] for
+// conv, [C,K,k..] for deconv (transposed); x is input_shape for the
+// backward-data ops, w weight_shape for the backward-weights ops.
+struct ConvProblem {
+  bool transposed = false;
+  bool bias = false;  // b (conv, deconv) or db (has_bias = 1)
+  int rank = 2;       // spatial dims
+  int64_t groups = 1;
+  Shape x, w, y;
+  std::vector<int64_t> stride, pad, dilation;  // dilation as in ops.md (1 = dense)
+};
+absl::StatusOr<ConvProblem> conv_problem(const OpInstance& spec);
+
+// upsample (x) / upsample_bwd (dy, input_shape): x[N,C,S] -> y[N,C,S*scale].
+struct UpsampleDims {
+  Shape x, y;
+  std::vector<int64_t> scale;
+  bool linear = false;  // mode "linear", else "nearest"
+};
+absl::StatusOr<UpsampleDims> upsample_dims(const OpInstance& spec);
+
+// max_pool (x), max_pool_bwd (x, dy), avg_pool (x), avg_pool_bwd (dy,
+// input_shape): x[N,C,S] -> y[N,C,S'] with S' = (S + 2 pad - kernel) /
+// stride + 1 and pad < kernel.
+struct PoolDims {
+  Shape x, y;
+  std::vector<int64_t> kernel, stride, pad;
+  bool count_include_pad = true;  // avg_pool's divisor (absent: 1, PyTorch's)
+};
+absl::StatusOr<PoolDims> pool_dims(const OpInstance& spec);
 
 // ---- Element-wise, concat / slice (rules_pointwise.cc) ----
 

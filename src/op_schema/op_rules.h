@@ -18,6 +18,7 @@ using Rule = absl::StatusOr<std::vector<Shape>> (*)(const OpInstance&);
 struct RuleEntry {
   OpArity arity;
   Rule rule = nullptr;
+  OpAttrNames attrs;  // required and optional, each sorted by name
 };
 
 // The entry of `op` in a family, or nullopt when the op is not the family's.
@@ -26,5 +27,6 @@ std::optional<RuleEntry> norm_rule(OpKind op);
 std::optional<RuleEntry> optimizer_rule(OpKind op);
 std::optional<RuleEntry> linear_rule(OpKind op);
 std::optional<RuleEntry> loss_rule(OpKind op);
+std::optional<RuleEntry> spatial_rule(OpKind op);
 
 }  // namespace lms::op_rules

@@ -156,18 +156,19 @@ namespace op_rules {
 std::optional<RuleEntry> linear_rule(OpKind op) {
   switch (op) {
     case OpKind::kLinear:
-      return RuleEntry{{2, 3}, linear};
+      return RuleEntry{{2, 3}, linear, {{"trans_b"}, {}}};
     case OpKind::kLinearBwdWeights:
-      return RuleEntry{{2, 2}, linear};
+      return RuleEntry{{2, 2}, linear, {{"has_bias", "trans_b"}, {}}};
     case OpKind::kMatMul:
-      return RuleEntry{{2, 2}, matmul};
+      return RuleEntry{{2, 2}, matmul, {{"trans_a", "trans_b"}, {}}};
     case OpKind::kAttention:
-      return RuleEntry{{3, 3}, attention};
+      return RuleEntry{{3, 3}, attention, {{"causal", "softmax_scale"}, {}}};
     case OpKind::kAttentionBwd:
-      return RuleEntry{{6, 6}, attention};
+      return RuleEntry{{6, 6}, attention, {{"causal", "softmax_scale"}, {}}};
     case OpKind::kEmbedding:
+      return RuleEntry{{2, 2}, embedding, {}};
     case OpKind::kEmbeddingBwd:
-      return RuleEntry{{2, 2}, embedding};
+      return RuleEntry{{2, 2}, embedding, {{"weight_shape"}, {}}};
     default:
       return std::nullopt;
   }

@@ -37,8 +37,8 @@ absl::StatusOr<Shapes> mse(const OpInstance& spec) {
 absl::StatusOr<Shapes> dice(const OpInstance& spec) {
   const Shapes& in = spec.input_shapes;
   if (in[0].size() < 3) {
-    return invalid(spec, absl::StrCat("probs must have at least 3 dims [N,C,S], got ",
-                                      shape_str(in[0])));
+    return invalid(spec,
+                   absl::StrCat("probs must have at least 3 dims [N,C,S], got ", shape_str(in[0])));
   }
   LMS_RETURN_IF_ERROR(check_same_shapes(spec, {in[0], in[1]}, {"probs", "target"}));
   LMS_RETURN_IF_ERROR(real_attr_in(spec, "eps", 0, HUGE_VAL, false, true).status());
@@ -71,9 +71,9 @@ absl::StatusOr<Shapes> reduce_mean_bwd(const OpInstance& spec) {
   Shape want = shape;
   want[axis] = 1;
   if (dy != want) {
-    return invalid(spec, absl::StrCat("dy ", shape_str(dy), " must be input_shape ",
-                                      shape_str(shape), " with axis ", axis, " reduced to 1, ",
-                                      shape_str(want)));
+    return invalid(spec,
+                   absl::StrCat("dy ", shape_str(dy), " must be input_shape ", shape_str(shape),
+                                " with axis ", axis, " reduced to 1, ", shape_str(want)));
   }
   return Shapes{shape};
 }
@@ -100,9 +100,9 @@ absl::StatusOr<CrossEntropyDims> cross_entropy_dims(const OpInstance& spec) {
   }
   const Shape rows(logits.begin(), logits.end() - 1);
   if (spec.input_shapes[1] != rows) {
-    return invalid(spec, absl::StrCat("labels ", shape_str(spec.input_shapes[1]), " must be ",
-                                      shape_str(rows), ", one class index per row of logits ",
-                                      shape_str(logits)));
+    return invalid(
+        spec, absl::StrCat("labels ", shape_str(spec.input_shapes[1]), " must be ", shape_str(rows),
+                           ", one class index per row of logits ", shape_str(logits)));
   }
   d.n = num_elements(rows);
   d.c = logits.back();
@@ -121,21 +121,21 @@ namespace op_rules {
 std::optional<RuleEntry> loss_rule(OpKind op) {
   switch (op) {
     case OpKind::kMseLoss:
-      return RuleEntry{{2, 2}, mse};
+      return RuleEntry{{2, 2}, mse, {}};
     case OpKind::kMseLossBwd:
-      return RuleEntry{{3, 3}, mse};
+      return RuleEntry{{3, 3}, mse, {}};
     case OpKind::kSoftDiceLoss:
-      return RuleEntry{{2, 2}, dice};
+      return RuleEntry{{2, 2}, dice, {{"eps"}, {}}};
     case OpKind::kSoftDiceLossBwd:
-      return RuleEntry{{3, 3}, dice};
+      return RuleEntry{{3, 3}, dice, {{"eps"}, {}}};
     case OpKind::kSoftmaxCrossEntropy:
-      return RuleEntry{{2, 2}, xent};
+      return RuleEntry{{2, 2}, xent, {{}, {"ignore_index"}}};
     case OpKind::kSoftmaxCrossEntropyBwd:
-      return RuleEntry{{3, 3}, xent};
+      return RuleEntry{{3, 3}, xent, {{}, {"ignore_index"}}};
     case OpKind::kReduceMean:
-      return RuleEntry{{1, 1}, reduce_mean};
+      return RuleEntry{{1, 1}, reduce_mean, {{}, {std::string(kAxisAttr)}}};
     case OpKind::kReduceMeanBwd:
-      return RuleEntry{{1, 1}, reduce_mean_bwd};
+      return RuleEntry{{1, 1}, reduce_mean_bwd, {{"input_shape"}, {std::string(kAxisAttr)}}};
     default:
       return std::nullopt;
   }

@@ -95,8 +95,8 @@ absl::StatusOr<BatchNormDims> batch_norm_dims(const OpInstance& spec) {
   BatchNormDims d;
   LMS_ASSIGN_OR_RETURN(d.eps, check_norm(spec, 2));
   if (in[2] != in[1]) {
-    return invalid(spec, absl::StrCat("beta must have shape ", shape_str(in[1]), ", got ",
-                                      shape_str(in[2])));
+    return invalid(
+        spec, absl::StrCat("beta must have shape ", shape_str(in[1]), ", got ", shape_str(in[2])));
   }
   LMS_ASSIGN_OR_RETURN(const bool training, training_attr(spec));
   if (in.size() == 4) {
@@ -127,13 +127,14 @@ absl::StatusOr<LayerNormDims> layer_norm_dims(const OpInstance& spec) {
   const bool backward = spec.op == OpKind::kLayerNormBwd;
   const Shape& x = spec.input_shapes[0];
   if (x.size() < 2 || x.size() > 4) {
-    return invalid(spec, absl::StrCat("input x must have 2 to 4 dims [..., C], got ", shape_str(x)));
+    return invalid(spec,
+                   absl::StrCat("input x must have 2 to 4 dims [..., C], got ", shape_str(x)));
   }
   const Shape c = {x.back()};
   if (spec.input_shapes[1] != c) {
-    return invalid(spec, absl::StrCat("gamma must have shape ", shape_str(c),
-                                      " (the last dim of x), got ",
-                                      shape_str(spec.input_shapes[1])));
+    return invalid(
+        spec, absl::StrCat("gamma must have shape ", shape_str(c), " (the last dim of x), got ",
+                           shape_str(spec.input_shapes[1])));
   }
   const Shape& want = backward ? x : c;
   if (spec.input_shapes[2] != want) {
@@ -172,14 +173,14 @@ std::optional<RuleEntry> norm_rule(OpKind op) {
     case OpKind::kInstanceNorm:
     case OpKind::kInstanceNormBwd:
     case OpKind::kBatchNormBwd:
-      return RuleEntry{{3, 3}, norm};
+      return RuleEntry{{3, 3}, norm, {{"eps"}, {}}};
     case OpKind::kBatchNorm:
-      return RuleEntry{{3, 5}, batch_norm};
+      return RuleEntry{{3, 5}, batch_norm, {{"eps"}, {"momentum", "training"}}};
     case OpKind::kLayerNorm:
     case OpKind::kLayerNormBwd:
-      return RuleEntry{{3, 3}, layer_norm};
+      return RuleEntry{{3, 3}, layer_norm, {{"eps"}, {}}};
     case OpKind::kBnStatsUpdate:
-      return RuleEntry{{4, 4}, bn_stats_update};
+      return RuleEntry{{4, 4}, bn_stats_update, {{"count", "momentum"}, {}}};
     default:
       return std::nullopt;
   }

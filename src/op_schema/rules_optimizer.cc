@@ -94,13 +94,17 @@ namespace op_rules {
 std::optional<RuleEntry> optimizer_rule(OpKind op) {
   switch (op) {
     case OpKind::kGlobalNorm:
-      return RuleEntry{{1, -1}, global_norm};
+      return RuleEntry{{1, -1}, global_norm, {}};
     case OpKind::kIncrement:
-      return RuleEntry{{1, 1}, increment};
+      return RuleEntry{{1, 1}, increment, {}};
     case OpKind::kSgdUpdate:
-      return RuleEntry{{3, 4}, update};
+      return RuleEntry{{3, 4}, update, {{"clip_norm", "lr", "momentum", "weight_decay"}, {}}};
     case OpKind::kAdamUpdate:
-      return RuleEntry{{5, 6}, update};
+      // The optional attributes are the poly schedule.
+      return RuleEntry{{5, 6},
+                       update,
+                       {{"beta1", "beta2", "clip_norm", "eps", "lr", "weight_decay"},
+                        {"decay_power", "decay_steps"}}};
     default:
       return std::nullopt;
   }

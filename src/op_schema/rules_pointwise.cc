@@ -118,14 +118,14 @@ absl::StatusOr<size_t> check_broadcast_binary(const OpInstance& spec) {
                                       "pair must be equal or one of them 1"));
   }
   if (*y != a && *y != b) {
-    return invalid(spec, absl::StrCat("a ", shape_str(a), " and b ", shape_str(b),
-                                      " both broadcast to ", shape_str(*y),
-                                      "; one operand must have the output's shape"));
+    return invalid(spec,
+                   absl::StrCat("a ", shape_str(a), " and b ", shape_str(b), " both broadcast to ",
+                                shape_str(*y), "; one operand must have the output's shape"));
   }
   if (a != b && y->size() > SumToPlan::kMaxRank) {
-    return invalid(spec, absl::StrCat("the output ", shape_str(*y), " has rank ", y->size(),
-                                      "; a broadcasting add / mul takes at most ",
-                                      SumToPlan::kMaxRank));
+    return invalid(spec,
+                   absl::StrCat("the output ", shape_str(*y), " has rank ", y->size(),
+                                "; a broadcasting add / mul takes at most ", SumToPlan::kMaxRank));
   }
   return a == *y ? 0 : 1;
 }
@@ -169,9 +169,9 @@ absl::StatusOr<size_t> concat_axis(const OpInstance& spec) {
     Shape x = spec.input_shapes[i], want = first;
     if (x.size() == want.size()) x[axis] = want[axis] = 0;
     if (x == want) continue;
-    return invalid(spec, absl::StrCat("input ", i, " ", shape_str(spec.input_shapes[i]),
-                                      " differs from input 0 ", shape_str(first), " outside axis ",
-                                      axis));
+    return invalid(
+        spec, absl::StrCat("input ", i, " ", shape_str(spec.input_shapes[i]),
+                           " differs from input 0 ", shape_str(first), " outside axis ", axis));
   }
   return axis;
 }
@@ -209,41 +209,43 @@ std::optional<RuleEntry> pointwise_rule(OpKind op) {
     case OpKind::kRelu:
     case OpKind::kSigmoid:
     case OpKind::kGelu:
-      return RuleEntry{{1, 1}, unary};
+      return RuleEntry{{1, 1}, unary, {}};
     case OpKind::kLeakyRelu:
+      return RuleEntry{{1, 1}, unary_real, {{"alpha"}, {}}};
     case OpKind::kScale:
-      return RuleEntry{{1, 1}, unary_real};
+      return RuleEntry{{1, 1}, unary_real, {{"factor"}, {}}};
     case OpKind::kReluBwd:
-    case OpKind::kLeakyReluBwd:
     case OpKind::kSigmoidBwd:
     case OpKind::kGeluBwd:
-      return RuleEntry{{2, 2}, activation_bwd};
+      return RuleEntry{{2, 2}, activation_bwd, {}};
+    case OpKind::kLeakyReluBwd:
+      return RuleEntry{{2, 2}, activation_bwd, {{"alpha"}, {}}};
     case OpKind::kClip:
-      return RuleEntry{{1, 1}, clip};
+      return RuleEntry{{1, 1}, clip, {{"max", "min"}, {}}};
     case OpKind::kClipBwd:
-      return RuleEntry{{2, 2}, clip};
+      return RuleEntry{{2, 2}, clip, {{"max", "min"}, {}}};
     case OpKind::kSoftmax:
-      return RuleEntry{{1, 1}, softmax};
+      return RuleEntry{{1, 1}, softmax, {{}, {std::string(kAxisAttr)}}};
     case OpKind::kSoftmaxBwd:
-      return RuleEntry{{2, 2}, softmax};
+      return RuleEntry{{2, 2}, softmax, {{}, {std::string(kAxisAttr)}}};
     case OpKind::kAdd:
     case OpKind::kMul:
-      return RuleEntry{{2, 2}, binary};
+      return RuleEntry{{2, 2}, binary, {}};
     case OpKind::kSumTo:
-      return RuleEntry{{1, 1}, sum_to};
+      return RuleEntry{{1, 1}, sum_to, {{"shape"}, {}}};
     case OpKind::kDropout:
     case OpKind::kDropoutBwd:
-      return RuleEntry{{1, 1}, dropout};
+      return RuleEntry{{1, 1}, dropout, {{"ratio", "seed"}, {}}};
     case OpKind::kConcat:
-      return RuleEntry{{1, -1}, concat};
+      return RuleEntry{{1, -1}, concat, {{}, {std::string(kAxisAttr)}}};
     case OpKind::kSlice:
-      return RuleEntry{{1, 1}, slice};
+      return RuleEntry{{1, 1}, slice, {{"begin", "size"}, {std::string(kAxisAttr)}}};
     case OpKind::kReshape:
-      return RuleEntry{{1, 1}, reshape};
+      return RuleEntry{{1, 1}, reshape, {{"shape"}, {}}};
     case OpKind::kTranspose:
-      return RuleEntry{{1, 1}, transpose};
+      return RuleEntry{{1, 1}, transpose, {{"perm"}, {}}};
     case OpKind::kFill:
-      return RuleEntry{{0, 0}, fill};
+      return RuleEntry{{0, 0}, fill, {{"shape", "value"}, {}}};
     default:
       return std::nullopt;
   }

@@ -82,6 +82,10 @@ absl::StatusOr<bool> flag_attr(const OpInstance& spec, absl::string_view key) {
   return v == 1;
 }
 
+absl::StatusOr<std::string> str_attr(const OpInstance& spec, absl::string_view key) {
+  return attr_as<std::string>(spec, key, "str");
+}
+
 absl::StatusOr<std::vector<int64_t>> ints_attr(const OpInstance& spec, absl::string_view key) {
   return attr_as<std::vector<int64_t>>(spec, key, "ints");
 }
@@ -97,7 +101,7 @@ absl::Status check_arity(const OpInstance& spec, size_t min_in, size_t max_in) {
   const size_t n_in = spec.input_shapes.size();
   if (n_in >= min_in && n_in <= max_in) return absl::OkStatus();
   const std::string allowed = max_in == static_cast<size_t>(-1) ? absl::StrCat("at least ", min_in)
-                              : min_in == max_in ? absl::StrCat(min_in)
+                              : min_in == max_in                ? absl::StrCat(min_in)
                                                  : absl::StrCat(min_in, " to ", max_in);
   return invalid(spec, absl::StrCat("takes ", allowed, " inputs, got ", n_in));
 }
@@ -105,17 +109,17 @@ absl::Status check_arity(const OpInstance& spec, size_t min_in, size_t max_in) {
 absl::Status check_same_shape(const OpInstance& spec, const Shape& got, const Shape& want,
                               absl::string_view what) {
   if (got == want) return absl::OkStatus();
-  return invalid(spec, absl::StrCat(what, " must have shape ", shape_str(want), ", got ",
-                                    shape_str(got)));
+  return invalid(
+      spec, absl::StrCat(what, " must have shape ", shape_str(want), ", got ", shape_str(got)));
 }
 
 absl::Status check_same_shapes(const OpInstance& spec, const std::vector<Shape>& shapes,
                                const std::vector<std::string_view>& names) {
   for (size_t i = 1; i < shapes.size(); ++i) {
     if (shapes[i] == shapes[0]) continue;
-    return invalid(spec, absl::StrCat(to_absl(names[i]), " ", shape_str(shapes[i]),
-                                      " must have the shape of ", to_absl(names[0]), " ",
-                                      shape_str(shapes[0])));
+    return invalid(
+        spec, absl::StrCat(to_absl(names[i]), " ", shape_str(shapes[i]), " must have the shape of ",
+                           to_absl(names[0]), " ", shape_str(shapes[0])));
   }
   return absl::OkStatus();
 }

@@ -41,6 +41,7 @@ absl::StatusOr<double> real_attr_in(const OpInstance& spec, absl::string_view ke
 absl::StatusOr<int64_t> int_attr(const OpInstance& spec, absl::string_view key);
 // int_attr of a 0 / 1 flag: "<key> must be 0 or 1, got v".
 absl::StatusOr<bool> flag_attr(const OpInstance& spec, absl::string_view key);
+absl::StatusOr<std::string> str_attr(const OpInstance& spec, absl::string_view key);
 absl::StatusOr<std::vector<int64_t>> ints_attr(const OpInstance& spec, absl::string_view key);
 // An ints attribute holding a full tensor shape (reshape's, fill's and
 // sum_to's shape, input_shape, weight_shape): check_tensor_shape must accept it.

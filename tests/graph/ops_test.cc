@@ -251,7 +251,7 @@ std::vector<Invalid> invalid_cases() {
       {OpKind::kConv,
        {x4, {4, 3, 3, 3}},
        geom2({1}),
-       "conv: stride must have 2 entries for a 4-D input (NCHW), got [1]"},
+       "node 'n' (op conv): stride must have 2 entries for a 4-D input (NCHW), got [1]"},
       {OpKind::kConv, {x4, {4, 3, 3, 3}}, geom2({0, 1}), "stride entries must be >= 1"},
       {OpKind::kConv, {x4, {4, 3, 3, 3}}, geom2({1, 1}, {-1, 0}), "pad entries must be >= 0"},
       {OpKind::kConv,
@@ -635,8 +635,7 @@ TEST(OpsShapes, OverflowIsAnErrorNamingTheAttributeOrInput) {
         << "\"";
   }
   // The largest tensor that fits: 2^61 - 1 floats, just under 2^63 bytes.
-  auto fits =
-      infer(OpKind::kFill, {{"shape", Ints{(int64_t{1} << 61) - 1}}, {"value", 0.0}}, {});
+  auto fits = infer(OpKind::kFill, {{"shape", Ints{(int64_t{1} << 61) - 1}}, {"value", 0.0}}, {});
   EXPECT_TRUE(fits.ok()) << fits.status();
 }
 

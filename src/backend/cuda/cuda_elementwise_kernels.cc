@@ -16,9 +16,9 @@
 #include "backend/cuda/cuda_status.h"
 #include "backend/cuda/large_tensor_plan.h"
 #include "backend/dropout_hash.h"
+#include "lms/status.h"
 #include "op_schema/op_dims.h"
 #include "op_schema/spec_checks.h"
-#include "lms/status.h"
 
 namespace lms::cuda {
 namespace {
@@ -325,8 +325,7 @@ KernelOr create_cuda_elementwise_kernel(const KernelSpec& spec, const CudaKernel
     return make_binary(spec, ctx, Binary::kLeakyReluBwd, a);
   }
   if (op == OpKind::kSigmoid) return make_unary(spec, ctx, Unary::kSigmoid, 0.f);
-  if (op == OpKind::kSigmoidBwd)
-    return make_binary(spec, ctx, Binary::kSigmoidBwd, 0.f);
+  if (op == OpKind::kSigmoidBwd) return make_binary(spec, ctx, Binary::kSigmoidBwd, 0.f);
   if (op == OpKind::kSoftmax) return make_softmax(spec, ctx, false);
   if (op == OpKind::kSoftmaxBwd) return make_softmax(spec, ctx, true);
   if (op == OpKind::kClip || op == OpKind::kClipBwd) {

@@ -16,15 +16,14 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_launch.h"
 #include "backend/cuda/cuda_status.h"
+#include "lms/status.h"
 #include "op_schema/op_dims.h"
 #include "op_schema/spec_checks.h"
-#include "lms/status.h"
 
 namespace lms::cuda {
 namespace {
 
 using KernelOr = absl::StatusOr<std::unique_ptr<Kernel>>;
-
 
 double* ws_doubles(const KernelArgs& a, int64_t offset = 0) {
   return static_cast<double*>(a.workspace) + offset;

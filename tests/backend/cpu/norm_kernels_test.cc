@@ -227,8 +227,8 @@ class NormSpecTest : public ::testing::Test {
 
 TEST_F(NormSpecTest, BatchNormWorkspaceHoldsStatisticsAndIsRequired) {
   const Shape s = {4, 8, 6, 6};
-  auto k = create_cpu_kernel(
-      make_spec(OpKind::kBatchNorm, {s, {8}, {8}}, {s}, {{"eps", 1e-5}}), ctx_);
+  auto k =
+      create_cpu_kernel(make_spec(OpKind::kBatchNorm, {s, {8}, {8}}, {s}, {{"eps", 1e-5}}), ctx_);
   ASSERT_TRUE(k.ok()) << k.status();
   // Mean and variance of C = 8 floats live in the workspace.
   EXPECT_GE((*k)->workspace_bytes(), 2u * 8 * sizeof(float));

@@ -148,7 +148,7 @@ KernelOr make_reduce_mean(const KernelSpec& spec, const CpuKernelContext& ctx) {
 // dx[o, a, i] = dy[o, 0, i] / A.
 KernelOr make_reduce_mean_bwd(const KernelSpec& spec, const CpuKernelContext& ctx) {
   const Shape& shape = spec.output_shapes[0];  // input_shape (check_spec)
-  AxisView v{1, num_elements(shape), 1};  // no axis: every element is one group
+  AxisView v{1, num_elements(shape), 1};       // no axis: every element is one group
   if (has_axis_attr(spec)) {
     LMS_ASSIGN_OR_RETURN(const size_t axis, axis_attr(spec, shape, "input_shape"));
     v = axis_view(shape, axis);

@@ -100,7 +100,8 @@ KernelOr make_adam(const KernelSpec& spec, const CpuKernelContext& ctx) {
     const float b2 = static_cast<float>(h.beta2);
     const float inv_bc1 = static_cast<float>(1.0 / (1.0 - std::pow(h.beta1, t)));
     const float inv_bc2 = static_cast<float>(1.0 / (1.0 - std::pow(h.beta2, t)));
-    const float lr = static_cast<float>(poly_lr(h.lr, t, static_cast<double>(h.decay_steps), h.decay_power));
+    const float lr =
+        static_cast<float>(poly_lr(h.lr, t, static_cast<double>(h.decay_steps), h.decay_power));
     const float eps = static_cast<float>(h.eps);
     for (int64_t i = 0; i < n; ++i) {
       const float gi = clip * g[i] + wd * p[i];

@@ -28,9 +28,9 @@
 #include "absl/strings/string_view.h"
 #include "backend/cpu/kernels/cpu_kernels.h"
 #include "backend/kernel.h"
+#include "dnnl.hpp"
 #include "op_schema/op_dims.h"
 #include "op_schema/spec_checks.h"
-#include "dnnl.hpp"
 
 namespace lms::cpu::pointwise {
 
