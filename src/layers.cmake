@@ -21,7 +21,9 @@ lms_declare_layer(backend/cuda DEPS backend)
 lms_declare_layer(swap DEPS graph allocator common PUBLIC_HEADERS config.h rewrite.h)
 # The NCCL engine runs on the CUDA device's streams.
 lms_declare_layer(distributed DEPS backend backend/cuda common PUBLIC_HEADERS distributed.h)
-lms_declare_layer(runtime DEPS graph swap backend distributed allocator profiler common
+# The runtime lowers graphs for the CPU device by that backend's rule
+# (backend/cpu/blocked_layout.h); it reaches no other backend header.
+lms_declare_layer(runtime DEPS graph swap backend backend/cpu distributed allocator profiler common
                   PUBLIC_HEADERS facts.h profile.h session.h)
 lms_declare_layer(io DEPS common PUBLIC_HEADERS io/)
 # The ONNX importer builds graphs through the public builders; it knows no

@@ -3,7 +3,7 @@
 #include <memory>
 #include <utility>
 
-#include "graph/blocked_layouts.h"
+#include "runtime/blocked_layouts.h"
 #include "graph/fusion.h"
 #include "lms/status.h"
 

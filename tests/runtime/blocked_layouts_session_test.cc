@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_device.h"
-#include "graph/blocked_layouts.h"
+#include "runtime/blocked_layouts.h"
 #include "lms/config.h"
 #include "lms/ops.h"
 #include "lms/rewrite.h"

@@ -1,7 +1,7 @@
 // attention and attention_bwd of docs/ops.md for the CUDA device, over the
 // launchers of cuda_attention.cu (own kernels, sums in double in a fixed
-// order, no atomics: the same results on every run). Validation is
-// attention_dims, shared with the CPU device.
+// order, no atomics: the same results on every run). The spec has passed the
+// op schema's rule at the dispatch; attention_dims reads its problem.
 #include <memory>
 #include <string>
 

@@ -1,8 +1,8 @@
 // layer_norm and layer_norm_bwd of docs/ops.md for the CUDA device, over the
 // launchers of cuda_layer_norm.cu (one block per row, deterministic tree
 // sums in double; no cuDNN, so the semantics are exactly the CPU device's:
-// biased variance over the last axis). Validation is layer_norm_dims, shared
-// with the CPU device.
+// biased variance over the last axis). The spec has passed the op schema's
+// rule at the dispatch; layer_norm_dims reads its problem.
 #include <memory>
 #include <string>
 

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/cpu/blocked_layout.h"
 #include "backend/cpu/kernels/spatial_kernels.h"
 #include "backend/cpu/kernels/spatial_plan.h"
 #include "backend/cpu/kernels/winograd.h"
@@ -92,8 +93,9 @@ absl::StatusOr<ConvTensorLayouts> conv_tensor_layouts(const KernelSpec& spec,
   }
   // Blocking must not pad: the planner counts the plain byte size.
   for (auto [on, shape] : {std::pair{l.x_blocked, &p.x}, std::pair{l.y_blocked, &p.y}}) {
-    if (on && blocked_desc(*shape).get_size() != plain_desc(*shape).get_size()) {
-      return invalid(spec, "a blocked tensor's channels must fill whole blocks (16)");
+    if (on && !tensor_may_be_blocked(*shape, DType::kFloat32)) {
+      return invalid(spec, absl::StrCat("a blocked tensor's channels must fill whole blocks (",
+                                        kBlockChannels, ")"));
     }
   }
   return l;

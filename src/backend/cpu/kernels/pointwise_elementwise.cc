@@ -64,12 +64,7 @@ KernelOr make_eltwise_bwd(const KernelSpec& spec, const CpuKernelContext& ctx, a
 // order gives the same result.
 KernelOr make_broadcast_binary(const KernelSpec& spec, const CpuKernelContext& ctx, algorithm alg) {
   LMS_ASSIGN_OR_RETURN(const size_t full, check_broadcast_binary(spec));
-  if (auto it = spec.attrs.find(kLayoutAttr); it != spec.attrs.end()) {
-    const std::string* s = std::get_if<std::string>(&it->second);
-    if (s != nullptr && s->find(kLayoutBlocked) != std::string::npos) {
-      return invalid(spec, "a broadcasting add / mul reads and writes plain tensors only");
-    }
-  }
+  // Plain tensors only: check_blocked_layout refuses a blocked broadcast.
   const Shape& y = spec.output_shapes[0];
   const dnnl::memory::desc md = plain_desc(y);
   const dnnl::memory::desc small = plain_desc(with_rank(spec.input_shapes[1 - full], y.size()));
