@@ -195,7 +195,7 @@ constexpr bool is_conv_family(OpKind op) {
 // Ops whose kernels see every tensor as a flat array when all have one shape
 // (add and mul may also broadcast, and then do not), so any storage layout
 // works when all their tensors share it (Note [Blocked layouts]; the CPU
-// backend's check_layouts).
+// backend's check_blocked_layout).
 constexpr bool is_flat_elementwise(OpKind op) {
   switch (op) {
     case OpKind::kRelu:

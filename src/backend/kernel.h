@@ -13,18 +13,16 @@
 #include "lms/device.h"
 #include "lms/op_kind.h"
 #include "lms/types.h"
+#include "op_schema/op_instance.h"
 
 namespace lms {
 
 // What a backend needs to know to compile a kernel (no graph types: the
-// backend layer does not depend on the graph).
-struct KernelSpec {
-  std::string name;           // node name, for error messages
-  OpKind op = OpKind::kConv;  // an op of docs/ops.md
-  Attrs attrs;
-  std::vector<Shape> input_shapes;
-  std::vector<Shape> output_shapes;
-};
+// backend layer does not depend on the graph): the op instance the op schema
+// checks, so a backend validates a spec with the same check_spec as the
+// graph (op_schema/op_schema.h) before its kernel reads it. A struct of its
+// own only because lms/device.h declares it.
+struct KernelSpec : OpInstance {};
 
 // Device pointers of one invocation. Inputs listed as mutated in docs/ops.md
 // are written in place.

@@ -9,6 +9,7 @@
 #include "graph/op_registry.h"
 #include "lms/status.h"
 #include "lms/strings.h"
+#include "op_schema/spec_checks.h"
 
 namespace lms {
 
@@ -63,20 +64,7 @@ bool allowed_in_name(char ch) {
 }  // namespace
 
 absl::Status check_shape(std::string_view what, const Shape& shape, DType dtype) {
-  for (int64_t d : shape) {
-    if (d <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(to_absl(what),
-                                                     ": every dimension must be positive, got [",
-                                                     absl::StrJoin(shape, ","), "]"));
-    }
-  }
-  if (!checked_shape_bytes(shape, dtype).has_value()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        to_absl(what), ": [", absl::StrJoin(shape, ","),
-        "] is too large: a tensor may have at most 2^63 - 1 bytes (the product of the dims "
-        "overflows)"));
-  }
-  return absl::OkStatus();
+  return check_tensor_shape(what, shape, dtype);
 }
 
 absl::Status Graph::check_new_name(std::string_view name) const {
@@ -183,27 +171,18 @@ absl::StatusOr<std::vector<TensorId>> Graph::add_node(OpKind op, std::string_vie
   }
   auto fail = [&](absl::string_view why) {
     return absl::InvalidArgumentError(
-        absl::StrCat("node '", to_absl(name), "' (", op_name(op), "): ", why));
+        absl::StrCat("node '", to_absl(name), "' (op ", op_name(op), "): ", why));
   };
   const OpDef* def = &op_def(op);
   if (absl::Status s = check_new_name(name); !s.ok()) return fail(s.message());
-  int n = static_cast<int>(inputs.size());
-  if (n < def->min_inputs || (def->max_inputs >= 0 && n > def->max_inputs)) {
-    return fail(
-        absl::StrCat("takes ", def->min_inputs, "..",
-                     def->max_inputs < 0 ? std::string("n") : std::to_string(def->max_inputs),
-                     " inputs, got ", n));
-  }
-  std::vector<Shape> in_shapes;
-  for (int i = 0; i < n; ++i) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i] < 0 || inputs[i] >= num_tensors()) {
       return fail(absl::StrCat("input ", i, " is not a tensor of this graph"));
     }
-    in_shapes.push_back(tensors_[inputs[i]].shape);
   }
-  if (absl::Status s = check_input_dtypes(*this, op, inputs); !s.ok()) return fail(s.message());
-  auto out_shapes = def->infer(attrs, in_shapes);
-  if (!out_shapes.ok()) return fail(out_shapes.status().message());
+  // The op's rule (op schema), with the node's name in its errors.
+  auto out_shapes = def->infer(node_instance(*this, name, op, attrs, inputs));
+  if (!out_shapes.ok()) return out_shapes.status();
   size_t num_out = out_shapes->size();
   for (size_t j = 0; j < num_out; ++j) {
     std::string out_name = num_out == 1 ? std::string(name) : absl::StrCat(to_absl(name), ":", j);

@@ -14,6 +14,8 @@
 #include "graph/ops_internal.h"
 #include "lms/status.h"
 #include "lms/types.h"
+#include "op_schema/op_schema.h"
+#include "op_schema/spec_checks.h"
 
 namespace lms {
 namespace {
@@ -28,68 +30,6 @@ double bytes_of_inputs_and_outputs(const Attrs&, const Shapes& in, const Shapes&
     for (const Shape& s : *shapes) bytes += static_cast<double>(shape_bytes(s));
   }
   return bytes;
-}
-
-absl::Status check_arity(const OpDef& def, size_t n) {
-  const int count = static_cast<int>(n);
-  if (count >= def.min_inputs && (def.max_inputs < 0 || count <= def.max_inputs)) {
-    return absl::OkStatus();
-  }
-  std::string allowed = def.max_inputs < 0 ? ops_internal::str_cat("at least ", def.min_inputs)
-                        : def.min_inputs == def.max_inputs
-                            ? ops_internal::str_cat(def.min_inputs)
-                            : ops_internal::str_cat(def.min_inputs, " to ", def.max_inputs);
-  return ops_internal::op_error(def.name,
-                                ops_internal::str_cat("takes ", allowed, " inputs, got ", count));
-}
-
-absl::Status check_attr_names(const std::string& op, const std::vector<std::string>& allowed,
-                              const std::vector<std::string>& optional, const Attrs& attrs) {
-  std::vector<std::string> accepted = allowed;
-  accepted.insert(accepted.end(), optional.begin(), optional.end());
-  const std::string list = accepted.empty() ? "none" : absl::StrJoin(accepted, ", ");
-  for (const auto& [key, value] : attrs) {
-    if (key == kWorkspaceAttr &&
-        std::find(optional.begin(), optional.end(), key) != optional.end()) {
-      const std::string* v = std::get_if<std::string>(&value);
-      if (v == nullptr || (*v != kWorkspaceFast && *v != kWorkspaceLeast)) {
-        return ops_internal::op_error(
-            op, ops_internal::str_cat("attribute '", kWorkspaceAttr, "' must be the string \"",
-                                      kWorkspaceFast, "\" or \"", kWorkspaceLeast, "\""));
-      }
-    }
-    if (key == kLayoutAttr) continue;  // every op's; check_layout_attr
-    if (std::find(accepted.begin(), accepted.end(), key) == accepted.end()) {
-      return ops_internal::op_error(
-          op, ops_internal::str_cat("unknown attribute '", key, "' (allowed: ", list, ")"));
-    }
-  }
-  for (const std::string& key : allowed) {
-    if (!attrs.contains(key)) {
-      return ops_internal::op_error(
-          op, ops_internal::str_cat("missing attribute '", key,
-                                    "' (required: ", absl::StrJoin(allowed, ", "), ")"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-// The optional "layout" attribute (kLayoutAttr in lms/types.h): one 'p' or
-// 'b' per input, ':', one per output.
-absl::Status check_layout_attr(const std::string& op, const Attrs& attrs, size_t num_inputs,
-                               size_t num_outputs) {
-  auto it = attrs.find(kLayoutAttr);
-  if (it == attrs.end()) return absl::OkStatus();
-  const std::string* v = std::get_if<std::string>(&it->second);
-  bool ok = v != nullptr && v->size() == num_inputs + 1 + num_outputs && (*v)[num_inputs] == ':';
-  for (size_t i = 0; ok && i < v->size(); ++i) {
-    ok = i == num_inputs || (*v)[i] == kLayoutPlain || (*v)[i] == kLayoutBlocked;
-  }
-  if (ok) return absl::OkStatus();
-  return ops_internal::op_error(
-      op, ops_internal::str_cat("attribute '", kLayoutAttr, "' must be a string of ", num_inputs,
-                                " characters 'p' or 'b' (one per input), ':', and ", num_outputs,
-                                " more (one per output)"));
 }
 
 // The schema's attribute list: required and optional names, typed by
@@ -108,34 +48,32 @@ std::vector<AttrSchema> attr_schema(const OpSpec& spec) {
   return attrs;
 }
 
-// Wraps the family's infer with the shared checks.
+// The registry entry's infer: the op schema's infer_outputs, or for the ops
+// no backend compiles (the schema has no rule for them) the same shared
+// checks around the family's own rule, whose message gains the node name.
 OpDef finish(OpSpec spec) {
   OpDef def = std::move(spec.def);
   def.attrs = attr_schema(spec);
-  auto inner = std::move(def.infer);
-  OpDef arity;
-  arity.name = def.name;
-  arity.min_inputs = def.min_inputs;
-  arity.max_inputs = def.max_inputs;
-  def.infer = [inner = std::move(inner), attrs_allowed = std::move(spec.attrs),
-               attrs_optional = std::move(spec.optional_attrs), arity = std::move(arity)](
-                  const Attrs& attrs, const Shapes& inputs) -> absl::StatusOr<Shapes> {
-    LMS_RETURN_IF_ERROR(check_arity(arity, inputs.size()));
-    LMS_RETURN_IF_ERROR(check_attr_names(arity.name, attrs_allowed, attrs_optional, attrs));
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      absl::Status s = check_shape(ops_internal::str_cat("input ", i), inputs[i]);
-      if (!s.ok()) return ops_internal::op_error(arity.name, s.message());
-    }
-    LMS_ASSIGN_OR_RETURN(Shapes outputs, inner(attrs, inputs));
-    // The family code checks its own arithmetic; this catches outputs that
-    // are well-formed dim by dim but too large as a whole (a product of dims).
-    for (size_t j = 0; j < outputs.size(); ++j) {
-      absl::Status s = check_shape(ops_internal::str_cat("output ", j), outputs[j]);
-      if (!s.ok()) return ops_internal::op_error(arity.name, s.message());
-    }
-    LMS_RETURN_IF_ERROR(check_layout_attr(arity.name, attrs, inputs.size(), outputs.size()));
-    return outputs;
-  };
+  if (!spec.infer) {
+    LMS_CHECK(has_schema_rule(def.kind));  // an op without a rule of its own
+    def.infer = [](const OpInstance& inst) { return infer_outputs(inst); };
+  } else {
+    LMS_CHECK(!has_schema_rule(def.kind));  // one rule per op
+    const auto max_in =
+        def.max_inputs < 0 ? static_cast<size_t>(-1) : static_cast<size_t>(def.max_inputs);
+    def.infer = [own = std::move(spec.infer),
+                 names = OpAttrNames{std::move(spec.attrs), std::move(spec.optional_attrs)},
+                 min_in = static_cast<size_t>(def.min_inputs),
+                 max_in](const OpInstance& inst) -> absl::StatusOr<Shapes> {
+      LMS_RETURN_IF_ERROR(check_arity(inst, min_in, max_in));
+      LMS_RETURN_IF_ERROR(check_inputs(inst));
+      LMS_RETURN_IF_ERROR(check_attr_names(inst, names));
+      absl::StatusOr<Shapes> outputs = own(inst.attrs, inst.input_shapes);
+      if (!outputs.ok()) return invalid(inst, outputs.status().message());
+      LMS_RETURN_IF_ERROR(check_outputs(inst, *outputs));
+      return outputs;
+    };
+  }
   if (!def.flops) {
     def.flops = [](const Attrs&, const Shapes&, const Shapes&) { return 0.0; };
   }
@@ -231,30 +169,21 @@ double attr_real_or(const Attrs& attrs, std::string_view key, double fallback) {
   return v.ok() ? *v : fallback;
 }
 
-DType input_dtype(OpKind op, size_t i) {
-  const std::vector<int>& wide = op_def(op).int64_inputs;
-  const bool int64 = std::find(wide.begin(), wide.end(), static_cast<int>(i)) != wide.end();
-  return int64 ? DType::kInt64 : DType::kFloat32;
-}
-
 DType output_dtype(const Graph& graph, OpKind op, const std::vector<TensorId>& inputs) {
   if (is_copy(op) && !inputs.empty()) return graph.tensor(inputs[0]).dtype;
   return DType::kFloat32;
 }
 
-absl::Status check_input_dtypes(const Graph& graph, OpKind op,
-                                const std::vector<TensorId>& inputs) {
-  if (is_copy(op)) return absl::OkStatus();
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const Tensor& t = graph.tensor(inputs[i]);
-    const DType want = input_dtype(op, i);
-    if (t.dtype == want) continue;
-    return ops_internal::op_error(
-        op_name(op),
-        ops_internal::str_cat("input ", i, " '", t.name, "' has dtype ", dtype_name(t.dtype),
-                              ", the op takes ", dtype_name(want), " there"));
+OpInstance node_instance(const Graph& graph, std::string_view name, OpKind op, const Attrs& attrs,
+                         const std::vector<TensorId>& inputs) {
+  OpInstance inst{std::string(name), op, attrs, {}, {}, {}, {}};
+  for (TensorId t : inputs) {
+    const Tensor& tensor = graph.tensor(t);
+    inst.input_shapes.push_back(tensor.shape);
+    inst.input_dtypes.push_back(tensor.dtype);
+    inst.input_names.push_back(tensor.name);
   }
-  return absl::OkStatus();
+  return inst;
 }
 
 namespace {

@@ -1,10 +1,12 @@
 // The op registry: every op of docs/ops.md (one OpKind, lms/op_kind.h) is
-// registered once with its schema (arity, attributes and their types), shape
-// inference with attribute validation, gradient rule, cost (FLOPs and bytes
-// touched), how it executes and the inputs it mutates. Immutable after
-// construction (built on first use). Kernels are not here: the graph layer
-// does not depend on the backends, so each backend keeps its own dispatch
-// table keyed by OpKind (docs/ops.md, "Adding an op").
+// registered once with its attribute names and their types, shape
+// inference, gradient rule, cost (FLOPs and bytes touched), how it executes
+// and the inputs it mutates. Immutable after construction (built on first
+// use). The rule of which instances of an op are valid (arity, attribute
+// values, dtypes, shapes) is the op schema's (op_schema/op_schema.h), which
+// the backends call too; an op's `infer` here runs it. Kernels are not here:
+// the graph layer does not depend on the backends, so each backend keeps its
+// own dispatch table keyed by OpKind (docs/ops.md, "Adding an op").
 #pragma once
 
 #include <cstdint>
@@ -18,6 +20,7 @@
 #include "lms/graph.h"
 #include "lms/op_kind.h"
 #include "lms/types.h"
+#include "op_schema/op_instance.h"
 
 namespace lms {
 
@@ -66,10 +69,13 @@ struct OpDef {
   std::string name;  // op_name(kind), for messages
   int min_inputs = 0;
   int max_inputs = 0;  // -1: unbounded
-  // Validates attributes against the input shapes and returns the output
-  // shapes. InvalidArgument (without the node name; the caller adds it)
-  // saying which attribute or input is wrong and what is allowed.
-  std::function<absl::StatusOr<std::vector<Shape>>(const Attrs&, const std::vector<Shape>&)> infer;
+  // Validates a node (its output_shapes are not read) and returns its output
+  // shapes: arity, input shapes and dtypes, attribute names and types, the
+  // op's rule (the op schema's where it has one, op_schema.h), the outputs'
+  // sizes and the layout attribute. InvalidArgument "node '<name>' (op
+  // <op>): <msg>" saying which attribute or input is wrong and what is
+  // allowed.
+  std::function<absl::StatusOr<std::vector<Shape>>(const OpInstance&)> infer;
   // Gradient rule; empty for ops that are not differentiated (backward ops,
   // optimizer updates, swap ops): a gradient reaching them is an error.
   std::function<absl::Status(GradContext&)> grad;
@@ -79,9 +85,6 @@ struct OpDef {
   // model's memory-bound estimate (swap/cost_model.cc). Every op's is the
   // bytes of its inputs plus its outputs unless its entry says otherwise.
   std::function<double(const Attrs&, const Shapes& inputs, const Shapes& outputs)> bytes;
-  // Inputs of dtype int64 (embedding's ids); every other input and every
-  // output is float32. Graph::add_node and verify check it.
-  std::vector<int> int64_inputs;
   // Inputs written in place (optimizer updates).
   std::vector<int> mutated_inputs;
   // Forward ops whose outputs depend only on their inputs and attributes, so
@@ -112,9 +115,6 @@ double attr_real_or(const Attrs& attrs, std::string_view key, double fallback);
 double node_flops(const Graph& graph, NodeId node);
 double node_bytes(const Graph& graph, NodeId node);
 
-// The dtype input `i` of `op` must have (OpDef::int64_inputs).
-DType input_dtype(OpKind op, size_t i);
-
 // True for swap_out and swap_in, which copy bytes of any dtype.
 inline bool is_copy(OpKind op) { return op == OpKind::kSwapOut || op == OpKind::kSwapIn; }
 
@@ -122,9 +122,10 @@ inline bool is_copy(OpKind op) { return op == OpKind::kSwapOut || op == OpKind::
 // for the copies (is_copy), float32 for every other op.
 DType output_dtype(const Graph& graph, OpKind op, const std::vector<TensorId>& inputs);
 
-// InvalidArgument "input i 'name' has dtype .., <op> takes .." unless every
-// input of a node of `op` has the dtype input_dtype gives (copies take any).
-absl::Status check_input_dtypes(const Graph& graph, OpKind op, const std::vector<TensorId>& inputs);
+// The op instance of a node of `graph` that is to read `inputs`: their
+// shapes, dtypes and names; no output shapes.
+OpInstance node_instance(const Graph& graph, std::string_view name, OpKind op, const Attrs& attrs,
+                         const std::vector<TensorId>& inputs);
 
 // True for ops run by a backend kernel (OpExec::kKernel).
 inline bool has_kernel(OpKind op) { return op_def(op).exec == OpExec::kKernel; }

@@ -1,5 +1,6 @@
-// Helpers shared by the op families: attribute checks with messages that name
-// the op, the attribute and what is allowed, and gradient-rule plumbing.
+// Helpers shared by the op families: their registry entries, the attribute
+// types, and gradient-rule plumbing. The rules of which instances are valid
+// are the op schema's (op_schema/op_schema.h).
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -10,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "graph/ops_internal.h"
 #include "lms/status.h"
+#include "op_schema/op_schema.h"
 
 namespace lms::ops_internal {
 
@@ -19,98 +21,29 @@ absl::Status op_error(std::string_view op, absl::string_view message) {
   return absl::InvalidArgumentError(str_cat(op, ": ", message));
 }
 
-namespace {
-
-const char* layout_name(size_t rank) { return rank == 5 ? "NCDHW" : "NCHW"; }
-
-}  // namespace
-
-absl::Status check_spatial_rank(std::string_view op, std::string_view what, const Shape& shape) {
-  if (shape.size() == 4 || shape.size() == 5) return absl::OkStatus();
-  return op_error(op, str_cat(what, " must be 4-D (NCHW) or 5-D (NCDHW), got ", shape_str(shape)));
-}
-
-absl::StatusOr<size_t> axis_attr(std::string_view op, const Attrs& attrs, const Shape& x,
-                                 std::string_view what) {
-  absl::StatusOr<int64_t> axis = attrs.contains(kAxisAttr) ? attr_int(attrs, kAxisAttr)
-                                                           : absl::StatusOr<int64_t>(kDefaultAxis);
-  if (!axis.ok()) return op_error(op, axis.status().message());
-  const std::optional<size_t> dim = normalize_axis(*axis, x.size());
-  if (dim) return *dim;
-  const auto rank = static_cast<int64_t>(x.size());
-  if (rank == 0) {
-    return op_error(op, str_cat("axis ", *axis, " is out of range: ", what,
-                                " is a scalar (shape []), which has no axis"));
-  }
-  return op_error(op, str_cat("axis ", *axis, " is out of range [", -rank, ", ", rank - 1, "] for ",
-                              what, " ", shape_str(x), " of rank ", rank));
-}
-
-absl::StatusOr<std::vector<int64_t>> spatial_attr(std::string_view op, const Attrs& attrs,
-                                                  std::string_view key, size_t rank,
-                                                  size_t input_rank, int64_t min_value) {
-  auto value = attr_ints(attrs, key);
-  if (!value.ok()) return op_error(op, value.status().message());
-  if (value->size() != rank) {
-    return op_error(op,
-                    str_cat(key, " must have ", rank, " entries for a ", input_rank, "-D input (",
-                            layout_name(input_rank), "), got ", shape_str(*value)));
-  }
-  for (int64_t v : *value) {
-    if (v < min_value) {
-      return op_error(op,
-                      str_cat(key, " entries must be >= ", min_value, ", got ", shape_str(*value)));
-    }
-  }
-  return value;
-}
-
-absl::StatusOr<Shape> shape_attr(std::string_view op, const Attrs& attrs, std::string_view key) {
-  auto shape = attr_ints(attrs, key);
-  if (!shape.ok()) return op_error(op, shape.status().message());
-  absl::Status s = check_shape(key, *shape);
-  if (!s.ok()) return op_error(op, s.message());
-  return shape;
-}
-
-absl::StatusOr<double> real_attr_in(std::string_view op, const Attrs& attrs, std::string_view key,
-                                    double lo, double hi, bool open_lo, bool open_hi) {
-  auto value = attr_real(attrs, key);
-  if (!value.ok()) return op_error(op, value.status().message());
-  const double v = *value;
-  const bool below = open_lo ? !(v > lo) : !(v >= lo);
-  const bool above = open_hi ? !(v < hi) : !(v <= hi);
-  if (std::isnan(v) || below || above) {
-    return op_error(op, str_cat(key, " must be in ", open_lo ? "(" : "[", lo, ", ", hi,
-                                open_hi ? ")" : "]", ", got ", v));
-  }
-  return v;
-}
-
-absl::Status check_same_shapes(std::string_view op, const std::vector<Shape>& shapes,
-                               const std::vector<std::string_view>& names) {
-  for (size_t i = 1; i < shapes.size(); ++i) {
-    if (shapes[i] != shapes[0]) {
-      return op_error(op, str_cat(names[i], " ", shape_str(shapes[i]), " must have the shape of ",
-                                  names[0], " ", shape_str(shapes[0])));
-    }
-  }
-  return absl::OkStatus();
-}
-
 OpSpec make_spec(OpKind kind, int min_inputs, int max_inputs, std::vector<std::string> attrs,
-                 decltype(OpDef::infer) infer, decltype(OpDef::flops) flops,
-                 decltype(OpDef::grad) grad, std::vector<int> mutated_inputs) {
+                 InferFn infer, decltype(OpDef::flops) flops, decltype(OpDef::grad) grad,
+                 std::vector<int> mutated_inputs) {
   OpSpec s;
   s.def.kind = kind;
   s.def.name = std::string(op_name(kind));
   s.def.min_inputs = min_inputs;
   s.def.max_inputs = max_inputs;
-  s.def.infer = std::move(infer);
+  s.infer = std::move(infer);
   s.def.flops = std::move(flops);
   s.def.grad = std::move(grad);
   s.def.mutated_inputs = std::move(mutated_inputs);
   s.attrs = std::move(attrs);
+  return s;
+}
+
+OpSpec make_schema_spec(OpKind kind, decltype(OpDef::flops) flops, decltype(OpDef::grad) grad,
+                        std::vector<int> mutated_inputs) {
+  const OpArity arity = op_arity(kind);
+  OpAttrNames names = op_attr_names(kind);
+  OpSpec s = make_spec(kind, arity.min_inputs, arity.max_inputs, std::move(names.required), nullptr,
+                       std::move(flops), std::move(grad), std::move(mutated_inputs));
+  s.optional_attrs = std::move(names.optional);
   return s;
 }
 

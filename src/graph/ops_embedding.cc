@@ -10,34 +10,6 @@ namespace {
 
 using Shapes = std::vector<Shape>;
 
-// The table must be [V,D]; returns y = ids.shape + [D].
-absl::StatusOr<Shape> embedded_shape(std::string_view op, const Shape& ids, const Shape& table,
-                                     std::string_view table_name) {
-  if (table.size() != 2) {
-    return op_error(op, str_cat(table_name, " must be 2-D [V,D], got ", shape_str(table)));
-  }
-  Shape y = ids;
-  y.push_back(table[1]);
-  return y;
-}
-
-absl::StatusOr<Shapes> infer_embedding(const Attrs&, const Shapes& in) {
-  LMS_ASSIGN_OR_RETURN(Shape y, embedded_shape("embedding", in[0], in[1], "table"));
-  return Shapes{y};
-}
-
-// (ids, dy) -> dtable[V,D]: dy must be ids.shape + [D].
-absl::StatusOr<Shapes> infer_embedding_bwd(const Attrs& a, const Shapes& in) {
-  constexpr std::string_view kOp = "embedding_bwd";
-  LMS_ASSIGN_OR_RETURN(Shape table, shape_attr(kOp, a, "weight_shape"));
-  LMS_ASSIGN_OR_RETURN(Shape dy, embedded_shape(kOp, in[0], table, "weight_shape"));
-  if (in[1] != dy) {
-    return op_error(kOp, str_cat("dy ", shape_str(in[1]), " must be ids ", shape_str(in[0]),
-                                 " + [D] = ", shape_str(dy)));
-  }
-  return Shapes{table};
-}
-
 // The ids are integers: they get no gradient (a request for one is declined).
 absl::Status embedding_grad(GradContext& ctx) {
   const TensorId dy = ctx.output_grads[0];
@@ -61,17 +33,15 @@ double embedding_bytes(const Attrs&, const Shapes& in, const Shapes& out) {
 }  // namespace
 
 void register_embedding_ops(std::vector<OpSpec>& specs) {
-  specs.push_back(make_spec(
-      OpKind::kEmbedding, 2, 2, {}, infer_embedding,
-      [](const Attrs&, const Shapes&, const Shapes&) { return 0.0; }, embedding_grad));
-  specs.back().def.int64_inputs = {0};
+  specs.push_back(make_schema_spec(
+      OpKind::kEmbedding, [](const Attrs&, const Shapes&, const Shapes&) { return 0.0; },
+      embedding_grad));
   specs.back().def.bytes = embedding_bytes;
   specs.back().def.recomputable = true;
   // One add per element of dy.
   specs.push_back(
-      make_spec(OpKind::kEmbeddingBwd, 2, 2, {"weight_shape"}, infer_embedding_bwd,
-                [](const Attrs&, const Shapes& in, const Shapes&) { return numel(in[1]); }));
-  specs.back().def.int64_inputs = {0};
+      make_schema_spec(OpKind::kEmbeddingBwd,
+                       [](const Attrs&, const Shapes& in, const Shapes&) { return numel(in[1]); }));
   specs.back().def.backward = true;
   specs.back().def.bytes = [](const Attrs& a, const Shapes& in, const Shapes& out) {
     return embedding_bytes(a, in, {in[1]}) + numel(out[0]) * 4.0;

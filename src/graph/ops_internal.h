@@ -2,8 +2,11 @@
 // (op_registry.cc). Not part of the public API.
 //
 // Each family file defines one `register_*_ops` function that appends an
-// OpSpec per op; op_registry.cc wraps every `infer` with the arity and
-// attribute-name checks, so the family code may index inputs freely.
+// OpSpec per op. An op a backend compiles takes its arity and shape rule
+// from the op schema (make_schema_spec, op_schema/op_schema.h); the others
+// (swap_out, swap_in, all_reduce) bring their own `infer`, which
+// op_registry.cc wraps with the arity and attribute-name checks, so the
+// family code may index inputs freely.
 #pragma once
 
 #include <initializer_list>
@@ -32,19 +35,28 @@ namespace lms::ops_internal {
 // conv_bwd_data for a first layer whose input is a graph input).
 inline constexpr TensorId kWantGrad = -2;
 
+// A family's own shape rule (ops without a schema rule): InvalidArgument
+// "<op>: <msg>" without the node name, which the registry adds.
+using InferFn =
+    std::function<absl::StatusOr<std::vector<Shape>>(const Attrs&, const std::vector<Shape>&)>;
+
 struct OpSpec {
   OpDef def;
-  // The attribute names the op accepts (all required); their types come from
-  // attr_type (one meaning per attribute name across all ops).
+  InferFn infer;  // empty: the op schema's rule
+  // The attribute names the op requires and those it also accepts (the op
+  // schema's, op_attr_names, for an op with a schema rule); their types come
+  // from attr_type (one meaning per attribute name across all ops).
   std::vector<std::string> attrs;
-  // Attributes the op also accepts without requiring them: "workspace" on
-  // the convolution family (docs/ops.md, kWorkspaceAttr in lms/ops.h).
   std::vector<std::string> optional_attrs;
 };
 
 OpSpec make_spec(OpKind kind, int min_inputs, int max_inputs, std::vector<std::string> attrs,
-                 decltype(OpDef::infer) infer, decltype(OpDef::flops) flops,
-                 decltype(OpDef::grad) grad = nullptr, std::vector<int> mutated_inputs = {});
+                 InferFn infer, decltype(OpDef::flops) flops, decltype(OpDef::grad) grad = nullptr,
+                 std::vector<int> mutated_inputs = {});
+// The entry of an op whose arity, attribute names and shape rule are the op
+// schema's.
+OpSpec make_schema_spec(OpKind kind, decltype(OpDef::flops) flops,
+                        decltype(OpDef::grad) grad = nullptr, std::vector<int> mutated_inputs = {});
 
 // The type of the attribute `name` on every op that takes it (docs/ops.md);
 // nullopt for a name no op takes.
@@ -87,37 +99,6 @@ std::string shape_str(const Shape& shape);
 
 // InvalidArgument "<op>: <message>".
 absl::Status op_error(std::string_view op, absl::string_view message);
-
-// Requires `shape` to have rank 4 (NCHW) or 5 (NCDHW); `what` names the input.
-absl::Status check_spatial_rank(std::string_view op, std::string_view what, const Shape& shape);
-
-// The optional "axis" attribute of concat, slice, softmax (+ _bwd) and
-// reduce_mean (+ _bwd) (kAxisAttr in lms/types.h): `x`'s dimension it names, 0..rank-1
-// (kDefaultAxis when absent); InvalidArgument naming the axis and the
-// allowed range [-rank, rank-1] otherwise. `what` names the input.
-absl::StatusOr<size_t> axis_attr(std::string_view op, const Attrs& attrs, const Shape& x,
-                                 std::string_view what);
-
-// Reads an ints attribute that must have `rank` entries, each >= `min_value`.
-// `rank_of` is the rank of the input the attribute refers to (for messages).
-absl::StatusOr<std::vector<int64_t>> spatial_attr(std::string_view op, const Attrs& attrs,
-                                                  std::string_view key, size_t rank,
-                                                  size_t input_rank, int64_t min_value);
-
-// Reads an ints attribute holding a full tensor shape (input_shape,
-// weight_shape, fill's shape): InvalidArgument naming `key` unless
-// check_shape (lms/graph.h) accepts it.
-absl::StatusOr<Shape> shape_attr(std::string_view op, const Attrs& attrs, std::string_view key);
-
-// Reads a real attribute that must lie in [lo, hi] (inclusive bounds unless
-// `open_lo` / `open_hi`).
-absl::StatusOr<double> real_attr_in(std::string_view op, const Attrs& attrs, std::string_view key,
-                                    double lo, double hi, bool open_lo = false,
-                                    bool open_hi = false);
-
-// Requires every shape in `shapes` to equal shapes[0]; `names` label them.
-absl::Status check_same_shapes(std::string_view op, const std::vector<Shape>& shapes,
-                               const std::vector<std::string_view>& names);
 
 // Gradient-rule helpers: true if input i was requested (Note [Gradient request]).
 inline bool wants(const GradContext& ctx, size_t i) {

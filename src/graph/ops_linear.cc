@@ -13,62 +13,6 @@ namespace {
 
 using Shapes = std::vector<Shape>;
 
-// trans_b is 0 (w is [C,K]) or 1 (w is [K,C], PyTorch's nn.Linear).
-absl::StatusOr<bool> trans_b_attr(std::string_view op, const Attrs& a) {
-  LMS_ASSIGN_OR_RETURN(int64_t v, attr_int(a, "trans_b"));
-  if (v != 0 && v != 1) return op_error(op, str_cat("trans_b must be 0 or 1, got ", v));
-  return v == 1;
-}
-
-absl::Status check_matrix(std::string_view op, std::string_view what, const Shape& s) {
-  if (s.size() == 2) return absl::OkStatus();
-  return op_error(op, str_cat(what, " must be 2-D, got ", shape_str(s)));
-}
-
-// The weight's shape for C inputs and K outputs.
-Shape weight_shape(bool trans_b, int64_t c, int64_t k) {
-  return trans_b ? Shape{k, c} : Shape{c, k};
-}
-
-// (x[N,C], w, b?[K]) -> y[N,K].
-absl::StatusOr<Shapes> infer_linear(const Attrs& a, const Shapes& in) {
-  constexpr std::string_view kOp = "linear";
-  LMS_ASSIGN_OR_RETURN(bool trans_b, trans_b_attr(kOp, a));
-  LMS_RETURN_IF_ERROR(check_matrix(kOp, "input x", in[0]));
-  LMS_RETURN_IF_ERROR(check_matrix(kOp, "weight w", in[1]));
-  const int64_t c = in[0][1];
-  const int64_t k = trans_b ? in[1][0] : in[1][1];
-  if (in[1] != weight_shape(trans_b, c, k)) {
-    return op_error(kOp, str_cat("weight w ", shape_str(in[1]), " must be ",
-                                 trans_b ? "[K,C]" : "[C,K]", " with C = ", c, " (x ",
-                                 shape_str(in[0]), ", trans_b ", trans_b ? 1 : 0, ")"));
-  }
-  if (in.size() > 2 && in[2] != Shape{k}) {
-    return op_error(kOp, str_cat("bias b ", shape_str(in[2]), " must be [", k, "]"));
-  }
-  return Shapes{{in[0][0], k}};
-}
-
-// (x[N,C], dy[N,K]) -> dw (w's shape), db?[K].
-absl::StatusOr<Shapes> infer_linear_bwd_weights(const Attrs& a, const Shapes& in) {
-  constexpr std::string_view kOp = "linear_bwd_weights";
-  LMS_ASSIGN_OR_RETURN(bool trans_b, trans_b_attr(kOp, a));
-  LMS_ASSIGN_OR_RETURN(int64_t has_bias, attr_int(a, "has_bias"));
-  if (has_bias != 0 && has_bias != 1) {
-    return op_error(kOp, str_cat("has_bias must be 0 or 1, got ", has_bias));
-  }
-  LMS_RETURN_IF_ERROR(check_matrix(kOp, "input x", in[0]));
-  LMS_RETURN_IF_ERROR(check_matrix(kOp, "input dy", in[1]));
-  if (in[1][0] != in[0][0]) {
-    return op_error(kOp, str_cat("dy ", shape_str(in[1]), " must have x's ", in[0][0], " rows (x ",
-                                 shape_str(in[0]), ")"));
-  }
-  const int64_t k = in[1][1];
-  Shapes out = {weight_shape(trans_b, in[0][1], k)};
-  if (has_bias == 1) out.push_back({k});
-  return out;
-}
-
 // dx = linear(dy, w) with trans_b flipped (dy[N,K] · w[K,C], or dy · w[C,K]ᵀ);
 // dw and db from one linear_bwd_weights.
 absl::Status linear_grad(GradContext& ctx) {
@@ -102,28 +46,6 @@ double linear_flops(const Shapes& in, const Shapes& out, bool bias) {
   const double c = static_cast<double>(in[0][1]);
   const double k = numel(out[0]) / n;
   return 2 * n * c * k + (bias ? n * k : 0.0);
-}
-
-// trans_a / trans_b of matmul: 0 or 1.
-absl::StatusOr<bool> flag_attr(std::string_view op, const Attrs& a, std::string_view key) {
-  LMS_ASSIGN_OR_RETURN(int64_t v, attr_int(a, key));
-  if (v != 0 && v != 1) return op_error(op, str_cat(key, " must be 0 or 1, got ", v));
-  return v == 1;
-}
-
-absl::StatusOr<MatMulShape> matmul_attrs_shape(const Attrs& a, const Shapes& in) {
-  constexpr std::string_view kOp = "matmul";
-  LMS_ASSIGN_OR_RETURN(bool trans_a, flag_attr(kOp, a, "trans_a"));
-  LMS_ASSIGN_OR_RETURN(bool trans_b, flag_attr(kOp, a, "trans_b"));
-  absl::StatusOr<MatMulShape> d = matmul_shape(in[0], in[1], trans_a, trans_b);
-  if (!d.ok()) return op_error(kOp, d.status().message());
-  return d;
-}
-
-// (a, b) -> y[batch..., M, N] (common/matmul_shape.h).
-absl::StatusOr<Shapes> infer_matmul(const Attrs& a, const Shapes& in) {
-  LMS_ASSIGN_OR_RETURN(MatMulShape d, matmul_attrs_shape(a, in));
-  return Shapes{d.out_shape()};
 }
 
 // 2·batch·M·N·K.
@@ -204,22 +126,19 @@ absl::Status matmul_grad(GradContext& ctx) {
 }  // namespace
 
 void register_linear_ops(std::vector<OpSpec>& specs) {
-  specs.push_back(make_spec(
-      OpKind::kLinear, 2, 3, {"trans_b"}, infer_linear,
+  specs.push_back(make_schema_spec(
+      OpKind::kLinear,
       [](const Attrs&, const Shapes& in, const Shapes& out) {
         return linear_flops(in, out, in.size() > 2);
       },
       linear_grad));
   specs.back().def.recomputable = true;
-  specs.push_back(make_spec(OpKind::kLinearBwdWeights, 2, 2, {"has_bias", "trans_b"},
-                            infer_linear_bwd_weights,
-                            [](const Attrs&, const Shapes& in, const Shapes& out) {
-                              return 2 * numel(in[0]) * static_cast<double>(in[1][1]) +
-                                     (out.size() > 1 ? numel(in[1]) : 0.0);
-                            }));
+  specs.push_back(make_schema_spec(OpKind::kLinearBwdWeights, [](const Attrs&, const Shapes& in,
+                                                                 const Shapes& out) {
+    return 2 * numel(in[0]) * static_cast<double>(in[1][1]) + (out.size() > 1 ? numel(in[1]) : 0.0);
+  }));
   specs.back().def.backward = true;
-  specs.push_back(make_spec(OpKind::kMatMul, 2, 2, {"trans_a", "trans_b"}, infer_matmul,
-                            matmul_flops, matmul_grad));
+  specs.push_back(make_schema_spec(OpKind::kMatMul, matmul_flops, matmul_grad));
   specs.back().def.recomputable = true;
 }
 

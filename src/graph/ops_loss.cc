@@ -12,61 +12,6 @@ namespace {
 
 using Shapes = std::vector<Shape>;
 
-absl::Status check_scalar(std::string_view op, std::string_view what, const Shape& s) {
-  if (s.empty()) return absl::OkStatus();
-  return op_error(op, str_cat(what, " must be a scalar (shape []), got ", shape_str(s)));
-}
-
-absl::StatusOr<Shapes> infer_mse(const Shapes& in, bool bwd) {
-  const std::string_view op = bwd ? "mse_loss_bwd" : "mse_loss";
-  LMS_RETURN_IF_ERROR(check_same_shapes(op, {in[0], in[1]}, {"pred", "target"}));
-  if (!bwd) return Shapes{Shape{}};
-  LMS_RETURN_IF_ERROR(check_scalar(op, "dloss", in[2]));
-  return Shapes{in[0]};
-}
-
-absl::StatusOr<Shapes> infer_dice(const Attrs& a, const Shapes& in, bool bwd) {
-  const std::string_view op = bwd ? "soft_dice_loss_bwd" : "soft_dice_loss";
-  if (in[0].size() < 3) {
-    return op_error(op, str_cat("probs must have at least 3 dims [N,C,S], got ", shape_str(in[0])));
-  }
-  LMS_RETURN_IF_ERROR(check_same_shapes(op, {in[0], in[1]}, {"probs", "target"}));
-  LMS_RETURN_IF_ERROR(real_attr_in(op, a, "eps", 0, HUGE_VAL, false, true).status());
-  if (!bwd) return Shapes{Shape{}};
-  LMS_RETURN_IF_ERROR(check_scalar(op, "dloss", in[2]));
-  return Shapes{in[0]};
-}
-
-// logits[N,C] and labels[N] (int64) (+ dloss[] for the backward); the
-// ignore_index attribute is any int (absent: -100, PyTorch's default).
-absl::StatusOr<Shapes> infer_xent(const Attrs& a, const Shapes& in, bool bwd) {
-  const std::string_view op = bwd ? "softmax_cross_entropy_bwd" : "softmax_cross_entropy";
-  if (a.contains("ignore_index")) {
-    if (absl::Status s = attr_int(a, "ignore_index").status(); !s.ok()) {
-      return op_error(op, s.message());
-    }
-  }
-  const Shape& logits = in[0];
-  if (logits.size() < 2) {
-    return op_error(op, str_cat("logits must be [..., C] of rank 2 or more (classes on the last "
-                                "axis), got ",
-                                shape_str(logits)));
-  }
-  if (logits.size() > 2 && logits.back() == 1) {
-    return op_error(op, str_cat("logits ", shape_str(logits),
-                                " have one class on the last axis, where the classes go; "
-                                "flatten an [N,C,1,...] output first (lms::flatten)"));
-  }
-  const Shape rows(logits.begin(), logits.end() - 1);
-  if (in[1] != rows) {
-    return op_error(op, str_cat("labels ", shape_str(in[1]), " must be ", shape_str(rows),
-                                ", one class index per row of logits ", shape_str(logits)));
-  }
-  if (!bwd) return Shapes{Shape{}};
-  LMS_RETURN_IF_ERROR(check_scalar(op, "dloss", in[2]));
-  return Shapes{logits};
-}
-
 // The labels are integers: only the logits get a gradient.
 absl::Status xent_grad(GradContext& ctx) {
   const TensorId dloss = ctx.output_grads[0];
@@ -87,33 +32,6 @@ double xent_bytes(const Attrs&, const Shapes& in, const Shapes& out) {
                  numel(in[1]) * static_cast<double>(dtype_bytes(DType::kInt64));
   for (size_t i = 2; i < in.size(); ++i) bytes += numel(in[i]) * 4.0;
   return bytes + numel(out[0]) * 4.0;
-}
-
-// Without an axis: the scalar mean of all elements. With one: x with that
-// axis reduced to size 1 (ONNX ReduceMean, keepdims=1).
-absl::StatusOr<Shapes> infer_reduce_mean(const Attrs& a, const Shapes& in) {
-  if (!a.contains(kAxisAttr)) return Shapes{Shape{}};
-  LMS_ASSIGN_OR_RETURN(const size_t axis, axis_attr("reduce_mean", a, in[0], "x"));
-  Shape y = in[0];
-  y[axis] = 1;
-  return Shapes{y};
-}
-
-absl::StatusOr<Shapes> infer_reduce_mean_bwd(const Attrs& a, const Shapes& in) {
-  constexpr std::string_view kOp = "reduce_mean_bwd";
-  LMS_ASSIGN_OR_RETURN(Shape shape, shape_attr(kOp, a, "input_shape"));
-  if (!a.contains(kAxisAttr)) {
-    LMS_RETURN_IF_ERROR(check_scalar(kOp, "dy", in[0]));
-    return Shapes{shape};
-  }
-  LMS_ASSIGN_OR_RETURN(const size_t axis, axis_attr(kOp, a, shape, "input_shape"));
-  Shape dy = shape;
-  dy[axis] = 1;
-  if (in[0] != dy) {
-    return op_error(kOp, str_cat("dy ", shape_str(in[0]), " must be input_shape ", shape_str(shape),
-                                 " with axis ", axis, " reduced to 1, ", shape_str(dy)));
-  }
-  return Shapes{shape};
 }
 
 absl::Status mse_grad(GradContext& ctx) {
@@ -172,43 +90,21 @@ decltype(OpDef::flops) per_input_element(double factor) {
 }  // namespace
 
 void register_loss_ops(std::vector<OpSpec>& specs) {
-  specs.push_back(make_spec(
-      OpKind::kMseLoss, 2, 2, {},
-      [](const Attrs&, const Shapes& in) { return infer_mse(in, false); }, per_input_element(3),
-      mse_grad));
-  specs.push_back(make_spec(
-      OpKind::kMseLossBwd, 3, 3, {},
-      [](const Attrs&, const Shapes& in) { return infer_mse(in, true); }, per_input_element(3)));
-  specs.push_back(make_spec(
-      OpKind::kSoftDiceLoss, 2, 2, {"eps"},
-      [](const Attrs& a, const Shapes& in) { return infer_dice(a, in, false); },
-      per_input_element(4), dice_grad));
-  specs.push_back(make_spec(
-      OpKind::kSoftDiceLossBwd, 3, 3, {"eps"},
-      [](const Attrs& a, const Shapes& in) { return infer_dice(a, in, true); },
-      per_input_element(4)));
+  specs.push_back(make_schema_spec(OpKind::kMseLoss, per_input_element(3), mse_grad));
+  specs.push_back(make_schema_spec(OpKind::kMseLossBwd, per_input_element(3)));
+  specs.push_back(make_schema_spec(OpKind::kSoftDiceLoss, per_input_element(4), dice_grad));
+  specs.push_back(make_schema_spec(OpKind::kSoftDiceLossBwd, per_input_element(4)));
   // Per logit: a max, an exp, a sum (forward); the exp again, a subtract
   // and a multiply (backward).
-  specs.push_back(make_spec(
-      OpKind::kSoftmaxCrossEntropy, 2, 2, {},
-      [](const Attrs& a, const Shapes& in) { return infer_xent(a, in, false); },
-      per_input_element(4), xent_grad));
-  specs.push_back(make_spec(
-      OpKind::kSoftmaxCrossEntropyBwd, 3, 3, {},
-      [](const Attrs& a, const Shapes& in) { return infer_xent(a, in, true); },
-      per_input_element(6)));
+  specs.push_back(make_schema_spec(OpKind::kSoftmaxCrossEntropy, per_input_element(4), xent_grad));
+  specs.push_back(make_schema_spec(OpKind::kSoftmaxCrossEntropyBwd, per_input_element(6)));
   for (size_t i = specs.size() - 2; i < specs.size(); ++i) {
-    specs[i].optional_attrs = {"ignore_index"};
-    specs[i].def.int64_inputs = {1};
     specs[i].def.bytes = xent_bytes;
   }
-  specs.push_back(make_spec(OpKind::kReduceMean, 1, 1, {}, infer_reduce_mean, per_input_element(1),
-                            reduce_mean_grad));
-  specs.back().optional_attrs = {std::string(kAxisAttr)};
-  specs.push_back(
-      make_spec(OpKind::kReduceMeanBwd, 1, 1, {"input_shape"}, infer_reduce_mean_bwd,
-                [](const Attrs&, const Shapes&, const Shapes& out) { return numel(out[0]); }));
-  specs.back().optional_attrs = {std::string(kAxisAttr)};
+  specs.push_back(make_schema_spec(OpKind::kReduceMean, per_input_element(1), reduce_mean_grad));
+  specs.push_back(make_schema_spec(
+      OpKind::kReduceMeanBwd,
+      [](const Attrs&, const Shapes&, const Shapes& out) { return numel(out[0]); }));
   set_flag(specs, &OpDef::backward,
            {OpKind::kMseLossBwd, OpKind::kSoftDiceLossBwd, OpKind::kSoftmaxCrossEntropyBwd,
             OpKind::kReduceMeanBwd});

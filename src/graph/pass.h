@@ -4,8 +4,7 @@
 // role and name between them.
 //
 //   PassPipeline pipeline;
-//   pipeline.add(std::make_unique<FuseConvReluPass>(fetched));
-//   pipeline.add(std::make_unique<BlockedLayoutPass>(fetched));
+//   pipeline.add(std::make_unique<FuseConvReluPass>(fetched));  // then the next passes
 //   LMS_ASSIGN_OR_RETURN(PipelineResult r, pipeline.run(graph));
 //   // r.node_map[id of the graph given] = the node of the result doing its work
 //

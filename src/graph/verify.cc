@@ -12,7 +12,7 @@ namespace {
 
 absl::Status node_error(const Node& n, absl::string_view why) {
   return absl::InvalidArgumentError(
-      absl::StrCat("verify: node '", n.name, "' (", op_name(n.op), "): ", why));
+      absl::StrCat("verify: node '", n.name, "' (op ", op_name(n.op), "): ", why));
 }
 
 std::string shape_str(const Shape& s) { return absl::StrCat("[", absl::StrJoin(s, ","), "]"); }
@@ -20,20 +20,17 @@ std::string shape_str(const Shape& s) { return absl::StrCat("[", absl::StrJoin(s
 absl::Status verify_node(const Graph& g, NodeId id) {
   const Node& n = g.node(id);
   const OpDef* def = &op_def(n.op);
-  std::vector<Shape> in_shapes;
   for (TensorId t : n.inputs) {
     if (t < 0 || t >= g.num_tensors()) return node_error(n, "input is not a tensor");
     const auto& c = g.tensor(t).consumers;
     if (std::find(c.begin(), c.end(), id) == c.end()) {
       return node_error(n, absl::StrCat("missing from the consumers of '", g.tensor(t).name, "'"));
     }
-    in_shapes.push_back(g.tensor(t).shape);
   }
-  if (absl::Status s = check_input_dtypes(g, n.op, n.inputs); !s.ok()) {
-    return node_error(n, s.message());
+  auto out = def->infer(node_instance(g, n.name, n.op, n.attrs, n.inputs));
+  if (!out.ok()) {
+    return with_message(out.status(), absl::StrCat("verify: ", out.status().message()));
   }
-  auto out = def->infer(n.attrs, in_shapes);
-  if (!out.ok()) return node_error(n, out.status().message());
   if (out->size() != n.outputs.size()) return node_error(n, "wrong number of outputs");
   for (size_t j = 0; j < n.outputs.size(); ++j) {
     const Tensor& t = g.tensor(n.outputs[j]);

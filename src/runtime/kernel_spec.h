@@ -1,5 +1,6 @@
 // How the runtime turns a graph node into a kernel: the KernelSpec a backend
-// compiles (op, attributes, input and output shapes) and which nodes have no
+// compiles (op, attributes, input shapes, dtypes and names, output shapes)
+// and which nodes have no
 // kernel (swap_out / swap_in run on the copy streams, all_reduce on the
 // communication stream). Shared by Session,
 // kernel_workspace_bytes and profile_step, so every caller compiles a node
@@ -30,10 +31,11 @@ KernelSpec kernel_spec(const Graph& g, const Node& n);
 // it cannot handle).
 absl::StatusOr<std::unique_ptr<Kernel>> compile_node(const Graph& g, NodeId id, Device& device);
 
-// What a kernel depends on: its spec less the node's name (op, attributes,
-// shapes). Nodes with equal keys compile to the same kernel, so one kernel
-// serves them all (Note [One kernel per spec]).
-using KernelSpecKey = std::tuple<OpKind, Attrs, std::vector<Shape>, std::vector<Shape>>;
+// What a kernel depends on: its spec less the names (op, attributes, input
+// and output shapes, input dtypes). Nodes with equal keys compile to the
+// same kernel, so one kernel serves them all (Note [One kernel per spec]).
+using KernelSpecKey =
+    std::tuple<OpKind, Attrs, std::vector<Shape>, std::vector<Shape>, std::vector<DType>>;
 KernelSpecKey kernel_spec_key(const KernelSpec& spec);
 
 // Note [One kernel per spec]: the layers of a deep model repeat a few specs

@@ -3,9 +3,9 @@
 #include <memory>
 #include <utility>
 
-#include "graph/blocked_layouts.h"
 #include "graph/fusion.h"
 #include "lms/status.h"
+#include "runtime/blocked_layouts.h"
 
 namespace lms {
 

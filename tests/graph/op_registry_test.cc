@@ -173,20 +173,23 @@ TEST(OpRegistry, AttrHelpers) {
 
 TEST(OpRegistry, SharedChecksNameTheProblem) {
   const OpDef* relu = &op_def(OpKind::kRelu);
-  auto arity = relu->infer({}, {{2, 3}, {2, 3}});
+  auto arity = relu->infer(OpInstance{"r", OpKind::kRelu, {}, {{2, 3}, {2, 3}}});
   ASSERT_FALSE(arity.ok());
   EXPECT_NE(arity.status().message().find("takes 1 inputs, got 2"), absl::string_view::npos)
       << arity.status();
-  auto unknown = relu->infer({{"alpha", 0.1}}, {{2, 3}});
+  auto unknown = relu->infer(OpInstance{"r", OpKind::kRelu, {{"alpha", 0.1}}, {{2, 3}}});
   ASSERT_FALSE(unknown.ok());
   EXPECT_NE(unknown.status().message().find("unknown attribute 'alpha'"), absl::string_view::npos);
   auto missing = op_def(OpKind::kConv)
-                     .infer({{"stride", std::vector<int64_t>{1, 1}}}, {{1, 1, 8, 8}, {4, 1, 3, 3}});
+                     .infer(OpInstance{"c",
+                                       OpKind::kConv,
+                                       {{"stride", std::vector<int64_t>{1, 1}}},
+                                       {{1, 1, 8, 8}, {4, 1, 3, 3}}});
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("missing attribute 'dilation'"),
             absl::string_view::npos)
       << missing.status();
-  auto zero_dim = relu->infer({}, {{2, 0}});
+  auto zero_dim = relu->infer(OpInstance{"r", OpKind::kRelu, {}, {{2, 0}}});
   EXPECT_FALSE(zero_dim.ok());
 }
 

@@ -14,6 +14,11 @@ namespace {
 using Ints = std::vector<int64_t>;
 using Shapes = std::vector<Shape>;
 
+// The registry's shape inference of one node "n" of `op` reading `in`.
+absl::StatusOr<Shapes> infer(OpKind op, const Attrs& attrs, const Shapes& in) {
+  return op_def(op).infer(OpInstance{"n", op, attrs, in});
+}
+
 struct Valid {
   OpKind op;
   Shapes in;
@@ -246,7 +251,7 @@ std::vector<Invalid> invalid_cases() {
       {OpKind::kConv,
        {x4, {4, 3, 3, 3}},
        geom2({1}),
-       "conv: stride must have 2 entries for a 4-D input (NCHW), got [1]"},
+       "node 'n' (op conv): stride must have 2 entries for a 4-D input (NCHW), got [1]"},
       {OpKind::kConv, {x4, {4, 3, 3, 3}}, geom2({0, 1}), "stride entries must be >= 1"},
       {OpKind::kConv, {x4, {4, 3, 3, 3}}, geom2({1, 1}, {-1, 0}), "pad entries must be >= 0"},
       {OpKind::kConv,
@@ -522,7 +527,7 @@ std::vector<Invalid> invalid_cases() {
 TEST(OpsShapes, ValidCasesInferTheDocumentedShapes) {
   std::set<OpKind> covered;
   for (const Valid& c : valid_cases()) {
-    auto out = op_def(c.op).infer(c.attrs, c.in);
+    auto out = infer(c.op, c.attrs, c.in);
     ASSERT_TRUE(out.ok()) << op_name(c.op) << ": " << out.status();
     EXPECT_EQ(*out, c.out) << op_name(c.op);
     covered.insert(c.op);
@@ -533,7 +538,7 @@ TEST(OpsShapes, ValidCasesInferTheDocumentedShapes) {
 TEST(OpsShapes, InvalidCasesNameTheProblem) {
   std::set<OpKind> covered;
   for (const Invalid& c : invalid_cases()) {
-    auto out = op_def(c.op).infer(c.attrs, c.in);
+    auto out = infer(c.op, c.attrs, c.in);
     ASSERT_FALSE(out.ok()) << op_name(c.op) << " accepted an invalid case expecting: " << c.message;
     EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(out.status().message().find(c.message), absl::string_view::npos)
@@ -621,7 +626,7 @@ TEST(OpsShapes, OverflowIsAnErrorNamingTheAttributeOrInput) {
       {OpKind::kAdd, {{2}, {-3}}, {}, "input 1: every dimension must be positive, got [-3]"},
   };
   for (const Invalid& c : cases) {
-    auto out = op_def(c.op).infer(c.attrs, c.in);
+    auto out = infer(c.op, c.attrs, c.in);
     ASSERT_FALSE(out.ok()) << op_name(c.op)
                            << " accepted an overflowing case expecting: " << c.message;
     EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
@@ -630,8 +635,7 @@ TEST(OpsShapes, OverflowIsAnErrorNamingTheAttributeOrInput) {
         << "\"";
   }
   // The largest tensor that fits: 2^61 - 1 floats, just under 2^63 bytes.
-  auto fits =
-      op_def(OpKind::kFill).infer({{"shape", Ints{(int64_t{1} << 61) - 1}}, {"value", 0.0}}, {});
+  auto fits = infer(OpKind::kFill, {{"shape", Ints{(int64_t{1} << 61) - 1}}, {"value", 0.0}}, {});
   EXPECT_TRUE(fits.ok()) << fits.status();
 }
 

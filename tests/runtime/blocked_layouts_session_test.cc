@@ -12,13 +12,13 @@
 #include <vector>
 
 #include "backend/cpu/cpu_device.h"
-#include "graph/blocked_layouts.h"
 #include "lms/config.h"
 #include "lms/ops.h"
 #include "lms/rewrite.h"
 #include "lms/session.h"
 #include "lms/training.h"
 #include "models.h"
+#include "runtime/blocked_layouts.h"
 
 namespace lms {
 namespace {

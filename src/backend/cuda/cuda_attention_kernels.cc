@@ -1,7 +1,7 @@
 // attention and attention_bwd of docs/ops.md for the CUDA device, over the
 // launchers of cuda_attention.cu (own kernels, sums in double in a fixed
-// order, no atomics: the same results on every run). Validation is
-// attention_dims, shared with the CPU device.
+// order, no atomics: the same results on every run). The spec has passed the
+// op schema's rule at the dispatch; attention_dims reads its problem.
 #include <memory>
 #include <string>
 
@@ -9,8 +9,9 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_launch.h"
 #include "backend/cuda/cuda_status.h"
-#include "backend/spec_checks.h"
 #include "lms/status.h"
+#include "op_schema/op_dims.h"
+#include "op_schema/spec_checks.h"
 
 namespace lms::cuda {
 
@@ -20,7 +21,7 @@ absl::StatusOr<std::unique_ptr<Kernel>> create_cuda_attention_kernel(const Kerne
     return std::unique_ptr<Kernel>();
   }
   const bool backward = spec.op == OpKind::kAttentionBwd;
-  LMS_ASSIGN_OR_RETURN(AttentionDims d, attention_dims(spec, backward));
+  LMS_ASSIGN_OR_RETURN(AttentionDims d, attention_dims(spec));
   const launch::AttentionShape shape = {d.heads, d.t, d.s, d.d, d.scale, d.causal};
   const std::string what = node_label(spec);
   cudaStream_t st = ctx.stream;

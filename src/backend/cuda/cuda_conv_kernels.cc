@@ -33,10 +33,11 @@
 #include "backend/cuda/cuda_launch.h"
 #include "backend/cuda/cuda_status.h"
 #include "backend/cuda/large_tensor_plan.h"
-#include "backend/spatial_spec.h"
 #include "common/align.h"
 #include "lms/status.h"
 #include "lms/types.h"
+#include "op_schema/op_dims.h"
+#include "op_schema/spec_checks.h"
 
 namespace lms::cuda {
 namespace {

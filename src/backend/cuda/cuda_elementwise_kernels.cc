@@ -1,7 +1,7 @@
 // Element-wise ops, activations, softmax (cuDNN, channel mode, over any
 // axis), concat / slice along any axis (channel_copy_plan on the
 // [outer, axis, inner] view), embedding and fill for the CUDA device. Validation is
-// backend/spec_checks.h, shared with the CPU device, so both backends accept
+// op_schema/spec_checks.h, shared with the CPU device, so both backends accept
 // and reject the same specs with the same messages.
 #include <memory>
 #include <optional>
@@ -16,28 +16,17 @@
 #include "backend/cuda/cuda_status.h"
 #include "backend/cuda/large_tensor_plan.h"
 #include "backend/dropout_hash.h"
-#include "backend/spec_checks.h"
 #include "lms/status.h"
+#include "op_schema/op_dims.h"
+#include "op_schema/spec_checks.h"
 
 namespace lms::cuda {
 namespace {
 
 using KernelOr = absl::StatusOr<std::unique_ptr<Kernel>>;
 
-absl::Status check_unary(const KernelSpec& spec) {
-  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 1));
-  return check_same_shape(spec, spec.output_shapes[0], spec.input_shapes[0], "output y");
-}
-
-absl::Status check_binary(const KernelSpec& spec, const char* b_name) {
-  LMS_RETURN_IF_ERROR(check_arity(spec, 2, 2, 1));
-  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.input_shapes[1], spec.input_shapes[0], b_name));
-  return check_same_shape(spec, spec.output_shapes[0], spec.input_shapes[0], "output");
-}
-
 KernelOr make_unary(const KernelSpec& spec, const CudaKernelContext& ctx, launch::Unary op,
                     float alpha) {
-  LMS_RETURN_IF_ERROR(check_unary(spec));
   const int64_t n = num_elements(spec.input_shapes[0]);
   const std::string what = node_label(spec);
   cudaStream_t s = ctx.stream;
@@ -68,15 +57,10 @@ KernelOr make_broadcast_binary(const KernelSpec& spec, const CudaKernelContext& 
   });
 }
 
+// Two inputs of one shape (check_spec: add and mul broadcast when they differ).
 KernelOr make_binary(const KernelSpec& spec, const CudaKernelContext& ctx, launch::Binary op,
-                     float alpha, const char* b_name) {
-  const bool arithmetic = op == launch::Binary::kAdd || op == launch::Binary::kMul;
-  if (arithmetic && spec.input_shapes.size() == 2 && spec.output_shapes.size() == 1 &&
-      (spec.input_shapes[0] != spec.output_shapes[0] ||
-       spec.input_shapes[1] != spec.output_shapes[0])) {
-    return make_broadcast_binary(spec, ctx, op);
-  }
-  LMS_RETURN_IF_ERROR(check_binary(spec, b_name));
+                     float alpha) {
+  if (spec.input_shapes[0] != spec.input_shapes[1]) return make_broadcast_binary(spec, ctx, op);
   const int64_t n = num_elements(spec.input_shapes[0]);
   const std::string what = node_label(spec);
   cudaStream_t s = ctx.stream;
@@ -89,12 +73,9 @@ KernelOr make_binary(const KernelSpec& spec, const CudaKernelContext& ctx, launc
 // dropout (x) / dropout_bwd (dy): the mask of backend/dropout_hash.h, the
 // same bits as the CPU loop.
 KernelOr make_dropout(const KernelSpec& spec, const CudaKernelContext& ctx) {
-  LMS_RETURN_IF_ERROR(check_unary(spec));
-  LMS_ASSIGN_OR_RETURN(double ratio, real_attr(spec, "ratio"));
-  LMS_ASSIGN_OR_RETURN(int64_t seed, int_attr(spec, "seed"));
-  if (!(ratio >= 0.0 && ratio < 1.0)) {
-    return invalid(spec, absl::StrCat("ratio must be in [0, 1), got ", ratio));
-  }
+  LMS_ASSIGN_OR_RETURN(const DropoutDims d, dropout_dims(spec));
+  const double ratio = d.ratio;
+  const int64_t seed = d.seed;
   const int64_t n = num_elements(spec.input_shapes[0]);
   const uint32_t threshold = lms::dropout::threshold(ratio);
   const float scale = lms::dropout::keep_scale(ratio);
@@ -109,7 +90,6 @@ KernelOr make_dropout(const KernelSpec& spec, const CudaKernelContext& ctx) {
 
 // clip (x) or clip_bwd (x, dy) with attributes min <= max.
 KernelOr make_clip(const KernelSpec& spec, const CudaKernelContext& ctx, bool backward) {
-  LMS_RETURN_IF_ERROR(backward ? check_binary(spec, "input dy") : check_unary(spec));
   LMS_ASSIGN_OR_RETURN(double lo, real_attr(spec, "min"));
   LMS_ASSIGN_OR_RETURN(double hi, real_attr(spec, "max"));
   const int64_t n = num_elements(spec.input_shapes[0]);
@@ -137,7 +117,6 @@ KernelOr make_transpose(const KernelSpec& spec, const CudaKernelContext& ctx) {
 
 // gelu (x) or gelu_bwd (x, dy).
 KernelOr make_gelu(const KernelSpec& spec, const CudaKernelContext& ctx, bool backward) {
-  LMS_RETURN_IF_ERROR(backward ? check_binary(spec, "input dy") : check_unary(spec));
   const int64_t n = num_elements(spec.input_shapes[0]);
   const std::string what = node_label(spec);
   cudaStream_t s = ctx.stream;
@@ -150,16 +129,7 @@ KernelOr make_gelu(const KernelSpec& spec, const CudaKernelContext& ctx, bool ba
 
 // y = x's bytes under another shape: a device-to-device copy.
 KernelOr make_reshape(const KernelSpec& spec, const CudaKernelContext& ctx) {
-  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 1));
-  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ints_attr(spec, "shape"));
-  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], shape, "output y"));
   const int64_t n = num_elements(spec.input_shapes[0]);
-  if (num_elements(shape) != n) {
-    return invalid(spec, absl::StrCat("shape ", shape_str(shape),
-                                      " has another element count than "
-                                      "input x ",
-                                      shape_str(spec.input_shapes[0])));
-  }
   const std::string what = node_label(spec);
   cudaStream_t s = ctx.stream;
   return make_fn_kernel([=](const KernelArgs& a) {
@@ -213,13 +183,7 @@ class SoftmaxDescs {
 };
 
 KernelOr make_softmax(const KernelSpec& spec, const CudaKernelContext& ctx, bool backward) {
-  if (backward) {
-    LMS_RETURN_IF_ERROR(check_binary(spec, "input dy"));
-  } else {
-    LMS_RETURN_IF_ERROR(check_unary(spec));
-  }
-  LMS_RETURN_IF_ERROR(check_rank(spec, spec.input_shapes[0], 1, 12, "input"));
-  LMS_ASSIGN_OR_RETURN(const size_t axis, axis_attr(spec, spec.input_shapes[0], "input"));
+  LMS_ASSIGN_OR_RETURN(const size_t axis, axis_attr(spec, spec.input_shapes[0], "x"));
   auto descs = std::make_shared<SoftmaxDescs>();
   LMS_RETURN_IF_ERROR(descs->init(spec, axis_view(spec.input_shapes[0], axis)));
   const std::string what = node_label(spec);
@@ -273,32 +237,10 @@ absl::Status copy_channels(cudaStream_t s, const float* src, int64_t src_c, int6
   return absl::OkStatus();
 }
 
-// Returns the axis.
-absl::StatusOr<size_t> check_concat(const KernelSpec& spec) {
-  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1 << 16, 1));
-  const Shape& first = spec.input_shapes[0];
-  LMS_RETURN_IF_ERROR(check_rank(spec, first, 1, 12, "input 0"));
-  LMS_ASSIGN_OR_RETURN(const size_t axis, axis_attr(spec, first, "input 0"));
-  Shape want = first;
-  want[axis] = 0;
-  for (size_t i = 0; i < spec.input_shapes.size(); ++i) {
-    Shape other = spec.input_shapes[i];
-    if (other.size() == first.size()) other[axis] = first[axis];
-    if (other != first) {
-      return invalid(spec, absl::StrCat("input ", i, " has shape ", shape_str(spec.input_shapes[i]),
-                                        "; concat inputs must match input 0 ", shape_str(first),
-                                        " in every dimension but ", axis));
-    }
-    want[axis] += spec.input_shapes[i][axis];
-  }
-  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], want, "output y"));
-  return axis;
-}
-
 // y seen as [outer, ΣA_i, inner] around the axis; each input is a block of
 // A_i "channels" of copy_channels.
 KernelOr make_concat(const KernelSpec& spec, const CudaKernelContext& ctx) {
-  LMS_ASSIGN_OR_RETURN(const size_t axis, check_concat(spec));
+  LMS_ASSIGN_OR_RETURN(const size_t axis, concat_axis(spec));
   const AxisView y = axis_view(spec.output_shapes[0], axis);
   const int64_t n = y.outer, total_c = y.axis, inner = y.inner;
   std::vector<int64_t> channels;
@@ -317,22 +259,9 @@ KernelOr make_concat(const KernelSpec& spec, const CudaKernelContext& ctx) {
 }
 
 KernelOr make_slice(const KernelSpec& spec, const CudaKernelContext& ctx) {
-  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 1));
-  const Shape& x = spec.input_shapes[0];
-  LMS_RETURN_IF_ERROR(check_rank(spec, x, 1, 12, "input x"));
-  LMS_ASSIGN_OR_RETURN(const size_t axis, axis_attr(spec, x, "input x"));
-  LMS_ASSIGN_OR_RETURN(int64_t begin, int_attr(spec, "begin"));
-  LMS_ASSIGN_OR_RETURN(int64_t size, int_attr(spec, "size"));
-  if (begin < 0 || size < 1 || size > x[axis] || begin > x[axis] - size) {
-    return invalid(
-        spec,
-        absl::StrCat("begin=", begin, ", size=", size, " does not fit axis ", axis, " of input x ",
-                     shape_str(x), "; allowed: begin >= 0, size >= 1, begin + size <= ", x[axis]));
-  }
-  Shape want = x;
-  want[axis] = size;
-  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], want, "output y"));
-  const AxisView v = axis_view(x, axis);
+  LMS_ASSIGN_OR_RETURN(const SliceDims d, slice_dims(spec));
+  const int64_t begin = d.begin, size = d.size;
+  const AxisView v = axis_view(spec.input_shapes[0], d.axis);
   const int64_t n = v.outer, c = v.axis, inner = v.inner;
   const std::string what = node_label(spec);
   cudaStream_t s = ctx.stream;
@@ -348,18 +277,8 @@ KernelOr make_slice(const KernelSpec& spec, const CudaKernelContext& ctx) {
 // kernel waits for the compute stream after each launch (a synchronisation
 // per embedding node), and copies the bad id back when there is one.
 KernelOr make_embedding(const KernelSpec& spec, const CudaKernelContext& ctx, bool backward) {
-  LMS_RETURN_IF_ERROR(check_arity(spec, 2, 2, 1));
-  Shape table = spec.input_shapes[1];
-  if (backward) {
-    LMS_ASSIGN_OR_RETURN(table, ints_attr(spec, "weight_shape"));
-    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], table, "output dtable"));
-  }
-  LMS_RETURN_IF_ERROR(check_rank(spec, table, 2, 2, "table"));
-  Shape rows_shape = spec.input_shapes[0];
-  rows_shape.push_back(table[1]);
-  LMS_RETURN_IF_ERROR(check_same_shape(spec,
-                                       backward ? spec.input_shapes[1] : spec.output_shapes[0],
-                                       rows_shape, backward ? "input dy" : "output y"));
+  // The table [V,D]: input 1, or dtable = weight_shape (check_spec).
+  const Shape& table = backward ? spec.output_shapes[0] : spec.input_shapes[1];
   const int64_t n = num_elements(spec.input_shapes[0]), rows = table[0], dim = table[1];
   const std::string what = node_label(spec);
   cudaStream_t s = ctx.stream;
@@ -382,11 +301,8 @@ KernelOr make_embedding(const KernelSpec& spec, const CudaKernelContext& ctx, bo
 }
 
 KernelOr make_fill(const KernelSpec& spec, const CudaKernelContext& ctx) {
-  LMS_RETURN_IF_ERROR(check_arity(spec, 0, 0, 1));
-  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ints_attr(spec, "shape"));
-  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], shape, "output"));
   LMS_ASSIGN_OR_RETURN(double value, real_attr(spec, "value"));
-  const int64_t n = num_elements(shape);
+  const int64_t n = num_elements(spec.output_shapes[0]);
   const float v = static_cast<float>(value);
   const std::string what = node_label(spec);
   cudaStream_t s = ctx.stream;
@@ -401,16 +317,15 @@ KernelOr create_cuda_elementwise_kernel(const KernelSpec& spec, const CudaKernel
   using launch::Unary;
   const OpKind op = spec.op;
   if (op == OpKind::kRelu) return make_unary(spec, ctx, Unary::kRelu, 0.f);
-  if (op == OpKind::kReluBwd) return make_binary(spec, ctx, Binary::kReluBwd, 0.f, "input dy");
+  if (op == OpKind::kReluBwd) return make_binary(spec, ctx, Binary::kReluBwd, 0.f);
   if (op == OpKind::kLeakyRelu || op == OpKind::kLeakyReluBwd) {
     LMS_ASSIGN_OR_RETURN(double alpha, real_attr(spec, "alpha"));
     const float a = static_cast<float>(alpha);
     if (op == OpKind::kLeakyRelu) return make_unary(spec, ctx, Unary::kLeakyRelu, a);
-    return make_binary(spec, ctx, Binary::kLeakyReluBwd, a, "input dy");
+    return make_binary(spec, ctx, Binary::kLeakyReluBwd, a);
   }
   if (op == OpKind::kSigmoid) return make_unary(spec, ctx, Unary::kSigmoid, 0.f);
-  if (op == OpKind::kSigmoidBwd)
-    return make_binary(spec, ctx, Binary::kSigmoidBwd, 0.f, "input dy");
+  if (op == OpKind::kSigmoidBwd) return make_binary(spec, ctx, Binary::kSigmoidBwd, 0.f);
   if (op == OpKind::kSoftmax) return make_softmax(spec, ctx, false);
   if (op == OpKind::kSoftmaxBwd) return make_softmax(spec, ctx, true);
   if (op == OpKind::kClip || op == OpKind::kClipBwd) {
@@ -421,8 +336,8 @@ KernelOr create_cuda_elementwise_kernel(const KernelSpec& spec, const CudaKernel
   }
   if (op == OpKind::kReshape) return make_reshape(spec, ctx);
   if (op == OpKind::kTranspose) return make_transpose(spec, ctx);
-  if (op == OpKind::kAdd) return make_binary(spec, ctx, Binary::kAdd, 0.f, "input b");
-  if (op == OpKind::kMul) return make_binary(spec, ctx, Binary::kMul, 0.f, "input b");
+  if (op == OpKind::kAdd) return make_binary(spec, ctx, Binary::kAdd, 0.f);
+  if (op == OpKind::kMul) return make_binary(spec, ctx, Binary::kMul, 0.f);
   if (op == OpKind::kScale) {
     LMS_ASSIGN_OR_RETURN(double factor, real_attr(spec, "factor"));
     return make_unary(spec, ctx, Unary::kScale, static_cast<float>(factor));

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "lms/op_kind.h"
 #include "lms/status.h"
+#include "op_schema/op_schema.h"
 
 namespace lms::cuda {
 
@@ -95,6 +96,9 @@ Factory cuda_kernel_factory(OpKind op) {
 
 absl::StatusOr<std::unique_ptr<Kernel>> create_cuda_kernel(const KernelSpec& spec,
                                                            const CudaKernelContext& ctx) {
+  // The op's one rule, which the graph ran too (op schema); the kernels
+  // check only what this backend cannot run.
+  LMS_RETURN_IF_ERROR(check_spec(spec));
   if (Factory factory = cuda_kernel_factory(spec.op)) {
     LMS_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> kernel, factory(spec, ctx));
     if (kernel) return kernel;

@@ -1,8 +1,8 @@
 // layer_norm and layer_norm_bwd of docs/ops.md for the CUDA device, over the
 // launchers of cuda_layer_norm.cu (one block per row, deterministic tree
 // sums in double; no cuDNN, so the semantics are exactly the CPU device's:
-// biased variance over the last axis). Validation is layer_norm_dims, shared
-// with the CPU device.
+// biased variance over the last axis). The spec has passed the op schema's
+// rule at the dispatch; layer_norm_dims reads its problem.
 #include <memory>
 #include <string>
 
@@ -10,8 +10,9 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_launch.h"
 #include "backend/cuda/cuda_status.h"
-#include "backend/spec_checks.h"
 #include "lms/status.h"
+#include "op_schema/op_dims.h"
+#include "op_schema/spec_checks.h"
 
 namespace lms::cuda {
 
@@ -21,7 +22,7 @@ absl::StatusOr<std::unique_ptr<Kernel>> create_cuda_layer_norm_kernel(
     return std::unique_ptr<Kernel>();
   }
   const bool backward = spec.op == OpKind::kLayerNormBwd;
-  LMS_ASSIGN_OR_RETURN(LayerNormDims d, layer_norm_dims(spec, backward));
+  LMS_ASSIGN_OR_RETURN(LayerNormDims d, layer_norm_dims(spec));
   const std::string what = node_label(spec);
   cudaStream_t st = ctx.stream;
   if (!backward) {

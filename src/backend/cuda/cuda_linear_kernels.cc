@@ -16,8 +16,9 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_launch.h"
 #include "backend/cuda/cuda_status.h"
-#include "backend/spec_checks.h"
 #include "lms/status.h"
+#include "op_schema/op_dims.h"
+#include "op_schema/spec_checks.h"
 
 namespace lms::cuda {
 namespace {

@@ -16,30 +16,20 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_launch.h"
 #include "backend/cuda/cuda_status.h"
-#include "backend/spec_checks.h"
 #include "lms/status.h"
+#include "op_schema/op_dims.h"
+#include "op_schema/spec_checks.h"
 
 namespace lms::cuda {
 namespace {
 
 using KernelOr = absl::StatusOr<std::unique_ptr<Kernel>>;
 
-constexpr double kMaxReal = 1e300;
-
 double* ws_doubles(const KernelArgs& a, int64_t offset = 0) {
   return static_cast<double*>(a.workspace) + offset;
 }
 
 uint64_t doubles_bytes(int64_t n) { return static_cast<uint64_t>(n) * sizeof(double); }
-
-absl::Status check_pair(const KernelSpec& spec, bool backward) {
-  LMS_RETURN_IF_ERROR(check_arity(spec, backward ? 3 : 2, backward ? 3 : 2, 1));
-  const Shape& p = spec.input_shapes[0];
-  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.input_shapes[1], p, "input 1 (target)"));
-  if (!backward) return check_scalar(spec, spec.output_shapes[0], "output loss");
-  LMS_RETURN_IF_ERROR(check_scalar(spec, spec.input_shapes[2], "input dloss"));
-  return check_same_shape(spec, spec.output_shapes[0], p, "output 0 (gradient)");
-}
 
 // out[] = scale * sum (or sqrt of it) of op over inputs 0 (and 1).
 KernelOr make_sum(const KernelSpec& spec, const CudaKernelContext& ctx, launch::Reduce op,
@@ -59,7 +49,6 @@ KernelOr make_sum(const KernelSpec& spec, const CudaKernelContext& ctx, launch::
 }
 
 KernelOr make_mse(const KernelSpec& spec, const CudaKernelContext& ctx, bool backward) {
-  LMS_RETURN_IF_ERROR(check_pair(spec, backward));
   const int64_t n = num_elements(spec.input_shapes[0]);
   if (!backward) {
     return make_sum(spec, ctx, launch::Reduce::kSumSquaredDiff, n, 1.0 / static_cast<double>(n));
@@ -75,10 +64,7 @@ KernelOr make_mse(const KernelSpec& spec, const CudaKernelContext& ctx, bool bac
 // Workspace, in doubles: the 3 sums of each slice, then the grouped sums'
 // partials (three values per block).
 KernelOr make_dice(const KernelSpec& spec, const CudaKernelContext& ctx, bool backward) {
-  LMS_RETURN_IF_ERROR(check_pair(spec, backward));
-  LMS_RETURN_IF_ERROR(check_rank(spec, spec.input_shapes[0], 2, 12, "input probs"));
-  LMS_ASSIGN_OR_RETURN(double eps,
-                       real_attr_in(spec, "eps", 0.0, false, kMaxReal, false, "eps >= 0"));
+  LMS_ASSIGN_OR_RETURN(double eps, real_attr(spec, "eps"));
   const Shape& x = spec.input_shapes[0];
   const int64_t slices = x[0] * x[1];
   const int64_t inner = num_elements(x) / slices;
@@ -143,17 +129,9 @@ KernelOr make_cross_entropy(const KernelSpec& spec, const CudaKernelContext& ctx
 // reduce_mean / reduce_mean_bwd with an axis: one thread per output element
 // over the [outer, axis, inner] view.
 KernelOr make_axis_mean(const KernelSpec& spec, const CudaKernelContext& ctx, bool backward) {
+  // x, or dx = input_shape for the backward (check_spec).
   const Shape x = backward ? Shape(spec.output_shapes[0]) : spec.input_shapes[0];
-  if (backward) {
-    LMS_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ints_attr(spec, "input_shape"));
-    LMS_RETURN_IF_ERROR(check_same_shape(spec, x, shape, "output dx"));
-  }
-  LMS_ASSIGN_OR_RETURN(const size_t axis, axis_attr(spec, x, backward ? "input_shape" : "input x"));
-  Shape reduced = x;
-  reduced[axis] = 1;
-  LMS_RETURN_IF_ERROR(check_same_shape(spec,
-                                       backward ? spec.input_shapes[0] : spec.output_shapes[0],
-                                       reduced, backward ? "input dy" : "output y"));
+  LMS_ASSIGN_OR_RETURN(const size_t axis, axis_attr(spec, x, backward ? "input_shape" : "x"));
   const AxisView v = axis_view(x, axis);
   const std::string what = node_label(spec);
   cudaStream_t s = ctx.stream;
@@ -166,17 +144,12 @@ KernelOr make_axis_mean(const KernelSpec& spec, const CudaKernelContext& ctx, bo
 }
 
 KernelOr make_reduce_mean(const KernelSpec& spec, const CudaKernelContext& ctx, bool backward) {
-  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 1));
   if (has_axis_attr(spec)) return make_axis_mean(spec, ctx, backward);
   if (!backward) {
-    LMS_RETURN_IF_ERROR(check_scalar(spec, spec.output_shapes[0], "output y"));
     const int64_t n = num_elements(spec.input_shapes[0]);
     return make_sum(spec, ctx, launch::Reduce::kSum, n, 1.0 / static_cast<double>(n));
   }
-  LMS_RETURN_IF_ERROR(check_scalar(spec, spec.input_shapes[0], "input dy"));
-  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ints_attr(spec, "input_shape"));
-  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], shape, "output dx"));
-  const int64_t n = num_elements(shape);
+  const int64_t n = num_elements(spec.output_shapes[0]);  // input_shape (check_spec)
   const std::string what = node_label(spec);
   cudaStream_t s = ctx.stream;
   return make_fn_kernel([=](const KernelArgs& a) {
@@ -199,8 +172,6 @@ KernelOr make_sum_to(const KernelSpec& spec, const CudaKernelContext& ctx) {
 // norm[] = sqrt(sum over every input of g^2): partials of each input in turn,
 // then one sum over all of them in order.
 KernelOr make_global_norm(const KernelSpec& spec, const CudaKernelContext& ctx) {
-  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1 << 16, 1));
-  LMS_RETURN_IF_ERROR(check_scalar(spec, spec.output_shapes[0], "output norm"));
   std::vector<int64_t> sizes, offsets;
   int64_t total = 0;
   for (const Shape& shape : spec.input_shapes) {
@@ -225,47 +196,15 @@ KernelOr make_global_norm(const KernelSpec& spec, const CudaKernelContext& ctx) 
 }
 
 KernelOr make_increment(const KernelSpec& spec, const CudaKernelContext& ctx) {
-  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 0));
-  LMS_RETURN_IF_ERROR(check_scalar(spec, spec.input_shapes[0], "input step"));
   const std::string what = node_label(spec);
   cudaStream_t s = ctx.stream;
   return make_fn_kernel(
       [=](const KernelArgs& a) { return cuda_status(launch::increment(s, a.inputs[0]), what); });
 }
 
-absl::Status check_update(const KernelSpec& spec, size_t n_state, size_t n_scalars) {
-  const size_t n_fixed = 2 + n_state + n_scalars;
-  LMS_RETURN_IF_ERROR(check_arity(spec, n_fixed, n_fixed + 1, 0));
-  const Shape& p = spec.input_shapes[0];
-  for (size_t i = 1; i < 2 + n_state; ++i) {
-    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.input_shapes[i], p,
-                                         absl::StrCat("input ", i, " (like param)")));
-  }
-  for (size_t i = 2 + n_state; i < spec.input_shapes.size(); ++i) {
-    LMS_RETURN_IF_ERROR(check_scalar(spec, spec.input_shapes[i], absl::StrCat("input ", i)));
-  }
-  return absl::OkStatus();
-}
-
-struct Common {
-  double lr = 0, weight_decay = 0, clip_norm = 0;
-};
-
-absl::StatusOr<Common> common_attrs(const KernelSpec& spec) {
-  Common c;
-  LMS_ASSIGN_OR_RETURN(c.lr, real_attr_in(spec, "lr", 0, false, kMaxReal, false, "lr >= 0"));
-  LMS_ASSIGN_OR_RETURN(c.weight_decay, real_attr_in(spec, "weight_decay", 0, false, kMaxReal, false,
-                                                    "weight_decay >= 0"));
-  LMS_ASSIGN_OR_RETURN(c.clip_norm, real_attr_in(spec, "clip_norm", 0, false, kMaxReal, false,
-                                                 "clip_norm >= 0 (0 = off)"));
-  return c;
-}
-
 KernelOr make_sgd(const KernelSpec& spec, const CudaKernelContext& ctx) {
-  LMS_RETURN_IF_ERROR(check_update(spec, 1, 0));
-  LMS_ASSIGN_OR_RETURN(Common c, common_attrs(spec));
-  LMS_ASSIGN_OR_RETURN(double momentum,
-                       real_attr_in(spec, "momentum", 0, false, 1, true, "0 <= momentum < 1"));
+  LMS_ASSIGN_OR_RETURN(const UpdateAttrs c, update_attrs(spec));
+  const double momentum = c.momentum;
   const launch::SgdParams h{static_cast<float>(c.lr), static_cast<float>(momentum),
                             static_cast<float>(c.weight_decay), static_cast<float>(c.clip_norm)};
   const int64_t n = num_elements(spec.input_shapes[0]);
@@ -279,18 +218,10 @@ KernelOr make_sgd(const KernelSpec& spec, const CudaKernelContext& ctx) {
 }
 
 KernelOr make_adam(const KernelSpec& spec, const CudaKernelContext& ctx) {
-  LMS_RETURN_IF_ERROR(check_update(spec, 2, 1));
-  LMS_ASSIGN_OR_RETURN(Common c, common_attrs(spec));
-  LMS_ASSIGN_OR_RETURN(double b1, real_attr_in(spec, "beta1", 0, false, 1, true, "0 <= beta1 < 1"));
-  LMS_ASSIGN_OR_RETURN(double b2, real_attr_in(spec, "beta2", 0, false, 1, true, "0 <= beta2 < 1"));
-  LMS_ASSIGN_OR_RETURN(double eps, real_attr_in(spec, "eps", 0, true, kMaxReal, false, "eps > 0"));
-  double decay_steps = 0, decay_power = 0;
-  if (spec.attrs.contains("decay_steps")) {
-    LMS_ASSIGN_OR_RETURN(decay_steps, real_attr_in(spec, "decay_steps", 1, false, kMaxReal, false,
-                                                   "decay_steps >= 1"));
-    LMS_ASSIGN_OR_RETURN(decay_power, real_attr_in(spec, "decay_power", 0, true, kMaxReal, false,
-                                                   "decay_power > 0"));
-  }
+  LMS_ASSIGN_OR_RETURN(const UpdateAttrs c, update_attrs(spec));
+  const double b1 = c.beta1, b2 = c.beta2, eps = c.eps;
+  const auto decay_steps = static_cast<double>(c.decay_steps);
+  const double decay_power = c.decay_power;
   const launch::AdamParams h{static_cast<float>(c.lr),
                              static_cast<float>(b1),
                              static_cast<float>(b2),

@@ -13,9 +13,9 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_launch.h"
 #include "backend/cuda/cuda_status.h"
-#include "backend/spatial_spec.h"
-#include "backend/spec_checks.h"
 #include "lms/status.h"
+#include "op_schema/op_dims.h"
+#include "op_schema/spec_checks.h"
 
 namespace lms::cuda {
 namespace {
@@ -24,30 +24,12 @@ using KernelOr = absl::StatusOr<std::unique_ptr<Kernel>>;
 
 // ---- Normalisation ----
 
-absl::StatusOr<double> check_norm(const KernelSpec& spec, bool backward, size_t min_rank) {
-  LMS_RETURN_IF_ERROR(check_arity(spec, 3, 3, backward ? 3 : 1));
-  const Shape& x = spec.input_shapes[0];
-  LMS_RETURN_IF_ERROR(check_rank(spec, x, min_rank, 5, "input x"));
-  const Shape c = {x[1]};
-  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.input_shapes[1], c, "input gamma"));
-  if (backward) {
-    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.input_shapes[2], x, "input dy"));
-    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], x, "output dx"));
-    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[1], c, "output dgamma"));
-    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[2], c, "output dbeta"));
-  } else {
-    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.input_shapes[2], c, "input beta"));
-    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], x, "output y"));
-  }
-  return real_attr_in(spec, "eps", 0.0, true, 1e300, false, "eps > 0");
-}
-
 // Workspace, in doubles: mean, var (and, backward, sum_dy, sum_dyxmu), cv
 // each, then the grouped sums' partials (two values per block; the stats
 // and the backward sums use them in turn).
 KernelOr make_norm(const KernelSpec& spec, const CudaKernelContext& ctx, bool instance,
                    bool backward) {
-  LMS_ASSIGN_OR_RETURN(double eps, check_norm(spec, backward, instance ? 3 : 2));
+  LMS_ASSIGN_OR_RETURN(double eps, norm_eps(spec));
   const Shape& x = spec.input_shapes[0];
   const int64_t n = x[0], c = x[1], s = num_elements(x) / (x[0] * x[1]);
   const launch::NormView v{instance ? 1 : n, instance ? n * c : c, s, c, eps};
@@ -147,45 +129,23 @@ launch::Geom3 geom_of(const Shape& x, int rank) {
   return g;
 }
 
-absl::StatusOr<launch::Geom3> pool_geometry(const KernelSpec& spec, const Shape& x, int rank,
-                                            Shape* y) {
-  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> kernel, required_ints(spec, "kernel", rank, 1));
-  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> stride, required_ints(spec, "stride", rank, 1));
-  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> pad, optional_ints(spec, "pad", rank, 0, 0));
-  launch::Geom3 g = geom_of(x, rank);
-  *y = x;
+// The launch geometry of a pool (pool_dims, op_dims.h).
+launch::Geom3 pool_geometry(const PoolDims& d) {
+  const int rank = static_cast<int>(d.x.size()) - 2;
+  launch::Geom3 g = geom_of(d.x, rank);
   for (int i = 0; i < rank; ++i) {
-    if (pad[i] >= kernel[i]) {
-      return spec_error(spec, absl::StrCat("pad ", pad[i], " in spatial dim ", i,
-                                           " must be smaller than the kernel ", kernel[i]));
-    }
-    const int64_t span = x[2 + i] + 2 * pad[i] - kernel[i];
-    if (span < 0) {
-      return spec_error(spec, absl::StrCat("kernel ", kernel[i], " exceeds the padded extent ",
-                                           x[2 + i] + 2 * pad[i], " of spatial dim ", i));
-    }
-    (*y)[2 + i] = span / stride[i] + 1;
-    const int d = 3 - rank + i;
-    g.k[d] = kernel[i];
-    g.s[d] = stride[i];
-    g.p[d] = pad[i];
-    g.out[d] = (*y)[2 + i];
+    const int k = 3 - rank + i;
+    g.k[k] = d.kernel[i];
+    g.s[k] = d.stride[i];
+    g.p[k] = d.pad[i];
+    g.out[k] = d.y[2 + i];
   }
   return g;
 }
 
 KernelOr make_max_pool(const KernelSpec& spec, const CudaKernelContext& ctx, bool backward) {
-  LMS_RETURN_IF_ERROR(check_arity(spec, backward ? 2 : 1, backward ? 2 : 1, 1, 1));
-  const Shape& x = spec.input_shapes[0];
-  LMS_ASSIGN_OR_RETURN(int rank, spatial_rank(spec, x, "x"));
-  Shape y;
-  LMS_ASSIGN_OR_RETURN(launch::Geom3 g, pool_geometry(spec, x, rank, &y));
-  if (backward) {
-    LMS_RETURN_IF_ERROR(check_shape(spec, "input dy", spec.input_shapes[1], y));
-    LMS_RETURN_IF_ERROR(check_shape(spec, "output dx", spec.output_shapes[0], x));
-  } else {
-    LMS_RETURN_IF_ERROR(check_shape(spec, "output y", spec.output_shapes[0], y));
-  }
+  LMS_ASSIGN_OR_RETURN(const PoolDims d, pool_dims(spec));
+  const launch::Geom3 g = pool_geometry(d);
   const std::string what = node_label(spec);
   cudaStream_t s = ctx.stream;
   return make_fn_kernel([=](const KernelArgs& a) {
@@ -196,21 +156,9 @@ KernelOr make_max_pool(const KernelSpec& spec, const CudaKernelContext& ctx, boo
 
 // avg_pool (x) or avg_pool_bwd (dy, with input_shape).
 KernelOr make_avg_pool(const KernelSpec& spec, const CudaKernelContext& ctx, bool backward) {
-  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 1, 1));
-  Shape x = spec.input_shapes[0];
-  if (backward) {
-    LMS_ASSIGN_OR_RETURN(x, required_shape(spec, "input_shape"));
-  }
-  LMS_ASSIGN_OR_RETURN(int rank, spatial_rank(spec, x, "x"));
-  LMS_ASSIGN_OR_RETURN(bool include_pad, count_include_pad_attr(spec));
-  Shape y;
-  LMS_ASSIGN_OR_RETURN(launch::Geom3 g, pool_geometry(spec, x, rank, &y));
-  if (backward) {
-    LMS_RETURN_IF_ERROR(check_shape(spec, "input dy", spec.input_shapes[0], y));
-    LMS_RETURN_IF_ERROR(check_shape(spec, "output dx", spec.output_shapes[0], x));
-  } else {
-    LMS_RETURN_IF_ERROR(check_shape(spec, "output y", spec.output_shapes[0], y));
-  }
+  LMS_ASSIGN_OR_RETURN(const PoolDims d, pool_dims(spec));
+  const launch::Geom3 g = pool_geometry(d);
+  const bool include_pad = d.count_include_pad;
   const std::string what = node_label(spec);
   cudaStream_t s = ctx.stream;
   return make_fn_kernel([=](const KernelArgs& a) {
@@ -222,32 +170,14 @@ KernelOr make_avg_pool(const KernelSpec& spec, const CudaKernelContext& ctx, boo
 }
 
 KernelOr make_upsample(const KernelSpec& spec, const CudaKernelContext& ctx, bool backward) {
-  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 1, 1));
-  Shape x = spec.input_shapes[0];
-  if (backward) {
-    LMS_ASSIGN_OR_RETURN(x, required_shape(spec, "input_shape"));
-  }
-  LMS_ASSIGN_OR_RETURN(int rank, spatial_rank(spec, x, "x"));
-  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> scale, required_ints(spec, "scale", rank, 1));
-  LMS_ASSIGN_OR_RETURN(std::string mode, required_str(spec, "mode"));
-  if (mode != "nearest" && mode != "linear") {
-    return spec_error(spec,
-                      absl::StrCat("mode '", mode, "' is not allowed (\"nearest\" or \"linear\")"));
-  }
-  launch::Geom3 g = geom_of(x, rank);
-  Shape y = x;
+  LMS_ASSIGN_OR_RETURN(const UpsampleDims d, upsample_dims(spec));
+  const int rank = static_cast<int>(d.x.size()) - 2;
+  launch::Geom3 g = geom_of(d.x, rank);
   for (int i = 0; i < rank; ++i) {
-    y[2 + i] *= scale[i];
-    g.k[3 - rank + i] = scale[i];
-    g.out[3 - rank + i] = y[2 + i];
+    g.k[3 - rank + i] = d.scale[i];
+    g.out[3 - rank + i] = d.y[2 + i];
   }
-  if (backward) {
-    LMS_RETURN_IF_ERROR(check_shape(spec, "input dy", spec.input_shapes[0], y));
-    LMS_RETURN_IF_ERROR(check_shape(spec, "output dx", spec.output_shapes[0], x));
-  } else {
-    LMS_RETURN_IF_ERROR(check_shape(spec, "output y", spec.output_shapes[0], y));
-  }
-  const bool linear = mode == "linear";
+  const bool linear = d.linear;
   const std::string what = node_label(spec);
   cudaStream_t s = ctx.stream;
   return make_fn_kernel([=](const KernelArgs& a) {

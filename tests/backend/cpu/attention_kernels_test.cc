@@ -154,18 +154,22 @@ TEST(AttentionKernel, InvalidSpecsAreRejected) {
   const Attrs plain = {{"softmax_scale", 0.5}, {"causal", int64_t{0}}};
   const Attrs causal = {{"softmax_scale", 0.5}, {"causal", int64_t{1}}};
   const std::vector<std::pair<KernelSpec, std::string>> bad = {
-      {make_spec(OpKind::kAttention, {q, k, k}, {q, l}, causal), "causal = 1 needs T == S"},
-      {make_spec(OpKind::kAttention, {q, {2, 3, 5, 8}, k}, {q, l}, plain), "input k"},
-      {make_spec(OpKind::kAttention, {q, k, {2, 3, 6, 4}}, {q, l}, plain), "input v"},
-      {make_spec(OpKind::kAttention, {{3, 7, 4}, k, k}, {q, l}, plain), "input q"},
+      {make_spec(OpKind::kAttention, {q, k, k}, {q, l}, causal),
+       "needs as many queries as keys (T == S)"},
+      {make_spec(OpKind::kAttention, {q, {2, 3, 5, 8}, k}, {q, l}, plain),
+       "k must have shape [2,3,S,4]"},
+      {make_spec(OpKind::kAttention, {q, k, {2, 3, 6, 4}}, {q, l}, plain),
+       "v must have the shape of k"},
+      {make_spec(OpKind::kAttention, {{3, 7, 4}, k, k}, {q, l}, plain), "q must have 4 dims"},
       {make_spec(OpKind::kAttention, {q, k, k}, {q}, plain), "output"},
       {make_spec(OpKind::kAttention, {q, k, k}, {q, l},
                  {{"softmax_scale", 0.0}, {"causal", int64_t{0}}}),
        "softmax_scale"},
-      {make_spec(OpKind::kAttentionBwd, {q, k, k, q, q, q}, {q, k, k}, plain), "input lse"},
+      {make_spec(OpKind::kAttentionBwd, {q, k, k, q, q, q}, {q, k, k}, plain),
+       "lse must have shape [2,3,7]"},
   };
   for (const auto& [spec, what] : bad) {
-    auto kernel = create_pointwise_kernel(spec, ctx);
+    auto kernel = create_cpu_kernel(spec, ctx);
     EXPECT_EQ(kernel.status().code(), absl::StatusCode::kInvalidArgument) << what;
     EXPECT_NE(kernel.status().message().find(spec.name), std::string::npos) << kernel.status();
     EXPECT_NE(kernel.status().message().find(what), std::string::npos) << kernel.status();

@@ -117,7 +117,7 @@ TEST(LayerNormSpec, InvalidSpecsAreRejected) {
       make_spec(OpKind::kLayerNormBwd, {s, {8}, {2, 8}}, {s, {8}, {8}}, {{"eps", 1e-5}}),
   };
   for (const KernelSpec& spec : bad) {
-    auto k = create_pointwise_kernel(spec, ctx);
+    auto k = create_cpu_kernel(spec, ctx);
     EXPECT_EQ(k.status().code(), absl::StatusCode::kInvalidArgument) << op_name(spec.op);
     EXPECT_NE(k.status().message().find(spec.name), std::string::npos) << k.status();
   }

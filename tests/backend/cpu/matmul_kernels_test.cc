@@ -130,7 +130,7 @@ TEST(MatMulSpec, InvalidSpecsAreRejected) {
       make_spec(OpKind::kMatMul, {{5, 3}, {3, 7}}, {{5, 7}}),                 // flags missing
   };
   for (const KernelSpec& spec : bad) {
-    auto k = create_pointwise_kernel(spec, ctx);
+    auto k = create_cpu_kernel(spec, ctx);
     EXPECT_EQ(k.status().code(), absl::StatusCode::kInvalidArgument) << k.status();
     EXPECT_NE(k.status().message().find(spec.name), std::string::npos) << k.status();
   }

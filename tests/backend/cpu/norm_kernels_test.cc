@@ -214,7 +214,7 @@ TEST(BatchNormRunningStats, BadSpecsAreRefused) {
            make_spec(OpKind::kBnStatsUpdate, {{3}, {3}, {3}, {3}}, {},
                      {{"momentum", 0.1}, {"count", int64_t{1}}}),
        }) {
-    auto k = create_pointwise_kernel(spec, ctx);
+    auto k = create_cpu_kernel(spec, ctx);
     ASSERT_FALSE(k.ok()) << spec.name;
     EXPECT_EQ(k.status().code(), absl::StatusCode::kInvalidArgument) << k.status();
   }
@@ -227,8 +227,8 @@ class NormSpecTest : public ::testing::Test {
 
 TEST_F(NormSpecTest, BatchNormWorkspaceHoldsStatisticsAndIsRequired) {
   const Shape s = {4, 8, 6, 6};
-  auto k = create_pointwise_kernel(
-      make_spec(OpKind::kBatchNorm, {s, {8}, {8}}, {s}, {{"eps", 1e-5}}), ctx_);
+  auto k =
+      create_cpu_kernel(make_spec(OpKind::kBatchNorm, {s, {8}, {8}}, {s}, {{"eps", 1e-5}}), ctx_);
   ASSERT_TRUE(k.ok()) << k.status();
   // Mean and variance of C = 8 floats live in the workspace.
   EXPECT_GE((*k)->workspace_bytes(), 2u * 8 * sizeof(float));
@@ -252,7 +252,7 @@ TEST_F(NormSpecTest, InvalidSpecsAreRejected) {
       make_spec(OpKind::kBatchNormBwd, {s, {3}, {2, 3, 4, 5}}, {s, {3}, {3}}, {{"eps", 1e-5}}),
   };
   for (const KernelSpec& spec : bad) {
-    auto k = create_pointwise_kernel(spec, ctx_);
+    auto k = create_cpu_kernel(spec, ctx_);
     EXPECT_EQ(k.status().code(), absl::StatusCode::kInvalidArgument) << op_name(spec.op);
     EXPECT_NE(k.status().message().find(spec.name), std::string::npos) << k.status();
   }

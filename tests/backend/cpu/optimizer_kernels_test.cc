@@ -277,7 +277,7 @@ TEST_F(OptimizerSpecTest, InvalidSpecsAreRejected) {
       make_spec(OpKind::kGlobalNorm, {p}, {p}),  // norm not scalar
   };
   for (const KernelSpec& spec : bad) {
-    auto k = create_pointwise_kernel(spec, ctx_);
+    auto k = create_cpu_kernel(spec, ctx_);
     EXPECT_EQ(k.status().code(), absl::StatusCode::kInvalidArgument) << op_name(spec.op);
     EXPECT_NE(k.status().message().find(spec.name), std::string::npos) << k.status();
   }

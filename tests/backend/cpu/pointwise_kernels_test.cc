@@ -236,7 +236,8 @@ TEST_F(PointwiseTest, RepeatedRunsAreBitIdentical) {
   for (OpKind op :
        {OpKind::kSoftmaxBwd, OpKind::kSigmoidBwd, OpKind::kLeakyReluBwd, OpKind::kAdd}) {
     SCOPED_TRACE(op_name(op));
-    const KernelSpec spec = make_spec(op, {shape, shape}, {shape}, {{"alpha", 0.1}});
+    const Attrs attrs = op == OpKind::kLeakyReluBwd ? Attrs{{"alpha", 0.1}} : Attrs{};
+    const KernelSpec spec = make_spec(op, {shape, shape}, {shape}, attrs);
     auto a = run_spec(spec, in, ctx_);
     auto b = run_spec(spec, in, ctx_);
     ASSERT_TRUE(a.ok() && b.ok());
@@ -264,7 +265,7 @@ TEST_F(PointwiseTest, InvalidSpecsAreRejected) {
       make_spec(OpKind::kRelu, {{2, 0, 4}}, {{2, 0, 4}}),  // empty dimension
   };
   for (const KernelSpec& spec : bad) {
-    auto k = create_pointwise_kernel(spec, ctx_);
+    auto k = create_cpu_kernel(spec, ctx_);
     EXPECT_EQ(k.status().code(), absl::StatusCode::kInvalidArgument) << op_name(spec.op);
     EXPECT_NE(k.status().message().find(spec.name), std::string::npos) << k.status();
   }
@@ -280,7 +281,7 @@ TEST_F(PointwiseTest, OtherFamiliesOpsAreNotHandled) {
 
 TEST_F(PointwiseTest, RunWithWrongArgumentsFails) {
   const Shape s = {1, 2, 3, 3};
-  auto k = create_pointwise_kernel(make_spec(OpKind::kAdd, {s, s}, {s}), ctx_);
+  auto k = create_cpu_kernel(make_spec(OpKind::kAdd, {s, s}, {s}), ctx_);
   ASSERT_TRUE(k.ok() && *k);
   std::vector<float> a(18), y(18);
   KernelArgs args;

@@ -35,10 +35,10 @@ inline KernelSpec make_spec(OpKind op, std::vector<Shape> inputs, std::vector<Sh
                     std::move(outputs)};
 }
 
-// The kernel for spec from create_pointwise_kernel; an error if null.
+// The kernel for spec from create_cpu_kernel (check_spec, then the kernel); an error if null.
 inline absl::StatusOr<std::unique_ptr<Kernel>> compile(const KernelSpec& spec,
                                                        const CpuKernelContext& ctx) {
-  auto k = create_pointwise_kernel(spec, ctx);
+  auto k = create_cpu_kernel(spec, ctx);
   if (k.ok() && *k == nullptr)
     return absl::NotFoundError(std::string("no pointwise kernel for ") + op_name(spec.op));
   return k;

@@ -196,7 +196,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 void expect_invalid(const KernelSpec& spec, const std::string& fragment) {
   CpuKernelContext ctx = make_context();
-  auto k = create_spatial_kernel(spec, ctx);
+  auto k = create_cpu_kernel(spec, ctx);
   ASSERT_FALSE(k.ok()) << spec.name << " was accepted";
   EXPECT_EQ(k.status().code(), absl::StatusCode::kInvalidArgument) << k.status();
   EXPECT_NE(k.status().message().find(spec.name), std::string::npos) << k.status();
@@ -212,7 +212,7 @@ TEST(ResamplePoolValidation, RejectsInconsistentSpecs) {
   Attrs bad_scale = up;
   bad_scale["scale"] = std::vector<int64_t>{0, 2};
   expect_invalid({"up_scale", OpKind::kUpsample, bad_scale, {x}, {y}}, "scale");
-  expect_invalid({"up_out", OpKind::kUpsample, up, {x}, {x}}, "output y");
+  expect_invalid({"up_out", OpKind::kUpsample, up, {x}, {x}}, "output 0");
   expect_invalid({"up_bwd_noshape", OpKind::kUpsampleBwd, up, {y}, {x}}, "input_shape");
   Attrs pool = {{"kernel", std::vector<int64_t>{2, 2}},
                 {"stride", std::vector<int64_t>{2, 2}},
@@ -220,8 +220,11 @@ TEST(ResamplePoolValidation, RejectsInconsistentSpecs) {
   expect_invalid({"pool_pad", OpKind::kMaxPool, pool, {x}, {{1, 2, 4, 2}}}, "pad");
   pool.erase("kernel");
   expect_invalid({"pool_nokernel", OpKind::kMaxPool, pool, {x}, {{1, 2, 2, 2}}}, "kernel");
-  Attrs ok_pool = {{"kernel", std::vector<int64_t>{2, 2}}, {"stride", std::vector<int64_t>{2, 2}}};
-  expect_invalid({"pool_bwd_dy", OpKind::kMaxPoolBwd, ok_pool, {x, x}, {x}}, "input dy");
+  Attrs ok_pool = {{"kernel", std::vector<int64_t>{2, 2}},
+                   {"stride", std::vector<int64_t>{2, 2}},
+                   {"pad", std::vector<int64_t>{0, 0}}};
+  expect_invalid({"pool_bwd_dy", OpKind::kMaxPoolBwd, ok_pool, {x, x}, {x}},
+                 "dy [1,2,4,4] does not match the forward output [1,2,2,2]");
   expect_invalid({"pool_arity", OpKind::kMaxPoolBwd, ok_pool, {x}, {x}}, "inputs");
 }
 

@@ -373,10 +373,10 @@ void run_concat_and_slice(Device& dev, const LargeCase& lc) {
   ASSERT_TRUE(y.ok() && s.ok()) << y.status() << " " << s.status();
   float* y_data = static_cast<float*>(*y);
   concat_args.outputs = {y_data};
-  const KernelSpec concat{.name = "big_concat",
-                          .op = OpKind::kConcat,
-                          .input_shapes = in_shapes,
-                          .output_shapes = {y_shape}};
+  const KernelSpec concat{{.name = "big_concat",
+                           .op = OpKind::kConcat,
+                           .input_shapes = in_shapes,
+                           .output_shapes = {y_shape}}};
   absl::Status st = launch_and_wait(dev, concat, concat_args);
   ASSERT_TRUE(st.ok()) << st;
   expect_rows(
@@ -391,11 +391,11 @@ void run_concat_and_slice(Device& dev, const LargeCase& lc) {
 
   const int slice_tag = static_cast<int>(lc.channels.size());
   ASSERT_TRUE(upload_pattern(dev, y_data, num_elements(y_shape), slice_tag).ok());
-  const KernelSpec slice{.name = "big_slice",
-                         .op = OpKind::kSlice,
-                         .attrs = {{"begin", lc.slice_begin}, {"size", lc.slice_size}},
-                         .input_shapes = {y_shape},
-                         .output_shapes = {s_shape}};
+  const KernelSpec slice{{.name = "big_slice",
+                          .op = OpKind::kSlice,
+                          .attrs = {{"begin", lc.slice_begin}, {"size", lc.slice_size}},
+                          .input_shapes = {y_shape},
+                          .output_shapes = {s_shape}}};
   st = launch_and_wait(dev, slice, {.inputs = {y_data}, .outputs = {static_cast<float*>(*s)}});
   ASSERT_TRUE(st.ok()) << st;
   expect_rows(

@@ -127,7 +127,7 @@ TEST_F(CudaKernels, PoolingAndUpsampleMatchCpu) {
   // (9 + 2 - 3)/2 + 1 = 5, (8 + 2 - 3)/2 + 1 = 4.
   compare({"max_pool", {{2, 3, 9, 8}}, {{2, 3, 5, 4}}, p});
   compare({"max_pool_bwd", {{2, 3, 9, 8}, {2, 3, 5, 4}}, {{2, 3, 9, 8}}, p});
-  Attrs p3 = {{"kernel", V{2, 2, 2}}, {"stride", V{2, 2, 2}}};
+  Attrs p3 = {{"kernel", V{2, 2, 2}}, {"stride", V{2, 2, 2}}, {"pad", V{0, 0, 0}}};
   compare({"max_pool_bwd", {{1, 2, 4, 6, 4}, {1, 2, 2, 3, 2}}, {{1, 2, 4, 6, 4}}, p3});
   for (std::string mode : {"nearest", "linear"}) {
     Attrs u = {{"scale", V{2, 3}}, {"mode", mode}};

@@ -66,11 +66,11 @@ inline absl::StatusOr<Result> run_on(Device& dev, const Case& c, const std::vect
   // Case names its op as docs/ops.md does (test tables read like the catalog).
   const std::optional<OpKind> op = parse_op_kind(c.op);
   if (!op) return absl::InvalidArgumentError("unknown op " + c.op);
-  KernelSpec spec{.name = c.op + "_node",
-                  .op = *op,
-                  .attrs = c.attrs,
-                  .input_shapes = c.inputs,
-                  .output_shapes = c.outputs};
+  KernelSpec spec{{.name = c.op + "_node",
+                   .op = *op,
+                   .attrs = c.attrs,
+                   .input_shapes = c.inputs,
+                   .output_shapes = c.outputs}};
   LMS_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> kernel, dev.compile(spec));
   std::vector<void*> owned;
   auto allocate = [&](uint64_t bytes) -> absl::StatusOr<void*> {

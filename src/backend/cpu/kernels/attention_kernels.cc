@@ -98,7 +98,7 @@ void attention_head_fwd(const AttentionDims& d, const Head& h, const FwdScratch&
 }
 
 KernelOr make_attention_fwd(const KernelSpec& spec, const CpuKernelContext& ctx) {
-  LMS_ASSIGN_OR_RETURN(AttentionDims d, attention_dims(spec, false));
+  LMS_ASSIGN_OR_RETURN(AttentionDims d, attention_dims(spec));
   auto k = std::make_unique<StepKernel>(spec, ctx);
   const uint64_t kt = k->layout().add_floats(d.d * d.s);
   const uint64_t row = k->layout().add_floats(2 * d.s);  // doubles
@@ -192,7 +192,7 @@ void attention_head_bwd(const AttentionDims& d, const Head& h, const HeadGrad& g
 }
 
 KernelOr make_attention_bwd(const KernelSpec& spec, const CpuKernelContext& ctx) {
-  LMS_ASSIGN_OR_RETURN(AttentionDims d, attention_dims(spec, true));
+  LMS_ASSIGN_OR_RETURN(AttentionDims d, attention_dims(spec));
   auto k = std::make_unique<StepKernel>(spec, ctx);
   const uint64_t probs = k->layout().add_floats(d.t * d.s);  // one (n, h) at a time
   const uint64_t kt = k->layout().add_floats(d.d * d.s);

@@ -9,12 +9,14 @@
 #include <utility>
 #include <vector>
 
+#include "backend/cpu/blocked_layout.h"
 #include "backend/cpu/kernels/spatial_kernels.h"
 #include "backend/cpu/kernels/spatial_plan.h"
 #include "backend/cpu/kernels/winograd.h"
-#include "backend/spatial_spec.h"
 #include "lms/status.h"
 #include "lms/types.h"
+#include "op_schema/op_dims.h"
+#include "op_schema/spec_checks.h"
 
 namespace lms::cpu {
 namespace {
@@ -68,14 +70,13 @@ struct ConvTensorLayouts {
 
 absl::StatusOr<ConvTensorLayouts> conv_tensor_layouts(const KernelSpec& spec,
                                                       const ConvProblem& p) {
+  // The attribute's form (one 'p' or 'b' per input, ':', one per output)
+  // is the op schema's (check_spec); which tensors may be blocked is ours.
   auto it = spec.attrs.find(kLayoutAttr);
   if (it == spec.attrs.end()) return ConvTensorLayouts{};
   const std::string* s = std::get_if<std::string>(&it->second);
+  if (s == nullptr) return invalid(spec, "attribute 'layout' must be a string");
   const size_t n_in = spec.input_shapes.size();
-  if (s == nullptr || s->size() != n_in + 1 + spec.output_shapes.size() || (*s)[n_in] != ':') {
-    return spec_error(spec,
-                      "attribute 'layout' must be one 'p' or 'b' per input, ':', one per output");
-  }
   auto in = [&](size_t i) { return (*s)[i] == kLayoutBlocked; };
   auto out = [&](size_t i) { return (*s)[n_in + 1 + i] == kLayoutBlocked; };
   ConvTensorLayouts l;
@@ -88,12 +89,13 @@ absl::StatusOr<ConvTensorLayouts> conv_tensor_layouts(const KernelSpec& spec,
   }
   const auto blocked = static_cast<size_t>(std::count(s->begin(), s->end(), kLayoutBlocked));
   if (blocked != static_cast<size_t>(l.x_blocked) + static_cast<size_t>(l.y_blocked)) {
-    return spec_error(spec, "only the activations (x, y, dx, dy) of a convolution can be blocked");
+    return invalid(spec, "only the activations (x, y, dx, dy) of a convolution can be blocked");
   }
   // Blocking must not pad: the planner counts the plain byte size.
   for (auto [on, shape] : {std::pair{l.x_blocked, &p.x}, std::pair{l.y_blocked, &p.y}}) {
-    if (on && blocked_desc(*shape).get_size() != plain_desc(*shape).get_size()) {
-      return spec_error(spec, "a blocked tensor's channels must fill whole blocks (16)");
+    if (on && !tensor_may_be_blocked(*shape, DType::kFloat32)) {
+      return invalid(spec, absl::StrCat("a blocked tensor's channels must fill whole blocks (",
+                                        kBlockChannels, ")"));
     }
   }
   return l;

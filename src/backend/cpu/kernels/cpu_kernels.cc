@@ -6,33 +6,14 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "backend/cpu/blocked_layout.h"
 #include "lms/op_kind.h"
 #include "lms/status.h"
 #include "lms/strings.h"
 #include "lms/types.h"
+#include "op_schema/op_schema.h"
 
 namespace lms::cpu {
-namespace {
-
-// Blocked tensors reach only kernels that can read them: the convolutions
-// (which check their slots) and flat ops (is_flat_elementwise in
-// lms/op_kind.h, Note [Blocked layouts]) whose tensors are all blocked.
-absl::Status check_layouts(const KernelSpec& spec) {
-  auto it = spec.attrs.find(kLayoutAttr);
-  if (it == spec.attrs.end()) return absl::OkStatus();
-  const std::string* s = std::get_if<std::string>(&it->second);
-  if (s == nullptr || s->find(kLayoutBlocked) == std::string::npos || is_conv_family(spec.op)) {
-    return absl::OkStatus();
-  }
-  if (is_flat_elementwise(spec.op) && std::count(s->begin(), s->end(), kLayoutPlain) == 0)
-    return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "node '", spec.name, "' (op ", op_name(spec.op), "): layout \"", *s,
-      "\" is not supported by the CPU backend: blocked tensors are read only by convolutions "
-      "(x, y, dx, dy) and by element-wise ops whose tensors are all blocked"));
-}
-
-}  // namespace
 
 // The CPU backend's dispatch table (docs/ops.md, "Adding an op"). No
 // default: a new OpKind does not compile (-Wswitch) until it has a row here.
@@ -114,7 +95,10 @@ CpuKernelFamily cpu_kernel_family(OpKind op) {
 
 absl::StatusOr<std::unique_ptr<Kernel>> create_cpu_kernel(const KernelSpec& spec,
                                                           const CpuKernelContext& ctx) {
-  LMS_RETURN_IF_ERROR(check_layouts(spec));
+  // The op's one rule, which the graph ran too (op schema); what follows is
+  // only what this backend cannot run.
+  LMS_RETURN_IF_ERROR(check_spec(spec));
+  LMS_RETURN_IF_ERROR(check_blocked_layout(spec));
   std::unique_ptr<Kernel> kernel;
   try {
     if (cpu_kernel_family(spec.op) == CpuKernelFamily::kSpatial) {

@@ -26,7 +26,7 @@ const normalization_flags kScaleShift =
     normalization_flags::use_scale | normalization_flags::use_shift;
 
 KernelOr make_layer_norm_fwd(const KernelSpec& spec, const CpuKernelContext& ctx) {
-  LMS_ASSIGN_OR_RETURN(LayerNormDims d, layer_norm_dims(spec, false));
+  LMS_ASSIGN_OR_RETURN(LayerNormDims d, layer_norm_dims(spec));
   const Shape& x = spec.input_shapes[0];
   auto k = std::make_unique<StepKernel>(spec, ctx);
   const uint64_t mean = k->layout().add_floats(d.rows);
@@ -46,7 +46,7 @@ KernelOr make_layer_norm_fwd(const KernelSpec& spec, const CpuKernelContext& ctx
 }
 
 KernelOr make_layer_norm_bwd(const KernelSpec& spec, const CpuKernelContext& ctx) {
-  LMS_ASSIGN_OR_RETURN(LayerNormDims d, layer_norm_dims(spec, true));
+  LMS_ASSIGN_OR_RETURN(LayerNormDims d, layer_norm_dims(spec));
   const Shape& x = spec.input_shapes[0];
   const float eps = static_cast<float>(d.eps);
   auto k = std::make_unique<StepKernel>(spec, ctx);

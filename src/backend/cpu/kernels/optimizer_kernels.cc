@@ -17,12 +17,9 @@ namespace {
 using KernelOr = absl::StatusOr<std::unique_ptr<Kernel>>;
 
 constexpr double kClipNormEps = 1e-6;  // docs/ops.md: clip_norm / (norm + 1e-6)
-constexpr double kMaxReal = 1e300;
 
 // norm[] = sqrt(sum over all inputs, in input order, of g^2), in double.
 KernelOr make_global_norm(const KernelSpec& spec, const CpuKernelContext& ctx) {
-  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1 << 16, 1));
-  LMS_RETURN_IF_ERROR(check_scalar(spec, spec.output_shapes[0], "output norm"));
   std::vector<int64_t> sizes;
   for (const Shape& s : spec.input_shapes) sizes.push_back(num_elements(s));
   auto k = std::make_unique<StepKernel>(spec, ctx);
@@ -39,45 +36,12 @@ KernelOr make_global_norm(const KernelSpec& spec, const CpuKernelContext& ctx) {
 }
 
 KernelOr make_increment(const KernelSpec& spec, const CpuKernelContext& ctx) {
-  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 0));
-  LMS_RETURN_IF_ERROR(check_scalar(spec, spec.input_shapes[0], "input step"));
   auto k = std::make_unique<StepKernel>(spec, ctx);
   k->add_loop([](const KernelArgs& a) {
     a.inputs[0][0] += 1.0f;
     return absl::OkStatus();
   });
   return k;
-}
-
-// Validates param, grad and the `n_state` state tensors (all of param's
-// shape), then `n_scalars` scalars, then the optional norm[].
-absl::Status check_update(const KernelSpec& spec, size_t n_state, size_t n_scalars) {
-  const size_t n_fixed = 2 + n_state + n_scalars;
-  LMS_RETURN_IF_ERROR(check_arity(spec, n_fixed, n_fixed + 1, 0));
-  const Shape& p = spec.input_shapes[0];
-  for (size_t i = 1; i < 2 + n_state; ++i) {
-    LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.input_shapes[i], p,
-                                         absl::StrCat("input ", i, " (like param)")));
-  }
-  for (size_t i = 2 + n_state; i < spec.input_shapes.size(); ++i) {
-    LMS_RETURN_IF_ERROR(check_scalar(spec, spec.input_shapes[i], absl::StrCat("input ", i)));
-  }
-  return absl::OkStatus();
-}
-
-// Hyper-parameters shared by both updates.
-struct Common {
-  double lr = 0, weight_decay = 0, clip_norm = 0;
-};
-
-absl::StatusOr<Common> common_attrs(const KernelSpec& spec) {
-  Common c;
-  LMS_ASSIGN_OR_RETURN(c.lr, real_attr_in(spec, "lr", 0, false, kMaxReal, false, "lr >= 0"));
-  LMS_ASSIGN_OR_RETURN(c.weight_decay, real_attr_in(spec, "weight_decay", 0, false, kMaxReal, false,
-                                                    "weight_decay >= 0"));
-  LMS_ASSIGN_OR_RETURN(c.clip_norm, real_attr_in(spec, "clip_norm", 0, false, kMaxReal, false,
-                                                 "clip_norm >= 0 (0 = off)"));
-  return c;
 }
 
 // min(1, clip_norm / (norm + 1e-6)) when clipping is on and the norm input
@@ -89,10 +53,8 @@ double clip_factor(const KernelArgs& a, double clip_norm, size_t norm_index) {
 
 // g' = g + wd*p; v = momentum*v + g'; p -= lr*v.
 KernelOr make_sgd(const KernelSpec& spec, const CpuKernelContext& ctx) {
-  LMS_RETURN_IF_ERROR(check_update(spec, 1, 0));
-  LMS_ASSIGN_OR_RETURN(Common c, common_attrs(spec));
-  LMS_ASSIGN_OR_RETURN(double momentum,
-                       real_attr_in(spec, "momentum", 0, false, 1, true, "0 <= momentum < 1"));
+  LMS_ASSIGN_OR_RETURN(const UpdateAttrs c, update_attrs(spec));
+  const double momentum = c.momentum;
   const int64_t n = num_elements(spec.input_shapes[0]);
   auto k = std::make_unique<StepKernel>(spec, ctx);
   k->add_loop([=](const KernelArgs& a) {
@@ -113,33 +75,11 @@ KernelOr make_sgd(const KernelSpec& spec, const CpuKernelContext& ctx) {
   return k;
 }
 
-struct AdamAttrs {
-  Common c;
-  double beta1 = 0, beta2 = 0, eps = 0;
-  double decay_steps = 0, decay_power = 0;  // the poly schedule; decay_steps 0 = none
-};
-
-absl::StatusOr<AdamAttrs> adam_attrs(const KernelSpec& spec) {
-  AdamAttrs h;
-  LMS_ASSIGN_OR_RETURN(h.c, common_attrs(spec));
-  LMS_ASSIGN_OR_RETURN(h.beta1, real_attr_in(spec, "beta1", 0, false, 1, true, "0 <= beta1 < 1"));
-  LMS_ASSIGN_OR_RETURN(h.beta2, real_attr_in(spec, "beta2", 0, false, 1, true, "0 <= beta2 < 1"));
-  LMS_ASSIGN_OR_RETURN(h.eps, real_attr_in(spec, "eps", 0, true, kMaxReal, false, "eps > 0"));
-  if (spec.attrs.contains("decay_steps")) {
-    LMS_ASSIGN_OR_RETURN(h.decay_steps, real_attr_in(spec, "decay_steps", 1, false, kMaxReal, false,
-                                                     "decay_steps >= 1"));
-    LMS_ASSIGN_OR_RETURN(h.decay_power, real_attr_in(spec, "decay_power", 0, true, kMaxReal, false,
-                                                     "decay_power > 0"));
-  }
-  return h;
-}
-
 // g' = g + wd*p; m = b1 m + (1-b1) g'; v = b2 v + (1-b2) g'^2;
 // p -= lr_t * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps), t = step,
 // lr_t = poly_lr(lr, t, decay_steps, decay_power).
 KernelOr make_adam(const KernelSpec& spec, const CpuKernelContext& ctx) {
-  LMS_RETURN_IF_ERROR(check_update(spec, 2, 1));
-  LMS_ASSIGN_OR_RETURN(AdamAttrs h, adam_attrs(spec));
+  LMS_ASSIGN_OR_RETURN(const UpdateAttrs h, update_attrs(spec));
   const int64_t n = num_elements(spec.input_shapes[0]);
   auto k = std::make_unique<StepKernel>(spec, ctx);
   k->add_loop([=](const KernelArgs& a) {
@@ -154,13 +94,14 @@ KernelOr make_adam(const KernelSpec& spec, const CpuKernelContext& ctx) {
           absl::StrCat("node '", spec.name, "' (op adam_update): step is ", t,
                        "; it must be >= 1 (increment runs before the first update)"));
     }
-    const float clip = static_cast<float>(clip_factor(a, h.c.clip_norm, 5));
-    const float wd = static_cast<float>(h.c.weight_decay);
+    const float clip = static_cast<float>(clip_factor(a, h.clip_norm, 5));
+    const float wd = static_cast<float>(h.weight_decay);
     const float b1 = static_cast<float>(h.beta1);
     const float b2 = static_cast<float>(h.beta2);
     const float inv_bc1 = static_cast<float>(1.0 / (1.0 - std::pow(h.beta1, t)));
     const float inv_bc2 = static_cast<float>(1.0 / (1.0 - std::pow(h.beta2, t)));
-    const float lr = static_cast<float>(poly_lr(h.c.lr, t, h.decay_steps, h.decay_power));
+    const float lr =
+        static_cast<float>(poly_lr(h.lr, t, static_cast<double>(h.decay_steps), h.decay_power));
     const float eps = static_cast<float>(h.eps);
     for (int64_t i = 0; i < n; ++i) {
       const float gi = clip * g[i] + wd * p[i];

@@ -1,7 +1,7 @@
 // Shared machinery of the non-spatial CPU kernels (element-wise, normalisation,
 // losses, optimizer updates): one Kernel class that runs a fixed sequence of
 // steps, each either a oneDNN primitive or a plain loop. Attribute and shape
-// validation is backend/spec_checks.h, shared with the CUDA backend.
+// validation is op_schema/spec_checks.h, shared with the CUDA backend.
 //
 //   auto k = std::make_unique<StepKernel>(spec, ctx);
 //   uint64_t mean = k->layout().add_floats(c);           // temp device buffer
@@ -28,8 +28,9 @@
 #include "absl/strings/string_view.h"
 #include "backend/cpu/kernels/cpu_kernels.h"
 #include "backend/kernel.h"
-#include "backend/spec_checks.h"
 #include "dnnl.hpp"
+#include "op_schema/op_dims.h"
+#include "op_schema/spec_checks.h"
 
 namespace lms::cpu::pointwise {
 

@@ -24,23 +24,12 @@ using dnnl::algorithm;
 using dnnl::prop_kind;
 using KernelOr = absl::StatusOr<std::unique_ptr<Kernel>>;
 
-// One input x, one output y of the same shape.
-absl::Status check_unary(const KernelSpec& spec) {
-  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 1));
-  return check_same_shape(spec, spec.output_shapes[0], spec.input_shapes[0], "output y");
-}
-
-// Two inputs and one output, all of the same shape.
-absl::Status check_binary(const KernelSpec& spec, absl::string_view b_name) {
-  LMS_RETURN_IF_ERROR(check_arity(spec, 2, 2, 1));
-  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.input_shapes[1], spec.input_shapes[0], b_name));
-  return check_same_shape(spec, spec.output_shapes[0], spec.input_shapes[0], "output");
-}
+// oneDNN's memory descriptors have at most 12 dimensions (DNNL_MAX_NDIMS).
+constexpr size_t kMaxDnnlRank = DNNL_MAX_NDIMS;
 
 // y = f(x), f a oneDNN eltwise algorithm with parameters alpha, beta.
 KernelOr make_eltwise_fwd(const KernelSpec& spec, const CpuKernelContext& ctx, algorithm alg,
                           float alpha, float beta) {
-  LMS_RETURN_IF_ERROR(check_unary(spec));
   const dnnl::memory::desc md = flat_desc(num_elements(spec.input_shapes[0]));
   dnnl::eltwise_forward::desc d(prop_kind::forward_training, alg, md, alpha, beta);
   dnnl::eltwise_forward::primitive_desc pd(d, user_scratchpad_attr(), ctx.engine);
@@ -54,7 +43,6 @@ KernelOr make_eltwise_fwd(const KernelSpec& spec, const CpuKernelContext& ctx, a
 // when use_dst (the *_use_dst_for_bwd algorithms), else the forward input x.
 KernelOr make_eltwise_bwd(const KernelSpec& spec, const CpuKernelContext& ctx, algorithm alg,
                           float alpha, bool use_dst, float beta = 0.f) {
-  LMS_RETURN_IF_ERROR(check_binary(spec, "input dy"));
   const dnnl::memory::desc md = flat_desc(num_elements(spec.input_shapes[0]));
   const dnnl::primitive_attr attr = user_scratchpad_attr();
   dnnl::eltwise_forward::desc fwd_d(prop_kind::forward_training, alg, md, alpha, beta);
@@ -76,12 +64,7 @@ KernelOr make_eltwise_bwd(const KernelSpec& spec, const CpuKernelContext& ctx, a
 // order gives the same result.
 KernelOr make_broadcast_binary(const KernelSpec& spec, const CpuKernelContext& ctx, algorithm alg) {
   LMS_ASSIGN_OR_RETURN(const size_t full, check_broadcast_binary(spec));
-  if (auto it = spec.attrs.find(kLayoutAttr); it != spec.attrs.end()) {
-    const std::string* s = std::get_if<std::string>(&it->second);
-    if (s != nullptr && s->find(kLayoutBlocked) != std::string::npos) {
-      return invalid(spec, "a broadcasting add / mul reads and writes plain tensors only");
-    }
-  }
+  // Plain tensors only: check_blocked_layout refuses a blocked broadcast.
   const Shape& y = spec.output_shapes[0];
   const dnnl::memory::desc md = plain_desc(y);
   const dnnl::memory::desc small = plain_desc(with_rank(spec.input_shapes[1 - full], y.size()));
@@ -96,12 +79,7 @@ KernelOr make_broadcast_binary(const KernelSpec& spec, const CpuKernelContext& c
 }
 
 KernelOr make_binary(const KernelSpec& spec, const CpuKernelContext& ctx, algorithm alg) {
-  if (spec.input_shapes.size() == 2 && spec.output_shapes.size() == 1 &&
-      (spec.input_shapes[0] != spec.output_shapes[0] ||
-       spec.input_shapes[1] != spec.output_shapes[0])) {
-    return make_broadcast_binary(spec, ctx, alg);
-  }
-  LMS_RETURN_IF_ERROR(check_binary(spec, "input b"));
+  if (spec.input_shapes[0] != spec.input_shapes[1]) return make_broadcast_binary(spec, ctx, alg);
   const dnnl::memory::desc md = flat_desc(num_elements(spec.input_shapes[0]));
   dnnl::binary::desc d(alg, md, md, md);
   dnnl::binary::primitive_desc pd(d, user_scratchpad_attr(), ctx.engine);
@@ -113,8 +91,7 @@ KernelOr make_binary(const KernelSpec& spec, const CpuKernelContext& ctx, algori
 }
 
 KernelOr make_softmax(const KernelSpec& spec, const CpuKernelContext& ctx) {
-  LMS_RETURN_IF_ERROR(check_unary(spec));
-  LMS_RETURN_IF_ERROR(check_rank(spec, spec.input_shapes[0], 1, 12, "input x"));
+  LMS_RETURN_IF_ERROR(check_rank(spec, spec.input_shapes[0], 1, kMaxDnnlRank, "input x"));
   LMS_ASSIGN_OR_RETURN(const size_t axis, axis_attr(spec, spec.input_shapes[0], "input x"));
   const dnnl::memory::desc md = plain_desc(spec.input_shapes[0]);
   dnnl::softmax_forward::desc d(prop_kind::forward_training, md, static_cast<int>(axis));
@@ -127,8 +104,7 @@ KernelOr make_softmax(const KernelSpec& spec, const CpuKernelContext& ctx) {
 
 // dx = y * (dy - sum_axis(dy * y)), from the forward output y.
 KernelOr make_softmax_bwd(const KernelSpec& spec, const CpuKernelContext& ctx) {
-  LMS_RETURN_IF_ERROR(check_binary(spec, "input dy"));
-  LMS_RETURN_IF_ERROR(check_rank(spec, spec.input_shapes[0], 1, 12, "input y"));
+  LMS_RETURN_IF_ERROR(check_rank(spec, spec.input_shapes[0], 1, kMaxDnnlRank, "input y"));
   LMS_ASSIGN_OR_RETURN(const size_t axis_dim, axis_attr(spec, spec.input_shapes[0], "input y"));
   const int axis = static_cast<int>(axis_dim);
   const dnnl::memory::desc md = plain_desc(spec.input_shapes[0]);
@@ -144,32 +120,9 @@ KernelOr make_softmax_bwd(const KernelSpec& spec, const CpuKernelContext& ctx) {
   return k;
 }
 
-// y from x_i along the axis: every other dimension must agree. Returns the
-// axis.
-absl::StatusOr<size_t> check_concat(const KernelSpec& spec) {
-  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1 << 16, 1));
-  const Shape& first = spec.input_shapes[0];
-  LMS_RETURN_IF_ERROR(check_rank(spec, first, 1, 12, "input 0"));
-  LMS_ASSIGN_OR_RETURN(const size_t axis, axis_attr(spec, first, "input 0"));
-  Shape want = first;
-  want[axis] = 0;
-  for (size_t i = 0; i < spec.input_shapes.size(); ++i) {
-    const Shape& s = spec.input_shapes[i];
-    Shape other = s;
-    if (other.size() == first.size()) other[axis] = first[axis];
-    if (other != first) {
-      return invalid(spec, absl::StrCat("input ", i, " has shape ", shape_str(s),
-                                        "; concat inputs must match input 0 ", shape_str(first),
-                                        " in every dimension but ", axis));
-    }
-    want[axis] += s[axis];
-  }
-  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], want, "output y"));
-  return axis;
-}
-
 KernelOr make_concat(const KernelSpec& spec, const CpuKernelContext& ctx) {
-  LMS_ASSIGN_OR_RETURN(const size_t axis, check_concat(spec));
+  LMS_RETURN_IF_ERROR(check_rank(spec, spec.input_shapes[0], 1, kMaxDnnlRank, "input 0"));
+  LMS_ASSIGN_OR_RETURN(const size_t axis, concat_axis(spec));
   std::vector<dnnl::memory::desc> srcs;
   std::vector<Binding> bindings;
   for (size_t i = 0; i < spec.input_shapes.size(); ++i) {
@@ -188,22 +141,10 @@ KernelOr make_concat(const KernelSpec& spec, const CpuKernelContext& ctx) {
 // y = x[..., begin:begin+size, ...] along the axis: with x seen as
 // [outer, A, inner], `outer` contiguous runs of size*inner floats.
 KernelOr make_slice(const KernelSpec& spec, const CpuKernelContext& ctx) {
-  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 1));
   const Shape& x = spec.input_shapes[0];
-  LMS_RETURN_IF_ERROR(check_rank(spec, x, 1, 12, "input x"));
-  LMS_ASSIGN_OR_RETURN(const size_t axis, axis_attr(spec, x, "input x"));
-  LMS_ASSIGN_OR_RETURN(int64_t begin, int_attr(spec, "begin"));
-  LMS_ASSIGN_OR_RETURN(int64_t size, int_attr(spec, "size"));
-  if (begin < 0 || size < 1 || size > x[axis] || begin > x[axis] - size) {
-    return invalid(
-        spec,
-        absl::StrCat("begin=", begin, ", size=", size, " does not fit axis ", axis, " of input x ",
-                     shape_str(x), "; allowed: begin >= 0, size >= 1, begin + size <= ", x[axis]));
-  }
-  Shape want = x;
-  want[axis] = size;
-  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], want, "output y"));
-  const AxisView v = axis_view(x, axis);
+  LMS_ASSIGN_OR_RETURN(const SliceDims d, slice_dims(spec));
+  const int64_t begin = d.begin, size = d.size;
+  const AxisView v = axis_view(x, d.axis);
   const int64_t in_stride = v.axis * v.inner;
   const int64_t run = size * v.inner;
   const int64_t inner = v.inner;
@@ -222,16 +163,7 @@ KernelOr make_slice(const KernelSpec& spec, const CpuKernelContext& ctx) {
 // y = x's bytes under another shape of the same element count: a copy
 // (the executor gives every output a buffer of its own).
 KernelOr make_reshape(const KernelSpec& spec, const CpuKernelContext& ctx) {
-  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 1));
-  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ints_attr(spec, "shape"));
-  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], shape, "output y"));
   const int64_t n = num_elements(spec.input_shapes[0]);
-  if (num_elements(shape) != n) {
-    return invalid(spec, absl::StrCat("shape ", shape_str(shape),
-                                      " has another element count than "
-                                      "input x ",
-                                      shape_str(spec.input_shapes[0])));
-  }
   auto k = std::make_unique<StepKernel>(spec, ctx);
   k->add_loop([=](const KernelArgs& a) {
     std::memcpy(a.outputs[0], a.inputs[0], static_cast<size_t>(n) * sizeof(float));
@@ -261,14 +193,9 @@ KernelOr make_transpose(const KernelSpec& spec, const CpuKernelContext& ctx) {
 // loop: each element depends only on its index, so the result does not
 // depend on threads.
 KernelOr make_dropout(const KernelSpec& spec, const CpuKernelContext& ctx) {
-  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 1));
-  LMS_RETURN_IF_ERROR(
-      check_same_shape(spec, spec.output_shapes[0], spec.input_shapes[0], "output"));
-  LMS_ASSIGN_OR_RETURN(double ratio, real_attr(spec, "ratio"));
-  LMS_ASSIGN_OR_RETURN(int64_t seed, int_attr(spec, "seed"));
-  if (!(ratio >= 0.0 && ratio < 1.0)) {
-    return invalid(spec, absl::StrCat("ratio must be in [0, 1), got ", ratio));
-  }
+  LMS_ASSIGN_OR_RETURN(const DropoutDims d, dropout_dims(spec));
+  const double ratio = d.ratio;
+  const int64_t seed = d.seed;
   const int64_t n = num_elements(spec.input_shapes[0]);
   const uint32_t threshold = dropout::threshold(ratio);
   const float scale = dropout::keep_scale(ratio);
@@ -286,9 +213,7 @@ KernelOr make_dropout(const KernelSpec& spec, const CpuKernelContext& ctx) {
 }
 
 KernelOr make_fill(const KernelSpec& spec, const CpuKernelContext& ctx) {
-  LMS_RETURN_IF_ERROR(check_arity(spec, 0, 0, 1));
-  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ints_attr(spec, "shape"));
-  LMS_RETURN_IF_ERROR(check_same_shape(spec, spec.output_shapes[0], shape, "output"));
+  const Shape& shape = spec.output_shapes[0];
   LMS_ASSIGN_OR_RETURN(double value, real_attr(spec, "value"));
   const int64_t n = num_elements(shape);
   const float v = static_cast<float>(value);

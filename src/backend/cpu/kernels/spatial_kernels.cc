@@ -9,8 +9,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/cpu/kernels/spatial_plan.h"
-#include "backend/spatial_spec.h"
 #include "lms/status.h"
+#include "op_schema/op_dims.h"
+#include "op_schema/spec_checks.h"
 
 namespace lms::cpu {
 namespace {
@@ -19,46 +20,17 @@ using dnnl::memory;
 
 // ---- upsample / upsample_bwd ----
 
-struct UpsampleProblem {
-  Shape x, y;
-  dnnl::algorithm alg;
-};
+using UpsampleProblem = UpsampleDims;
 
-absl::StatusOr<dnnl::algorithm> upsample_algorithm(const KernelSpec& spec) {
-  LMS_ASSIGN_OR_RETURN(std::string mode, required_str(spec, "mode"));
-  if (mode == "nearest") return dnnl::algorithm::resampling_nearest;
-  if (mode == "linear") return dnnl::algorithm::resampling_linear;
-  return spec_error(spec,
-                    absl::StrCat("mode '", mode, "' is not allowed (\"nearest\" or \"linear\")"));
-}
-
-absl::StatusOr<UpsampleProblem> upsample_problem(const KernelSpec& spec) {
-  LMS_RETURN_IF_ERROR(check_arity(spec, 1, 1, 1, 1));
-  bool backward = spec.op == OpKind::kUpsampleBwd;
-  UpsampleProblem p;
-  if (backward) {
-    LMS_ASSIGN_OR_RETURN(p.x, required_shape(spec, "input_shape"));
-  } else {
-    p.x = spec.input_shapes[0];
-  }
-  LMS_ASSIGN_OR_RETURN(int rank, spatial_rank(spec, p.x, "x"));
-  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> scale, required_ints(spec, "scale", rank, 1));
-  LMS_ASSIGN_OR_RETURN(p.alg, upsample_algorithm(spec));
-  p.y = p.x;
-  for (int i = 0; i < rank; ++i) p.y[2 + i] *= scale[i];
-  if (backward) {
-    LMS_RETURN_IF_ERROR(check_shape(spec, "input dy", spec.input_shapes[0], p.y));
-    LMS_RETURN_IF_ERROR(check_shape(spec, "output dx", spec.output_shapes[0], p.x));
-  } else {
-    LMS_RETURN_IF_ERROR(check_shape(spec, "output y", spec.output_shapes[0], p.y));
-  }
-  return p;
+dnnl::algorithm upsample_algorithm(const UpsampleDims& d) {
+  return d.linear ? dnnl::algorithm::resampling_linear : dnnl::algorithm::resampling_nearest;
 }
 
 std::unique_ptr<Kernel> make_upsample(const KernelSpec& spec, const CpuKernelContext& ctx,
                                       const UpsampleProblem& p) {
   memory::desc x_md = plain_desc(p.x), y_md = plain_desc(p.y);
-  dnnl::resampling_forward::desc fwd_desc(dnnl::prop_kind::forward_training, p.alg, x_md, y_md);
+  const dnnl::algorithm alg = upsample_algorithm(p);
+  dnnl::resampling_forward::desc fwd_desc(dnnl::prop_kind::forward_training, alg, x_md, y_md);
   PlanBuilder b(spec.name, ctx);
   if (spec.op == OpKind::kUpsample) {
     dnnl::resampling_forward::primitive_desc pd(fwd_desc, user_scratchpad_attr(), ctx.engine);
@@ -69,7 +41,7 @@ std::unique_ptr<Kernel> make_upsample(const KernelSpec& spec, const CpuKernelCon
     return b.finish();
   }
   dnnl::resampling_forward::primitive_desc hint(fwd_desc, ctx.engine);
-  dnnl::resampling_backward::desc desc(p.alg, x_md, y_md);
+  dnnl::resampling_backward::desc desc(alg, x_md, y_md);
   dnnl::resampling_backward::primitive_desc pd(desc, user_scratchpad_attr(), ctx.engine, hint);
   b.add_step(dnnl::resampling_backward(pd),
              {{DNNL_ARG_DIFF_DST, b.bind_input(0, y_md, pd.diff_dst_desc()), pd.diff_dst_desc()},
@@ -80,55 +52,21 @@ std::unique_ptr<Kernel> make_upsample(const KernelSpec& spec, const CpuKernelCon
 
 // ---- max_pool / max_pool_bwd ----
 
+// A pool_dims (op_dims.h) in oneDNN's dims.
 struct PoolProblem {
   Shape x, y;
   memory::dims kernel, stride, pad;
+  bool count_include_pad = true;
 };
 
-absl::Status read_pool_geometry(const KernelSpec& spec, int rank, PoolProblem* p) {
-  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> kernel, required_ints(spec, "kernel", rank, 1));
-  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> stride, required_ints(spec, "stride", rank, 1));
-  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> pad, optional_ints(spec, "pad", rank, 0, 0));
-  p->y = p->x;
-  for (int i = 0; i < rank; ++i) {
-    if (pad[i] >= kernel[i]) {
-      return spec_error(spec, absl::StrCat("pad ", pad[i], " in spatial dim ", i,
-                                           " must be smaller than the kernel ", kernel[i]));
-    }
-    int64_t span = p->x[2 + i] + 2 * pad[i] - kernel[i];
-    if (span < 0) {
-      return spec_error(spec, absl::StrCat("kernel ", kernel[i], " exceeds the padded extent ",
-                                           p->x[2 + i] + 2 * pad[i], " of spatial dim ", i));
-    }
-    p->y[2 + i] = span / stride[i] + 1;
-  }
-  p->kernel.assign(kernel.begin(), kernel.end());
-  p->stride.assign(stride.begin(), stride.end());
-  p->pad.assign(pad.begin(), pad.end());
-  return absl::OkStatus();
-}
-
-// max_pool (x), max_pool_bwd (x, dy), avg_pool (x), avg_pool_bwd (dy, with
-// input_shape).
 absl::StatusOr<PoolProblem> pool_problem(const KernelSpec& spec) {
-  const bool avg_bwd = spec.op == OpKind::kAvgPoolBwd;
-  const size_t inputs = spec.op == OpKind::kMaxPoolBwd ? 2 : 1;
-  LMS_RETURN_IF_ERROR(check_arity(spec, inputs, inputs, 1, 1));
-  PoolProblem p;
-  if (avg_bwd) {
-    LMS_ASSIGN_OR_RETURN(p.x, required_shape(spec, "input_shape"));
-  } else {
-    p.x = spec.input_shapes[0];
-  }
-  LMS_ASSIGN_OR_RETURN(int rank, spatial_rank(spec, p.x, "x"));
-  LMS_RETURN_IF_ERROR(read_pool_geometry(spec, rank, &p));
-  if (spec.op == OpKind::kMaxPoolBwd || avg_bwd) {
-    LMS_RETURN_IF_ERROR(check_shape(spec, "input dy", spec.input_shapes[inputs - 1], p.y));
-    LMS_RETURN_IF_ERROR(check_shape(spec, "output dx", spec.output_shapes[0], p.x));
-  } else {
-    LMS_RETURN_IF_ERROR(check_shape(spec, "output y", spec.output_shapes[0], p.y));
-  }
-  return p;
+  LMS_ASSIGN_OR_RETURN(const PoolDims d, pool_dims(spec));
+  return PoolProblem{d.x,
+                     d.y,
+                     memory::dims(d.kernel.begin(), d.kernel.end()),
+                     memory::dims(d.stride.begin(), d.stride.end()),
+                     memory::dims(d.pad.begin(), d.pad.end()),
+                     d.count_include_pad};
 }
 
 // max_pool_bwd re-runs the forward pass (training mode) on x to get oneDNN's
@@ -176,7 +114,7 @@ std::unique_ptr<Kernel> make_max_pool(const KernelSpec& spec, const CpuKernelCon
 absl::StatusOr<std::unique_ptr<Kernel>> make_avg_pool(const KernelSpec& spec,
                                                       const CpuKernelContext& ctx,
                                                       const PoolProblem& p) {
-  LMS_ASSIGN_OR_RETURN(bool include_pad, count_include_pad_attr(spec));
+  const bool include_pad = p.count_include_pad;
   const dnnl::algorithm alg = include_pad ? dnnl::algorithm::pooling_avg_include_padding
                                           : dnnl::algorithm::pooling_avg_exclude_padding;
   memory::desc x_md = plain_desc(p.x), y_md = plain_desc(p.y);
@@ -217,7 +155,7 @@ absl::StatusOr<std::unique_ptr<Kernel>> create_upsample_kernel(const KernelSpec&
                                                                const CpuKernelContext& ctx) {
   if (spec.op != OpKind::kUpsample && spec.op != OpKind::kUpsampleBwd)
     return std::unique_ptr<Kernel>();
-  LMS_ASSIGN_OR_RETURN(UpsampleProblem p, upsample_problem(spec));
+  LMS_ASSIGN_OR_RETURN(UpsampleProblem p, upsample_dims(spec));
   return make_upsample(spec, ctx, p);
 }
 

@@ -2,15 +2,18 @@
 // agreement of every tensor's producer and consumers, fetched tensors and
 // channel counts that keep tensors plain, idempotence, and the op registry's
 // check of the "layout" attribute.
-#include "graph/blocked_layouts.h"
+#include "runtime/blocked_layouts.h"
 
 #include <set>
 #include <string>
 #include <vector>
 
+#include "backend/cpu/blocked_layout.h"
+#include "graph/op_registry.h"
 #include "gtest/gtest.h"
 #include "lms/ops.h"
 #include "lms/training.h"
+#include "runtime/kernel_spec.h"
 
 namespace lms {
 namespace {
@@ -81,6 +84,30 @@ TEST(BlockedLayoutsTest, BlocksConvReluChainsAndKeepsConcatEdgesPlain) {
   EXPECT_EQ(std::get<std::string>(c2.attrs.at(std::string(kLayoutAttr))), "ppp:b");
   const Node& c3 = g.node(g.tensor(g.find_tensor("c3")).producer);
   EXPECT_EQ(std::get<std::string>(c3.attrs.at(std::string(kLayoutAttr))), "bpp:p");
+}
+
+// One rule on both sides (backend/cpu/blocked_layout.h): every layout the
+// pass assigns is one the CPU kernels accept, and a tensor of channels the
+// block does not divide is refused there as it is left plain here.
+TEST(BlockedLayoutsTest, EveryAssignedLayoutIsOneTheCpuKernelsAccept) {
+  Graph g = skip_net(16);
+  ASSERT_TRUE(assign_blocked_layouts(g, {}).ok());
+  int with_layout = 0;
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    const Node& n = g.node(id);
+    if (!n.attrs.contains(kLayoutAttr) || !has_kernel(n.op)) continue;
+    ++with_layout;
+    EXPECT_TRUE(cpu::check_blocked_layout(kernel_spec(g, n)).ok()) << n.name;
+  }
+  EXPECT_GT(with_layout, 0);
+  KernelSpec relu;
+  relu.name = "r";
+  relu.op = OpKind::kRelu;
+  relu.attrs = {{std::string(kLayoutAttr), std::string("b:b")}};
+  relu.input_shapes = relu.output_shapes = {{2, cpu::kBlockChannels + 8, 4, 4}};
+  EXPECT_EQ(cpu::check_blocked_layout(relu).code(), absl::StatusCode::kInvalidArgument);
+  relu.input_shapes = relu.output_shapes = {{2, cpu::kBlockChannels, 4, 4}};
+  EXPECT_TRUE(cpu::check_blocked_layout(relu).ok());
 }
 
 TEST(BlockedLayoutsTest, FetchedTensorsAndTheirElementwiseNeighboursStayPlain) {

@@ -5,7 +5,8 @@
 //   LMS_ASSIGN_OR_RETURN(BlockedLayoutReport r, assign_blocked_layouts(g, {"loss"}));
 //   // r.blocked_tensors of g's tensors now pass blocked from producer to consumers.
 //
-// See Note [Blocked layouts] for the rule.
+// Per Note [Blocked layouts], the rule is the CPU backend's
+// (backend/cpu/blocked_layout.h); this pass applies it to a graph.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "graph/blocked_layouts.h"
+#include "runtime/blocked_layouts.h"
 
 #include <algorithm>
 #include <array>
@@ -6,54 +6,20 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "backend/cpu/blocked_layout.h"
 
 namespace lms {
 namespace {
 
-// Note [Blocked layouts]: a convolution kernel on the CPU device runs on
-// oneDNN's blocked layout (nChw16c with AVX-512, Note [Conv layouts]); when
-// its input and output tensors are plain it reorders each of them on every
-// call, about 9.5 ms per 64->64 layer of a VDSR step (bench/SPEED.md). A
-// tensor whose producer and every consumer can work on the blocked layout is
-// therefore stored blocked, and nothing reorders it. The rule:
-//  - Only activations and their gradients, produced by a node, NCHW or NCDHW
-//    with C a multiple of kBlockChannels: blocking then only permutes the
-//    bytes (16 divides the block of every ISA), so the tensor's byte size, the
-//    one the memory planner counts, is unchanged. Graph inputs, persistent
-//    tensors, the loss and fetched tensors stay plain: the host writes and
-//    reads those (feeds, fetches, Session::read, checkpoints).
-//  - Convolutions read and write blocked only their activation slots (x, y,
-//    dy, dx; weights and biases stay plain); their kernels reorder a blocked
-//    tensor themselves when the primitive they pick wants plain.
-//  - Element-wise ops (relu, add, ...) see a tensor as a flat array, so they
-//    work on any layout as long as all their inputs and outputs share it:
-//    either all are blocked or none is. A broadcasting add or mul is not
-//    flat (it indexes its smaller operand by dimension) and stays plain.
-//  - Swap copies copy bytes, so a swapped tensor keeps its layout:
-//    lms::rewrite lays the graph out before it inserts them, and the nodes
-//    it rewires to a swap-in keep their "layout" attribute. (In a graph that
-//    already has swap nodes, their tensors stay plain.)
-//  - Any other op (concat, pooling, normalisation, losses, optimizers) reads
-//    and writes plain; the CPU kernels refuse anything else (check_layouts
-//    in src/backend/cpu/kernels/cpu_kernels.cc).
-// Reorders are exact permutations and every kernel keeps the primitive it
-// would pick for plain tensors, so results are bit-identical with and
-// without blocking.
-constexpr int64_t kBlockChannels = 16;
+// Per Note [Blocked layouts], the CPU backend's rule (backend/cpu/blocked_layout.h)
+// decides which slots and tensors may be blocked; this pass finds the tensors
+// whose producer and every consumer agree.
 
-// Whether a convolution reads input `i` / writes output `i` blocked.
-bool conv_slot(OpKind op, bool input, size_t i) {
-  if (op == OpKind::kConv) return i == 0;                    // x -> y
-  if (op == OpKind::kConvBwdData) return i == 0;             // dy -> dx
-  if (op == OpKind::kConvBwdWeights) return input && i < 2;  // x, dy -> dw, db
-  return false;
-}
-
-// An element-wise node that sees its tensors as flat arrays: every input has
-// the output's shape. A broadcasting add or mul indexes its smaller operand
-// by dimension, so it reads and writes plain.
+// An op whose tensors are blocked all or none, reading them as flat arrays:
+// every input has the output's shape. A broadcasting add or mul indexes its
+// smaller operand by dimension, so it reads and writes plain.
 bool is_flat(const Graph& g, const Node& n) {
-  if (!is_flat_elementwise(n.op)) return false;
+  if (!cpu::all_or_none_blocked(n.op)) return false;
   for (TensorId t : n.inputs) {
     if (g.tensor(t).shape != g.tensor(n.outputs[0]).shape) return false;
   }
@@ -61,12 +27,8 @@ bool is_flat(const Graph& g, const Node& n) {
 }
 
 bool slot_may_block(const Graph& g, const Node& n, bool input, size_t i) {
-  return is_flat(g, n) || conv_slot(n.op, input, i);
-}
-
-bool shape_may_block(const Tensor& t) {
-  return (t.shape.size() == 4 || t.shape.size() == 5) && t.dtype == DType::kFloat32 &&
-         t.shape[1] % kBlockChannels == 0;
+  if (cpu::all_or_none_blocked(n.op)) return is_flat(g, n);
+  return cpu::slot_may_be_blocked(n.op, input, i);
 }
 
 // Candidates by the per-slot rule, before the element-wise agreement.
@@ -75,7 +37,8 @@ std::vector<bool> candidates(const Graph& g, const std::vector<bool>& kept_plain
   for (TensorId t = 0; t < g.num_tensors(); ++t) {
     const Tensor& tensor = g.tensor(t);
     if (kept_plain[t] || tensor.producer == kNoNode || is_persistent(tensor.role) ||
-        tensor.role == TensorRole::kHost || !shape_may_block(tensor)) {
+        tensor.role == TensorRole::kHost ||
+        !cpu::tensor_may_be_blocked(tensor.shape, tensor.dtype)) {
       continue;
     }
     const Node& p = g.node(tensor.producer);
