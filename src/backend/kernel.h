@@ -1,6 +1,7 @@
-// A compiled kernel for one node: created once per node when a session is
-// built (primitive creation is expensive), then run every step on the
-// compute stream. Ops, inputs and attributes are those of docs/ops.md.
+// A compiled kernel: created when a session is built, once per distinct spec
+// (primitive creation is expensive; the nodes of one spec share it), then
+// run every step on the compute stream. Ops, inputs and attributes are those
+// of docs/ops.md.
 #pragma once
 
 #include <cstdint>
