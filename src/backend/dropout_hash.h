@@ -14,7 +14,7 @@
 #define LMS_DROPOUT_HD inline
 #endif
 
-namespace lms::dropout {
+namespace lms::dropout_hash {
 
 // splitmix64's finaliser (Steele, Lea and Flood 2014).
 LMS_DROPOUT_HD uint64_t mix(uint64_t z) {
@@ -42,4 +42,4 @@ inline uint32_t threshold(double ratio) {
 // The factor applied to kept elements: float(1 / (1 - ratio)).
 inline float keep_scale(double ratio) { return static_cast<float>(1.0 / (1.0 - ratio)); }
 
-}  // namespace lms::dropout
+}  // namespace lms::dropout_hash

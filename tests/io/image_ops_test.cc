@@ -154,7 +154,7 @@ TEST(ResizeBicubic, DownThenUpOfSmoothRampIsClose) {
 // restoration lands in the usual 25-40 dB range and beats pixel replication.
 TEST(ResizeBicubic, BeatsNearestNeighbourOnARealPhoto) {
   absl::StatusOr<Image> img =
-      read_image(std::string(LMS_SOURCE_DIR) + "/tests/data/astronaut_crop128.png");
+      read_image(LMS_SOURCE_DIR "/tests/data/astronaut_crop128.png");
   ASSERT_TRUE(img.ok()) << img.status();
   absl::StatusOr<Plane> hr = rgb_to_y(*img);
   ASSERT_TRUE(hr.ok());

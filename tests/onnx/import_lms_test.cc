@@ -25,7 +25,7 @@ constexpr uint64_t kMiBytes = uint64_t{1} << 20;
 const Shape kShape = {4, 1, 32, 32};
 
 absl::StatusOr<Graph> imported_training_graph() {
-  auto m = import_onnx(onnx_test::data_dir() + "/unet_small.onnx",
+  auto m = import_onnx(LMS_SOURCE_DIR "/tests/data/onnx/unet_small.onnx",
                        {.input_shapes = {{"input", kShape}}});
   if (!m.ok()) return m.status();
   Graph g = std::move(m->graph);

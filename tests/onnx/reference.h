@@ -14,7 +14,7 @@
 
 namespace lms::onnx_test {
 
-inline std::string data_dir() { return std::string(LMS_SOURCE_DIR) + "/tests/data/onnx"; }
+inline std::string data_dir() { return LMS_SOURCE_DIR "/tests/data/onnx"; }
 
 inline std::map<std::string, std::vector<float>> read_reference(const std::string& path) {
   std::map<std::string, std::vector<float>> out;

@@ -81,7 +81,7 @@ __global__ void sum_to_kernel(const float* x, float* y, SumToPlan p) {
 
 __global__ void dropout_kernel(const float* x, float* y, int64_t n, uint64_t key,
                                uint32_t threshold, float scale) {
-  LMS_GRID_STRIDE(i, n) y[i] = lms::dropout::bits24(key, i) >= threshold ? x[i] * scale : 0.0f;
+  LMS_GRID_STRIDE(i, n) y[i] = lms::dropout_hash::bits24(key, i) >= threshold ? x[i] * scale : 0.0f;
 }
 
 __global__ void fill_kernel(float* y, int64_t n, float value) {

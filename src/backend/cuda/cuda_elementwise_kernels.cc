@@ -77,12 +77,12 @@ KernelOr make_dropout(const KernelSpec& spec, const CudaKernelContext& ctx) {
   const double ratio = d.ratio;
   const int64_t seed = d.seed;
   const int64_t n = num_elements(spec.input_shapes[0]);
-  const uint32_t threshold = lms::dropout::threshold(ratio);
-  const float scale = lms::dropout::keep_scale(ratio);
+  const uint32_t threshold = lms::dropout_hash::threshold(ratio);
+  const float scale = lms::dropout_hash::keep_scale(ratio);
   const std::string what = node_label(spec);
   cudaStream_t s = ctx.stream;
   return make_fn_kernel([=](const KernelArgs& a) {
-    const uint64_t key = lms::dropout::step_key(seed, a.step);
+    const uint64_t key = lms::dropout_hash::step_key(seed, a.step);
     return cuda_status(launch::dropout(s, a.inputs[0], a.outputs[0], n, key, threshold, scale),
                        what);
   });

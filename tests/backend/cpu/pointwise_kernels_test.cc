@@ -206,12 +206,12 @@ TEST_F(PointwiseTest, DropoutAppliesTheHashMask) {
   auto dx = run_spec(make_spec(OpKind::kDropoutBwd, {shape}, {shape}, attrs), in, ctx_);
   ASSERT_TRUE(y.ok()) << y.status();
   ASSERT_TRUE(dx.ok()) << dx.status();
-  const uint64_t key = dropout::step_key(42, 0);
-  const uint32_t threshold = dropout::threshold(0.25);
+  const uint64_t key = dropout_hash::step_key(42, 0);
+  const uint32_t threshold = dropout_hash::threshold(0.25);
   EXPECT_EQ(threshold, 1u << 22);
   int64_t kept = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const bool keep = dropout::bits24(key, i) >= threshold;
+    const bool keep = dropout_hash::bits24(key, i) >= threshold;
     kept += keep;
     ASSERT_EQ((*y)[0][i], keep ? in[0][i] * (4.0f / 3.0f) : 0.0f) << i;
   }

@@ -197,15 +197,15 @@ KernelOr make_dropout(const KernelSpec& spec, const CpuKernelContext& ctx) {
   const double ratio = d.ratio;
   const int64_t seed = d.seed;
   const int64_t n = num_elements(spec.input_shapes[0]);
-  const uint32_t threshold = dropout::threshold(ratio);
-  const float scale = dropout::keep_scale(ratio);
+  const uint32_t threshold = dropout_hash::threshold(ratio);
+  const float scale = dropout_hash::keep_scale(ratio);
   auto k = std::make_unique<StepKernel>(spec, ctx);
   k->add_loop([=](const KernelArgs& a) {
     const float* in = a.inputs[0];
     float* out = a.outputs[0];
-    const uint64_t key = dropout::step_key(seed, a.step);
+    const uint64_t key = dropout_hash::step_key(seed, a.step);
     for (int64_t i = 0; i < n; ++i) {
-      out[i] = dropout::bits24(key, i) >= threshold ? in[i] * scale : 0.0f;
+      out[i] = dropout_hash::bits24(key, i) >= threshold ? in[i] * scale : 0.0f;
     }
     return absl::OkStatus();
   });
