@@ -64,7 +64,8 @@ function(lms_workspace_scaled_tests)
     foreach(scale 0.5 2)
       add_test(NAME ${target}.workspace_x${scale}
                COMMAND ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
-                       LMS_CPU_WORKSPACE_SCALE=${scale} $<TARGET_FILE:${target}>)
+                       LMS_CHECK_INTERNAL=1 LMS_CPU_WORKSPACE_SCALE=${scale}
+                       $<TARGET_FILE:${target}>)
       set_tests_properties(${target}.workspace_x${scale} PROPERTIES LABELS workspace_scale)
     endforeach()
   endforeach()

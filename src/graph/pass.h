@@ -45,10 +45,11 @@ struct PipelineResult {
 };
 
 struct PipelineOptions {
-  // Check between passes that the graph verifies and that every tensor
-  // still present keeps its dtype, shape and role, and that no input,
-  // parameter or optimizer state disappears (check_tensors_kept). The check
-  // is linear in the tensors, so it is on by default in every build.
+  // Check between passes that every tensor still present keeps its dtype,
+  // shape and role, and that no input, parameter or optimizer state
+  // disappears (check_tensors_kept): linear in the tensors, so on by default
+  // in every build. Where internal checks are on (Note [Internal graph
+  // checks]), also that the graph verifies.
   bool check_between_passes = true;
 };
 
@@ -59,7 +60,8 @@ class PassPipeline {
   const std::vector<std::unique_ptr<GraphPass>>& passes() const { return passes_; }
 
   // Runs every pass in order on a copy of `graph`, which changes only when
-  // all of them succeed. InvalidArgument when `graph` does not verify;
+  // all of them succeed. `graph` must verify (the caller checks it at its
+  // entry); with internal checks on, InvalidArgument when it does not;
   // a pass's own error, prefixed with its name; Internal naming the pass
   // when the check after it fails (a pass that breaks the graph is a bug).
   absl::StatusOr<PipelineResult> run(Graph& graph) const;

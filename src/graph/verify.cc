@@ -1,8 +1,11 @@
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "graph/internal_checks.h"
 #include "graph/op_registry.h"
 #include "lms/graph.h"
 #include "lms/status.h"
@@ -92,6 +95,18 @@ absl::Status verify_tensor(const Graph& g, TensorId id) {
 }
 
 }  // namespace
+
+bool internal_checks() {
+#ifndef NDEBUG
+  return true;
+#else
+  static const bool on = [] {
+    const char* v = std::getenv("LMS_CHECK_INTERNAL");
+    return v != nullptr && std::string_view(v) == "1";
+  }();
+  return on;
+#endif
+}
 
 absl::Status verify(const Graph& graph) {
   LMS_RETURN_IF_ERROR(graph.status());

@@ -6,6 +6,8 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <span>
+#include <thread>
 #include <tuple>
 #include <utility>
 
@@ -13,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "graph/internal_checks.h"
 #include "graph/op_registry.h"
 #include "lms/device.h"
 #include "lms/distributed.h"
@@ -33,10 +36,13 @@ namespace {
 
 // Values of a persistent tensor at creation: He-normal draws come from a
 // generator seeded per tensor, so they do not depend on creation order.
-std::vector<float> initial_values(const Tensor& t) {
-  std::vector<float> v(num_elements(t.shape), 0.0f);
+// A float32 tensor's initial values, written to `v` (num_elements floats).
+// Each tensor draws from its own generator (its Init::seed), so tensors can
+// be filled in any order or concurrently with the same bits.
+void fill_initial_values(const Tensor& t, std::span<float> v) {
   switch (t.init.kind) {
     case Init::Kind::kZeros:
+      std::fill(v.begin(), v.end(), 0.0f);
       break;
     case Init::Kind::kConstant:
       std::fill(v.begin(), v.end(), static_cast<float>(t.init.value));
@@ -49,10 +55,29 @@ std::vector<float> initial_values(const Tensor& t) {
       break;
     }
     case Init::Kind::kValues:
-      v = *t.init.values;  // its size checked by Graph::add_leaf
+      std::copy(t.init.values->begin(), t.init.values->end(),
+                v.begin());  // size checked by add_leaf
       break;
   }
-  return v;
+}
+
+// Runs fill(i) for i in [0, n) on up to `threads` threads, each a contiguous
+// share of the range.
+template <typename F>
+void parallel_for(size_t n, unsigned threads, F&& fill) {
+  threads = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(n)));
+  if (threads <= 1) {
+    for (size_t i = 0; i < n; ++i) fill(i);
+    return;
+  }
+  std::vector<std::thread> pool;
+  for (unsigned k = 1; k < threads; ++k) {
+    pool.emplace_back([&, k] {
+      for (size_t i = n * k / threads; i < n * (k + 1) / threads; ++i) fill(i);
+    });
+  }
+  for (size_t i = 0; i < n / threads; ++i) fill(i);
+  for (std::thread& th : pool) th.join();
 }
 
 // Per Note [One kernel per spec], each distinct spec is compiled once.
@@ -257,7 +282,9 @@ class Session::Impl {
 
   absl::Status init() {
     const Graph& g = *plan_.graph;
-    LMS_RETURN_IF_ERROR(verify(g));
+    // A StepPlan's graph was verified where it was planned (Note [Internal
+    // graph checks]); a caller's graph is verified here.
+    if (owned_graph_ == nullptr || internal_checks()) LMS_RETURN_IF_ERROR(verify(g));
     LMS_ASSIGN_OR_RETURN(plan_.order, schedule(g));
     LMS_RETURN_IF_ERROR(resolve_fetches(g, options_, plan_));
     LMS_ASSIGN_OR_RETURN(plan_.kernels, compile_kernels(g, device_));
@@ -327,9 +354,37 @@ class Session::Impl {
                      comm->rank(), " of ", comm->size(), ")"));
   }
 
+  // Allocates every persistent tensor and uploads its initial values. The
+  // values are staged in host memory, up to kStagingBytes at a time, and
+  // each stage goes to the device in one upload_many.
+  // The values of a stage are drawn on the host's cores, a tensor per task.
   absl::Status allocate_persistent() {
+    constexpr uint64_t kStagingBytes = uint64_t{64} << 20;
     const Graph& g = *plan_.graph;
     plan_.persistent.assign(g.num_tensors(), nullptr);
+    std::vector<float> staging;
+    std::vector<std::pair<TensorId, size_t>> staged;  // tensor, first float in staging
+    auto flush = [&]() -> absl::Status {
+      parallel_for(staged.size(), std::thread::hardware_concurrency(), [&](size_t i) {
+        const Tensor& tensor = g.tensor(staged[i].first);
+        fill_initial_values(tensor, std::span<float>(staging.data() + staged[i].second,
+                                                     tensor.bytes() / sizeof(float)));
+      });
+      std::vector<Device::Upload> uploads;
+      uploads.reserve(staged.size());
+      for (const auto& [t, first] : staged) {
+        const uint64_t bytes = g.tensor(t).bytes();
+        if (options_.communicator != nullptr) {
+          initial_digest_source_ += digest(
+              std::string_view(reinterpret_cast<const char*>(staging.data() + first), bytes));
+        }
+        uploads.push_back({plan_.persistent[t], staging.data() + first, bytes});
+      }
+      LMS_RETURN_IF_ERROR(device_.upload_many(uploads));
+      staging.clear();
+      staged.clear();
+      return absl::OkStatus();
+    };
     for (TensorId t = 0; t < g.num_tensors(); ++t) {
       const Tensor& tensor = g.tensor(t);
       if (!is_persistent(tensor.role)) continue;
@@ -342,14 +397,19 @@ class Session::Impl {
             {kStagePersistent, tensor.name});
       }
       plan_.persistent[t] = *p;
-      std::vector<float> v = initial_values(tensor);
-      if (options_.communicator != nullptr) {
-        initial_digest_source_ += digest(
-            std::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float)));
+      if (tensor.dtype != DType::kFloat32) {
+        return absl::InternalError(absl::StrCat("persistent tensor '", tensor.name, "' is ",
+                                                dtype_name(tensor.dtype),
+                                                "; initial values are float32 only"));
       }
-      LMS_RETURN_IF_ERROR(device_.upload(*p, v.data(), tensor.bytes()));
+      const size_t floats = tensor.bytes() / sizeof(float);
+      if (!staged.empty() && (staging.size() + floats) * sizeof(float) > kStagingBytes) {
+        LMS_RETURN_IF_ERROR(flush());
+      }
+      staged.emplace_back(t, staging.size());
+      staging.resize(staging.size() + floats);
     }
-    return absl::OkStatus();
+    return flush();
   }
 
   // Per Note [Step layout], the same layout the planner computed for

@@ -10,6 +10,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "graph/internal_checks.h"
 #include "lms/status.h"
 #include "lms/types.h"
 #include "lms/units.h"
@@ -372,7 +373,8 @@ bool holds_lms_nodes(const Graph& graph) {
 absl::StatusOr<PlannedStep> rewrite_once(const Graph& graph, const PassInputs& in,
                                          const SearchOptions& options) {
   const LmsConfig& config = in.config;
-  LMS_RETURN_IF_ERROR(verify(graph));
+  // Per Note [Internal graph checks]: the lowered graph of a verified one.
+  if (internal_checks()) LMS_RETURN_IF_ERROR(verify(graph));
   LMS_ASSIGN_OR_RETURN(Analysis before, analyse(graph, in));
   RewriteReport rep = report_before(graph, in, before);
   if (!config.enabled) return complete_unchanged(graph, in, std::move(rep));

@@ -361,6 +361,30 @@ absl::Status CpuDevice::upload(void* device, const void* host, uint64_t bytes) {
   return blocking_copy(StreamKind::kH2D, device, host, bytes);
 }
 
+absl::Status CpuDevice::upload_many(std::span<const Upload> uploads) {
+  for (const Upload& u : uploads) {
+    LMS_RETURN_IF_ERROR(check_device_range(u.device, u.bytes, "upload"));
+    if (u.bytes > 0 && (u.device == nullptr || u.host == nullptr)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("upload: null pointer for ", u.bytes, " bytes"));
+    }
+  }
+  if (uploads.empty()) return absl::OkStatus();
+  // As blocking_copy, on the compute stream, one job for every range; each
+  // range is timed as its own upload (copy_latency_s + bytes / bandwidth).
+  auto done = std::make_shared<EventState>();
+  const uint64_t gen = done->record([&](uint64_t g) {
+    compute_->enqueue([this, uploads, done, g] {
+      for (const Upload& u : uploads) {
+        if (u.bytes > 0) move_bytes(StreamKind::kH2D, u.device, u.host, u.bytes, now_s());
+      }
+      done->complete(g);
+    });
+  });
+  done->wait_for(gen);
+  return absl::OkStatus();
+}
+
 absl::Status CpuDevice::download(void* host, const void* device, uint64_t bytes) {
   return blocking_copy(StreamKind::kD2H, host, device, bytes);
 }

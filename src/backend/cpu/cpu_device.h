@@ -93,6 +93,7 @@ class CpuDevice : public Device {
   // a device range outside the device region.
   absl::Status upload(void* device, const void* host, uint64_t bytes) override;
   absl::Status download(void* host, const void* device, uint64_t bytes) override;
+  absl::Status upload_many(std::span<const Upload> uploads) override;
 
   absl::StatusOr<std::unique_ptr<Kernel>> compile(const KernelSpec& spec) override;
   // `kernel` and the buffers in `args` must stay alive until the launch has
