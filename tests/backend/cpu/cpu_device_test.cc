@@ -516,6 +516,44 @@ TEST(CpuDeviceTest, AsyncKernelErrorSurfacesAtSynchronizeAndIsCleared) {
   EXPECT_EQ(check.runs, 2);
 }
 
+// upload_many copies every range as upload would; a bad range anywhere in
+// the list fails the call before any range is copied.
+TEST(CpuDeviceTest, UploadManyCopiesEveryRangeOrNone) {
+  auto dev = make_device();
+  ASSERT_NE(dev, nullptr);
+  const uint32_t seed = 7;
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<std::vector<float>> host(5);
+  std::vector<void*> device;
+  std::vector<Device::Upload> uploads;
+  for (size_t i = 0; i < host.size(); ++i) {
+    host[i].resize(1 + 37 * i);
+    for (float& x : host[i]) x = uniform(gen);
+    auto d = dev->allocate(host[i].size() * sizeof(float));
+    ASSERT_TRUE(d.ok()) << d.status();
+    device.push_back(*d);
+    uploads.push_back({*d, host[i].data(), host[i].size() * sizeof(float)});
+  }
+  ASSERT_TRUE(dev->upload_many(uploads).ok());
+  for (size_t i = 0; i < host.size(); ++i) {
+    std::vector<float> back(host[i].size());
+    ASSERT_TRUE(dev->download(back.data(), device[i], back.size() * sizeof(float)).ok());
+    EXPECT_EQ(back, host[i]) << "range " << i << ", seed " << seed;
+  }
+  // The last range lies outside the device: nothing is copied.
+  std::vector<float> zeros(host[0].size(), 0.0f);
+  ASSERT_TRUE(dev->upload(device[0], zeros.data(), zeros.size() * sizeof(float)).ok());
+  std::vector<char> not_device(64);
+  std::vector<Device::Upload> bad = {uploads[0], {not_device.data(), host[1].data(), 16}};
+  const absl::Status status = dev->upload_many(bad);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  std::vector<float> back(zeros.size());
+  ASSERT_TRUE(dev->download(back.data(), device[0], back.size() * sizeof(float)).ok());
+  EXPECT_EQ(back, zeros);
+  for (void* d : device) dev->deallocate(d);
+}
+
 TEST(CpuDeviceTest, CopiesOutsideTheDeviceRegionAreRejected) {
   auto dev = make_device();
   ASSERT_NE(dev, nullptr);
