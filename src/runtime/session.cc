@@ -34,11 +34,10 @@
 namespace lms {
 namespace {
 
-// Values of a persistent tensor at creation: He-normal draws come from a
-// generator seeded per tensor, so they do not depend on creation order.
-// A float32 tensor's initial values, written to `v` (num_elements floats).
-// Each tensor draws from its own generator (its Init::seed), so tensors can
-// be filled in any order or concurrently with the same bits.
+// A float32 persistent tensor's values at creation, written to `v`
+// (num_elements floats). He-normal draws come from a generator seeded per
+// tensor (Init::seed), so tensors can be filled in any order or concurrently
+// with the same bits.
 void fill_initial_values(const Tensor& t, std::span<float> v) {
   switch (t.init.kind) {
     case Init::Kind::kZeros:
@@ -355,9 +354,9 @@ class Session::Impl {
   }
 
   // Allocates every persistent tensor and uploads its initial values. The
-  // values are staged in host memory, up to kStagingBytes at a time, and
-  // each stage goes to the device in one upload_many.
-  // The values of a stage are drawn on the host's cores, a tensor per task.
+  // values are staged in host memory, up to kStagingBytes at a time, drawn
+  // on the host's cores (a tensor per task), and each stage goes to the
+  // device in one upload_many.
   absl::Status allocate_persistent() {
     constexpr uint64_t kStagingBytes = uint64_t{64} << 20;
     const Graph& g = *plan_.graph;
