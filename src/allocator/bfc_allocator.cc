@@ -23,7 +23,10 @@
 #include "lms/units.h"
 
 namespace lms {
-namespace {
+// A named namespace, not an anonymous one: BfcAllocator::Impl (a class with
+// external linkage) holds these types, which GCC rejects from an anonymous
+// namespace when a unity build includes this file (-Wsubobject-linkage).
+namespace bfc_internal {
 
 // Every SubAllocator hands out regions aligned to at least this.
 constexpr uint64_t kSubAllocatorAlignment = 4096;
@@ -58,7 +61,8 @@ struct FreeKey {
   }
 };
 
-}  // namespace
+}  // namespace bfc_internal
+using namespace bfc_internal;
 
 uint64_t BfcAllocator::rounded_size(uint64_t bytes, uint64_t alignment) {
   return lms::rounded_size(bytes, alignment);

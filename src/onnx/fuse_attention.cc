@@ -196,7 +196,7 @@ std::vector<int64_t> k_perm(std::vector<int64_t> perm) {
 
 // The chains of `g` by structure alone, in the order of their last nodes;
 // a node belongs to one chain at most.
-std::vector<AttentionChain> find_chains(const ::onnx::GraphProto& g) {
+std::vector<AttentionChain> find_attention_chains(const ::onnx::GraphProto& g) {
   const Readers readers(g);
   absl::flat_hash_map<std::string, int> producer;
   for (int i = 0; i < g.node_size(); ++i) {
@@ -250,7 +250,7 @@ absl::StatusOr<bool> map_chain(Importer& im, const ::onnx::GraphProto& g, const 
 
 absl::StatusOr<bool> FuseAttentionPass::run(::onnx::GraphProto& g) {
   std::vector<ChainFusion> fusions;
-  for (const AttentionChain& c : find_chains(g)) {
+  for (const AttentionChain& c : find_attention_chains(g)) {
     ::onnx::NodeProto fused = fused_node(g, c.nodes, "Attention");
     add_attr(fused, "scale_operand", int64_t{c.scale_operand});
     add_attr(fused, "mask_operand", int64_t{c.mask_operand});

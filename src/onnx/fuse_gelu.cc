@@ -65,7 +65,7 @@ absl::flat_hash_map<std::string, int> reader_counts(const ::onnx::GraphProto& g)
 
 // The index (0 or 1) of the operand of two-input node `n` that is not
 // `value`; -1 when neither or both are `value`.
-int other_operand(const NodeProto& n, const std::string& value) {
+int other_operand_index(const NodeProto& n, const std::string& value) {
   if (n.input_size() != 2 || n.output_size() < 1) return -1;
   if (n.input(0) == value && n.input(1) != value) return 1;
   if (n.input(1) == value && n.input(0) != value) return 0;
@@ -93,19 +93,19 @@ std::optional<GeluChain> chain_from(const ::onnx::GraphProto& g, int first,
   }
   const int a = next(g.node(e).output(0));
   if (a < 0 || g.node(a).op_type() != "Add") return std::nullopt;
-  c.constant[1] = other_operand(g.node(a), g.node(e).output(0));
+  c.constant[1] = other_operand_index(g.node(a), g.node(e).output(0));
   if (c.constant[1] < 0 || g.node(a).output_size() != 1) return std::nullopt;
   const int m = next(g.node(a).output(0));
   if (m < 0 || g.node(m).op_type() != "Mul" || g.node(m).output_size() != 1) return std::nullopt;
-  const int x_at = other_operand(g.node(m), g.node(a).output(0));
+  const int x_at = other_operand_index(g.node(m), g.node(a).output(0));
   if (x_at < 0) return std::nullopt;
   c.x = g.node(m).input(x_at);
   // The scale: input 1 of Div, either operand of Mul (the one that is not x).
-  c.constant[0] = other_operand(d, c.x);
+  c.constant[0] = other_operand_index(d, c.x);
   if (c.constant[0] < 0 || (d.op_type() == "Div" && c.constant[0] != 1)) return std::nullopt;
   const int y = next(g.node(m).output(0));
   if (y < 0 || g.node(y).op_type() != "Mul") return std::nullopt;
-  c.constant[2] = other_operand(g.node(y), g.node(m).output(0));
+  c.constant[2] = other_operand_index(g.node(y), g.node(m).output(0));
   if (c.constant[2] < 0) return std::nullopt;
   c.nodes = {first, e, a, m, y};
   return c;
@@ -122,7 +122,7 @@ absl::StatusOr<bool> constant_is(Importer& im, const NodeProto& n, int k, double
 
 // The chains of `g` by structure alone, in the order of their first nodes;
 // a node belongs to one chain at most.
-std::vector<GeluChain> find_chains(const ::onnx::GraphProto& g) {
+std::vector<GeluChain> find_gelu_chains(const ::onnx::GraphProto& g) {
   const absl::flat_hash_map<std::string, int> readers = reader_counts(g);
   absl::flat_hash_map<std::string, int> reader_node;  // value -> its (last) reading node
   for (int i = 0; i < g.node_size(); ++i) {
@@ -163,7 +163,7 @@ absl::StatusOr<bool> map_chain(Importer& im, const ::onnx::GraphProto& g, const 
 
 absl::StatusOr<bool> FuseGeluPass::run(::onnx::GraphProto& g) {
   std::vector<ChainFusion> fusions;
-  for (const GeluChain& c : find_chains(g)) {
+  for (const GeluChain& c : find_gelu_chains(g)) {
     const std::vector<int> nodes(c.nodes.begin(), c.nodes.end());
     ::onnx::NodeProto fused = fused_node(g, nodes, "Gelu");
     add_attr(fused, "constant_operands",

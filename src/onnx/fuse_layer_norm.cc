@@ -85,7 +85,7 @@ bool reduces_last_axis(const NodeProto& n) {
 
 // The operand of binary node `n` other than `value`, or "" when neither
 // (or both) of its inputs is `value`.
-std::string other_operand(const NodeProto& n, const std::string& value) {
+std::string other_operand_name(const NodeProto& n, const std::string& value) {
   if (n.input_size() != 2 || n.input(0) == n.input(1)) return "";
   if (n.input(0) == value) return n.input(1);
   if (n.input(1) == value) return n.input(0);
@@ -127,7 +127,7 @@ std::optional<Match> match_at(const GraphProto& g, const ValueIndex& ix, int r1,
   const int add_eps = sole_reader(g, ix, g.node(r2).output(0), "Add");
   if (add_eps < 0) return std::nullopt;
   const std::optional<double> eps =
-      scalar(g, ix, other_operand(g.node(add_eps), g.node(r2).output(0)), model_dir);
+      scalar(g, ix, other_operand_name(g.node(add_eps), g.node(r2).output(0)), model_dir);
   const int sqrt = sole_reader(g, ix, g.node(add_eps).output(0), "Sqrt");
   if (!eps || sqrt < 0 || sole_reader(g, ix, g.node(sqrt).output(0), "Div") != div ||
       g.node(div).input(1) != g.node(sqrt).output(0)) {
@@ -135,10 +135,10 @@ std::optional<Match> match_at(const GraphProto& g, const ValueIndex& ix, int r1,
   }
   const int mul = sole_reader(g, ix, g.node(div).output(0), "Mul");
   if (mul < 0) return std::nullopt;
-  const std::string weight = other_operand(g.node(mul), g.node(div).output(0));
+  const std::string weight = other_operand_name(g.node(mul), g.node(div).output(0));
   const int add = sole_reader(g, ix, g.node(mul).output(0), "Add");
   if (add < 0 || !ix.initializers.contains(weight)) return std::nullopt;
-  const std::string bias = other_operand(g.node(add), g.node(mul).output(0));
+  const std::string bias = other_operand_name(g.node(add), g.node(mul).output(0));
   if (!ix.initializers.contains(bias) || g.node(add).output_size() != 1) return std::nullopt;
 
   Match m;

@@ -15,7 +15,7 @@ namespace {
 
 using Shapes = std::vector<Shape>;
 
-bool is_backward(OpKind op) {
+bool is_loss_backward(OpKind op) {
   return op == OpKind::kMseLossBwd || op == OpKind::kSoftDiceLossBwd ||
          op == OpKind::kSoftmaxCrossEntropyBwd;
 }
@@ -23,7 +23,7 @@ bool is_backward(OpKind op) {
 // The loss (forward: loss[]) or the gradient of input 0 (backward, whose
 // third input is dloss[]).
 absl::StatusOr<Shapes> loss_outputs(const OpInstance& spec) {
-  if (!is_backward(spec.op)) return Shapes{Shape{}};
+  if (!is_loss_backward(spec.op)) return Shapes{Shape{}};
   LMS_RETURN_IF_ERROR(check_scalar(spec, spec.input_shapes[2], "dloss"));
   return Shapes{spec.input_shapes[0]};
 }

@@ -29,7 +29,7 @@ absl::StatusOr<double> check_norm(const OpInstance& spec, size_t min_rank) {
   return real_attr_in(spec, "eps", 0, 1, /*open_lo=*/true);
 }
 
-bool is_backward(OpKind op) {
+bool is_norm_backward(OpKind op) {
   return op == OpKind::kInstanceNormBwd || op == OpKind::kBatchNormBwd ||
          op == OpKind::kLayerNormBwd;
 }
@@ -39,7 +39,7 @@ bool is_backward(OpKind op) {
 absl::StatusOr<Shapes> norm(const OpInstance& spec) {
   LMS_RETURN_IF_ERROR(norm_eps(spec).status());
   const Shape &x = spec.input_shapes[0], &c = spec.input_shapes[1];
-  return is_backward(spec.op) ? Shapes{x, c, c} : Shapes{x};
+  return is_norm_backward(spec.op) ? Shapes{x, c, c} : Shapes{x};
 }
 
 absl::StatusOr<Shapes> batch_norm(const OpInstance& spec) {
@@ -52,7 +52,7 @@ absl::StatusOr<Shapes> batch_norm(const OpInstance& spec) {
 absl::StatusOr<Shapes> layer_norm(const OpInstance& spec) {
   LMS_RETURN_IF_ERROR(layer_norm_dims(spec).status());
   const Shape &x = spec.input_shapes[0], &c = spec.input_shapes[1];
-  return is_backward(spec.op) ? Shapes{x, c, c} : Shapes{x};
+  return is_norm_backward(spec.op) ? Shapes{x, c, c} : Shapes{x};
 }
 
 absl::StatusOr<Shapes> bn_stats_update(const OpInstance& spec) {
@@ -77,7 +77,7 @@ absl::StatusOr<double> norm_eps(const OpInstance& spec) {
   const size_t min_rank = batch ? 2 : 3;
   LMS_ASSIGN_OR_RETURN(double eps, check_norm(spec, min_rank));
   const Shape &x = spec.input_shapes[0], &c = spec.input_shapes[1];
-  if (is_backward(spec.op)) {
+  if (is_norm_backward(spec.op)) {
     LMS_RETURN_IF_ERROR(check_same_shapes(spec, {x, spec.input_shapes[2]}, {"x", "dy"}));
   } else if (spec.input_shapes[2] != c) {
     return invalid(spec, absl::StrCat("beta must have shape ", shape_str(c), ", got ",

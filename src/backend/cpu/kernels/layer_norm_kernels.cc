@@ -22,7 +22,7 @@ using KernelOr = absl::StatusOr<std::unique_ptr<Kernel>>;
 using LnormFwd = dnnl::layer_normalization_forward;
 using LnormBwd = dnnl::layer_normalization_backward;
 
-const normalization_flags kScaleShift =
+const normalization_flags kLayerNormScaleShift =
     normalization_flags::use_scale | normalization_flags::use_shift;
 
 KernelOr make_layer_norm_fwd(const KernelSpec& spec, const CpuKernelContext& ctx) {
@@ -33,7 +33,8 @@ KernelOr make_layer_norm_fwd(const KernelSpec& spec, const CpuKernelContext& ctx
   const uint64_t variance = k->layout().add_floats(d.rows);
   const dnnl::memory::desc md = plain_desc(x);
   const dnnl::memory::desc cmd = flat_desc(d.cols);
-  LnormFwd::desc desc(prop_kind::forward_training, md, static_cast<float>(d.eps), kScaleShift);
+  LnormFwd::desc desc(prop_kind::forward_training, md, static_cast<float>(d.eps),
+                      kLayerNormScaleShift);
   LnormFwd::primitive_desc pd(desc, user_scratchpad_attr(), ctx.engine);
   k->add_primitive(pd, LnormFwd(pd),
                    {{DNNL_ARG_SRC, in(0), md},
@@ -66,9 +67,9 @@ KernelOr make_layer_norm_bwd(const KernelSpec& spec, const CpuKernelContext& ctx
                     {DNNL_ARG_VARIANCE, ws(variance), stats_pd.variance_desc()}});
 
   // Step 2: dx, dgamma, dbeta.
-  LnormFwd::desc hint_d(prop_kind::forward_training, md, eps, kScaleShift);
+  LnormFwd::desc hint_d(prop_kind::forward_training, md, eps, kLayerNormScaleShift);
   LnormFwd::primitive_desc hint_pd(hint_d, attr, ctx.engine);
-  LnormBwd::desc desc(prop_kind::backward, md, md, eps, kScaleShift);
+  LnormBwd::desc desc(prop_kind::backward, md, md, eps, kLayerNormScaleShift);
   LnormBwd::primitive_desc pd(desc, attr, ctx.engine, hint_pd);
   k->add_primitive(pd, LnormBwd(pd),
                    {{DNNL_ARG_SRC, in(0), md},
