@@ -57,6 +57,7 @@ enum class OpKind : uint8_t {
   kReshape,
   kTranspose,
   kFill,
+  kCast,
   kDropout,
   kDropoutBwd,
   // Embedding
@@ -132,6 +133,7 @@ inline constexpr std::array<const char*, kNumOpKinds> kOpNames = {
     "reshape",
     "transpose",
     "fill",
+    "cast",
     "dropout",
     "dropout_bwd",
     "embedding",

@@ -175,6 +175,15 @@ TensorId flatten(Graph& g, std::string_view name, TensorId x, int64_t axis = 1);
 // Errors (when the graph is built): perm of another length than x's rank,
 // an entry out of range or repeated, are InvalidArgument naming the node.
 TensorId transpose(Graph& g, std::string_view name, TensorId x, std::vector<int64_t> perm = {});
+// y = x converted to `to` (f32, bf16 or f16; lms/types.h), of x's shape: a
+// float32 value becomes the nearest bf16 / f16 value (ties to even, as
+// PyTorch's Tensor.to; beyond f16's range, +-inf), and a 16-bit value
+// widens exactly. The gradient is dy cast back to x's dtype. A cast to x's
+// own dtype is a copy. These are the casts mixed precision places (as
+// PyTorch's torch.autocast does); today no other op reads bf16 or f16.
+// Errors (when the graph is built): x of dtype i64, or `to` i64, are
+// InvalidArgument naming the node.
+TensorId cast(Graph& g, std::string_view name, TensorId x, DType to);
 // A tensor of `shape` (empty = scalar) filled with `value`.
 TensorId fill(Graph& g, std::string_view name, Shape shape, double value);
 

@@ -32,7 +32,10 @@ class EventSink;
 class Communicator;
 
 // Host data of graph inputs by name, float32, in the tensor's layout
-// (NCHW / NCDHW); sizes must match the input's shape.
+// (NCHW / NCDHW); sizes must match the input's shape. An input of dtype
+// bf16 or f16 is fed here too: its values are rounded to that dtype as
+// PyTorch's Tensor.to rounds (nearest, ties to even). A fetched bf16 or f16
+// tensor comes back widened to float32 (exact) in StepResult::fetched.
 using Feeds = std::map<std::string, std::vector<float>, std::less<>>;
 
 // Host data of the graph inputs of dtype int64 (Graph::input with

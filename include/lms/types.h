@@ -19,15 +19,60 @@ namespace lms {
 // A scalar has an empty shape.
 using Shape = std::vector<int64_t>;
 
-// Element types. Every op computes in float32; int64 holds indices (the
-// token ids `embedding` reads, the class labels of `softmax_cross_entropy`,
-// docs/ops.md) and is fed with Int64Feeds (lms/session.h).
-enum class DType : uint8_t { kFloat32, kInt64 };
+// Element types.
+// - kFloat32: what every op computes in, and the dtype of every parameter
+//   (the master weights) and optimizer state.
+// - kInt64: indices (the token ids `embedding` reads, the class labels of
+//   `softmax_cross_entropy`, docs/ops.md), fed with Int64Feeds
+//   (lms/session.h).
+// - kBFloat16 (bfloat16: 8 exponent bits, 7 mantissa bits) and kFloat16
+//   (IEEE 754 binary16: 5 exponent bits, 10 mantissa bits): 2-byte floats
+//   for activations in mixed precision. Today only `cast` (docs/ops.md)
+//   reads and writes them; a swap moves their bytes as they are. They are
+//   fed and fetched as float32 values (lms/session.h), rounded to nearest
+//   even on the way in.
+enum class DType : uint8_t { kFloat32, kInt64, kBFloat16, kFloat16 };
 
-inline uint64_t dtype_bytes(DType dtype) { return dtype == DType::kInt64 ? 8 : 4; }
+// Bytes per element: 4, 8, 2, 2.
+inline uint64_t dtype_bytes(DType dtype) {
+  switch (dtype) {
+    case DType::kInt64:
+      return 8;
+    case DType::kBFloat16:
+    case DType::kFloat16:
+      return 2;
+    case DType::kFloat32:
+      break;
+  }
+  return 4;
+}
 
-// "f32", "i64": the spelling of the graph's text form and of messages.
-inline const char* dtype_name(DType dtype) { return dtype == DType::kInt64 ? "i64" : "f32"; }
+// "f32", "i64", "bf16", "f16": the spelling of the graph's text form, of the
+// `cast` op's `to` attribute and of messages.
+inline const char* dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::kInt64:
+      return "i64";
+    case DType::kBFloat16:
+      return "bf16";
+    case DType::kFloat16:
+      return "f16";
+    case DType::kFloat32:
+      break;
+  }
+  return "f32";
+}
+
+// The dtype dtype_name() spells `name`; nullopt for any other text.
+inline std::optional<DType> parse_dtype(std::string_view name) {
+  for (DType d : {DType::kFloat32, DType::kInt64, DType::kBFloat16, DType::kFloat16}) {
+    if (name == dtype_name(d)) return d;
+  }
+  return std::nullopt;
+}
+
+// Whether `dtype` holds real numbers (f32, bf16, f16), fed as float32.
+inline bool is_float_dtype(DType dtype) { return dtype != DType::kInt64; }
 
 // Which rule lms::rewrite plans with (LmsConfig::policy, lms/config.h).
 enum class SwapPolicy : uint8_t { kAuto, kTflms, kVdnn, kManual };

@@ -91,9 +91,21 @@ void define_graph(py::module_& m) {
       .def(
           "dtype",
           [](const Graph& g, const std::string& name) {
-            return tensor_named(g, name).dtype == DType::kInt64 ? "int64" : "float32";
+            switch (tensor_named(g, name).dtype) {
+              case DType::kInt64:
+                return "int64";
+              case DType::kBFloat16:
+                return "bfloat16";
+              case DType::kFloat16:
+                return "float16";
+              case DType::kFloat32:
+                break;
+            }
+            return "float32";
           },
-          py::arg("tensor"), "\"float32\" or \"int64\".")
+          py::arg("tensor"),
+          "\"float32\", \"int64\", \"bfloat16\" or \"float16\" (PyTorch's names). Session.run "
+          "feeds and fetches every float tensor as a float32 array.")
       .def(
           "ops",
           [](const Graph& g) {
@@ -124,6 +136,14 @@ void define_graph(py::module_& m) {
           },
           "Every other initializer (batch-norm running statistics, buffers).")
       .def_readonly("opset", &ImportedModel::opset);
+
+  m.def(
+      "parse_graph", [](const std::string& text) { return value_or_raise(parse_graph(text)); },
+      py::arg("text"),
+      R"(The graph whose text form (Graph.to_text) is `text`: parse_graph(g.to_text())
+gives a graph with the same text. Tensor types are f32[...], i64[...], bf16[...]
+and f16[...]; the cast op converts between the float ones. Raises ValueError
+naming the line and what was expected.)");
 
   m.def(
       "import_onnx",

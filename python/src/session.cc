@@ -41,6 +41,9 @@ std::string shape_text(const py::array& a) {
   return shape_text(Shape(a.shape(), a.shape() + a.ndim()));
 }
 
+// The NumPy dtype a tensor of `d` is fed and fetched as: int64, or float32
+// for every float dtype (bf16 and f16 values are rounded on the way in and
+// widened on the way out).
 const char* dtype_text(DType d) { return d == DType::kInt64 ? "int64" : "float32"; }
 
 bool has_dtype(const py::array& a, DType d) {
@@ -270,7 +273,8 @@ The session keeps its own copy of the graph and holds the device.)")
               } else {
                 held.push_back(py::array_t<float, py::array::c_style>::ensure(a));
               }
-              views[name] = {held.back().data(), static_cast<size_t>(held.back().size()), t->dtype};
+              views[name] = {held.back().data(), static_cast<size_t>(held.back().size()),
+                             is_float_dtype(t->dtype) ? DType::kFloat32 : DType::kInt64};
             }
             Step step;
             {

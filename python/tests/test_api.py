@@ -276,3 +276,31 @@ def test_step_plan_runs_on_its_own_layout_and_leaves_the_graph(rng):
     del session
     with pytest.raises(ValueError, match="no_such_tensor"):
         lms.plan_step(train, lms.LmsConfig(policy="manual", tensors=["no_such_tensor"]), device)
+
+
+def test_half_tensors_are_fed_and_fetched_as_float32():
+    # bf16 and f16 tensors (cast, and inputs of those dtypes): NumPy sees
+    # float32 arrays, rounded as torch's Tensor.to rounds: ties to even,
+    # past f16's range to inf.
+    graph = lms.parse_graph(
+        "input x f32[4]\n"
+        "input fed bf16[4]\n"
+        'node h = cast(x) {to="f16"} -> h f16[4] activation\n'
+        'node y = cast(h) {to="f32"} -> y f32[4] activation\n'
+        'node b = cast(fed) {to="f32"} -> b f32[4] activation\n')
+    assert graph.dtype("h") == "float16" and graph.dtype("fed") == "bfloat16"
+    assert lms.parse_graph(graph.to_text()).to_text() == graph.to_text()
+    x = np.array([1.0, 1.00390625, 65520.0, -2.0e-8], dtype=np.float32)
+    session = lms.Session(graph, lms.cpu_device(capacity="16MiB"), fetches=["y", "fed", "b"])
+    step = session.run({"x": x, "fed": x})
+    assert step.fetched["y"].dtype == np.float32
+    assert step.fetched["y"].tolist() == [1.0, 1.00390625, np.inf, -0.0]
+    assert np.signbit(step.fetched["y"][3])
+    # torch.tensor(x).to(torch.bfloat16).float()
+    assert np.array_equal(step.fetched["fed"],
+                          np.array([1.0, 1.0, 65536.0, -2.0023435e-08], dtype=np.float32))
+    assert np.array_equal(step.fetched["b"], step.fetched["fed"])
+    with pytest.raises(ValueError, match=r"feed 'fed': the input is float32"):
+        session.run({"x": x, "fed": x.astype(np.float64)})
+    with pytest.raises(ValueError, match=r"bf16\[\.\.\.\]"):
+        lms.parse_graph("input x f8[4]\n")

@@ -286,6 +286,10 @@ TensorId scale(Graph& g, std::string_view name, TensorId x, double factor) {
   return add_op(g, OpKind::kScale, name, {x}, {{"factor", factor}});
 }
 
+TensorId cast(Graph& g, std::string_view name, TensorId x, DType to) {
+  return add_op(g, OpKind::kCast, name, {x}, {{"to", std::string(dtype_name(to))}});
+}
+
 TensorId dropout(Graph& g, std::string_view name, TensorId x, double ratio, int64_t seed) {
   return add_op(g, OpKind::kDropout, name, {x}, {{"ratio", ratio}, {"seed", seed}});
 }

@@ -190,7 +190,7 @@ absl::StatusOr<std::vector<TensorId>> Graph::add_node(OpKind op, std::string_vie
       return fail(absl::StrCat("output name '", out_name, "' is already used"));
     }
   }
-  const DType out_dtype = output_dtype(*this, op, inputs);
+  const DType out_dtype = output_dtype(*this, op, attrs, inputs);
   NodeId id = num_nodes();
   Node node;
   node.name = std::string(name);

@@ -169,8 +169,14 @@ double attr_real_or(const Attrs& attrs, std::string_view key, double fallback) {
   return v.ok() ? *v : fallback;
 }
 
-DType output_dtype(const Graph& graph, OpKind op, const std::vector<TensorId>& inputs) {
+DType output_dtype(const Graph& graph, OpKind op, const Attrs& attrs,
+                   const std::vector<TensorId>& inputs) {
   if (is_copy(op) && !inputs.empty()) return graph.tensor(inputs[0]).dtype;
+  if (op == OpKind::kCast) {
+    const auto it = attrs.find("to");
+    const std::string* to = it == attrs.end() ? nullptr : std::get_if<std::string>(&it->second);
+    return to == nullptr ? DType::kFloat32 : parse_dtype(*to).value_or(DType::kFloat32);
+  }
   return DType::kFloat32;
 }
 
@@ -206,6 +212,13 @@ double node_flops(const Graph& graph, NodeId node) {
 double node_bytes(const Graph& graph, NodeId node) {
   if (node < 0 || node >= graph.num_nodes()) return 0;
   const Node& n = graph.node(node);
+  if (n.op == OpKind::kCast) {  // the one op whose tensors are not all f32 / i64
+    double bytes = 0;
+    for (const auto* ids : {&n.inputs, &n.outputs}) {
+      for (TensorId t : *ids) bytes += static_cast<double>(graph.tensor(t).bytes());
+    }
+    return bytes;
+  }
   Shapes in, out;
   node_shapes(graph, n, in, out);
   return op_def(n.op).bytes(n.attrs, in, out);

@@ -118,9 +118,12 @@ double node_bytes(const Graph& graph, NodeId node);
 // True for swap_out and swap_in, which copy bytes of any dtype.
 inline bool is_copy(OpKind op) { return op == OpKind::kSwapOut || op == OpKind::kSwapIn; }
 
-// The dtype of every output of a node of `op` reading `inputs`: the input's
-// for the copies (is_copy), float32 for every other op.
-DType output_dtype(const Graph& graph, OpKind op, const std::vector<TensorId>& inputs);
+// The dtype of every output of a node of `op` with `attrs` reading `inputs`:
+// the input's for the copies (is_copy), the one `to` names for cast (f32
+// where it names none: the schema rejects such a node), float32 for every
+// other op.
+DType output_dtype(const Graph& graph, OpKind op, const Attrs& attrs,
+                   const std::vector<TensorId>& inputs);
 
 // The op instance of a node of `graph` that is to read `inputs`: their
 // shapes, dtypes and names; no output shapes.

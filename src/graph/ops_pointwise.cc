@@ -91,6 +91,18 @@ absl::Status scale_grad(GradContext& ctx) {
   return absl::OkStatus();
 }
 
+// dx = cast(dy) back to x's dtype (PyTorch's gradient of Tensor.to).
+absl::Status cast_grad(GradContext& ctx) {
+  if (ctx.output_grads[0] != kNoTensor && wants(ctx, 0)) {
+    const DType from = ctx.graph.tensor(ctx.graph.node(ctx.node).inputs[0]).dtype;
+    Attrs a = {{"to", std::string(dtype_name(from))}};
+    LMS_ASSIGN_OR_RETURN(ctx.input_grads[0],
+                         add_grad_node1(ctx, OpKind::kCast, "data", {ctx.output_grads[0]}, a));
+  }
+  decline_rest(ctx);
+  return absl::OkStatus();
+}
+
 // dx = reshape(dy) back to x's shape.
 absl::Status reshape_grad(GradContext& ctx) {
   if (ctx.output_grads[0] != kNoTensor && wants(ctx, 0)) {
@@ -219,6 +231,8 @@ void register_pointwise_ops(std::vector<OpSpec>& specs) {
   specs.push_back(make_schema_spec(OpKind::kSlice, per_element(0), slice_grad));
   specs.push_back(make_schema_spec(OpKind::kReshape, per_element(0), reshape_grad));
   specs.push_back(make_schema_spec(OpKind::kTranspose, per_element(0), transpose_grad));
+  // A conversion per element.
+  specs.push_back(make_schema_spec(OpKind::kCast, per_element(1), cast_grad));
   specs.push_back(make_schema_spec(OpKind::kFill, per_element(0),
                                    [](GradContext&) { return absl::OkStatus(); }));
   set_flag(specs, &OpDef::backward,
@@ -227,7 +241,7 @@ void register_pointwise_ops(std::vector<OpSpec>& specs) {
   set_flag(specs, &OpDef::recomputable,
            {OpKind::kRelu, OpKind::kLeakyRelu, OpKind::kSigmoid, OpKind::kSoftmax, OpKind::kAdd,
             OpKind::kMul, OpKind::kScale, OpKind::kConcat, OpKind::kSlice, OpKind::kClip,
-            OpKind::kGelu, OpKind::kReshape, OpKind::kTranspose, OpKind::kDropout});
+            OpKind::kGelu, OpKind::kReshape, OpKind::kTranspose, OpKind::kDropout, OpKind::kCast});
 }
 
 }  // namespace lms::ops_internal

@@ -5,7 +5,8 @@
 //   optimizer_state NAME TYPE INIT
 //   node NAME = OP(IN, ...) [{KEY=VALUE, ...}] [after(NODE, ...)] -> OUT TYPE ROLE, ...
 //   loss NAME
-// TYPE is f32[d0,d1,...] (or i64[...] for an int64 input); VALUE is an int, a real (always with
+// TYPE is f32[d0,d1,...] (i64[...] for an int64 input, bf16[...] or f16[...]); VALUE is an int, a
+// real (always with
 // '.', 'e', 'inf' or 'nan'), a "string" or an int list [a,b]. Strings escape '"', '\\' and control
 // characters (\n, \r, \t, \xHH), so that a value never ends the string or the line early; other
 // bytes (UTF-8) are written as they are.

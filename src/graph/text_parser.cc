@@ -137,7 +137,7 @@ absl::StatusOr<std::vector<int64_t>> parse_int_list(Cursor& c) {
   return v;
 }
 
-// TYPE: f32[d0,...] or i64[d0,...] (text.cc).
+// TYPE: f32[d0,...], i64[...], bf16[...] or f16[...] (text.cc).
 struct TensorType {
   DType dtype = DType::kFloat32;
   Shape shape;
@@ -145,11 +145,16 @@ struct TensorType {
 
 absl::StatusOr<TensorType> parse_type(Cursor& c) {
   TensorType t;
-  if (c.try_consume(dtype_name(DType::kInt64))) {
-    t.dtype = DType::kInt64;
-  } else if (!c.try_consume(dtype_name(DType::kFloat32))) {
-    return c.error(absl::StrCat("expected a tensor type '", dtype_name(DType::kFloat32),
-                                "[...]' or '", dtype_name(DType::kInt64), "[...]'"));
+  bool found = false;
+  for (DType d : {DType::kFloat32, DType::kInt64, DType::kBFloat16, DType::kFloat16}) {
+    if (c.try_consume(dtype_name(d))) {
+      t.dtype = d;
+      found = true;
+      break;
+    }
+  }
+  if (!found) {
+    return c.error("expected a tensor type 'f32[...]', 'i64[...]', 'bf16[...]' or 'f16[...]'");
   }
   LMS_ASSIGN_OR_RETURN(t.shape, parse_int_list(c));
   return t;

@@ -68,6 +68,7 @@ std::optional<DType> op_input_dtype(OpKind op, size_t i) {
   switch (op) {
     case OpKind::kSwapOut:
     case OpKind::kSwapIn:
+    case OpKind::kCast:  // any floating dtype, its rule checks
       return std::nullopt;
     case OpKind::kEmbedding:
     case OpKind::kEmbeddingBwd:

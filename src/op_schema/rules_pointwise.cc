@@ -24,6 +24,22 @@ absl::StatusOr<Shapes> unary_real(const OpInstance& spec) {
   return Shapes{spec.input_shapes[0]};
 }
 
+// cast (x) -> y: x of a floating dtype (f32, bf16, f16), `to` the name of
+// one (dtype_name); y has x's shape.
+absl::StatusOr<Shapes> cast(const OpInstance& spec) {
+  LMS_ASSIGN_OR_RETURN(const std::string to, str_attr(spec, "to"));
+  const std::optional<DType> dtype = parse_dtype(to);
+  if (!dtype || !is_float_dtype(*dtype)) {
+    return invalid(
+        spec, absl::StrCat("attribute 'to' is \"", to, "\"; allowed: \"f32\", \"bf16\", \"f16\""));
+  }
+  if (!spec.input_dtypes.empty() && !is_float_dtype(spec.input_dtypes[0])) {
+    return invalid(spec, absl::StrCat("input 0 has dtype ", dtype_name(spec.input_dtypes[0]),
+                                      "; cast converts between f32, bf16 and f16"));
+  }
+  return Shapes{spec.input_shapes[0]};
+}
+
 // (y or x, dy) -> dx, both of one shape; leaky_relu_bwd's finite alpha.
 absl::StatusOr<Shapes> activation_bwd(const OpInstance& spec) {
   const bool saves_y = spec.op == OpKind::kReluBwd || spec.op == OpKind::kSigmoidBwd;
@@ -246,6 +262,8 @@ std::optional<RuleEntry> pointwise_rule(OpKind op) {
       return RuleEntry{{1, 1}, transpose, {{"perm"}, {}}};
     case OpKind::kFill:
       return RuleEntry{{0, 0}, fill, {{"shape", "value"}, {}}};
+    case OpKind::kCast:
+      return RuleEntry{{1, 1}, cast, {{"to"}, {}}};
     default:
       return std::nullopt;
   }

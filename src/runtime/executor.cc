@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/float16.h"
 #include "lms/profiler/event_sink.h"
 #include "lms/status.h"
 #include "lms/strings.h"
@@ -106,6 +107,15 @@ absl::Status Executor::upload_input(TensorId t, const void* data, size_t count) 
                                                    num_elements(tensor.shape)));
   }
   buffers_[t] = place(t);
+  // bf16 and f16 inputs are fed as float32 values (lms/session.h): rounded
+  // here as PyTorch's Tensor.to rounds (common/float16.h).
+  std::vector<uint16_t> narrowed;
+  if (tensor.dtype == DType::kBFloat16 || tensor.dtype == DType::kFloat16) {
+    narrowed.resize(count);
+    floats_to_half(static_cast<const float*>(data), static_cast<int64_t>(count), tensor.dtype,
+                   narrowed.data());
+    data = narrowed.data();
+  }
   const double start = now_s();
   absl::Status uploaded = device_.upload(buffers_[t], data, tensor.bytes());
   add_host_wait(kWaitUpload, kNoNode, start, now_s());
@@ -117,12 +127,13 @@ absl::Status Executor::upload_inputs(const FeedViews& feeds) {
   for (TensorId t : plan_.release.inputs) {
     const Tensor& tensor = g.tensor(t);
     const bool int64 = tensor.dtype == DType::kInt64;
+    const DType fed_as = int64 ? DType::kInt64 : DType::kFloat32;
     auto f = feeds.find(tensor.name);
     if (f == feeds.end()) {
       return absl::InvalidArgumentError(absl::StrCat("no feed for graph input '", tensor.name,
                                                      "' (", dtype_name(tensor.dtype), ")"));
     }
-    if (f->second.dtype != tensor.dtype) {
+    if (f->second.dtype != fed_as) {
       return absl::InvalidArgumentError(
           absl::StrCat("graph input '", tensor.name, "' has dtype ", dtype_name(tensor.dtype),
                        " but is fed as ", int64 ? "float32 (Feeds)" : "int64 (Int64Feeds)",
@@ -374,18 +385,27 @@ absl::Status Executor::finish_step(StepResult* result) {
     const Tensor& tensor = g.tensor(t);
     std::vector<float> values;
     std::vector<int64_t> ids;
+    std::vector<uint16_t> narrow;  // bf16 and f16 values, fetched as float32
     void* host = nullptr;
+    const int64_t n = num_elements(tensor.shape);
     if (tensor.dtype == DType::kInt64) {
-      ids.resize(num_elements(tensor.shape));
+      ids.resize(n);
       host = ids.data();
-    } else {
-      values.resize(num_elements(tensor.shape));
+    } else if (tensor.dtype == DType::kFloat32) {
+      values.resize(n);
       host = values.data();
+    } else {
+      narrow.resize(n);
+      host = narrow.data();
     }
     start = now_s();
     absl::Status downloaded = device_.download(host, buffer(t), tensor.bytes());
     add_host_wait(kWaitDownload, kNoNode, start, now_s());
     LMS_RETURN_IF_ERROR(downloaded);
+    if (!narrow.empty()) {
+      values.resize(n);
+      half_to_floats(narrow.data(), n, tensor.dtype, values.data());
+    }
     if (tensor.dtype == DType::kInt64) {
       result->fetched_int64[name] = std::move(ids);
     } else {

@@ -1,6 +1,9 @@
 // Element-wise kernels, the MSE gradient and the optimizer updates of the
 // CUDA backend (cuda_launch.h). Formulas are those of docs/ops.md and match
 // the CPU device's loops (per-step scalars in double, per-element in float).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <cmath>
 
 #include "backend/cuda/cuda_common.cuh"
@@ -86,6 +89,35 @@ __global__ void dropout_kernel(const float* x, float* y, int64_t n, uint64_t key
 
 __global__ void fill_kernel(float* y, int64_t n, float value) {
   LMS_GRID_STRIDE(i, n) y[i] = value;
+}
+
+__device__ float load_as_float(const void* x, FloatType type, int64_t i) {
+  switch (type) {
+    case FloatType::kBF16:
+      return __bfloat162float(static_cast<const __nv_bfloat16*>(x)[i]);
+    case FloatType::kF16:
+      return __half2float(static_cast<const __half*>(x)[i]);
+    case FloatType::kF32:
+      break;
+  }
+  return static_cast<const float*>(x)[i];
+}
+
+__global__ void cast_kernel(const void* x, FloatType from, void* y, FloatType to, int64_t n) {
+  LMS_GRID_STRIDE(i, n) {
+    const float v = load_as_float(x, from, i);
+    switch (to) {
+      case FloatType::kBF16:
+        static_cast<__nv_bfloat16*>(y)[i] = __float2bfloat16_rn(v);
+        break;
+      case FloatType::kF16:
+        static_cast<__half*>(y)[i] = __float2half_rn(v);
+        break;
+      case FloatType::kF32:
+        static_cast<float*>(y)[i] = v;
+        break;
+    }
+  }
 }
 
 __global__ void fill_from_scalar_kernel(const float* scalar, double divisor, float* y, int64_t n) {
@@ -226,6 +258,12 @@ cudaError_t sum_to(cudaStream_t stream, const float* x, float* y, SumToPlan p) {
 
 cudaError_t fill(cudaStream_t stream, float* y, int64_t n, float value) {
   fill_kernel<<<grid_for(n), kThreads, 0, stream>>>(y, n, value);
+  return cudaGetLastError();
+}
+
+cudaError_t cast(cudaStream_t stream, const void* x, FloatType from, void* y, FloatType to,
+                 int64_t n) {
+  cast_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, from, y, to, n);
   return cudaGetLastError();
 }
 

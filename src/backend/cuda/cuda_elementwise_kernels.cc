@@ -310,6 +310,32 @@ KernelOr make_fill(const KernelSpec& spec, const CudaKernelContext& ctx) {
       [=](const KernelArgs& a) { return cuda_status(launch::fill(s, a.outputs[0], n, v), what); });
 }
 
+// cast (x) -> y in the dtype `to` names, rounding to nearest even.
+KernelOr make_cast(const KernelSpec& spec, const CudaKernelContext& ctx) {
+  auto type_of = [](DType d) {
+    switch (d) {
+      case DType::kBFloat16:
+        return launch::FloatType::kBF16;
+      case DType::kFloat16:
+        return launch::FloatType::kF16;
+      case DType::kFloat32:
+      case DType::kInt64:
+        break;
+    }
+    return launch::FloatType::kF32;
+  };
+  LMS_ASSIGN_OR_RETURN(const std::string to, str_attr(spec, "to"));
+  const launch::FloatType from =
+      type_of(spec.input_dtypes.empty() ? DType::kFloat32 : spec.input_dtypes[0]);
+  const launch::FloatType into = type_of(parse_dtype(to).value_or(DType::kFloat32));
+  const int64_t n = num_elements(spec.input_shapes[0]);
+  const std::string what = node_label(spec);
+  cudaStream_t s = ctx.stream;
+  return make_fn_kernel([=](const KernelArgs& a) {
+    return cuda_status(launch::cast(s, a.inputs[0], from, a.outputs[0], into, n), what);
+  });
+}
+
 }  // namespace
 
 KernelOr create_cuda_elementwise_kernel(const KernelSpec& spec, const CudaKernelContext& ctx) {
@@ -345,6 +371,7 @@ KernelOr create_cuda_elementwise_kernel(const KernelSpec& spec, const CudaKernel
   if (op == OpKind::kConcat) return make_concat(spec, ctx);
   if (op == OpKind::kSlice) return make_slice(spec, ctx);
   if (op == OpKind::kFill) return make_fill(spec, ctx);
+  if (op == OpKind::kCast) return make_cast(spec, ctx);
   if (op == OpKind::kDropout || op == OpKind::kDropoutBwd) return make_dropout(spec, ctx);
   if (op == OpKind::kEmbedding) return make_embedding(spec, ctx, false);
   if (op == OpKind::kEmbeddingBwd) return make_embedding(spec, ctx, true);

@@ -47,6 +47,7 @@ Factory cuda_kernel_factory(OpKind op) {
     case OpKind::kReshape:
     case OpKind::kTranspose:
     case OpKind::kFill:
+    case OpKind::kCast:
     case OpKind::kDropout:
     case OpKind::kDropoutBwd:
     case OpKind::kEmbedding:

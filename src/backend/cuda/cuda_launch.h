@@ -56,6 +56,16 @@ cudaError_t clip_bwd(cudaStream_t stream, const float* x, const float* dy, float
 cudaError_t gelu(cudaStream_t stream, const float* x, float* y, int64_t n);
 cudaError_t gelu_bwd(cudaStream_t stream, const float* x, const float* dy, float* dx, int64_t n);
 cudaError_t fill(cudaStream_t stream, float* y, int64_t n, float value);
+// The element types cast converts between.
+enum class FloatType : int {
+  kF32,
+  kBF16,
+  kF16,
+};
+// cast: y[i] = x[i] converted from `from` to `to`, rounding to nearest even
+// (__float2bfloat16_rn, __float2half_rn); n elements.
+cudaError_t cast(cudaStream_t stream, const void* x, FloatType from, void* y, FloatType to,
+                 int64_t n);
 // dropout / dropout_bwd: y[i] = bits24(key, i) >= threshold ? x[i] * scale : 0
 // (backend/dropout_hash.h; key = step_key(seed, step)).
 cudaError_t dropout(cudaStream_t stream, const float* x, float* y, int64_t n, uint64_t key,

@@ -95,6 +95,19 @@ def gelu(attrs, t):
     return trained(y, t["target"], params)
 
 
+def cast(attrs, t):
+    """y = x.to(torch.bfloat16).to(torch.float32), or through torch.float16
+    where attrs["f16"] is [1]: the value rounded to the 2-byte float (nearest,
+    ties to even) and widened; autograd casts the gradient back the same way.
+    Also "h_bits": the 2-byte float's bit patterns, as float32 integers."""
+    dtype = torch.float16 if attrs.get("f16") == [1.0] else torch.bfloat16
+    params = {"x": t["x"].clone().requires_grad_(True)}
+    h = params["x"].to(dtype)
+    result = trained(h.to(torch.float32), t["target"], params)
+    result["h_bits"] = h.detach().view(torch.int16).to(torch.int32).bitwise_and(0xFFFF)
+    return result
+
+
 def broadcast(attrs, t):
     """y = a + b or a * b (attrs["mul"]), one operand broadcast by PyTorch's
     (NumPy's) rules; autograd sums its gradient over the broadcast axes."""
@@ -219,7 +232,7 @@ OPS = {"conv": conv, "conv_bn_relu": conv_bn_relu, "linear": linear, "avg_pool":
        "clip": clip, "gelu": gelu, "reshape": reshape, "broadcast": broadcast,
        "cross_entropy": cross_entropy, "mlp_cross_entropy_sgd": mlp_cross_entropy_sgd,
        "transpose": transpose, "layer_norm": layer_norm, "matmul": matmul,
-       "attention": attention}
+       "attention": attention, "cast": cast}
 
 
 def main():

@@ -54,6 +54,7 @@ CpuKernelFamily cpu_kernel_family(OpKind op) {
     case OpKind::kReshape:
     case OpKind::kTranspose:
     case OpKind::kFill:
+    case OpKind::kCast:
     case OpKind::kDropout:
     case OpKind::kDropoutBwd:
     case OpKind::kEmbedding:

@@ -15,6 +15,7 @@
 #include "backend/cpu/kernels/pointwise_common.h"
 #include "backend/dropout_hash.h"
 #include "common/broadcast.h"
+#include "common/float16.h"
 #include "lms/status.h"
 
 namespace lms::cpu::pointwise {
@@ -188,6 +189,41 @@ KernelOr make_transpose(const KernelSpec& spec, const CpuKernelContext& ctx) {
   return k;
 }
 
+// cast (x) -> y in the dtype `to` names: a plain loop over PyTorch's own
+// conversions (common/float16.h), not a oneDNN reorder. The reorder drops
+// the sign of -0 and flushes f32 subnormals to zero (Cast.RoundsAsPyTorch-
+// BitForBit), and which kernel it picks depends on the CPU (AVX512-BF16's
+// vcvtneps2bf16 treats subnormal inputs as zero); this loop gives PyTorch's
+// bits on every CPU, and the CUDA kernel's.
+KernelOr make_cast(const KernelSpec& spec, const CpuKernelContext& ctx) {
+  LMS_ASSIGN_OR_RETURN(const std::string to_name, str_attr(spec, "to"));
+  const DType from = spec.input_dtypes.empty() ? DType::kFloat32 : spec.input_dtypes[0];
+  const DType to = parse_dtype(to_name).value_or(DType::kFloat32);
+  const int64_t n = num_elements(spec.input_shapes[0]);
+  auto k = std::make_unique<StepKernel>(spec, ctx);
+  k->add_loop([=](const KernelArgs& a) {
+    const void* in = a.inputs[0];
+    void* out = a.outputs[0];
+    if (from == to) {
+      std::memcpy(out, in, static_cast<size_t>(n) * dtype_bytes(from));
+    } else if (from == DType::kFloat32) {
+      floats_to_half(static_cast<const float*>(in), n, to, static_cast<uint16_t*>(out));
+    } else if (to == DType::kFloat32) {
+      half_to_floats(static_cast<const uint16_t*>(in), n, from, static_cast<float*>(out));
+    } else {  // bf16 <-> f16: through float32, which holds both exactly
+      const auto* src = static_cast<const uint16_t*>(in);
+      auto* dst = static_cast<uint16_t*>(out);
+      for (int64_t i = 0; i < n; ++i) {
+        float wide;
+        half_to_floats(src + i, 1, from, &wide);
+        floats_to_half(&wide, 1, to, dst + i);
+      }
+    }
+    return absl::OkStatus();
+  });
+  return k;
+}
+
 // dropout (x) / dropout_bwd (dy): out = in * keep * scale, the mask
 // regenerated from (seed, step, index) (backend/dropout_hash.h). A plain
 // loop: each element depends only on its index, so the result does not
@@ -272,6 +308,7 @@ KernelOr create_elementwise_kernel(const KernelSpec& spec, const CpuKernelContex
   }
   if (op == OpKind::kSlice) return make_slice(spec, ctx);
   if (op == OpKind::kFill) return make_fill(spec, ctx);
+  if (op == OpKind::kCast) return make_cast(spec, ctx);
   if (op == OpKind::kDropout || op == OpKind::kDropoutBwd) return make_dropout(spec, ctx);
   if (op == OpKind::kEmbedding || op == OpKind::kEmbeddingBwd) {
     return create_embedding_kernel(spec, ctx);
