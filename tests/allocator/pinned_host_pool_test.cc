@@ -25,7 +25,7 @@ constexpr uint64_t kKiB = 1024;
 constexpr uint64_t kMiB = 1024 * kKiB;
 
 // The sanitizers' runtime replaces mlock with a no-op that reports success.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || defined(LMS_SANITIZER_RUNTIME)
 constexpr bool kSanitizerFakesMlock = true;
 #else
 constexpr bool kSanitizerFakesMlock = false;

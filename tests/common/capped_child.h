@@ -21,7 +21,7 @@ namespace lms::testing_support {
 
 inline constexpr rlim_t kChildAddressSpace = rlim_t{8} << 30;
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || defined(LMS_SANITIZER_RUNTIME)
 inline constexpr bool kCapAddressSpace = false;
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)

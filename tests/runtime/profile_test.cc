@@ -349,7 +349,7 @@ void predict_and_run(int64_t batch, int64_t size, Prediction& out) {
 // (allocation, bookkeeping, copy workers), which the per-node profile does
 // not see, and by more than the kernels: the ratio is then printed, not
 // checked (the plan, the run and its memory are still checked).
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || defined(LMS_SANITIZER_RUNTIME)
 constexpr bool kInstrumented = true;
 #else
 constexpr bool kInstrumented = false;

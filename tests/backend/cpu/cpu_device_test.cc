@@ -311,7 +311,7 @@ TEST(CpuDeviceTest, CopyWaitingOnASlowKernelSeesItsFinalData) {
 
 // Sanitizers slow memcpy itself below 1 GB/s, so those builds emulate a
 // slower link with a smaller copy; the property checked is the same.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || defined(LMS_SANITIZER_RUNTIME)
 constexpr uint64_t kThrottledBytes = 8 * kMiB;
 constexpr double kThrottledRate = 50e6;
 #else
