@@ -39,8 +39,12 @@ absl::StatusOr<ModelFactory> command_factory(const BenchCommand& cmd, std::ostre
   if (cmd.mode == Mode::kOnnx) {
     LMS_ASSIGN_OR_RETURN(OnnxInput input, parse_onnx_input(cmd.onnx_input));
     LMS_ASSIGN_OR_RETURN(OnnxLoss loss, parse_onnx_loss(cmd.onnx_loss));
-    return onnx_factory(
-        {.path = cmd.onnx_path, .input = std::move(input), .loss = loss, .seed = cmd.seed});
+    LMS_ASSIGN_OR_RETURN(const DType precision, parse_precision(cmd.precision));
+    return onnx_factory({.path = cmd.onnx_path,
+                         .input = std::move(input),
+                         .loss = loss,
+                         .seed = cmd.seed,
+                         .precision = precision});
   }
   return command_vdsr_factory(cmd, err);
 }
@@ -147,7 +151,12 @@ absl::Status run_scaling_command(const BenchCommand& cmd, std::ostream& out, std
                    .steps = cmd.steps,
                    .config = cfg,
                    .budget_fraction = cmd.budget_fraction};
-  o.model = {.depth = cmd.depth, .channels = cmd.channels, .crop = cmd.crop, .seed = cmd.seed};
+  LMS_ASSIGN_OR_RETURN(const DType precision, parse_precision(cmd.precision));
+  o.model = {.depth = cmd.depth,
+             .channels = cmd.channels,
+             .crop = cmd.crop,
+             .seed = cmd.seed,
+             .precision = precision};
   o.device = command_device(cmd, cfg);
   if (o.device.compute_threads == 0) {
     const int cores = static_cast<int>(std::thread::hardware_concurrency());
@@ -269,8 +278,12 @@ DeviceSetup command_device(const BenchCommand& cmd, const LmsConfig& cfg) {
 }
 
 absl::StatusOr<ModelFactory> command_vdsr_factory(const BenchCommand& cmd, std::ostream& err) {
-  VdsrBenchModel m{
-      .depth = cmd.depth, .channels = cmd.channels, .crop = cmd.crop, .seed = cmd.seed};
+  LMS_ASSIGN_OR_RETURN(const DType precision, parse_precision(cmd.precision));
+  VdsrBenchModel m{.depth = cmd.depth,
+                   .channels = cmd.channels,
+                   .crop = cmd.crop,
+                   .seed = cmd.seed,
+                   .precision = precision};
   VdsrBatchSource source;
   if (!cmd.data_dir.empty()) {
     std::vector<std::string> warnings;
@@ -302,7 +315,8 @@ Unet3dBenchModel command_unet_model(const BenchCommand& cmd) {
           .base_filters = cmd.base_filters,
           .levels = cmd.levels,
           .segmentation_levels = 3,
-          .seed = cmd.seed};
+          .seed = cmd.seed,
+          .precision = parse_precision(cmd.precision).value_or(DType::kFloat32)};
 }
 
 absl::StatusOr<ModelFactory> command_unet_factory(const BenchCommand& cmd, std::ostream& err) {

@@ -113,6 +113,9 @@ void add_common_flags(CLI::App& app, BenchCommand& c, std::string data_help) {
   flags::add_string(app, "--json FILE", &c.json_path,
                     "every row and the limits as JSON, written atomically");
   flags::add_string(app, "--data DIR", &c.data_dir, std::move(data_help));
+  flags::add_choice(app, "--precision", &c.precision,
+                    "fp32, or mixed precision as torch.autocast: bf16, fp16 (lms::autocast)",
+                    {"fp32", "bf16", "fp16"});
 }
 
 void add_capacity(CLI::App& app, BenchCommand& c) {
@@ -342,7 +345,9 @@ CLI::App* add_ratio(CLI::App& app, BenchCommand& c) {
       "FLOP/s x --gpu-efficiency); presets with FP32 peaks and efficiency 1: v100-pcie3\n"
       "(15.7 TFLOP/s, 12 GB/s), v100-nvlink2 (15.7, 60), h100-pcie5 (67, 50), gh200-c2c (67,\n"
       "350); with dense TF32 tensor-core peaks and efficiency 0.5: h100-pcie5-tc (495, 50),\n"
-      "h200-pcie5-tc (495, 50), gh200-c2c-tc (495, 350); or a custom target (--gpu-flops and\n"
+      "h200-pcie5-tc (495, 50), gh200-c2c-tc (495, 350); dense BF16 peaks, efficiency 0.5, for\n"
+      "--precision bf16: h100-pcie5-bf16 (989, 50), h200-pcie5-bf16 (989, 50), gh200-c2c-bf16\n"
+      "(989, 350); or a custom target (--gpu-flops and\n"
       "--gpu-link, or --link-ratio in link bytes per FLOP; efficiency 1). For each model,\n"
       "target and oversubscription (device capacity = no-LMS peak / factor): step time under\n"
       "the swap, recompute and joint plans (LmsConfig auto_actions) measured and predicted,\n"

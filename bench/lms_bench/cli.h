@@ -74,7 +74,10 @@ struct BenchCommand {
   double study_lr = 3e-3;
   bool study_lr_decay = true;
   std::string out_dir;
-  int threads = 0;    // --threads, 0 = all cores
+  int threads = 0;  // --threads, 0 = all cores
+  // --precision fp32|bf16|fp16: the dtype the models compute in
+  // (lms::autocast; autocast_training_graph in model_factory.h).
+  std::string precision = "fp32";
   bool cuda = false;  // --device cuda (vdsr, unet3d); default cpu
   // --time-model measured|roofline (vdsr, unet3d): the LMS rows' and
   // probes' LmsConfig::time_model, replacing the config's; default roofline

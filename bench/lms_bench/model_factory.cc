@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "fmt/format.h"
+#include "lms/autocast.h"
 #include "lms/io/host_memory.h"
 #include "lms/status.h"
 #include "lms/training.h"
@@ -58,6 +59,34 @@ Feeds random_vdsr_feeds(int64_t batch, int64_t crop, uint64_t seed, int64_t step
 
 }  // namespace
 
+absl::StatusOr<Graph> autocast_training_graph(Graph& forward, TensorId loss, DType precision,
+                                              const Optimizer& opt,
+                                              const TrainingOptions& training) {
+  TrainingOptions options = training;
+  if (precision != DType::kFloat32) {
+    forward.set_loss(loss);
+    LMS_RETURN_IF_ERROR(autocast(forward, {.dtype = precision}).status());
+    loss = forward.loss();
+    // f16 trains with PyTorch's GradScaler defaults.
+    if (precision == DType::kFloat16 && !options.loss_scaling) {
+      options.loss_scaling = LossScaling{};
+    }
+  }
+  return training_graph(forward, loss, opt, options);
+}
+
+std::string precision_note(DType precision) {
+  if (precision == DType::kFloat32) return "";
+  return fmt::format(", mixed precision {} (lms::autocast)", dtype_name(precision));
+}
+
+absl::StatusOr<DType> parse_precision(const std::string& word) {
+  if (word == "fp32") return DType::kFloat32;
+  if (word == "bf16") return DType::kBFloat16;
+  if (word == "fp16") return DType::kFloat16;
+  return absl::InvalidArgumentError(fmt::format("--precision {}: allowed fp32, bf16, fp16", word));
+}
+
 absl::StatusOr<ModelFactory> vdsr_factory(const VdsrBenchModel& m, VdsrBatchSource source) {
   if (m.depth < 2 || m.channels < 1 || m.crop < 1) {
     return absl::InvalidArgumentError(
@@ -68,6 +97,7 @@ absl::StatusOr<ModelFactory> vdsr_factory(const VdsrBenchModel& m, VdsrBatchSour
   f.model = "vdsr";
   f.size_label = "batch";
   f.data_note = source ? "real photo patches" : "random data";
+  f.data_note += precision_note(m.precision);
   f.build = [m, check = f](int64_t batch) -> absl::StatusOr<Graph> {
     LMS_RETURN_IF_ERROR(check_size(check, batch));
     Graph g;
@@ -78,7 +108,8 @@ absl::StatusOr<ModelFactory> vdsr_factory(const VdsrBenchModel& m, VdsrBatchSour
                                                     .channels = m.channels,
                                                     .seed = m.seed});
     LMS_RETURN_IF_ERROR(g.status());
-    return training_graph(g, t.loss, Adam{.lr = m.lr, .clip_norm = m.clip_norm}, m.training);
+    return autocast_training_graph(g, t.loss, m.precision,
+                                   Adam{.lr = m.lr, .clip_norm = m.clip_norm}, m.training);
   };
   f.feeds = [m, source, check = f](int64_t batch, int64_t step) -> absl::StatusOr<Feeds> {
     LMS_RETURN_IF_ERROR(
@@ -136,6 +167,7 @@ absl::StatusOr<ModelFactory> unet_factory(const Unet3dBenchModel& m, Unet3dBatch
   f.size_step = int64_t{1} << (m.levels - 1);
   f.max_search_size = m.spatial_dims == 3 ? 512 : 8192;
   f.data_note = source ? "real volumes" : "random volumes, random one-hot labels";
+  f.data_note += precision_note(m.precision);
   f.build = [m, isensee, check = f](int64_t size) -> absl::StatusOr<Graph> {
     LMS_RETURN_IF_ERROR(check_size(check, size));
     Graph g;
@@ -158,7 +190,7 @@ absl::StatusOr<ModelFactory> unet_factory(const Unet3dBenchModel& m, Unet3dBatch
                                          .spatial_dims = m.spatial_dims,
                                          .seed = m.seed});
     LMS_RETURN_IF_ERROR(g.status());
-    return training_graph(g, t.loss, Adam{.lr = m.lr});
+    return autocast_training_graph(g, t.loss, m.precision, Adam{.lr = m.lr});
   };
   f.feeds = [m, source, check = f](int64_t size, int64_t step) -> absl::StatusOr<Feeds> {
     const int64_t third = m.spatial_dims == 3 ? size : 1;

@@ -48,8 +48,23 @@ struct VdsrBenchModel {
   uint64_t seed = 1;  // weights and random batches
   double lr = 1e-4;
   double clip_norm = 0.4;
-  TrainingOptions training;  // data_parallel for lms-bench scaling
+  TrainingOptions training;           // data_parallel for lms-bench scaling
+  DType precision = DType::kFloat32;  // --precision (autocast_training_graph)
 };
+
+// The training graph of the forward graph `forward` (loss `loss`) with
+// `opt`, after lms::autocast to `precision` unless that is float32 (f16
+// with dynamic loss scaling, LossScaling's defaults).
+absl::StatusOr<Graph> autocast_training_graph(Graph& forward, TensorId loss, DType precision,
+                                              const Optimizer& opt,
+                                              const TrainingOptions& training = {});
+
+// ", mixed precision bf16 (lms::autocast)" for a data note; "" for float32.
+std::string precision_note(DType precision);
+
+// "fp32", "bf16", "fp16" (--precision) -> the dtype; InvalidArgument
+// naming the word and the allowed ones otherwise.
+absl::StatusOr<DType> parse_precision(const std::string& word);
 
 // Random batches (uniform [0, 1) targets, inputs = targets + small noise,
 // seeded by (seed, step)) when `source` is empty. InvalidArgument for
@@ -82,6 +97,7 @@ struct Unet3dBenchModel {
   int spatial_dims = 3;             // 2 builds the reduced network in 2-D (tests)
   uint64_t seed = 1;
   double lr = 1e-4;
+  DType precision = DType::kFloat32;  // --precision (autocast_training_graph)
 };
 
 // Sizes are multiples of 2^(levels-1). Feeds: from `source` when set (its

@@ -193,10 +193,12 @@ absl::StatusOr<ModelFactory> onnx_factory(const OnnxBenchModel& m) {
     f.max_search_size = good;
   }
   f.data_note = fmt::format("{}, random inputs{}", m.path,
-                            m.loss.kind == OnnxLoss::Kind::kCrossEntropy ? " and labels" : "");
+                            m.loss.kind == OnnxLoss::Kind::kCrossEntropy ? " and labels" : "") +
+                precision_note(m.precision);
   f.build = [m](int64_t batch) -> absl::StatusOr<Graph> {
     LMS_ASSIGN_OR_RETURN(Attached a, import_with_loss(m, batch));
-    return training_graph(a.graph, a.loss, Sgd{.lr = m.lr, .momentum = m.momentum});
+    return autocast_training_graph(a.graph, a.loss, m.precision,
+                                   Sgd{.lr = m.lr, .momentum = m.momentum});
   };
   // The output at `size`: the dimensions that differ between sizes 1 and 2
   // scale with the swept one (a batch, or a sequence's tokens).

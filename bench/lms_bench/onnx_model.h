@@ -52,6 +52,7 @@ struct OnnxBenchModel {
   // SGD with momentum, as torchvision's reference training of classifiers.
   double lr = 0.01;
   double momentum = 0.9;
+  DType precision = DType::kFloat32;  // --precision (autocast_training_graph)
 };
 
 // The factory of the sweep (model_factory.h): build(batch) imports the file

@@ -47,7 +47,11 @@ constexpr double kRunNoise = 0.05;
 // same GH100 compute; only its memory differs) and on the GH200's Hopper
 // (datasheets: 989 "with sparsity", half that dense). BF16 doubles the rate
 // (989 dense) and halves the activation bytes, so bytes per FLOP, the only
-// thing the throttle keeps, is the same as TF32's. The compute side grows
+// thing the throttle keeps, is the same as TF32's for a model whose
+// activations are all bf16. The -bf16 presets take that peak for a model
+// run with --precision bf16, whose swapped tensors are mostly bf16 (a
+// float32 batch norm input, say, is not): the link per FLOP halves against
+// -tc, and the bf16 bytes make up for it where the model is bf16. The compute side grows
 // about 7x over FP32 and the throttled link shrinks as much.
 // LinkPreset::efficiency is the fraction of that peak a step's convolutions
 // reach on the GPU; the device's own rate is what its best convolution
@@ -68,6 +72,9 @@ const std::vector<LinkPreset>* make_presets() {
       {"h100-pcie5-tc", "H100 TF32 + PCIe Gen5", 495e12, 50e9, 0.5},
       {"h200-pcie5-tc", "H200 TF32 + PCIe Gen5", 495e12, 50e9, 0.5},
       {"gh200-c2c-tc", "GH200 TF32 NVLink-C2C", 495e12, 350e9, 0.5},
+      {"h100-pcie5-bf16", "H100 BF16 + PCIe Gen5", 989e12, 50e9, 0.5},
+      {"h200-pcie5-bf16", "H200 BF16 + PCIe Gen5", 989e12, 50e9, 0.5},
+      {"gh200-c2c-bf16", "GH200 BF16 NVLink-C2C", 989e12, 350e9, 0.5},
   };
 }
 

@@ -60,8 +60,9 @@ struct LinkPreset {
 };
 
 // v100-pcie3, v100-nvlink2, h100-pcie5, gh200-c2c (FP32 peaks) and
-// h100-pcie5-tc, h200-pcie5-tc, gh200-c2c-tc (tensor cores; ratio.cc:
-// sources).
+// h100-pcie5-tc, h200-pcie5-tc, gh200-c2c-tc (TF32 tensor cores) and
+// h100-pcie5-bf16, h200-pcie5-bf16, gh200-c2c-bf16 (BF16 tensor cores;
+// ratio.cc: sources).
 const std::vector<LinkPreset>& link_presets();
 
 // "h100-pcie5,v100-nvlink2" or "all" -> presets, in the order given.

@@ -24,6 +24,13 @@ void add_lms_flags(CLI::App& app, std::string* file, std::vector<std::string>* o
                      "override a config key (repeatable; enables LMS)");
 }
 
+void add_precision_flag(CLI::App& app, std::string* precision) {
+  flags::add_choice(app, "--precision", precision,
+                    "fp32; bf16 or fp16 (with loss scaling): mixed precision as\n"
+                    "torch.autocast, float32 master weights",
+                    {"fp32", "bf16", "fp16"});
+}
+
 absl::Status check_output_flags(const std::string& checkpoint, bool resume,
                                 int64_t checkpoint_every) {
   if (resume && checkpoint.empty()) {

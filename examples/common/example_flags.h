@@ -42,10 +42,14 @@ void add_output_flags(CLI::App& app, Options& o) {
   flags::add_int(app, "--log-every", &o.log_every, "progress line every N steps", {.min = 1});
 }
 
+// --precision fp32|bf16|fp16: the dtype the model computes in.
+void add_precision_flag(CLI::App& app, std::string* precision);
+
 // The flags of a program training an imported model (digits, textlm):
-// --capacity, --lms, --lms-set, --threads, --seed and --log-every into the
-// members capacity_bytes, lms_file, lms_sets, threads, seed and log_every of
-// its options, and --losses FILE into `losses_file`.
+// --capacity, --lms, --lms-set, --threads, --seed, --log-every and
+// --precision into the members capacity_bytes, lms_file, lms_sets, threads,
+// seed, log_every and precision of its options, and --losses FILE into
+// `losses_file`.
 template <typename Options>
 void add_imported_model_flags(CLI::App& app, Options& o, std::string* losses_file,
                               std::string seed_help) {
@@ -56,6 +60,7 @@ void add_imported_model_flags(CLI::App& app, Options& o, std::string* losses_fil
   flags::add_int(app, "--seed", &o.seed, std::move(seed_help));
   flags::add_int(app, "--log-every", &o.log_every, "steps between loss lines", {.min = 1});
   flags::add_string(app, "--losses FILE", losses_file, "every step's loss, one per line");
+  add_precision_flag(app, &o.precision);
 }
 
 // InvalidArgument for --resume or --checkpoint-every N > 0 without

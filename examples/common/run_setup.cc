@@ -6,7 +6,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "fmt/format.h"
+#include "lms/autocast.h"
 #include "lms/io/file_util.h"
 #include "lms/profiler/chrome_trace.h"
 #include "lms/profiler/memory_plot.h"
@@ -58,6 +60,20 @@ absl::StatusOr<LmsConfig> load_lms_config(const std::string& file,
       return absl::InvalidArgumentError(fmt::format("--lms-set {}: {}", kv, to_std(s.message())));
   }
   return cfg;
+}
+
+absl::Status apply_precision(Graph& forward, std::string_view precision) {
+  if (precision == "fp32") return absl::OkStatus();
+  if (precision == "bf16") return autocast(forward, {.dtype = DType::kBFloat16}).status();
+  if (precision == "fp16") return autocast(forward, {.dtype = DType::kFloat16}).status();
+  return absl::InvalidArgumentError(
+      absl::StrCat("--precision '", to_absl(precision), "': allowed fp32, bf16, fp16"));
+}
+
+TrainingOptions precision_training_options(std::string_view precision) {
+  TrainingOptions options;
+  if (precision == "fp16") options.loss_scaling = LossScaling{};
+  return options;
 }
 
 absl::Status write_losses(const std::string& path, const std::vector<double>& losses) {

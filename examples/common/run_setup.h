@@ -16,6 +16,7 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -27,6 +28,7 @@
 #include "lms/profiler/recorder.h"
 #include "lms/rewrite.h"
 #include "lms/session.h"
+#include "lms/training.h"
 
 namespace lms::examples {
 
@@ -52,6 +54,14 @@ absl::StatusOr<std::unique_ptr<Device>> make_device(const DeviceOptions& options
 // InvalidArgument "--lms-set <kv>: <reason>" for a bad override.
 absl::StatusOr<LmsConfig> load_lms_config(const std::string& file,
                                           const std::vector<std::string>& overrides);
+
+// Mixed precision for a program's --precision: "bf16" and "fp16" autocast
+// the forward graph `forward` (lms/autocast.h), "fp32" leaves it;
+// InvalidArgument for anything else.
+absl::Status apply_precision(Graph& forward, std::string_view precision);
+// The training options of --precision: fp16 trains with dynamic loss
+// scaling (lms::LossScaling, PyTorch's GradScaler defaults).
+TrainingOptions precision_training_options(std::string_view precision);
 
 // Saves every persistent tensor of `session` (parameters and optimizer
 // state) with its shape in `graph`, atomically. Errors of save_checkpoint;

@@ -32,8 +32,11 @@ absl::StatusOr<Graph> training_graph_at(const DigitsOptions& o) {
   if (m.outputs.empty()) return absl::InvalidArgumentError(o.model + ": the model has no output");
   LMS_ASSIGN_OR_RETURN(TensorId loss,
                        attach_loss(m.graph, m.outputs[0], CrossEntropy{.labels = "labels"}));
+  LMS_RETURN_IF_ERROR(apply_precision(m.graph, o.precision));
+  loss = m.graph.loss();
   return training_graph(m.graph, loss,
-                        Sgd{.lr = o.lr, .momentum = o.momentum, .weight_decay = o.weight_decay});
+                        Sgd{.lr = o.lr, .momentum = o.momentum, .weight_decay = o.weight_decay},
+                        precision_training_options(o.precision));
 }
 
 // The fraction of `test` the trained weights of `trained` classify right,
@@ -41,6 +44,7 @@ absl::StatusOr<Graph> training_graph_at(const DigitsOptions& o) {
 absl::StatusOr<double> evaluate(const DigitsOptions& o, const Digits& test, Session& trained,
                                 const LmsConfig& cfg) {
   LMS_ASSIGN_OR_RETURN(ImportedModel m, import_at(o, o.batch, true));
+  LMS_RETURN_IF_ERROR(apply_precision(m.graph, o.precision));
   LMS_ASSIGN_OR_RETURN(
       auto device,
       make_device({.capacity_bytes = o.capacity_bytes, .threads = o.threads}, cfg.link));

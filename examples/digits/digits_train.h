@@ -36,6 +36,7 @@ struct DigitsOptions {
   int threads = 0;                               // compute threads, 0 = all cores
   uint64_t seed = 1;                             // the split and the order of the batches
   int64_t log_every = 10;                        // steps between loss lines
+  std::string precision = "fp32";                // fp32, bf16 or fp16 (apply_precision)
 };
 
 struct DigitsResult {

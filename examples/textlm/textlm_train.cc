@@ -47,6 +47,7 @@ absl::StatusOr<Graph> import_with_loss(const TextLmOptions& o, const std::string
       TensorId loss,
       attach_loss(m.graph, m.outputs[0], CrossEntropy{.labels = kNext, .classes_last = true}));
   (void)loss;  // attach_loss made it the graph's loss
+  LMS_RETURN_IF_ERROR(apply_precision(m.graph, o.precision));
   return std::move(m.graph);
 }
 
@@ -183,7 +184,8 @@ absl::StatusOr<TextLmResult> train_text_lm(const TextLmOptions& o, std::ostream&
       o.seed);
   const std::string& input = o.input;
   LMS_ASSIGN_OR_RETURN(Graph forward, import_with_loss(o, input));
-  LMS_ASSIGN_OR_RETURN(Graph train, training_graph(forward, forward.loss(), Adam{.lr = o.lr}));
+  LMS_ASSIGN_OR_RETURN(Graph train, training_graph(forward, forward.loss(), Adam{.lr = o.lr},
+                                                   precision_training_options(o.precision)));
   LMS_ASSIGN_OR_RETURN(LmsConfig cfg, load_lms_config(o.lms_file, o.lms_sets));
   LMS_ASSIGN_OR_RETURN(
       auto big,

@@ -40,6 +40,7 @@ struct TextLmOptions {
   uint64_t seed = 1;                             // the order of the windows
   bool compare_without_lms = true;               // the second run, without LMS
   int64_t log_every = 25;                        // steps between loss lines
+  std::string precision = "fp32";                // fp32, bf16 or fp16 (apply_precision)
 };
 
 struct TextLmResult {

@@ -90,6 +90,7 @@ enum class OpKind : uint8_t {
   kIncrement,
   kSgdUpdate,
   kAdamUpdate,
+  kAmpUpdateScale,
   // Swap and collective (inserted by lms::rewrite and training_graph)
   kSwapOut,
   kSwapIn,
@@ -162,6 +163,7 @@ inline constexpr std::array<const char*, kNumOpKinds> kOpNames = {
     "increment",
     "sgd_update",
     "adam_update",
+    "amp_update_scale",
     "swap_out",
     "swap_in",
     "all_reduce",

@@ -179,8 +179,9 @@ TensorId transpose(Graph& g, std::string_view name, TensorId x, std::vector<int6
 // float32 value becomes the nearest bf16 / f16 value (ties to even, as
 // PyTorch's Tensor.to; beyond f16's range, +-inf), and a 16-bit value
 // widens exactly. The gradient is dy cast back to x's dtype. A cast to x's
-// own dtype is a copy. These are the casts mixed precision places (as
-// PyTorch's torch.autocast does); today no other op reads bf16 or f16.
+// own dtype is a copy. These are the casts mixed precision places
+// (lms::autocast, lms/autocast.h, as PyTorch's torch.autocast does); which
+// other ops read bf16 and f16 is docs/ops.md's "Dtypes".
 // Errors (when the graph is built): x of dtype i64, or `to` i64, are
 // InvalidArgument naming the node.
 TensorId cast(Graph& g, std::string_view name, TensorId x, DType to);

@@ -66,8 +66,38 @@ struct DataParallel {
   uint64_t bucket_bytes = uint64_t{25} << 20;  // DDP's default bucket_cap_mb = 25
 };
 
+// Dynamic loss scaling as PyTorch's GradScaler (torch.cuda.amp.GradScaler;
+// Micikevicius et al., "Mixed Precision Training", ICLR 2018), for f16
+// models whose small gradients would underflow. The defaults are
+// GradScaler's.
+//  - The persistent scalars "amp/scale" (init_scale) and
+//    "amp/growth_tracker" (0) are optimizer state: checkpoints carry them.
+//  - The backward pass is seeded with the scale instead of 1, so every
+//    gradient is the loss's times the scale; "<p>/grad" holds that.
+//  - "optimizer/global_norm" over all gradients decides the step: when it
+//    is not finite (a gradient holds an inf or a NaN), the updates and
+//    Adam's step increment change nothing, so parameters and optimizer
+//    state keep their bits. Otherwise each update reads its gradient times
+//    float(1 / double(scale)) (GradScaler's unscale_), and clipping (the
+//    optimizers' clip_norm) takes the norm of those unscaled gradients.
+//  - "amp/update_scale", after every update, multiplies the scale by
+//    backoff_factor and zeroes the tracker on a skipped step, or adds one to
+//    the tracker on a good one, and after growth_interval good steps in a
+//    row multiplies the scale by growth_factor and zeroes the tracker
+//    (GradScaler.update).
+// Running statistics of batch norm are updated either way, as PyTorch
+// updates them in the forward pass.
+struct LossScaling {
+  double init_scale = 65536.0;     // 2^16; > 0 and finite
+  double growth_factor = 2.0;      // > 1
+  double backoff_factor = 0.5;     // in (0, 1)
+  int64_t growth_interval = 2000;  // >= 1
+};
+
 struct TrainingOptions {
   std::optional<DataParallel> data_parallel = std::nullopt;  // unset: single-process training
+  // Unset: no loss scaling. A forward graph with f16 tensors needs it.
+  std::optional<LossScaling> loss_scaling = std::nullopt;
 };
 
 // A copy of `forward` extended with the backward pass from `loss` and one
@@ -100,6 +130,11 @@ struct TrainingOptions {
 // decay_steps < 0, decay_power <= 0 or not finite).
 // With options.data_parallel: the all_reduce nodes described at
 // DataParallel; InvalidArgument also for bucket_bytes = 0.
+// With options.loss_scaling: the nodes and state described at LossScaling;
+// InvalidArgument for a field out of its range (naming it). A forward graph
+// with an f16 tensor and no loss_scaling is InvalidArgument naming the
+// tensor: its gradients would underflow (PyTorch pairs f16 autocast with
+// GradScaler); bf16 keeps float32's exponent range and needs none.
 absl::StatusOr<Graph> training_graph(const Graph& forward, TensorId loss, const Optimizer& opt,
                                      const TrainingOptions& options = {});
 

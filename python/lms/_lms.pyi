@@ -88,8 +88,19 @@ class Adam:
                  eps: float = 1e-8, weight_decay: float = 0.0, clip_norm: float = 0.0,
                  decay_steps: int = 0, decay_power: float = 0.9) -> None: ...
 
+class LossScaling:
+    init_scale: float
+    growth_factor: float
+    backoff_factor: float
+    growth_interval: int
+    def __init__(self, init_scale: float = 65536.0, growth_factor: float = 2.0,
+                 backoff_factor: float = 0.5, growth_interval: int = 2000) -> None: ...
+
+def autocast(forward: Graph, dtype: str = "bfloat16") -> Dict[str, int]: ...
+
 def training_graph(forward: Graph, optimizer: Union[Sgd, Adam], loss: Optional[str] = None,
-                   data_parallel_bucket_bytes: Optional[int] = None) -> Graph: ...
+                   data_parallel_bucket_bytes: Optional[int] = None,
+                   loss_scaling: Optional[LossScaling] = None) -> Graph: ...
 
 class models:
     @staticmethod

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common.h"
+#include "lms/autocast.h"
 #include "lms/loss.h"
 #include "lms/onnx.h"
 #include "lms/op_kind.h"
@@ -228,20 +229,64 @@ RuntimeError (NOT_FOUND) when the file does not exist.)");
       .def_readwrite("beta2", &Adam::beta2)
       .def_readwrite("eps", &Adam::eps)
       .def_readwrite("weight_decay", &Adam::weight_decay);
+  py::class_<LossScaling>(m, "LossScaling",
+                          "Dynamic loss scaling as PyTorch's GradScaler (lms/training.h), for "
+                          "float16 models: a step with a non-finite gradient changes no "
+                          "parameter or optimizer state and backs the scale off.")
+      .def(py::init([](double init_scale, double growth_factor, double backoff_factor,
+                       int64_t growth_interval) {
+             return LossScaling{init_scale, growth_factor, backoff_factor, growth_interval};
+           }),
+           py::arg("init_scale") = 65536.0, py::arg("growth_factor") = 2.0,
+           py::arg("backoff_factor") = 0.5, py::arg("growth_interval") = 2000)
+      .def_readwrite("init_scale", &LossScaling::init_scale)
+      .def_readwrite("growth_factor", &LossScaling::growth_factor)
+      .def_readwrite("backoff_factor", &LossScaling::backoff_factor)
+      .def_readwrite("growth_interval", &LossScaling::growth_interval);
 
   m.def(
       "training_graph",
       [](const Graph& forward, const std::variant<Sgd, Adam>& optimizer,
-         const std::optional<std::string>& loss, std::optional<uint64_t> data_parallel_bucket) {
+         const std::optional<std::string>& loss, std::optional<uint64_t> data_parallel_bucket,
+         std::optional<LossScaling> loss_scaling) {
         TrainingOptions options;
         if (data_parallel_bucket) options.data_parallel = DataParallel{*data_parallel_bucket};
+        options.loss_scaling = loss_scaling;
         return value_or_raise(
             training_graph(forward, loss_id(forward, loss), Optimizer(optimizer), options));
       },
       py::arg("forward"), py::arg("optimizer"), py::arg("loss") = py::none(),
-      py::arg("data_parallel_bucket_bytes") = py::none(),
+      py::arg("data_parallel_bucket_bytes") = py::none(), py::arg("loss_scaling") = py::none(),
       "A copy of `forward` with the backward pass from its loss (or the tensor `loss`) and one "
-      "optimizer step. ValueError for a graph without a gradient path or bad hyper-parameters.");
+      "optimizer step, with dynamic loss scaling when `loss_scaling` (a LossScaling) is given. "
+      "ValueError for a graph without a gradient path, bad hyper-parameters, or a float16 "
+      "graph without loss_scaling.");
+
+  m.def(
+      "autocast",
+      [](Graph& forward, const std::string& dtype) {
+        std::optional<DType> low = parse_dtype(dtype);
+        if (dtype == "bfloat16") low = DType::kBFloat16;
+        if (dtype == "float16") low = DType::kFloat16;
+        if (!low) {
+          throw py::value_error("autocast: dtype '" + dtype +
+                                "' is not one of \"bfloat16\", \"float16\" (or \"bf16\", "
+                                "\"f16\")");
+        }
+        const AutocastReport r = value_or_raise(autocast(forward, {.dtype = *low}));
+        py::dict report;
+        report["low_precision_nodes"] = r.low_precision_nodes;
+        report["casts_added"] = r.casts_added;
+        report["casts_folded"] = r.casts_folded;
+        return report;
+      },
+      py::arg("forward"), py::arg("dtype") = "bfloat16",
+      "Mixed precision as torch.autocast runs it (lms/autocast.h), in place on the forward "
+      "graph, before training_graph: convolutions, linear layers and matmuls compute in `dtype` "
+      "(\"bfloat16\" or \"float16\"), softmax, reductions, normalisations and losses in "
+      "float32, other ops in their inputs' dtype; parameters stay float32 master weights. "
+      "Returns {\"low_precision_nodes\", \"casts_added\", \"casts_folded\"}. ValueError for "
+      "another dtype or a graph that is not a forward graph (the graph is then unchanged).");
 
   py::module_ models = m.def_submodule("models", "The model builders of the examples and benches.");
   models.def(

@@ -91,6 +91,39 @@ absl::Status check_optimizer(const Optimizer& opt) {
   return absl::OkStatus();
 }
 
+// The LossScaling fields in their ranges, and loss scaling where the
+// forward graph computes in f16.
+absl::Status check_loss_scaling(const Graph& forward, const std::optional<LossScaling>& ls) {
+  if (!ls) {
+    for (TensorId t = 0; t < forward.num_tensors(); ++t) {
+      if (forward.tensor(t).dtype != DType::kFloat16) continue;
+      return error(str_cat("tensor '", forward.tensor(t).name,
+                           "' is f16, whose small gradients underflow without loss scaling: set "
+                           "TrainingOptions::loss_scaling (PyTorch's GradScaler), or use bf16"));
+    }
+    return absl::OkStatus();
+  }
+  constexpr double kInf = HUGE_VAL;
+  LMS_RETURN_IF_ERROR(
+      check_ranges("LossScaling", {{"growth_factor", ls->growth_factor, 1, kInf, true},
+                                   {"backoff_factor", ls->backoff_factor, 0, 1, true}}));
+  if (!(ls->init_scale > 0) || !std::isfinite(ls->init_scale)) {
+    return error(
+        str_cat("LossScaling.init_scale must be positive and finite, got ", ls->init_scale));
+  }
+  if (!(ls->growth_factor > 1)) {
+    return error(str_cat("LossScaling.growth_factor must be > 1, got ", ls->growth_factor));
+  }
+  if (!(ls->backoff_factor > 0)) {
+    return error(str_cat("LossScaling.backoff_factor must be in (0, 1), got ", ls->backoff_factor));
+  }
+  if (ls->growth_interval < 1 || ls->growth_interval > (int64_t{1} << 24)) {
+    return error(
+        str_cat("LossScaling.growth_interval must be in [1, 2^24], got ", ls->growth_interval));
+  }
+  return absl::OkStatus();
+}
+
 // needs[t]: t depends on a parameter and the loss depends on t.
 std::vector<bool> needs_gradient(const Graph& g, const std::vector<NodeId>& order, TensorId loss) {
   std::vector<bool> from_param(g.num_tensors(), false), to_loss(g.num_tensors(), false);
@@ -119,7 +152,12 @@ class Backprop {
   Backprop(Graph& g, std::vector<bool> needs)
       : g_(g), needs_(std::move(needs)), contributions_(g.num_tensors()) {}
 
-  absl::Status seed(TensorId loss) {
+  // With loss scaling, the seed is the scale itself.
+  absl::Status seed(TensorId loss, TensorId scale) {
+    if (scale != kNoTensor) {
+      contributions_[loss].push_back(scale);
+      return absl::OkStatus();
+    }
     LMS_ASSIGN_OR_RETURN(auto outs,
                          g_.add_node(OpKind::kFill, g_.unique_name("grad/seed"), {},
                                      {{"shape", Shape{}}, {"value", 1.0}}, TensorRole::kGradient));
@@ -216,8 +254,16 @@ struct ParamGrad {
   TensorId grad;
 };
 
+// The loss-scaling state of TrainingOptions::loss_scaling; kNoTensor
+// without.
+struct LossScale {
+  TensorId scale = kNoTensor;
+  TensorId tracker = kNoTensor;
+  std::optional<LossScaling> options;
+};
+
 absl::StatusOr<NodeId> add_update(Graph& g, const ParamGrad& pg, const Optimizer& opt,
-                                  TensorId step, TensorId norm) {
+                                  TensorId step, TensorId norm, const LossScale& ls) {
   const std::string p = g.tensor(pg.param).name;
   const Shape shape = g.tensor(pg.param).shape;
   std::vector<TensorId> in = {pg.param, pg.grad};
@@ -246,6 +292,10 @@ absl::StatusOr<NodeId> add_update(Graph& g, const ParamGrad& pg, const Optimizer
       a.emplace("decay_power", ad.decay_power);
     }
   }
+  if (ls.scale != kNoTensor) {
+    in.push_back(ls.scale);
+    a.emplace("loss_scaling", int64_t{1});
+  }
   if (norm != kNoTensor) in.push_back(norm);
   LMS_RETURN_IF_ERROR(g.status());  // a state name was already taken
   const std::string name = str_cat("update/", p);
@@ -257,11 +307,13 @@ absl::StatusOr<NodeId> add_update(Graph& g, const ParamGrad& pg, const Optimizer
 // each after every other reader of its parameter. Returns the nodes that
 // write persistent tensors (updates and the step increment).
 absl::StatusOr<std::vector<NodeId>> add_optimizer(Graph& g, const std::vector<ParamGrad>& params,
-                                                  const Optimizer& opt) {
+                                                  const Optimizer& opt, const LossScale& ls) {
   std::vector<NodeId> writers;
   const double clip = std::visit([](const auto& o) { return o.clip_norm; }, opt);
   TensorId norm = kNoTensor;
-  if (clip > 0) {
+  // Loss scaling reads the norm too: a step whose norm is not finite is
+  // skipped.
+  if (clip > 0 || ls.scale != kNoTensor) {
     std::vector<TensorId> grads;
     for (const ParamGrad& pg : params) grads.push_back(pg.grad);
     LMS_ASSIGN_OR_RETURN(auto outs, g.add_node(OpKind::kGlobalNorm, "optimizer/global_norm", grads,
@@ -273,16 +325,37 @@ absl::StatusOr<std::vector<NodeId>> add_optimizer(Graph& g, const std::vector<Pa
   if (std::holds_alternative<Adam>(opt)) {
     step = g.optimizer_state("optimizer/step", {});
     LMS_RETURN_IF_ERROR(g.status());
-    LMS_RETURN_IF_ERROR(g.add_node(OpKind::kIncrement, "optimizer/increment", {step}, {}).status());
+    std::vector<TensorId> in = {step};
+    if (ls.scale != kNoTensor) in.push_back(norm);  // skipped with the updates
+    LMS_RETURN_IF_ERROR(g.add_node(OpKind::kIncrement, "optimizer/increment", in, {}).status());
     increment = g.find_node("optimizer/increment");
     writers.push_back(increment);
   }
   for (const ParamGrad& pg : params) {
-    LMS_ASSIGN_OR_RETURN(NodeId update, add_update(g, pg, opt, step, norm));
+    LMS_ASSIGN_OR_RETURN(NodeId update, add_update(g, pg, opt, step, norm, ls));
     for (NodeId reader : g.tensor(pg.param).consumers) {
       if (reader != update) g.add_control_edge(reader, update);
     }
     if (increment != kNoNode) g.add_control_edge(increment, update);
+    writers.push_back(update);
+  }
+  if (ls.scale != kNoTensor) {
+    // GradScaler.update, after every reader of the scale (the loss's
+    // backward, the updates).
+    const LossScaling& o = *ls.options;
+    LMS_RETURN_IF_ERROR(g.add_node(OpKind::kAmpUpdateScale, "amp/update_scale",
+                                   {ls.scale, ls.tracker, norm},
+                                   {{"growth_factor", o.growth_factor},
+                                    {"backoff_factor", o.backoff_factor},
+                                    {"growth_interval", o.growth_interval}})
+                            .status());
+    const NodeId update = g.find_node("amp/update_scale");
+    for (TensorId t : {ls.scale, ls.tracker}) {
+      for (NodeId reader : g.tensor(t).consumers) {
+        if (reader != update) g.add_control_edge(reader, update);
+      }
+    }
+    for (NodeId w : writers) g.add_control_edge(w, update);
     writers.push_back(update);
   }
   return writers;
@@ -450,7 +523,14 @@ absl::StatusOr<Graph> training_graph(const Graph& forward, TensorId loss, const 
                                      const TrainingOptions& options) {
   LMS_RETURN_IF_ERROR(check_loss(forward, loss));
   LMS_RETURN_IF_ERROR(check_optimizer(opt));
+  LMS_RETURN_IF_ERROR(check_loss_scaling(forward, options.loss_scaling));
   Graph g = forward;
+  LossScale ls{.options = options.loss_scaling};
+  if (ls.options) {
+    ls.scale = g.optimizer_state("amp/scale", {}, Init::constant(ls.options->init_scale));
+    ls.tracker = g.optimizer_state("amp/growth_tracker", {});
+    LMS_RETURN_IF_ERROR(g.status());
+  }
   LMS_ASSIGN_OR_RETURN(std::vector<NodeId> order, schedule(g));
   std::vector<bool> needs = needs_gradient(g, order, loss);
   if (!needs[loss]) {
@@ -459,7 +539,7 @@ absl::StatusOr<Graph> training_graph(const Graph& forward, TensorId loss, const 
   const int32_t num_forward_tensors = g.num_tensors();
   const int32_t num_forward_nodes = g.num_nodes();
   Backprop backprop(g, needs);
-  LMS_RETURN_IF_ERROR(backprop.seed(loss));
+  LMS_RETURN_IF_ERROR(backprop.seed(loss, ls.scale));
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     LMS_RETURN_IF_ERROR(backprop.visit(*it));
   }
@@ -472,7 +552,7 @@ absl::StatusOr<Graph> training_graph(const Graph& forward, TensorId loss, const 
   if (options.data_parallel) {
     LMS_RETURN_IF_ERROR(add_all_reduce(g, params, *options.data_parallel));
   }
-  LMS_ASSIGN_OR_RETURN(std::vector<NodeId> writers, add_optimizer(g, params, opt));
+  LMS_ASSIGN_OR_RETURN(std::vector<NodeId> writers, add_optimizer(g, params, opt, ls));
   LMS_RETURN_IF_ERROR(add_running_stats_updates(g, num_forward_nodes, writers));
   if (options.data_parallel) LMS_RETURN_IF_ERROR(schedule_all_reduce(g));
   LMS_RETURN_IF_ERROR(g.status());

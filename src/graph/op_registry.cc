@@ -177,6 +177,8 @@ DType output_dtype(const Graph& graph, OpKind op, const Attrs& attrs,
     const std::string* to = it == attrs.end() ? nullptr : std::get_if<std::string>(&it->second);
     return to == nullptr ? DType::kFloat32 : parse_dtype(*to).value_or(DType::kFloat32);
   }
+  // Per Note [Float dtypes of ops], the inputs' float dtype.
+  if (op_follows_input_dtype(op) && !inputs.empty()) return graph.tensor(inputs[0]).dtype;
   return DType::kFloat32;
 }
 
@@ -212,7 +214,7 @@ double node_flops(const Graph& graph, NodeId node) {
 double node_bytes(const Graph& graph, NodeId node) {
   if (node < 0 || node >= graph.num_nodes()) return 0;
   const Node& n = graph.node(node);
-  if (n.op == OpKind::kCast) {  // the one op whose tensors are not all f32 / i64
+  if (n.op == OpKind::kCast) {  // tensors of two dtypes
     double bytes = 0;
     for (const auto* ids : {&n.inputs, &n.outputs}) {
       for (TensorId t : *ids) bytes += static_cast<double>(graph.tensor(t).bytes());
@@ -221,7 +223,12 @@ double node_bytes(const Graph& graph, NodeId node) {
   }
   Shapes in, out;
   node_shapes(graph, n, in, out);
-  return op_def(n.op).bytes(n.attrs, in, out);
+  // The op's bytes count float32 elements; one that follows its inputs'
+  // dtype moves that dtype's (Note [Float dtypes of ops]).
+  const double bytes = op_def(n.op).bytes(n.attrs, in, out);
+  if (!op_follows_input_dtype(n.op) || n.outputs.empty()) return bytes;
+  return bytes * static_cast<double>(graph.tensor(n.outputs[0]).bytes()) /
+         static_cast<double>(shape_bytes(graph.tensor(n.outputs[0]).shape));
 }
 
 }  // namespace lms

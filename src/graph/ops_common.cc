@@ -93,6 +93,10 @@ std::optional<AttrType> attr_type(std::string_view name) {
       {"softmax_scale", AttrType::kReal},
       {"causal", AttrType::kInt},
       {"to", AttrType::kStr},
+      {"loss_scaling", AttrType::kInt},
+      {"growth_factor", AttrType::kReal},
+      {"backoff_factor", AttrType::kReal},
+      {"growth_interval", AttrType::kInt},
   };
   for (const auto& [key, type] : kTypes) {
     if (key == name) return type;

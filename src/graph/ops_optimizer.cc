@@ -24,6 +24,10 @@ void register_optimizer_ops(std::vector<OpSpec>& specs) {
         for (const Shape& s : in) n += 2 * numel(s);
         return n;
       }));
+  // amp_update_scale: a few scalar operations.
+  specs.push_back(make_schema_spec(OpKind::kAmpUpdateScale,
+                                   [](const Attrs&, const Shapes&, const Shapes&) { return 4.0; },
+                                   nullptr, {0, 1}));
   specs.push_back(make_schema_spec(OpKind::kIncrement,
                                    [](const Attrs&, const Shapes&, const Shapes&) { return 1.0; },
                                    nullptr, {0}));

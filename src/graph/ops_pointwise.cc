@@ -178,6 +178,12 @@ absl::Status slice_grad(GradContext& ctx) {
     s[axis] = count;
     Attrs a = {{"shape", s}, {"value", 0.0}};
     LMS_ASSIGN_OR_RETURN(TensorId z, add_grad_node1(ctx, OpKind::kFill, suffix, {}, a));
+    if (const DType d = ctx.graph.tensor(dy).dtype; d != DType::kFloat32) {
+      // fill makes float32; concat takes dy's dtype (Note [Float dtypes of ops]).
+      LMS_ASSIGN_OR_RETURN(
+          z, add_grad_node1(ctx, OpKind::kCast, absl::StrCat(to_absl(suffix), "/cast"), {z},
+                            {{"to", std::string(dtype_name(d))}}));
+    }
     parts.push_back(z);
     return absl::OkStatus();
   };

@@ -133,8 +133,11 @@ absl::StatusOr<BnStatsUpdateDims> bn_stats_update_dims(const OpInstance& spec);
 // adam_update (param, grad, m, v, step[], norm?[]) (docs/ops.md): lr,
 // weight_decay, clip_norm >= 0; sgd's momentum and adam's beta1, beta2 in
 // [0, 1); adam's eps > 0 and its optional poly schedule (decay_steps >= 1
-// and decay_power > 0, both or neither). Fields of the other update are 0.
+// and decay_power > 0, both or neither); the optional loss_scaling flag,
+// with which scale[] and norm[] end the inputs. Fields of the other update
+// are 0.
 struct UpdateAttrs {
+  bool loss_scaling = false;
   double lr = 0;
   double weight_decay = 0;
   double clip_norm = 0;  // 0: no clipping
@@ -146,6 +149,16 @@ struct UpdateAttrs {
   double decay_power = 0;
 };
 absl::StatusOr<UpdateAttrs> update_attrs(const OpInstance& spec);
+
+// amp_update_scale (scale[], growth_tracker[], norm[]): growth_factor > 1,
+// backoff_factor in (0, 1), growth_interval in [1, 2^24] (GradScaler's; the
+// tracker is a float32 tensor).
+struct AmpScaleAttrs {
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int64_t growth_interval = 2000;
+};
+absl::StatusOr<AmpScaleAttrs> amp_scale_attrs(const OpInstance& spec);
 
 // ---- Matrix products, attention, embedding (rules_linear.cc) ----
 

@@ -31,6 +31,28 @@ absl::Status check_dtype(const OpInstance& inst, size_t i) {
                                     ", the op takes ", dtype_name(*want), " there"));
 }
 
+// Per Note [Float dtypes of ops], the inputs of an op that follows its
+// inputs' dtype are floats of one dtype.
+absl::Status check_one_float_dtype(const OpInstance& inst) {
+  auto name = [&](size_t i) {
+    return i < inst.input_names.size() ? absl::StrCat(" '", inst.input_names[i], "'") : "";
+  };
+  for (size_t i = 0; i < inst.input_dtypes.size(); ++i) {
+    const DType got = inst.input_dtypes[i];
+    if (!is_float_dtype(got)) {
+      return invalid(inst, absl::StrCat("input ", i, name(i), " has dtype ", dtype_name(got),
+                                        ", the op takes f32, bf16 or f16"));
+    }
+    if (got != inst.input_dtypes[0]) {
+      return invalid(
+          inst, absl::StrCat("input ", i, name(i), " has dtype ", dtype_name(got), " and input 0",
+                             name(0), " ", dtype_name(inst.input_dtypes[0]),
+                             "; the op takes one float dtype (cast one of them)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // The optional "layout" attribute (kLayoutAttr in lms/types.h): one 'p' or
 // 'b' per input, ':', one per output.
 absl::Status check_layout_attr(const OpInstance& inst, size_t num_outputs) {
@@ -64,7 +86,55 @@ OpArity op_arity(OpKind op) {
   return e->arity;
 }
 
+bool op_follows_input_dtype(OpKind op) {
+  switch (op) {
+    case OpKind::kInstanceNorm:
+    case OpKind::kInstanceNormBwd:
+    case OpKind::kBatchNorm:
+    case OpKind::kBatchNormBwd:
+    case OpKind::kBnStatsUpdate:
+    case OpKind::kLayerNorm:
+    case OpKind::kLayerNormBwd:
+    case OpKind::kMseLoss:
+    case OpKind::kMseLossBwd:
+    case OpKind::kSoftDiceLoss:
+    case OpKind::kSoftDiceLossBwd:
+    case OpKind::kSoftmaxCrossEntropy:
+    case OpKind::kSoftmaxCrossEntropyBwd:
+    case OpKind::kEmbedding:
+    case OpKind::kEmbeddingBwd:
+    case OpKind::kAttention:
+    case OpKind::kAttentionBwd:
+    case OpKind::kGlobalNorm:
+    case OpKind::kIncrement:
+    case OpKind::kSgdUpdate:
+    case OpKind::kAdamUpdate:
+    case OpKind::kAmpUpdateScale:
+    case OpKind::kFill:
+    case OpKind::kCast:
+    case OpKind::kSwapOut:
+    case OpKind::kSwapIn:
+    case OpKind::kAllReduce:
+      return false;
+    default:
+      return true;
+  }
+}
+
+absl::Status check_float32_kernel(const OpInstance& inst, std::string_view backend) {
+  if (inst.op == OpKind::kCast) return absl::OkStatus();
+  for (DType d : inst.input_dtypes) {
+    if (!is_float_dtype(d) || d == DType::kFloat32) continue;
+    return absl::UnimplementedError(
+        absl::StrCat("node '", inst.name, "': the ", to_absl(backend), " backend has no ",
+                     dtype_name(d), " kernel for op '", op_name(inst.op),
+                     "'; a session runs it in f32 between casts (the device's lowering)"));
+  }
+  return absl::OkStatus();
+}
+
 std::optional<DType> op_input_dtype(OpKind op, size_t i) {
+  if (op_follows_input_dtype(op)) return std::nullopt;
   switch (op) {
     case OpKind::kSwapOut:
     case OpKind::kSwapIn:
@@ -93,6 +163,9 @@ absl::Status check_inputs(const OpInstance& inst) {
     absl::Status s = check_tensor_shape(absl::StrCat("input ", i), inst.input_shapes[i], dtype);
     if (!s.ok()) return invalid(inst, s.message());
     if (!inst.input_dtypes.empty()) LMS_RETURN_IF_ERROR(check_dtype(inst, i));
+  }
+  if (!inst.input_dtypes.empty() && op_follows_input_dtype(inst.op)) {
+    LMS_RETURN_IF_ERROR(check_one_float_dtype(inst));
   }
   return absl::OkStatus();
 }

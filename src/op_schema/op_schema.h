@@ -50,14 +50,34 @@ bool has_schema_rule(OpKind op);
 OpArity op_arity(OpKind op);
 OpAttrNames op_attr_names(OpKind op);
 
+// Note [Float dtypes of ops]: most ops compute in the float dtype of their
+// inputs (f32, bf16 or f16; all of one dtype) and give outputs of that
+// dtype, as PyTorch's ops do: the convolutions, linear and matmul, the
+// pointwise ops, pooling, upsample, reshapes and reductions, and their
+// backward ops. The rest take float32 alone: the normalisations, whose
+// scale, shift and running statistics are float32 master tensors, the
+// losses, embedding, attention (its lse output stays float32) and the
+// optimizer ops; cast converts. A device without a low-precision kernel
+// for an op runs it in float32 between casts (Note [Low-precision
+// lowering]), so every op of the first kind runs on every device.
+bool op_follows_input_dtype(OpKind op);
+
+// OK when a kernel that computes in float32 alone can run `inst`: its op
+// takes only float32 floats, or it is cast. Otherwise Unimplemented naming
+// the node, the op, the dtype and `backend` ("CPU"): a session lowers such
+// a node to float32 between casts first (Note [Low-precision lowering]).
+absl::Status check_float32_kernel(const OpInstance& inst, std::string_view backend);
+
 // The dtype input `i` of `op` must have: int64 for embedding's ids and the
 // cross-entropy labels, float32 elsewhere; nullopt for the copies, which
-// move bytes of any dtype.
+// move bytes of any dtype, for cast, and for the ops that follow their
+// inputs' float dtype (check_inputs checks those are one float dtype).
 std::optional<DType> op_input_dtype(OpKind op, size_t i);
 
 // The checks every op shares: each input shape has dimensions >= 1 and fits
-// in int64 bytes; each input has the dtype op_input_dtype gives (when
-// inst.input_dtypes is given).
+// in int64 bytes; each input has the dtype op_input_dtype gives, and the
+// inputs of an op that follows its inputs' dtype share one float dtype
+// (when inst.input_dtypes is given).
 absl::Status check_inputs(const OpInstance& inst);
 
 // Every attribute is one of `names` (or the layout attribute), every

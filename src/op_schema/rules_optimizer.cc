@@ -17,8 +17,21 @@ using Shapes = std::vector<Shape>;
 
 absl::StatusOr<Shapes> global_norm(const OpInstance&) { return Shapes{Shape{}}; }
 
+// increment (step[], norm?[]): with a norm, a non-finite one skips it.
 absl::StatusOr<Shapes> increment(const OpInstance& spec) {
   LMS_RETURN_IF_ERROR(check_scalar(spec, spec.input_shapes[0], "step"));
+  if (spec.input_shapes.size() > 1) {
+    LMS_RETURN_IF_ERROR(check_scalar(spec, spec.input_shapes[1], "norm"));
+  }
+  return Shapes{};
+}
+
+absl::StatusOr<Shapes> amp_update_scale(const OpInstance& spec) {
+  LMS_RETURN_IF_ERROR(amp_scale_attrs(spec).status());
+  const char* names[] = {"scale", "growth_tracker", "norm"};
+  for (size_t i = 0; i < 3; ++i) {
+    LMS_RETURN_IF_ERROR(check_scalar(spec, spec.input_shapes[i], names[i]));
+  }
   return Shapes{};
 }
 
@@ -33,17 +46,27 @@ absl::StatusOr<double> non_negative(const OpInstance& spec, absl::string_view ke
 }
 
 // The inputs: param, grad and the state of param's shape, then the scalars
-// (adam's step) and the optional norm[].
+// (adam's step), then scale[] and norm[] with loss scaling, else the
+// optional norm[].
 absl::Status check_update_inputs(const OpInstance& spec, const std::vector<std::string_view>& state,
-                                 const std::vector<std::string_view>& scalars) {
+                                 std::vector<std::string_view> scalars, bool loss_scaling) {
   const Shapes& in = spec.input_shapes;
   const Shapes like_param(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(state.size()));
   LMS_RETURN_IF_ERROR(check_same_shapes(spec, like_param, state));
+  if (loss_scaling) {
+    scalars.push_back("scale");
+    scalars.push_back("norm");
+    if (in.size() != state.size() + scalars.size()) {
+      return invalid(
+          spec,
+          absl::StrCat("with loss_scaling = 1 the update takes ", state.size() + scalars.size(),
+                       " inputs (the last two scale[] and norm[]), got ", in.size()));
+    }
+  } else if (in.size() > state.size() + scalars.size()) {
+    scalars.push_back("norm");
+  }
   for (size_t i = 0; i < scalars.size(); ++i) {
     LMS_RETURN_IF_ERROR(check_scalar(spec, in[state.size() + i], to_absl(scalars[i])));
-  }
-  if (in.size() > state.size() + scalars.size()) {
-    LMS_RETURN_IF_ERROR(check_scalar(spec, in.back(), "norm"));
   }
   return absl::OkStatus();
 }
@@ -69,12 +92,17 @@ absl::Status read_poly_schedule(const OpInstance& spec, UpdateAttrs& a) {
 
 absl::StatusOr<UpdateAttrs> update_attrs(const OpInstance& spec) {
   const bool adam = spec.op == OpKind::kAdamUpdate;
-  if (adam) {
-    LMS_RETURN_IF_ERROR(check_update_inputs(spec, {"param", "grad", "m", "v"}, {"step"}));
-  } else {
-    LMS_RETURN_IF_ERROR(check_update_inputs(spec, {"param", "grad", "velocity"}, {}));
-  }
   UpdateAttrs a;
+  if (spec.attrs.contains("loss_scaling")) {
+    LMS_ASSIGN_OR_RETURN(a.loss_scaling, flag_attr(spec, "loss_scaling"));
+  }
+  if (adam) {
+    LMS_RETURN_IF_ERROR(
+        check_update_inputs(spec, {"param", "grad", "m", "v"}, {"step"}, a.loss_scaling));
+  } else {
+    LMS_RETURN_IF_ERROR(
+        check_update_inputs(spec, {"param", "grad", "velocity"}, {}, a.loss_scaling));
+  }
   LMS_ASSIGN_OR_RETURN(a.lr, non_negative(spec, "lr"));
   LMS_ASSIGN_OR_RETURN(a.weight_decay, non_negative(spec, "weight_decay"));
   LMS_ASSIGN_OR_RETURN(a.clip_norm, non_negative(spec, "clip_norm"));
@@ -89,6 +117,20 @@ absl::StatusOr<UpdateAttrs> update_attrs(const OpInstance& spec) {
   return a;
 }
 
+absl::StatusOr<AmpScaleAttrs> amp_scale_attrs(const OpInstance& spec) {
+  AmpScaleAttrs a;
+  LMS_ASSIGN_OR_RETURN(a.growth_factor,
+                       real_attr_in(spec, "growth_factor", 1, HUGE_VAL, true, true));
+  LMS_ASSIGN_OR_RETURN(a.backoff_factor, real_attr_in(spec, "backoff_factor", 0, 1, true, true));
+  LMS_ASSIGN_OR_RETURN(a.growth_interval, int_attr(spec, "growth_interval"));
+  // The tracker is a float32 tensor: it counts exactly up to 2^24.
+  if (a.growth_interval < 1 || a.growth_interval > (int64_t{1} << 24)) {
+    return invalid(spec, absl::StrCat("growth_interval must be an integer in [1, 2^24], got ",
+                                      a.growth_interval));
+  }
+  return a;
+}
+
 namespace op_rules {
 
 std::optional<RuleEntry> optimizer_rule(OpKind op) {
@@ -96,15 +138,19 @@ std::optional<RuleEntry> optimizer_rule(OpKind op) {
     case OpKind::kGlobalNorm:
       return RuleEntry{{1, -1}, global_norm, {}};
     case OpKind::kIncrement:
-      return RuleEntry{{1, 1}, increment, {}};
+      return RuleEntry{{1, 2}, increment, {}};
     case OpKind::kSgdUpdate:
-      return RuleEntry{{3, 4}, update, {{"clip_norm", "lr", "momentum", "weight_decay"}, {}}};
+      return RuleEntry{
+          {3, 5}, update, {{"clip_norm", "lr", "momentum", "weight_decay"}, {"loss_scaling"}}};
     case OpKind::kAdamUpdate:
-      // The optional attributes are the poly schedule.
-      return RuleEntry{{5, 6},
+      // The optional attributes are the poly schedule and loss scaling.
+      return RuleEntry{{5, 7},
                        update,
                        {{"beta1", "beta2", "clip_norm", "eps", "lr", "weight_decay"},
-                        {"decay_power", "decay_steps"}}};
+                        {"decay_power", "decay_steps", "loss_scaling"}}};
+    case OpKind::kAmpUpdateScale:
+      return RuleEntry{
+          {3, 3}, amp_update_scale, {{"backoff_factor", "growth_factor", "growth_interval"}, {}}};
     default:
       return std::nullopt;
   }

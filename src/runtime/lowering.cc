@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "graph/fusion.h"
+#include "graph/low_precision.h"
 #include "lms/status.h"
 #include "runtime/blocked_layouts.h"
 
@@ -17,11 +18,14 @@ namespace lms {
 // blocked layout between ops where every reader can (Note [Blocked
 // layouts]). These run before the kernels are compiled for their
 // workspaces and before the swap pass, whose swap copies and rewired
-// consumers keep each tensor's layout. The CUDA device needs none: cuDNN
-// takes NCHW as it is. A new device kind, or a new pass for one, is a case
-// below and nothing else.
+// consumers keep each tensor's layout. The CUDA device needs only the pass
+// both devices run first: neither has low-precision kernels yet, so each
+// bf16 / f16 op runs in float32 between casts (Note [Low-precision
+// lowering]). A new device kind, or a new pass for one, is a case below and
+// nothing else.
 PassPipeline lowering_pipeline(DeviceKind kind, const RewriteOptions& options) {
   PassPipeline pipeline;
+  pipeline.add(std::make_unique<WidenLowPrecisionPass>());
   switch (kind) {
     case DeviceKind::kCpu:
       if (options.fuse_conv_relu) {

@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "graph/internal_checks.h"
+#include "graph/low_precision.h"
 #include "graph/op_registry.h"
 #include "lms/device.h"
 #include "lms/distributed.h"
@@ -262,6 +263,10 @@ class Session::Impl {
   Impl(const Graph& g, Device& d, SessionOptions o)
       : device_(d), options_(std::move(o)), stall_counter_(options_.sink) {
     plan_.graph = &g;
+  }
+  // A session of a graph the session rewrote owns it.
+  Impl(std::shared_ptr<const Graph> g, Device& d, SessionOptions o) : Impl(*g, d, std::move(o)) {
+    owned_graph_ = std::move(g);
   }
   // A StepPlan's session shares its graph and takes its layout.
   Impl(const StepPlan& step, Device& d, SessionOptions o) : Impl(step.graph(), d, std::move(o)) {
@@ -594,7 +599,19 @@ Session::~Session() = default;
 
 absl::StatusOr<std::unique_ptr<Session>> Session::create(const Graph& graph, Device& device,
                                                          SessionOptions options) {
-  auto impl = std::make_unique<Impl>(graph, device, std::move(options));
+  std::unique_ptr<Impl> impl;
+  if (!graph.plan_record().planned && has_low_precision_nodes(graph) && verify(graph).ok()) {
+    // Per Note [Low-precision lowering], bf16 / f16 nodes run in float32
+    // between casts; a planned graph was lowered before it was planned.
+    PassPipeline widen;
+    widen.add(std::make_unique<WidenLowPrecisionPass>());
+    auto lowered = std::make_shared<Graph>(graph);
+    LMS_RETURN_IF_ERROR(widen.run(*lowered).status());
+    impl = std::make_unique<Impl>(std::shared_ptr<const Graph>(std::move(lowered)), device,
+                                  std::move(options));
+  } else {
+    impl = std::make_unique<Impl>(graph, device, std::move(options));
+  }
   LMS_RETURN_IF_ERROR(impl->init());
   return std::unique_ptr<Session>(new Session(std::move(impl)));
 }

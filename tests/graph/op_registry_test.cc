@@ -142,9 +142,10 @@ TEST(OpRegistry, MutatedInputs) {
   EXPECT_EQ(op_def(OpKind::kAdamUpdate).mutated_inputs, (std::vector<int>{0, 2, 3}));
   EXPECT_EQ(op_def(OpKind::kIncrement).mutated_inputs, (std::vector<int>{0}));
   EXPECT_EQ(op_def(OpKind::kBnStatsUpdate).mutated_inputs, (std::vector<int>{0, 1}));
+  EXPECT_EQ(op_def(OpKind::kAmpUpdateScale).mutated_inputs, (std::vector<int>{0, 1}));
   for (OpKind op : all_op_kinds()) {
     if (op != OpKind::kSgdUpdate && op != OpKind::kAdamUpdate && op != OpKind::kIncrement &&
-        op != OpKind::kBnStatsUpdate) {
+        op != OpKind::kBnStatsUpdate && op != OpKind::kAmpUpdateScale) {
       EXPECT_TRUE(op_def(op).mutated_inputs.empty()) << op_name(op);
     }
   }

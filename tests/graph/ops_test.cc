@@ -50,6 +50,8 @@ std::vector<Valid> valid_cases() {
   const Attrs adam = {{"lr", 1e-3},  {"beta1", 0.9},        {"beta2", 0.999},
                       {"eps", 1e-8}, {"weight_decay", 0.0}, {"clip_norm", 0.0}};
   const Attrs sgd = {{"lr", 0.1}, {"momentum", 0.9}, {"weight_decay", 0.0}, {"clip_norm", 1.0}};
+  const Attrs amp = {
+      {"growth_factor", 2.0}, {"backoff_factor", 0.5}, {"growth_interval", int64_t{2000}}};
   return {
       {OpKind::kConv, {x4, {4, 3, 3, 3}, {4}}, geom2({1, 1}, {1, 1}), {{2, 4, 8, 8}}},
       {OpKind::kConv, {x4, {4, 3, 3, 3}}, geom2({2, 2}, {0, 0}, {2, 2}), {{2, 4, 2, 2}}},
@@ -235,8 +237,15 @@ std::vector<Valid> valid_cases() {
       {OpKind::kReduceMeanBwd, {{}}, {{"input_shape", Ints(x4)}}, {x4}},
       {OpKind::kGlobalNorm, {{4, 3, 3, 3}, {4}}, {}, {{}}},
       {OpKind::kIncrement, {{}}, {}, {}},
+      {OpKind::kIncrement, {{}, {}}, {}, {}},
       {OpKind::kSgdUpdate, {{4}, {4}, {4}, {}}, sgd, {}},
+      {OpKind::kSgdUpdate, {{4}, {4}, {4}, {}, {}}, with(sgd, "loss_scaling", int64_t{1}), {}},
       {OpKind::kAdamUpdate, {{4}, {4}, {4}, {4}, {}}, adam, {}},
+      {OpKind::kAdamUpdate,
+       {{4}, {4}, {4}, {4}, {}, {}, {}},
+       with(adam, "loss_scaling", int64_t{1}),
+       {}},
+      {OpKind::kAmpUpdateScale, {{}, {}, {}}, amp, {}},
       {OpKind::kSwapOut, {x4}, {}, {x4}},
       {OpKind::kSwapIn, {x4}, {}, {x4}},
       {OpKind::kAllReduce, {x4, x5, {1}}, {}, {x4, x5, {1}}},
@@ -249,6 +258,9 @@ std::vector<Invalid> invalid_cases() {
   const Attrs adam = {{"lr", 1e-3},  {"beta1", 0.9},        {"beta2", 0.999},
                       {"eps", 1e-8}, {"weight_decay", 0.0}, {"clip_norm", 0.0}};
   const Attrs kAttn = {{"softmax_scale", 0.5}, {"causal", int64_t{0}}};
+  const Attrs sgd = {{"lr", 0.1}, {"momentum", 0.9}, {"weight_decay", 0.0}, {"clip_norm", 1.0}};
+  const Attrs amp = {
+      {"growth_factor", 2.0}, {"backoff_factor", 0.5}, {"growth_interval", int64_t{2000}}};
   return {
       {OpKind::kConv,
        {x4, {4, 3, 3, 3}},
@@ -522,6 +534,20 @@ std::vector<Invalid> invalid_cases() {
        "momentum must be in [0, 1)"},
       {OpKind::kAdamUpdate, {{4}, {4}, {4}, {4}, {1}}, adam, "step must be a scalar"},
       {OpKind::kAdamUpdate, {{4}, {4}, {4}, {4}, {}}, with(adam, "beta2", 1.0), "beta2 must be in"},
+      {OpKind::kSgdUpdate,
+       {{4}, {4}, {4}, {}},
+       with(sgd, "loss_scaling", int64_t{1}),
+       "with loss_scaling = 1 the update takes 5 inputs"},
+      {OpKind::kIncrement, {{}, {2}}, {}, "norm must be a scalar"},
+      {OpKind::kAmpUpdateScale,
+       {{}, {}, {}},
+       with(amp, "backoff_factor", 1.0),
+       "backoff_factor must be in (0, 1)"},
+      {OpKind::kAmpUpdateScale,
+       {{}, {}, {}},
+       with(amp, "growth_interval", int64_t{0}),
+       "growth_interval must be an integer in [1, 2^24]"},
+      {OpKind::kAmpUpdateScale, {{}, {1}, {}}, amp, "growth_tracker must be a scalar"},
       {OpKind::kSwapIn, {x4, x4}, {}, "takes 1 inputs, got 2"},
       {OpKind::kAllReduce, {}, {}, "takes at least 1 inputs, got 0"},
       {OpKind::kAllReduce,

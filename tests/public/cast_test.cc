@@ -142,7 +142,11 @@ TEST(Cast, GradientMatchesPyTorch) {
     const TensorId y = cast(g, "y", cast(g, "h", x, dtype), DType::kFloat32);
     g.set_loss(mse_loss(g, "loss", y, g.input("target", shape)));
     ASSERT_TRUE(g.status().ok()) << g.status();
-    auto train = training_graph(g, g.loss(), Sgd{.lr = 0.0});
+    // f16 trains with loss scaling; a scale of 1 leaves the gradients as
+    // they are.
+    TrainingOptions options;
+    if (dtype == DType::kFloat16) options.loss_scaling = LossScaling{.init_scale = 1};
+    auto train = training_graph(g, g.loss(), Sgd{.lr = 0.0}, options);
     ASSERT_TRUE(train.ok()) << train.status();
     TorchTensors in;
     in["x"] = {shape, random_values(num_elements(shape), gen, 2.0f)};
@@ -180,11 +184,20 @@ TEST(Cast, BadInputIsAClearError) {
   {
     // An op that computes in float32 only names the input and its dtype.
     Graph g;
-    const TensorId h = cast(g, "h", g.input("x", {2, 3}), DType::kBFloat16);
-    relu(g, "r", h);
+    const TensorId h = cast(g, "h", g.input("x", {2, 3, 4, 4}), DType::kBFloat16);
+    batch_norm(g, "bn", h);
     EXPECT_TRUE(absl::IsInvalidArgument(g.status())) << g.status();
-    EXPECT_NE(g.status().message().find("'r'"), std::string_view::npos) << g.status();
+    EXPECT_NE(g.status().message().find("'bn'"), std::string_view::npos) << g.status();
     EXPECT_NE(g.status().message().find("bf16"), std::string_view::npos) << g.status();
+  }
+  {
+    // An op that follows its inputs' dtype takes one float dtype.
+    Graph g;
+    const TensorId x = g.input("x", {2, 3});
+    add(g, "sum", x, cast(g, "h", x, DType::kFloat16));
+    EXPECT_TRUE(absl::IsInvalidArgument(g.status())) << g.status();
+    EXPECT_NE(g.status().message().find("'sum'"), std::string_view::npos) << g.status();
+    EXPECT_NE(g.status().message().find("f16"), std::string_view::npos) << g.status();
   }
   {
     auto parsed = parse_graph("input x f8[2]\n");

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -15,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "lms/autocast.h"
 #include "lms/device.h"
 #include "lms/graph.h"
 #include "lms/ops.h"
@@ -38,8 +40,10 @@ constexpr uint64_t kMiB = 1024 * kKiB;
 //   loss = mse(out, mask)
 // `stem` is read by three far-apart consumers: the first pool, the last
 // concat and the residual add before the head.
+// With `autocast`, the forward graph is autocast (lms/autocast.h) first.
 inline absl::StatusOr<Graph> user_unet(int64_t batch, int64_t size, const Optimizer& opt,
-                                       const TrainingOptions& options = {}) {
+                                       const TrainingOptions& options = {},
+                                       std::optional<AutocastOptions> autocast = std::nullopt) {
   Graph g;
   const TensorId image = g.input("image", {batch, 1, size, size});
   const TensorId mask = g.input("mask", {batch, 1, size, size});
@@ -59,9 +63,10 @@ inline absl::StatusOr<Graph> user_unet(int64_t batch, int64_t size, const Optimi
       relu(g, "d2", conv("d2/conv", concat(g, "cat2", {upsample(g, "up2", d1, {2}), stem}), 8, 5));
   const TensorId res = add(g, "res", d2, stem);
   const TensorId out = sigmoid(g, "out", conv2d(g, "head", res, 1, {1}, {.seed = 6}));
-  const TensorId loss = mse_loss(g, "loss", out, mask);
+  g.set_loss(mse_loss(g, "loss", out, mask));
   LMS_RETURN_IF_ERROR(g.status());
-  return training_graph(g, loss, opt, options);
+  if (autocast) LMS_RETURN_IF_ERROR(lms::autocast(g, *autocast).status());
+  return training_graph(g, g.loss(), opt, options);
 }
 
 inline Feeds user_unet_feeds(int64_t batch, int64_t size, uint64_t seed) {

@@ -131,35 +131,80 @@ __global__ void mse_bwd_kernel(const float* p, const float* t, const float* dlos
   LMS_GRID_STRIDE(i, n) g[i] = c * (p[i] - t[i]);
 }
 
-__global__ void increment_kernel(float* step) { step[0] += 1.0f; }
-
-// min(1, clip_norm / (norm + 1e-6)) when clipping is on, else 1.
-__device__ float clip_factor(const float* norm, float clip_norm) {
-  if (clip_norm <= 0.0f || norm == nullptr) return 1.0f;
-  const double f = static_cast<double>(clip_norm) / (static_cast<double>(norm[0]) + 1e-6);
-  return static_cast<float>(f < 1.0 ? f : 1.0);
+__global__ void increment_kernel(float* step, const float* norm) {
+  if (norm != nullptr && !isfinite(norm[0])) return;
+  step[0] += 1.0f;
 }
 
-__global__ void sgd_kernel(float* p, const float* g, float* v, const float* norm, int64_t n,
-                           SgdParams h) {
-  const float clip = clip_factor(norm, h.clip_norm);
+__global__ void amp_update_scale_kernel(float* scale, float* tracker, const float* norm,
+                                        double growth_factor, double backoff_factor,
+                                        float growth_interval) {
+  if (!isfinite(norm[0])) {
+    scale[0] = static_cast<float>(static_cast<double>(scale[0]) * backoff_factor);
+    tracker[0] = 0.0f;
+    return;
+  }
+  const float successful = tracker[0] + 1.0f;
+  if (successful >= growth_interval) {
+    const float grown = static_cast<float>(static_cast<double>(scale[0]) * growth_factor);
+    if (isfinite(grown)) scale[0] = grown;
+    tracker[0] = 0.0f;
+  } else {
+    tracker[0] = successful;
+  }
+}
+
+// The CPU device's GradScale (optimizer_kernels.cc): skip, the unscale
+// factor and the clip factor min(1, clip_norm / (norm + 1e-6)) (norm
+// unscaled), or 1 without clipping.
+struct GradScale {
+  bool skip;
+  float inv_scale;
+  float clip;
+};
+
+__device__ GradScale grad_scale(const float* scale, const float* norm, float clip_norm) {
+  GradScale s{false, 1.0f, 1.0f};
+  double nv = norm != nullptr ? static_cast<double>(norm[0]) : 0.0;
+  if (scale != nullptr) {
+    if (!isfinite(nv)) {
+      s.skip = true;
+      return s;
+    }
+    s.inv_scale = static_cast<float>(1.0 / static_cast<double>(scale[0]));
+    nv *= static_cast<double>(s.inv_scale);
+  }
+  if (clip_norm > 0.0f && norm != nullptr) {
+    const double f = static_cast<double>(clip_norm) / (nv + 1e-6);
+    s.clip = static_cast<float>(f < 1.0 ? f : 1.0);
+  }
+  return s;
+}
+
+__global__ void sgd_kernel(float* p, const float* g, float* v, const float* scale,
+                           const float* norm, int64_t n, SgdParams h) {
+  const GradScale s = grad_scale(scale, norm, h.clip_norm);
+  if (s.skip) return;
+  const float clip = s.clip;
   LMS_GRID_STRIDE(i, n) {
-    const float gi = clip * g[i] + h.weight_decay * p[i];
+    const float gi = clip * (g[i] * s.inv_scale) + h.weight_decay * p[i];
     v[i] = h.momentum * v[i] + gi;
     p[i] -= h.lr * v[i];
   }
 }
 
 __global__ void adam_kernel(float* p, const float* g, float* m, float* v, const float* step,
-                            const float* norm, int64_t n, AdamParams h) {
+                            const float* scale, const float* norm, int64_t n, AdamParams h) {
+  const GradScale s = grad_scale(scale, norm, h.clip_norm);
+  if (s.skip) return;
   const double t = step[0];
   if (!(t >= 1.0)) return;  // see cuda_launch.h
-  const float clip = clip_factor(norm, h.clip_norm);
+  const float clip = s.clip;
   const float inv_bc1 = static_cast<float>(1.0 / (1.0 - pow(static_cast<double>(h.beta1), t)));
   const float inv_bc2 = static_cast<float>(1.0 / (1.0 - pow(static_cast<double>(h.beta2), t)));
   const float lr = static_cast<float>(poly_lr(h.lr, t, h.decay_steps, h.decay_power));
   LMS_GRID_STRIDE(i, n) {
-    const float gi = clip * g[i] + h.weight_decay * p[i];
+    const float gi = clip * (g[i] * s.inv_scale) + h.weight_decay * p[i];
     m[i] = h.beta1 * m[i] + (1.0f - h.beta1) * gi;
     v[i] = h.beta2 * v[i] + (1.0f - h.beta2) * gi * gi;
     p[i] -= lr * (m[i] * inv_bc1) / (sqrtf(v[i] * inv_bc2) + h.eps);
@@ -285,20 +330,28 @@ cudaError_t mse_bwd(cudaStream_t stream, const float* p, const float* t, const f
   return cudaGetLastError();
 }
 
-cudaError_t increment(cudaStream_t stream, float* step) {
-  increment_kernel<<<1, 1, 0, stream>>>(step);
+cudaError_t increment(cudaStream_t stream, float* step, const float* norm) {
+  increment_kernel<<<1, 1, 0, stream>>>(step, norm);
   return cudaGetLastError();
 }
 
-cudaError_t sgd_update(cudaStream_t stream, float* p, const float* g, float* v, const float* norm,
-                       int64_t n, SgdParams h) {
-  sgd_kernel<<<grid_for(n), kThreads, 0, stream>>>(p, g, v, norm, n, h);
+cudaError_t amp_update_scale(cudaStream_t stream, float* scale, float* tracker, const float* norm,
+                             double growth_factor, double backoff_factor, float growth_interval) {
+  amp_update_scale_kernel<<<1, 1, 0, stream>>>(scale, tracker, norm, growth_factor, backoff_factor,
+                                               growth_interval);
+  return cudaGetLastError();
+}
+
+cudaError_t sgd_update(cudaStream_t stream, float* p, const float* g, float* v, const float* scale,
+                       const float* norm, int64_t n, SgdParams h) {
+  sgd_kernel<<<grid_for(n), kThreads, 0, stream>>>(p, g, v, scale, norm, n, h);
   return cudaGetLastError();
 }
 
 cudaError_t adam_update(cudaStream_t stream, float* p, const float* g, float* m, float* v,
-                        const float* step, const float* norm, int64_t n, AdamParams h) {
-  adam_kernel<<<grid_for(n), kThreads, 0, stream>>>(p, g, m, v, step, norm, n, h);
+                        const float* step, const float* scale, const float* norm, int64_t n,
+                        AdamParams h) {
+  adam_kernel<<<grid_for(n), kThreads, 0, stream>>>(p, g, m, v, step, scale, norm, n, h);
   return cudaGetLastError();
 }
 

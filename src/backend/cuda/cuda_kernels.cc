@@ -66,6 +66,7 @@ Factory cuda_kernel_factory(OpKind op) {
     case OpKind::kIncrement:
     case OpKind::kSgdUpdate:
     case OpKind::kAdamUpdate:
+    case OpKind::kAmpUpdateScale:
       return &create_cuda_reduction_kernel;
     case OpKind::kUpsample:
     case OpKind::kUpsampleBwd:
@@ -100,6 +101,7 @@ absl::StatusOr<std::unique_ptr<Kernel>> create_cuda_kernel(const KernelSpec& spe
   // The op's one rule, which the graph ran too (op schema); the kernels
   // check only what this backend cannot run.
   LMS_RETURN_IF_ERROR(check_spec(spec));
+  LMS_RETURN_IF_ERROR(check_float32_kernel(spec, "CUDA"));
   if (Factory factory = cuda_kernel_factory(spec.op)) {
     LMS_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> kernel, factory(spec, ctx));
     if (kernel) return kernel;

@@ -76,21 +76,28 @@ cudaError_t fill_from_scalar(cudaStream_t stream, const float* scalar, double di
 // g = float(2 * dloss / n) * (p - t).
 cudaError_t mse_bwd(cudaStream_t stream, const float* p, const float* t, const float* dloss,
                     float* g, int64_t n);
-cudaError_t increment(cudaStream_t stream, float* step);
+// step += 1 unless `norm` (may be null) is not finite.
+cudaError_t increment(cudaStream_t stream, float* step, const float* norm);
 
-// docs/ops.md optimizer updates; `norm` may be null (no clipping).
+// docs/ops.md optimizer updates; `norm` may be null (no clipping). With
+// `scale` (loss scaling; norm then set), a norm that is not finite skips
+// the update and the gradient is read times float(1 / double(*scale)).
 struct SgdParams {
   float lr, momentum, weight_decay, clip_norm;
 };
-cudaError_t sgd_update(cudaStream_t stream, float* p, const float* g, float* v, const float* norm,
-                       int64_t n, SgdParams h);
+cudaError_t sgd_update(cudaStream_t stream, float* p, const float* g, float* v, const float* scale,
+                       const float* norm, int64_t n, SgdParams h);
 struct AdamParams {
   float lr, beta1, beta2, eps, weight_decay, clip_norm;
   double decay_steps, decay_power;  // the poly schedule (lr_schedule.h); decay_steps 0 = none
 };
 // Reads t from `step`; with t < 1 (increment did not run) nothing is updated.
 cudaError_t adam_update(cudaStream_t stream, float* p, const float* g, float* m, float* v,
-                        const float* step, const float* norm, int64_t n, AdamParams h);
+                        const float* step, const float* scale, const float* norm, int64_t n,
+                        AdamParams h);
+// amp_update_scale of docs/ops.md (GradScaler.update), one thread.
+cudaError_t amp_update_scale(cudaStream_t stream, float* scale, float* tracker, const float* norm,
+                             double growth_factor, double backoff_factor, float growth_interval);
 
 // ---- Along an axis, embedding (cuda_axis.cu) ----
 // x seen as [outer, axis, inner]: y[o, i] = mean over a of x[o, a, i], each

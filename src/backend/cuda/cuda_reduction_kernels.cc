@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -198,8 +199,30 @@ KernelOr make_global_norm(const KernelSpec& spec, const CudaKernelContext& ctx) 
 KernelOr make_increment(const KernelSpec& spec, const CudaKernelContext& ctx) {
   const std::string what = node_label(spec);
   cudaStream_t s = ctx.stream;
-  return make_fn_kernel(
-      [=](const KernelArgs& a) { return cuda_status(launch::increment(s, a.inputs[0]), what); });
+  return make_fn_kernel([=](const KernelArgs& a) {
+    const float* norm = a.inputs.size() > 1 ? a.inputs[1] : nullptr;
+    return cuda_status(launch::increment(s, a.inputs[0], norm), what);
+  });
+}
+
+KernelOr make_amp_update_scale(const KernelSpec& spec, const CudaKernelContext& ctx) {
+  LMS_ASSIGN_OR_RETURN(const AmpScaleAttrs h, amp_scale_attrs(spec));
+  const std::string what = node_label(spec);
+  cudaStream_t s = ctx.stream;
+  return make_fn_kernel([=](const KernelArgs& a) {
+    return cuda_status(
+        launch::amp_update_scale(s, a.inputs[0], a.inputs[1], a.inputs[2], h.growth_factor,
+                                 h.backoff_factor, static_cast<float>(h.growth_interval)),
+        what);
+  });
+}
+
+// The scale and norm inputs of an update whose loss-scaling inputs start at
+// `first` (docs/ops.md); null where absent.
+std::pair<const float*, const float*> scale_and_norm(const KernelArgs& a, bool loss_scaling,
+                                                     size_t first) {
+  if (loss_scaling) return {a.inputs[first], a.inputs[first + 1]};
+  return {nullptr, a.inputs.size() > first ? a.inputs[first] : nullptr};
 }
 
 KernelOr make_sgd(const KernelSpec& spec, const CudaKernelContext& ctx) {
@@ -210,10 +233,11 @@ KernelOr make_sgd(const KernelSpec& spec, const CudaKernelContext& ctx) {
   const int64_t n = num_elements(spec.input_shapes[0]);
   const std::string what = node_label(spec);
   cudaStream_t s = ctx.stream;
+  const bool loss_scaling = c.loss_scaling;
   return make_fn_kernel([=](const KernelArgs& a) {
-    const float* norm = a.inputs.size() > 3 ? a.inputs[3] : nullptr;
-    return cuda_status(launch::sgd_update(s, a.inputs[0], a.inputs[1], a.inputs[2], norm, n, h),
-                       what);
+    const auto [scale, norm] = scale_and_norm(a, loss_scaling, 3);
+    return cuda_status(
+        launch::sgd_update(s, a.inputs[0], a.inputs[1], a.inputs[2], scale, norm, n, h), what);
   });
 }
 
@@ -233,10 +257,11 @@ KernelOr make_adam(const KernelSpec& spec, const CudaKernelContext& ctx) {
   const int64_t n = num_elements(spec.input_shapes[0]);
   const std::string what = node_label(spec);
   cudaStream_t s = ctx.stream;
+  const bool loss_scaling = c.loss_scaling;
   return make_fn_kernel([=](const KernelArgs& a) {
-    const float* norm = a.inputs.size() > 5 ? a.inputs[5] : nullptr;
+    const auto [scale, norm] = scale_and_norm(a, loss_scaling, 5);
     return cuda_status(launch::adam_update(s, a.inputs[0], a.inputs[1], a.inputs[2], a.inputs[3],
-                                           a.inputs[4], norm, n, h),
+                                           a.inputs[4], scale, norm, n, h),
                        what);
   });
 }
@@ -261,6 +286,7 @@ KernelOr create_cuda_reduction_kernel(const KernelSpec& spec, const CudaKernelCo
   if (op == OpKind::kIncrement) return make_increment(spec, ctx);
   if (op == OpKind::kSgdUpdate) return make_sgd(spec, ctx);
   if (op == OpKind::kAdamUpdate) return make_adam(spec, ctx);
+  if (op == OpKind::kAmpUpdateScale) return make_amp_update_scale(spec, ctx);
   return std::unique_ptr<Kernel>();
 }
 

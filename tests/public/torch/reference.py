@@ -228,11 +228,52 @@ def conv_bn_relu(attrs, t):
             "y_eval": y_eval}
 
 
+def small_cnn(p, x):
+    """The model of tests/public/autocast_test.cc: conv -> batch norm -> relu
+    -> max pool -> conv -> relu -> + the pooled skip -> global average pool
+    -> linear (nn.Linear layout, w[K,C])."""
+    h = F.conv2d(x, p["conv1/w"], p["conv1/b"], padding=1)
+    h = F.relu(F.batch_norm(h, None, None, p["bn/gamma"], p["bn/beta"], training=True))
+    skip = F.max_pool2d(h, 2)
+    h = F.relu(F.conv2d(skip, p["conv2/w"], p["conv2/b"], padding=1)) + skip
+    h = F.adaptive_avg_pool2d(h, 1).flatten(1)
+    return F.linear(h, p["fc/w"], p["fc/b"])
+
+
+def autocast_cnn(attrs, t):
+    """small_cnn trained `steps` steps of SGD with momentum on cross-entropy
+    under torch.autocast("cpu", dtype=torch.bfloat16): the loss of each step
+    and the gradients of the first. The same first step in float64 (no
+    autocast) gives the exact loss and gradients ("<name>/exact")."""
+    names = ("conv1/w", "conv1/b", "bn/gamma", "bn/beta", "conv2/w", "conv2/b", "fc/w", "fc/b")
+    labels = t["labels"].to(torch.int64)
+    exact = {k: t[k].double().clone().requires_grad_(True) for k in names}
+    loss64 = F.cross_entropy(small_cnn(exact, t["x"].double()), labels)
+    loss64.backward()
+    params = {k: t[k].clone().requires_grad_(True) for k in names}
+    opt = torch.optim.SGD(params.values(), lr=attrs["lr"][0], momentum=attrs["momentum"][0])
+    result = {"loss/exact": loss64.detach().float()}
+    losses = []
+    for step in range(int(attrs["steps"][0])):
+        opt.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = F.cross_entropy(small_cnn(params, t["x"]), labels)
+        loss.backward()
+        if step == 0:
+            for k in names:
+                result[k + "/grad"] = params[k].grad.clone()
+                result[k + "/grad/exact"] = exact[k].grad.float()
+        opt.step()
+        losses.append(loss.detach().float())
+    result["losses"] = torch.stack(losses)
+    return result
+
+
 OPS = {"conv": conv, "conv_bn_relu": conv_bn_relu, "linear": linear, "avg_pool": avg_pool,
        "clip": clip, "gelu": gelu, "reshape": reshape, "broadcast": broadcast,
        "cross_entropy": cross_entropy, "mlp_cross_entropy_sgd": mlp_cross_entropy_sgd,
        "transpose": transpose, "layer_norm": layer_norm, "matmul": matmul,
-       "attention": attention, "cast": cast}
+       "attention": attention, "cast": cast, "autocast_cnn": autocast_cnn}
 
 
 def main():

@@ -85,6 +85,7 @@ CpuKernelFamily cpu_kernel_family(OpKind op) {
     case OpKind::kIncrement:
     case OpKind::kSgdUpdate:
     case OpKind::kAdamUpdate:
+    case OpKind::kAmpUpdateScale:
       return CpuKernelFamily::kOptimizer;
     case OpKind::kSwapOut:  // copies and collectives run on their own streams
     case OpKind::kSwapIn:
@@ -99,6 +100,7 @@ absl::StatusOr<std::unique_ptr<Kernel>> create_cpu_kernel(const KernelSpec& spec
   // The op's one rule, which the graph ran too (op schema); what follows is
   // only what this backend cannot run.
   LMS_RETURN_IF_ERROR(check_spec(spec));
+  LMS_RETURN_IF_ERROR(check_float32_kernel(spec, "CPU"));
   LMS_RETURN_IF_ERROR(check_blocked_layout(spec));
   std::unique_ptr<Kernel> kernel;
   try {
