@@ -9,7 +9,7 @@ lms_declare_layer(common PUBLIC_HEADERS checked.h op_kind.h status.h strings.h t
 # The op schema: one check per op of an op instance (attributes, arity,
 # dtypes, shapes), which the graph's shape inference and both backends call.
 lms_declare_layer(op_schema DEPS common)
-lms_declare_layer(graph DEPS op_schema common PUBLIC_HEADERS graph.h loss.h ops.h training.h)
+lms_declare_layer(graph DEPS op_schema common PUBLIC_HEADERS autocast.h graph.h loss.h ops.h training.h)
 lms_declare_layer(allocator DEPS common PUBLIC_HEADERS memory_stats.h)
 lms_declare_layer(profiler DEPS common PUBLIC_HEADERS profiler.h profiler/)
 # The device interface and the code both backends share; each backend sees

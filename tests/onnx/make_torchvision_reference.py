@@ -63,6 +63,13 @@ p -= lr * buf, as lms::Sgd) on the same batch. Tensors:
   8 values per channel), so the test holds lms to max(1e-4, a multiple of
   it), not to 1e-4 alone.
 
+Mixed precision (AUTOCAST models: resnet18, gpt, vit): the same model from
+the same values trained AUTOCAST_STEPS steps with the forward pass and the
+loss under torch.autocast("cpu", dtype=torch.bfloat16) (float32 master
+weights; the optimizer as above). Tensors: bf16/loss and bf16/<param>/grad
+(step 1), bf16/step_loss (one per step), and the float64 run's step 1 as
+f64/loss and f64/<param>/grad, the exact values both are compared with.
+
 Binary reference format (read by tests/onnx/reference.h,
 read_binary_reference): ASCII header lines, then raw data:
   lms-reference 1
@@ -118,6 +125,8 @@ SHAPES = {
     "vit_opset17": (2, 3, 32, 32),
 }
 OPSETS = {"gpt_opset17": 17, "vit_opset17": 17}
+AUTOCAST = {"resnet18", "gpt", "vit"}
+AUTOCAST_STEPS = 20
 GPTS = {"gpt": dict(tied=True), "gpt_opset17": dict(tied=False)}
 VOCAB = 64
 ADAM_LR = 0.001
@@ -224,6 +233,30 @@ def train(model, x, target, loss_fn, lr, adam):
     return out
 
 
+def autocast_train(model, x, target, loss_fn, lr, adam):
+    """AUTOCAST_STEPS steps under torch.autocast("cpu", bfloat16): step 1's
+    loss and gradients and every step's loss, named bf16/..."""
+    import torch
+    if adam:
+        opt = torch.optim.Adam(model.parameters(), lr=lr)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=MOMENTUM)
+    out = []
+    losses = []
+    for step in range(AUTOCAST_STEPS):
+        opt.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = loss_fn(model(x), target)
+        loss.backward()
+        if step == 0:
+            out.append(("bf16/loss", loss.float()))
+            out += [("bf16/" + n + "/grad", p.grad.clone()) for n, p in model.named_parameters()]
+        losses.append(loss.detach().float().reshape(1))
+        opt.step()
+    out.append(("bf16/step_loss", torch.cat(losses)))
+    return out
+
+
 def fp32_errors(tensors32, tensors64):
     """PyTorch's own float32 error of each tensor: the relative L2 distance
     of its float32 result from the same training in float64 (per step for
@@ -307,11 +340,17 @@ def main(model_name, out_dir):
         export_onnx.export(copy.deepcopy(model), x, onnx_path, opset_version=opset)
     load_file_values(model, onnx_path)
     model64 = copy.deepcopy(model).double()
+    model_bf16 = copy.deepcopy(model)
     lr = ADAM_LR if gpt else MODEL_LR.get(model_name, LR)
     trained = train(model, x, target, loss_fn, lr, gpt)
     target64 = target if target.dtype == torch.int64 else target.double()
     x64 = x if x.dtype == torch.int64 else x.double()
-    errors = fp32_errors(trained, train(model64, x64, target64, loss_fn, lr, gpt))
+    trained64 = train(model64, x64, target64, loss_fn, lr, gpt)
+    errors = fp32_errors(trained, trained64)
+    if model_name in AUTOCAST:
+        errors += autocast_train(model_bf16, x, target, loss_fn, lr, gpt)
+        errors += [("f64/" + n, t.float()) for n, t in trained64
+                   if n == "loss" or n.endswith("/grad")]
     if gpt:  # torch.optim.Adam's defaults
         optimizer = [("lr", torch.tensor([lr])), ("beta1", torch.tensor([0.9])),
                      ("beta2", torch.tensor([0.999])), ("eps", torch.tensor([1e-8]))]

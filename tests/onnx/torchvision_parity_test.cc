@@ -2,7 +2,8 @@
 // densenet121, mobilenet_v2 and efficientnet_b0 of torchvision, a 2-D
 // U-Net written in PyTorch, a GPT-2-style decoder (scripts/gpt_model.py;
 // tied head at opset 14, untied at opset 17) and a small VisionTransformer
-// of torchvision (opsets 14 and 17), exported by
+// of torchvision (opsets 14 and 17) (and, for resnet18, the GPT and the ViT,
+// the same models in bf16 against torch.autocast: check_autocast), exported by
 // scripts/export_onnx.py, imported through lms/onnx.h with a loss from
 // lms/loss.h (cross-entropy, over every position for the GPTs, or MSE for
 // the U-Net) and trained on the CPU device for 3 steps of SGD with momentum
@@ -36,9 +37,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "lms/autocast.h"
 #include "lms/config.h"
 #include "lms/device.h"
 #include "lms/loss.h"
@@ -124,9 +127,11 @@ int make_reference(const std::string& model, std::string* output) {
 }
 
 // The imported model with its loss, as the training graph of the
-// reference's optimizer; the parameter names.
+// reference's optimizer (autocast to `low` first when given); the
+// parameter names.
 absl::StatusOr<Graph> imported_training_graph(const ModelCase& c, const Optimizer& optimizer,
-                                              std::vector<std::string>* parameters) {
+                                              std::vector<std::string>* parameters,
+                                              std::optional<DType> low = std::nullopt) {
   auto m = import_onnx(std::string(LMS_PARITY_DIR) + "/" + c.name + ".onnx",
                        {.input_shapes = {{"input", c.shape}}});
   if (!m.ok()) return m.status();
@@ -140,7 +145,13 @@ absl::StatusOr<Graph> imported_training_graph(const ModelCase& c, const Optimize
                         : Loss{Mse{}};
   auto l = attach_loss(g, m->outputs.at(0), loss);
   if (!l.ok()) return l.status();
-  return training_graph(g, *l, optimizer);
+  if (low) {
+    absl::StatusOr<AutocastReport> r = autocast(g, {.dtype = *low});
+    if (!r.ok()) return r.status();
+    std::printf("autocast to %s: %d nodes in %s, %d casts\n", dtype_name(*low),
+                r->low_precision_nodes, dtype_name(*low), r->casts_added);
+  }
+  return training_graph(g, g.loss(), optimizer);
 }
 
 struct Batch {
@@ -172,12 +183,12 @@ struct StepsRun {
 };
 
 StepsRun run_steps(const Graph& g, Device& device, const Batch& batch,
-                   const std::vector<std::string>& fetches) {
+                   const std::vector<std::string>& fetches, int steps = kSteps) {
   StepsRun out;
   auto session = Session::create(g, device, {.fetches = fetches});
   EXPECT_TRUE(session.ok()) << session.status();
   if (!session.ok()) return out;
-  for (int step = 0; step < kSteps; ++step) {
+  for (int step = 0; step < steps; ++step) {
     StepResult r;
     const absl::Status s = (*session)->run(batch.feeds, batch.labels, &r);
     EXPECT_TRUE(s.ok()) << s;
@@ -337,7 +348,9 @@ void check_lms(const Graph& train, AutoActions actions, const Batch& batch, cons
                 << ") planned to fit with a tensor swapped or recomputed";
 }
 
-void check_model(const ModelCase& c) {
+// Writes (or finds cached) and reads c's reference into `ref`; skips the
+// test, saying why, where torch, torchvision or onnx is missing.
+void load_reference(const ModelCase& c, BinaryReference* ref) {
   std::string shape;
   for (int64_t d : c.shape) {
     if (!shape.empty()) shape += ',';
@@ -351,20 +364,27 @@ void check_model(const ModelCase& c) {
   std::printf("%s", output.c_str());
   if (status == 77) GTEST_SKIP() << output;
   ASSERT_EQ(status, 0) << output;
-  const BinaryReference ref =
-      onnx_test::read_binary_reference(std::string(LMS_PARITY_DIR) + "/" + c.name + ".ref");
-  ASSERT_TRUE(ref.error.empty()) << ref.error;
+  *ref = onnx_test::read_binary_reference(std::string(LMS_PARITY_DIR) + "/" + c.name + ".ref");
+  ASSERT_TRUE(ref->error.empty()) << ref->error;
   std::printf("reference %.1f s\n", seconds_since(start));
+}
 
-  start = std::chrono::steady_clock::now();
-  std::vector<std::string> parameters;
-  const double lr = ref.f32.at("lr")[0];
+// The reference's optimizer, and how far it moves a parameter whose
+// gradient is round-off in kSteps steps: a fixed amount plus one per unit
+// of the largest gradient's norm.
+struct ReferenceOptimizer {
   Optimizer optimizer = Sgd{};
+  double moved_by_round_off_fixed = 0;
+  double moved_by_round_off_per_scale = 0;
+};
+
+ReferenceOptimizer reference_optimizer(const BinaryReference& ref) {
+  ReferenceOptimizer o;
+  const double lr = ref.f32.at("lr")[0];
   // A round-off gradient moves its parameter by round-off under SGD: at
   // most the sum of kSteps velocities of kSteps round-off gradients each,
   // times lr. Adam normalises every gradient, round-off too, to a step of
   // up to lr, of either sign.
-  double moved_by_round_off_per_scale = 0, moved_by_round_off_fixed = 0;
   if (ref.f32.count("beta1")) {
     const Adam adam{.lr = lr,
                     .beta1 = ref.f32.at("beta1")[0],
@@ -372,15 +392,25 @@ void check_model(const ModelCase& c) {
                     .eps = ref.f32.at("eps")[0]};
     std::printf("Adam lr %g, beta1 %g, beta2 %g, eps %g\n", adam.lr, adam.beta1, adam.beta2,
                 adam.eps);
-    optimizer = adam;
-    moved_by_round_off_fixed = 2 * kSteps * lr;
+    o.optimizer = adam;
+    o.moved_by_round_off_fixed = 2 * kSteps * lr;
   } else {
     const Sgd sgd{.lr = lr, .momentum = ref.f32.at("momentum")[0]};
     std::printf("SGD lr %g, momentum %g\n", sgd.lr, sgd.momentum);
-    optimizer = sgd;
-    moved_by_round_off_per_scale = kSteps * kSteps * kRoundOff * lr;
+    o.optimizer = sgd;
+    o.moved_by_round_off_per_scale = kSteps * kSteps * kRoundOff * lr;
   }
-  auto train = imported_training_graph(c, optimizer, &parameters);
+  return o;
+}
+
+void check_model(const ModelCase& c) {
+  BinaryReference ref;
+  load_reference(c, &ref);
+  if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::string> parameters;
+  const ReferenceOptimizer o = reference_optimizer(ref);
+  auto train = imported_training_graph(c, o.optimizer, &parameters);
   ASSERT_TRUE(train.ok()) << train.status();
   for (const std::string& p : parameters) {
     ASSERT_TRUE(ref.f32.count(p + "/grad")) << p << " has no PyTorch gradient";
@@ -408,7 +438,7 @@ void check_model(const ModelCase& c) {
   const std::vector<std::string> round_off =
       check_first_step(run.steps[0], ref, parameters, &gradient_scale);
   check_trained(run, ref, round_off,
-                moved_by_round_off_fixed + moved_by_round_off_per_scale * gradient_scale);
+                o.moved_by_round_off_fixed + o.moved_by_round_off_per_scale * gradient_scale);
   std::printf("without LMS: %.1f s\n", seconds_since(start));
 
   const uint64_t low = none->working_set_limit_bytes, high = none->peak_bytes_after;
@@ -429,6 +459,90 @@ void check_model(const ModelCase& c) {
   for (AutoActions a : c.actions) check_lms(*train, a, batch, run, low, high);
 }
 
+// ---- Mixed precision ----
+
+constexpr int kAutocastSteps = 20;  // make_torchvision_reference.py's AUTOCAST_STEPS
+// bf16 keeps 8 bits of mantissa, so one rounding is a relative error of up
+// to 2^-9, and a deep gradient is many roundings deep: lms's bf16 step is
+// held to 3e-2 of PyTorch's autocast step, or to kConditioningSlack times
+// PyTorch's own bf16 error (from the float64 step) where that is larger.
+constexpr double kBf16Tolerance = 3e-2;
+// Each of the kAutocastSteps losses within this fraction of the first
+// loss of PyTorch's run: two bf16 runs drift apart a little every step.
+constexpr double kBf16CurveTolerance = 5e-2;
+
+// The model autocast to bf16 (lms::autocast) against PyTorch's
+// torch.autocast("cpu", bfloat16) from the same values: step 1's loss and
+// gradients, kAutocastSteps steps' losses, and how far each framework's
+// step 1 is from the float64 step; then one LMS plan (joint) of the bf16
+// graph is bit-identical to it without LMS at the predicted peak.
+void check_autocast(const ModelCase& c) {
+  BinaryReference ref;
+  load_reference(c, &ref);
+  if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
+  ASSERT_TRUE(ref.f32.count("bf16/loss")) << c.name << " is not one of AUTOCAST";
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::string> parameters;
+  const ReferenceOptimizer o = reference_optimizer(ref);
+  auto train = imported_training_graph(c, o.optimizer, &parameters, DType::kBFloat16);
+  ASSERT_TRUE(train.ok()) << train.status();
+  std::vector<std::string> fetches = {"loss"};
+  for (const std::string& p : parameters) fetches.push_back(p + "/grad");
+  auto big = make_cpu_device({.capacity_bytes = kLargeCapacityBytes});
+  ASSERT_TRUE(big.ok()) << big.status();
+  const Batch batch = reference_batch(c, ref);
+  const StepsRun run = run_steps(*train, **big, batch, fetches, kAutocastSteps);
+  ASSERT_EQ(run.steps.size(), size_t{kAutocastSteps});
+
+  const StepResult& first = run.steps[0];
+  const double loss = first.fetched.at("loss")[0];
+  const double torch_loss = ref.f32.at("bf16/loss")[0], exact = ref.f32.at("f64/loss")[0];
+  std::printf("step 1 loss: lms bf16 %.6f, torch autocast %.6f, float64 %.6f\n", loss,
+              torch_loss, exact);
+  EXPECT_LE(std::fabs(loss - torch_loss), kBf16Tolerance * std::fabs(exact));
+  double scale = 0;
+  for (const std::string& p : parameters) scale = std::max(scale, norm(ref.f32.at("f64/" + p + "/grad")));
+  double worst = 0, lms_exact_worst = 0, torch_exact_worst = 0;
+  std::string worst_name;
+  for (const std::string& p : parameters) {
+    const std::vector<float>& got = first.fetched.at(p + "/grad");
+    const std::vector<float>& torch = ref.f32.at("bf16/" + p + "/grad");
+    const std::vector<float>& want = ref.f32.at("f64/" + p + "/grad");
+    if (norm(want) < kRoundOff * scale) continue;  // round-off in every framework
+    const double vs_torch = rel_l2(got, torch), lms_exact = rel_l2(got, want);
+    const double torch_exact = rel_l2(torch, want);
+    EXPECT_LE(vs_torch, std::max(kBf16Tolerance, kConditioningSlack * torch_exact))
+        << p << " (PyTorch autocast's own error from float64 " << torch_exact << ")";
+    if (vs_torch > worst) worst = vs_torch, worst_name = p;
+    lms_exact_worst = std::max(lms_exact_worst, lms_exact);
+    torch_exact_worst = std::max(torch_exact_worst, torch_exact);
+  }
+  std::printf(
+      "step 1 gradients: worst relative L2 error against torch autocast %.3g (%s); from "
+      "float64, lms bf16's worst %.3g, torch autocast's worst %.3g\n",
+      worst, worst_name.c_str(), lms_exact_worst, torch_exact_worst);
+  const std::vector<float>& torch_losses = ref.f32.at("bf16/step_loss");
+  ASSERT_EQ(torch_losses.size(), size_t{kAutocastSteps});
+  double curve = 0;
+  for (int k = 0; k < kAutocastSteps; ++k) {
+    const double got = run.steps[k].fetched.at("loss")[0];
+    curve = std::max(curve, std::fabs(got - torch_losses[k]) / std::fabs(torch_losses[0]));
+  }
+  std::printf("loss after %d steps: lms bf16 %.5f, torch autocast %.5f (from %.5f); largest gap "
+              "%.3g of the first loss\n",
+              kAutocastSteps, double(run.steps.back().fetched.at("loss")[0]),
+              double(torch_losses.back()), double(torch_losses[0]), curve);
+  EXPECT_LE(curve, kBf16CurveTolerance);
+  std::printf("bf16 steps: %.1f s\n", seconds_since(start));
+
+  Graph loss_only = *train;
+  auto none = rewrite(loss_only, LmsConfig{.enabled = false}, **big, {.fetched = {"loss"}});
+  ASSERT_TRUE(none.ok()) << none.status();
+  const StepsRun plain = run_steps(loss_only, **big, batch, {"loss"});
+  check_lms(*train, AutoActions::kJoint, batch, plain, none->working_set_limit_bytes,
+            none->peak_bytes_after);
+}
+
 // The longest parity cases (a minute or more each on 2 cores) run where
 // LMS_NIGHTLY=1 (scripts/test.sh --nightly). Each model's features keep a
 // case in every run: residual blocks and all plan kinds in Resnet18, concat
@@ -445,6 +559,8 @@ void check_model(const ModelCase& c) {
   } while (false)
 
 TEST(TorchvisionParity, Resnet18) { check_model({"resnet18", {2, 3, 64, 64}, true, kAllActions}); }
+
+TEST(TorchvisionParity, Resnet18Bf16) { check_autocast({"resnet18", {2, 3, 64, 64}}); }
 
 TEST(TorchvisionParity, Resnet50) {
   LMS_NIGHTLY_ONLY();
@@ -482,6 +598,10 @@ TEST(TransformerParity, Gpt) {
   check_model({"gpt", {2, 32}, true, kAllActions, /*sequence=*/true, /*attention_nodes=*/2});
 }
 
+TEST(TransformerParity, GptBf16) {
+  check_autocast({"gpt", {2, 32}, true, {}, /*sequence=*/true, /*attention_nodes=*/2});
+}
+
 // The same decoder with an untied head, exported at opset 17
 // (LayerNormalization).
 TEST(TransformerParity, GptOpset17) {
@@ -500,6 +620,8 @@ TEST(TransformerParity, GptOpset17) {
 const std::vector<AutoActions> kVitActions = {AutoActions::kSwap, AutoActions::kJoint};
 
 TEST(TransformerParity, Vit) { check_model({"vit", {2, 3, 32, 32}, true, kVitActions}); }
+
+TEST(TransformerParity, VitBf16) { check_autocast({"vit", {2, 3, 32, 32}}); }
 
 TEST(TransformerParity, VitOpset17) {
   check_model({"vit_opset17", {2, 3, 32, 32}, true, kVitActions});
