@@ -67,8 +67,10 @@ Mixed precision (AUTOCAST models: resnet18, gpt, vit): the same model from
 the same values trained AUTOCAST_STEPS steps with the forward pass and the
 loss under torch.autocast("cpu", dtype=torch.bfloat16) (float32 master
 weights; the optimizer as above). Tensors: bf16/loss and bf16/<param>/grad
-(step 1), bf16/step_loss (one per step), and the float64 run's step 1 as
-f64/loss and f64/<param>/grad, the exact values both are compared with.
+(step 1), bf16/step_loss (one per step), bf16/fp32_step_loss (the same
+steps without autocast: how far bf16's trajectory drifts from float32's),
+and the float64 run's step 1 as f64/loss and f64/<param>/grad, the exact
+values both are compared with.
 
 Binary reference format (read by tests/onnx/reference.h,
 read_binary_reference): ASCII header lines, then raw data:
@@ -233,9 +235,10 @@ def train(model, x, target, loss_fn, lr, adam):
     return out
 
 
-def autocast_train(model, x, target, loss_fn, lr, adam):
+def autocast_train(model, x, target, loss_fn, lr, adam, enabled=True):
     """AUTOCAST_STEPS steps under torch.autocast("cpu", bfloat16): step 1's
-    loss and gradients and every step's loss, named bf16/..."""
+    loss and gradients and every step's loss, named bf16/...; with
+    enabled=False the float32 steps' losses alone, bf16/fp32_step_loss."""
     import torch
     if adam:
         opt = torch.optim.Adam(model.parameters(), lr=lr)
@@ -245,15 +248,15 @@ def autocast_train(model, x, target, loss_fn, lr, adam):
     losses = []
     for step in range(AUTOCAST_STEPS):
         opt.zero_grad()
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=enabled):
             loss = loss_fn(model(x), target)
         loss.backward()
-        if step == 0:
+        if step == 0 and enabled:
             out.append(("bf16/loss", loss.float()))
             out += [("bf16/" + n + "/grad", p.grad.clone()) for n, p in model.named_parameters()]
         losses.append(loss.detach().float().reshape(1))
         opt.step()
-    out.append(("bf16/step_loss", torch.cat(losses)))
+    out.append(("bf16/step_loss" if enabled else "bf16/fp32_step_loss", torch.cat(losses)))
     return out
 
 
@@ -340,7 +343,7 @@ def main(model_name, out_dir):
         export_onnx.export(copy.deepcopy(model), x, onnx_path, opset_version=opset)
     load_file_values(model, onnx_path)
     model64 = copy.deepcopy(model).double()
-    model_bf16 = copy.deepcopy(model)
+    model_bf16, model_fp32 = copy.deepcopy(model), copy.deepcopy(model)
     lr = ADAM_LR if gpt else MODEL_LR.get(model_name, LR)
     trained = train(model, x, target, loss_fn, lr, gpt)
     target64 = target if target.dtype == torch.int64 else target.double()
@@ -349,6 +352,7 @@ def main(model_name, out_dir):
     errors = fp32_errors(trained, trained64)
     if model_name in AUTOCAST:
         errors += autocast_train(model_bf16, x, target, loss_fn, lr, gpt)
+        errors += autocast_train(model_fp32, x, target, loss_fn, lr, gpt, enabled=False)
         errors += [("f64/" + n, t.float()) for n, t in trained64
                    if n == "loss" or n.endswith("/grad")]
     if gpt:  # torch.optim.Adam's defaults
