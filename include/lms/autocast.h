@@ -9,11 +9,13 @@
 // Per op of the forward graph:
 //  - conv, deconv, linear and matmul compute in the low dtype: each float32
 //    input gets a cast node, and the output is of the low dtype;
-//  - softmax, reduce_mean, sum_to, the normalisations, attention, embedding
-//    and the losses compute in float32: a low-precision input is cast back;
-//  - every other op (the pointwise ops, pooling, upsample, reshapes) follows
-//    its inputs: in their dtype when they share one, in float32 when they
-//    mix (PyTorch's type promotion).
+//  - softmax, reduce_mean, sum_to, attention, embedding and the losses
+//    compute in float32: a low-precision input is cast back;
+//  - every other op (the normalisations, the pointwise ops, pooling,
+//    upsample, reshapes) follows its inputs: in their dtype when they share
+//    one, in float32 when they mix (PyTorch's type promotion). A
+//    normalisation computes its statistics in float32 whatever its input,
+//    and its scale and shift stay float32 (PyTorch's bf16 batch norm).
 // Parameters stay float32 master weights: the cast of a parameter is made
 // once and shared by its readers (torch.autocast's weight-cast cache), the
 // cast of an activation once per reader. The casts are graph tensors that

@@ -283,8 +283,9 @@ RuntimeError (NOT_FOUND) when the file does not exist.)");
       py::arg("forward"), py::arg("dtype") = "bfloat16",
       "Mixed precision as torch.autocast runs it (lms/autocast.h), in place on the forward "
       "graph, before training_graph: convolutions, linear layers and matmuls compute in `dtype` "
-      "(\"bfloat16\" or \"float16\"), softmax, reductions, normalisations and losses in "
-      "float32, other ops in their inputs' dtype; parameters stay float32 master weights. "
+      "(\"bfloat16\" or \"float16\"), softmax, reductions and losses in float32, other ops "
+      "(normalisations too, with float32 statistics) in their inputs' dtype; parameters stay "
+      "float32 master weights. "
       "Returns {\"low_precision_nodes\", \"casts_added\", \"casts_folded\"}. ValueError for "
       "another dtype or a graph that is not a forward graph (the graph is then unchanged).");
 

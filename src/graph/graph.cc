@@ -190,7 +190,10 @@ absl::StatusOr<std::vector<TensorId>> Graph::add_node(OpKind op, std::string_vie
       return fail(absl::StrCat("output name '", out_name, "' is already used"));
     }
   }
-  const DType out_dtype = output_dtype(*this, op, attrs, inputs);
+  std::vector<DType> out_dtypes;
+  for (size_t j = 0; j < num_out; ++j) {
+    out_dtypes.push_back(output_dtype(*this, op, attrs, inputs, j));
+  }
   NodeId id = num_nodes();
   Node node;
   node.name = std::string(name);
@@ -208,7 +211,7 @@ absl::StatusOr<std::vector<TensorId>> Graph::add_node(OpKind op, std::string_vie
     std::string out_name = num_out == 1 ? node.name : absl::StrCat(to_absl(name), ":", j);
     TensorId t = add_tensor(out_name, std::move((*out_shapes)[j]), output_role, Init{});
     tensors_[t].producer = id;
-    tensors_[t].dtype = out_dtype;
+    tensors_[t].dtype = out_dtypes[j];
     node.outputs.push_back(t);
   }
   // A copy between memories is the swap pass's; every other node is the

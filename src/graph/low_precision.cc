@@ -127,6 +127,9 @@ enum class CastPolicy : uint8_t {
 };
 
 CastPolicy cast_policy(OpKind op) {
+  // The normalisations follow their input: their statistics are float32
+  // whatever it is (Note [Float dtypes of ops]), as in PyTorch's bf16
+  // batch norm; their scale and shift stay float32 master tensors.
   switch (op) {
     case OpKind::kConv:
     case OpKind::kDeconv:
@@ -193,6 +196,7 @@ class Autocaster {
       const std::optional<DType> want = wanted_dtype(n, inputs);
       for (size_t i = 0; want && i < inputs.size(); ++i) {
         if (!is_float_dtype(dtype(inputs[i])) || dtype(inputs[i]) == *want) continue;
+        if (is_master_input(n.op, i)) continue;  // float32 whatever the data's dtype
         LMS_ASSIGN_OR_RETURN(inputs[i], cast_input(n, i, inputs[i], *want));
       }
       const TensorRole role =
@@ -228,10 +232,11 @@ class Autocaster {
         break;
     }
     std::optional<DType> common;
-    for (TensorId t : inputs) {
-      if (!is_float_dtype(dtype(t))) continue;
-      if (common && *common != dtype(t)) return DType::kFloat32;  // PyTorch's promotion
-      common = dtype(t);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const DType d = dtype(inputs[i]);
+      if (!is_float_dtype(d) || is_master_input(n.op, i)) continue;
+      if (common && *common != d) return DType::kFloat32;  // PyTorch's promotion
+      common = d;
     }
     return common;
   }

@@ -170,7 +170,7 @@ double attr_real_or(const Attrs& attrs, std::string_view key, double fallback) {
 }
 
 DType output_dtype(const Graph& graph, OpKind op, const Attrs& attrs,
-                   const std::vector<TensorId>& inputs) {
+                   const std::vector<TensorId>& inputs, size_t j) {
   if (is_copy(op) && !inputs.empty()) return graph.tensor(inputs[0]).dtype;
   if (op == OpKind::kCast) {
     const auto it = attrs.find("to");
@@ -178,7 +178,9 @@ DType output_dtype(const Graph& graph, OpKind op, const Attrs& attrs,
     return to == nullptr ? DType::kFloat32 : parse_dtype(*to).value_or(DType::kFloat32);
   }
   // Per Note [Float dtypes of ops], the inputs' float dtype.
-  if (op_follows_input_dtype(op) && !inputs.empty()) return graph.tensor(inputs[0]).dtype;
+  if (op_follows_input_dtype(op) && !inputs.empty() && !is_master_output(op, j)) {
+    return graph.tensor(inputs[0]).dtype;
+  }
   return DType::kFloat32;
 }
 

@@ -118,12 +118,13 @@ double node_bytes(const Graph& graph, NodeId node);
 // True for swap_out and swap_in, which copy bytes of any dtype.
 inline bool is_copy(OpKind op) { return op == OpKind::kSwapOut || op == OpKind::kSwapIn; }
 
-// The dtype of every output of a node of `op` with `attrs` reading `inputs`:
+// The dtype of output `j` of a node of `op` with `attrs` reading `inputs`:
 // the input's for the copies (is_copy), the one `to` names for cast (f32
-// where it names none: the schema rejects such a node), float32 for every
-// other op.
+// where it names none: the schema rejects such a node), input 0's for an
+// op that follows its inputs' dtype (Note [Float dtypes of ops]) but for
+// its float32 master outputs, float32 for every other op.
 DType output_dtype(const Graph& graph, OpKind op, const Attrs& attrs,
-                   const std::vector<TensorId>& inputs);
+                   const std::vector<TensorId>& inputs, size_t j);
 
 // The op instance of a node of `graph` that is to read `inputs`: their
 // shapes, dtypes and names; no output shapes.

@@ -39,7 +39,7 @@ absl::Status verify_node(const Graph& g, NodeId id) {
     const Tensor& t = g.tensor(n.outputs[j]);
     if (t.producer != id)
       return node_error(n, absl::StrCat("output '", t.name, "' names another producer"));
-    const DType want = output_dtype(g, n.op, n.attrs, n.inputs);
+    const DType want = output_dtype(g, n.op, n.attrs, n.inputs, j);
     if (t.dtype != want) {
       return node_error(n, absl::StrCat("output '", t.name, "' has dtype ", dtype_name(t.dtype),
                                         ", the op gives ", dtype_name(want)));

@@ -38,6 +38,7 @@ absl::Status check_one_float_dtype(const OpInstance& inst) {
     return i < inst.input_names.size() ? absl::StrCat(" '", inst.input_names[i], "'") : "";
   };
   for (size_t i = 0; i < inst.input_dtypes.size(); ++i) {
+    if (is_master_input(inst.op, i)) continue;  // float32: check_dtype
     const DType got = inst.input_dtypes[i];
     if (!is_float_dtype(got)) {
       return invalid(inst, absl::StrCat("input ", i, name(i), " has dtype ", dtype_name(got),
@@ -86,15 +87,28 @@ OpArity op_arity(OpKind op) {
   return e->arity;
 }
 
+bool is_normalisation(OpKind op) {
+  return op == OpKind::kInstanceNorm || op == OpKind::kBatchNorm || op == OpKind::kLayerNorm;
+}
+
+bool is_normalisation_bwd(OpKind op) {
+  return op == OpKind::kInstanceNormBwd || op == OpKind::kBatchNormBwd ||
+         op == OpKind::kLayerNormBwd;
+}
+
+bool is_master_input(OpKind op, size_t i) {
+  // (x, gamma, beta, running_mean?, running_var?) and (x, gamma, dy).
+  return (is_normalisation(op) && i >= 1) || (is_normalisation_bwd(op) && i == 1);
+}
+
+bool is_master_output(OpKind op, size_t j) {
+  // batch_norm's (y, mean?, var?) and the backward ops' (dx, dgamma, dbeta).
+  return (is_normalisation(op) || is_normalisation_bwd(op)) && j >= 1;
+}
+
 bool op_follows_input_dtype(OpKind op) {
   switch (op) {
-    case OpKind::kInstanceNorm:
-    case OpKind::kInstanceNormBwd:
-    case OpKind::kBatchNorm:
-    case OpKind::kBatchNormBwd:
     case OpKind::kBnStatsUpdate:
-    case OpKind::kLayerNorm:
-    case OpKind::kLayerNormBwd:
     case OpKind::kMseLoss:
     case OpKind::kMseLossBwd:
     case OpKind::kSoftDiceLoss:
@@ -134,7 +148,10 @@ absl::Status check_float32_kernel(const OpInstance& inst, std::string_view backe
 }
 
 std::optional<DType> op_input_dtype(OpKind op, size_t i) {
-  if (op_follows_input_dtype(op)) return std::nullopt;
+  if (op_follows_input_dtype(op)) {
+    if (is_master_input(op, i)) return DType::kFloat32;
+    return std::nullopt;
+  }
   switch (op) {
     case OpKind::kSwapOut:
     case OpKind::kSwapIn:

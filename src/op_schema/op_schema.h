@@ -53,17 +53,26 @@ OpAttrNames op_attr_names(OpKind op);
 // Note [Float dtypes of ops]: most ops compute in the float dtype of their
 // inputs (f32, bf16 or f16; all of one dtype) and give outputs of that
 // dtype, as PyTorch's ops do: the convolutions, linear and matmul, the
-// pointwise ops, pooling, upsample, reshapes and reductions, and their
-// backward ops. The rest take float32 alone: the normalisations, whose
-// scale, shift and running statistics are float32 master tensors, the
-// losses, embedding, attention (its lse output stays float32) and the
+// pointwise ops, pooling, upsample, reshapes, reductions and the
+// normalisations, and their backward ops. The normalisations' scale, shift
+// and running statistics stay float32 master tensors whatever the data's
+// dtype (is_master_input), and so do the batch statistics they give and
+// the gradients of scale and shift (is_master_output), as in PyTorch's
+// bf16 batch norm. The rest take float32 alone: the losses, embedding,
+// attention (its lse output stays float32), bn_stats_update and the
 // optimizer ops; cast converts. A device without a low-precision kernel
 // for an op runs it in float32 between casts (Note [Low-precision
 // lowering]), so every op of the first kind runs on every device.
 bool op_follows_input_dtype(OpKind op);
+// For an op that follows its inputs' dtype: whether input `i` is a float32
+// master tensor (gamma, beta, running_mean, running_var of a
+// normalisation; gamma of its backward op), and whether output `j` stays
+// float32 (batch_norm's batch mean and variance; dgamma and dbeta).
+bool is_master_input(OpKind op, size_t i);
+bool is_master_output(OpKind op, size_t j);
 
-// OK when a kernel that computes in float32 alone can run `inst`: its op
-// takes only float32 floats, or it is cast. Otherwise Unimplemented naming
+// OK when a kernel that computes in float32 alone can run `inst`: its
+// float inputs are all float32, or it is cast. Otherwise Unimplemented naming
 // the node, the op, the dtype and `backend` ("CPU"): a session lowers such
 // a node to float32 between casts first (Note [Low-precision lowering]).
 absl::Status check_float32_kernel(const OpInstance& inst, std::string_view backend);
