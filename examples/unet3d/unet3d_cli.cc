@@ -54,6 +54,7 @@ void add_train_flags(CLI::App& app, TrainOptions& t) {
                   "contrast: intensities ^ gamma, gamma in [1/(1+X), 1+X]", {.max = 2});
   flags::add_switch(app, "--no-flips", &t.no_flips, "no left-right flips");
   examples::add_output_flags(app, t);
+  examples::add_precision_flag(app, &t.precision);
   examples::add_distributed_flags(app, t.distributed);
 }
 

@@ -56,12 +56,13 @@ struct TrainOptions {
   double intensity_jitter = 0.1;
   double max_gamma = 0.5;  // contrast augmentation (mri_data.h BatchOptions::max_gamma)
   bool no_flips = false;
-  std::string checkpoint;        // path; empty = none
-  int64_t checkpoint_every = 0;  // steps; 0 = only at the end
-  bool resume = false;           // continue from `checkpoint`
-  std::string trace_dir;         // profiler output; empty = none
-  int64_t log_every = 1;         // progress line every N steps
-  bool live_progress = false;    // redraw the progress line in place ('\r'), as on a terminal
+  std::string checkpoint;          // path; empty = none
+  int64_t checkpoint_every = 0;    // steps; 0 = only at the end
+  bool resume = false;             // continue from `checkpoint`
+  std::string trace_dir;           // profiler output; empty = none
+  int64_t log_every = 1;           // progress line every N steps
+  bool live_progress = false;      // redraw the progress line in place ('\r'), as on a terminal
+  std::string precision = "fp32";  // fp32, bf16 or fp16 (examples::apply_precision)
   // --distributed, --scale-lr, --comm-timeout
   examples::DistributedOptions distributed;
 };

@@ -190,10 +190,12 @@ class TrainRun {
                                        .segmentation_levels = model_.segmentation_levels,
                                        .seed = o_.seed});
     LMS_RETURN_IF_ERROR(g.status());
-    TrainingOptions to;
+    g.set_loss(m.loss);
+    LMS_RETURN_IF_ERROR(examples::apply_precision(g, o_.precision));
+    TrainingOptions to = examples::precision_training_options(o_.precision);
     if (ranks_.distributed()) to.data_parallel = DataParallel{};
     LMS_ASSIGN_OR_RETURN(
-        train_, training_graph(g, m.loss,
+        train_, training_graph(g, g.loss(),
                                Adam{.lr = learning_rate(), .decay_steps = o_.lr_decay_steps}, to));
     return absl::OkStatus();
   }

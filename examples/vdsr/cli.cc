@@ -33,6 +33,7 @@ void add_train_flags(CLI::App& app, TrainOptions& t) {
   flags::add_int(app, "--seed", &t.seed, "weights and batches");
   examples::add_lms_flags(app, &t.lms_config, &t.lms_overrides);
   examples::add_output_flags(app, t);
+  examples::add_precision_flag(app, &t.precision);
   examples::add_distributed_flags(app, t.distributed);
 }
 

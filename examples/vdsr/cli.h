@@ -46,6 +46,7 @@ struct TrainOptions {
   bool resume = false;                     // continue from `checkpoint`
   std::string trace_dir;                   // profiler output; empty = none
   int64_t log_every = 1;                   // progress line every N steps
+  std::string precision = "fp32";          // fp32, bf16 or fp16 (examples::apply_precision)
   // --distributed, --scale-lr, --comm-timeout
   examples::DistributedOptions distributed;
 

@@ -157,11 +157,13 @@ class TrainRun {
                                                     .channels = o_.channels,
                                                     .seed = o_.seed});
     LMS_RETURN_IF_ERROR(g.status());
-    TrainingOptions to;
+    g.set_loss(m.loss);
+    LMS_RETURN_IF_ERROR(examples::apply_precision(g, o_.precision));
+    TrainingOptions to = examples::precision_training_options(o_.precision);
     if (ranks_.distributed()) to.data_parallel = DataParallel{};
     LMS_ASSIGN_OR_RETURN(
         train_,
-        training_graph(g, m.loss, Adam{.lr = learning_rate(), .clip_norm = o_.clip_norm}, to));
+        training_graph(g, g.loss(), Adam{.lr = learning_rate(), .clip_norm = o_.clip_norm}, to));
     return absl::OkStatus();
   }
 
