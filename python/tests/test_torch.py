@@ -94,11 +94,8 @@ def test_frozen_parameters_are_state_not_trained(tmp_path):
     assert "conv.weight" in m.state
 
 
-def test_autocast_bf16_trains_as_torch_autocast(tmp_path):
-    # Net in bf16 (lms.autocast) against torch.autocast("cpu", bfloat16):
-    # five steps' losses within bf16's rounding, and the weights move the
-    # same way; an unknown dtype is a ValueError that leaves the graph be.
-    seed = 12
+def net_with_loss(tmp_path, seed):
+    """A Net exported, imported with its cross-entropy, and a batch."""
     print(f"seed {seed}")
     torch.manual_seed(seed)
     model = Net()
@@ -107,6 +104,14 @@ def test_autocast_bf16_trains_as_torch_autocast(tmp_path):
     path = lms.torch.export(model, torch.zeros(2, 3, 8, 8), str(tmp_path / "net.onnx"))
     m = lms.import_onnx(path, inputs={"input": (6, 3, 8, 8)})
     lms.attach_loss(m.graph, m.outputs[0], lms.CrossEntropy())
+    return model, m, {"input": x.numpy(), "labels": labels.numpy()}
+
+
+def test_autocast_bf16_trains_as_torch_autocast(tmp_path):
+    # Net in bf16 (lms.autocast) against torch.autocast("cpu", bfloat16):
+    # five steps' losses within bf16's rounding, and the weights move the
+    # same way; an unknown dtype is a ValueError that leaves the graph be.
+    model, m, feeds = net_with_loss(tmp_path, 12)
     text = m.graph.to_text()
     with pytest.raises(ValueError, match="bfloat16"):
         lms.autocast(m.graph, "int8")
@@ -121,8 +126,9 @@ def test_autocast_bf16_trains_as_torch_autocast(tmp_path):
     reference = Net()
     reference.load_state_dict(model.state_dict())
     opt = torch.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9)
+    x, labels = torch.from_numpy(feeds["input"]), torch.from_numpy(feeds["labels"])
     for step in range(5):
-        got = session.run({"input": x.numpy(), "labels": labels.numpy()}).loss
+        got = session.run(feeds).loss
         opt.zero_grad()
         with torch.autocast("cpu", dtype=torch.bfloat16):
             loss = torch.nn.functional.cross_entropy(reference(x), labels)
@@ -137,22 +143,13 @@ def test_autocast_bf16_trains_as_torch_autocast(tmp_path):
 def test_float16_needs_loss_scaling_and_trains_with_it(tmp_path):
     # Net in float16: training_graph refuses it without lms.LossScaling;
     # with it, five steps lower the loss and the scale state is there.
-    seed = 13
-    print(f"seed {seed}")
-    torch.manual_seed(seed)
-    model = Net()
-    x = torch.randn(6, 3, 8, 8)
-    labels = torch.randint(0, 5, (6,))
-    path = lms.torch.export(model, torch.zeros(2, 3, 8, 8), str(tmp_path / "net.onnx"))
-    m = lms.import_onnx(path, inputs={"input": (6, 3, 8, 8)})
-    lms.attach_loss(m.graph, m.outputs[0], lms.CrossEntropy())
+    _, m, feeds = net_with_loss(tmp_path, 13)
     lms.autocast(m.graph, "float16")
     with pytest.raises(ValueError, match="loss_scaling"):
         lms.training_graph(m.graph, lms.Sgd(lr=0.1, momentum=0.9))
     train = lms.training_graph(m.graph, lms.Sgd(lr=0.1, momentum=0.9),
                                loss_scaling=lms.LossScaling(init_scale=1024.0))
     session = lms.Session(train, lms.cpu_device(capacity="64MiB"))
-    losses = [session.run({"input": x.numpy(), "labels": labels.numpy()}).loss
-              for _ in range(5)]
+    losses = [session.run(feeds).loss for _ in range(5)]
     assert all(np.isfinite(losses)) and losses[-1] < losses[0]
     assert float(np.ravel(session.read("amp/scale"))[0]) == 1024.0

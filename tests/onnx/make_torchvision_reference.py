@@ -210,53 +210,56 @@ def trained_state(model):
     return state.items()
 
 
-def train(model, x, target, loss_fn, lr, adam):
-    """STEPS steps of SGD (Adam for the GPTs) on one batch; the tensors of
-    the reference."""
+def training_steps(model, x, target, loss_fn, lr, adam, steps, bf16=False):
+    """`steps` steps of SGD (Adam for the GPTs) on one batch, the forward
+    pass and the loss under torch.autocast("cpu", bfloat16) when `bf16`:
+    yields (step, output, loss) after each backward pass, before the
+    optimizer's step."""
+    import contextlib
     import torch
     if adam:
         opt = torch.optim.Adam(model.parameters(), lr=lr)
     else:
         opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=MOMENTUM)
+    for step in range(steps):
+        opt.zero_grad()
+        with (torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()):
+            y = model(x)
+            loss = loss_fn(y, target)
+        loss.backward()
+        yield step, y, loss
+        opt.step()
+
+
+def train(model, x, target, loss_fn, lr, adam):
+    """STEPS steps on one batch; the tensors of the reference."""
+    import torch
     out = []
     losses = []
-    for step in range(STEPS):
-        opt.zero_grad()
-        y = model(x)
-        loss = loss_fn(y, target)
-        loss.backward()
+    for step, y, loss in training_steps(model, x, target, loss_fn, lr, adam, STEPS):
         if step == 0:
             out += [("output", y), ("loss", loss)]
             out += [(n + "/grad", p.grad.clone()) for n, p in model.named_parameters()]
         losses.append(loss.detach().reshape(1))
-        opt.step()
     out.append(("step_loss", torch.cat(losses)))
     out += [("trained/" + n, t) for n, t in trained_state(model)]
     return out
 
 
-def autocast_train(model, x, target, loss_fn, lr, adam, enabled=True):
+def autocast_train(model, x, target, loss_fn, lr, adam, bf16=True):
     """AUTOCAST_STEPS steps under torch.autocast("cpu", bfloat16): step 1's
     loss and gradients and every step's loss, named bf16/...; with
-    enabled=False the float32 steps' losses alone, bf16/fp32_step_loss."""
+    bf16=False the float32 steps' losses alone, bf16/fp32_step_loss."""
     import torch
-    if adam:
-        opt = torch.optim.Adam(model.parameters(), lr=lr)
-    else:
-        opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=MOMENTUM)
     out = []
     losses = []
-    for step in range(AUTOCAST_STEPS):
-        opt.zero_grad()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=enabled):
-            loss = loss_fn(model(x), target)
-        loss.backward()
-        if step == 0 and enabled:
+    for step, _, loss in training_steps(model, x, target, loss_fn, lr, adam, AUTOCAST_STEPS,
+                                        bf16):
+        if step == 0 and bf16:
             out.append(("bf16/loss", loss.float()))
             out += [("bf16/" + n + "/grad", p.grad.clone()) for n, p in model.named_parameters()]
         losses.append(loss.detach().float().reshape(1))
-        opt.step()
-    out.append(("bf16/step_loss" if enabled else "bf16/fp32_step_loss", torch.cat(losses)))
+    out.append(("bf16/step_loss" if bf16 else "bf16/fp32_step_loss", torch.cat(losses)))
     return out
 
 
@@ -352,7 +355,7 @@ def main(model_name, out_dir):
     errors = fp32_errors(trained, trained64)
     if model_name in AUTOCAST:
         errors += autocast_train(model_bf16, x, target, loss_fn, lr, gpt)
-        errors += autocast_train(model_fp32, x, target, loss_fn, lr, gpt, enabled=False)
+        errors += autocast_train(model_fp32, x, target, loss_fn, lr, gpt, bf16=False)
         errors += [("f64/" + n, t.float()) for n, t in trained64
                    if n == "loss" or n.endswith("/grad")]
     if gpt:  # torch.optim.Adam's defaults
