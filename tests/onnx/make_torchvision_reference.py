@@ -57,7 +57,7 @@ p -= lr * buf, as lms::Sgd) on the same batch. Tensors:
   statistic after the last step), and fp32_error/<each of those>: PyTorch's
   own float32 error, the relative L2 distance of that float32 result from
   the same training run in float64 from the same values (per step for
-  step_loss). Measured, it is far above 1e-4 for the deep batch-norm
+  step_loss), the larger of the runs on one thread and on two. Measured, it is far above 1e-4 for the deep batch-norm
   networks at these small inputs (resnet50: about 1% on most gradients,
   the error growing through the 2x2 maps of layer4, whose batch norms see
   8 values per channel), so the test holds lms to max(1e-4, a multiple of
@@ -347,12 +347,22 @@ def main(model_name, out_dir):
     load_file_values(model, onnx_path)
     model64 = copy.deepcopy(model).double()
     model_bf16, model_fp32 = copy.deepcopy(model), copy.deepcopy(model)
+    model_threads = copy.deepcopy(model)
     lr = ADAM_LR if gpt else MODEL_LR.get(model_name, LR)
     trained = train(model, x, target, loss_fn, lr, gpt)
     target64 = target if target.dtype == torch.int64 else target.double()
     x64 = x if x.dtype == torch.int64 else x.double()
     trained64 = train(model64, x64, target64, loss_fn, lr, gpt)
-    errors = fp32_errors(trained, trained64)
+    # PyTorch's float32 result moves with its thread count (its sums split
+    # by thread): on an ill-conditioned gradient (densenet121's) one thread
+    # count lands 2e-5 from float64 and another 5e-2. Its own error is the
+    # larger of one thread's and two threads' (ctest runs tests with one).
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2 if threads == 1 else 1)
+    trained_threads = train(model_threads, x, target, loss_fn, lr, gpt)
+    torch.set_num_threads(threads)
+    errors = [(name, torch.maximum(a, b)) for (name, a), (_, b) in
+              zip(fp32_errors(trained, trained64), fp32_errors(trained_threads, trained64))]
     if model_name in AUTOCAST:
         errors += autocast_train(model_bf16, x, target, loss_fn, lr, gpt)
         errors += autocast_train(model_fp32, x, target, loss_fn, lr, gpt, bf16=False)
