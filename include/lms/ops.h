@@ -125,6 +125,17 @@ TensorId clip(Graph& g, std::string_view name, TensorId x, double min, double ma
 // shape. The gradient dx = dy * (Phi(x) + x * phi(x)), Phi and phi the
 // standard normal CDF and density, is gelu_bwd, which keeps x.
 TensorId gelu(Graph& g, std::string_view name, TensorId x);
+// y = min(max(alpha * x + beta, 0), 1): ONNX HardSigmoid (defaults alpha
+// 0.2, beta 0.5); PyTorch's nn.Hardsigmoid is alpha 1/6, beta 1/2 (its
+// export). The gradient dx = alpha * dy where 0 < alpha * x + beta < 1, else
+// 0, is hard_sigmoid_bwd, which keeps x. Alpha and beta must be finite.
+TensorId hard_sigmoid(Graph& g, std::string_view name, TensorId x, double alpha = 0.2,
+                      double beta = 0.5);
+// y = x * min(max(x + 3, 0), 6) / 6: PyTorch's nn.Hardswish and ONNX
+// HardSwish-14, MobileNet V3's activation (Howard et al., "Searching for
+// MobileNetV3", 2019). dx = dy * (2x + 3) / 6 on (-3, 3), dy above, 0 below
+// (hard_swish_bwd, which keeps x).
+TensorId hard_swish(Graph& g, std::string_view name, TensorId x);
 // Softmax over axis 1 (channels) of x[N,C,...], or over `axis` of x of any
 // rank >= 1 (negative counts from the end: -1 is the last).
 TensorId softmax(Graph& g, std::string_view name, TensorId x);
@@ -197,8 +208,16 @@ struct PoolOptions {
   // avg_pool only: divide by the whole window, padding included (PyTorch's
   // default), or by its elements inside x (ONNX AveragePool's default).
   bool count_include_pad = true;
+  // Round the output size up instead of down (PyTorch's ceil_mode, ONNX's
+  // ceil_mode = 1): S' = ceil((S + 2p - k)/s) + 1, less one where that last
+  // window would start past S + p. A window that runs off the end sees only
+  // x (max_pool) and divides by its elements inside x (avg_pool). avg_pool
+  // with count_include_pad and a window that runs past S + p is refused
+  // (InvalidArgument): PyTorch divides that window by its part inside the
+  // padded input, which no oneDNN or cuDNN pooling computes.
+  bool ceil_mode = false;
 };
-// Max pooling y[N,C,S'] with S' = (S + 2p - k)/s + 1.
+// Max pooling y[N,C,S'] with S' = (S + 2p - k)/s + 1 (see ceil_mode).
 TensorId max_pool(Graph& g, std::string_view name, TensorId x, const PoolOptions& options);
 // Square / cubic windows on x[N,C,H,W] / x[N,C,D,H,W]; stride 0 = kernel.
 TensorId max_pool2d(Graph& g, std::string_view name, TensorId x, int64_t kernel, int64_t stride = 0,
@@ -206,8 +225,8 @@ TensorId max_pool2d(Graph& g, std::string_view name, TensorId x, int64_t kernel,
 TensorId max_pool3d(Graph& g, std::string_view name, TensorId x, int64_t kernel, int64_t stride = 0,
                     int64_t pad = 0);
 
-// Average pooling y[N,C,S'] with S' = (S + 2p - k)/s + 1: the mean of each
-// window (PyTorch's AvgPool2d/3d with ceil_mode off).
+// Average pooling y[N,C,S'] with S' = (S + 2p - k)/s + 1 (see ceil_mode):
+// the mean of each window (PyTorch's AvgPool2d/3d).
 TensorId avg_pool(Graph& g, std::string_view name, TensorId x, const PoolOptions& options);
 // Global average pooling y[N,C,1..] = the mean of x[N,C,S] over S (ONNX
 // GlobalAveragePool, PyTorch's AdaptiveAvgPool to 1): one avg_pool node

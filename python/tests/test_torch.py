@@ -153,3 +153,47 @@ def test_float16_needs_loss_scaling_and_trains_with_it(tmp_path):
     losses = [session.run(feeds).loss for _ in range(5)]
     assert all(np.isfinite(losses)) and losses[-1] < losses[0]
     assert float(np.ravel(session.read("amp/scale"))[0]) == 1024.0
+
+
+class MobileBlock(torch.nn.Module):
+    """Idioms of MobileNet V3, SqueezeNet and MNASNet that Net lacks: a
+    ceil_mode max-pool, Hardswish, a squeeze-and-excitation gate with
+    Hardsigmoid, and x.mean(dim=(2, 3)) without keepdim."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.reduce = torch.nn.Conv2d(8, 4, 1)
+        self.expand = torch.nn.Conv2d(4, 8, 1)
+        self.fc = torch.nn.Linear(8, 5)
+
+    def forward(self, x):
+        x = torch.nn.functional.max_pool2d(self.conv(x), 3, 2, ceil_mode=True)
+        x = torch.nn.functional.hardswish(x)
+        s = x.mean(dim=(2, 3), keepdim=True)
+        s = torch.nn.functional.hardsigmoid(self.expand(torch.relu(self.reduce(s))))
+        return self.fc((x * s).mean(dim=(2, 3)))
+
+
+def test_mobile_idioms_train_as_in_pytorch(tmp_path):
+    seed = 29
+    print(f"seed {seed}")
+    torch.manual_seed(seed)
+    model = MobileBlock()
+    x = torch.randn(6, 3, 10, 10)
+    labels = torch.randint(0, 5, (6,))
+    path = lms.torch.export(model, torch.zeros(6, 3, 10, 10), str(tmp_path / "mobile.onnx"))
+    m = lms.import_onnx(path, inputs={"input": (6, 3, 10, 10)})
+    lms.attach_loss(m.graph, m.outputs[0], lms.CrossEntropy())
+    session = lms.Session(lms.training_graph(m.graph, lms.Sgd(lr=0.1)),
+                          lms.cpu_device(capacity="64MiB"))
+    reference = MobileBlock()
+    reference.load_state_dict(model.state_dict())
+    opt = torch.optim.SGD(reference.parameters(), lr=0.1)
+    for step in range(3):
+        got = session.run({"input": x.numpy(), "labels": labels.numpy()}).loss
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(reference(x), labels)
+        loss.backward()
+        opt.step()
+        assert abs(got - loss.item()) <= TOLERANCE * abs(loss.item()), step

@@ -216,6 +216,14 @@ TensorId gelu(Graph& g, std::string_view name, TensorId x) {
   return add_op(g, OpKind::kGelu, name, {x});
 }
 
+TensorId hard_sigmoid(Graph& g, std::string_view name, TensorId x, double alpha, double beta) {
+  return add_op(g, OpKind::kHardSigmoid, name, {x}, {{"alpha", alpha}, {"beta", beta}});
+}
+
+TensorId hard_swish(Graph& g, std::string_view name, TensorId x) {
+  return add_op(g, OpKind::kHardSwish, name, {x});
+}
+
 TensorId reshape(Graph& g, std::string_view name, TensorId x, Shape shape) {
   return add_op(g, OpKind::kReshape, name, {x}, {{"shape", std::move(shape)}});
 }
@@ -322,6 +330,7 @@ TensorId max_pool(Graph& g, std::string_view name, TensorId x, const PoolOptions
   Attrs a = {{"kernel", o.kernel},
              {"stride", o.stride.empty() ? o.kernel : o.stride},
              {"pad", spatial(o.pad, r, 0)}};
+  if (o.ceil_mode) a["ceil_mode"] = int64_t{1};
   return add_op(g, OpKind::kMaxPool, name, {x}, std::move(a));
 }
 
@@ -332,6 +341,7 @@ TensorId avg_pool(Graph& g, std::string_view name, TensorId x, const PoolOptions
              {"stride", o.stride.empty() ? o.kernel : o.stride},
              {"pad", spatial(o.pad, r, 0)},
              {"count_include_pad", int64_t{o.count_include_pad ? 1 : 0}}};
+  if (o.ceil_mode) a["ceil_mode"] = int64_t{1};
   return add_op(g, OpKind::kAvgPool, name, {x}, std::move(a));
 }
 

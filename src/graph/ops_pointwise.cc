@@ -220,6 +220,15 @@ void register_pointwise_ops(std::vector<OpSpec>& specs) {
   specs.push_back(
       make_schema_spec(OpKind::kGelu, per_element(8), activation_grad(OpKind::kGeluBwd, false)));
   specs.push_back(make_schema_spec(OpKind::kGeluBwd, per_element(17)));
+  // Hard sigmoid: a multiply-add and two comparisons; its backward a
+  // multiply-add, two comparisons and the product with dy. Hard swish: those
+  // and the product with x (backward: x / 3 + 1/2 and the product with dy).
+  specs.push_back(make_schema_spec(OpKind::kHardSigmoid, per_element(4),
+                                   activation_grad(OpKind::kHardSigmoidBwd, false)));
+  specs.push_back(make_schema_spec(OpKind::kHardSigmoidBwd, per_element(4)));
+  specs.push_back(make_schema_spec(OpKind::kHardSwish, per_element(5),
+                                   activation_grad(OpKind::kHardSwishBwd, false)));
+  specs.push_back(make_schema_spec(OpKind::kHardSwishBwd, per_element(4)));
   specs.push_back(make_schema_spec(OpKind::kSoftmax, per_element(5),
                                    activation_grad(OpKind::kSoftmaxBwd, true)));
   specs.push_back(make_schema_spec(OpKind::kSoftmaxBwd, per_element(4)));
@@ -243,11 +252,13 @@ void register_pointwise_ops(std::vector<OpSpec>& specs) {
                                    [](GradContext&) { return absl::OkStatus(); }));
   set_flag(specs, &OpDef::backward,
            {OpKind::kReluBwd, OpKind::kLeakyReluBwd, OpKind::kSigmoidBwd, OpKind::kClipBwd,
-            OpKind::kGeluBwd, OpKind::kSoftmaxBwd, OpKind::kDropoutBwd});
+            OpKind::kGeluBwd, OpKind::kHardSigmoidBwd, OpKind::kHardSwishBwd, OpKind::kSoftmaxBwd,
+            OpKind::kDropoutBwd});
   set_flag(specs, &OpDef::recomputable,
            {OpKind::kRelu, OpKind::kLeakyRelu, OpKind::kSigmoid, OpKind::kSoftmax, OpKind::kAdd,
             OpKind::kMul, OpKind::kScale, OpKind::kConcat, OpKind::kSlice, OpKind::kClip,
-            OpKind::kGelu, OpKind::kReshape, OpKind::kTranspose, OpKind::kDropout, OpKind::kCast});
+            OpKind::kGelu, OpKind::kHardSigmoid, OpKind::kHardSwish, OpKind::kReshape,
+            OpKind::kTranspose, OpKind::kDropout, OpKind::kCast});
 }
 
 }  // namespace lms::ops_internal

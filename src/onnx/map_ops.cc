@@ -208,30 +208,74 @@ absl::Status map_split(Importer& im, const NodeProto& n) {
 }
 
 // ReduceMean (axes an attribute through opset 17): over everything without
-// keepdims gives a scalar; over listed axes with keepdims, one lms
-// reduce_mean per axis (a mean of equal-sized means is the mean).
+// keepdims gives a scalar; over listed axes, one lms reduce_mean per axis (a
+// mean of equal-sized means is the mean), then, without keepdims, a reshape
+// that drops them (x.mean(dim=(2, 3)), global pooling as users write it).
 absl::Status map_reduce_mean(Importer& im, const NodeProto& n) {
   LMS_ASSIGN_OR_RETURN(TensorId x, im.tensor_input(n, 0));
-  const int64_t rank = int64_t(im.graph.tensor(x).shape.size());
+  const Shape dims = im.graph.tensor(x).shape;
+  const int64_t rank = int64_t(dims.size());
   std::vector<int64_t> axes = attr_ints(n, "axes");
   const int64_t keep = attr_int(n, "keepdims", 1);
-  for (int64_t& a : axes) a = a < 0 ? a + rank : a;
+  if (keep != 0 && keep != 1) return refuse_attr(n, "keepdims", absl::StrCat(keep), "0 or 1");
+  for (int64_t& a : axes) {
+    if (a < -rank || a >= rank) {
+      return refuse_attr(
+          n, "axes", list_str(attr_ints(n, "axes")),
+          absl::StrCat("axes in [", -rank, ", ", rank - 1, "] for a tensor of rank ", rank));
+    }
+    a = a < 0 ? a + rank : a;
+  }
   std::sort(axes.begin(), axes.end());
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) {
+    return refuse_attr(n, "axes", list_str(attr_ints(n, "axes")), "distinct axes");
+  }
   const bool all = axes.empty() || int64_t(axes.size()) == rank;
   if (all && keep == 0) return im.add(n, OpKind::kReduceMean, n.output(0), {x}, {}).status();
-  if (keep == 0) {
-    return refuse_attr(n, "keepdims", "0", "1 with axes, or 0 over every axis (a scalar)");
-  }
   if (axes.empty())
     for (int64_t a = 0; a < rank; ++a) axes.push_back(a);
   for (size_t c = 0; c < axes.size(); ++c) {
-    const std::string out = c + 1 == axes.size() ? n.output(0) : absl::StrCat(n.output(0), "/", c);
+    const bool last = c + 1 == axes.size() && keep == 1;
+    const std::string out = last ? n.output(0) : absl::StrCat(n.output(0), "/", c);
     LMS_ASSIGN_OR_RETURN(x, im.add(n, OpKind::kReduceMean, out, {x}, {{"axis", axes[c]}}));
   }
-  return absl::OkStatus();
+  if (keep == 1) return absl::OkStatus();
+  std::vector<int64_t> kept;
+  for (int64_t a = 0; a < rank; ++a) {
+    if (!std::binary_search(axes.begin(), axes.end(), a)) kept.push_back(dims[a]);
+  }
+  return im.add(n, OpKind::kReshape, n.output(0), {x}, {{"shape", kept}}).status();
 }
 
 // Gather of int64 ids (a graph tensor) from a float [V,D] table along axis 0.
+//
+// Rows `at` (constant indices of shape idx.dims) of a float [V,D] graph
+// tensor x, a trainable table as Swin's relative position bias: y =
+// one_hot @ x, reshaped to idx.dims + [D], one_hot a constant [K,V] of 0 and
+// 1 (K = at.size()). Each y element is its row's single product (1 * x,
+// plus zeros), so the values are x's exactly; the table's gradient
+// one_hot^T @ dy sums each row's dy as PyTorch's index backward does. lms
+// holds persistent tensors in float32 only, so the indices cannot be an
+// int64 constant for the embedding op.
+absl::Status gather_rows_by_one_hot(Importer& im, const NodeProto& n, TensorId x, const Const& idx,
+                                    const std::vector<int64_t>& at) {
+  const Shape dims = im.graph.tensor(x).shape;
+  const int64_t k = static_cast<int64_t>(at.size()), v = dims[0];
+  auto values = std::make_shared<std::vector<float>>(static_cast<size_t>(k * v), 0.0f);
+  for (int64_t r = 0; r < k; ++r) (*values)[static_cast<size_t>(r * v + at[r])] = 1.0f;
+  const TensorId one_hot = im.graph.optimizer_state(im.lms_name(n.output(0) + "/one_hot"), {k, v},
+                                                    Init::from_values(std::move(values)));
+  if (one_hot == kNoTensor) return Importer::error(n, std::string(im.graph.status().message()));
+  const bool flat = idx.dims.size() == 1;
+  const std::string rows = flat ? n.output(0) : absl::StrCat(n.output(0), "/rows");
+  LMS_ASSIGN_OR_RETURN(TensorId y, im.add(n, OpKind::kMatMul, rows, {one_hot, x},
+                                          {{"trans_a", int64_t{0}}, {"trans_b", int64_t{0}}}));
+  if (flat) return absl::OkStatus();
+  std::vector<int64_t> shape(idx.dims.begin(), idx.dims.end());
+  shape.push_back(dims[1]);
+  return im.add(n, OpKind::kReshape, n.output(0), {y}, {{"shape", shape}}).status();
+}
+
 // Gather of constant indices from a float graph tensor: one index (a
 // scalar, which drops the axis, or [1]) or a run of consecutive ones is a
 // slice (ViT's x[:, 0], the class token's output).
@@ -254,14 +298,16 @@ absl::Status map_gather_constant_indices(Importer& im, const NodeProto& n, const
           n, absl::StrCat("index ", int64_t(idx.at(k)), " is out of range [", -dims[axis], ", ",
                           dims[axis], ") of axis ", axis, " of ", list_str(dims)));
     }
-    if (!at.empty() && i != at.back() + 1) {
-      return Importer::error(
-          n, "constant indices must be one index or a run of consecutive ones (a slice)");
-    }
     at.push_back(i);
   }
-  if (at.empty() || idx.dims.size() > 1) {
-    return Importer::error(n, "constant indices must be a scalar or a non-empty 1-D run");
+  bool run = !at.empty() && idx.dims.size() <= 1;
+  for (size_t k = 1; k < at.size() && run; ++k) run = at[k] == at[k - 1] + 1;
+  if (!run) {
+    if (axis == 0 && rank == 2 && !at.empty()) return gather_rows_by_one_hot(im, n, x, idx, at);
+    return Importer::error(n, absl::StrCat("constant indices must be one index or a run of "
+                                           "consecutive ones (a slice), or any rows of a "
+                                           "[V,D] table (axis 0); got data ",
+                                           list_str(dims), ", axis ", axis));
   }
   const bool drop_axis = idx.dims.empty();
   const std::string sliced = drop_axis ? absl::StrCat(n.output(0), "/slice") : n.output(0);
@@ -280,8 +326,13 @@ absl::Status map_gather(Importer& im, const NodeProto& n) {
   LMS_ASSIGN_OR_RETURN(const Value* data, im.input(n, 0));
   LMS_ASSIGN_OR_RETURN(const Value* ids, im.input(n, 1));
   if (data == nullptr || ids == nullptr) return Importer::error(n, "two inputs are required");
-  if (ids->constant && ids->tensor == kNoTensor && data->tensor != kNoTensor &&
-      im.graph.tensor(data->tensor).dtype == DType::kFloat32) {
+  // Constant indices into a float graph tensor, or into a trainable table
+  // (an initializer not made a graph tensor yet; constant data and indices
+  // were folded before).
+  const bool float_data = data->tensor != kNoTensor
+                              ? im.graph.tensor(data->tensor).dtype == DType::kFloat32
+                              : data->constant && data->constant->dtype == DType::kFloat32;
+  if (ids->constant && ids->tensor == kNoTensor && float_data) {
     const Const idx = *ids->constant;
     return map_gather_constant_indices(im, n, idx);
   }
@@ -540,6 +591,14 @@ const std::map<std::string, Mapper, std::less<>>& mappers() {
       {"Gather", map_gather},
       {"Gemm", map_gemm},
       {"GlobalAveragePool", map_global_avg_pool},
+      {"HardSigmoid",
+       [](Importer& im, const NodeProto& n) {
+         return map_unary(
+             im, n, OpKind::kHardSigmoid,
+             {{"alpha", attr_float(n, "alpha", 0.2)}, {"beta", attr_float(n, "beta", 0.5)}});
+       }},
+      {"HardSwish",
+       [](Importer& im, const NodeProto& n) { return map_unary(im, n, OpKind::kHardSwish, {}); }},
       {"InstanceNormalization", map_instance_norm},
       {"LayerNormalization", map_layer_norm},
       {"LeakyRelu",
@@ -578,24 +637,27 @@ const std::map<std::string, Mapper, std::less<>>& fused_mappers() {
 }  // namespace
 
 std::string_view supported_ops() {
-  return "Add (one operand may broadcast to the other's shape), AveragePool (ceil_mode 0), "
+  return "Add (one operand may broadcast to the other's shape), AveragePool (ceil_mode 1 with "
+         "count_include_pad 0, or a last window inside the padding), "
          "BatchNormalization (training mode, or eval_mode), Cast "
          "(float to "
          "float), Clip (constant min / max), Concat, Conv (grouped and depthwise too), "
          "ConvTranspose (group 1), Div (by a one-element constant, a scale), Dropout (training "
          "mode, ratio in (0, 1); seeded from the node "
          "name), Expand (to a constant shape), Flatten (a copy), Gather (embedding; or one or "
-         "consecutive constant indices, a slice), GELU as exported at opsets 14 to 17 "
+         "consecutive constant indices, a slice; or any constant rows of a [V,D] table), GELU as "
+         "exported at opsets 14 to 17 "
          "(Div or Mul by a constant / Erf / Add 1 / Mul by x / Mul 0.5, one gelu node), "
          "scaled dot-product attention as exported from PyTorch (MatMul(q, Transpose(k)) / Mul "
          "or Div by a constant / optional Add of a constant causal mask / Softmax / MatMul by v, "
          "4-D, one attention node), Gemm "
          "(alpha = beta = 1, "
-         "transA 0), GlobalAveragePool, InstanceNormalization, "
+         "transA 0), GlobalAveragePool, HardSigmoid, HardSwish, InstanceNormalization, "
          "LayerNormalization (last axis, with B; also fused from PyTorch's opset-14 "
          "decomposition), LeakyRelu, MatMul (A and B of rank 2 to 4, batch dimensions broadcast), "
-         "MaxPool, Mul (broadcast as Add), ReduceMean, Relu, Reshape (constant shape; a copy), "
-         "Resize (nearest, "
+         "MaxPool (ceil_mode too), Mul (broadcast as Add), ReduceMean (keepdims 0 or 1), Relu, "
+         "Reshape (constant shape; a copy), "
+         "Resize (nearest, or linear with half-pixel centres; "
          "integer scales), Sigmoid, Slice (static, step 1), Softmax, Split (constant sizes or "
          "equal parts), Transpose (rank 1 to 8; a "
          "copy); folded: Constant, "

@@ -165,8 +165,9 @@ absl::Status map_max_pool(Importer& im, const NodeProto& n) {
   if (n.output_size() > 1 && !n.output(1).empty()) {
     return Importer::error(n, "output 1 (Indices) not supported; lms max_pool has one output");
   }
-  if (int64_t c = attr_int(n, "ceil_mode", 0); c != 0) {
-    return refuse_attr(n, "ceil_mode", absl::StrCat(c), "0");
+  const int64_t ceil_mode = attr_int(n, "ceil_mode", 0);
+  if (ceil_mode != 0 && ceil_mode != 1) {
+    return refuse_attr(n, "ceil_mode", absl::StrCat(ceil_mode), "0 or 1");
   }
   if (auto d = attr_ints(n, "dilations"); !all_equal(d, 1)) {
     return refuse_attr(n, "dilations", list_str(d), "1");
@@ -179,6 +180,8 @@ absl::Status map_max_pool(Importer& im, const NodeProto& n) {
   Attrs a = {{"kernel", attr_ints(n, "kernel_shape")},
              {"stride", ints_or(n, "strides", r, 1)},
              {"pad", pad}};
+  // PyTorch's ceil_mode rule (Note [Pooling ceil mode]): the models are its exports.
+  if (ceil_mode == 1) a["ceil_mode"] = ceil_mode;
   return im.add(n, OpKind::kMaxPool, n.output(0), {x}, a).status();
 }
 
@@ -288,15 +291,31 @@ absl::Status map_layer_norm(Importer& im, const NodeProto& n) {
       .status();
 }
 
+// Resize by integer scales onto upsample: nearest, or linear with
+// half-pixel centres (F.interpolate's bilinear / trilinear with
+// align_corners=False, exported as pytorch_half_pixel; the two modes agree
+// for integer scales). align_corners=True samples other points, which lms's
+// upsample does not: refused, naming the mode.
 absl::Status map_resize(Importer& im, const NodeProto& n) {
   LMS_ASSIGN_OR_RETURN(size_t r, spatial_rank(im, n));
   (void)r;
   const std::string mode = attr_string(n, "mode", "nearest");
-  if (mode != "nearest") return refuse_attr(n, "mode", mode, "nearest");
-  LMS_RETURN_IF_ERROR(check_nearest_modes(n));
+  if (mode != "nearest" && mode != "linear") {
+    return refuse_attr(n, "mode", mode, "nearest or linear");
+  }
+  if (mode == "nearest") {
+    LMS_RETURN_IF_ERROR(check_nearest_modes(n));
+  } else {
+    const std::string ct = attr_string(n, "coordinate_transformation_mode", "half_pixel");
+    if (ct != "half_pixel" && ct != "pytorch_half_pixel") {
+      return refuse_attr(n, "coordinate_transformation_mode", ct,
+                         "half_pixel or pytorch_half_pixel with mode linear (PyTorch's "
+                         "align_corners=False)");
+    }
+  }
   LMS_ASSIGN_OR_RETURN(TensorId x, im.tensor_input(n, 0));
   LMS_ASSIGN_OR_RETURN(std::vector<int64_t> scale, integer_scales(im, n, im.graph.tensor(x).shape));
-  return im.add(n, OpKind::kUpsample, n.output(0), {x}, {{"scale", scale}, {"mode", "nearest"}})
+  return im.add(n, OpKind::kUpsample, n.output(0), {x}, {{"scale", scale}, {"mode", mode}})
       .status();
 }
 
@@ -304,8 +323,9 @@ absl::Status map_resize(Importer& im, const NodeProto& n) {
 // default 0 divides by the window's elements inside x).
 absl::Status map_avg_pool(Importer& im, const NodeProto& n) {
   LMS_ASSIGN_OR_RETURN(size_t r, spatial_rank(im, n));
-  if (int64_t c = attr_int(n, "ceil_mode", 0); c != 0) {
-    return refuse_attr(n, "ceil_mode", absl::StrCat(c), "0 (lms avg_pool floors the output size)");
+  const int64_t ceil_mode = attr_int(n, "ceil_mode", 0);
+  if (ceil_mode != 0 && ceil_mode != 1) {
+    return refuse_attr(n, "ceil_mode", absl::StrCat(ceil_mode), "0 or 1");
   }
   if (auto d = attr_ints(n, "dilations"); !all_equal(d, 1)) {
     return refuse_attr(n, "dilations", list_str(d), "1");
@@ -320,6 +340,7 @@ absl::Status map_avg_pool(Importer& im, const NodeProto& n) {
              {"stride", ints_or(n, "strides", r, 1)},
              {"pad", pad},
              {"count_include_pad", include}};
+  if (ceil_mode == 1) a["ceil_mode"] = ceil_mode;
   return im.add(n, OpKind::kAvgPool, n.output(0), {x}, a).status();
 }
 

@@ -53,7 +53,11 @@ absl::StatusOr<UpsampleDims> upsample_dims(const OpInstance& spec);
 struct PoolDims {
   Shape x, y;
   std::vector<int64_t> kernel, stride, pad;
+  // The padding after x in each spatial dim: pad, or more where ceil_mode
+  // adds a last window that runs off the end (Note [Pooling ceil mode]).
+  std::vector<int64_t> pad_end;
   bool count_include_pad = true;  // avg_pool's divisor (absent: 1, PyTorch's)
+  bool ceil_mode = false;
 };
 absl::StatusOr<PoolDims> pool_dims(const OpInstance& spec);
 

@@ -57,6 +57,14 @@ absl::StatusOr<Shapes> clip(const OpInstance& spec) {
   return Shapes{spec.input_shapes[0]};
 }
 
+// hard_sigmoid (x) and hard_sigmoid_bwd (x, dy): finite alpha and beta.
+absl::StatusOr<Shapes> hard_sigmoid(const OpInstance& spec) {
+  LMS_RETURN_IF_ERROR(real_attr(spec, "alpha").status());
+  LMS_RETURN_IF_ERROR(real_attr(spec, "beta").status());
+  LMS_RETURN_IF_ERROR(check_same_shapes(spec, spec.input_shapes, {"x", "dy"}));
+  return Shapes{spec.input_shapes[0]};
+}
+
 // softmax (x) and softmax_bwd (y, dy) along the axis.
 absl::StatusOr<Shapes> softmax(const OpInstance& spec) {
   const bool bwd = spec.op == OpKind::kSoftmaxBwd;
@@ -225,7 +233,10 @@ std::optional<RuleEntry> pointwise_rule(OpKind op) {
     case OpKind::kRelu:
     case OpKind::kSigmoid:
     case OpKind::kGelu:
+    case OpKind::kHardSwish:
       return RuleEntry{{1, 1}, unary, {}};
+    case OpKind::kHardSigmoid:
+      return RuleEntry{{1, 1}, hard_sigmoid, {{"alpha", "beta"}, {}}};
     case OpKind::kLeakyRelu:
       return RuleEntry{{1, 1}, unary_real, {{"alpha"}, {}}};
     case OpKind::kScale:
@@ -233,7 +244,10 @@ std::optional<RuleEntry> pointwise_rule(OpKind op) {
     case OpKind::kReluBwd:
     case OpKind::kSigmoidBwd:
     case OpKind::kGeluBwd:
+    case OpKind::kHardSwishBwd:
       return RuleEntry{{2, 2}, activation_bwd, {}};
+    case OpKind::kHardSigmoidBwd:
+      return RuleEntry{{2, 2}, hard_sigmoid, {{"alpha", "beta"}, {}}};
     case OpKind::kLeakyReluBwd:
       return RuleEntry{{2, 2}, activation_bwd, {{"alpha"}, {}}};
     case OpKind::kClip:

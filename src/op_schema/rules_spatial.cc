@@ -251,6 +251,18 @@ absl::StatusOr<UpsampleDims> upsample_dims(const OpInstance& spec) {
   return d;
 }
 
+// Note [Pooling ceil mode]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// With ceil_mode the output size rounds up, as PyTorch's pooling computes it
+// (aten/src/ATen/native/Pool.h, pooling_output_shape): S' = ceil((S + 2p -
+// k)/s) + 1, less one where the last window would start at or past S + p,
+// so every window holds at least one element of x. The last window may run
+// past S + p; the kernels see it as padding after x of pad_end = (S' - 1)s
+// + k - S - p (>= p), which max pooling skips and average pooling without
+// count_include_pad leaves out of the divisor, as PyTorch does. With
+// count_include_pad, PyTorch divides such a window by its part inside S + p
+// (not by k), which neither oneDNN's nor our CUDA pooling computes: that
+// case is refused, naming the dimension.
 absl::StatusOr<PoolDims> pool_dims(const OpInstance& spec) {
   PoolDims d;
   if (spec.op == OpKind::kAvgPoolBwd) {
@@ -261,13 +273,17 @@ absl::StatusOr<PoolDims> pool_dims(const OpInstance& spec) {
   if (spec.attrs.contains("count_include_pad")) {
     LMS_ASSIGN_OR_RETURN(d.count_include_pad, flag_attr(spec, "count_include_pad"));
   }
+  if (spec.attrs.contains("ceil_mode")) {
+    LMS_ASSIGN_OR_RETURN(d.ceil_mode, flag_attr(spec, "ceil_mode"));
+  }
+  const bool avg = spec.op == OpKind::kAvgPool || spec.op == OpKind::kAvgPoolBwd;
   LMS_RETURN_IF_ERROR(check_spatial_rank(spec, "input x", d.x));
   LMS_ASSIGN_OR_RETURN(d.kernel, spatial_attr(spec, "kernel", d.x.size(), 1));
   LMS_ASSIGN_OR_RETURN(d.stride, spatial_attr(spec, "stride", d.x.size(), 1));
   LMS_ASSIGN_OR_RETURN(d.pad, spatial_attr(spec, "pad", d.x.size(), 0));
   d.y = {d.x[0], d.x[1]};
   for (size_t i = 0; i < d.kernel.size(); ++i) {
-    const int64_t s = d.x[i + 2], k = d.kernel[i], pad = d.pad[i];
+    const int64_t s = d.x[i + 2], k = d.kernel[i], pad = d.pad[i], stride = d.stride[i];
     // pad < kernel keeps every window overlapping the input.
     if (pad >= k) {
       return invalid(spec, absl::StrCat("pad must be smaller than kernel, got pad ",
@@ -282,7 +298,24 @@ absl::StatusOr<PoolDims> pool_dims(const OpInstance& spec) {
       return invalid(spec, absl::StrCat("output size is not positive in spatial dim ", i,
                                         " (input ", s, ", kernel ", k, ", pad ", pad, ")"));
     }
-    d.y.push_back(room.value() / d.stride[i] + 1);
+    int64_t out = room.value() / stride + 1;
+    if (d.ceil_mode) {  // Note [Pooling ceil mode]
+      if (room.value() % stride != 0) ++out;
+      // (out - 1) * stride <= room + stride: in range when it is not past s + pad.
+      const Int start = Int(out - 1) * stride;
+      if (!start.ok() || start.value() >= s + pad) --out;
+    }
+    const int64_t end = (out - 1) * stride + k - s - pad;
+    if (avg && d.count_include_pad && end > pad) {
+      return invalid(spec, absl::StrCat("ceil_mode with count_include_pad: the last window of "
+                                        "spatial dim ",
+                                        i, " runs ", end - pad, " past the padded input (input ", s,
+                                        ", kernel ", k, ", stride ", stride, ", pad ", pad,
+                                        "), whose divisor PyTorch shortens and lms cannot; use "
+                                        "count_include_pad = 0 or ceil_mode = 0"));
+    }
+    d.pad_end.push_back(std::max(pad, end));
+    d.y.push_back(out);
   }
   if (spec.op == OpKind::kMaxPoolBwd)
     LMS_RETURN_IF_ERROR(check_dy(spec, d.y, spec.input_shapes[1]));
@@ -327,14 +360,17 @@ std::optional<RuleEntry> spatial_rule(OpKind op) {
     case OpKind::kUpsampleBwd:
       return RuleEntry{{1, 1}, upsample, {{"input_shape", "mode", "scale"}, {}}};
     case OpKind::kMaxPool:
-      return RuleEntry{{1, 1}, pool, {{"kernel", "pad", "stride"}, {}}};
+      return RuleEntry{{1, 1}, pool, {{"kernel", "pad", "stride"}, {"ceil_mode"}}};
     case OpKind::kMaxPoolBwd:
-      return RuleEntry{{2, 2}, pool, {{"kernel", "pad", "stride"}, {}}};
+      return RuleEntry{{2, 2}, pool, {{"kernel", "pad", "stride"}, {"ceil_mode"}}};
     case OpKind::kAvgPool:
-      return RuleEntry{{1, 1}, pool, {{"kernel", "pad", "stride"}, {"count_include_pad"}}};
+      return RuleEntry{
+          {1, 1}, pool, {{"kernel", "pad", "stride"}, {"ceil_mode", "count_include_pad"}}};
     case OpKind::kAvgPoolBwd:
       return RuleEntry{
-          {1, 1}, pool, {{"input_shape", "kernel", "pad", "stride"}, {"count_include_pad"}}};
+          {1, 1},
+          pool,
+          {{"input_shape", "kernel", "pad", "stride"}, {"ceil_mode", "count_include_pad"}}};
     default:
       return std::nullopt;
   }

@@ -75,7 +75,8 @@ TEST(OpRegistry, GradientRulesExactlyForForwardOps) {
       OpKind::kLinear,       OpKind::kAvgPool,    OpKind::kClip,
       OpKind::kGelu,         OpKind::kReshape,    OpKind::kSoftmaxCrossEntropy,
       OpKind::kTranspose,    OpKind::kLayerNorm,  OpKind::kMatMul,
-      OpKind::kAttention,    OpKind::kCast};
+      OpKind::kAttention,    OpKind::kCast,       OpKind::kHardSigmoid,
+      OpKind::kHardSwish};
   for (OpKind op : all_op_kinds()) {
     EXPECT_EQ(static_cast<bool>(op_def(op).grad), differentiable.contains(op)) << op_name(op);
   }

@@ -139,6 +139,10 @@ std::vector<Valid> valid_cases() {
       {OpKind::kClipBwd, {x4, x4}, {{"min", -1.0}, {"max", 1.0}}, {x4}},
       {OpKind::kGelu, {x5}, {}, {x5}},
       {OpKind::kGeluBwd, {x4, x4}, {}, {x4}},
+      {OpKind::kHardSigmoid, {x5}, {{"alpha", 1.0 / 6}, {"beta", 0.5}}, {x5}},
+      {OpKind::kHardSigmoidBwd, {x4, x4}, {{"alpha", 0.2}, {"beta", 0.5}}, {x4}},
+      {OpKind::kHardSwish, {x5}, {}, {x5}},
+      {OpKind::kHardSwishBwd, {x4, x4}, {}, {x4}},
       {OpKind::kReshape, {x4}, {{"shape", Ints{2, 192}}}, {{2, 192}}},
       {OpKind::kReshape, {{2, 5, 1, 1}}, {{"shape", Ints{2, 5}}}, {{2, 5}}},
       {OpKind::kTranspose, {x4}, {{"perm", Ints{0, 2, 3, 1}}}, {{2, 8, 8, 3}}},
@@ -392,6 +396,8 @@ std::vector<Invalid> invalid_cases() {
       {OpKind::kClip, {x4}, {{"min", 6.0}, {"max", 0.0}}, "min 6 must not exceed max 0"},
       {OpKind::kClipBwd, {x4, {2, 3}}, {{"min", 0.0}, {"max", 6.0}}, "dy"},
       {OpKind::kGeluBwd, {x4, {2, 3}}, {}, "dy"},
+      {OpKind::kHardSwishBwd, {x4, {2, 3}}, {}, "dy"},
+      {OpKind::kHardSigmoid, {x4}, {{"alpha", 0.2}}, "beta"},
       {OpKind::kReshape, {x4}, {{"shape", Ints{2, 191}}}, "shape [2,191] has 382 elements"},
       {OpKind::kTranspose, {x4}, {{"perm", Ints{0, 1, 2}}}, "perm has 3 entries but x"},
       {OpKind::kTranspose, {x4}, {{"perm", Ints{0, 1, 1, 2}}}, "is not a permutation of 0..3"},
@@ -582,8 +588,9 @@ TEST(OpsShapes, InvalidCasesNameTheProblem) {
   // Every op with attributes or shape constraints has at least one invalid case.
   for (OpKind op : all_op_kinds()) {
     if (op == OpKind::kRelu || op == OpKind::kSigmoid || op == OpKind::kGelu ||
-        op == OpKind::kReduceMean || op == OpKind::kSwapOut || op == OpKind::kLeakyReluBwd ||
-        op == OpKind::kSigmoidBwd || op == OpKind::kSoftmaxBwd || op == OpKind::kDeconvBwdData ||
+        op == OpKind::kHardSwish || op == OpKind::kHardSigmoidBwd || op == OpKind::kReduceMean ||
+        op == OpKind::kSwapOut || op == OpKind::kLeakyReluBwd || op == OpKind::kSigmoidBwd ||
+        op == OpKind::kSoftmaxBwd || op == OpKind::kDeconvBwdData ||
         op == OpKind::kDeconvBwdWeights || op == OpKind::kMaxPoolBwd ||
         op == OpKind::kInstanceNormBwd || op == OpKind::kSoftDiceLossBwd) {
       continue;  // covered through the shared helpers exercised above

@@ -57,6 +57,8 @@ const std::set<std::string>& known_ops() {
                                             "Gather",
                                             "Gemm",
                                             "GlobalAveragePool",
+                                            "HardSigmoid",
+                                            "HardSwish",
                                             "Identity",
                                             "InstanceNormalization",
                                             "LayerNormalization",

@@ -176,7 +176,7 @@ def main(out_dir):
     write(out_dir, "double_transpose.onnx", double_transpose_model())
     write(out_dir, "avg_pool_ceil.onnx",
           model([helper.make_node("AveragePool", ["x"], ["y"], name="pool1", kernel_shape=[2, 2],
-                                  strides=[2, 2], ceil_mode=1)],
+                                  strides=[2, 2], ceil_mode=1, count_include_pad=1)],
                 [vi("x", [1, 2, 5, 5])], [vi("y", None)]))
     write(out_dir, "clip_dynamic.onnx",
           model([helper.make_node("Clip", ["x", "lo"], ["y"], name="clip1")],

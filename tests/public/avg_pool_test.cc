@@ -69,7 +69,8 @@ void check_against_torch(const PoolCase& pc) {
       {"kernel", reals(global ? spatial : pc.pool.kernel)},
       {"stride", reals(global ? spatial : pc.pool.stride)},
       {"pad", global || pc.pool.pad.empty() ? std::vector<double>(r, 0.0) : reals(pc.pool.pad)},
-      {"count_include_pad", {pc.pool.count_include_pad ? 1.0 : 0.0}}};
+      {"count_include_pad", {pc.pool.count_include_pad ? 1.0 : 0.0}},
+      {"ceil_mode", {pc.pool.ceil_mode ? 1.0 : 0.0}}};
   auto ref = torch_ref::torch_reference("avg_pool", attrs, in);
   if (absl::IsUnavailable(ref.status())) GTEST_SKIP() << ref.status().message();
   ASSERT_TRUE(ref.ok()) << ref.status();
@@ -91,9 +92,44 @@ TEST(AvgPool, MatchesPyTorch) {
        53});
   check_against_torch(
       {{1, 2, 5, 6, 4}, {.kernel = {2, 3, 2}, .stride = {1, 2, 2}, .pad = {1, 1, 0}}, 54});
+  // ceil_mode: 9 -> 5 (floor: 4) with the last window holding one row of
+  // x, and in 3-D; with count_include_pad where rounding up adds no window
+  // (7 + 2 -> 4, as floor; one that adds a window is refused, below).
+  check_against_torch(
+      {{2, 3, 9, 9},
+       {.kernel = {2, 2}, .stride = {2, 2}, .count_include_pad = false, .ceil_mode = true},
+       57});
+  check_against_torch(
+      {{1, 2, 7, 7}, {.kernel = {3, 3}, .stride = {2, 2}, .pad = {1, 1}, .ceil_mode = true}, 58});
+  check_against_torch(
+      {{1, 2, 5, 6, 7},
+       {.kernel = {2, 3, 2}, .stride = {2, 2, 2}, .count_include_pad = false, .ceil_mode = true},
+       59});
   // Global average pooling, ResNet's head (7x7) and 3-D.
   check_against_torch({{3, 5, 7, 7}, {}, 55});
   check_against_torch({{2, 3, 4, 5, 3}, {}, 56});
+}
+
+// With count_include_pad, a ceil_mode window that runs past the padding is
+// refused when the graph is built, naming the dimension: PyTorch divides it
+// by its part inside the padding, which no lms kernel computes.
+TEST(AvgPool, CeilModeWithPaddingCountedPastThePaddingIsRefused) {
+  Graph g;
+  const TensorId x = g.input("x", {1, 2, 9, 9});
+  EXPECT_EQ(avg_pool(g, "pool", x, {.kernel = {2, 2}, .stride = {2, 2}, .ceil_mode = true}),
+            kNoTensor);
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(g.status().message().find("spatial dim 0 runs 1 past the padded input"),
+            absl::string_view::npos)
+      << g.status();
+  EXPECT_NE(g.status().message().find("count_include_pad = 0"), absl::string_view::npos)
+      << g.status();
+  // The same window in max_pool sees only x: accepted, 9 -> 5.
+  Graph h;
+  const TensorId y = max_pool(h, "pool", h.input("x", {1, 2, 9, 9}),
+                              {.kernel = {2, 2}, .stride = {2, 2}, .ceil_mode = true});
+  ASSERT_TRUE(h.status().ok()) << h.status();
+  EXPECT_EQ(h.tensor(y).shape, (Shape{1, 2, 5, 5}));
 }
 
 // conv 3x3 -> relu -> avg_pool 2 -> conv 3x3 -> relu -> global_avg_pool -> mse.

@@ -232,6 +232,31 @@ __global__ void clip_bwd_kernel(const float* x, const float* dy, float* dx, int6
   }
 }
 
+__global__ void hard_sigmoid_kernel(const float* x, const float* dy, float* out, int64_t n,
+                                    float alpha, float beta) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(kThreads) * gridDim.x) {
+    const float v = alpha * x[i] + beta;
+    if (dy == nullptr) {
+      out[i] = fminf(fmaxf(v, 0.0f), 1.0f);
+    } else {
+      out[i] = v > 0.0f && v < 1.0f ? alpha * dy[i] : 0.0f;
+    }
+  }
+}
+
+__global__ void hard_swish_kernel(const float* x, const float* dy, float* out, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(kThreads) * gridDim.x) {
+    const float v = x[i];
+    if (dy == nullptr) {
+      out[i] = v * fminf(fmaxf(v + 3.0f, 0.0f), 6.0f) / 6.0f;
+    } else {
+      out[i] = v <= -3.0f ? 0.0f : v >= 3.0f ? dy[i] : dy[i] * (2.0f * v + 3.0f) / 6.0f;
+    }
+  }
+}
+
 // The erf form of GELU in float, the formula the CPU device's oneDNN
 // eltwise_gelu_erf evaluates (and PyTorch's approximate='none').
 constexpr float kSqrtHalf = 0.70710678118654752f;    // 1 / sqrt(2)
@@ -264,6 +289,18 @@ cudaError_t gelu(cudaStream_t stream, const float* x, float* y, int64_t n) {
 
 cudaError_t gelu_bwd(cudaStream_t stream, const float* x, const float* dy, float* dx, int64_t n) {
   gelu_bwd_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, dy, dx, n);
+  return cudaGetLastError();
+}
+
+cudaError_t hard_sigmoid(cudaStream_t stream, const float* x, const float* dy, float* out,
+                         int64_t n, float alpha, float beta) {
+  hard_sigmoid_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, dy, out, n, alpha, beta);
+  return cudaGetLastError();
+}
+
+cudaError_t hard_swish(cudaStream_t stream, const float* x, const float* dy, float* out,
+                       int64_t n) {
+  hard_swish_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, dy, out, n);
   return cudaGetLastError();
 }
 

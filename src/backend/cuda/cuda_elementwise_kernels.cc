@@ -104,6 +104,30 @@ KernelOr make_clip(const KernelSpec& spec, const CudaKernelContext& ctx, bool ba
   });
 }
 
+// hard_sigmoid (alpha, beta) and hard_swish, with their backward ops
+// (cuda_elementwise.cu; the formulas of the CPU device's kernels).
+KernelOr make_hard_activation(const KernelSpec& spec, const CudaKernelContext& ctx) {
+  const bool sigmoid = spec.op == OpKind::kHardSigmoid || spec.op == OpKind::kHardSigmoidBwd;
+  const bool backward = spec.op == OpKind::kHardSigmoidBwd || spec.op == OpKind::kHardSwishBwd;
+  float alpha = 1.f / 6, beta = 0.5f;
+  if (sigmoid) {
+    LMS_ASSIGN_OR_RETURN(double a, real_attr(spec, "alpha"));
+    LMS_ASSIGN_OR_RETURN(double b, real_attr(spec, "beta"));
+    alpha = static_cast<float>(a);
+    beta = static_cast<float>(b);
+  }
+  const int64_t n = num_elements(spec.input_shapes[0]);
+  const std::string what = node_label(spec);
+  cudaStream_t s = ctx.stream;
+  return make_fn_kernel([=](const KernelArgs& a) {
+    const float* dy = backward ? a.inputs[1] : nullptr;
+    return cuda_status(sigmoid
+                           ? launch::hard_sigmoid(s, a.inputs[0], dy, a.outputs[0], n, alpha, beta)
+                           : launch::hard_swish(s, a.inputs[0], dy, a.outputs[0], n),
+                       what);
+  });
+}
+
 // y = transpose(x, perm): one gather (cuda_axis.cu), the CPU device's copy.
 KernelOr make_transpose(const KernelSpec& spec, const CudaKernelContext& ctx) {
   LMS_ASSIGN_OR_RETURN(const BroadcastIndex t, check_transpose(spec));
@@ -359,6 +383,10 @@ KernelOr create_cuda_elementwise_kernel(const KernelSpec& spec, const CudaKernel
   }
   if (op == OpKind::kGelu || op == OpKind::kGeluBwd) {
     return make_gelu(spec, ctx, op == OpKind::kGeluBwd);
+  }
+  if (op == OpKind::kHardSigmoid || op == OpKind::kHardSigmoidBwd || op == OpKind::kHardSwish ||
+      op == OpKind::kHardSwishBwd) {
+    return make_hard_activation(spec, ctx);
   }
   if (op == OpKind::kReshape) return make_reshape(spec, ctx);
   if (op == OpKind::kTranspose) return make_transpose(spec, ctx);

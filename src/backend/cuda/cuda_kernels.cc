@@ -37,6 +37,10 @@ Factory cuda_kernel_factory(OpKind op) {
     case OpKind::kClipBwd:
     case OpKind::kGelu:
     case OpKind::kGeluBwd:
+    case OpKind::kHardSigmoid:
+    case OpKind::kHardSigmoidBwd:
+    case OpKind::kHardSwish:
+    case OpKind::kHardSwishBwd:
     case OpKind::kSoftmax:
     case OpKind::kSoftmaxBwd:
     case OpKind::kAdd:

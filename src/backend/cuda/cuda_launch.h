@@ -51,6 +51,13 @@ cudaError_t gather_strided(cudaStream_t stream, const float* x, float* y, int64_
 cudaError_t clip(cudaStream_t stream, const float* x, float* y, int64_t n, float lo, float hi);
 cudaError_t clip_bwd(cudaStream_t stream, const float* x, const float* dy, float* dx, int64_t n,
                      float lo, float hi);
+// dy null: y = min(max(alpha x + beta, 0), 1); else dx = alpha dy where
+// 0 < alpha x + beta < 1, else 0.
+cudaError_t hard_sigmoid(cudaStream_t stream, const float* x, const float* dy, float* out,
+                         int64_t n, float alpha, float beta);
+// dy null: y = x * min(max(x + 3, 0), 6) / 6; else dx = dy * (2x + 3) / 6
+// on (-3, 3), dy from 3 up, 0 below -3.
+cudaError_t hard_swish(cudaStream_t stream, const float* x, const float* dy, float* out, int64_t n);
 // gelu: y = 0.5 * x * (1 + erf(x / sqrt(2))) = x * Phi(x); gelu_bwd:
 // dx = dy * (Phi(x) + x * phi(x)), phi the standard normal density.
 cudaError_t gelu(cudaStream_t stream, const float* x, float* y, int64_t n);

@@ -78,6 +78,7 @@ def avg_pool(attrs, t):
     ints = {k: [int(v) for v in attrs[k]] for k in ("kernel", "stride", "pad")}
     pool = F.avg_pool2d if len(ints["kernel"]) == 2 else F.avg_pool3d
     y = pool(params["x"], ints["kernel"], ints["stride"], ints["pad"],
+             ceil_mode=attrs.get("ceil_mode", [0.0]) == [1.0],
              count_include_pad=attrs["count_include_pad"] == [1.0])
     return trained(y, t["target"], params)
 

@@ -42,6 +42,10 @@ CpuKernelFamily cpu_kernel_family(OpKind op) {
     case OpKind::kClipBwd:
     case OpKind::kGelu:
     case OpKind::kGeluBwd:
+    case OpKind::kHardSigmoid:
+    case OpKind::kHardSigmoidBwd:
+    case OpKind::kHardSwish:
+    case OpKind::kHardSwishBwd:
     case OpKind::kSoftmax:
     case OpKind::kSoftmaxBwd:
     case OpKind::kAttention:

@@ -248,6 +248,32 @@ KernelOr make_dropout(const KernelSpec& spec, const CpuKernelContext& ctx) {
   return k;
 }
 
+// hard_sigmoid: y = min(max(alpha x + beta, 0), 1); hard_sigmoid_bwd (x,
+// dy): dx = alpha dy where 0 < alpha x + beta < 1, else 0 (PyTorch's
+// hardsigmoid_backward). oneDNN 2.6 has no hard sigmoid.
+KernelOr make_hard_sigmoid(const KernelSpec& spec, const CpuKernelContext& ctx, bool backward) {
+  LMS_ASSIGN_OR_RETURN(double alpha_attr, real_attr(spec, "alpha"));
+  LMS_ASSIGN_OR_RETURN(double beta_attr, real_attr(spec, "beta"));
+  const auto alpha = static_cast<float>(alpha_attr), beta = static_cast<float>(beta_attr);
+  const int64_t n = num_elements(spec.input_shapes[0]);
+  auto k = std::make_unique<StepKernel>(spec, ctx);
+  k->add_loop([=](const KernelArgs& a) {
+    const float* x = a.inputs[0];
+    float* out = a.outputs[0];
+    if (!backward) {
+      for (int64_t i = 0; i < n; ++i) out[i] = std::min(std::max(alpha * x[i] + beta, 0.f), 1.f);
+      return absl::OkStatus();
+    }
+    const float* dy = a.inputs[1];
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = alpha * x[i] + beta;
+      out[i] = v > 0.f && v < 1.f ? alpha * dy[i] : 0.f;
+    }
+    return absl::OkStatus();
+  });
+  return k;
+}
+
 KernelOr make_fill(const KernelSpec& spec, const CpuKernelContext& ctx) {
   const Shape& shape = spec.output_shapes[0];
   LMS_ASSIGN_OR_RETURN(double value, real_attr(spec, "value"));
@@ -305,6 +331,17 @@ KernelOr create_elementwise_kernel(const KernelSpec& spec, const CpuKernelContex
     return make_eltwise_fwd(spec, ctx, algorithm::eltwise_gelu_erf, 0.f, 0.f);
   if (op == OpKind::kGeluBwd) {
     return make_eltwise_bwd(spec, ctx, algorithm::eltwise_gelu_erf, 0.f, false);
+  }
+  if (op == OpKind::kHardSigmoid || op == OpKind::kHardSigmoidBwd) {
+    return make_hard_sigmoid(spec, ctx, op == OpKind::kHardSigmoidBwd);
+  }
+  // hard_swish: x * min(max(x + 3, 0), 6) / 6 (oneDNN 2.6 takes no
+  // parameters for it; later versions read alpha = 1/6, beta = 1/2).
+  if (op == OpKind::kHardSwish) {
+    return make_eltwise_fwd(spec, ctx, algorithm::eltwise_hardswish, 1.f / 6, 0.5f);
+  }
+  if (op == OpKind::kHardSwishBwd) {
+    return make_eltwise_bwd(spec, ctx, algorithm::eltwise_hardswish, 1.f / 6, false, 0.5f);
   }
   if (op == OpKind::kSlice) return make_slice(spec, ctx);
   if (op == OpKind::kFill) return make_fill(spec, ctx);

@@ -55,7 +55,7 @@ std::unique_ptr<Kernel> make_upsample(const KernelSpec& spec, const CpuKernelCon
 // A pool_dims (op_dims.h) in oneDNN's dims.
 struct PoolProblem {
   Shape x, y;
-  memory::dims kernel, stride, pad;
+  memory::dims kernel, stride, pad, pad_end;
   bool count_include_pad = true;
 };
 
@@ -66,6 +66,7 @@ absl::StatusOr<PoolProblem> pool_problem(const KernelSpec& spec) {
                      memory::dims(d.kernel.begin(), d.kernel.end()),
                      memory::dims(d.stride.begin(), d.stride.end()),
                      memory::dims(d.pad.begin(), d.pad.end()),
+                     memory::dims(d.pad_end.begin(), d.pad_end.end()),
                      d.count_include_pad};
 }
 
@@ -79,7 +80,7 @@ std::unique_ptr<Kernel> make_max_pool(const KernelSpec& spec, const CpuKernelCon
   bool backward = spec.op == OpKind::kMaxPoolBwd;
   auto prop = backward ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
   dnnl::pooling_forward::desc fwd_desc(prop, dnnl::algorithm::pooling_max, x_md, y_md, p.stride,
-                                       p.kernel, p.pad, p.pad);
+                                       p.kernel, p.pad, p.pad_end);
   dnnl::pooling_forward::primitive_desc fwd(fwd_desc, user_scratchpad_attr(), ctx.engine);
   PlanBuilder b(spec.name, ctx);
   BufferRef src = b.bind_input(0, x_md, fwd.src_desc());
@@ -98,7 +99,7 @@ std::unique_ptr<Kernel> make_max_pool(const KernelSpec& spec, const CpuKernelCon
               {DNNL_ARG_WORKSPACE, argmax, fwd.workspace_desc()}},
              fwd.scratchpad_desc());
   dnnl::pooling_backward::desc desc(dnnl::algorithm::pooling_max, x_md, y_md, p.stride, p.kernel,
-                                    p.pad, p.pad);
+                                    p.pad, p.pad_end);
   dnnl::pooling_backward::primitive_desc pd(desc, user_scratchpad_attr(), ctx.engine, fwd);
   b.add_step(dnnl::pooling_backward(pd),
              {{DNNL_ARG_DIFF_DST, b.bind_input(1, y_md, pd.diff_dst_desc()), pd.diff_dst_desc()},
@@ -120,7 +121,7 @@ absl::StatusOr<std::unique_ptr<Kernel>> make_avg_pool(const KernelSpec& spec,
   memory::desc x_md = plain_desc(p.x), y_md = plain_desc(p.y);
   const bool backward = spec.op == OpKind::kAvgPoolBwd;
   auto prop = backward ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
-  dnnl::pooling_forward::desc fwd_desc(prop, alg, x_md, y_md, p.stride, p.kernel, p.pad, p.pad);
+  dnnl::pooling_forward::desc fwd_desc(prop, alg, x_md, y_md, p.stride, p.kernel, p.pad, p.pad_end);
   dnnl::pooling_forward::primitive_desc fwd(fwd_desc, user_scratchpad_attr(), ctx.engine);
   PlanBuilder b(spec.name, ctx);
   if (!backward) {
@@ -130,7 +131,7 @@ absl::StatusOr<std::unique_ptr<Kernel>> make_avg_pool(const KernelSpec& spec,
                fwd.scratchpad_desc());
     return b.finish();
   }
-  dnnl::pooling_backward::desc desc(alg, x_md, y_md, p.stride, p.kernel, p.pad, p.pad);
+  dnnl::pooling_backward::desc desc(alg, x_md, y_md, p.stride, p.kernel, p.pad, p.pad_end);
   dnnl::pooling_backward::primitive_desc pd(desc, user_scratchpad_attr(), ctx.engine, fwd);
   b.add_step(dnnl::pooling_backward(pd),
              {{DNNL_ARG_DIFF_DST, b.bind_input(0, y_md, pd.diff_dst_desc()), pd.diff_dst_desc()},
