@@ -114,6 +114,8 @@ TensorId matmul(Graph& g, std::string_view name, TensorId a, TensorId b, bool tr
 TensorId relu(Graph& g, std::string_view name, TensorId x);
 TensorId leaky_relu(Graph& g, std::string_view name, TensorId x, double alpha = 0.01);
 TensorId sigmoid(Graph& g, std::string_view name, TensorId x);
+// tanh(x); its gradient dy * (1 - y^2) is tanh_bwd, which keeps y.
+TensorId tanh(Graph& g, std::string_view name, TensorId x);
 // min(max(x, min), max) with min <= max; relu6 is clip(x, 0, 6) (MobileNet).
 // The gradient passes where min < x < max (PyTorch's hardtanh).
 TensorId clip(Graph& g, std::string_view name, TensorId x, double min, double max);

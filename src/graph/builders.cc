@@ -212,6 +212,10 @@ TensorId clip(Graph& g, std::string_view name, TensorId x, double min, double ma
   return add_op(g, OpKind::kClip, name, {x}, {{"min", min}, {"max", max}});
 }
 
+TensorId tanh(Graph& g, std::string_view name, TensorId x) {
+  return add_op(g, OpKind::kTanh, name, {x});
+}
+
 TensorId gelu(Graph& g, std::string_view name, TensorId x) {
   return add_op(g, OpKind::kGelu, name, {x});
 }

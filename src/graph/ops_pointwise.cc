@@ -211,6 +211,11 @@ void register_pointwise_ops(std::vector<OpSpec>& specs) {
   specs.push_back(make_schema_spec(OpKind::kSigmoid, per_element(4),
                                    activation_grad(OpKind::kSigmoidBwd, true)));
   specs.push_back(make_schema_spec(OpKind::kSigmoidBwd, per_element(3)));
+  // tanh counted as sigmoid (an exp and a division); its backward
+  // dy * (1 - y * y) three.
+  specs.push_back(
+      make_schema_spec(OpKind::kTanh, per_element(4), activation_grad(OpKind::kTanhBwd, true)));
+  specs.push_back(make_schema_spec(OpKind::kTanhBwd, per_element(3)));
   specs.push_back(
       make_schema_spec(OpKind::kClip, per_element(2), activation_grad(OpKind::kClipBwd, false)));
   specs.push_back(make_schema_spec(OpKind::kClipBwd, per_element(2)));
@@ -251,14 +256,14 @@ void register_pointwise_ops(std::vector<OpSpec>& specs) {
   specs.push_back(make_schema_spec(OpKind::kFill, per_element(0),
                                    [](GradContext&) { return absl::OkStatus(); }));
   set_flag(specs, &OpDef::backward,
-           {OpKind::kReluBwd, OpKind::kLeakyReluBwd, OpKind::kSigmoidBwd, OpKind::kClipBwd,
-            OpKind::kGeluBwd, OpKind::kHardSigmoidBwd, OpKind::kHardSwishBwd, OpKind::kSoftmaxBwd,
-            OpKind::kDropoutBwd});
+           {OpKind::kReluBwd, OpKind::kLeakyReluBwd, OpKind::kSigmoidBwd, OpKind::kTanhBwd,
+            OpKind::kClipBwd, OpKind::kGeluBwd, OpKind::kHardSigmoidBwd, OpKind::kHardSwishBwd,
+            OpKind::kSoftmaxBwd, OpKind::kDropoutBwd});
   set_flag(specs, &OpDef::recomputable,
-           {OpKind::kRelu, OpKind::kLeakyRelu, OpKind::kSigmoid, OpKind::kSoftmax, OpKind::kAdd,
-            OpKind::kMul, OpKind::kScale, OpKind::kConcat, OpKind::kSlice, OpKind::kClip,
-            OpKind::kGelu, OpKind::kHardSigmoid, OpKind::kHardSwish, OpKind::kReshape,
-            OpKind::kTranspose, OpKind::kDropout, OpKind::kCast});
+           {OpKind::kRelu, OpKind::kLeakyRelu, OpKind::kSigmoid, OpKind::kTanh, OpKind::kSoftmax,
+            OpKind::kAdd, OpKind::kMul, OpKind::kScale, OpKind::kConcat, OpKind::kSlice,
+            OpKind::kClip, OpKind::kGelu, OpKind::kHardSigmoid, OpKind::kHardSwish,
+            OpKind::kReshape, OpKind::kTranspose, OpKind::kDropout, OpKind::kCast});
 }
 
 }  // namespace lms::ops_internal

@@ -98,15 +98,58 @@ absl::StatusOr<Const> fold_binary(const Importer& im, const NodeProto& n, const 
       ib += (bd[d] == 1 ? 0 : idx) * bs[d];
     }
     const double x = a.at(ia), y = b.at(ib);
+    if (op == "Expand") return x;  // b: zeros of the target shape
     if (op == "Equal") return x == y ? 1.0 : 0.0;
     if (op == "Less") return x < y ? 1.0 : 0.0;
     if (op == "Greater") return x > y ? 1.0 : 0.0;
     if (op == "Add") return x + y;
     if (op == "Sub") return x - y;
     if (op == "Mul") return x * y;
+    if (op == "Pow") return std::pow(x, y);  // in double, then the result's dtype
+    if (op == "Mod") {  // fmod = 0: the divisor's sign (Python's %); 1: C's fmod
+      if (y == 0) return 0.0;
+      if (!is_int || attr_int(n, "fmod", 0) == 1) return std::fmod(x, y);
+      int64_t r = int64_t(x) % int64_t(y);
+      if (r != 0 && (r < 0) != (int64_t(y) < 0)) r += int64_t(y);
+      return double(r);
+    }
     if (is_int) return y == 0 ? 0.0 : double(int64_t(x) / int64_t(y));  // C truncation
     return x / y;
   });
+}
+
+// ScatterND(data, indices, updates) without reduction: data with the
+// slices at `indices` (its last dim indexing data's leading dims) set to
+// `updates` (Swin's shifted-window mask, built by slice assignment).
+absl::StatusOr<Const> fold_scatter_nd(const Importer& im, const NodeProto& n, const Const& data,
+                                      const Const& indices, const Const& updates) {
+  if (attr_string(n, "reduction", "none") != "none") {
+    return im.error(n, "a reduction other than none cannot be folded");
+  }
+  const int64_t q = indices.dims.empty() ? 0 : indices.dims.back();
+  const int64_t rank = int64_t(data.dims.size());
+  if (q < 1 || q > rank) return im.error(n, "indices' last dim must be in [1, rank of data]");
+  int64_t slice = 1;
+  for (int64_t d = q; d < rank; ++d) slice *= data.dims[d];
+  const int64_t count = indices.numel() / q;
+  if (updates.numel() != count * slice) {
+    return im.error(n, absl::StrCat("updates holds ", updates.numel(), " values; ", count,
+                                    " indices of slices of ", slice, " need ", count * slice));
+  }
+  const std::vector<int64_t> strides = strides_of(data.dims);
+  std::vector<double> out(static_cast<size_t>(data.numel()));
+  for (int64_t k = 0; k < data.numel(); ++k) out[k] = data.at(k);
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t offset = 0;
+    for (int64_t j = 0; j < q; ++j) {
+      int64_t x = int64_t(indices.at(i * q + j));
+      if (x < 0) x += data.dims[j];
+      if (x < 0 || x >= data.dims[j]) return im.error(n, "an index is out of range");
+      offset += x * strides[j];
+    }
+    for (int64_t s = 0; s < slice; ++s) out[offset + s] = updates.at(i * slice + s);
+  }
+  return build(data.dtype, data.dims, [&](int64_t k) { return out[k]; });
 }
 
 // Range(start, limit, delta): start, start + delta, ... short of limit
@@ -378,20 +421,40 @@ absl::StatusOr<Const> fold_const_node(const Importer& im, const NodeProto& n) {
   if (op == "Unsqueeze" || op == "Squeeze" || op == "Reshape") return fold_reshape(im, n, a);
   if (op == "Slice") return fold_slice(im, n, a);
   if (op == "Transpose") return fold_transpose(n, a);
+  if (op == "Not") {  // a bool kept as int64 0 / 1 (Equal's output)
+    return build(DType::kInt64, a.dims, [&](int64_t k) { return a.at(k) == 0 ? 1.0 : 0.0; });
+  }
+  if (op == "Neg") return build(a.dtype, a.dims, [&](int64_t k) { return -a.at(k); });
   LMS_ASSIGN_OR_RETURN(Const b, in(1));
   if (op == "Gather") return fold_gather(im, n, a, b);
-  if (op == "Where" || op == "Range") {
+  if (op == "Expand") {  // a broadcast against zeros of the shape b
+    std::vector<int64_t> dims;
+    for (int64_t k = 0; k < b.numel(); ++k) dims.push_back(int64_t(b.at(k)));
+    Const zeros;
+    zeros.dtype = a.dtype;
+    zeros.dims = dims;
+    if (a.dtype == DType::kFloat32) {
+      zeros.f = std::make_shared<std::vector<float>>(static_cast<size_t>(zeros.numel()), 0.0f);
+    } else {
+      zeros.i.assign(static_cast<size_t>(zeros.numel()), 0);
+    }
+    return fold_binary(im, n, a, zeros);
+  }
+  if (op == "Where" || op == "Range" || op == "ScatterND") {
     LMS_ASSIGN_OR_RETURN(Const c, in(2));
+    if (op == "ScatterND") return fold_scatter_nd(im, n, a, b, c);
     return op == "Where" ? fold_where(im, n, a, b, c) : fold_range(im, n, a, b, c);
   }
   return fold_binary(im, n, a, b);
 }
 
 bool foldable_op(const std::string& op) {
-  static const char* kOps[] = {"Constant",  "Shape",   "Concat",  "Cast",  "ConstantOfShape",
-                               "Unsqueeze", "Squeeze", "Reshape", "Slice", "Gather",
-                               "Add",       "Sub",     "Mul",     "Div",   "Transpose",
-                               "Equal",     "Less",    "Greater", "Where", "Range"};
+  static const char* kOps[] = {"Constant",  "Shape",   "Concat",  "Cast",      "ConstantOfShape",
+                               "Unsqueeze", "Squeeze", "Reshape", "Slice",     "Gather",
+                               "Add",       "Sub",     "Mul",     "Div",       "Transpose",
+                               "Equal",     "Less",    "Greater", "Where",     "Range",
+                               "Mod",       "Pow",     "Expand",  "ScatterND", "Not",
+                               "Neg"};
   return std::find(std::begin(kOps), std::end(kOps), op) != std::end(kOps);
 }
 
@@ -495,6 +558,14 @@ bool mark_weight_transpose(Importer& im, const NodeProto& n, Const c) {
 }
 
 }  // namespace
+
+absl::StatusOr<std::vector<int64_t>> reshaped_dims(const Importer& im, const NodeProto& n,
+                                                   std::vector<int64_t> dims) {
+  Const c;
+  c.dims = std::move(dims);
+  LMS_ASSIGN_OR_RETURN(c, fold_reshape(im, n, std::move(c)));
+  return c.dims;
+}
 
 absl::StatusOr<bool> fold_node(Importer& im, const NodeProto& n) {
   LMS_ASSIGN_OR_RETURN(bool removed, remove_identity(im, n));

@@ -62,6 +62,14 @@ struct Importer {
   // longer than a position table sliced to it), with what was asked: named
   // when a reader of one fails on its shape.
   absl::flat_hash_map<std::string, std::string> clamped_slices;
+  // Pad outputs taken as the padding of the AveragePool that reads them
+  // (Note [Pad before AveragePool]): the padded ONNX value and the spatial
+  // pads, one per spatial dim, the same before and after.
+  struct PendingPad {
+    std::string input;
+    std::vector<int64_t> pads;
+  };
+  absl::flat_hash_map<std::string, PendingPad> pending_pads;
 
   // InvalidArgument "ONNX node '<name>' (<op>): <what>".
   static absl::Status error(const ::onnx::NodeProto& n, std::string_view what);
@@ -115,6 +123,10 @@ absl::StatusOr<std::vector<int64_t>> resolve_reshape(const ::onnx::NodeProto& n,
 // A list as "[a,b]" for messages.
 std::string list_str(const std::vector<int64_t>& v);
 
+// fold.cc: the dims Unsqueeze, Squeeze or Reshape node `n` gives an input of
+// `dims` (its axes or shape a constant); InvalidArgument naming the node.
+absl::StatusOr<std::vector<int64_t>> reshaped_dims(const Importer& im, const ::onnx::NodeProto& n,
+                                                   std::vector<int64_t> dims);
 // fold.cc: folds or removes node `n` if it is shape arithmetic on constants
 // or an identity; false if it is neither (then map_node must take it).
 absl::StatusOr<bool> fold_node(Importer& im, const ::onnx::NodeProto& n);

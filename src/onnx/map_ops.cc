@@ -92,7 +92,7 @@ absl::Status map_slice(Importer& im, const NodeProto& n) {
   LMS_ASSIGN_OR_RETURN(Const starts, im.const_input(n, 1, "starts"));
   LMS_ASSIGN_OR_RETURN(Const ends, im.const_input(n, 2, "ends"));
   LMS_RETURN_IF_ERROR(check_slice_lengths(im, n));
-  std::vector<std::array<int64_t, 3>> cuts;  // axis, begin, size
+  std::vector<std::array<int64_t, 4>> cuts;  // axis, begin, size, step
   for (int64_t k = 0; k < starts.numel(); ++k) {
     int64_t axis = k, step = 1;
     if (im.has_input(n, 3)) {
@@ -104,9 +104,19 @@ absl::Status map_slice(Importer& im, const NodeProto& n) {
       LMS_ASSIGN_OR_RETURN(Const steps, im.const_input(n, 4, "steps"));
       step = int64_t(steps.at(k));
     }
-    if (step != 1)
-      return Importer::error(n, absl::StrCat("steps=", step, " not supported; supported: 1"));
     if (axis < 0 || axis >= int64_t(dims.size())) return Importer::error(n, "axes out of range");
+    if (step != 1) {  // x[..., b::step, ...] over the whole axis (Swin's patch merging)
+      const int64_t b = int64_t(starts.at(k)), dim = dims[axis];
+      if (step < 1 || b < 0 || b >= step || ends.at(k) < double(dim) || dim % step != 0) {
+        return Importer::error(
+            n,
+            absl::StrCat("steps=", step, " from ", b, " along axis ", axis, " of ", list_str(dims),
+                         " not supported; supported: 1, or a step that "
+                         "divides the axis, from a start below it to the end"));
+      }
+      cuts.push_back({axis, b, dim / step, step});
+      continue;
+    }
     const double dim = double(dims[axis]);
     auto clampi = [&](double v) { return int64_t(std::clamp(v < 0 ? v + dim : v, 0.0, dim)); };
     const int64_t b = clampi(starts.at(k)), e = clampi(ends.at(k));
@@ -119,16 +129,33 @@ absl::Status map_slice(Importer& im, const NodeProto& n) {
     }
     if (e <= b)
       return Importer::error(n, "the slice is empty; lms tensors have no empty dimension");
-    if (b != 0 || e != dims[axis]) cuts.push_back({axis, b, e - b});
+    if (b != 0 || e != dims[axis]) cuts.push_back({axis, b, e - b, 1});
   }
   if (cuts.empty()) {
     im.alias(n.output(0), n.input(0));
     return absl::OkStatus();
   }
+  std::vector<int64_t> shape(dims.begin(), dims.end());
   for (size_t c = 0; c < cuts.size(); ++c) {
+    const auto [axis, begin, size, step] = cuts[c];
     const std::string out = c + 1 == cuts.size() ? n.output(0) : absl::StrCat(n.output(0), "/", c);
-    Attrs a = {{"begin", cuts[c][1]}, {"size", cuts[c][2]}, {"axis", cuts[c][0]}};
-    LMS_ASSIGN_OR_RETURN(x, im.add(n, OpKind::kSlice, out, {x}, a));
+    if (step == 1) {
+      Attrs a = {{"begin", begin}, {"size", size}, {"axis", axis}};
+      LMS_ASSIGN_OR_RETURN(x, im.add(n, OpKind::kSlice, out, {x}, a));
+      shape[axis] = size;
+      continue;
+    }
+    // Every step-th element from `begin`: the axis split into [size, step],
+    // one column of it sliced, the column's axis dropped (copies).
+    std::vector<int64_t> split = shape;
+    split[axis] = size;
+    split.insert(split.begin() + axis + 1, step);
+    const std::string base = absl::StrCat(n.output(0), "/", c);
+    LMS_ASSIGN_OR_RETURN(x, im.add(n, OpKind::kReshape, base + "/split", {x}, {{"shape", split}}));
+    LMS_ASSIGN_OR_RETURN(x, im.add(n, OpKind::kSlice, base + "/column", {x},
+                                   {{"begin", begin}, {"size", int64_t{1}}, {"axis", axis + 1}}));
+    shape[axis] = size;
+    LMS_ASSIGN_OR_RETURN(x, im.add(n, OpKind::kReshape, out, {x}, {{"shape", shape}}));
   }
   return absl::OkStatus();
 }
@@ -532,6 +559,17 @@ absl::Status map_dropout(Importer& im, const NodeProto& n) {
   return map_unary(im, n, OpKind::kDropout, {{"ratio", ratio}, {"seed", dropout_seed(n)}});
 }
 
+// Unsqueeze / Squeeze of a graph tensor (constant axes) onto lms reshape:
+// a copy (Swin's attention adds its mask through x.unsqueeze(1)). Of a
+// constant, they were folded.
+absl::Status map_unsqueeze(Importer& im, const NodeProto& n) {
+  LMS_ASSIGN_OR_RETURN(TensorId x, im.tensor_input(n, 0));
+  const Shape& s = im.graph.tensor(x).shape;
+  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> dims,
+                       reshaped_dims(im, n, std::vector<int64_t>(s.begin(), s.end())));
+  return im.add(n, OpKind::kReshape, n.output(0), {x}, {{"shape", dims}}).status();
+}
+
 // Flatten onto lms reshape, [d0*..*d(axis-1), d(axis)*..*d(r-1)]: a copy
 // (docs/ops.md, reshape).
 absl::Status map_flatten(Importer& im, const NodeProto& n) {
@@ -585,6 +623,7 @@ const std::map<std::string, Mapper, std::less<>>& mappers() {
       {"Concat", map_concat},
       {"Conv", map_conv},
       {"Dropout", map_dropout},
+      {"Einsum", map_einsum},
       {"ConvTranspose", map_conv_transpose},
       {"Flatten", map_flatten},
       {"Expand", map_expand},
@@ -618,8 +657,13 @@ const std::map<std::string, Mapper, std::less<>>& mappers() {
       {"Sigmoid",
        [](Importer& im, const NodeProto& n) { return map_unary(im, n, OpKind::kSigmoid, {}); }},
       {"Slice", map_slice},
+      {"Tanh",
+       [](Importer& im, const NodeProto& n) { return map_unary(im, n, OpKind::kTanh, {}); }},
       {"Softmax", map_softmax},
       {"Split", map_split},
+      {"Squeeze", map_unsqueeze},
+      {"Unsqueeze", map_unsqueeze},
+      {"Pad", map_pad},
       {"Transpose", map_transpose},
   };
   return *m;
@@ -644,7 +688,8 @@ std::string_view supported_ops() {
          "float), Clip (constant min / max), Concat, Conv (grouped and depthwise too), "
          "ConvTranspose (group 1), Div (by a one-element constant, a scale), Dropout (training "
          "mode, ratio in (0, 1); seeded from the node "
-         "name), Expand (to a constant shape), Flatten (a copy), Gather (embedding; or one or "
+         "name), Einsum (a batched matrix product of two operands), Expand (to a constant shape), "
+         "Flatten (a copy), Gather (embedding; or one or "
          "consecutive constant indices, a slice; or any constant rows of a [V,D] table), GELU as "
          "exported at opsets 14 to 17 "
          "(Div or Mul by a constant / Erf / Add 1 / Mul by x / Mul 0.5, one gelu node), "
@@ -655,11 +700,13 @@ std::string_view supported_ops() {
          "transA 0), GlobalAveragePool, HardSigmoid, HardSwish, InstanceNormalization, "
          "LayerNormalization (last axis, with B; also fused from PyTorch's opset-14 "
          "decomposition), LeakyRelu, MatMul (A and B of rank 2 to 4, batch dimensions broadcast), "
-         "MaxPool (ceil_mode too), Mul (broadcast as Add), ReduceMean (keepdims 0 or 1), Relu, "
+         "MaxPool (ceil_mode too), Mul (broadcast as Add), Pad (zeros on the spatial dims, read "
+         "by an AveragePool: its padding), ReduceMean (keepdims 0 or 1), Relu, "
          "Reshape (constant shape; a copy), "
          "Resize (nearest, or linear with half-pixel centres; "
-         "integer scales), Sigmoid, Slice (static, step 1), Softmax, Split (constant sizes or "
-         "equal parts), Transpose (rank 1 to 8; a "
+         "integer scales), Sigmoid, Slice (static; step 1, or a step dividing the axis over all of "
+         "it), Softmax, Split (constant sizes or "
+         "equal parts), Squeeze and Unsqueeze (a copy), Tanh, Transpose (rank 1 to 8; a "
          "copy); folded: Constant, "
          "ConstantOfShape, Shape and Gather / Unsqueeze / Squeeze / Reshape / Concat / Slice / "
          "Cast / Add / Sub / Mul / Div / Equal / Less / Greater / Where / Range / Transpose of "

@@ -27,6 +27,8 @@ absl::Status map_instance_norm(Importer& im, const NodeProto& n);
 absl::Status map_layer_norm(Importer& im, const NodeProto& n);
 absl::Status map_resize(Importer& im, const NodeProto& n);
 absl::Status map_avg_pool(Importer& im, const NodeProto& n);
+absl::Status map_pad(Importer& im, const NodeProto& n);
+absl::Status map_einsum(Importer& im, const NodeProto& n);
 absl::Status map_global_avg_pool(Importer& im, const NodeProto& n);
 
 }  // namespace lms::onnx_import

@@ -319,9 +319,90 @@ absl::Status map_resize(Importer& im, const NodeProto& n) {
       .status();
 }
 
+// Note [Pad before AveragePool]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// torch.onnx exports F.avg_pool2d(x, k, s, p) with count_include_pad=True
+// (PyTorch's default: Inception v3, MaxViT) as Pad(x, zeros) followed by
+// AveragePool without pads. lms has no pad op; it takes such a Pad as the
+// padding of the avg_pool that reads it: avg_pool(x, pad p,
+// count_include_pad 1) divides every window by k as the padded AveragePool
+// does, and never stores the padded tensor. The Pad must be constant mode
+// with value 0, pad only the spatial dims and the same amount on both
+// sides; its output is bound to nothing else (any other reader is refused,
+// naming the Pad).
+absl::Status map_pad(Importer& im, const NodeProto& n) {
+  if (im.opset < 11) return Importer::error(n, "Pad before opset 11 (pads an attribute)");
+  // (A Pad with all-zero pads was removed as an identity before.)
+  LMS_ASSIGN_OR_RETURN(Const p, im.const_input(n, 1, "pads"));
+  LMS_ASSIGN_OR_RETURN(size_t r, spatial_rank(im, n));
+  const std::string mode = attr_string(n, "mode", "constant");
+  if (mode != "constant") return refuse_attr(n, "mode", mode, "constant");
+  if (im.has_input(n, 3)) return Importer::error(n, "input 3 (axes) is not supported");
+  if (im.has_input(n, 2)) {
+    LMS_ASSIGN_OR_RETURN(Const v, im.const_input(n, 2, "constant_value"));
+    if (v.numel() != 1 || v.at(0) != 0) {
+      return Importer::error(n, "constant_value must be 0 (the padding avg_pool counts)");
+    }
+  }
+  const size_t rank = r + 2;
+  if (p.numel() != int64_t(2 * rank)) {
+    return Importer::error(n, absl::StrCat("pads holds ", p.numel(),
+                                           " values for an input of "
+                                           "rank ",
+                                           rank, "; supported: ", 2 * rank));
+  }
+  std::vector<int64_t> pads;
+  for (size_t d = 0; d < rank; ++d) {
+    const auto before = int64_t(p.at(int64_t(d))), after = int64_t(p.at(int64_t(d + rank)));
+    const bool spatial = d >= 2;
+    if (before != after || before < 0 || (!spatial && before != 0)) {
+      std::vector<int64_t> all;
+      for (int64_t k = 0; k < p.numel(); ++k) all.push_back(int64_t(p.at(k)));
+      return Importer::error(n, absl::StrCat("pads ", list_str(all),
+                                             "; supported: 0 on N and C, the same non-negative "
+                                             "amount before and after each spatial dim"));
+    }
+    if (spatial) pads.push_back(before);
+  }
+  im.pending_pads[n.output(0)] = {n.input(0), pads};
+  im.not_computed[n.output(0)] =
+      absl::StrCat("the output of Pad '", n.name(),
+                   "' is taken only as the padding of an AveragePool without pads that reads it "
+                   "(PyTorch's count_include_pad export); lms has no pad op");
+  return absl::OkStatus();
+}
+
+// An AveragePool reading a Pad's output (Note [Pad before AveragePool]).
+absl::Status map_padded_avg_pool(Importer& im, const NodeProto& n,
+                                 const Importer::PendingPad& padded) {
+  LMS_ASSIGN_OR_RETURN(TensorId x, im.tensor_of(n, 0, padded.input));
+  const size_t r = padded.pads.size();
+  LMS_ASSIGN_OR_RETURN(std::vector<int64_t> own, symmetric_pads(n, r));
+  if (!all_equal(own, 0)) {
+    return refuse_attr(n, "pads", list_str(own), "0 on the output of a Pad (padded once)");
+  }
+  if (auto d = attr_ints(n, "dilations"); !all_equal(d, 1)) {
+    return refuse_attr(n, "dilations", list_str(d), "1");
+  }
+  const int64_t ceil_mode = attr_int(n, "ceil_mode", 0);
+  if (ceil_mode != 0 && ceil_mode != 1) {
+    return refuse_attr(n, "ceil_mode", absl::StrCat(ceil_mode), "0 or 1");
+  }
+  Attrs a = {{"kernel", attr_ints(n, "kernel_shape")},
+             {"stride", ints_or(n, "strides", r, 1)},
+             {"pad", padded.pads},
+             {"count_include_pad", int64_t{1}}};
+  if (ceil_mode == 1) a["ceil_mode"] = ceil_mode;
+  return im.add(n, OpKind::kAvgPool, n.output(0), {x}, a).status();
+}
+
 // AveragePool onto avg_pool: count_include_pad passes through (ONNX's
-// default 0 divides by the window's elements inside x).
+// default 0 divides by the window's elements inside x). Its input may be a
+// Pad's output (Note [Pad before AveragePool]).
 absl::Status map_avg_pool(Importer& im, const NodeProto& n) {
+  if (auto padded = im.pending_pads.find(n.input(0)); padded != im.pending_pads.end()) {
+    return map_padded_avg_pool(im, n, padded->second);
+  }
   LMS_ASSIGN_OR_RETURN(size_t r, spatial_rank(im, n));
   const int64_t ceil_mode = attr_int(n, "ceil_mode", 0);
   if (ceil_mode != 0 && ceil_mode != 1) {

@@ -42,7 +42,8 @@ absl::StatusOr<Shapes> cast(const OpInstance& spec) {
 
 // (y or x, dy) -> dx, both of one shape; leaky_relu_bwd's finite alpha.
 absl::StatusOr<Shapes> activation_bwd(const OpInstance& spec) {
-  const bool saves_y = spec.op == OpKind::kReluBwd || spec.op == OpKind::kSigmoidBwd;
+  const bool saves_y =
+      spec.op == OpKind::kReluBwd || spec.op == OpKind::kSigmoidBwd || spec.op == OpKind::kTanhBwd;
   if (spec.op == OpKind::kLeakyReluBwd) LMS_RETURN_IF_ERROR(real_attr(spec, "alpha").status());
   LMS_RETURN_IF_ERROR(check_same_shapes(spec, spec.input_shapes, {saves_y ? "y" : "x", "dy"}));
   return Shapes{spec.input_shapes[0]};
@@ -232,6 +233,7 @@ std::optional<RuleEntry> pointwise_rule(OpKind op) {
   switch (op) {
     case OpKind::kRelu:
     case OpKind::kSigmoid:
+    case OpKind::kTanh:
     case OpKind::kGelu:
     case OpKind::kHardSwish:
       return RuleEntry{{1, 1}, unary, {}};
@@ -243,6 +245,7 @@ std::optional<RuleEntry> pointwise_rule(OpKind op) {
       return RuleEntry{{1, 1}, unary_real, {{"factor"}, {}}};
     case OpKind::kReluBwd:
     case OpKind::kSigmoidBwd:
+    case OpKind::kTanhBwd:
     case OpKind::kGeluBwd:
     case OpKind::kHardSwishBwd:
       return RuleEntry{{2, 2}, activation_bwd, {}};

@@ -142,6 +142,8 @@ std::vector<Valid> valid_cases() {
       {OpKind::kHardSigmoid, {x5}, {{"alpha", 1.0 / 6}, {"beta", 0.5}}, {x5}},
       {OpKind::kHardSigmoidBwd, {x4, x4}, {{"alpha", 0.2}, {"beta", 0.5}}, {x4}},
       {OpKind::kHardSwish, {x5}, {}, {x5}},
+      {OpKind::kTanh, {x5}, {}, {x5}},
+      {OpKind::kTanhBwd, {x4, x4}, {}, {x4}},
       {OpKind::kHardSwishBwd, {x4, x4}, {}, {x4}},
       {OpKind::kReshape, {x4}, {{"shape", Ints{2, 192}}}, {{2, 192}}},
       {OpKind::kReshape, {{2, 5, 1, 1}}, {{"shape", Ints{2, 5}}}, {{2, 5}}},
@@ -397,6 +399,7 @@ std::vector<Invalid> invalid_cases() {
       {OpKind::kClipBwd, {x4, {2, 3}}, {{"min", 0.0}, {"max", 6.0}}, "dy"},
       {OpKind::kGeluBwd, {x4, {2, 3}}, {}, "dy"},
       {OpKind::kHardSwishBwd, {x4, {2, 3}}, {}, "dy"},
+      {OpKind::kTanhBwd, {x4, {2, 3}}, {}, "dy"},
       {OpKind::kHardSigmoid, {x4}, {{"alpha", 0.2}}, "beta"},
       {OpKind::kReshape, {x4}, {{"shape", Ints{2, 191}}}, "shape [2,191] has 382 elements"},
       {OpKind::kTranspose, {x4}, {{"perm", Ints{0, 1, 2}}}, "perm has 3 entries but x"},
@@ -588,9 +591,9 @@ TEST(OpsShapes, InvalidCasesNameTheProblem) {
   // Every op with attributes or shape constraints has at least one invalid case.
   for (OpKind op : all_op_kinds()) {
     if (op == OpKind::kRelu || op == OpKind::kSigmoid || op == OpKind::kGelu ||
-        op == OpKind::kHardSwish || op == OpKind::kHardSigmoidBwd || op == OpKind::kReduceMean ||
-        op == OpKind::kSwapOut || op == OpKind::kLeakyReluBwd || op == OpKind::kSigmoidBwd ||
-        op == OpKind::kSoftmaxBwd || op == OpKind::kDeconvBwdData ||
+        op == OpKind::kHardSwish || op == OpKind::kHardSigmoidBwd || op == OpKind::kTanh ||
+        op == OpKind::kReduceMean || op == OpKind::kSwapOut || op == OpKind::kLeakyReluBwd ||
+        op == OpKind::kSigmoidBwd || op == OpKind::kSoftmaxBwd || op == OpKind::kDeconvBwdData ||
         op == OpKind::kDeconvBwdWeights || op == OpKind::kMaxPoolBwd ||
         op == OpKind::kInstanceNormBwd || op == OpKind::kSoftDiceLossBwd) {
       continue;  // covered through the shared helpers exercised above

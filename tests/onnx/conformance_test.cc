@@ -51,6 +51,7 @@ const std::set<std::string>& known_ops() {
                                             "ConvTranspose",
                                             "Div",
                                             "Dropout",
+                                            "Einsum",
                                             "Equal",
                                             "Expand",
                                             "Flatten",
@@ -78,6 +79,7 @@ const std::set<std::string>& known_ops() {
                                             "Split",
                                             "Squeeze",
                                             "Sub",
+                                            "Tanh",
                                             "Transpose",
                                             "Unsqueeze",
                                             "Where"};

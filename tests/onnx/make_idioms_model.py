@@ -14,7 +14,11 @@ The idioms, each one a construct that torchvision models or users write:
   - x.mean(dim=(2, 3)) without keepdim, global pooling as users write it
     (MNASNet, ShuffleNet V2), and with keepdim in the SE block;
   - a trainable table indexed by a constant index buffer, table[index]
-    (Swin's relative position bias).
+    (Swin's relative position bias), and unsqueeze of the result;
+  - F.avg_pool2d with padding, counted (PyTorch's default: Inception v3,
+    MaxViT), which exports as Pad + AveragePool;
+  - attention written with torch.einsum over five dims (MaxViT);
+  - tanh (MaxViT's classifier).
 
 The reference holds the input, the labels (as floats), F.cross_entropy of
 the logits and every parameter's gradient after one forward/backward.
@@ -62,14 +66,19 @@ class Idioms(nn.Module):
 
     def forward(self, x):
         y = self.pool1(torch.relu(self.conv1(x)))
+        y = F.avg_pool2d(y, 3, stride=1, padding=1)
         y = self.act(self.conv2(y))
         n, c, h, w = y.shape
         y = y.reshape(n, 2, c // 2, h, w).transpose(1, 2).reshape(n, c, h, w)
+        q = y.reshape(n, 2, 2, 2, h * w)
+        scores = torch.einsum("b g h i d, b g h j d -> b g h i j", q, q) * 0.1
+        attended = torch.einsum("bghij,bghjd->bghid", scores.softmax(dim=-1), q)
+        y = y + 0.5 * attended.reshape(n, c, h, w)
         s = y.mean(dim=(2, 3), keepdim=True)
         s = F.hardsigmoid(self.se_expand(torch.relu(self.se_reduce(s))))
         y = self.pool2(y * s)
-        bias = self.table[self.index].mean(dim=(0, 1))
-        return self.fc(y.mean(dim=(2, 3)) + bias)
+        bias = self.table[self.index].mean(dim=(0, 1)).unsqueeze(0)
+        return self.fc(torch.tanh(y.mean(dim=(2, 3)) + bias))
 
 
 def line(name, t):

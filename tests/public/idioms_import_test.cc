@@ -1,7 +1,8 @@
 // A user's classifier built from everyday PyTorch idioms (conv feeding a
-// ReLU, pooling with ceil_mode, Hardswish and Hardsigmoid, a channel
-// shuffle, x.mean(dim=(2, 3)) without keepdim, a trainable table indexed by
-// a constant buffer), exported by tests/onnx/make_idioms_model.py at test
+// ReLU, pooling with ceil_mode, average pooling with counted padding,
+// Hardswish and Hardsigmoid, a channel shuffle, x.mean(dim=(2, 3)) without
+// keepdim, a trainable table indexed by a constant buffer, attention with
+// torch.einsum over five dims, tanh), exported by tests/onnx/make_idioms_model.py at test
 // time and trained through the public API alone:
 //  - one step matches PyTorch's loss and every parameter's gradient;
 //  - under LMS, at the first budget of a sweep whose plan swaps or
@@ -83,12 +84,14 @@ void import_idioms(double lr, Imported* out) {
   for (NodeId n = 0; n < g.num_nodes(); ++n) ++count[g.node(n).op];
   EXPECT_EQ(count[OpKind::kHardSwish], 1);
   EXPECT_EQ(count[OpKind::kHardSigmoid], 1);
+  EXPECT_EQ(count[OpKind::kTanh], 1);
   EXPECT_EQ(count[OpKind::kMaxPool], 1);
-  EXPECT_EQ(count[OpKind::kAvgPool], 1);
-  EXPECT_EQ(count[OpKind::kMatMul], 1);  // the table's rows by a one-hot product
+  EXPECT_EQ(count[OpKind::kAvgPool], 2);  // one of them a Pad + AveragePool
+  // The table's rows by a one-hot product, and the two einsums.
+  EXPECT_EQ(count[OpKind::kMatMul], 3);
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
     const Node& node = g.node(n);
-    if (node.op == OpKind::kMaxPool || node.op == OpKind::kAvgPool) {
+    if (node.op == OpKind::kMaxPool) {
       EXPECT_TRUE(node.attrs.contains("ceil_mode")) << node.name;
     }
   }

@@ -34,6 +34,9 @@ __global__ void unary_kernel(Unary op, const float* x, float* y, int64_t n, floa
       case Unary::kSigmoid:
         y[i] = 1.0f / (1.0f + expf(-v));
         break;
+      case Unary::kTanh:
+        y[i] = tanhf(v);
+        break;
       case Unary::kScale:
         y[i] = alpha * v;
         break;
@@ -60,6 +63,9 @@ __global__ void binary_kernel(Binary op, const float* a, const float* b, float* 
         break;
       case Binary::kSigmoidBwd:
         y[i] = w * u * (1.0f - u);
+        break;
+      case Binary::kTanhBwd:
+        y[i] = w * (1.0f - u * u);
         break;
     }
   }

@@ -376,6 +376,8 @@ KernelOr create_cuda_elementwise_kernel(const KernelSpec& spec, const CudaKernel
   }
   if (op == OpKind::kSigmoid) return make_unary(spec, ctx, Unary::kSigmoid, 0.f);
   if (op == OpKind::kSigmoidBwd) return make_binary(spec, ctx, Binary::kSigmoidBwd, 0.f);
+  if (op == OpKind::kTanh) return make_unary(spec, ctx, Unary::kTanh, 0.f);
+  if (op == OpKind::kTanhBwd) return make_binary(spec, ctx, Binary::kTanhBwd, 0.f);
   if (op == OpKind::kSoftmax) return make_softmax(spec, ctx, false);
   if (op == OpKind::kSoftmaxBwd) return make_softmax(spec, ctx, true);
   if (op == OpKind::kClip || op == OpKind::kClipBwd) {

@@ -33,6 +33,8 @@ Factory cuda_kernel_factory(OpKind op) {
     case OpKind::kLeakyReluBwd:
     case OpKind::kSigmoid:
     case OpKind::kSigmoidBwd:
+    case OpKind::kTanh:
+    case OpKind::kTanhBwd:
     case OpKind::kClip:
     case OpKind::kClipBwd:
     case OpKind::kGelu:

@@ -21,6 +21,7 @@ enum class Unary : int {
   kRelu,       // max(x, 0)
   kLeakyRelu,  // x > 0 ? x : alpha*x
   kSigmoid,    // 1 / (1 + exp(-x))
+  kTanh,       // tanh(x)
   kScale,      // alpha*x
 };
 cudaError_t unary(cudaStream_t stream, Unary op, const float* x, float* y, int64_t n, float alpha);
@@ -31,6 +32,7 @@ enum class Binary : int {
   kReluBwd,       // a = y, b = dy: dy * (y > 0)
   kLeakyReluBwd,  // a = x, b = dy: x > 0 ? dy : alpha*dy
   kSigmoidBwd,    // a = y, b = dy: dy * y * (1 - y)
+  kTanhBwd,       // a = y, b = dy: dy * (1 - y * y)
 };
 cudaError_t binary(cudaStream_t stream, Binary op, const float* a, const float* b, float* y,
                    int64_t n, float alpha);

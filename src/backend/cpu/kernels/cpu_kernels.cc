@@ -38,6 +38,8 @@ CpuKernelFamily cpu_kernel_family(OpKind op) {
     case OpKind::kLeakyReluBwd:
     case OpKind::kSigmoid:
     case OpKind::kSigmoidBwd:
+    case OpKind::kTanh:
+    case OpKind::kTanhBwd:
     case OpKind::kClip:
     case OpKind::kClipBwd:
     case OpKind::kGelu:

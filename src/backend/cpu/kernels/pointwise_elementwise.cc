@@ -307,6 +307,10 @@ KernelOr create_elementwise_kernel(const KernelSpec& spec, const CpuKernelContex
   if (op == OpKind::kSigmoidBwd) {
     return make_eltwise_bwd(spec, ctx, algorithm::eltwise_logistic_use_dst_for_bwd, 0.f, true);
   }
+  if (op == OpKind::kTanh) return make_eltwise_fwd(spec, ctx, algorithm::eltwise_tanh, 0.f, 0.f);
+  if (op == OpKind::kTanhBwd) {
+    return make_eltwise_bwd(spec, ctx, algorithm::eltwise_tanh_use_dst_for_bwd, 0.f, true);
+  }
   if (op == OpKind::kSoftmax) return make_softmax(spec, ctx);
   if (op == OpKind::kSoftmaxBwd) return make_softmax_bwd(spec, ctx);
   if (op == OpKind::kAdd) return make_binary(spec, ctx, algorithm::binary_add);
