@@ -17,7 +17,11 @@ The idioms, each one a construct that torchvision models or users write:
     (Swin's relative position bias), and unsqueeze of the result;
   - F.avg_pool2d with padding, counted (PyTorch's default: Inception v3,
     MaxViT), which exports as Pad + AveragePool;
-  - attention written with torch.einsum over five dims (MaxViT);
+  - attention written with torch.einsum over five dims (MaxViT), with a
+    mask built as Swin builds its shifted-window mask (slice assignment,
+    masked_fill with != 0) and a scale from the shape (** -0.5, %): shape
+    arithmetic the importer folds;
+  - strided slices x[:, 0::2] (Swin's patch merging);
   - tanh (MaxViT's classifier).
 
 The reference holds the input, the labels (as floats), F.cross_entropy of
@@ -71,14 +75,20 @@ class Idioms(nn.Module):
         n, c, h, w = y.shape
         y = y.reshape(n, 2, c // 2, h, w).transpose(1, 2).reshape(n, c, h, w)
         q = y.reshape(n, 2, 2, 2, h * w)
-        scores = torch.einsum("b g h i d, b g h j d -> b g h i j", q, q) * 0.1
+        mask = torch.zeros(2, 2)
+        mask[0, 1:] = 1.0
+        mask = mask.masked_fill(mask != 0, -100.0)
+        scale = (h * w % 7 + 1) ** -0.5  # 25 % 7 + 1 = 5
+        scores = torch.einsum("b g h i d, b g h j d -> b g h i j", q, q) * scale + mask
         attended = torch.einsum("bghij,bghjd->bghid", scores.softmax(dim=-1), q)
         y = y + 0.5 * attended.reshape(n, c, h, w)
         s = y.mean(dim=(2, 3), keepdim=True)
         s = F.hardsigmoid(self.se_expand(torch.relu(self.se_reduce(s))))
         y = self.pool2(y * s)
         bias = self.table[self.index].mean(dim=(0, 1)).unsqueeze(0)
-        return self.fc(torch.tanh(y.mean(dim=(2, 3)) + bias))
+        feat = y.mean(dim=(2, 3))
+        feat = torch.cat([feat[:, 1::2], feat[:, 0::2]], dim=1)
+        return self.fc(torch.tanh(feat + bias))
 
 
 def line(name, t):
