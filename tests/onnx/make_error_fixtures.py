@@ -178,6 +178,24 @@ def main(out_dir):
           model([helper.make_node("AveragePool", ["x"], ["y"], name="pool1", kernel_shape=[2, 2],
                                   strides=[2, 2], ceil_mode=1, count_include_pad=1)],
                 [vi("x", [1, 2, 5, 5])], [vi("y", None)]))
+    pads = numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "pads")
+    w = numpy_helper.from_array(np.ones((4, 2, 3, 3), np.float32) * 0.1, "w")
+    write(out_dir, "pad_conv.onnx",
+          model([helper.make_node("Pad", ["x", "pads"], ["p"], name="pad1"),
+                 helper.make_node("Conv", ["p", "w"], ["y"], name="conv1", kernel_shape=[3, 3])],
+                [vi("x", [1, 2, 5, 5])], [vi("y", None)], [pads, w]))
+    write(out_dir, "einsum_three.onnx",
+          model([helper.make_node("Einsum", ["a", "b"], ["y"], name="einsum1",
+                                  equation="bij,bjk->bk")],
+                [vi("a", [2, 3, 4]), vi("b", [2, 4, 5])], [vi("y", None)], opset=14))
+    starts = numpy_helper.from_array(np.array([0], np.int64), "starts")
+    ends = numpy_helper.from_array(np.array([5], np.int64), "ends")
+    axes = numpy_helper.from_array(np.array([1], np.int64), "axes")
+    steps = numpy_helper.from_array(np.array([2], np.int64), "steps")
+    write(out_dir, "slice_step.onnx",
+          model([helper.make_node("Slice", ["x", "starts", "ends", "axes", "steps"], ["y"],
+                                  name="slice1")],
+                [vi("x", [2, 8])], [vi("y", None)], [starts, ends, axes, steps]))
     write(out_dir, "clip_dynamic.onnx",
           model([helper.make_node("Clip", ["x", "lo"], ["y"], name="clip1")],
                 [vi("x", [2, 3]), vi("lo", [])], [vi("y", None)]))
