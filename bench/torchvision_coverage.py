@@ -50,6 +50,9 @@ import lms.torch
 SEED = 1234
 BATCH = 4
 CLASSES = 10
+# --ratio plans these models for a multiple of --capacity (their weights
+# alone would not fit it).
+CAPACITY_SCALE = {"alexnet": 4, "vgg11": 8, "vgg11_bn": 8}
 
 # (model, constructor keyword arguments, input shape without the batch).
 IMAGE = (3, 64, 64)
@@ -210,7 +213,7 @@ def fits(path, shape, batch, capacity, enabled, dense):
         rep = lms.rewrite(train, lms.LmsConfig(enabled=enabled),
                           lms.cpu_device(capacity=capacity, host_pool="16GiB"))
         return rep.fits
-    except RuntimeError:
+    except (RuntimeError, MemoryError, ValueError):  # no plan: the node alone does not fit
         return False
 
 
@@ -271,10 +274,12 @@ def row(name, kwargs, shape, args, work):
     except Exception as e:
         cells["lms"] = "failed: " + short(e)
     if args.ratio:
-        without = largest_batch(path, shape, args.capacity, False, dense)
-        with_lms = largest_batch(path, shape, args.capacity, True, dense)
+        capacity = lms.parse_bytes(args.capacity) * CAPACITY_SCALE.get(name, 1)
+        without = largest_batch(path, shape, capacity, False, dense)
+        with_lms = largest_batch(path, shape, capacity, True, dense)
         ratio = f"{with_lms / without:.2f}x" if without else "-"
-        cells["ratio"] = f"{without} / {with_lms} ({ratio})"
+        at = "" if name not in CAPACITY_SCALE else f" at {lms.format_bytes(capacity)}"
+        cells["ratio"] = f"{without} / {with_lms} ({ratio}){at}"
     return cells
 
 

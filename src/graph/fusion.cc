@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "graph/internal_checks.h"
+#include "graph/rebuild.h"
 #include "lms/status.h"
 #include "lms/types.h"
 
@@ -46,16 +47,6 @@ bool fusable(const Graph& g, NodeId relu, const std::vector<bool>& kept) {
   if (t.producer == kNoNode || kept[v] || t.consumers.size() != 1) return false;
   const Node& p = g.node(t.producer);
   return p.op == OpKind::kConv && p.outputs.size() == 1 && !p.attrs.contains(kActivationAttr);
-}
-
-absl::Status add_leaf(const Graph& g, TensorId t, Graph& out, std::vector<TensorId>& tensor_map) {
-  const Tensor& x = g.tensor(t);
-  if (x.role != TensorRole::kInput && !is_persistent(x.role)) {
-    return absl::InvalidArgumentError(absl::StrCat("fuse_conv_relu: tensor '", x.name, "' (",
-                                                   role_name(x.role), ") has no producer"));
-  }
-  tensor_map[t] = out.leaf_like(x);
-  return out.status();
 }
 
 }  // namespace
@@ -99,17 +90,15 @@ absl::StatusOr<FusionResult> fuse_conv_relu(const Graph& g,
     return result;
   }
 
-  Graph& out = result.graph;
-  std::vector<TensorId> tensor_map(g.num_tensors(), kNoTensor);
-  for (TensorId t = 0; t < g.num_tensors(); ++t) {
-    if (g.tensor(t).producer == kNoNode) LMS_RETURN_IF_ERROR(add_leaf(g, t, out, tensor_map));
-  }
+  Rebuild rebuild(g);
+  LMS_RETURN_IF_ERROR(rebuild.copy_leaves("fuse_conv_relu"));
+  Graph& out = rebuild.out();
   for (NodeId id = 0; id < n; ++id) {
     if (absorbed[id]) continue;
     const Node& node = g.node(id);
     std::vector<TensorId> inputs;
     inputs.reserve(node.inputs.size());
-    for (TensorId t : node.inputs) inputs.push_back(tensor_map[t]);
+    for (TensorId t : node.inputs) inputs.push_back(rebuild.mapped(t));
     Attrs attrs = node.attrs;
     std::string name = node.name;
     // The tensors whose ids the new node's outputs take.
@@ -125,19 +114,13 @@ absl::StatusOr<FusionResult> fuse_conv_relu(const Graph& g,
     const TensorRole role = outputs.empty() ? TensorRole::kActivation : g.tensor(outputs[0]).role;
     LMS_ASSIGN_OR_RETURN(std::vector<TensorId> made,
                          out.add_node(node.op, name, std::move(inputs), std::move(attrs), role));
-    for (size_t i = 0; i < made.size() && i < outputs.size(); ++i) tensor_map[outputs[i]] = made[i];
+    for (size_t i = 0; i < made.size() && i < outputs.size(); ++i) rebuild.map(outputs[i], made[i]);
     result.node_map[id] = out.num_nodes() - 1;
     if (relu_of[id] != kNoNode) {
       result.node_map[relu_of[id]] = out.num_nodes() - 1;
       out.mutable_node(out.num_nodes() - 1).origin = NodeOrigin::kFused;
     } else {
       out.mutable_node(out.num_nodes() - 1).origin = node.origin;
-    }
-  }
-  for (NodeId id = 0; id < n; ++id) {
-    for (NodeId before : g.node(id).control_inputs) {
-      const NodeId a = result.node_map[before], b = result.node_map[id];
-      if (a != b) out.add_control_edge(a, b);
     }
   }
   std::vector<NodeId> order;
@@ -148,10 +131,7 @@ absl::StatusOr<FusionResult> fuse_conv_relu(const Graph& g,
     placed[m] = true;
     order.push_back(m);
   }
-  LMS_RETURN_IF_ERROR(out.set_order(std::move(order)));
-  if (g.loss() != kNoTensor) out.set_loss(tensor_map[g.loss()]);
-  out.set_plan_record(g.plan_record());
-  if (internal_checks()) LMS_RETURN_IF_ERROR(verify(out));
+  LMS_ASSIGN_OR_RETURN(result.graph, rebuild.finish(result.node_map, std::move(order)));
   return result;
 }
 

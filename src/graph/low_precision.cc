@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "graph/internal_checks.h"
 #include "graph/op_registry.h"
+#include "graph/rebuild.h"
 #include "lms/autocast.h"
 #include "lms/ops.h"
 #include "lms/status.h"
@@ -39,68 +40,6 @@ namespace lms {
 // (inputs) or from N' to the cast back (outputs).
 
 namespace {
-
-bool name_taken(const Graph& g, const std::string& name) {
-  return g.find_node(name) != kNoNode || g.find_tensor(name) != kNoTensor;
-}
-
-// Copies `g` into a new graph in schedule order: leaves first, then each
-// node as the caller adds it, with names free in both graphs for what the
-// caller places in between.
-class Rebuild {
- public:
-  explicit Rebuild(const Graph& g) : g_(g), map_(g.num_tensors(), kNoTensor) {}
-
-  absl::Status copy_leaves() {
-    for (TensorId t = 0; t < g_.num_tensors(); ++t) {
-      if (g_.tensor(t).producer == kNoNode) map_[t] = out_.leaf_like(g_.tensor(t));
-    }
-    return out_.status();
-  }
-
-  Graph& out() { return out_; }
-  TensorId mapped(TensorId t) const { return map_[t]; }
-  void map(TensorId t, TensorId to) { map_[t] = to; }
-
-  // `base`, else base_1, base_2 ...: a name neither graph uses.
-  std::string fresh(const std::string& base) const {
-    std::string name = base;
-    for (int i = 1; name_taken(g_, name) || name_taken(out_, name); ++i) {
-      name = absl::StrCat(base, "_", i);
-    }
-    return name;
-  }
-
-  // A cast node of `origin` named `name` turning `x` (of the new graph)
-  // into `to`.
-  absl::StatusOr<TensorId> cast(TensorId x, DType to, const std::string& name, TensorRole role,
-                                NodeOrigin origin) {
-    LMS_ASSIGN_OR_RETURN(
-        std::vector<TensorId> y,
-        out_.add_node(OpKind::kCast, name, {x}, {{"to", std::string(dtype_name(to))}}, role));
-    out_.mutable_node(out_.num_nodes() - 1).origin = origin;
-    return y[0];
-  }
-
-  // After every node: control edges through `node_map`, the creation order
-  // as the preferred one, the loss and the plan record.
-  absl::StatusOr<Graph> finish(const std::vector<NodeId>& node_map) {
-    for (NodeId id = 0; id < g_.num_nodes(); ++id) {
-      for (NodeId before : g_.node(id).control_inputs) {
-        out_.add_control_edge(node_map[before], node_map[id]);
-      }
-    }
-    if (g_.loss() != kNoTensor) out_.set_loss(map_[g_.loss()]);
-    out_.set_plan_record(g_.plan_record());
-    if (internal_checks()) LMS_RETURN_IF_ERROR(verify(out_));
-    return std::move(out_);
-  }
-
- private:
-  const Graph& g_;
-  Graph out_;
-  std::vector<TensorId> map_;
-};
 
 // The float dtype a node computes in when it follows its inputs.
 bool is_low_precision(const Graph& g, const Node& n) {
@@ -186,7 +125,7 @@ class Autocaster {
   Autocaster(const Graph& g, DType low) : g_(g), low_(low), rebuild_(g) {}
 
   absl::StatusOr<Graph> run(AutocastReport& report) {
-    LMS_RETURN_IF_ERROR(rebuild_.copy_leaves());
+    LMS_RETURN_IF_ERROR(rebuild_.copy_leaves("autocast"));
     LMS_ASSIGN_OR_RETURN(std::vector<NodeId> order, schedule(g_));
     std::vector<NodeId> node_map(g_.num_nodes(), kNoNode);
     for (NodeId id : order) {
@@ -303,7 +242,7 @@ absl::StatusOr<bool> WidenLowPrecisionPass::run(Graph& graph) {
   node_map_.clear();
   if (!has_low_precision_nodes(graph)) return false;
   Rebuild rebuild(graph);
-  LMS_RETURN_IF_ERROR(rebuild.copy_leaves());
+  LMS_RETURN_IF_ERROR(rebuild.copy_leaves(name()));
   LMS_ASSIGN_OR_RETURN(std::vector<NodeId> order, schedule(graph));
   std::vector<NodeId> node_map(graph.num_nodes(), kNoNode);
   Graph& out = rebuild.out();
