@@ -46,20 +46,21 @@ absl::Status check_loss(const Graph& g, TensorId loss) {
   return absl::OkStatus();
 }
 
-// Each field must lie in its range: name, value, lo, hi, hi open.
+// Each field must lie in its range: name, value, lo, hi, hi open, lo open.
 struct Range {
   const char* field;
   double value, lo, hi;
   bool open_hi;
+  bool open_lo = false;
 };
 
 absl::Status check_ranges(const char* opt, std::initializer_list<Range> ranges) {
   for (const Range& r : ranges) {
-    const bool ok =
-        std::isfinite(r.value) && r.value >= r.lo && (r.open_hi ? r.value < r.hi : r.value <= r.hi);
+    const bool ok = std::isfinite(r.value) && (r.open_lo ? r.value > r.lo : r.value >= r.lo) &&
+                    (r.open_hi ? r.value < r.hi : r.value <= r.hi);
     if (!ok) {
-      return error(str_cat(opt, ".", r.field, " must be in [", r.lo, ", ", r.hi,
-                           r.open_hi ? ")" : "]", ", got ", r.value));
+      return error(str_cat(opt, ".", r.field, " must be in ", r.open_lo ? "(" : "[", r.lo, ", ",
+                           r.hi, r.open_hi ? ")" : "]", ", got ", r.value));
     }
   }
   return absl::OkStatus();
@@ -105,18 +106,9 @@ absl::Status check_loss_scaling(const Graph& forward, const std::optional<LossSc
   }
   constexpr double kInf = HUGE_VAL;
   LMS_RETURN_IF_ERROR(
-      check_ranges("LossScaling", {{"growth_factor", ls->growth_factor, 1, kInf, true},
-                                   {"backoff_factor", ls->backoff_factor, 0, 1, true}}));
-  if (!(ls->init_scale > 0) || !std::isfinite(ls->init_scale)) {
-    return error(
-        str_cat("LossScaling.init_scale must be positive and finite, got ", ls->init_scale));
-  }
-  if (!(ls->growth_factor > 1)) {
-    return error(str_cat("LossScaling.growth_factor must be > 1, got ", ls->growth_factor));
-  }
-  if (!(ls->backoff_factor > 0)) {
-    return error(str_cat("LossScaling.backoff_factor must be in (0, 1), got ", ls->backoff_factor));
-  }
+      check_ranges("LossScaling", {{"init_scale", ls->init_scale, 0, kInf, true, true},
+                                   {"growth_factor", ls->growth_factor, 1, kInf, true, true},
+                                   {"backoff_factor", ls->backoff_factor, 0, 1, true, true}}));
   if (ls->growth_interval < 1 || ls->growth_interval > (int64_t{1} << 24)) {
     return error(
         str_cat("LossScaling.growth_interval must be in [1, 2^24], got ", ls->growth_interval));
