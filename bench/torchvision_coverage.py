@@ -21,8 +21,8 @@ stochastic depth 0, as the parity tests), at batch 4 and the stated size:
                  "bit-identical" when both losses and every persistent tensor
                  agree bit for bit, with the measured peak the predicted one;
   5. ratio       (--ratio) the largest batch whose plan fits --capacity
-                 without LMS and with it (plans only, doubling then
-                 bisection).
+                 without LMS and with it (plans only, with the roofline time
+                 model; doubling then bisection, up to 4096).
 
     <python with lms and torch> bench/torchvision_coverage.py [--models a,b]
         [--ratio] [--capacity 256MiB] [--out table.md]
@@ -210,7 +210,9 @@ def lms_check(path, shape, feeds, dense):
 def fits(path, shape, batch, capacity, enabled, dense):
     try:
         _, train = train_graph(path, shape, batch, 0.01, dense)
-        rep = lms.rewrite(train, lms.LmsConfig(enabled=enabled),
+        # The roofline time model: a measured one would run every kernel at
+        # the probed batch; what fits does not depend on it.
+        rep = lms.rewrite(train, lms.LmsConfig(enabled=enabled, time_model="roofline"),
                           lms.cpu_device(capacity=capacity, host_pool="16GiB"))
         return rep.fits
     except (RuntimeError, MemoryError, ValueError):  # no plan: the node alone does not fit

@@ -166,6 +166,48 @@ std::vector<float> run_first_output(const ImportedModel& m, const Feeds& feeds) 
   return r.fetched[m.outputs.at(0)];
 }
 
+// Einsums that are batched matrix products import as one matmul and give
+// the products: "bid,bjd->bij" (q k^T, b read transposed) and
+// "bdi,bjd->bji" (the output takes b's free letter first: b a, both read
+// transposed or not as their letters say).
+TEST(ImportErrors, EinsumBatchedProductsAreMatmuls) {
+  struct Case {
+    const char* file;
+    bool a_transposed;  // a is [B,D,I] rather than [B,I,D]
+    bool swapped;       // y[b,j,i] rather than y[b,i,j]
+  };
+  for (const Case& c : {Case{"einsum_qk.onnx", false, false},
+                        Case{"einsum_swapped.onnx", true, true}}) {
+    SCOPED_TRACE(c.file);
+    auto m = import_onnx(errors_dir() + c.file);
+    ASSERT_TRUE(m.ok()) << m.status();
+    int matmuls = 0;
+    for (NodeId n = 0; n < m->graph.num_nodes(); ++n) {
+      matmuls += m->graph.node(n).op == OpKind::kMatMul;
+    }
+    EXPECT_EQ(matmuls, 1);
+    constexpr int B = 2, I = 5, J = 4, D = 3;
+    std::vector<float> a(B * I * D), b(B * J * D);
+    for (size_t k = 0; k < a.size(); ++k) a[k] = float(k % 7) / 7 - 0.5f;
+    for (size_t k = 0; k < b.size(); ++k) b[k] = float(k % 5) / 5 - 0.3f;
+    const std::vector<float> y = run_first_output(*m, {{"a", a}, {"b", b}});
+    ASSERT_EQ(y.size(), size_t{B * I * J});
+    for (int n = 0; n < B; ++n) {
+      for (int i = 0; i < I; ++i) {
+        for (int j = 0; j < J; ++j) {
+          double want = 0;
+          for (int d = 0; d < D; ++d) {
+            const float av = c.a_transposed ? a[(n * D + d) * I + i] : a[(n * I + i) * D + d];
+            want += double(av) * b[(n * J + j) * D + d];
+          }
+          const float got = c.swapped ? y[(n * J + j) * I + i] : y[(n * I + i) * J + j];
+          EXPECT_NEAR(got, want, 1e-5) << n << "," << i << "," << j;
+        }
+      }
+    }
+  }
+}
+
 // torch.onnx.export of nn.Linear(16, 2) is Gemm with transB = 1: linear on
 // the parameters "weight" [2,16] and "bias" [2] under their PyTorch names.
 TEST(ImportErrors, GemmOfNnLinearIsLinear) {

@@ -184,6 +184,14 @@ def main(out_dir):
           model([helper.make_node("Pad", ["x", "pads"], ["p"], name="pad1"),
                  helper.make_node("Conv", ["p", "w"], ["y"], name="conv1", kernel_shape=[3, 3])],
                 [vi("x", [1, 2, 5, 5])], [vi("y", None)], [pads, w]))
+    # Accepted: q k^T with k read transposed, and an output that takes the
+    # second operand's free letter first (the operands swapped).
+    for name, eq, b_shape in (("einsum_qk.onnx", "bid,bjd->bij", [2, 4, 3]),
+                              ("einsum_swapped.onnx", "bdi,bjd->bji", [2, 4, 3])):
+        a_shape = [2, 5, 3] if eq.startswith("bid") else [2, 3, 5]
+        write(out_dir, name,
+              model([helper.make_node("Einsum", ["a", "b"], ["y"], name="einsum1", equation=eq)],
+                    [vi("a", a_shape), vi("b", b_shape)], [vi("y", None)], opset=14))
     write(out_dir, "einsum_three.onnx",
           model([helper.make_node("Einsum", ["a", "b"], ["y"], name="einsum1",
                                   equation="bij,bjk->bk")],
