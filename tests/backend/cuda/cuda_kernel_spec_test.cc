@@ -44,6 +44,12 @@ std::vector<KernelSpec> valid_specs() {
       make(OpKind::kSigmoidBwd, {s, s}, {s}),
       make(OpKind::kGelu, {s}, {s}),
       make(OpKind::kGeluBwd, {s, s}, {s}),
+      make(OpKind::kTanh, {s}, {s}),
+      make(OpKind::kTanhBwd, {s, s}, {s}),
+      make(OpKind::kHardSigmoid, {s}, {s}, {{"alpha", 0.2}, {"beta", 0.5}}),
+      make(OpKind::kHardSigmoidBwd, {s, s}, {s}, {{"alpha", 0.2}, {"beta", 0.5}}),
+      make(OpKind::kHardSwish, {s}, {s}),
+      make(OpKind::kHardSwishBwd, {s, s}, {s}),
       make(OpKind::kAdd, {s, s}, {s}),
       make(OpKind::kMul, {s, s}, {s}),
       make(OpKind::kMul, {{2, 3, 1, 1}, s}, {s}),  // broadcast: a squeeze-excitation gate

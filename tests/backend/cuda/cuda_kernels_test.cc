@@ -349,6 +349,32 @@ TEST_F(CudaKernels, GeluMatchesCpu) {
   compare({"gelu", {{3, 70001}}, {{3, 70001}}, {}, {{-6.f, 6.f}}}, 2503);
 }
 
+// tanh, hard_sigmoid and hard_swish with their gradients, on x in [-5, 5]
+// across the bends at -3 and 3 (the CPU device runs oneDNN's eltwise_tanh
+// and eltwise_hardswish and a loop for hard_sigmoid).
+TEST_F(CudaKernels, TanhAndHardActivationsMatchCpu) {
+  const Shape s = {2, 3, 9, 8};
+  const Attrs hs = {{"alpha", 1.0 / 6}, {"beta", 0.5}};
+  compare({"tanh", {s}, {s}, {}, {{-5.f, 5.f}}}, 2511);
+  compare({"tanh_bwd", {s, s}, {s}, {}, {{-1.f, 1.f}, {-1.f, 1.f}}}, 2512);
+  compare({"hard_sigmoid", {s}, {s}, hs, {{-5.f, 5.f}}}, 2513);
+  compare({"hard_sigmoid_bwd", {s, s}, {s}, hs, {{-5.f, 5.f}, {-1.f, 1.f}}}, 2514);
+  compare({"hard_swish", {s}, {s}, {}, {{-5.f, 5.f}}}, 2515);
+  compare({"hard_swish_bwd", {s, s}, {s}, {}, {{-5.f, 5.f}, {-1.f, 1.f}}}, 2516);
+}
+
+// max_pool and avg_pool (count_include_pad 0) with ceil_mode: a last window
+// that runs off the input (9 -> 5 where floor mode gives 4).
+TEST_F(CudaKernels, CeilModePoolingMatchesCpu) {
+  Attrs a = {{"kernel", V{2, 2}}, {"stride", V{2, 2}}, {"pad", V{0, 0}}, {"ceil_mode", int64_t{1}}};
+  compare({"max_pool", {{2, 3, 9, 9}}, {{2, 3, 5, 5}}, a}, 2521);
+  compare({"max_pool_bwd", {{2, 3, 9, 9}, {2, 3, 5, 5}}, {{2, 3, 9, 9}}, a}, 2522);
+  a["count_include_pad"] = int64_t{0};
+  compare({"avg_pool", {{2, 3, 9, 9}}, {{2, 3, 5, 5}}, a}, 2523);
+  a["input_shape"] = V{2, 3, 9, 9};
+  compare({"avg_pool_bwd", {{2, 3, 5, 5}}, {{2, 3, 9, 9}}, a}, 2524);
+}
+
 // avg_pool (+ _bwd), padding counted or not, 2-D and 3-D, and the global
 // pool (the window is all of S).
 TEST_F(CudaKernels, AvgPoolMatchesCpu) {
