@@ -25,7 +25,7 @@ stochastic depth 0, as the parity tests), at batch 4 and the stated size:
                  model; doubling then bisection, up to 4096).
 
     <python with lms and torch> bench/torchvision_coverage.py [--models a,b]
-        [--ratio] [--capacity 256MiB] [--out table.md]
+        [--ratio] [--capacity 1GiB] [--out table.md]
 
 The Python must import lms (the wheel; python/tests/run_tests.sh builds one
 into build-*/tests/python/venv) and Debian's torch / torchvision. Seeds are
@@ -52,7 +52,7 @@ BATCH = 4
 CLASSES = 10
 # --ratio plans these models for a multiple of --capacity (their weights
 # alone would not fit it).
-CAPACITY_SCALE = {"alexnet": 4, "vgg11": 8, "vgg11_bn": 8}
+CAPACITY_SCALE = {"vgg11": 2, "vgg11_bn": 2}
 
 # (model, constructor keyword arguments, input shape without the batch).
 IMAGE = (3, 64, 64)
@@ -289,7 +289,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", default="", help="comma-separated names (default: all)")
     parser.add_argument("--ratio", action="store_true", help="also the largest batches")
-    parser.add_argument("--capacity", default="256MiB", help="device capacity of --ratio")
+    parser.add_argument("--capacity", default="1GiB", help="device capacity of --ratio")
     parser.add_argument("--out", default="", help="write the Markdown table here")
     args = parser.parse_args()
     wanted = set(filter(None, args.models.split(",")))
