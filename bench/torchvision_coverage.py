@@ -22,7 +22,7 @@ stochastic depth 0, as the parity tests), at batch 4 and the stated size:
                  agree bit for bit, with the measured peak the predicted one;
   5. ratio       (--ratio) the largest batch whose plan fits --capacity
                  without LMS and with it (plans only, with the roofline time
-                 model; doubling then bisection, up to 4096).
+                 model; doubling then bisection, up to LIMIT).
 
     <python with lms and torch> bench/torchvision_coverage.py [--models a,b]
         [--ratio] [--capacity 1GiB] [--out table.md]
@@ -219,18 +219,29 @@ def fits(path, shape, batch, capacity, enabled, dense):
         return False
 
 
-def largest_batch(path, shape, capacity, enabled, dense, limit=4096):
-    if not fits(path, shape, 1, capacity, enabled, dense):
+LIMIT = 4096  # the largest batch searched
+
+
+def largest_batch(path, shape, capacity, enabled, dense):
+    """The largest batch up to LIMIT whose plan fits (0: none). The search
+    starts at the first of 1, 2, 4 that plans: a batch norm over one value
+    per channel (Inception v3's last blocks at batch 1) is refused."""
+    lo = next((b for b in (1, 2, 4) if fits(path, shape, b, capacity, enabled, dense)), 0)
+    if lo == 0:
         return 0
-    lo, hi = 1, 2
-    while hi <= limit and fits(path, shape, hi, capacity, enabled, dense):
+    hi = lo * 2
+    while hi <= LIMIT and fits(path, shape, hi, capacity, enabled, dense):
         lo, hi = hi, hi * 2
-    if hi > limit:
-        return lo
+    if hi > LIMIT:
+        hi = LIMIT + 1
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if fits(path, shape, mid, capacity, enabled, dense) else (lo, mid)
     return lo
+
+
+def batch_text(b):
+    return f">= {b}" if b >= LIMIT else str(b)
 
 
 def row(name, kwargs, shape, args, work):
@@ -279,9 +290,9 @@ def row(name, kwargs, shape, args, work):
         capacity = lms.parse_bytes(args.capacity) * CAPACITY_SCALE.get(name, 1)
         without = largest_batch(path, shape, capacity, False, dense)
         with_lms = largest_batch(path, shape, capacity, True, dense)
-        ratio = f"{with_lms / without:.2f}x" if without else "-"
+        ratio = f"{'>= ' if with_lms >= LIMIT else ''}{with_lms / without:.2f}x" if without else "-"
         at = "" if name not in CAPACITY_SCALE else f" at {lms.format_bytes(capacity)}"
-        cells["ratio"] = f"{without} / {with_lms} ({ratio}){at}"
+        cells["ratio"] = f"{batch_text(without)} / {batch_text(with_lms)} ({ratio}){at}"
     return cells
 
 
