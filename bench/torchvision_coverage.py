@@ -133,7 +133,7 @@ def short(message, limit=160):
     return line if len(line) <= limit else line[:limit - 3] + "..."
 
 
-def loss_of(model_output, graph_output, m, dense):
+def loss_of(graph_output, m, dense):
     """Cross-entropy over the classes, or for a dense output (segmentation's
     [N,C,H,W]) the mean squared error to a random target of its shape."""
     if dense:
@@ -174,7 +174,7 @@ def feeds_for(shape, dense_shape, rng):
 
 def train_graph(path, shape, batch, lr, dense):
     m = lms.import_onnx(path, inputs={"input": (batch,) + shape})
-    loss_of(None, m.outputs[0], m, dense)
+    loss_of(m.outputs[0], m, dense)
     return m, lms.training_graph(m.graph, lms.Sgd(lr=lr))
 
 
@@ -265,7 +265,7 @@ def row(name, kwargs, shape, args, work):
     rng = np.random.default_rng(SEED)
     feeds = feeds_for(shape, out_shape if dense else None, rng)
     try:
-        loss_of(None, m.outputs[0], m, dense)
+        loss_of(m.outputs[0], m, dense)
         train = lms.training_graph(m.graph, lms.Sgd(lr=0.0))
         fetches = [train.loss] + [p + "/grad" for p in m.parameters]
         session = lms.Session(train, lms.cpu_device(capacity="8GiB", host_pool="8GiB"),
