@@ -6,8 +6,6 @@
 // reference are written at test time by tests/onnx/make_pooled_classifier.py
 // (Debian's /usr/bin/python3 with torch and onnx; skipped without them).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -30,31 +28,11 @@ constexpr uint64_t kMiBytes = uint64_t{1} << 20;
 // matches to 3e-6).
 constexpr double kTolerance = 1e-5;
 
-// Runs make_pooled_classifier.py into a fresh folder; empty when it cannot run
-// (torch or onnx missing: exit 77), with `why` set.
-std::string make_pooled_classifier(std::string* why) {
-  std::string dir =
-      (std::filesystem::temp_directory_path() / "lms_pooled_classifier.XXXXXX").string();
-  if (mkdtemp(dir.data()) == nullptr) {
-    *why = "mkdtemp failed";
-    return "";
-  }
-  const std::string command = "/usr/bin/python3 " + std::string(LMS_SOURCE_DIR) +
-                              "/tests/onnx/make_pooled_classifier.py " + dir;
-  const int status = std::system(command.c_str());
-  if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0) return dir;
-  *why = "/usr/bin/python3 with torch and onnx is needed to write the model (" + command + ")";
-  if (!(WIFEXITED(status) && (WEXITSTATUS(status) == 77 || WEXITSTATUS(status) == 127))) {
-    *why = "failed: " + command;
-  }
-  return "";
-}
-
 TEST(PooledClassifierLoss, ImportedClassifierWithAttachedCrossEntropyMatchesPyTorch) {
-  std::string why;
-  const std::string dir = make_pooled_classifier(&why);
-  if (dir.empty() && why.rfind("failed", 0) != 0) GTEST_SKIP() << why;
-  ASSERT_FALSE(dir.empty()) << why;
+  const onnx_test::ScriptFixture f = onnx_test::run_fixture_script("make_pooled_classifier.py");
+  if (!f.failed && f.dir.empty()) GTEST_SKIP() << f.why;
+  ASSERT_FALSE(f.failed) << f.why;
+  const std::string& dir = f.dir;
   const auto ref = onnx_test::read_reference(dir + "/pooled_classifier_ref.txt");
   auto m = import_onnx(dir + "/pooled_classifier.onnx");
   std::error_code ignored;

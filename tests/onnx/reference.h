@@ -4,8 +4,13 @@
 // make_torchvision_reference.py (read_binary_reference).
 #pragma once
 
+#include <stdlib.h>
+#include <sys/wait.h>
+
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -15,6 +20,38 @@
 namespace lms::onnx_test {
 
 inline std::string data_dir() { return LMS_SOURCE_DIR "/tests/data/onnx"; }
+
+// What run_fixture_script made: the folder it wrote into, or why not.
+struct ScriptFixture {
+  std::string dir;      // empty when the script could not run
+  std::string why;      // then: why
+  bool failed = false;  // the script ran and failed (not: torch or onnx missing)
+};
+
+// Runs tests/onnx/`script` with Debian's /usr/bin/python3 into a fresh
+// folder (a model and its PyTorch reference, written at test time). Exit 77
+// (torch or onnx missing) or a missing python3 leaves dir empty, not failed:
+// the caller skips, saying why.
+inline ScriptFixture run_fixture_script(const std::string& script) {
+  ScriptFixture f;
+  std::string dir = (std::filesystem::temp_directory_path() / "lms_fixture.XXXXXX").string();
+  if (mkdtemp(dir.data()) == nullptr) {
+    f.why = "mkdtemp failed";
+    f.failed = true;
+    return f;
+  }
+  const std::string command =
+      "/usr/bin/python3 " + std::string(LMS_SOURCE_DIR) + "/tests/onnx/" + script + " " + dir;
+  const int status = std::system(command.c_str());
+  if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    f.dir = dir;
+    return f;
+  }
+  f.why = "/usr/bin/python3 with torch and onnx is needed to write the model (" + command + ")";
+  f.failed = !(WIFEXITED(status) && (WEXITSTATUS(status) == 77 || WEXITSTATUS(status) == 127));
+  if (f.failed) f.why = "failed: " + command;
+  return f;
+}
 
 inline std::map<std::string, std::vector<float>> read_reference(const std::string& path) {
   std::map<std::string, std::vector<float>> out;

@@ -10,8 +10,6 @@
 //    LMS and the measured peak is the predicted one.
 // Skipped where Debian's /usr/bin/python3 lacks torch or onnx.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -35,32 +33,6 @@ constexpr uint64_t kMiBytes = uint64_t{1} << 20;
 // The same float32 model with sums in another order.
 constexpr double kTolerance = 1e-5;
 
-struct Fixture {
-  std::string dir;  // empty when the script could not run
-  std::string why;  // then: why
-  bool failed = false;
-};
-
-Fixture make_idioms_model() {
-  Fixture f;
-  std::string dir = (std::filesystem::temp_directory_path() / "lms_idioms.XXXXXX").string();
-  if (mkdtemp(dir.data()) == nullptr) {
-    f.why = "mkdtemp failed";
-    f.failed = true;
-    return f;
-  }
-  const std::string command =
-      "/usr/bin/python3 " + std::string(LMS_SOURCE_DIR) + "/tests/onnx/make_idioms_model.py " + dir;
-  const int status = std::system(command.c_str());
-  if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-    f.dir = dir;
-    return f;
-  }
-  f.why = "/usr/bin/python3 with torch and onnx is needed to write the model (" + command + ")";
-  f.failed = !(WIFEXITED(status) && (WEXITSTATUS(status) == 77 || WEXITSTATUS(status) == 127));
-  return f;
-}
-
 struct Imported {
   Graph train;
   std::vector<std::string> parameters;
@@ -71,7 +43,7 @@ struct Imported {
 // Imports the model, checks that every idiom became the op it should, and
 // builds its training graph (cross-entropy on the logits, SGD).
 void import_idioms(double lr, Imported* out) {
-  const Fixture f = make_idioms_model();
+  const onnx_test::ScriptFixture f = onnx_test::run_fixture_script("make_idioms_model.py");
   if (!f.failed && f.dir.empty()) GTEST_SKIP() << f.why;
   ASSERT_FALSE(f.failed) << f.why;
   out->ref = onnx_test::read_reference(f.dir + "/idioms_ref.txt");
