@@ -1,226 +1,381 @@
-// attention and attention_bwd of docs/ops.md on the CPU device: plain loops
-// over the N*H independent (n, h) problems, sums in double in index order
-// (deterministic for any thread count). The [T,S] probabilities of one
-// (n, h) live in the kernel's workspace (Note [Pointwise workspace]) and
-// never in a graph tensor: the backward recomputes them from q, k and the
-// saved row log-sum-exp (FlashAttention's recomputation, Dao et al. 2022,
-// untiled). The keys (and, backward, the values) of one (n, h) are first
-// transposed into the workspace, so that the scores of a query are D passes
-// over contiguous rows, which the compiler vectorises; each score is still
-// summed over the head dim in index order.
+// attention and attention_bwd of docs/ops.md on the CPU device, tiled
+// (FlashAttention-2, Dao 2023): Note [CPU tiled attention].
+//
+// Note [CPU tiled attention]: the queries of one (n, h) problem are cut into
+// tiles of kTileQ rows and its keys into tiles of kTileK. Each product of
+// two tiles is a oneDNN matmul run on the calling thread (oneDNN does not
+// nest parallel regions), and the row work between products (max, exp,
+// sums; attention_rows.h) is vectorised. The workspace is one set of tiles
+// per thread, O(kTileQ * kTileK), whatever T and S are.
+//
+//   forward, one task per (head, query tile): for each key tile in order,
+//     S = q kᵀ, the online softmax (running max m and sum l per row,
+//     earlier output rescaled by exp(m_old - m_new)), out += P v; then
+//     out /= l and lse = m + log l.
+//   backward, two passes, so that no result is a sum over tasks:
+//     one task per (head, key tile): for each query tile in order,
+//       P = exp(scale q kᵀ - lse), dV += Pᵀ dO, dS = P∘(dO vᵀ - rowsum(dO∘O)),
+//       dK += dSᵀ q; then dK *= scale;
+//     one task per (head, query tile): for each key tile in order, the
+//       same P and dS, dQ += dS k; then dQ *= scale.
+//
+// The backward recomputes P and dS twice (7 tile products per tile pair
+// against FlashAttention-2's 5), the price of having no atomics: every
+// result is summed in a fixed tile order by one task, so the bits are the
+// same for any number of threads and on every run. Causal attention skips
+// the tiles wholly above the diagonal and masks the rest per row.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <memory>
+#include <string>
+#include <tuple>
 
+#include "absl/strings/str_cat.h"
+#include "backend/cpu/kernels/attention_rows.h"
 #include "backend/cpu/kernels/pointwise_common.h"
+#include "common/align.h"
 #include "lms/status.h"
 
 namespace lms::cpu::pointwise {
 namespace {
 
+namespace rows = attention_rows;
+using dnnl::memory;
 using KernelOr = absl::StatusOr<std::unique_ptr<Kernel>>;
 
-// One (n, h) problem: q[T,D], k and v [S,D], rows contiguous.
-struct Head {
-  const float* q;
-  const float* k;
-  const float* v;
+constexpr int64_t kTileQ = 64;   // queries per tile
+constexpr int64_t kTileK = 128;  // keys per tile (the leading dim of a score tile)
+
+// One axis cut into tiles of `tile`; the last may be shorter.
+struct Tiling {
+  int64_t len = 0;
+  int64_t tile = 0;
+  int64_t count() const { return (len + tile - 1) / tile; }
+  int64_t size(int64_t i) const { return std::min(tile, len - i * tile); }
 };
 
-Head head_at(const KernelArgs& a, const AttentionDims& d, int64_t i) {
-  return {a.inputs[0] + i * d.t * d.d, a.inputs[1] + i * d.s * d.d, a.inputs[2] + i * d.s * d.d};
-}
+// The three tile products, for m query rows and n key rows:
+//   kXYt:  C[m,n]  = X[m,D] Y[n,D]ᵀ     (S = q kᵀ, dP = dO vᵀ), C a score tile
+//   kPY:   C[m,D] += P[m,n] Y[n,D]      (out += P v, dQ += dS k)
+//   kPtX:  C[n,D] += P[m,n]ᵀ X[m,D]     (dV += Pᵀ dO, dK += dSᵀ q)
+enum Product { kXYt, kPY, kPtX };
 
-// Keys query t attends to: [0, s_end).
-int64_t keys_of(const AttentionDims& d, int64_t t) { return d.causal ? t + 1 : d.s; }
-
-double dot(const float* a, const float* b, int64_t n) {
-  double acc = 0.0;
-  for (int64_t i = 0; i < n; ++i) acc += static_cast<double>(a[i]) * b[i];
-  return acc;
-}
-
-// xt[j*rows + r] = x[r*cols + j].
-void transpose_rows(const float* x, int64_t rows, int64_t cols, float* xt) {
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t j = 0; j < cols; ++j) xt[j * rows + r] = x[r * cols + j];
-  }
-}
-
-// row[s] = factor * Σ_j x[j] yt[j*S + s] for s < n (yt the [D,S] transpose
-// of a head's keys or values), summed over j in index order.
-void row_products(const AttentionDims& d, const float* x, const float* yt, int64_t n, double factor,
-                  double* row) {
-  std::fill(row, row + n, 0.0);
-  for (int64_t j = 0; j < d.d; ++j) {
-    const double xj = x[j];
-    const float* yj = yt + j * d.s;
-    for (int64_t s = 0; s < n; ++s) row[s] += xj * yj[s];
-  }
-  for (int64_t s = 0; s < n; ++s) row[s] *= factor;
-}
-
-// The scaled scores of query t into `row` (keys_of(t) entries), kt the
-// head's keys transposed; returns the row's log-sum-exp.
-double score_row(const AttentionDims& d, const float* qt, const float* kt, int64_t t, double* row) {
-  const int64_t n = keys_of(d, t);
-  row_products(d, qt, kt, n, d.scale, row);
-  double m = -std::numeric_limits<double>::infinity();
-  for (int64_t s = 0; s < n; ++s) m = std::max(m, row[s]);
-  double sum = 0.0;
-  for (int64_t s = 0; s < n; ++s) sum += std::exp(row[s] - m);
-  return m + std::log(sum);
-}
-
-// Workspace of the forward: the head's keys transposed [D,S] (floats), a
-// score row [S] and an output row [D] (doubles).
-struct FwdScratch {
-  float* kt;
-  double* row;
-  double* acc;
+struct TileMatmul {
+  dnnl::matmul prim;
+  memory::desc a, b, c;
 };
 
-// out[t,:] = Σ_s P[t,s] v[s,:], P = exp(row - lse); lse[t].
-void attention_head_fwd(const AttentionDims& d, const Head& h, const FwdScratch& w, float* out,
-                        float* lse) {
-  transpose_rows(h.k, d.s, d.d, w.kt);
-  for (int64_t t = 0; t < d.t; ++t) {
-    const double l = score_row(d, h.q + t * d.d, w.kt, t, w.row);
-    std::fill(w.acc, w.acc + d.d, 0.0);
-    for (int64_t s = 0; s < keys_of(d, t); ++s) {
-      const double p = std::exp(w.row[s] - l);
-      for (int64_t j = 0; j < d.d; ++j) w.acc[j] += p * h.v[s * d.d + j];
+// The matmuls of every (product, m, n) a kernel meets: m a query tile's
+// size, n a key tile's.
+class TileProducts {
+ public:
+  TileProducts(const dnnl::engine& engine, int64_t d) : engine_(engine), d_(d) {}
+
+  void add(Product p, int64_t m, int64_t n) {
+    const auto key = std::make_tuple(p, m, n);
+    if (mm_.count(key) > 0) return;
+    const memory::dim d = d_;
+    const auto f32 = memory::data_type::f32;
+    TileMatmul t;
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    if (p != kXYt) {
+      dnnl::post_ops sum;
+      sum.append_sum(1.f);
+      attr.set_post_ops(sum);
     }
-    for (int64_t j = 0; j < d.d; ++j) out[t * d.d + j] = static_cast<float>(w.acc[j]);
-    lse[t] = static_cast<float>(l);
+    switch (p) {
+      case kXYt:
+        t.a = memory::desc({m, d}, f32, {d, 1});
+        t.b = memory::desc({d, n}, f32, {1, d});
+        t.c = memory::desc({m, n}, f32, {kTileK, 1});
+        break;
+      case kPY:
+        t.a = memory::desc({m, n}, f32, {kTileK, 1});
+        t.b = memory::desc({n, d}, f32, {d, 1});
+        t.c = memory::desc({m, d}, f32, {d, 1});
+        break;
+      case kPtX:
+        t.a = memory::desc({n, m}, f32, {1, kTileK});
+        t.b = memory::desc({m, d}, f32, {d, 1});
+        t.c = memory::desc({n, d}, f32, {d, 1});
+        break;
+    }
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(t.a, t.b, t.c), attr, engine_);
+    scratch_bytes_ = std::max<uint64_t>(scratch_bytes_, pd.scratchpad_desc().get_size());
+    t.prim = dnnl::matmul(pd);
+    mm_.emplace(key, std::move(t));
   }
-}
 
-KernelOr make_attention_fwd(const KernelSpec& spec, const CpuKernelContext& ctx) {
-  LMS_ASSIGN_OR_RETURN(AttentionDims d, attention_dims(spec));
-  auto k = std::make_unique<StepKernel>(spec, ctx);
-  const uint64_t kt = k->layout().add_floats(d.d * d.s);
-  const uint64_t row = k->layout().add_floats(2 * d.s);  // doubles
-  const uint64_t acc = k->layout().add_floats(2 * d.d);
-  k->add_loop([=](const KernelArgs& a) {
-    const FwdScratch w = {ws_floats(a, kt), reinterpret_cast<double*>(ws_floats(a, row)),
-                          reinterpret_cast<double*>(ws_floats(a, acc))};
-    for (int64_t i = 0; i < d.heads; ++i) {
-      attention_head_fwd(d, head_at(a, d, i), w, a.outputs[0] + i * d.t * d.d,
-                         a.outputs[1] + i * d.t);
+  // Every product for every pair of tile sizes of `q` and `k`.
+  void add_all(std::initializer_list<Product> products, const Tiling& q, const Tiling& k) {
+    if (q.count() == 0 || k.count() == 0) return;
+    for (Product p : products) {
+      for (int64_t m : {q.size(0), q.size(q.count() - 1)}) {
+        for (int64_t n : {k.size(0), k.size(k.count() - 1)}) add(p, m, n);
+      }
+    }
+  }
+
+  uint64_t scratch_bytes() const { return scratch_bytes_; }
+
+  // C (+)= the product of a and b (pointers into q, k, v, a score tile or
+  // an output), on the calling thread.
+  void run(dnnl::stream& stream, Product p, int64_t m, int64_t n, const float* a, const float* b,
+           float* c, void* scratch) const {
+    const TileMatmul& t = mm_.at(std::make_tuple(p, m, n));
+    auto mem = [&](const memory::desc& md, const float* ptr) {
+      return memory(md, engine_, const_cast<float*>(ptr));
+    };
+    t.prim.execute(stream, {{DNNL_ARG_SRC, mem(t.a, a)},
+                            {DNNL_ARG_WEIGHTS, mem(t.b, b)},
+                            {DNNL_ARG_DST, mem(t.c, c)},
+                            {DNNL_ARG_SCRATCHPAD, memory({{static_cast<memory::dim>(
+                                                              std::max<uint64_t>(scratch_bytes_, 1))},
+                                                          memory::data_type::u8,
+                                                          memory::format_tag::a},
+                                                         engine_, scratch)}});
+    stream.wait();
+  }
+
+ private:
+  dnnl::engine engine_;
+  int64_t d_;
+  std::map<std::tuple<Product, int64_t, int64_t>, TileMatmul> mm_;
+  uint64_t scratch_bytes_ = 0;
+};
+
+// One thread's tiles: scores [kTileQ, kTileK], a second score tile, row
+// statistics, and the matmuls' scratchpad.
+struct Scratch {
+  float* s;
+  float* s2;
+  float* m;
+  float* l;
+  float* di;
+  void* mm;
+};
+
+constexpr uint64_t align_floats(uint64_t n) { return align_up(n * 4, kWorkspaceAlign) / 4; }
+
+class TiledAttention final : public Kernel {
+ public:
+  TiledAttention(const KernelSpec& spec, const CpuKernelContext& ctx, const AttentionDims& d)
+      : name_(spec.name),
+        backward_(spec.op == OpKind::kAttentionBwd),
+        d_(d),
+        q_{d.t, kTileQ},
+        k_{d.s, kTileK},
+        threads_(std::max(omp_get_max_threads(), 1)),
+        engine_(ctx.engine),
+        products_(ctx.engine, d.d) {
+    if (backward_) {
+      products_.add_all({kXYt, kPY, kPtX}, q_, k_);
+    } else {
+      products_.add_all({kXYt, kPY}, q_, k_);
+    }
+    const uint64_t tile = align_floats(kTileQ * kTileK);
+    const uint64_t row = align_floats(kTileQ);
+    thread_floats_ = 2 * tile + 3 * row + align_floats(products_.scratch_bytes() / 4 + 1);
+  }
+
+  uint64_t workspace_bytes() const override {
+    return thread_floats_ * static_cast<uint64_t>(threads_) * 4;
+  }
+
+  absl::Status run(const KernelArgs& args) override {
+    std::string failure;
+    if (backward_) {
+      parallel(args, d_.heads * k_.count(), &failure,
+               [&](const KernelArgs& a, int64_t task, const Scratch& w, dnnl::stream& st) {
+                 key_grads(a, task / k_.count(), task % k_.count(), w, st);
+               });
+      if (failure.empty()) {
+        parallel(args, d_.heads * q_.count(), &failure,
+                 [&](const KernelArgs& a, int64_t task, const Scratch& w, dnnl::stream& st) {
+                   query_grads(a, task / q_.count(), task % q_.count(), w, st);
+                 });
+      }
+    } else {
+      parallel(args, d_.heads * q_.count(), &failure,
+               [&](const KernelArgs& a, int64_t task, const Scratch& w, dnnl::stream& st) {
+                 forward(a, task / q_.count(), task % q_.count(), w, st);
+               });
+    }
+    if (!failure.empty()) {
+      return absl::InternalError(
+          absl::StrCat("node '", name_, "': oneDNN matmul of a tile failed: ", failure));
     }
     return absl::OkStatus();
-  });
-  return k;
-}
+  }
 
-// The backward's per-(n, h) tensors besides q, k, v.
-struct HeadGrad {
-  const float* out;
-  const float* lse;
-  const float* dout;
-  float* dq;
-  float* dk;
-  float* dv;
+ private:
+  // Runs task(args, i, scratch, stream) for i in [0, tasks) on the team.
+  // Each task writes its own rows only, so the order tasks run in does not
+  // change any bit.
+  template <typename Task>
+  void parallel(const KernelArgs& args, int64_t tasks, std::string* failure, Task task) const {
+#pragma omp parallel num_threads(threads_)
+    {
+      const uint64_t tid = static_cast<uint64_t>(omp_get_thread_num());
+      float* base = static_cast<float*>(args.workspace) + tid * thread_floats_;
+      const uint64_t tile = align_floats(kTileQ * kTileK), row = align_floats(kTileQ);
+      const Scratch w = {base,
+                         base + tile,
+                         base + 2 * tile,
+                         base + 2 * tile + row,
+                         base + 2 * tile + 2 * row,
+                         base + 2 * tile + 3 * row};
+      dnnl::stream stream(engine_);
+#pragma omp for schedule(dynamic)
+      for (int64_t i = 0; i < tasks; ++i) {
+        try {
+          task(args, i, w, stream);
+        } catch (const dnnl::error& e) {
+#pragma omp critical(lms_attention_failure)
+          *failure = e.what();
+        }
+      }
+    }
+  }
+
+  // Keys query t attends to within the key tile starting at s0 with n keys.
+  int64_t valid_keys(int64_t t, int64_t s0, int64_t n) const {
+    return d_.causal ? std::clamp<int64_t>(t - s0 + 1, 0, n) : n;
+  }
+  // Key tiles the query tile qi sees: [0, end).
+  int64_t key_tiles_of(int64_t qi) const {
+    if (!d_.causal) return k_.count();
+    const int64_t last_query = qi * kTileQ + q_.size(qi) - 1;
+    return last_query / kTileK + 1;
+  }
+
+  const float* row_of(const float* base, int64_t head, int64_t len, int64_t r) const {
+    return base + (head * len + r) * d_.d;
+  }
+  float* row_of(float* base, int64_t head, int64_t len, int64_t r) const {
+    return base + (head * len + r) * d_.d;
+  }
+
+  void forward(const KernelArgs& a, int64_t head, int64_t qi, const Scratch& w,
+               dnnl::stream& st) const {
+    const int64_t t0 = qi * kTileQ, m = q_.size(qi), d = d_.d;
+    const float scale = static_cast<float>(d_.scale);
+    const float* q = row_of(a.inputs[0], head, d_.t, t0);
+    float* out = row_of(a.outputs[0], head, d_.t, t0);
+    std::fill(out, out + m * d, 0.0f);
+    std::fill(w.m, w.m + m, -std::numeric_limits<float>::infinity());
+    std::fill(w.l, w.l + m, 0.0f);
+    for (int64_t kj = 0; kj < key_tiles_of(qi); ++kj) {
+      const int64_t s0 = kj * kTileK, n = k_.size(kj);
+      products_.run(st, kXYt, m, n, q, row_of(a.inputs[1], head, d_.s, s0), w.s, w.mm);
+      for (int64_t r = 0; r < m; ++r) {
+        float* srow = w.s + r * kTileK;
+        const int64_t valid = valid_keys(t0 + r, s0, n);
+        std::fill(srow + valid, srow + n, 0.0f);
+        if (valid == 0) continue;
+        const float m_new = std::max(w.m[r], scale * rows::max_of(srow, valid));
+        const float sum = rows::exp_shifted(srow, valid, scale, m_new);
+        const float alpha = std::exp(w.m[r] - m_new);  // 0 on the first tile
+        if (alpha != 1.0f) rows::scale(out + r * d, d, alpha);
+        w.l[r] = alpha * w.l[r] + sum;
+        w.m[r] = m_new;
+      }
+      products_.run(st, kPY, m, n, w.s, row_of(a.inputs[2], head, d_.s, s0), out, w.mm);
+    }
+    float* lse = a.outputs[1] + head * d_.t + t0;
+    for (int64_t r = 0; r < m; ++r) {
+      rows::scale(out + r * d, d, 1.0f / w.l[r]);
+      lse[r] = w.m[r] + std::log(w.l[r]);
+    }
+  }
+
+  // The probabilities P (into w.s) and dS (into w.s2) of query tile qi
+  // against key tile kj; w.di holds rowsum(dO∘O) of the query tile.
+  void probs_and_grads(const KernelArgs& a, int64_t head, int64_t qi, int64_t kj, const Scratch& w,
+                       dnnl::stream& st) const {
+    const int64_t t0 = qi * kTileQ, m = q_.size(qi), s0 = kj * kTileK, n = k_.size(kj);
+    const float scale = static_cast<float>(d_.scale);
+    products_.run(st, kXYt, m, n, row_of(a.inputs[0], head, d_.t, t0),
+                  row_of(a.inputs[1], head, d_.s, s0), w.s, w.mm);
+    const float* lse = a.inputs[4] + head * d_.t + t0;
+    for (int64_t r = 0; r < m; ++r) {
+      float* srow = w.s + r * kTileK;
+      const int64_t valid = valid_keys(t0 + r, s0, n);
+      rows::exp_shifted(srow, valid, scale, lse[r]);
+      std::fill(srow + valid, srow + n, 0.0f);
+    }
+    products_.run(st, kXYt, m, n, row_of(a.inputs[5], head, d_.t, t0),
+                  row_of(a.inputs[2], head, d_.s, s0), w.s2, w.mm);
+    for (int64_t r = 0; r < m; ++r) {
+      rows::softmax_grad(w.s + r * kTileK, w.s2 + r * kTileK, w.di[r], n, w.s2 + r * kTileK);
+    }
+  }
+
+  // rowsum(dO∘O) of query tile qi into w.di.
+  void row_dots(const KernelArgs& a, int64_t head, int64_t qi, const Scratch& w) const {
+    const int64_t t0 = qi * kTileQ;
+    const float* out = row_of(a.inputs[3], head, d_.t, t0);
+    const float* dout = row_of(a.inputs[5], head, d_.t, t0);
+    for (int64_t r = 0; r < q_.size(qi); ++r) {
+      w.di[r] = rows::dot(dout + r * d_.d, out + r * d_.d, d_.d);
+    }
+  }
+
+  void key_grads(const KernelArgs& a, int64_t head, int64_t kj, const Scratch& w,
+                 dnnl::stream& st) const {
+    const int64_t s0 = kj * kTileK, n = k_.size(kj), d = d_.d;
+    float* dk = row_of(a.outputs[1], head, d_.s, s0);
+    float* dv = row_of(a.outputs[2], head, d_.s, s0);
+    std::fill(dk, dk + n * d, 0.0f);
+    std::fill(dv, dv + n * d, 0.0f);
+    const int64_t first = d_.causal ? s0 / kTileQ : 0;
+    for (int64_t qi = first; qi < q_.count(); ++qi) {
+      const int64_t t0 = qi * kTileQ, m = q_.size(qi);
+      row_dots(a, head, qi, w);
+      probs_and_grads(a, head, qi, kj, w, st);
+      products_.run(st, kPtX, m, n, w.s, row_of(a.inputs[5], head, d_.t, t0), dv, w.mm);
+      products_.run(st, kPtX, m, n, w.s2, row_of(a.inputs[0], head, d_.t, t0), dk, w.mm);
+    }
+    rows::scale(dk, n * d, static_cast<float>(d_.scale));
+  }
+
+  void query_grads(const KernelArgs& a, int64_t head, int64_t qi, const Scratch& w,
+                   dnnl::stream& st) const {
+    const int64_t t0 = qi * kTileQ, m = q_.size(qi), d = d_.d;
+    float* dq = row_of(a.outputs[0], head, d_.t, t0);
+    std::fill(dq, dq + m * d, 0.0f);
+    row_dots(a, head, qi, w);
+    for (int64_t kj = 0; kj < key_tiles_of(qi); ++kj) {
+      probs_and_grads(a, head, qi, kj, w, st);
+      products_.run(st, kPY, m, k_.size(kj), w.s2, row_of(a.inputs[1], head, d_.s, kj * kTileK),
+                    dq, w.mm);
+    }
+    rows::scale(dq, m * d, static_cast<float>(d_.scale));
+  }
+
+  std::string name_;
+  bool backward_;
+  AttentionDims d_;
+  Tiling q_, k_;
+  int threads_;
+  dnnl::engine engine_;
+  TileProducts products_;
+  uint64_t thread_floats_ = 0;
 };
-
-// Workspace of the backward: P, then dS, of the head [T,S]; its keys and
-// values transposed [D,S] (floats); a row [S] and an output row [D]
-// (doubles).
-struct BwdScratch {
-  float* p;
-  float* kt;
-  float* vt;
-  double* row;
-  double* acc;
-};
-
-// P[t,s] = exp(scale q_t·k_s - lse_t), 0 where masked.
-void recompute_probs(const AttentionDims& d, const Head& h, const float* lse, const BwdScratch& w) {
-  for (int64_t t = 0; t < d.t; ++t) {
-    const int64_t n = keys_of(d, t);
-    row_products(d, h.q + t * d.d, w.kt, n, d.scale, w.row);
-    float* pt = w.p + t * d.s;
-    for (int64_t s = 0; s < n; ++s) {
-      pt[s] = static_cast<float>(std::exp(w.row[s] - static_cast<double>(lse[t])));
-    }
-    std::fill(pt + n, pt + d.s, 0.0f);
-  }
-}
-
-// dst[r,:] = factor * Σ_i w(r, i) src[i,:] over i < n, in index order.
-template <typename W>
-void weighted_rows(int64_t rows, int64_t n, int64_t dim, double factor, W w, const float* src,
-                   double* acc, float* dst) {
-  for (int64_t r = 0; r < rows; ++r) {
-    std::fill(acc, acc + dim, 0.0);
-    for (int64_t i = 0; i < n; ++i) {
-      const double wi = w(r, i);
-      if (wi == 0.0) continue;
-      for (int64_t j = 0; j < dim; ++j) acc[j] += wi * src[i * dim + j];
-    }
-    for (int64_t j = 0; j < dim; ++j) dst[r * dim + j] = static_cast<float>(factor * acc[j]);
-  }
-}
-
-// dV = Pᵀ·dO; dS = P∘(dO·Vᵀ - rowsum(dO∘O)) in place of P; dQ = scale dS·K;
-// dK = scale dSᵀ·Q.
-void attention_head_bwd(const AttentionDims& d, const Head& h, const HeadGrad& g,
-                        const BwdScratch& w) {
-  transpose_rows(h.k, d.s, d.d, w.kt);
-  transpose_rows(h.v, d.s, d.d, w.vt);
-  recompute_probs(d, h, g.lse, w);
-  float* p = w.p;
-  const int64_t ts = d.s;
-  weighted_rows(
-      d.s, d.t, d.d, 1.0, [&](int64_t s, int64_t t) { return p[t * ts + s]; }, g.dout, w.acc, g.dv);
-  for (int64_t t = 0; t < d.t; ++t) {
-    const int64_t n = keys_of(d, t);
-    const double di = dot(g.dout + t * d.d, g.out + t * d.d, d.d);
-    row_products(d, g.dout + t * d.d, w.vt, n, 1.0, w.row);  // dP[t,:]
-    for (int64_t s = 0; s < n; ++s) {
-      p[t * d.s + s] = static_cast<float>(p[t * d.s + s] * (w.row[s] - di));
-    }
-  }
-  weighted_rows(
-      d.t, d.s, d.d, d.scale, [&](int64_t t, int64_t s) { return p[t * ts + s]; }, h.k, w.acc,
-      g.dq);
-  weighted_rows(
-      d.s, d.t, d.d, d.scale, [&](int64_t s, int64_t t) { return p[t * ts + s]; }, h.q, w.acc,
-      g.dk);
-}
-
-KernelOr make_attention_bwd(const KernelSpec& spec, const CpuKernelContext& ctx) {
-  LMS_ASSIGN_OR_RETURN(AttentionDims d, attention_dims(spec));
-  auto k = std::make_unique<StepKernel>(spec, ctx);
-  const uint64_t probs = k->layout().add_floats(d.t * d.s);  // one (n, h) at a time
-  const uint64_t kt = k->layout().add_floats(d.d * d.s);
-  const uint64_t vt = k->layout().add_floats(d.d * d.s);
-  const uint64_t row = k->layout().add_floats(2 * d.s);  // doubles
-  const uint64_t acc = k->layout().add_floats(2 * d.d);
-  k->add_loop([=](const KernelArgs& a) {
-    const BwdScratch w = {ws_floats(a, probs), ws_floats(a, kt), ws_floats(a, vt),
-                          reinterpret_cast<double*>(ws_floats(a, row)),
-                          reinterpret_cast<double*>(ws_floats(a, acc))};
-    const int64_t qn = d.t * d.d;
-    const int64_t kn = d.s * d.d;
-    for (int64_t i = 0; i < d.heads; ++i) {
-      const HeadGrad g = {a.inputs[3] + i * qn,  a.inputs[4] + i * d.t, a.inputs[5] + i * qn,
-                          a.outputs[0] + i * qn, a.outputs[1] + i * kn, a.outputs[2] + i * kn};
-      attention_head_bwd(d, head_at(a, d, i), g, w);
-    }
-    return absl::OkStatus();
-  });
-  return k;
-}
 
 }  // namespace
 
 KernelOr create_attention_kernel(const KernelSpec& spec, const CpuKernelContext& ctx) {
-  if (spec.op == OpKind::kAttention) return make_attention_fwd(spec, ctx);
-  if (spec.op == OpKind::kAttentionBwd) return make_attention_bwd(spec, ctx);
-  return std::unique_ptr<Kernel>();
+  if (spec.op != OpKind::kAttention && spec.op != OpKind::kAttentionBwd) {
+    return std::unique_ptr<Kernel>();
+  }
+  LMS_ASSIGN_OR_RETURN(AttentionDims d, attention_dims(spec));
+  return std::unique_ptr<Kernel>(std::make_unique<TiledAttention>(spec, ctx, d));
 }
 
 }  // namespace lms::cpu::pointwise
