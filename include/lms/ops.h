@@ -301,13 +301,15 @@ TensorId layer_norm(Graph& g, std::string_view name, TensorId x,
 // lse[N,H,T], each row's log-sum-exp of the scaled, masked scores.
 // The backward (attention_bwd) recomputes the probabilities
 // P = exp(scale * q·kᵀ - lse) from q, k and lse: FlashAttention's
-// recomputation (Dao et al. 2022, Sections 3.1 and B.2) in untiled form. So
-// the tensors saved for the backward are q, k, v, out and lse, all O(T);
-// the [N,H,T,S] probabilities are never a graph tensor (they live in the
-// kernel's workspace, one [T,S] slice at a time).
+// recomputation (Dao et al. 2022, Sections 3.1 and B.2). So the tensors
+// saved for the backward are q, k, v, out and lse, all O(T); the
+// [N,H,T,S] probabilities are never a graph tensor. The CPU kernels are
+// tiled (FlashAttention-2, Dao 2023): their workspace is a few 128x128
+// tiles per thread whatever T and S are, and their bits do not depend on
+// the number of threads.
 // Errors (recorded in g.status(), naming the node): q, k or v not of rank
-// 4, k not [N,H,S,D] with q's N, H and D, v not of k's shape, softmax_scale
-// not > 0, causal with T != S.
+// 4, k not [N,H,S,D] with q's N, H and D, v not of k's shape, a head dim D
+// outside 1 to 256, softmax_scale not > 0, causal with T != S.
 TensorId attention(Graph& g, std::string_view name, TensorId q, TensorId k, TensorId v,
                    double softmax_scale, bool causal);
 

@@ -1,6 +1,6 @@
 // Scaled dot-product attention of docs/ops.md as one op, whose backward
 // recomputes the probabilities (FlashAttention, Dao et al. 2022, Section
-// 3.1, untiled): the forward saves its output and the row log-sum-exp
+// 3.1; the kernels tile it): the forward saves its output and the row log-sum-exp
 // lse[N,H,T], so the [N,H,T,S] probabilities are never a graph tensor and
 // the tensors kept for the backward are O(T), not O(T*S).
 #include <cmath>

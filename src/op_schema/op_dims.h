@@ -186,6 +186,9 @@ absl::StatusOr<MatMulShape> matmul_dims(const OpInstance& spec);
 // dout -> dq, dk, dv) node (docs/ops.md): q, out, dout [N,H,T,D]; k, v
 // [N,H,S,D]; lse [N,H,T]; softmax_scale > 0; causal 0 or 1, and T == S
 // when 1.
+// The largest head dim attention takes (FlashAttention-2's bound too).
+inline constexpr int64_t kMaxAttentionHeadDim = 256;
+
 struct AttentionDims {
   int64_t heads = 0;  // N*H independent (n, h) problems
   int64_t t = 0;      // queries

@@ -126,6 +126,11 @@ absl::StatusOr<AttentionDims> attention_dims(const OpInstance& spec) {
     return invalid(spec, absl::StrCat("v must have the shape of k ", shape_str(k),
                                       " (the same S and D), got ", shape_str(in[2])));
   }
+  if (q[3] < 1 || q[3] > kMaxAttentionHeadDim) {
+    return invalid(
+        spec, absl::StrCat("head dim D = ", q[3], " is not supported: attention takes 1 to ",
+                           kMaxAttentionHeadDim, " (the kernels' tiles hold whole rows of D)"));
+  }
   AttentionDims d;
   d.heads = q[0] * q[1];
   d.t = q[2];

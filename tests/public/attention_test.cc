@@ -85,6 +85,15 @@ TEST(Attention, MatchesPyTorch) {
   check_against_torch({1, 2, 5, 11, 8, false, 84, 1e-5});
 }
 
+// Many tiles of the CPU kernel (128 queries and keys each), T and S not
+// multiples of a tile, and the head dims of real models.
+TEST(Attention, MatchesPyTorchOverManyTilesAndHeadDims) {
+  check_against_torch({1, 2, 300, 300, 32, true, 87, 1e-5});
+  check_against_torch({1, 1, 257, 257, 64, true, 88, 1e-5});
+  check_against_torch({2, 1, 130, 300, 80, false, 89, 1e-5});  // T != S
+  check_against_torch({1, 1, 200, 129, 128, false, 90, 1e-5});
+}
+
 // The backward reads q, k, v, out and lse, so what a training step keeps between the forward and
 // the backward is O(T), not the [N,H,T,S] probabilities.
 TEST(Attention, SavedTensorsAreLinearInTheSequenceLength) {

@@ -164,7 +164,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionKernelTest,
                                            Dims{1, 2, 7, 5, 8, false}, Dims{1, 1, 33, 33, 3, true},
                                            Dims{2, 1, 1, 9, 2, false}));
 
-// Shapes of many tiles (kTileQ = 64 queries, kTileK = 128 keys), T and S
+// Shapes of many tiles (kTileQ = kTileK = 128), T and S
 // not multiples of a tile, T != S, and the head dims of real models.
 class AttentionTiledTest : public ::testing::TestWithParam<Dims> {
  protected:
@@ -233,8 +233,8 @@ TEST(AttentionKernel, SameBitsForOneTwoAndFourThreads) {
     std::mt19937 rng = testing::seeded_rng(2031, "attention threads");
     const int64_t qn = a.n * a.h * a.t * a.d, kn = a.n * a.h * a.s * a.d;
     const Buffers in = {testing::random_vector(rng, qn, -2.f, 2.f),
-                        testing::random_vector(rng, kn, -2.f, 2.f),
-                        testing::random_vector(rng, kn), testing::random_vector(rng, qn)};
+                        testing::random_vector(rng, kn, -2.f, 2.f), testing::random_vector(rng, kn),
+                        testing::random_vector(rng, qn)};
     const Buffers one = run_with_threads(1, a, in, ctx);
     for (int threads : {2, 4}) {
       EXPECT_TRUE(testing::bit_identical(one, run_with_threads(threads, a, in, ctx)))
@@ -308,6 +308,9 @@ TEST(AttentionKernel, InvalidSpecsAreRejected) {
       {make_spec(OpKind::kAttention, {q, k, {2, 3, 6, 4}}, {q, l}, plain),
        "v must have the shape of k"},
       {make_spec(OpKind::kAttention, {{3, 7, 4}, k, k}, {q, l}, plain), "q must have 4 dims"},
+      {make_spec(OpKind::kAttention, {{2, 3, 7, 300}, {2, 3, 5, 300}, {2, 3, 5, 300}},
+                 {{2, 3, 7, 300}, l}, plain),
+       "head dim D = 300 is not supported: attention takes 1 to 256"},
       {make_spec(OpKind::kAttention, {q, k, k}, {q}, plain), "output"},
       {make_spec(OpKind::kAttention, {q, k, k}, {q, l},
                  {{"softmax_scale", 0.0}, {"causal", int64_t{0}}}),

@@ -31,6 +31,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -47,8 +48,11 @@ namespace rows = attention_rows;
 using dnnl::memory;
 using KernelOr = absl::StatusOr<std::unique_ptr<Kernel>>;
 
-constexpr int64_t kTileQ = 64;   // queries per tile
+constexpr int64_t kTileQ = 128;  // queries per tile
 constexpr int64_t kTileK = 128;  // keys per tile (the leading dim of a score tile)
+// The backward runs one task per head when there are at least this many
+// heads per thread, and two passes of one task per tile otherwise.
+constexpr int64_t kHeadsPerThread = 2;
 
 // One axis cut into tiles of `tile`; the last may be shorter.
 struct Tiling {
@@ -123,24 +127,48 @@ class TileProducts {
 
   uint64_t scratch_bytes() const { return scratch_bytes_; }
 
-  // C (+)= the product of a and b (pointers into q, k, v, a score tile or
-  // an output), on the calling thread.
-  void run(dnnl::stream& stream, Product p, int64_t m, int64_t n, const float* a, const float* b,
-           float* c, void* scratch) const {
-    const TileMatmul& t = mm_.at(std::make_tuple(p, m, n));
-    auto mem = [&](const memory::desc& md, const float* ptr) {
-      return memory(md, engine_, const_cast<float*>(ptr));
+  // One thread's oneDNN stream and memory objects (created once per
+  // kernel run, rebound to each tile's pointers).
+  class Thread {
+   public:
+    Thread(const TileProducts& products, void* scratch)
+        : products_(products),
+          stream_(products.engine_),
+          scratch_(memory::desc({static_cast<memory::dim>(products.scratch_bytes_ + 1)},
+                                memory::data_type::u8, memory::format_tag::a),
+                   products.engine_, scratch) {}
+
+    // C (+)= the product of a and b (pointers into q, k, v, a score tile
+    // or an output), on the calling thread.
+    void run(Product p, int64_t m, int64_t n, const float* a, const float* b, float* c) {
+      const auto key = std::make_tuple(p, m, n);
+      auto it = bound_.find(key);
+      if (it == bound_.end()) {
+        const TileMatmul& t = products_.mm_.at(key);
+        auto mem = [&](const memory::desc& md) { return memory(md, products_.engine_, nullptr); };
+        it = bound_.emplace(key, Bound{&t, mem(t.a), mem(t.b), mem(t.c)}).first;
+      }
+      Bound& bound = it->second;
+      bound.a.set_data_handle(const_cast<float*>(a));
+      bound.b.set_data_handle(const_cast<float*>(b));
+      bound.c.set_data_handle(c);
+      bound.mm->prim.execute(stream_, {{DNNL_ARG_SRC, bound.a},
+                                       {DNNL_ARG_WEIGHTS, bound.b},
+                                       {DNNL_ARG_DST, bound.c},
+                                       {DNNL_ARG_SCRATCHPAD, scratch_}});
+      stream_.wait();
+    }
+
+   private:
+    struct Bound {
+      const TileMatmul* mm;
+      memory a, b, c;
     };
-    t.prim.execute(stream, {{DNNL_ARG_SRC, mem(t.a, a)},
-                            {DNNL_ARG_WEIGHTS, mem(t.b, b)},
-                            {DNNL_ARG_DST, mem(t.c, c)},
-                            {DNNL_ARG_SCRATCHPAD, memory({{static_cast<memory::dim>(
-                                                              std::max<uint64_t>(scratch_bytes_, 1))},
-                                                          memory::data_type::u8,
-                                                          memory::format_tag::a},
-                                                         engine_, scratch)}});
-    stream.wait();
-  }
+    const TileProducts& products_;
+    dnnl::stream stream_;
+    memory scratch_;
+    std::map<std::tuple<Product, int64_t, int64_t>, Bound> bound_;
+  };
 
  private:
   dnnl::engine engine_;
@@ -171,7 +199,6 @@ class TiledAttention final : public Kernel {
         q_{d.t, kTileQ},
         k_{d.s, kTileK},
         threads_(std::max(omp_get_max_threads(), 1)),
-        engine_(ctx.engine),
         products_(ctx.engine, d.d) {
     if (backward_) {
       products_.add_all({kXYt, kPY, kPtX}, q_, k_);
@@ -189,20 +216,26 @@ class TiledAttention final : public Kernel {
 
   absl::Status run(const KernelArgs& args) override {
     std::string failure;
-    if (backward_) {
+    if (backward_ && d_.heads >= kHeadsPerThread * threads_) {
+      parallel(args, d_.heads, &failure,
+               [&](const KernelArgs& a, int64_t head, const Scratch& w, TileProducts::Thread& st) {
+                 head_grads(a, head, w, st);
+               });
+    } else if (backward_) {
       parallel(args, d_.heads * k_.count(), &failure,
-               [&](const KernelArgs& a, int64_t task, const Scratch& w, dnnl::stream& st) {
+               [&](const KernelArgs& a, int64_t task, const Scratch& w, TileProducts::Thread& st) {
                  key_grads(a, task / k_.count(), task % k_.count(), w, st);
                });
       if (failure.empty()) {
-        parallel(args, d_.heads * q_.count(), &failure,
-                 [&](const KernelArgs& a, int64_t task, const Scratch& w, dnnl::stream& st) {
-                   query_grads(a, task / q_.count(), task % q_.count(), w, st);
-                 });
+        parallel(
+            args, d_.heads * q_.count(), &failure,
+            [&](const KernelArgs& a, int64_t task, const Scratch& w, TileProducts::Thread& st) {
+              query_grads(a, task / q_.count(), task % q_.count(), w, st);
+            });
       }
     } else {
       parallel(args, d_.heads * q_.count(), &failure,
-               [&](const KernelArgs& a, int64_t task, const Scratch& w, dnnl::stream& st) {
+               [&](const KernelArgs& a, int64_t task, const Scratch& w, TileProducts::Thread& st) {
                  forward(a, task / q_.count(), task % q_.count(), w, st);
                });
     }
@@ -230,11 +263,12 @@ class TiledAttention final : public Kernel {
                          base + 2 * tile + row,
                          base + 2 * tile + 2 * row,
                          base + 2 * tile + 3 * row};
-      dnnl::stream stream(engine_);
+      std::optional<TileProducts::Thread> thread;
 #pragma omp for schedule(dynamic)
       for (int64_t i = 0; i < tasks; ++i) {
         try {
-          task(args, i, w, stream);
+          if (!thread) thread.emplace(products_, w.mm);
+          task(args, i, w, *thread);
         } catch (const dnnl::error& e) {
 #pragma omp critical(lms_attention_failure)
           *failure = e.what();
@@ -262,7 +296,7 @@ class TiledAttention final : public Kernel {
   }
 
   void forward(const KernelArgs& a, int64_t head, int64_t qi, const Scratch& w,
-               dnnl::stream& st) const {
+               TileProducts::Thread& st) const {
     const int64_t t0 = qi * kTileQ, m = q_.size(qi), d = d_.d;
     const float scale = static_cast<float>(d_.scale);
     const float* q = row_of(a.inputs[0], head, d_.t, t0);
@@ -272,7 +306,7 @@ class TiledAttention final : public Kernel {
     std::fill(w.l, w.l + m, 0.0f);
     for (int64_t kj = 0; kj < key_tiles_of(qi); ++kj) {
       const int64_t s0 = kj * kTileK, n = k_.size(kj);
-      products_.run(st, kXYt, m, n, q, row_of(a.inputs[1], head, d_.s, s0), w.s, w.mm);
+      st.run(kXYt, m, n, q, row_of(a.inputs[1], head, d_.s, s0), w.s);
       for (int64_t r = 0; r < m; ++r) {
         float* srow = w.s + r * kTileK;
         const int64_t valid = valid_keys(t0 + r, s0, n);
@@ -285,7 +319,7 @@ class TiledAttention final : public Kernel {
         w.l[r] = alpha * w.l[r] + sum;
         w.m[r] = m_new;
       }
-      products_.run(st, kPY, m, n, w.s, row_of(a.inputs[2], head, d_.s, s0), out, w.mm);
+      st.run(kPY, m, n, w.s, row_of(a.inputs[2], head, d_.s, s0), out);
     }
     float* lse = a.outputs[1] + head * d_.t + t0;
     for (int64_t r = 0; r < m; ++r) {
@@ -297,11 +331,11 @@ class TiledAttention final : public Kernel {
   // The probabilities P (into w.s) and dS (into w.s2) of query tile qi
   // against key tile kj; w.di holds rowsum(dO∘O) of the query tile.
   void probs_and_grads(const KernelArgs& a, int64_t head, int64_t qi, int64_t kj, const Scratch& w,
-                       dnnl::stream& st) const {
+                       TileProducts::Thread& st) const {
     const int64_t t0 = qi * kTileQ, m = q_.size(qi), s0 = kj * kTileK, n = k_.size(kj);
     const float scale = static_cast<float>(d_.scale);
-    products_.run(st, kXYt, m, n, row_of(a.inputs[0], head, d_.t, t0),
-                  row_of(a.inputs[1], head, d_.s, s0), w.s, w.mm);
+    st.run(kXYt, m, n, row_of(a.inputs[0], head, d_.t, t0), row_of(a.inputs[1], head, d_.s, s0),
+           w.s);
     const float* lse = a.inputs[4] + head * d_.t + t0;
     for (int64_t r = 0; r < m; ++r) {
       float* srow = w.s + r * kTileK;
@@ -309,8 +343,8 @@ class TiledAttention final : public Kernel {
       rows::exp_shifted(srow, valid, scale, lse[r]);
       std::fill(srow + valid, srow + n, 0.0f);
     }
-    products_.run(st, kXYt, m, n, row_of(a.inputs[5], head, d_.t, t0),
-                  row_of(a.inputs[2], head, d_.s, s0), w.s2, w.mm);
+    st.run(kXYt, m, n, row_of(a.inputs[5], head, d_.t, t0), row_of(a.inputs[2], head, d_.s, s0),
+           w.s2);
     for (int64_t r = 0; r < m; ++r) {
       rows::softmax_grad(w.s + r * kTileK, w.s2 + r * kTileK, w.di[r], n, w.s2 + r * kTileK);
     }
@@ -326,8 +360,39 @@ class TiledAttention final : public Kernel {
     }
   }
 
+  // The whole backward of one head in one pass (FlashAttention-2's loop
+  // order: key tiles outside, query tiles inside), used when there are
+  // enough heads to keep every thread busy. dQ of query tile i receives
+  // dS_ij k_j for j ascending, as in query_grads, and dK, dV as in
+  // key_grads, so the bits are those of the two-pass schedule.
+  void head_grads(const KernelArgs& a, int64_t head, const Scratch& w,
+                  TileProducts::Thread& st) const {
+    const int64_t d = d_.d;
+    float* dq = row_of(a.outputs[0], head, d_.t, 0);
+    std::fill(dq, dq + d_.t * d, 0.0f);
+    for (int64_t kj = 0; kj < k_.count(); ++kj) {
+      const int64_t s0 = kj * kTileK, n = k_.size(kj);
+      float* dk = row_of(a.outputs[1], head, d_.s, s0);
+      float* dv = row_of(a.outputs[2], head, d_.s, s0);
+      std::fill(dk, dk + n * d, 0.0f);
+      std::fill(dv, dv + n * d, 0.0f);
+      for (int64_t qi = d_.causal ? s0 / kTileQ : 0; qi < q_.count(); ++qi) {
+        const int64_t t0 = qi * kTileQ, m = q_.size(qi);
+        row_dots(a, head, qi, w);
+        probs_and_grads(a, head, qi, kj, w, st);
+        st.run(kPtX, m, n, w.s, row_of(a.inputs[5], head, d_.t, t0), dv);
+        st.run(kPtX, m, n, w.s2, row_of(a.inputs[0], head, d_.t, t0), dk);
+        st.run(kPY, m, n, w.s2, row_of(a.inputs[1], head, d_.s, s0), dq + t0 * d);
+      }
+      rows::scale(dk, n * d, static_cast<float>(d_.scale));
+    }
+    for (int64_t qi = 0; qi < q_.count(); ++qi) {
+      rows::scale(dq + qi * kTileQ * d, q_.size(qi) * d, static_cast<float>(d_.scale));
+    }
+  }
+
   void key_grads(const KernelArgs& a, int64_t head, int64_t kj, const Scratch& w,
-                 dnnl::stream& st) const {
+                 TileProducts::Thread& st) const {
     const int64_t s0 = kj * kTileK, n = k_.size(kj), d = d_.d;
     float* dk = row_of(a.outputs[1], head, d_.s, s0);
     float* dv = row_of(a.outputs[2], head, d_.s, s0);
@@ -338,22 +403,21 @@ class TiledAttention final : public Kernel {
       const int64_t t0 = qi * kTileQ, m = q_.size(qi);
       row_dots(a, head, qi, w);
       probs_and_grads(a, head, qi, kj, w, st);
-      products_.run(st, kPtX, m, n, w.s, row_of(a.inputs[5], head, d_.t, t0), dv, w.mm);
-      products_.run(st, kPtX, m, n, w.s2, row_of(a.inputs[0], head, d_.t, t0), dk, w.mm);
+      st.run(kPtX, m, n, w.s, row_of(a.inputs[5], head, d_.t, t0), dv);
+      st.run(kPtX, m, n, w.s2, row_of(a.inputs[0], head, d_.t, t0), dk);
     }
     rows::scale(dk, n * d, static_cast<float>(d_.scale));
   }
 
   void query_grads(const KernelArgs& a, int64_t head, int64_t qi, const Scratch& w,
-                   dnnl::stream& st) const {
+                   TileProducts::Thread& st) const {
     const int64_t t0 = qi * kTileQ, m = q_.size(qi), d = d_.d;
     float* dq = row_of(a.outputs[0], head, d_.t, t0);
     std::fill(dq, dq + m * d, 0.0f);
     row_dots(a, head, qi, w);
     for (int64_t kj = 0; kj < key_tiles_of(qi); ++kj) {
       probs_and_grads(a, head, qi, kj, w, st);
-      products_.run(st, kPY, m, k_.size(kj), w.s2, row_of(a.inputs[1], head, d_.s, kj * kTileK),
-                    dq, w.mm);
+      st.run(kPY, m, k_.size(kj), w.s2, row_of(a.inputs[1], head, d_.s, kj * kTileK), dq);
     }
     rows::scale(dq, m * d, static_cast<float>(d_.scale));
   }
@@ -363,7 +427,6 @@ class TiledAttention final : public Kernel {
   AttentionDims d_;
   Tiling q_, k_;
   int threads_;
-  dnnl::engine engine_;
   TileProducts products_;
   uint64_t thread_floats_ = 0;
 };

@@ -1,6 +1,6 @@
 // Row operations of the CPU tiled attention (attention_kernels.cc) on one
 // [rows, kTileK] tile of scores: each is a loop the compiler vectorises
-// (a clone for AVX2 + FMA and a baseline clone, picked once per process),
+// (a clone for AVX2 and a baseline clone, picked once per process),
 // with sums and maxima over eight lanes in a fixed order, so that a row's
 // result depends on its values alone: never on the thread that computes it.
 #pragma once
