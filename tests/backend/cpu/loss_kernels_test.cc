@@ -134,6 +134,43 @@ TEST_F(LossTest, RepeatedRunsAreBitIdentical) {
   EXPECT_TRUE(testing::bit_identical(*a, *b));
 }
 
+// sum_to against a double reference, over the leading rows (a bias
+// gradient, summed row after row) and over other axes (the general walk):
+// both sum each output's terms in x's order, in double.
+TEST_F(LossTest, SumToMatchesReference) {
+  std::mt19937 rng = testing::seeded_rng(15, "sum_to");
+  struct Case {
+    Shape x, y;
+  };
+  for (const Case& c :
+       {Case{{4, 33, 70}, {70}}, Case{{4, 33, 70}, {1, 1, 70}}, Case{{4, 33, 70}, {4, 1, 70}},
+        Case{{4, 33, 70}, {1, 33, 1}}, Case{{5, 7}, {1}}, Case{{5, 7}, {5, 1}}}) {
+    const int64_t n = num_elements(c.x);
+    Buffers in = {testing::random_vector(rng, n)};
+    auto y = run_spec(make_spec(OpKind::kSumTo, {c.x}, {c.y}, {{"shape", c.y}}), in, ctx_);
+    ASSERT_TRUE(y.ok()) << y.status();
+    // y aligned to x's rank (leading 1s), then each x element added in order.
+    Shape ya(c.x.size() - c.y.size(), 1);
+    ya.insert(ya.end(), c.y.begin(), c.y.end());
+    std::vector<double> want(num_elements(c.y), 0.0);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t rest = i, j = 0, stride = 1;
+      for (size_t d = c.x.size(); d-- > 0;) {
+        const int64_t coord = rest % c.x[d];
+        rest /= c.x[d];
+        if (ya[d] > 1) j += coord * stride;
+        stride *= ya[d];
+      }
+      want[j] += in[0][i];
+    }
+    ASSERT_EQ((*y)[0].size(), want.size());
+    for (size_t j = 0; j < want.size(); ++j) {
+      EXPECT_EQ((*y)[0][j], static_cast<float>(want[j]))
+          << "case x rank " << c.x.size() << ", y numel " << want.size() << ", output " << j;
+    }
+  }
+}
+
 TEST_F(LossTest, InvalidSpecsAreRejected) {
   const Shape s = {2, 3, 4};
   const std::vector<KernelSpec> bad = {

@@ -170,11 +170,49 @@ KernelOr make_reduce_mean_bwd(const KernelSpec& spec, const CpuKernelContext& ct
 
 }  // namespace
 
+// True when p sums x viewed as [per_output, outputs] over its rows: y's
+// elements are x's trailing elements, contiguous (a bias gradient).
+bool sums_leading_rows(const SumToPlan& p) {
+  if (p.outputs == 0 || p.per_output == 0) return false;
+  for (int64_t j : {int64_t{0}, int64_t{1}, p.outputs - 1}) {
+    if (j < p.outputs && p.base(j) != j) return false;
+  }
+  for (int64_t r : {int64_t{0}, int64_t{1}, p.per_output - 1}) {
+    if (r < p.per_output && p.term(r) != r * p.outputs) return false;
+  }
+  int64_t stride = 1;  // every stride, not only the probes above
+  for (int d = p.kept - 1; d >= 0; --d) {
+    if (p.kept_strides[d] != stride) return false;
+    stride *= p.kept_dims[d];
+  }
+  for (int d = p.reduced - 1; d >= 0; --d) {
+    if (p.reduced_strides[d] != stride) return false;
+    stride *= p.reduced_dims[d];
+  }
+  return true;
+}
+
 // sum_to: y[j] = sum of the x elements that broadcast from j, in double in
-// x's order (SumToPlan, shared with the CUDA kernel).
+// x's order (SumToPlan, shared with the CUDA kernel). Summing leading rows,
+// the rows are added one after another into a row of doubles in the
+// workspace (the same order per element, read contiguously).
 KernelOr make_sum_to(const KernelSpec& spec, const CpuKernelContext& ctx) {
   LMS_ASSIGN_OR_RETURN(const SumToPlan p, check_sum_to(spec));
   auto k = std::make_unique<StepKernel>(spec, ctx);
+  if (sums_leading_rows(p)) {
+    const uint64_t acc = k->layout().add_floats(2 * p.outputs);  // doubles
+    k->add_loop([p, acc](const KernelArgs& a) {
+      double* sum = reinterpret_cast<double*>(ws_floats(a, acc));
+      std::fill(sum, sum + p.outputs, 0.0);
+      for (int64_t r = 0; r < p.per_output; ++r) {
+        const float* x = a.inputs[0] + r * p.outputs;
+        for (int64_t j = 0; j < p.outputs; ++j) sum[j] += x[j];
+      }
+      for (int64_t j = 0; j < p.outputs; ++j) a.outputs[0][j] = static_cast<float>(sum[j]);
+      return absl::OkStatus();
+    });
+    return k;
+  }
   k->add_loop([p](const KernelArgs& a) {
     for (int64_t j = 0; j < p.outputs; ++j) {
       const float* x = a.inputs[0] + p.base(j);
