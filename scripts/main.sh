@@ -59,15 +59,15 @@ echo "== digits again in bf16 (lms::autocast, as torch.autocast): the accuracy b
 build-release/examples/digits/digits --model out/resnet18_digits.onnx \
   --data data/digits/digits.csv.gz --capacity 256MiB --batch 64 --epochs ${DIGITS_EPOCHS:-3} \
   --precision bf16
-echo "== textlm: a byte-level GPT (2 layers, width 128, 4 heads, 128-byte context), exported from"
-echo "   PyTorch, trained with LMS on the King James Bible under a 32 MiB emulated device (it needs 48 MiB without LMS)"
+echo "== textlm: a byte-level GPT (2 layers, width 128, 4 heads, 1024-byte context), exported from"
+echo "   PyTorch, trained with LMS on the King James Bible under a 48 MiB emulated device (it needs 93 MiB without LMS)"
 /usr/bin/python3 scripts/gpt_model.py out/gpt_kjv.onnx --layers 2 --width 128 --heads 4 \
-  --vocab 256 --context 128 2>/dev/null
+  --vocab 256 --context 1024 2>/dev/null
 build-release/examples/textlm/textlm --model out/gpt_kjv.onnx --data data/text/kjv.txt \
-  --capacity 32MiB --batch 16 --context 128 --steps ${TEXTLM_STEPS:-200} --eval-every 100
+  --capacity 48MiB --batch 4 --context 1024 --steps ${TEXTLM_STEPS:-200} --eval-every 100
 echo "== textlm again in bf16: the bits per character beside the float32 run's"
 build-release/examples/textlm/textlm --model out/gpt_kjv.onnx --data data/text/kjv.txt \
-  --capacity 32MiB --batch 16 --context 128 --steps ${TEXTLM_STEPS:-200} --eval-every 100 \
+  --capacity 48MiB --batch 4 --context 1024 --steps ${TEXTLM_STEPS:-200} --eval-every 100 \
   --precision bf16
 echo "== outputs"
 ls out out/unet3d_case_study
