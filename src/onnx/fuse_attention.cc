@@ -22,7 +22,10 @@
 // kMaskLimit above it, T == S. It then adds one attention node (causal
 // when there is a mask), preceded by a transpose of x to [N,H,S,D] unless x
 // is in that layout already. Anything else declines, and the body's nodes
-// are visited one by one.
+// are visited one by one. A mask computed by comparing positions is matched
+// with its comparison and checked without being folded (Note [Causal mask
+// from positions]): the chain then holds those nodes before the Add, and
+// the fused node's attribute mask_nodes counts them.
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
@@ -36,6 +39,7 @@
 #include "absl/strings/str_cat.h"
 #include "lms/ops.h"
 #include "lms/status.h"
+#include "onnx/causal_mask.h"
 #include "onnx/import_pass.h"
 #include "onnx/importer.h"
 
@@ -44,18 +48,19 @@ namespace {
 
 using NodeProto = ::onnx::NodeProto;
 
-// A mask entry at or below this is a masked score: exp(score - max) is 0
-// in double and float for every score below 9e3 in magnitude, as for -inf.
-constexpr double kMaskLimit = -1e4;
-
 // The nodes of a chain by index in the graph, in chain order (Transpose of
-// k, MatMul, Mul or Div, Add if masked, Softmax, MatMul), and the operand
-// index of the scale and of the mask.
+// k, MatMul, Mul or Div, the mask's comparison nodes if any, Add if masked,
+// Softmax, MatMul), and the operand index of the scale and of the mask.
 struct AttentionChain {
   std::vector<int> nodes;
   int scale_operand = 1;
   int mask_operand = 1;
   bool has_mask = false;
+  int mask_nodes = 0;  // Note [Causal mask from positions]
+
+  // The mask's nodes (comparison first) and the Add's index in `nodes`.
+  std::vector<int> mask() const { return {nodes.begin() + 3, nodes.begin() + 3 + mask_nodes}; }
+  int add() const { return nodes[static_cast<size_t>(3 + mask_nodes)]; }
 };
 
 // The single node reading `value` (and no graph output reads it); -1 else.
@@ -147,7 +152,12 @@ std::optional<AttentionChain> chain_to(const ::onnx::GraphProto& g, int last,
     if (kt < 0 || !is(g.node(kt), "Transpose", 1) || !head_perm(g.node(kt))) continue;
     c.scale_operand = 1 - k;
     c.nodes = {kt, mm, sc};
-    if (add >= 0) c.nodes.push_back(add);
+    if (add >= 0) {
+      const std::vector<int> mask = causal_mask_nodes(g, g.node(add).input(c.mask_operand), from);
+      c.nodes.insert(c.nodes.end(), mask.begin(), mask.end());
+      c.mask_nodes = static_cast<int>(mask.size());
+      c.nodes.push_back(add);
+    }
     c.nodes.push_back(sm);
     c.nodes.push_back(last);
     c.has_mask = add >= 0;
@@ -233,7 +243,13 @@ absl::StatusOr<bool> map_chain(Importer& im, const ::onnx::GraphProto& g, const 
   LMS_ASSIGN_OR_RETURN(TensorId v, im.tensor_input(y, 1));
   const Shape qs = im.graph.tensor(q).shape, xs = im.graph.tensor(x).shape;
   if (qs.size() != 4 || xs.size() != 4 || im.graph.tensor(v).shape.size() != 4) return false;
-  if (c.has_mask && !is_causal_mask(im, g.node(c.nodes[3]), c.mask_operand, qs[2])) return false;
+  if (c.has_mask && c.mask_nodes > 0 && !is_causal_mask_from_positions(im, g, c.mask(), qs[2])) {
+    return false;
+  }
+  if (c.has_mask && c.mask_nodes == 0 &&
+      !is_causal_mask(im, g.node(c.add()), c.mask_operand, qs[2])) {
+    return false;
+  }
   const std::vector<int64_t> perm = k_perm(*head_perm(kt));
   TensorId k = x;
   if (perm != std::vector<int64_t>{0, 1, 2, 3}) {
@@ -254,6 +270,7 @@ absl::StatusOr<bool> FuseAttentionPass::run(::onnx::GraphProto& g) {
     ::onnx::NodeProto fused = fused_node(g, c.nodes, "Attention");
     add_attr(fused, "scale_operand", int64_t{c.scale_operand});
     add_attr(fused, "mask_operand", int64_t{c.mask_operand});
+    add_attr(fused, "mask_nodes", int64_t{c.mask_nodes});
     fusions.push_back({c.nodes, std::move(fused)});
   }
   return replace_chains(g, std::move(fusions));
@@ -261,17 +278,32 @@ absl::StatusOr<bool> FuseAttentionPass::run(::onnx::GraphProto& g) {
 
 absl::Status map_fused_attention(Importer& im, const NodeProto& fused) {
   const ::onnx::GraphProto* body = fused_body(fused);
-  if (body == nullptr || body->node_size() < 5 || body->node_size() > 6) {
-    return absl::InternalError(absl::StrCat("lms.fused Attention node '", fused.name(),
-                                            "' lacks its body of five or six nodes"));
-  }
   AttentionChain c;
+  c.mask_nodes = static_cast<int>(attr_int(fused, "mask_nodes", 0));
+  const int rest = body == nullptr ? 0 : body->node_size() - c.mask_nodes;
+  if (body == nullptr || c.mask_nodes < 0 || rest < 5 || rest > 6 ||
+      (c.mask_nodes > 0 && rest != 6)) {
+    return absl::InternalError(absl::StrCat("lms.fused Attention node '", fused.name(),
+                                            "' lacks its body of five or six nodes and the "
+                                            "mask's"));
+  }
   for (int k = 0; k < body->node_size(); ++k) c.nodes.push_back(k);
   c.scale_operand = static_cast<int>(attr_int(fused, "scale_operand", 1));
   c.mask_operand = static_cast<int>(attr_int(fused, "mask_operand", 1));
-  c.has_mask = body->node_size() == 6;
+  c.has_mask = rest == 6;
   LMS_ASSIGN_OR_RETURN(bool mapped, map_chain(im, *body, c));
-  return mapped ? absl::OkStatus() : visit_body(im, fused);
+  if (mapped) return absl::OkStatus();
+  if (c.mask_nodes == 0) return visit_body(im, fused);
+  // The mask is not the causal one by its positions: fold its nodes, check
+  // the [t, t] constant as any mask, and else visit the other nodes.
+  for (int k : c.mask()) LMS_RETURN_IF_ERROR(visit_node(im, body->node(k)));
+  AttentionChain folded = c;
+  folded.nodes.erase(folded.nodes.begin() + 3, folded.nodes.begin() + 3 + c.mask_nodes);
+  folded.mask_nodes = 0;
+  LMS_ASSIGN_OR_RETURN(mapped, map_chain(im, *body, folded));
+  if (mapped) return absl::OkStatus();
+  for (int k : folded.nodes) LMS_RETURN_IF_ERROR(visit_node(im, body->node(k)));
+  return absl::OkStatus();
 }
 
 }  // namespace lms::onnx_import

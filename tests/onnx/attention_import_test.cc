@@ -3,8 +3,9 @@
 // /usr/bin/python3; skipped, saying why, without torch or onnx): the
 // MatMul / Transpose / Mul or Div / Add (causal mask) / Softmax / MatMul
 // chain becomes one attention node, and one training step matches
-// PyTorch's output, loss and gradients. A mask that is not causal is not
-// fused.
+// PyTorch's output, loss and gradients, with the causal mask a buffer or
+// computed from the positions (Note [Causal mask from positions]: Less or
+// Greater, then Mul or Where). A mask that is not causal is not fused.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,6 +31,9 @@ using onnx_test::read_reference;
 using onnx_test::rel_l2;
 
 constexpr double kTolerance = 1e-4;  // relative L2 error against PyTorch (float32)
+// The input x[N*T, C] of make_attention_model.py (N 2, T 5, C 8); the
+// positions forms export its first axis as dynamic.
+const OnnxImportOptions kShapes = {.input_shapes = {{"input", {10, 8}}}};
 
 // Writes the model of `form` into a fresh folder and returns it; empty with
 // `why` set when it cannot (exit 77 or 127: torch or onnx missing, or
@@ -67,7 +71,7 @@ TEST_P(AttentionImport, OneAttentionNodeTrainsAsPyTorch) {
   const std::string dir = write_model(form, &why);
   if (dir.empty() && why.rfind("failed", 0) != 0) GTEST_SKIP() << why;
   ASSERT_FALSE(dir.empty()) << why;
-  auto m = import_onnx(dir + "/attention.onnx");
+  auto m = import_onnx(dir + "/attention.onnx", kShapes);
   auto ref = read_reference(dir + "/attention_ref.txt");
   std::error_code ignored;
   std::filesystem::remove_all(dir, ignored);
@@ -83,7 +87,7 @@ TEST_P(AttentionImport, OneAttentionNodeTrainsAsPyTorch) {
     const Node& n = g.node(id);
     if (n.op != OpKind::kAttention) continue;
     EXPECT_NEAR(std::get<double>(n.attrs.at("softmax_scale")), 0.5, 1e-7);  // 1/sqrt(D), D = 4
-    EXPECT_EQ(std::get<int64_t>(n.attrs.at("causal")), form == "causal" ? 1 : 0);
+    EXPECT_EQ(std::get<int64_t>(n.attrs.at("causal")), form == "plain" ? 0 : 1);
     EXPECT_EQ(g.tensor(n.inputs[0]).shape, (Shape{2, 2, 5, 4}));
     EXPECT_EQ(g.tensor(n.inputs[1]).shape, (Shape{2, 2, 5, 4}));
   }
@@ -124,20 +128,23 @@ TEST_P(AttentionImport, OneAttentionNodeTrainsAsPyTorch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Forms, AttentionImport, ::testing::Values("causal", "plain"),
+INSTANTIATE_TEST_SUITE_P(Forms, AttentionImport,
+                         ::testing::Values("causal", "plain", "positions_less", "positions_where"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });
 
-// A mask with -inf below the diagonal is not PyTorch's causal one: the
-// chain is not fused, and its batched MatMul is then refused (lms maps
-// MatMul of rank-2 operands only).
-TEST(AttentionImportErrors, AMaskThatIsNotCausalIsNotFused) {
+// A mask below the diagonal (a buffer, or computed from the positions) is
+// not PyTorch's causal one: the chain is not fused, and its batched MatMul
+// is then refused (lms maps MatMul of rank-2 operands only).
+class AttentionImportErrors : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(AttentionImportErrors, AMaskThatIsNotCausalIsNotFused) {
   std::string why;
-  const std::string dir = write_model("bad_mask", &why);
+  const std::string dir = write_model(GetParam(), &why);
   if (dir.empty() && why.rfind("failed", 0) != 0) GTEST_SKIP() << why;
   ASSERT_FALSE(dir.empty()) << why;
-  auto m = import_onnx(dir + "/attention.onnx");
+  auto m = import_onnx(dir + "/attention.onnx", kShapes);
   std::error_code ignored;
   std::filesystem::remove_all(dir, ignored);
   std::printf("import: %s\n", m.ok() ? "ok" : std::string(m.status().message()).c_str());
@@ -147,6 +154,12 @@ TEST(AttentionImportErrors, AMaskThatIsNotCausalIsNotFused) {
     EXPECT_NE(std::string(m.status().message()).find("MatMul"), std::string::npos) << m.status();
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Masks, AttentionImportErrors,
+                         ::testing::Values("bad_mask", "positions_anticausal"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
 
 }  // namespace
 }  // namespace lms
