@@ -11,7 +11,8 @@ The attention is written out as MatMul -> scale -> add of the causal mask
 -> Softmax -> MatMul, the pattern the importer fuses into one attention op;
 the mask is computed from the positions (0 on and below the diagonal,
 -1e9 above), which the export writes as Range / Greater / Cast / Mul and
-the importer folds to a constant.
+the importer recognises as causal from the positions, in O(T), without
+making the [T, T] mask.
 
     gpt_model.py OUT.onnx [--layers 2] [--width 64] [--heads 4] [--vocab 256]
                  [--context 32] [--untied] [--opset 14] [--seed 0]
@@ -47,10 +48,11 @@ class Attention(nn.Module):
         k = k.reshape(b, t, h, d // h).transpose(1, 2)
         v = v.reshape(b, t, h, d // h).transpose(1, 2)
         scores = torch.matmul(q, k.transpose(-2, -1)) * self.scale
-        # The causal mask from the sequence's positions (the export folds it to
-        # a [t, t] constant): -1e9 above the diagonal, where a key follows its
-        # query, 0 elsewhere. A [context, context] buffer would put
-        # context^2 floats per layer into the file.
+        # The causal mask from the sequence's positions (the importer checks
+        # the positions, never making the [t, t] mask): -1e9 above the
+        # diagonal, where a key follows its query, 0 elsewhere. A
+        # [context, context] buffer would put context^2 floats per layer
+        # into the file.
         i = torch.arange(t, device=x.device)
         scores = scores + (i.unsqueeze(0) > i.unsqueeze(1)).to(scores.dtype) * -1e9
         y = torch.matmul(F.softmax(scores, dim=-1), v)

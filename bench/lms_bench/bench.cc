@@ -1,6 +1,7 @@
 #include "bench.h"
 
 #include <algorithm>
+#include <new>
 #include <thread>
 
 #include "case_study.h"
@@ -355,7 +356,18 @@ int run_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
     out << cmd->help;
     return kExitOk;
   }
-  absl::Status s = run_command(*cmd, out, err);
+  // Host memory can run out anywhere a run allocates (the import of a large
+  // model, the host pool, the feeds): a message and exit 1, never an
+  // uncaught std::bad_alloc (Note [Host memory at import]).
+  absl::Status s;
+  try {
+    s = run_command(*cmd, out, err);
+  } catch (const std::bad_alloc&) {
+    s = absl::ResourceExhaustedError(fmt::format(
+        "lms-bench {}: host memory ran out (std::bad_alloc); free host memory or raise the "
+        "process's limit (ulimit -v), or run smaller sizes (--batch / --size)",
+        args.empty() ? std::string("") : args.front()));
+  }
   if (!s.ok()) return fail(s, err);
   return kExitOk;
 }

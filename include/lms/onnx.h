@@ -117,7 +117,9 @@ struct ImportedModel {
 //    onnx::*, or BatchNormalization in inference mode): export with
 //    scripts/export_onnx.py; a `trainable` name that is not an initializer;
 //    a node the importer cannot map exactly ("ONNX node '<name>' (<op>):
-//    <attribute or input> ... ; supported: ...").
+//    <attribute or input> ... ; supported: ...");
+//  - ResourceExhausted: host memory ran out (std::bad_alloc while reading,
+//    folding or building), naming the stage and the node being visited.
 absl::StatusOr<ImportedModel> import_onnx(std::string_view path,
                                           const OnnxImportOptions& options = {});
 

@@ -6,11 +6,14 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <new>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "lms/onnx.h"
 #include "lms/status.h"
+#include "lms/strings.h"
 #include "onnx/import_pass.h"
 #include "onnx/importer.h"
 
@@ -246,6 +249,7 @@ void collect_initializers(Importer& im, const ::onnx::GraphProto& g, ImportedMod
 }  // namespace
 
 absl::Status visit_node(Importer& im, const ::onnx::NodeProto& n) {
+  im.visiting = &n;
   if (n.domain() == kFusedDomain) return map_node(im, n);
   if (!default_domain(n.domain())) {
     return Importer::error(n, absl::StrCat("domain '", n.domain(),
@@ -267,33 +271,76 @@ absl::Status visit_body(Importer& im, const ::onnx::NodeProto& fused) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<ImportedModel> import_onnx_with(std::string_view path,
-                                               const OnnxImportOptions& options,
-                                               const ImportPipeline& fusions) {
-  ::onnx::ModelProto model;
+namespace {
+
+// The steps of one import, reading `path` into `model`; `stage` says which
+// is running, for import_onnx_with's message when host memory runs out
+// (`model` outlives them, so im.visiting stays valid for it).
+absl::StatusOr<ImportedModel> import_steps(Importer& im, ::onnx::ModelProto& model,
+                                           std::string_view path, const ImportPipeline& fusions,
+                                           std::string& stage) {
+  stage = "reading the file";
   LMS_RETURN_IF_ERROR(load_model(std::string(path), &model));
-  Importer im;
-  im.options = &options;
-  im.model_dir = std::filesystem::path(std::string(path)).parent_path().string();
   LMS_RETURN_IF_ERROR(refuse_fused_domain(model.graph()));
   // Whether anything was fused does not matter here: the walk maps whatever
   // nodes the passes left.
+  stage = "running the fusion passes";
   LMS_RETURN_IF_ERROR(fusions.run(*model.mutable_graph()).status());
   const ::onnx::GraphProto& g = model.graph();
   LMS_ASSIGN_OR_RETURN(im.opset, read_opset(model));
   LMS_RETURN_IF_ERROR(check_old_opset(g, im.opset));
-  LMS_RETURN_IF_ERROR(choose_trainable(model, options, im.trainable));
+  LMS_RETURN_IF_ERROR(choose_trainable(model, *im.options, im.trainable));
+  stage = "decoding the initializers";
   LMS_RETURN_IF_ERROR(bind_initializers(im, g));
   ImportedModel out;
+  stage = "binding the graph inputs";
   for (const auto& in : g.input()) {
     if (!im.values.contains(in.name())) LMS_RETURN_IF_ERROR(bind_input(im, in, out.inputs));
   }
+  stage = "visiting the nodes";
   LMS_RETURN_IF_ERROR(visit_nodes(im, g));
+  im.visiting = nullptr;
+  stage = "collecting the outputs and initializers";
   LMS_RETURN_IF_ERROR(collect_outputs(im, g, out));
   collect_initializers(im, g, out);
   out.opset = im.opset;
   out.graph = std::move(im.graph);
   return out;
+}
+
+}  // namespace
+
+// Note [Host memory at import]: folding computes constants for the given
+// input shapes, and a model's initializers can be gigabytes, so an import
+// can run out of host memory (a process under ulimit -v, a container's
+// limit). std::bad_alloc, from any step, is caught here, at the one entry
+// every import passes, and returned as ResourceExhausted naming the stage
+// and the node being visited: nothing throws across the API.
+absl::StatusOr<ImportedModel> import_onnx_with(std::string_view path,
+                                               const OnnxImportOptions& options,
+                                               const ImportPipeline& fusions) {
+  std::string stage;
+  ::onnx::ModelProto model;
+  std::optional<Importer> im;
+  try {
+    im.emplace();
+    im->options = &options;
+    im->model_dir = std::filesystem::path(std::string(path)).parent_path().string();
+    return import_steps(*im, model, path, fusions, stage);
+  } catch (const std::bad_alloc&) {
+    std::string where = stage.empty() ? "starting" : stage;
+    if (im && im->visiting != nullptr) {
+      const ::onnx::NodeProto& n = *im->visiting;
+      const std::string& name = n.name().empty() && n.output_size() > 0 ? n.output(0) : n.name();
+      where = absl::StrCat(where, ", at node '", name, "' (", n.op_type(), ")");
+    }
+    im.reset();  // what the import held is free again for the message
+    model.Clear();
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "ONNX import of '", to_absl(path), "': host memory ran out while ", where,
+        " (std::bad_alloc); free host memory or raise the process's limit (ulimit -v), or "
+        "import with smaller input shapes (OnnxImportOptions::input_shapes)"));
+  }
 }
 
 }  // namespace onnx_import

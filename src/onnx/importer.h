@@ -70,6 +70,9 @@ struct Importer {
     std::vector<int64_t> pads;
   };
   absl::flat_hash_map<std::string, PendingPad> pending_pads;
+  // The node visit_node is at (a fused node's body node inside it), for the
+  // message when host memory runs out (Note [Host memory at import]).
+  const ::onnx::NodeProto* visiting = nullptr;
 
   // InvalidArgument "ONNX node '<name>' (<op>): <what>".
   static absl::Status error(const ::onnx::NodeProto& n, std::string_view what);

@@ -1,7 +1,8 @@
 // lms-bench onnx (bench/lms_bench/onnx_model.h) on a model a user brings: the
 // small PyTorch classifier of tests/onnx/make_classifier_fixture.py (grouped
 // and depthwise convolutions, batch norm, ReLU6, pooling, linear layers),
-// exported with scripts/export_onnx.py.
+// exported with scripts/export_onnx.py; and host memory running out during
+// a run (Note [Host memory at import]): a message and exit status 1.
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/capped_child.h"
 #include "bench.h"
 #include "cli.h"
 #include "gtest/gtest.h"
@@ -20,6 +22,31 @@ namespace lms::bench {
 namespace {
 
 const std::string kModel = std::string(LMS_SOURCE_DIR) + "/tests/data/onnx/classifier_small.onnx";
+
+// ones_like.onnx (tests/onnx/make_error_fixtures.py) folds ones of its
+// input's shape: 4 GiB at batch 32768, in a child whose address space may
+// grow by 1 GiB (no cap under sanitizers: skipped there).
+TEST(OnnxBench, HostMemoryRunningOutIsAMessageAndExitStatus1) {
+  if (!testing_support::kCapAddressSpace) {
+    GTEST_SKIP() << "a sanitizer runtime reserves terabytes of address space: no cap applies";
+  }
+  const std::string model = std::string(LMS_SOURCE_DIR) + "/tests/data/onnx/errors/ones_like.onnx";
+  const testing_support::ChildResult r = testing_support::run_capped(
+      [&] {
+        std::ostringstream out, err;
+        const int rc = run_main({"onnx", "--model", model, "--input", "x:B,32768", "--loss", "mse",
+                                 "--batch", "32768", "--steps", "1"},
+                                out, err);
+        return std::to_string(rc) + " " + err.str();
+      },
+      rlim_t{1} << 30, /*above_current=*/true);
+  std::printf("child: %s\n", r.text.c_str());
+  ASSERT_TRUE(r.exited) << "lms-bench died instead of saying host memory ran out: " << r.text;
+  EXPECT_EQ(r.text.substr(0, 2), "1 ") << r.text;
+  EXPECT_NE(r.text.find("host memory ran out while visiting the nodes, at node 'ones'"),
+            std::string::npos)
+      << r.text;
+}
 
 TEST(OnnxBench, InputAndLossFlagsParse) {
   auto in = parse_onnx_input("input:B,3,224,224");

@@ -1,5 +1,5 @@
 // Runs a function in a forked child whose address space is capped at
-// kChildAddressSpace (8 GiB), so that a size the code should have refused
+// kChildAddressSpace (8 GiB) or another given cap, so that a size the code should have refused
 // fails in the child only (std::bad_alloc, then abort), never at the
 // kernel's OOM killer. Sanitizer runtimes reserve terabytes of shadow
 // address space, so under ASan/TSan the child runs uncapped (the
@@ -38,15 +38,33 @@ struct ChildResult {
   std::string text;     // what `fn` returned (as far as it got written)
 };
 
-inline ChildResult run_capped(const std::function<std::string()>& fn) {
+// The process's virtual size (VmSize) in bytes; 0 when unreadable.
+inline rlim_t virtual_size_bytes() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  unsigned long long kib = 0;
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    if (std::sscanf(line, "VmSize: %llu kB", &kib) == 1) break;
+  }
+  std::fclose(f);
+  return static_cast<rlim_t>(kib) * 1024;
+}
+
+// Runs `fn` in a forked child whose address space is capped at `cap`, or,
+// when `above_current`, at the child's size at the fork plus `cap` (a
+// tight cap that the libraries already mapped do not eat into).
+inline ChildResult run_capped(const std::function<std::string()>& fn,
+                              rlim_t cap = kChildAddressSpace, bool above_current = false) {
   int fds[2];
   if (::pipe(fds) != 0) return {};
   std::fflush(nullptr);
   const pid_t pid = ::fork();
   if (pid == 0) {
     ::close(fds[0]);
-    struct rlimit cap = {kChildAddressSpace, kChildAddressSpace};
-    if (kCapAddressSpace) ::setrlimit(RLIMIT_AS, &cap);
+    const rlim_t bytes = above_current ? virtual_size_bytes() + cap : cap;
+    struct rlimit limit = {bytes, bytes};
+    if (kCapAddressSpace) ::setrlimit(RLIMIT_AS, &limit);
     const std::string text = fn();
     const ssize_t ignored = ::write(fds[1], text.data(), text.size());
     (void)ignored;

@@ -3,8 +3,10 @@
 // /usr/bin/python3; skipped, saying why, without torch or onnx): the
 // MatMul / Transpose / Mul or Div / Add (causal mask) / Softmax / MatMul
 // chain becomes one attention node, and one training step matches
-// PyTorch's output, loss and gradients. A mask that is not causal is not
-// fused.
+// PyTorch's output, loss and gradients, with the causal mask a buffer or
+// computed from the positions (Note [Causal mask from positions]: Less or
+// Greater, then Mul or Where). A mask that is not causal is not fused, and
+// the separate ops train as PyTorch too.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <variant>
 
@@ -30,6 +33,9 @@ using onnx_test::read_reference;
 using onnx_test::rel_l2;
 
 constexpr double kTolerance = 1e-4;  // relative L2 error against PyTorch (float32)
+// The input x[N*T, C] of make_attention_model.py (N 2, T 5, C 8); the
+// positions forms export its first axis as dynamic.
+const OnnxImportOptions kShapes = {.input_shapes = {{"input", {10, 8}}}};
 
 // Writes the model of `form` into a fresh folder and returns it; empty with
 // `why` set when it cannot (exit 77 or 127: torch or onnx missing, or
@@ -59,38 +65,12 @@ int count_op(const Graph& g, OpKind op) {
   return n;
 }
 
-class AttentionImport : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(AttentionImport, OneAttentionNodeTrainsAsPyTorch) {
-  const std::string form = GetParam();
-  std::string why;
-  const std::string dir = write_model(form, &why);
-  if (dir.empty() && why.rfind("failed", 0) != 0) GTEST_SKIP() << why;
-  ASSERT_FALSE(dir.empty()) << why;
-  auto m = import_onnx(dir + "/attention.onnx");
-  auto ref = read_reference(dir + "/attention_ref.txt");
-  std::error_code ignored;
-  std::filesystem::remove_all(dir, ignored);
-  ASSERT_TRUE(m.ok()) << m.status();
-  EXPECT_EQ(m->opset, 14);
-
-  const Graph& g = m->graph;
-  ASSERT_EQ(count_op(g, OpKind::kAttention), 1);
-  EXPECT_EQ(count_op(g, OpKind::kSoftmax), 0);
-  EXPECT_EQ(count_op(g, OpKind::kScale), 0);
-  EXPECT_EQ(count_op(g, OpKind::kAdd), 0);
-  for (NodeId id = 0; id < g.num_nodes(); ++id) {
-    const Node& n = g.node(id);
-    if (n.op != OpKind::kAttention) continue;
-    EXPECT_NEAR(std::get<double>(n.attrs.at("softmax_scale")), 0.5, 1e-7);  // 1/sqrt(D), D = 4
-    EXPECT_EQ(std::get<int64_t>(n.attrs.at("causal")), form == "causal" ? 1 : 0);
-    EXPECT_EQ(g.tensor(n.inputs[0]).shape, (Shape{2, 2, 5, 4}));
-    EXPECT_EQ(g.tensor(n.inputs[1]).shape, (Shape{2, 2, 5, 4}));
-  }
-
-  const std::vector<std::string> parameters = m->parameters;
-  EXPECT_EQ(parameters.size(), 8u);
-  Graph fwd = std::move(m->graph);
+// One training step of the imported model `m` matches PyTorch's reference:
+// output, loss and every parameter's gradient.
+void expect_step_as_pytorch(ImportedModel m, std::map<std::string, std::vector<float>>& ref,
+                            const std::string& form) {
+  const std::vector<std::string> parameters = m.parameters;
+  Graph fwd = std::move(m.graph);
   ASSERT_TRUE(attach_loss(fwd, "output", Mse{.target = "target"}).ok());
   auto train = training_graph(fwd, fwd.loss(), Sgd{.lr = 0});
   ASSERT_TRUE(train.ok()) << train.status();
@@ -124,29 +104,71 @@ TEST_P(AttentionImport, OneAttentionNodeTrainsAsPyTorch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Forms, AttentionImport, ::testing::Values("causal", "plain"),
+class AttentionImport : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(AttentionImport, OneAttentionNodeTrainsAsPyTorch) {
+  const std::string form = GetParam();
+  std::string why;
+  const std::string dir = write_model(form, &why);
+  if (dir.empty() && why.rfind("failed", 0) != 0) GTEST_SKIP() << why;
+  ASSERT_FALSE(dir.empty()) << why;
+  auto m = import_onnx(dir + "/attention.onnx", kShapes);
+  auto ref = read_reference(dir + "/attention_ref.txt");
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->opset, 14);
+
+  const Graph& g = m->graph;
+  ASSERT_EQ(count_op(g, OpKind::kAttention), 1);
+  EXPECT_EQ(count_op(g, OpKind::kSoftmax), 0);
+  EXPECT_EQ(count_op(g, OpKind::kScale), 0);
+  EXPECT_EQ(count_op(g, OpKind::kAdd), 0);
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    const Node& n = g.node(id);
+    if (n.op != OpKind::kAttention) continue;
+    EXPECT_NEAR(std::get<double>(n.attrs.at("softmax_scale")), 0.5, 1e-7);  // 1/sqrt(D), D = 4
+    EXPECT_EQ(std::get<int64_t>(n.attrs.at("causal")), form == "plain" ? 0 : 1);
+    EXPECT_EQ(g.tensor(n.inputs[0]).shape, (Shape{2, 2, 5, 4}));
+    EXPECT_EQ(g.tensor(n.inputs[1]).shape, (Shape{2, 2, 5, 4}));
+  }
+
+  EXPECT_EQ(m->parameters.size(), 8u);
+  expect_step_as_pytorch(*std::move(m), ref, form);
+}
+
+INSTANTIATE_TEST_SUITE_P(Forms, AttentionImport,
+                         ::testing::Values("causal", "plain", "positions_less", "positions_where"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });
 
-// A mask with -inf below the diagonal is not PyTorch's causal one: the
-// chain is not fused, and its batched MatMul is then refused (lms maps
-// MatMul of rank-2 operands only).
-TEST(AttentionImportErrors, AMaskThatIsNotCausalIsNotFused) {
+// A mask below the diagonal (a buffer, or computed from the positions) is
+// not PyTorch's causal one: the chain is not fused (the mask from positions
+// is folded after all) and imports as its separate ops, which train as
+// PyTorch does.
+class AttentionImportUnfused : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(AttentionImportUnfused, AMaskThatIsNotCausalIsNotFusedAndTrainsAsPyTorch) {
   std::string why;
-  const std::string dir = write_model("bad_mask", &why);
+  const std::string dir = write_model(GetParam(), &why);
   if (dir.empty() && why.rfind("failed", 0) != 0) GTEST_SKIP() << why;
   ASSERT_FALSE(dir.empty()) << why;
-  auto m = import_onnx(dir + "/attention.onnx");
+  auto m = import_onnx(dir + "/attention.onnx", kShapes);
+  auto ref = read_reference(dir + "/attention_ref.txt");
   std::error_code ignored;
   std::filesystem::remove_all(dir, ignored);
-  std::printf("import: %s\n", m.ok() ? "ok" : std::string(m.status().message()).c_str());
-  if (m.ok()) {
-    EXPECT_EQ(count_op(m->graph, OpKind::kAttention), 0);
-  } else {
-    EXPECT_NE(std::string(m.status().message()).find("MatMul"), std::string::npos) << m.status();
-  }
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(count_op(m->graph, OpKind::kAttention), 0);
+  EXPECT_EQ(count_op(m->graph, OpKind::kSoftmax), 1);
+  expect_step_as_pytorch(*std::move(m), ref, GetParam());
 }
+
+INSTANTIATE_TEST_SUITE_P(Masks, AttentionImportUnfused,
+                         ::testing::Values("bad_mask", "positions_anticausal"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
 
 }  // namespace
 }  // namespace lms

@@ -2,7 +2,9 @@
 // run in the declared order; each reports changed only on a graph holding
 // its pattern, and leaves any other graph as it was; a fused chain whose
 // constants decline imports as its separate nodes; a pass that fails, or
-// leaves the nodes out of order, fails the import naming the pass. The
+// leaves the nodes out of order, fails the import naming the pass; a causal
+// mask from positions and nn.MultiheadAttention's scaled-q rank-3 form join
+// the attention chain. The
 // graphs are ONNX's text format, parsed by ONNX's own parser.
 #include "onnx/import_pass.h"
 
@@ -13,6 +15,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -85,6 +88,50 @@ std::string attention(const std::string& scale = "0.5", bool k_init = false) {
   y = MatMul(p, v)
 })");
 }
+
+// softmax(q @ k^T * 0.5 + mask) @ v with the mask from the positions
+// i = arange(3) (Note [Causal mask from positions]): (i[None,:] CMP
+// i[:,None]).float() * -1e9, CMP Greater (causal) or Less (masking below
+// the diagonal).
+std::string positions_attention(const std::string& cmp = "Greater") {
+  return absl::StrCat(R"(
+attn (float[1,2,3,4] q, float[1,2,3,4] k, float[1,2,3,4] v) => (float[1,2,3,4] y)
+{
+  zero = Constant <value = int64 {0}> ()
+  three = Constant <value = int64 {3}> ()
+  step = Constant <value = int64 {1}> ()
+  i = Range(zero, three, step)
+  ax0 = Constant <value = int64[1] {0}> ()
+  row = Unsqueeze(i, ax0)
+  ax1 = Constant <value = int64[1] {1}> ()
+  col = Unsqueeze(i, ax1)
+  after = )",
+                      cmp, R"((row, col)
+  after_f = Cast <to = 1> (after)
+  big = Constant <value = float {-1e9}> ()
+  mask = Mul(after_f, big)
+  kt = Transpose <perm = [0,1,3,2]> (k)
+  s = MatMul(q, kt)
+  scale = Constant <value = float {0.5}> ()
+  c = Mul(s, scale)
+  m = Add(c, mask)
+  p = Softmax <axis = -1> (m)
+  y = MatMul(p, v)
+})");
+}
+
+// nn.MultiheadAttention's form: q [N*H,T,D] scaled first, k read from
+// x [S,N*H,D] through perm [1,2,0].
+constexpr const char* kScaledQ = R"(
+mha (float[4,3,8] q, float[3,4,8] x, float[4,3,8] v) => (float[4,3,8] y)
+{
+  r = Constant <value = float {2.828427}> ()
+  qs = Div(q, r)
+  kt = Transpose <perm = [1,2,0]> (x)
+  s = MatMul(qs, kt)
+  p = Softmax <axis = -1> (s)
+  y = MatMul(p, v)
+})";
 
 constexpr const char* kRelu = R"(
 relu (float[2,4] x) => (float[2,4] y)
@@ -218,6 +265,63 @@ TEST(ImportPipelineTest, AChainWhoseConstantsDeclineImportsAsItsNodes) {
   ASSERT_FALSE(g.ok());
   EXPECT_NE(g.status().message().find("ONNX node 'e' (Erf): op not supported"), std::string::npos)
       << g.status();
+}
+
+TEST(ImportPipelineTest, ACausalMaskFromPositionsJoinsTheAttentionChain) {
+  GraphProto g = parse(positions_attention()).graph();
+  ASSERT_TRUE(import_pipeline("").run(g).value());
+  const NodeProto& fused = g.node(g.node_size() - 1);
+  EXPECT_EQ(summary(g),
+            "zero = Constant()\nthree = Constant()\nstep = Constant()\n"
+            "i = Range(zero, three, step)\nax0 = Constant()\nrow = Unsqueeze(i, ax0)\n"
+            "ax1 = Constant()\ncol = Unsqueeze(i, ax1)\nbig = Constant()\n"
+            "scale = Constant()\ny = lms.fused.Attention(k, q, scale, row, col, big, v)");
+  ASSERT_NE(fused_body(fused), nullptr);
+  EXPECT_EQ(summary(*fused_body(fused)),
+            "kt = Transpose(k)\ns = MatMul(q, kt)\nc = Mul(s, scale)\n"
+            "after = Greater(row, col)\nafter_f = Cast(after)\nmask = Mul(after_f, big)\n"
+            "m = Add(c, mask)\np = Softmax(m)\ny = MatMul(p, v)");
+  EXPECT_EQ(attr_int(fused, "mask_nodes", -1), 3);
+
+  absl::StatusOr<ImportedModel> a =
+      import_onnx(write(parse(positions_attention()), "positions.onnx"));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(op_names(a->graph), std::vector<std::string>{"attention"});
+  EXPECT_EQ(std::get<int64_t>(a->graph.node(0).attrs.at("causal")), 1);
+}
+
+TEST(ImportPipelineTest, AMaskFromPositionsThatIsNotCausalIsFoldedAndNotFused) {
+  // Less(row, col): key < query, masking below the diagonal. The mask's
+  // nodes are folded after all, the [3,3] constant is no causal mask
+  // either, and the chain's other nodes are mapped one by one.
+  absl::StatusOr<ImportedModel> a =
+      import_onnx(write(parse(positions_attention("Less")), "positions_less.onnx"));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(op_names(a->graph),
+            (std::vector<std::string>{"transpose", "matmul", "mul", "add", "softmax", "matmul"}));
+}
+
+TEST(ImportPipelineTest, QScaledFirstInRank3IsOneAttentionOfOneHead) {
+  GraphProto g = parse(kScaledQ).graph();
+  ASSERT_TRUE(import_pipeline("").run(g).value());
+  EXPECT_EQ(summary(g), "r = Constant()\ny = lms.fused.Attention(x, q, r, v)");
+  EXPECT_EQ(attr_int(g.node(1), "scale_on_q", -1), 1);
+  ASSERT_NE(fused_body(g.node(1)), nullptr);
+  EXPECT_EQ(summary(*fused_body(g.node(1))),
+            "kt = Transpose(x)\nqs = Div(q, r)\ns = MatMul(qs, kt)\np = Softmax(s)\n"
+            "y = MatMul(p, v)");
+
+  absl::StatusOr<ImportedModel> a = import_onnx(write(parse(kScaledQ), "scaled_q.onnx"));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(op_names(a->graph), (std::vector<std::string>{"transpose", "reshape", "reshape",
+                                                          "reshape", "attention", "reshape"}));
+  for (NodeId id = 0; id < a->graph.num_nodes(); ++id) {
+    const Node& n = a->graph.node(id);
+    if (n.op != OpKind::kAttention) continue;
+    EXPECT_EQ(a->graph.tensor(n.inputs[0]).shape, (Shape{4, 1, 3, 8}));
+    EXPECT_EQ(a->graph.tensor(n.inputs[1]).shape, (Shape{4, 1, 3, 8}));
+    EXPECT_NEAR(std::get<double>(n.attrs.at("softmax_scale")), 1 / 2.828427, 1e-6);
+  }
 }
 
 class Fails : public ImportPass {

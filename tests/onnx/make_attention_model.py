@@ -15,7 +15,12 @@ into one attention node.
 
 FORM: "causal" (mask -inf above the diagonal, a buffer), "plain" (no mask,
 and Div by sqrt(D) in place of the Mul), or "bad_mask" (a mask that is not
-causal: -inf below the diagonal, not fused).
+causal: -inf below the diagonal, not fused). The mask computed from the
+positions i = arange(T) (Range -> Unsqueeze -> Greater or Less -> ...):
+"positions_less" ((i[:, None] < i[None, :]).float() * -1e9),
+"positions_where" (torch.where(i[None, :] > i[:, None], -1e9, 0)), or
+"positions_anticausal" ((i[:, None] > i[None, :]).float() * -1e9, masking
+below the diagonal: not fused).
 
 The reference (tests/onnx/reference.h format) holds the input, the target,
 the output, the mse loss and the gradient of every parameter under its ONNX
@@ -51,10 +56,17 @@ class Attention(nn.Module):
         self.v = nn.Linear(C, C)
         self.out = nn.Linear(C, C)
         if form == "causal":
-            mask = torch.full((T, T), float("-inf")).triu(1)
-        else:  # bad_mask: the lower triangle masked
-            mask = torch.full((T, T), float("-inf")).tril(-1)
-        self.register_buffer("mask", mask)
+            self.register_buffer("mask", torch.full((T, T), float("-inf")).triu(1))
+        elif form == "bad_mask":  # the lower triangle masked
+            self.register_buffer("mask", torch.full((T, T), float("-inf")).tril(-1))
+
+    def positions_mask(self, t):
+        i = torch.arange(t)
+        if self.form == "positions_less":
+            return (i.unsqueeze(1) < i.unsqueeze(0)).float() * -1e9
+        if self.form == "positions_where":
+            return torch.where(i.unsqueeze(0) > i.unsqueeze(1), torch.tensor(-1e9), torch.tensor(0.0))
+        return (i.unsqueeze(1) > i.unsqueeze(0)).float() * -1e9  # positions_anticausal
 
     def heads(self, x):
         return x.reshape(N, T, H, D).transpose(1, 2)
@@ -63,6 +75,11 @@ class Attention(nn.Module):
         q, k, v = self.heads(self.q(x)), self.heads(self.k(x)), self.heads(self.v(x))
         if self.form == "plain":
             scores = q @ k.transpose(-2, -1) / math.sqrt(D)
+        elif self.form.startswith("positions"):
+            # t from x's dynamic first axis, so that the export computes
+            # the positions (Shape -> Range) instead of writing a constant.
+            t = x.shape[0] // N
+            scores = q @ k.transpose(-2, -1) * (1.0 / math.sqrt(D)) + self.positions_mask(t)
         else:
             scores = q @ k.transpose(-2, -1) * (1.0 / math.sqrt(D)) + self.mask
         a = torch.softmax(scores, dim=-1) @ v
@@ -83,7 +100,8 @@ def main(out_dir, form):
     model = Attention(form).train()
     x = torch.randn(N * T, C)
     target = torch.randn(N * T, C)
-    export_onnx.export(model, x, os.path.join(out_dir, "attention.onnx"))
+    dynamic = {"input": {0: "NT"}} if form.startswith("positions") else None
+    export_onnx.export(model, x, os.path.join(out_dir, "attention.onnx"), dynamic_axes=dynamic)
     y = model(x)
     loss = F.mse_loss(y, target)
     loss.backward()

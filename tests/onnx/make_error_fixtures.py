@@ -3,7 +3,9 @@
 tests/data/onnx/errors/: each one a case the importer must refuse with a
 clear message (and external_ok.onnx, embedding.onnx, linear.onnx,
 transpose_matmul.onnx, transpose_gemm.onnx, double_transpose.onnx and
-clip6.onnx, which it must read).
+clip6.onnx, which it must read; ones_like.onnx, which it reads at small
+shapes and, out of host memory at large ones, refuses with
+ResourceExhausted).
 
     make_error_fixtures.py OUT_DIR
 
@@ -149,6 +151,20 @@ def folding_model():
     return model(nodes, [vi("x", ["N", 4, 4, 4])], [vi("y", None)])
 
 
+def ones_like_model():
+    """x + ones(x.shape), the ones folded from ConstantOfShape(Shape(x)) for
+    the given input shape: an import whose memory grows with the shape (the
+    host-memory test of import_memory_test.cc)."""
+    one = numpy_helper.from_array(np.array([1.0], np.float32), "one")
+    n = helper.make_node
+    nodes = [
+        n("Shape", ["x"], ["shape"], name="shape"),
+        n("ConstantOfShape", ["shape"], ["ones"], name="ones", value=one),
+        n("Add", ["x", "ones"], ["y"], name="add"),
+    ]
+    return model(nodes, [vi("x", ["N", "C"])], [vi("y", None)])
+
+
 def torch_cases(out_dir):
     import torch
     from torch import nn
@@ -232,6 +248,7 @@ def main(out_dir):
           model([helper.make_node("Gather", ["table", "ids"], ["y"], name="embed")],
                 [vi("ids", [2, 2], TensorProto.INT64)], [vi("y", None)], [table]))
     write(out_dir, "folding.onnx", folding_model())
+    write(out_dir, "ones_like.onnx", ones_like_model())
     external(out_dir, "external_missing.onnx", "missing_weights.bin", create=False)
     external(out_dir, "external_ok.onnx", "external_ok.bin", create=True)
     torch_cases(out_dir)

@@ -620,19 +620,24 @@ TEST(TransformerParity, GptOpset17) {
 // torchvision's VisionTransformer (vit_b_16's class) at 32x32 in 8x8
 // patches, 2 layers, width 64: a patch convolution, the class token
 // expanded over the batch (Expand), nn.MultiheadAttention as PyTorch
-// exports it (3-D batched MatMuls over batch x heads), and the class
-// token's output picked by a Gather; opset 14 and 17.
+// exports it (3-D batched MatMuls over batch x heads, q scaled first),
+// fused into one attention op per block, and the class token's output
+// picked by a Gather; opset 14 and 17.
 // Recomputation alone finds no plan below its no-LMS peak: the peak of
 // this small model is where the gradients of the patch embedding meet the
 // saved 17-token activations, which nothing recomputable frees.
 const std::vector<AutoActions> kVitActions = {AutoActions::kSwap, AutoActions::kJoint};
 
-TEST(TransformerParity, Vit) { check_model({"vit", {2, 3, 32, 32}, true, kVitActions}); }
+TEST(TransformerParity, Vit) {
+  check_model({"vit", {2, 3, 32, 32}, true, kVitActions, false, /*attention_nodes=*/2});
+}
 
-TEST(TransformerParity, VitBf16) { check_autocast({"vit", {2, 3, 32, 32}}); }
+TEST(TransformerParity, VitBf16) {
+  check_autocast({"vit", {2, 3, 32, 32}, true, {}, false, /*attention_nodes=*/2});
+}
 
 TEST(TransformerParity, VitOpset17) {
-  check_model({"vit_opset17", {2, 3, 32, 32}, true, kVitActions});
+  check_model({"vit_opset17", {2, 3, 32, 32}, true, kVitActions, false, /*attention_nodes=*/2});
 }
 
 }  // namespace
