@@ -128,6 +128,15 @@ struct LmsConfig {
   TimeModel time_model = TimeModel::kMeasured;          // see TimeModel
   AutoActions auto_actions = AutoActions::kJoint;       // see AutoActions
   KernelChoice kernel_choice = KernelChoice::kDefault;  // see KernelChoice
+  // On the CPU device (TOML key chunked_head): a matmul whose logits only
+  // softmax_cross_entropy reads, with its backward, becomes
+  // linear_cross_entropy (+ _bwd), which computes the logits a chunk of
+  // rows at a time (Note [Chunked language-model head]; Liger, ALST): no
+  // [N,V] logits tensor, nor its gradient. The loss, dx and dw keep their
+  // names; the results differ from the unfused graph's in rounding only. A
+  // fetched logits tensor keeps its head unfused. It applies with LMS
+  // enabled or not, so both plans compute the same bits.
+  bool chunked_head = true;
   // Auto with joint actions, on graphs of at most 2,000 nodes: the best of
   // the fixed plans (Note [Joint planner]) is planned again with this many
   // seeds that break its greedy's near-ties at random, and the least

@@ -170,6 +170,11 @@ class Graph {
 
   void add_control_edge(NodeId before, NodeId after);
 
+  // Gives tensor `id` the name `name` (for a pass that merges nodes whose
+  // outputs keep their names). InvalidArgument, naming both, when the name
+  // is taken or not allowed (as add_node's names).
+  absl::Status rename_tensor(TensorId id, std::string_view name);
+
   // A name not used by any node or tensor yet: `base`, else base_1, base_2 ...
   std::string unique_name(std::string_view base) const;
 

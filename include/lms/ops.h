@@ -344,6 +344,24 @@ TensorId soft_dice_loss(Graph& g, std::string_view name, TensorId probs, TensorI
 // (M = 0) the loss is NaN and the gradient zero, as in PyTorch.
 TensorId softmax_cross_entropy(Graph& g, std::string_view name, TensorId logits, TensorId labels,
                                int64_t ignore_index = -100);
+// A language-model head and its loss as one op (Liger's fused linear
+// cross-entropy; ALST, Snowflake 2025): softmax_cross_entropy of the
+// logits x·wᵀ (trans_b, w [V,D], PyTorch's nn.Linear weight or a tied
+// embedding table) or x·w (w [D,V]), computed a chunk of rows at a time,
+// so that no [N,V] logits tensor exists, in the graph or in a kernel.
+// x[..., D] float32 (N rows), labels[...] = x's shape without its last
+// axis (int64), as softmax_cross_entropy; returns loss[]. The backward
+// (linear_cross_entropy_bwd) recomputes each chunk's logits and gives dx
+// and dw; dw sums the chunks in order. The CPU device's lowering
+// turns a matmul feeding softmax_cross_entropy into this op by itself
+// (Note [Chunked language-model head]); the CUDA device has no kernel for
+// it yet.
+// Errors (recorded in g.status(), naming the node): x of rank < 2, w not
+// [V,D] (or [D,V]) with x's D, fewer than 2 classes, labels not x's
+// shape without its last axis, or not int64. At run time, a label outside
+// [0, V) that is not ignore_index fails the step as softmax_cross_entropy.
+TensorId linear_cross_entropy(Graph& g, std::string_view name, TensorId x, TensorId w,
+                              TensorId labels, bool trans_b = true, int64_t ignore_index = -100);
 // Mean of all elements (a scalar []), or the mean along `axis` (negative
 // from the end) with that axis kept at size 1 (ONNX ReduceMean, keepdims=1).
 TensorId reduce_mean(Graph& g, std::string_view name, TensorId x);

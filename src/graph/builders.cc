@@ -454,6 +454,15 @@ TensorId softmax_cross_entropy(Graph& g, std::string_view name, TensorId logits,
                 {{"ignore_index", ignore_index}});
 }
 
+TensorId linear_cross_entropy(Graph& g, std::string_view name, TensorId x, TensorId w,
+                              TensorId labels, bool trans_b, int64_t ignore_index) {
+  for (TensorId t : {x, w, labels}) {
+    if (!usable(g, name, t)) return kNoTensor;
+  }
+  return g.add1(OpKind::kLinearCrossEntropy, name, {x, w, labels},
+                {{"trans_b", int64_t{trans_b ? 1 : 0}}, {"ignore_index", ignore_index}});
+}
+
 TensorId reduce_mean(Graph& g, std::string_view name, TensorId x) {
   return add_op(g, OpKind::kReduceMean, name, {x});
 }

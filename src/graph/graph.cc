@@ -81,6 +81,20 @@ absl::Status Graph::check_new_name(std::string_view name) const {
   return absl::OkStatus();
 }
 
+absl::Status Graph::rename_tensor(TensorId id, std::string_view name) {
+  if (id < 0 || id >= num_tensors()) {
+    return absl::InvalidArgumentError(absl::StrCat("rename_tensor: no tensor ", id));
+  }
+  if (absl::Status s = check_new_name(name); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("rename_tensor: tensor '", tensors_[id].name,
+                                                   "' to '", to_absl(name), "': ", s.message()));
+  }
+  tensor_by_name_.erase(tensors_[id].name);
+  tensors_[id].name = std::string(name);
+  tensor_by_name_.emplace(tensors_[id].name, id);
+  return absl::OkStatus();
+}
+
 TensorId Graph::add_tensor(std::string_view name, Shape shape, TensorRole role, Init init) {
   TensorId id = num_tensors();
   Tensor t;

@@ -34,6 +34,26 @@ double xent_bytes(const Attrs&, const Shapes& in, const Shapes& out) {
   return bytes + numel(out[0]) * 4.0;
 }
 
+// x and w get gradients from one backward node that recomputes the logits
+// chunk by chunk; the labels are integers.
+absl::Status linear_xent_grad(GradContext& ctx) {
+  const TensorId dloss = ctx.output_grads[0];
+  if (dloss != kNoTensor && (wants(ctx, 0) || wants(ctx, 1))) {
+    const Node fwd = ctx.graph.node(ctx.node);
+    LMS_ASSIGN_OR_RETURN(
+        auto outs, add_grad_node(ctx, OpKind::kLinearCrossEntropyBwd, "bwd",
+                                 {fwd.inputs[0], fwd.inputs[1], fwd.inputs[2], dloss}, fwd.attrs));
+    for (size_t i = 0; i < 2; ++i) {
+      if (wants(ctx, i)) ctx.input_grads[i] = outs[i];
+    }
+  }
+  decline_rest(ctx);
+  return absl::OkStatus();
+}
+
+// N·V·D of x[..., D] (N rows) against V classes.
+double nvd(const Shapes& in) { return numel(in[1]) * (numel(in[0]) / in[0].back()); }
+
 absl::Status mse_grad(GradContext& ctx) {
   const TensorId dloss = ctx.output_grads[0];
   if (dloss != kNoTensor && (wants(ctx, 0) || wants(ctx, 1))) {
@@ -101,13 +121,25 @@ void register_loss_ops(std::vector<OpSpec>& specs) {
   for (size_t i = specs.size() - 2; i < specs.size(); ++i) {
     specs[i].def.bytes = xent_bytes;
   }
+  // The logits x·wᵀ (2·N·V·D) and the softmax per logit forward; the logits
+  // again, dx and dw (6·N·V·D) backward.
+  specs.push_back(make_schema_spec(
+      OpKind::kLinearCrossEntropy,
+      [](const Attrs&, const Shapes& in, const Shapes&) {
+        return 2 * nvd(in) + 4 * nvd(in) / in[0].back();
+      },
+      linear_xent_grad));
+  specs.push_back(make_schema_spec(OpKind::kLinearCrossEntropyBwd,
+                                   [](const Attrs&, const Shapes& in, const Shapes&) {
+                                     return 6 * nvd(in) + 8 * nvd(in) / in[0].back();
+                                   }));
   specs.push_back(make_schema_spec(OpKind::kReduceMean, per_input_element(1), reduce_mean_grad));
   specs.push_back(make_schema_spec(
       OpKind::kReduceMeanBwd,
       [](const Attrs&, const Shapes&, const Shapes& out) { return numel(out[0]); }));
   set_flag(specs, &OpDef::backward,
            {OpKind::kMseLossBwd, OpKind::kSoftDiceLossBwd, OpKind::kSoftmaxCrossEntropyBwd,
-            OpKind::kReduceMeanBwd});
+            OpKind::kLinearCrossEntropyBwd, OpKind::kReduceMeanBwd});
 }
 
 }  // namespace lms::ops_internal

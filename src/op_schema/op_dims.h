@@ -212,6 +212,20 @@ struct CrossEntropyDims {
   int64_t ignore_index = kDefaultIgnoreIndex;
 };
 absl::StatusOr<CrossEntropyDims> cross_entropy_dims(const OpInstance& spec);
+
+// The problem of a linear_cross_entropy (x[..., D], w [V,D] when trans_b
+// else [D,V], labels[...] int64; + dloss[] for the backward):
+// n rows of x, each scored against the V classes.
+struct LinearCrossEntropyDims {
+  int64_t n = 0;
+  int64_t d = 0;
+  int64_t v = 0;
+  bool trans_b = true;
+  int64_t ignore_index = kDefaultIgnoreIndex;
+  // The CrossEntropyDims of the [n, v] logits, for bad_class_label.
+  CrossEntropyDims logits() const { return {n, v, ignore_index}; }
+};
+absl::StatusOr<LinearCrossEntropyDims> linear_cross_entropy_dims(const OpInstance& spec);
 // The run-time error of both cross-entropy ops for a label outside [0, C)
 // that is not ignore_index: names the label, its position and what is
 // allowed, the same on both backends.

@@ -115,6 +115,8 @@ bool op_follows_input_dtype(OpKind op) {
     case OpKind::kSoftDiceLossBwd:
     case OpKind::kSoftmaxCrossEntropy:
     case OpKind::kSoftmaxCrossEntropyBwd:
+    case OpKind::kLinearCrossEntropy:
+    case OpKind::kLinearCrossEntropyBwd:
     case OpKind::kEmbedding:
     case OpKind::kEmbeddingBwd:
     case OpKind::kAttention:
@@ -163,6 +165,9 @@ std::optional<DType> op_input_dtype(OpKind op, size_t i) {
     case OpKind::kSoftmaxCrossEntropy:
     case OpKind::kSoftmaxCrossEntropyBwd:
       return i == 1 ? DType::kInt64 : DType::kFloat32;
+    case OpKind::kLinearCrossEntropy:
+    case OpKind::kLinearCrossEntropyBwd:
+      return i == 2 ? DType::kInt64 : DType::kFloat32;
     default:
       return DType::kFloat32;
   }

@@ -45,6 +45,13 @@ absl::StatusOr<Shapes> dice(const OpInstance& spec) {
   return loss_outputs(spec);
 }
 
+// (loss[], lse[...]) forward; (dx, dw) backward.
+absl::StatusOr<Shapes> linear_xent(const OpInstance& spec) {
+  LMS_RETURN_IF_ERROR(linear_cross_entropy_dims(spec).status());
+  if (spec.op == OpKind::kLinearCrossEntropy) return Shapes{Shape{}};
+  return Shapes{spec.input_shapes[0], spec.input_shapes[1]};
+}
+
 absl::StatusOr<Shapes> xent(const OpInstance& spec) {
   LMS_RETURN_IF_ERROR(cross_entropy_dims(spec).status());
   return loss_outputs(spec);
@@ -109,6 +116,37 @@ absl::StatusOr<CrossEntropyDims> cross_entropy_dims(const OpInstance& spec) {
   return d;
 }
 
+absl::StatusOr<LinearCrossEntropyDims> linear_cross_entropy_dims(const OpInstance& spec) {
+  LinearCrossEntropyDims d;
+  if (spec.attrs.contains("ignore_index")) {
+    LMS_ASSIGN_OR_RETURN(d.ignore_index, int_attr(spec, "ignore_index"));
+  }
+  LMS_ASSIGN_OR_RETURN(d.trans_b, flag_attr(spec, "trans_b"));
+  const Shapes& in = spec.input_shapes;
+  const Shape& x = in[0];
+  if (x.size() < 2) {
+    return invalid(spec, absl::StrCat("x must be [..., D] of rank 2 or more, got ", shape_str(x)));
+  }
+  d.d = x.back();
+  const Shape& w = in[1];
+  if (w.size() != 2 || w[d.trans_b ? 1 : 0] != d.d) {
+    return invalid(spec, absl::StrCat("w must be ", d.trans_b ? "[V,D]" : "[D,V]",
+                                      " with D = ", d.d, " (x's last dim), got ", shape_str(w)));
+  }
+  d.v = w[d.trans_b ? 0 : 1];
+  if (d.v < 2) return invalid(spec, absl::StrCat("needs at least 2 classes, got V = ", d.v));
+  const Shape rows(x.begin(), x.end() - 1);
+  if (in[2] != rows) {
+    return invalid(spec, absl::StrCat("labels ", shape_str(in[2]), " must be ", shape_str(rows),
+                                      ", one class index per row of x ", shape_str(x)));
+  }
+  d.n = num_elements(rows);
+  if (spec.op == OpKind::kLinearCrossEntropyBwd) {
+    LMS_RETURN_IF_ERROR(check_scalar(spec, in[3], "dloss"));
+  }
+  return d;
+}
+
 absl::Status bad_class_label(const OpInstance& spec, int64_t position, int64_t label,
                              const CrossEntropyDims& dims) {
   return invalid(spec, absl::StrCat("label ", label, " at position ", position,
@@ -132,6 +170,10 @@ std::optional<RuleEntry> loss_rule(OpKind op) {
       return RuleEntry{{2, 2}, xent, {{}, {"ignore_index"}}};
     case OpKind::kSoftmaxCrossEntropyBwd:
       return RuleEntry{{3, 3}, xent, {{}, {"ignore_index"}}};
+    case OpKind::kLinearCrossEntropy:
+      return RuleEntry{{3, 3}, linear_xent, {{"trans_b"}, {"ignore_index"}}};
+    case OpKind::kLinearCrossEntropyBwd:
+      return RuleEntry{{4, 4}, linear_xent, {{"trans_b"}, {"ignore_index"}}};
     case OpKind::kReduceMean:
       return RuleEntry{{1, 1}, reduce_mean, {{}, {std::string(kAxisAttr)}}};
     case OpKind::kReduceMeanBwd:

@@ -51,7 +51,7 @@ absl::StatusOr<StepPlan> plan_step(const Graph& graph, const LmsConfig& config, 
   // Per Note [Device lowering], the device's passes, then the facts of the
   // lowered graph, then the planner.
   Graph lowered = graph;
-  LMS_ASSIGN_OR_RETURN(Lowering low, lower_for(device.device_kind(), lowered, options));
+  LMS_ASSIGN_OR_RETURN(Lowering low, lower_for(device.device_kind(), lowered, options, config));
   const GatherOptions gather{
       .rewrite = options,
       .known = facts_to_lowered(known, low.node_map, lowered.num_nodes()),

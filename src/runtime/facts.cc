@@ -298,7 +298,8 @@ absl::StatusOr<PlanningFacts> gather_facts(const Graph& graph, const LmsConfig& 
     return gather_lowered_facts(graph, config, device, communicator, options);
   }
   Graph lowered = graph;
-  LMS_ASSIGN_OR_RETURN(Lowering low, lower_for(device.device_kind(), lowered, options.rewrite));
+  LMS_ASSIGN_OR_RETURN(Lowering low,
+                       lower_for(device.device_kind(), lowered, options.rewrite, config));
   GatherOptions on_lowered = options;
   on_lowered.known = facts_to_lowered(options.known, low.node_map, lowered.num_nodes());
   LMS_ASSIGN_OR_RETURN(PlanningFacts facts,

@@ -22,11 +22,13 @@ struct Lowering {
   std::vector<std::string> fused;  // nodes doing the work of several, in node order
 };
 
-// The passes of `kind`, in the order they run.
-PassPipeline lowering_pipeline(DeviceKind kind, const RewriteOptions& options);
+// The passes of `kind`, in the order they run (config: chunked_head).
+PassPipeline lowering_pipeline(DeviceKind kind, const RewriteOptions& options,
+                               const LmsConfig& config);
 
-// Runs lowering_pipeline(kind, options) on `graph` (changed only on
+// Runs lowering_pipeline(kind, options, config) on `graph` (changed only on
 // success). Errors of the passes, naming the pass.
-absl::StatusOr<Lowering> lower_for(DeviceKind kind, Graph& graph, const RewriteOptions& options);
+absl::StatusOr<Lowering> lower_for(DeviceKind kind, Graph& graph, const RewriteOptions& options,
+                                   const LmsConfig& config);
 
 }  // namespace lms

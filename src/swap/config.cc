@@ -245,6 +245,10 @@ const std::vector<KeySpec>& key_specs() {
        "or \"least_workspace_when_faster\" (convolutions may move to least-workspace kernels, "
        "which round differently)",
        to(get_kernel_choice, &LmsConfig::kernel_choice)},
+      {"chunked_head",
+       "true or false (the CPU device computes a language model's head and loss a chunk of rows "
+       "at a time)",
+       to(get_bool, &LmsConfig::chunked_head)},
       {"auto_search_plans",
        "an integer 0..1000 (jittered greedy plans the joint planner also tries; 0 = none)",
        to([](const toml::node& v) { return get_int(v, 0, 1000); }, &LmsConfig::auto_search_plans)},
@@ -544,9 +548,9 @@ std::string LmsConfig::to_toml() const {
       absl::StrJoin(quoted, ", "), "]\nfragmentation_reserve = ", real(fragmentation_reserve),
       "\nalignment = ", alignment_bytes, "\ntime_model = \"", time_model_name(time_model),
       "\"\nauto_actions = \"", auto_actions_name(auto_actions), "\"\nkernel_choice = \"",
-      kernel_choice_name(kernel_choice), "\"\nauto_search_plans = ", auto_search_plans,
-      "\nauto_refine_plans = ", auto_refine_plans, "\nlink_devices = ", link_devices,
-      "\n\n[link]\nd2h_bandwidth = ", real(link.d2h_bytes_per_s),
+      kernel_choice_name(kernel_choice), "\"\nchunked_head = ", chunked_head ? "true" : "false",
+      "\nauto_search_plans = ", auto_search_plans, "\nauto_refine_plans = ", auto_refine_plans,
+      "\nlink_devices = ", link_devices, "\n\n[link]\nd2h_bandwidth = ", real(link.d2h_bytes_per_s),
       "\nh2d_bandwidth = ", real(link.h2d_bytes_per_s),
       "\ncopy_latency = ", real(link.copy_latency_s),
       "\n\n[cost_model]\ncompute_rate = ", real(cost_model.compute_flops_per_s),

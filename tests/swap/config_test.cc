@@ -42,6 +42,7 @@ void expect_same(const LmsConfig& a, const LmsConfig& b) {
   EXPECT_EQ(a.auto_actions, b.auto_actions);
   EXPECT_EQ(a.auto_search_plans, b.auto_search_plans);
   EXPECT_EQ(a.auto_refine_plans, b.auto_refine_plans);
+  EXPECT_EQ(a.chunked_head, b.chunked_head);
   auto near = [](double x, double y) { EXPECT_NEAR(x, y, 1e-12 * std::abs(y)); };
   near(a.fragmentation_reserve, b.fragmentation_reserve);
   near(a.link.d2h_bytes_per_s, b.link.d2h_bytes_per_s);
@@ -74,6 +75,7 @@ void expect_identical(const LmsConfig& a, const LmsConfig& b, const std::string&
   EXPECT_EQ(a.auto_actions, b.auto_actions) << context;
   EXPECT_EQ(a.auto_search_plans, b.auto_search_plans) << context;
   EXPECT_EQ(a.auto_refine_plans, b.auto_refine_plans) << context;
+  EXPECT_EQ(a.chunked_head, b.chunked_head) << context;
   EXPECT_TRUE(same_bits(a.fragmentation_reserve, b.fragmentation_reserve)) << context;
   EXPECT_TRUE(same_bits(a.link.d2h_bytes_per_s, b.link.d2h_bytes_per_s)) << context;
   EXPECT_TRUE(same_bits(a.link.h2d_bytes_per_s, b.link.h2d_bytes_per_s)) << context;
@@ -176,6 +178,7 @@ TEST(Config, EachBadKeyOrValueIsNamed) {
       {"auto_actions = \"both\"", "auto_actions", "both"},
       {"auto_actions = 2", "auto_actions", "2"},
       {"auto_search_plans = -1", "auto_search_plans", "-1"},
+      {"chunked_head = 1", "chunked_head", "1"},
       {"auto_search_plans = 1001", "auto_search_plans", "1001"},
       {"auto_search_plans = \"many\"", "auto_search_plans", "many"},
       {"auto_refine_plans = -1", "auto_refine_plans", "-1"},

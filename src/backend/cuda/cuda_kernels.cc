@@ -95,6 +95,10 @@ Factory cuda_kernel_factory(OpKind op) {
     case OpKind::kSwapOut:  // copies and collectives run on their own streams
     case OpKind::kSwapIn:
     case OpKind::kAllReduce:
+    // No CUDA kernel yet: the CUDA lowering keeps the head and the loss
+    // apart (Note [Chunked language-model head]).
+    case OpKind::kLinearCrossEntropy:
+    case OpKind::kLinearCrossEntropyBwd:
       return nullptr;
   }
   return nullptr;

@@ -174,6 +174,28 @@ def cross_entropy(attrs, t):
     return {"loss": loss, "logits/grad": logits.grad}
 
 
+def head_cross_entropy(attrs, t):
+    """A language-model head and its loss, unchunked: F.cross_entropy of
+    x @ w.T over every position (ignore_index -100), in float64. Tied
+    (attr tied = 1): x = embedding(ids, w) + p, so that w's gradient sums the
+    embedding's and the head's. Gives the loss and the gradients of the
+    trained tensors."""
+    params = {k: t[k].double().requires_grad_(True) for k in ("x", "w", "p") if k in t}
+    labels = t["labels"].to(torch.int64)
+    if attrs["tied"] == [1.0]:
+        x = F.embedding(t["ids"].to(torch.int64), params["w"]) + params["p"]
+    else:
+        x = params["x"]
+    logits = x @ params["w"].T
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
+                           ignore_index=-100)
+    loss.backward()
+    result = {"loss": loss.detach()}
+    for k, v in params.items():
+        result[k + "/grad"] = v.grad
+    return result
+
+
 def mlp_cross_entropy_sgd(attrs, t):
     """fc2(relu(fc1(x))) (nn.Linear layout, w[K,C]) trained with
     F.cross_entropy and torch.optim.SGD with momentum for `steps` steps on one
@@ -274,7 +296,7 @@ OPS = {"conv": conv, "conv_bn_relu": conv_bn_relu, "linear": linear, "avg_pool":
        "clip": clip, "gelu": gelu, "reshape": reshape, "broadcast": broadcast,
        "cross_entropy": cross_entropy, "mlp_cross_entropy_sgd": mlp_cross_entropy_sgd,
        "transpose": transpose, "layer_norm": layer_norm, "matmul": matmul,
-       "attention": attention, "cast": cast, "autocast_cnn": autocast_cnn}
+       "attention": attention, "head_cross_entropy": head_cross_entropy, "cast": cast, "autocast_cnn": autocast_cnn}
 
 
 def main():

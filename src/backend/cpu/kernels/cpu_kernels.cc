@@ -83,6 +83,8 @@ CpuKernelFamily cpu_kernel_family(OpKind op) {
     case OpKind::kSoftDiceLossBwd:
     case OpKind::kSoftmaxCrossEntropy:
     case OpKind::kSoftmaxCrossEntropyBwd:
+    case OpKind::kLinearCrossEntropy:
+    case OpKind::kLinearCrossEntropyBwd:
     case OpKind::kReduceMean:
     case OpKind::kReduceMeanBwd:
     case OpKind::kSumTo:

@@ -236,6 +236,9 @@ KernelOr create_loss_kernel(const KernelSpec& spec, const CpuKernelContext& ctx)
   if (spec.op == OpKind::kReduceMean) return make_reduce_mean(spec, ctx);
   if (spec.op == OpKind::kReduceMeanBwd) return make_reduce_mean_bwd(spec, ctx);
   if (spec.op == OpKind::kSumTo) return make_sum_to(spec, ctx);
+  if (spec.op == OpKind::kLinearCrossEntropy || spec.op == OpKind::kLinearCrossEntropyBwd) {
+    return create_linear_xent_kernel(spec, ctx);
+  }
   return std::unique_ptr<Kernel>();
 }
 

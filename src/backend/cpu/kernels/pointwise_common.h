@@ -152,6 +152,10 @@ absl::StatusOr<std::unique_ptr<Kernel>> create_loss_kernel(const KernelSpec& spe
 // softmax_cross_entropy (+ _bwd): int64 labels in input 1.
 absl::StatusOr<std::unique_ptr<Kernel>> create_cross_entropy_kernel(const KernelSpec& spec,
                                                                     const CpuKernelContext& ctx);
+// linear_cross_entropy (+ _bwd): int64 labels in input 2
+// (linear_xent_kernels.cc; create_loss_kernel forwards).
+absl::StatusOr<std::unique_ptr<Kernel>> create_linear_xent_kernel(const KernelSpec& spec,
+                                                                  const CpuKernelContext& ctx);
 // global_norm, increment, sgd_update, adam_update.
 absl::StatusOr<std::unique_ptr<Kernel>> create_optimizer_kernel(const KernelSpec& spec,
                                                                 const CpuKernelContext& ctx);
