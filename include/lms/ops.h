@@ -352,10 +352,10 @@ TensorId softmax_cross_entropy(Graph& g, std::string_view name, TensorId logits,
 // x[..., D] float32 (N rows), labels[...] = x's shape without its last
 // axis (int64), as softmax_cross_entropy; returns loss[]. The backward
 // (linear_cross_entropy_bwd) recomputes each chunk's logits and gives dx
-// and dw; dw sums the chunks in order. The CPU device's lowering
-// turns a matmul feeding softmax_cross_entropy into this op by itself
-// (Note [Chunked language-model head]); the CUDA device has no kernel for
-// it yet.
+// and dw; dw sums the chunks in order. With LmsConfig::chunked_head, the
+// CPU device's lowering turns a matmul feeding softmax_cross_entropy into
+// this op by itself (Note [Chunked language-model head]); the CUDA device
+// has no kernel for it yet.
 // Errors (recorded in g.status(), naming the node): x of rank < 2, w not
 // [V,D] (or [D,V]) with x's D, fewer than 2 classes, labels not x's
 // shape without its last axis, or not int64. At run time, a label outside

@@ -37,13 +37,14 @@ namespace lms {
 //   dx, dw  = linear_cross_entropy_bwd(x, w, labels, dloss)   at dlogits's
 //
 // whose kernels compute the logits a chunk of rows at a time in their
-// workspace. The loss keeps its node and tensor name, and dx and dw keep
-// theirs (Graph::rename_tensor), so fetches, the optimizer and swap plans
-// find them; a reshape of x read only by dw's matmul goes with it. The
-// result differs from the unfused graph in rounding only (the logits'
-// softmax is summed in another order), and is the same on every run.
-// The CUDA device has no kernel for the fused ops yet, so its lowering
-// does not run this pass.
+// workspace. It runs when LmsConfig::chunked_head asks for it: the result
+// differs from the graph as written in rounding (below), and a session run
+// on the unplanned training graph runs the head as written, so the
+// default keeps the bit-for-bit promise against that run. The loss keeps its node and tensor name,
+// and dx and dw keep theirs (Graph::rename_tensor), so fetches, the optimizer and swap plans find
+// them; a reshape of x read only by dw's matmul goes with it. The result differs from the unfused
+// graph in rounding only (the logits' softmax is summed in another order), and is the same on every
+// run. The CUDA device has no kernel for the fused ops yet, so its lowering does not run this pass.
 
 namespace {
 

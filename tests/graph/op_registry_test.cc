@@ -76,7 +76,7 @@ TEST(OpRegistry, GradientRulesExactlyForForwardOps) {
       OpKind::kGelu,         OpKind::kReshape,    OpKind::kSoftmaxCrossEntropy,
       OpKind::kTranspose,    OpKind::kLayerNorm,  OpKind::kMatMul,
       OpKind::kAttention,    OpKind::kCast,       OpKind::kHardSigmoid,
-      OpKind::kHardSwish,    OpKind::kTanh};
+      OpKind::kHardSwish,    OpKind::kTanh,       OpKind::kLinearCrossEntropy};
   for (OpKind op : all_op_kinds()) {
     EXPECT_EQ(static_cast<bool>(op_def(op).grad), differentiable.contains(op)) << op_name(op);
   }

@@ -46,13 +46,15 @@ struct NoLmsReference {
 
 // Fails the calling test when the graph cannot be planned or run without LMS
 // (ok is false then).
+// `base` gives the settings besides enabled (chunked_head).
 inline NoLmsReference no_lms_reference(const Graph& train, const Feeds& feeds, int steps,
-                                       const Int64Feeds& int64_feeds = {}) {
+                                       const Int64Feeds& int64_feeds = {},
+                                       const LmsConfig& base = {}) {
   NoLmsReference ref;
   auto big = make_cpu_device({.capacity_bytes = 256 * kMiB, .host_pool_bytes = 64 * kMiB});
   EXPECT_TRUE(big.ok()) << big.status();
   if (!big.ok()) return ref;
-  LmsConfig off;
+  LmsConfig off = base;
   off.enabled = false;
   Graph plain = train;
   auto limits = rewrite(plain, off, **big);
@@ -147,13 +149,14 @@ inline void expect_steps_bit_identical(const BudgetPlan& plan, const Feeds& feed
 // recomputes a tensor and fits, `steps` steps are bit-identical to the
 // steps without LMS, with the measured peak the predicted one.
 inline void expect_lms_steps_bit_identical(const Graph& train, const Feeds& feeds, int steps,
-                                           const Int64Feeds& int64_feeds = {}) {
-  const NoLmsReference ref = no_lms_reference(train, feeds, steps, int64_feeds);
+                                           const Int64Feeds& int64_feeds = {},
+                                           const LmsConfig& config = {}) {
+  const NoLmsReference ref = no_lms_reference(train, feeds, steps, int64_feeds, config);
   ASSERT_TRUE(ref.ok);
   // Training moves the loss: the gradients reach the parameters.
   EXPECT_NE(ref.steps.fetched.front()[0], ref.steps.fetched.back()[0]);
   const std::optional<BudgetPlan> plan =
-      first_plan_in_sweep(train, ref, LmsConfig{}, 16, [](const Graph&, const RewriteReport& r) {
+      first_plan_in_sweep(train, ref, config, 16, [](const Graph&, const RewriteReport& r) {
         return !r.swapped.empty() || !r.recomputed.empty();
       });
   ASSERT_TRUE(plan.has_value()) << "no budget in [" << ref.working_set_limit_bytes << ", "

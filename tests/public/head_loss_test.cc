@@ -1,6 +1,7 @@
 // The chunked language-model head (Note [Chunked language-model head]),
 // through include/lms only: a matmul feeding softmax_cross_entropy, as a
-// user or the ONNX importer writes it, planned for the CPU device. The
+// user or the ONNX importer writes it, planned for the CPU device with
+// LmsConfig::chunked_head (off, the head stays as written). The
 // planned graph computes the head and its loss as linear_cross_entropy and
 // holds no tensor of N·V elements; the loss and every gradient match
 // PyTorch's unchunked F.cross_entropy (float64), untied and tied to the
@@ -61,6 +62,7 @@ absl::StatusOr<Graph> planned(const Graph& train, Device& device,
   Graph g = train;
   LmsConfig off;
   off.enabled = false;
+  off.chunked_head = true;
   RewriteOptions options;
   options.fetched = fetched;
   LMS_RETURN_IF_ERROR(rewrite(g, off, device, options).status());
@@ -131,8 +133,9 @@ TEST(HeadLoss, UntiedHeadMatchesPyTorch) { check_against_torch(false, 91); }
 
 TEST(HeadLoss, TiedHeadMatchesPyTorch) { check_against_torch(true, 92); }
 
-// A user who reads the logits keeps them: the head stays a matmul.
-TEST(HeadLoss, FetchedLogitsKeepTheHeadUnfused) {
+// A user who reads the logits keeps them, and without chunked_head
+// nothing fuses: the head stays a matmul.
+TEST(HeadLoss, FetchedLogitsOrTheDefaultKeepTheHeadUnfused) {
   auto train = head_model(false);
   ASSERT_TRUE(train.ok()) << train.status();
   auto device = make_cpu_device({.capacity_bytes = 64 * kMiB, .host_pool_bytes = kMiB});
@@ -142,6 +145,12 @@ TEST(HeadLoss, FetchedLogitsKeepTheHeadUnfused) {
   EXPECT_EQ(count_op(*g, OpKind::kLinearCrossEntropy), 0);
   EXPECT_EQ(count_op(*g, OpKind::kSoftmaxCrossEntropy), 1);
   EXPECT_NE(g->find_tensor("logits"), kNoTensor);
+  Graph plain = *train;
+  LmsConfig defaults;
+  defaults.enabled = false;
+  ASSERT_TRUE(rewrite(plain, defaults, **device).ok());
+  EXPECT_EQ(count_op(plain, OpKind::kLinearCrossEntropy), 0);
+  EXPECT_EQ(count_op(plain, OpKind::kSoftmaxCrossEntropy), 1);
 }
 
 // Planned with LMS at a budget that needs it, the fused head trains to the
@@ -155,7 +164,9 @@ TEST(HeadLoss, TiedHeadWithLmsIsBitIdentical) {
   std::vector<int64_t> ids(kB * kT);
   for (int64_t& id : ids) id = tok(gen);
   const Int64Feeds int64_feeds = {{"ids", ids}, {"labels", labels_for(gen)}};
-  user::expect_lms_steps_bit_identical(*train, {}, 3, int64_feeds);
+  LmsConfig config;
+  config.chunked_head = true;
+  user::expect_lms_steps_bit_identical(*train, {}, 3, int64_feeds, config);
 }
 
 }  // namespace
