@@ -3,13 +3,13 @@
 torchvision's ResNet-50 (SGD with momentum, cross-entropy) or of the GPT of
 scripts/gpt_model.py (Adam, cross-entropy over every position), in float32
 and under torch.autocast("cpu", dtype=torch.bfloat16), with `--threads`
-threads. Prints one line per precision: "pytorch <fp32|bf16> <best s>
+threads. Prints one line per precision (--precision fp32, bf16 or both): "pytorch <fp32|bf16> <best s>
 <median s>" over `--steps` timed steps after one warm-up step.
 
     pytorch_autocast_step.py resnet50 --batch 8 --size 128 --threads 2 --steps 3
     pytorch_autocast_step.py gpt --batch 4 --size 512 --threads 2 --steps 3
 
---size is the image side (resnet50) or the context (gpt: 4 layers, width
+--size is the image side (resnet50, vit_b_16: 224 only) or the context (gpt: 4 layers, width
 256, 8 heads, 256 tokens, the model of bench/README.md's context study).
 """
 import argparse
@@ -26,9 +26,9 @@ sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
 
 
 def build(name, size):
-    if name == "resnet50":
+    if name in ("resnet50", "vit_b_16"):
         import torchvision
-        model = torchvision.models.resnet50(num_classes=1000)
+        model = getattr(torchvision.models, name)(num_classes=1000)
         return model, lambda b: (torch.randn(b, 3, size, size), torch.randint(0, 1000, (b,)))
     import gpt_model
     model = gpt_model.GPT(layers=4, width=256, heads=8, vocab=256, context=size)
@@ -56,17 +56,18 @@ def step_times(model, batch, make, bf16, steps, adam):
 def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("model", choices=["resnet50", "gpt"])
+    p.add_argument("model", choices=["resnet50", "vit_b_16", "gpt"])
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--size", type=int, default=128)
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--precision", choices=["fp32", "bf16", "both"], default="both")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     model, make = build(a.model, a.size)
     model.train()
-    for precision in ("fp32", "bf16"):
+    for precision in ("fp32", "bf16") if a.precision == "both" else (a.precision,):
         best, median = step_times(model, a.batch, make, precision == "bf16", a.steps,
                                   a.model == "gpt")
         print("pytorch %s %.4f %.4f" % (precision, best, median), flush=True)
