@@ -85,13 +85,6 @@ class TileProducts {
     const memory::dim d = d_;
     const auto f32 = memory::data_type::f32;
     TileMatmul t;
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    if (p != kXYt) {
-      dnnl::post_ops sum;
-      sum.append_sum(1.f);
-      attr.set_post_ops(sum);
-    }
     switch (p) {
       case kXYt:
         t.a = memory::desc({m, d}, f32, {d, 1});
@@ -109,7 +102,8 @@ class TileProducts {
         t.c = memory::desc({n, d}, f32, {d, 1});
         break;
     }
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(t.a, t.b, t.c), attr, engine_);
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(t.a, t.b, t.c), matmul_attr(p != kXYt),
+                                    engine_);
     scratch_bytes_ = std::max<uint64_t>(scratch_bytes_, pd.scratchpad_desc().get_size());
     t.prim = dnnl::matmul(pd);
     mm_.emplace(key, std::move(t));

@@ -97,14 +97,7 @@ class LinearCrossEntropy final : public Kernel {
  private:
   ChunkMatmul make(const memory::desc& a, const memory::desc& b, const memory::desc& c,
                    bool accumulate) {
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    if (accumulate) {
-      dnnl::post_ops sum;
-      sum.append_sum(1.f);
-      attr.set_post_ops(sum);
-    }
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, engine_);
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), matmul_attr(accumulate), engine_);
     scratch_bytes_ = std::max<uint64_t>(
         scratch_bytes_, align_up(pd.scratchpad_desc().get_size() + 1, kWorkspaceAlign));
     return {dnnl::matmul(pd), a, b, c};

@@ -31,6 +31,16 @@ dnnl::primitive_attr user_scratchpad_attr() {
   return attr;
 }
 
+dnnl::primitive_attr matmul_attr(bool accumulate) {
+  dnnl::primitive_attr attr = user_scratchpad_attr();
+  if (accumulate) {
+    dnnl::post_ops sum;
+    sum.append_sum(1.f);
+    attr.set_post_ops(sum);
+  }
+  return attr;
+}
+
 uint64_t WorkspaceLayout::add_floats(int64_t n) {
   const uint64_t offset = buffers_end_;
   buffers_end_ = align_up(offset + static_cast<uint64_t>(n) * sizeof(float), kWorkspaceAlign);

@@ -45,6 +45,9 @@ dnnl::memory::desc plain_desc(const Shape& dims);
 dnnl::memory::desc flat_desc(int64_t n);
 // Attributes every primitive is created with: scratchpad_mode::user.
 dnnl::primitive_attr user_scratchpad_attr();
+// A matmul's attributes: scratchpad_mode::user, and when `accumulate` a sum
+// post-op (dst += src · weights).
+dnnl::primitive_attr matmul_attr(bool accumulate);
 
 // ---- StepKernel ------------------------------------------------------------
 
