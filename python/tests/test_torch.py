@@ -197,3 +197,49 @@ def test_mobile_idioms_train_as_in_pytorch(tmp_path):
         loss.backward()
         opt.step()
         assert abs(got - loss.item()) <= TOLERANCE * abs(loss.item()), step
+
+
+class TinyLm(torch.nn.Module):
+    """A language model's shape with a vocabulary far wider than its width:
+    embedding, a layer norm, an untied head."""
+
+    def __init__(self, vocab=500, width=16):
+        super().__init__()
+        self.tok = torch.nn.Embedding(vocab, width)
+        self.ln = torch.nn.LayerNorm(width)
+        self.head = torch.nn.Linear(width, vocab, bias=False)
+
+    def forward(self, ids):
+        return self.head(self.ln(self.tok(ids)))
+
+
+def test_chunked_head_trains_as_pytorch(tmp_path):
+    seed = 13
+    print(f"seed {seed}")
+    torch.manual_seed(seed)
+    model = TinyLm()
+    ids = torch.randint(0, 500, (2, 12))
+    labels = torch.randint(0, 500, (2, 12))
+    labels[0, :3] = -100  # ignored positions
+    path = lms.torch.export(model, torch.zeros(2, 12, dtype=torch.int64),
+                            str(tmp_path / "lm.onnx"))
+    m = lms.import_onnx(path, inputs={"input": (2, 12)})
+    lms.attach_loss(m.graph, m.outputs[0], lms.CrossEntropy(classes_last=True))
+    train = lms.training_graph(m.graph, lms.Sgd(lr=0.5))
+    device = lms.cpu_device(capacity="64MiB")
+    lms.rewrite(train, lms.LmsConfig(enabled=False, chunked_head=True), device)
+    ops = train.ops()
+    assert "linear_cross_entropy" in ops and "softmax_cross_entropy" not in ops
+    session = lms.Session(train, device)
+    step = session.run({"input": ids.numpy(), "labels": labels.numpy()})
+
+    reference = TinyLm()
+    reference.load_state_dict(model.state_dict())
+    opt = torch.optim.SGD(reference.parameters(), lr=0.5)
+    loss = torch.nn.functional.cross_entropy(reference(ids).reshape(-1, 500), labels.reshape(-1))
+    loss.backward()
+    opt.step()
+    assert abs(step.loss - loss.item()) <= TOLERANCE * abs(loss.item())
+    lms.torch.load_state_dict(model, session)
+    for name, value in reference.state_dict().items():
+        assert rel_l2(model.state_dict()[name], value) < TOLERANCE, name
