@@ -153,6 +153,27 @@ TEST(HeadLoss, FetchedLogitsOrTheDefaultKeepTheHeadUnfused) {
   EXPECT_EQ(count_op(plain, OpKind::kSoftmaxCrossEntropy), 1);
 }
 
+// A label outside [0, V) fails the step, naming the node and the label, as
+// softmax_cross_entropy does.
+TEST(HeadLoss, LabelOutOfRangeFailsTheStepNamingIt) {
+  auto train = head_model(false);
+  ASSERT_TRUE(train.ok()) << train.status();
+  auto device = make_cpu_device({.capacity_bytes = 64 * kMiB, .host_pool_bytes = kMiB});
+  ASSERT_TRUE(device.ok()) << device.status();
+  auto g = planned(*train, **device, {"loss"});
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_EQ(count_op(*g, OpKind::kLinearCrossEntropy), 1);
+  auto session = Session::create(*g, **device, {.fetches = {"loss"}});
+  ASSERT_TRUE(session.ok()) << session.status();
+  std::vector<int64_t> labels(kB * kT, 1);
+  labels[5] = kV;
+  StepResult r;
+  const absl::Status s = (*session)->run({}, {{"labels", labels}}, &r);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("'loss'"), absl::string_view::npos) << s;
+  EXPECT_NE(s.message().find("label 300 at position 5"), absl::string_view::npos) << s;
+}
+
 // A tied language model with four MLP blocks, whose saved activations
 // outweigh the head's chunk of logits: batch 4 x 64 tokens, width 32.
 absl::StatusOr<Graph> tied_mlp_model() {

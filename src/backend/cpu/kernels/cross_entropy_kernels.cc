@@ -22,19 +22,6 @@ const int64_t* labels_of(const KernelArgs& a) {
   return reinterpret_cast<const int64_t*>(a.inputs[1]);
 }
 
-// Every label in [0, C) or equal to ignore_index, else the error naming the
-// first that is not; returns the number of rows that count (M).
-absl::StatusOr<int64_t> count_rows(const KernelSpec& spec, const int64_t* labels,
-                                   const CrossEntropyDims& d) {
-  int64_t rows = 0;
-  for (int64_t n = 0; n < d.n; ++n) {
-    if (labels[n] == d.ignore_index) continue;
-    if (labels[n] < 0 || labels[n] >= d.c) return bad_class_label(spec, n, labels[n], d);
-    ++rows;
-  }
-  return rows;
-}
-
 // log Σ_c exp(x[c]) of one row of c logits.
 double log_sum_exp(const float* x, int64_t c) {
   float max = x[0];
@@ -51,7 +38,7 @@ KernelOr make_cross_entropy(const KernelSpec& spec, const CpuKernelContext& ctx)
   auto k = std::make_unique<StepKernel>(spec, ctx);
   k->add_loop([=](const KernelArgs& a) {
     const int64_t* labels = labels_of(a);
-    LMS_ASSIGN_OR_RETURN(const int64_t rows, count_rows(spec, labels, d));
+    LMS_ASSIGN_OR_RETURN(const int64_t rows, count_labelled_rows(spec, labels, d));
     double acc = 0.0;
     for (int64_t n = 0; n < d.n; ++n) {
       if (labels[n] == d.ignore_index) continue;
@@ -72,7 +59,7 @@ KernelOr make_cross_entropy_bwd(const KernelSpec& spec, const CpuKernelContext& 
   auto k = std::make_unique<StepKernel>(spec, ctx);
   k->add_loop([=](const KernelArgs& a) {
     const int64_t* labels = labels_of(a);
-    LMS_ASSIGN_OR_RETURN(const int64_t rows, count_rows(spec, labels, d));
+    LMS_ASSIGN_OR_RETURN(const int64_t rows, count_labelled_rows(spec, labels, d));
     const double scale =
         rows == 0 ? 0.0 : static_cast<double>(a.inputs[2][0]) / static_cast<double>(rows);
     for (int64_t n = 0; n < d.n; ++n) {

@@ -73,14 +73,7 @@ class LinearCrossEntropy final : public Kernel {
 
   absl::Status run(const KernelArgs& a) override {
     const int64_t* labels = reinterpret_cast<const int64_t*>(a.inputs[2]);
-    int64_t counted = 0;
-    for (int64_t n = 0; n < d_.n; ++n) {
-      if (labels[n] == d_.ignore_index) continue;
-      if (labels[n] < 0 || labels[n] >= d_.v) {
-        return bad_class_label(spec_, n, labels[n], d_.logits());
-      }
-      ++counted;
-    }
+    LMS_ASSIGN_OR_RETURN(const int64_t counted, count_labelled_rows(spec_, labels, d_.logits()));
     try {
       if (backward_) {
         backward(a, labels, counted);

@@ -41,6 +41,17 @@ dnnl::primitive_attr matmul_attr(bool accumulate) {
   return attr;
 }
 
+absl::StatusOr<int64_t> count_labelled_rows(const KernelSpec& spec, const int64_t* labels,
+                                            const CrossEntropyDims& d) {
+  int64_t rows = 0;
+  for (int64_t n = 0; n < d.n; ++n) {
+    if (labels[n] == d.ignore_index) continue;
+    if (labels[n] < 0 || labels[n] >= d.c) return bad_class_label(spec, n, labels[n], d);
+    ++rows;
+  }
+  return rows;
+}
+
 uint64_t WorkspaceLayout::add_floats(int64_t n) {
   const uint64_t offset = buffers_end_;
   buffers_end_ = align_up(offset + static_cast<uint64_t>(n) * sizeof(float), kWorkspaceAlign);

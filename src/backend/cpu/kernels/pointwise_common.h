@@ -49,6 +49,13 @@ dnnl::primitive_attr user_scratchpad_attr();
 // post-op (dst += src · weights).
 dnnl::primitive_attr matmul_attr(bool accumulate);
 
+// Every label of a cross-entropy in [0, C) or equal to ignore_index, else
+// the error naming the first that is not (bad_class_label); returns the
+// number of rows that count (M). Shared by softmax_cross_entropy and
+// linear_cross_entropy.
+absl::StatusOr<int64_t> count_labelled_rows(const KernelSpec& spec, const int64_t* labels,
+                                            const CrossEntropyDims& d);
+
 // ---- StepKernel ------------------------------------------------------------
 
 // Where a primitive argument's memory lives at run time.
